@@ -1,0 +1,399 @@
+"""Real models for tests: the silero-vad wheel's ONNX files, and PyTorch exports.
+
+Two sources, both usable without any model hub:
+
+* ``silero_vad_dir()`` -- the six ``.onnx`` files shipped inside the PyPI wheel
+  ``silero-vad==6.2.3``. The wheel is fetched once with
+  ``python -m pip download --no-deps`` (so it goes through pip's configured index),
+  checked against a pinned sha256, and only ``silero_vad/data/*.onnx`` is
+  unpacked into ``$RNNIR_TEST_CACHE/silero-vad-6.2.3/`` (default cache root:
+  ``~/.cache/rnnir-tests``). Setting ``RNNIR_SILERO_WHEEL`` to a local copy of
+  the wheel skips the download (it is checked against the same sha256).
+  Failures to get the wheel raise :class:`RealModelUnavailable` (tests turn it
+  into ``pytest.skip``); a hash mismatch raises :class:`RealModelIntegrityError`
+  (tests must fail on that: PyPI files never change).
+* ``torch_models_dir()`` -- ``tests/data/torch``: small GRU/LSTM models exported
+  by ``tests/data/make_torch_models.py`` with both PyTorch exporters, each with a
+  PyTorch-computed multi-call oracle (``<name>.calls.npz``); see its README.md.
+
+Ground truth for the silero files (read from the graphs with onnx; tested in
+``tests/test_realmodels_smoke.py``)
+-----------------------------------------------------------------------------
+
+================================  =======================  =====================  ==========================================
+file                              inputs (one call)        state in -> state out  where the state goes
+================================  =======================  =====================  ==========================================
+silero_vad.onnx                   input [B, 576] f32,      state -> stateN        4 LSTM nodes (hidden 128, forward), one per
+  (opset 16, spox)                state [2, B, 128] f32,                          branch of If(sr == 16000) x If(state.shape[0]
+                                  sr [] int64                                     != 0). Branch "decoder/If_1.then_branch"
+                                                                                  (taken: state is [2, B, 128]): state[0]
+                                                                                  (Gather 0, Unsqueeze 0) -> initial_h,
+                                                                                  state[1] (Gather 1) -> initial_c. Branch
+                                                                                  "If_1.else_branch" (unreachable: `state`
+                                                                                  declares dim 0 = 2, ORT rejects 0):
+                                                                                  initial_h/c = zeros (ConstantOfShape), the
+                                                                                  state input is ignored. stateN = Concat(
+                                                                                  Unsqueeze(Y_h), Unsqueeze(Y_c)) on axis 0:
+                                                                                  stateN[0] = Y_h, stateN[1] = Y_c (Y_h/Y_c
+                                                                                  squeezed, passed out of the If nests).
+silero_vad_16k_op15.onnx          input, state, sr         state -> stateN        2 LSTM nodes, in /model/decoder/If_1 then
+  (opset 15, pytorch 2.3.1)       (sr only used as sr*0)                          (reads state[0]/state[1] as above) and else
+                                                                                  (zeros). 16 kHz only. stateN = Add(Concat(
+                                                                                  Y_h, Y_c), Cast(sr * 0)): a zero term that
+                                                                                  keeps ``sr`` a live input.
+silero_vad_16k_sequence.onnx      input [N, 576], h [1,1,  h -> hn, c -> cn      1 LSTM (/recurrent/LSTM): h is initial_h and
+  (opset 16, pytorch 2.11)        128], c [1,1,128]                               c is initial_c directly; its Y_h / Y_c ARE the
+                                                                                  graph outputs hn / cn. N frames run as the
+                                                                                  LSTM's time axis in one call (batch 1).
+silero_vad_half.onnx              input, state (no sr)     state -> stateN        like op15 (If_1 then: state[0]/[1] ->
+  (opset 16, pytorch 2.3.1)                                                       initial_h/c; else: zeros), stateN = Concat(
+                                                                                  Y_h, Y_c). 16 kHz only; other weights.
+silero_vad_op18_ifless.onnx       input, sr, state         state -> stateN        NO LSTM node. One If(sr == 16000) holds a
+  (opset 18, pytorch 2.9          (note the input order)                          hand-written LSTM cell per rate (one time
+  dynamo)                                                                         step): state[0] (Gather 0) -> Gemm with
+                                                                                  decoder.rnn.weight_hh (= h_prev); state[1]
+                                                                                  (Gather 1) -> Mul with sigmoid(split 1)
+                                                                                  (forget gate; = c_prev). Split of Gemm+Gemm
+                                                                                  into i, f, g, o (sigmoid, sigmoid, tanh,
+                                                                                  sigmoid); c = f*c_prev + i*g (Add),
+                                                                                  h = o*tanh(c) (Mul). stateN = Concat(
+                                                                                  Unsqueeze(h), Unsqueeze(c)): stateN[0] = h,
+                                                                                  stateN[1] = c. The If's outputs ARE the
+                                                                                  graph outputs output/stateN.
+silero_vad_openvino_16k.onnx      input [1, 576],          state -> stateN        1 LSTM, no If, static shapes: state[0] ->
+  (opset 16, spox)                state [2, 1, 128]                               initial_h, state[1] -> initial_c, stateN =
+                                                                                  Concat(Y_h, Y_c).
+================================  =======================  =====================  ==========================================
+
+Input length: 576 = 64 samples of context (the end of the previous chunk) + 512
+new samples at 16 kHz; silero's own wrapper prepends the context. Every file
+above gives the same probabilities and state as ``silero_vad.onnx`` at 16 kHz
+except ``silero_vad_half.onnx`` (different weights), and the sequence model over
+N frames equals N one-frame calls of the stateful models with state fed back.
+
+As data: :data:`SILERO_STATE_PAIRS`, :data:`SILERO_SLICES` (which slice of a
+state tensor plays which recurrent role) and :data:`SILERO_RECURRENT_SITES`
+(the ops that read/write the state, with their If-branch path).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+
+import numpy as np
+
+SILERO_VERSION = "6.2.3"
+SILERO_WHEEL = f"silero_vad-{SILERO_VERSION}-py3-none-any.whl"
+#: sha256 of the wheel as served by PyPI (computed from a real download).
+SILERO_WHEEL_SHA256 = "7b7f5436cfcb02fae583a05b512ea96467fd449fe54cb49a5e4f06c51a1e43b8"
+#: timeout (seconds) for the whole ``pip download``; never hang a test run.
+DOWNLOAD_TIMEOUT = float(os.environ.get("RNNIR_DOWNLOAD_TIMEOUT", "300"))
+
+SILERO_FILES = (
+    "silero_vad.onnx",
+    "silero_vad_16k_op15.onnx",
+    "silero_vad_16k_sequence.onnx",
+    "silero_vad_half.onnx",
+    "silero_vad_op18_ifless.onnx",
+    "silero_vad_openvino_16k.onnx",
+)
+
+#: sha256 of each unpacked file (a second check, and a cheap cache validation).
+SILERO_FILE_SHA256 = {
+    "silero_vad.onnx": "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3",
+    "silero_vad_16k_op15.onnx": "7ed98ddbad84ccac4cd0aeb3099049280713df825c610a8ed34543318f1b2c49",
+    "silero_vad_16k_sequence.onnx": "9ccdacc4719d8aa7e45a77536bfabec45a03ba1f2fad5e241ab4060b24238a85",
+    "silero_vad_half.onnx": "1e0b195ad4806595ef4466f419d16fca7e4afcfc6669b8c0b5f76ea87547c769",
+    "silero_vad_op18_ifless.onnx": "7671cd04b004e9076da0d4a7b1a5aec36adf161c39230c1cb94a4fd5db6bbd28",
+    "silero_vad_openvino_16k.onnx": "7776b81ad1b0350c15d7f1555943b9232eb53e9ca5d989c6d0cea9ebc8664d87",
+}
+
+#: graph inputs of one call, in graph order: name -> (shape with "B"/"N"
+#: symbols, numpy dtype). B = batch, N = frames of the sequence model.
+SILERO_INPUTS = {
+    "silero_vad.onnx": {"input": (("B", 576), "float32"), "state": ((2, "B", 128), "float32"),
+                        "sr": ((), "int64")},
+    "silero_vad_16k_op15.onnx": {"input": (("B", 576), "float32"),
+                                 "state": ((2, "B", 128), "float32"), "sr": ((), "int64")},
+    "silero_vad_16k_sequence.onnx": {"input": (("N", 576), "float32"),
+                                     "h": ((1, 1, 128), "float32"),
+                                     "c": ((1, 1, 128), "float32")},
+    "silero_vad_half.onnx": {"input": (("B", 576), "float32"),
+                             "state": ((2, "B", 128), "float32")},
+    "silero_vad_op18_ifless.onnx": {"input": (("B", 576), "float32"), "sr": ((), "int64"),
+                                    "state": ((2, "B", 128), "float32")},
+    "silero_vad_openvino_16k.onnx": {"input": ((1, 576), "float32"),
+                                     "state": ((2, 1, 128), "float32")},
+}
+
+#: state input -> the output that must be fed back into it at the next call.
+SILERO_STATE_PAIRS = {
+    "silero_vad.onnx": {"state": "stateN"},
+    "silero_vad_16k_op15.onnx": {"state": "stateN"},
+    "silero_vad_16k_sequence.onnx": {"h": "hn", "c": "cn"},
+    "silero_vad_half.onnx": {"state": "stateN"},
+    "silero_vad_op18_ifless.onnx": {"state": "stateN"},
+    "silero_vad_openvino_16k.onnx": {"state": "stateN"},
+}
+
+_PACKED = {"state[0]": "initial_h", "state[1]": "initial_c",
+           "stateN[0]": "Y_h", "stateN[1]": "Y_c"}
+
+#: which (slice of a) state tensor plays which LSTM role. ``state[k]`` means
+#: index k on axis 0. For op18_ifless the roles belong to the hand-written cell:
+#: initial_h = h_prev (Gemm with weight_hh), initial_c = c_prev (Mul with the
+#: forget gate), Y_h = o*tanh(c), Y_c = f*c_prev + i*g.
+SILERO_SLICES = {
+    "silero_vad.onnx": dict(_PACKED),
+    "silero_vad_16k_op15.onnx": dict(_PACKED),
+    "silero_vad_16k_sequence.onnx": {"h": "initial_h", "c": "initial_c",
+                                     "hn": "Y_h", "cn": "Y_c"},
+    "silero_vad_half.onnx": dict(_PACKED),
+    "silero_vad_op18_ifless.onnx": dict(_PACKED),
+    "silero_vad_openvino_16k.onnx": dict(_PACKED),
+}
+
+
+def _lstm(node, branch, reads_state, when):
+    return {"op": "LSTM", "node": node, "branch": branch, "hidden_size": 128,
+            "direction": "forward", "reads_state": reads_state, "when": when,
+            "reachable": reads_state}
+
+
+_V16 = "If_0.then_branch/If_0_then_branch__Inline_0__/decoder/If_1"
+_V8 = "If_0.else_branch/If_0_else_branch__Inline_0__/decoder/If_1"
+
+#: the ops that carry the recurrence. ``branch`` is the If path, written
+#: ``<If node name>.<then_branch|else_branch>/...`` ('' = main graph);
+#: ``reads_state`` False means the op starts from zeros (ConstantOfShape) and
+#: never sees the state input; ``when`` says when that branch runs, and
+#: ``reachable`` whether a feed that matches the declared input shapes can
+#: take it (``state`` declares dim 0 = 2, so "state.shape[0] == 0" never holds).
+SILERO_RECURRENT_SITES = {
+    "silero_vad.onnx": (
+        _lstm("If_0_then_branch__Inline_0__/decoder/rnn/LSTM", _V16 + ".then_branch",
+              True, "sr == 16000 and state.shape[0] != 0"),
+        _lstm("If_0_then_branch__Inline_0__/decoder/rnn_1/LSTM", _V16 + ".else_branch",
+              False, "sr == 16000 and state.shape[0] == 0"),
+        _lstm("If_0_else_branch__Inline_0__/decoder/rnn/LSTM", _V8 + ".then_branch",
+              True, "sr != 16000 and state.shape[0] != 0"),
+        _lstm("If_0_else_branch__Inline_0__/decoder/rnn_1/LSTM", _V8 + ".else_branch",
+              False, "sr != 16000 and state.shape[0] == 0"),
+    ),
+    "silero_vad_16k_op15.onnx": (
+        _lstm("/model/decoder/rnn/LSTM", "/model/decoder/If_1.then_branch", True,
+              "state.shape[0] != 0"),
+        _lstm("/model/decoder/rnn_1/LSTM", "/model/decoder/If_1.else_branch", False,
+              "state.shape[0] == 0"),
+    ),
+    "silero_vad_16k_sequence.onnx": (
+        _lstm("/recurrent/LSTM", "", True, "always"),
+    ),
+    "silero_vad_half.onnx": (
+        _lstm("/decoder/rnn/LSTM", "/decoder/If_1.then_branch", True, "state.shape[0] != 0"),
+        _lstm("/decoder/rnn_1/LSTM", "/decoder/If_1.else_branch", False,
+              "state.shape[0] == 0"),
+    ),
+    "silero_vad_op18_ifless.onnx": (
+        {"op": "cell", "node": "node_linear (Gemm, weight_hh) + node_mul_168 (Mul, c_prev)",
+         "branch": "node_cond__1.then_branch", "hidden_size": 128, "direction": "forward",
+         "reads_state": True, "when": "sr == 16000", "reachable": True,
+         "ops": ("Gather", "Gemm", "Add", "Split", "Sigmoid", "Tanh", "Mul", "Concat")},
+        {"op": "cell", "node": "node_linear_2 (Gemm, weight_hh) + node_mul_168_2 (Mul, c_prev)",
+         "branch": "node_cond__1.else_branch", "hidden_size": 128, "direction": "forward",
+         "reads_state": True, "when": "sr != 16000", "reachable": True,
+         "ops": ("Gather", "Gemm", "Add", "Split", "Sigmoid", "Tanh", "Mul", "Concat")},
+    ),
+    "silero_vad_openvino_16k.onnx": (
+        _lstm("F2::If_0_then_branch__Inline_0__/decoder/rnn/LSTM", "", True, "always"),
+    ),
+}
+
+
+class RealModelUnavailable(RuntimeError):
+    """The real model could not be obtained here (no network, no pip, timeout)."""
+
+
+class RealModelIntegrityError(RuntimeError):
+    """A downloaded file does not match its pinned sha256: do not skip, fail."""
+
+
+# --------------------------------------------------------------------- paths
+
+
+def torch_models_dir() -> pathlib.Path:
+    """``tests/data/torch``: committed PyTorch exports and their oracles."""
+    return pathlib.Path(__file__).resolve().parent / "data" / "torch"
+
+
+def cache_root() -> pathlib.Path:
+    env = os.environ.get("RNNIR_TEST_CACHE")
+    if env:
+        return pathlib.Path(env).expanduser()
+    return pathlib.Path.home() / ".cache" / "rnnir-tests"
+
+
+def _sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+_MARKER = ".complete"
+
+
+def _complete(folder: pathlib.Path) -> bool:
+    """A folder is usable when our marker is there and every file has its size."""
+    marker = folder / _MARKER
+    if not marker.is_file():
+        return False
+    try:
+        sizes = dict(line.split() for line in marker.read_text().splitlines()[1:])
+        return all((folder / n).is_file() and (folder / n).stat().st_size == int(sizes[n])
+                   for n in SILERO_FILES)
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def _fetch_wheel(into: pathlib.Path) -> pathlib.Path:
+    local = os.environ.get("RNNIR_SILERO_WHEEL")
+    if local:
+        p = pathlib.Path(local).expanduser()
+        if not p.is_file():
+            raise RealModelUnavailable(f"RNNIR_SILERO_WHEEL={local} is not a file")
+        return p
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+           "--disable-pip-version-check", "--no-input", "--timeout", "30", "--retries", "2",
+           f"silero-vad=={SILERO_VERSION}", "-d", str(into)]
+    try:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              timeout=DOWNLOAD_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise RealModelUnavailable(
+            f"`pip download silero-vad=={SILERO_VERSION}` did not finish within "
+            f"{DOWNLOAD_TIMEOUT:g}s (set RNNIR_DOWNLOAD_TIMEOUT, or RNNIR_SILERO_WHEEL "
+            "to a local copy of the wheel)") from None
+    except OSError as exc:
+        raise RealModelUnavailable(f"cannot run pip ({exc})") from None
+    wheel = into / SILERO_WHEEL
+    if proc.returncode != 0 or not wheel.is_file():
+        lines = (proc.stderr or proc.stdout or "").strip().splitlines()
+        tail = "; ".join([ln.strip() for ln in lines if ln.startswith("ERROR")] or lines[-2:])
+        raise RealModelUnavailable(
+            f"`pip download silero-vad=={SILERO_VERSION}` failed "
+            f"(exit {proc.returncode}): {tail or 'no output'}")
+    return wheel
+
+
+def _unpack(wheel: pathlib.Path, out: pathlib.Path) -> None:
+    got = _sha256(wheel)
+    if got != SILERO_WHEEL_SHA256:
+        raise RealModelIntegrityError(
+            f"{wheel.name}: sha256 {got} != pinned {SILERO_WHEEL_SHA256}")
+    out.mkdir()
+    with zipfile.ZipFile(wheel) as zf:
+        for name in SILERO_FILES:
+            member = f"silero_vad/data/{name}"
+            with zf.open(member) as src, open(out / name, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            got = _sha256(out / name)
+            if got != SILERO_FILE_SHA256[name]:
+                raise RealModelIntegrityError(f"{member}: sha256 {got} != pinned")
+    lines = [SILERO_WHEEL_SHA256] + [f"{n} {(out / n).stat().st_size}" for n in SILERO_FILES]
+    (out / _MARKER).write_text("\n".join(lines) + "\n")
+
+
+def silero_vad_dir() -> pathlib.Path:
+    """Folder holding the six ``.onnx`` files of the silero-vad 6.2.3 wheel.
+
+    Idempotent and safe across concurrent processes: each process unpacks into
+    its own temporary folder next to the destination and renames it into place
+    (atomic); a process that loses the race uses the winner's folder.
+    """
+    root = cache_root()
+    dest = root / f"silero-vad-{SILERO_VERSION}"
+    if _complete(dest):
+        return dest
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = pathlib.Path(tempfile.mkdtemp(prefix=".silero-tmp-", dir=root))
+    except OSError as exc:
+        raise RealModelUnavailable(f"cannot create the cache folder {root}: {exc}") from None
+    try:
+        wheel = _fetch_wheel(tmp)
+        _unpack(wheel, tmp / "out")
+        if dest.exists() and not _complete(dest):
+            # a leftover that is not ours (or was damaged): move it aside first
+            stale = pathlib.Path(tempfile.mkdtemp(prefix=".silero-stale-", dir=root))
+            with contextlib.suppress(OSError):
+                os.replace(dest, stale / "old")
+        try:
+            os.replace(tmp / "out", dest)
+        except OSError:
+            if not _complete(dest):  # nobody else won the race either
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        for stale in root.glob(".silero-stale-*"):
+            shutil.rmtree(stale, ignore_errors=True)
+    if not _complete(dest):
+        raise RealModelUnavailable(f"{dest} is incomplete after unpacking")
+    return dest
+
+
+def silero_path(name: str) -> pathlib.Path:
+    if name not in SILERO_FILES:
+        raise KeyError(name)
+    return silero_vad_dir() / name
+
+
+def silero_feed(name: str, batch: int = 1, frames: int = 1, sr: int = 16000,
+                seed: int = 0) -> dict:
+    """A valid first-call feed for a silero file: random audio, zero state."""
+    rng = np.random.default_rng(seed)
+    feed = {}
+    for inp, (shape, dtype) in SILERO_INPUTS[name].items():
+        if inp == "sr":
+            feed[inp] = np.array(sr, dtype=np.int64)
+            continue
+        dims = tuple(batch if d == "B" else frames if d == "N" else d for d in shape)
+        if inp == "input":
+            feed[inp] = (0.1 * rng.standard_normal(dims)).astype(dtype)
+        else:
+            feed[inp] = np.zeros(dims, dtype=dtype)
+    return feed
+
+
+# ------------------------------------------------------------ torch exports
+
+#: the models in tests/data/torch, each exported as <name>.ts.onnx and
+#: <name>.dynamo.onnx (+ .data) with the oracle <name>.calls.npz.
+TORCH_MODELS = ("gru_stream", "lstm_stream", "gru2_stream", "lstm_packed_state",
+                "bilstm_stream", "lstm_batch_first", "gru_encoder_stateless")
+
+#: state input -> state output of each torch model (the same in both exports).
+TORCH_STATE_PAIRS = {
+    "gru_stream": {"h0": "hn"},
+    "lstm_stream": {"h0": "hn", "c0": "cn"},
+    "gru2_stream": {"h0": "hn"},          # h0[l] = layer l (Slice [l:l+1] -> GRU #l)
+    "lstm_packed_state": {"state": "stateN"},  # state[0]=h, state[1]=c
+    "bilstm_stream": {"h0": "hn", "c0": "cn"},  # [0]=forward, [1]=reverse direction
+    "lstm_batch_first": {"h0": "hn", "c0": "cn"},
+    "gru_encoder_stateless": {},
+}
+
+
+def torch_calls(name: str) -> dict:
+    """The PyTorch oracle of a torch model as a dict of arrays."""
+    with np.load(torch_models_dir() / f"{name}.calls.npz") as z:
+        return {k: z[k] for k in z.files}
