@@ -1,0 +1,106 @@
+"""rnnir: verify how recurrent models keep their state across inference calls.
+
+    import rnnir
+    prog = rnnir.load("model.onnx")     # one call of the model as IR
+    print(prog)                          # readable text
+    prog.state_pairs                     # which input/output pairs carry state, and why
+    model = rnnir.export(prog)           # back to ONNX, with the pairing in metadata_props
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from .builder import Builder
+from .errors import ExportError, IRError, ModelError, PairingError, RnnirError, StateError
+from .ir import (
+    Compute,
+    LoadKind,
+    LoadSlot,
+    OrderingLayer,
+    Output,
+    Program,
+    Provenance,
+    Recurrent,
+    Region,
+    Return,
+    Slot,
+    SlotInit,
+    Store,
+    StoreResult,
+    TensorType,
+    Value,
+)
+from .pairs import PairSource, PortRef, SliceMap, StatePair
+
+__all__ = [
+    "Builder",
+    "Compute",
+    "ExportError",
+    "IRError",
+    "LoadKind",
+    "LoadSlot",
+    "ModelError",
+    "OrderingLayer",
+    "Output",
+    "PairSource",
+    "PairingError",
+    "Policy",
+    "PortRef",
+    "Program",
+    "Provenance",
+    "Recurrent",
+    "Region",
+    "Return",
+    "RnnirError",
+    "SliceMap",
+    "Slot",
+    "SlotInit",
+    "StateError",
+    "StatePair",
+    "Store",
+    "StoreResult",
+    "TensorType",
+    "Value",
+    "export",
+    "load",
+]
+
+__version__ = "0.1.0"
+
+
+def load(
+    model: object,
+    pairs: Mapping[str, str | None] | None = None,
+    *,
+    entry: str = "dynamic",
+    exit: str = "fanout",
+    label: str | None = None,
+) -> Program:
+    """Lower an ONNX model (path, bytes or ``onnx.ModelProto``) to a :class:`Program`.
+
+    ``pairs`` declares the caller's state contract (``{"h0": "hn"}``) and
+    replaces every other way of finding pairs.  ``entry``/``exit`` choose the
+    lowering policies (see :class:`rnnir.lower.Policy`).  Raises
+    :class:`ModelError` for any model that cannot be read, :class:`PairingError`
+    for a declaration that names unknown inputs or outputs.
+    """
+    from .lower import Policy, lower, read_model
+
+    src = read_model(model, label=label)  # type: ignore[arg-type]
+    return lower(src, pairs, Policy(entry=entry, exit=exit))
+
+
+def export(program: Program, path: str | None = None):  # -> onnx.ModelProto
+    """Write ``program`` as an ONNX model (returned; also saved to ``path`` when given)."""
+    from .export import export as _export
+
+    return _export(program, path)
+
+
+def __getattr__(name: str):
+    if name == "Policy":
+        from .lower import Policy
+
+        return Policy
+    raise AttributeError(f"module 'rnnir' has no attribute {name!r}")

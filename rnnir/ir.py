@@ -1,0 +1,606 @@
+"""The rnnir IR: one inference call of one model, with its persistent state made explicit.
+
+A :class:`Program` is a DAG of nodes held in a ``networkx.DiGraph``.  Values are
+SSA: each has one producer (or none, for values that come from outside the
+analysed region) and knows its uses, so "does this store read the final state
+directly?" is one lookup.
+
+Node kinds (see DESIGN.md):
+
+- :class:`LoadSlot`  reads a :class:`Slot` at the start of the call (view or copy);
+- :class:`Compute`   any other op, kept with its ONNX node; ``If`` keeps its branches as regions;
+- :class:`Recurrent` an ONNX RNN/GRU/LSTM with every attribute;
+- :class:`Store`     writes a value into a :class:`Slot` or an :class:`Output`, with an explicit result kind;
+- :class:`Return`    the end of the call and the effects it waits for.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Sequence
+
+import networkx as nx
+import numpy as np
+
+from .errors import IRError
+
+__all__ = [
+    "TensorType",
+    "QuantParams",
+    "Provenance",
+    "LoadKind",
+    "StoreResult",
+    "OrderingLayer",
+    "SlotInit",
+    "Slot",
+    "Output",
+    "Value",
+    "Node",
+    "LoadSlot",
+    "Compute",
+    "Region",
+    "Recurrent",
+    "Store",
+    "Return",
+    "Program",
+]
+
+
+@dataclass(frozen=True)
+class QuantParams:
+    """Quantization of a stored tensor (scale/zero point per tensor or per axis)."""
+
+    scale: tuple[float, ...]
+    zero_point: tuple[int, ...]
+    axis: int | None = None
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """dtype (a numpy dtype name), shape (ints, symbolic names, or None for unknown dims)."""
+
+    dtype: str | None = None
+    shape: tuple[int | str | None, ...] | None = None
+    layout: str | None = None
+    quant: QuantParams | None = None
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    def dim(self, axis: int) -> int | str | None:
+        if self.shape is None or not -len(self.shape) <= axis < len(self.shape):
+            return None
+        return self.shape[axis]
+
+    def __str__(self) -> str:
+        dt = self.dtype or "?"
+        if self.shape is None:
+            return f"{dt}[*]"
+        dims = ",".join("?" if d is None else str(d) for d in self.shape)
+        q = f" q(scale={self.quant.scale})" if self.quant else ""
+        lay = f" layout={self.layout}" if self.layout else ""
+        return f"{dt}[{dims}]{lay}{q}"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where an IR element came from: the ONNX node and value, and the path through If branches."""
+
+    node: str | None = None
+    value: str | None = None
+    branch: tuple[str, ...] = ()
+
+    @property
+    def branch_path(self) -> str:
+        return "/".join(self.branch)
+
+    def __str__(self) -> str:
+        parts = []
+        if self.node:
+            parts.append(f"node {self.node!r}")
+        if self.value:
+            parts.append(f"value {self.value!r}")
+        if self.branch:
+            parts.append(f"in {self.branch_path}")
+        return ", ".join(parts)
+
+
+class LoadKind(enum.Enum):
+    """How a call reads a slot: in place (``VIEW``) or into a private copy (``COPY``)."""
+
+    VIEW = "view"
+    COPY = "copy"
+
+
+class StoreResult(enum.Enum):
+    """What a Store returns: an effect token, a view of the destination, or a true copy of the value."""
+
+    TOKEN = "token"
+    ALIAS = "alias"
+    VALUE = "value"
+
+
+class OrderingLayer(enum.Enum):
+    """Who guarantees that a call's effects finish before the next call starts."""
+
+    RUNTIME = "runtime"  # the runtime runs calls serially and completes every store first
+    DEVICE = "device"  # a device event / stream sync issued by the compiled code
+    CALLER = "caller"  # the caller must synchronise before starting the next call
+    NONE = "none"  # nobody: the program does not order its effects
+
+    def describe(self) -> str:
+        return {
+            OrderingLayer.RUNTIME: "the runtime's serial call sequencing",
+            OrderingLayer.DEVICE: "a device event at the end of the call",
+            OrderingLayer.CALLER: "the caller, who must synchronise before the next call",
+            OrderingLayer.NONE: "nobody",
+        }[self]
+
+
+@dataclass(frozen=True)
+class SlotInit:
+    """A slot's value before the first call: ``zeros``, a ``constant`` or ``caller`` supplied."""
+
+    kind: str = "zeros"
+    value: np.ndarray | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("zeros", "constant", "caller"):
+            raise IRError(f"slot init kind must be zeros, constant or caller, not {self.kind!r}")
+        if self.kind == "constant" and self.value is None:
+            raise IRError("a constant slot init needs a value")
+
+    def __str__(self) -> str:
+        if self.kind == "constant" and self.value is not None:
+            flat = np.asarray(self.value).ravel()
+            shown = ", ".join(f"{v:g}" for v in flat[:4]) + (", …" if flat.size > 4 else "")
+            return f"constant[{shown}]"
+        return self.kind
+
+
+@dataclass(eq=False)
+class Slot:
+    """Persistent storage that outlives a call.
+
+    ``address`` is the storage identity: two slots never share storage unless
+    ``alias_of`` says so (or an :class:`Output` is named there, which is a bug
+    that AL002 reports).
+    """
+
+    name: str
+    type: TensorType = field(default_factory=TensorType)
+    init: SlotInit = field(default_factory=SlotInit)
+    address: str = ""
+    alias_of: Slot | Output | None = None
+    provenance: Provenance = field(default_factory=Provenance)
+
+    def __post_init__(self) -> None:
+        if not self.address:
+            self.address = f"slot:{self.name}"
+
+    def __repr__(self) -> str:
+        return f"Slot({self.name!r})"
+
+
+@dataclass(eq=False)
+class Output:
+    """A buffer handed to the caller at the end of the call."""
+
+    name: str
+    type: TensorType = field(default_factory=TensorType)
+
+    def __repr__(self) -> str:
+        return f"Output({self.name!r})"
+
+
+@dataclass(eq=False)
+class Value:
+    """An SSA value: produced by at most one node, used by any number.
+
+    ``producer`` is None for a value defined outside the analysed region (a
+    graph input that is not state, a weight, anything not on a state path);
+    such values may carry a ``const`` array when they are constants.
+    """
+
+    name: str
+    type: TensorType = field(default_factory=TensorType)
+    producer: Node | None = None
+    index: int = 0
+    const: np.ndarray | None = field(default=None, repr=False)
+    uses: list[tuple[Node, int]] = field(default_factory=list, repr=False)
+    kind: str = "tensor"  # "tensor", or "token"/"alias"/"value" for store results
+
+    @property
+    def users(self) -> list[Node]:
+        seen: list[Node] = []
+        for node, _ in self.uses:
+            if node not in seen:
+                seen.append(node)
+        return seen
+
+    def __repr__(self) -> str:
+        return f"%{self.name}"
+
+
+@dataclass(eq=False)
+class Node:
+    """Base of every IR node: a stable id, provenance, operands and results."""
+
+    id: str = ""
+    inputs: list[Value | None] = field(default_factory=list)
+    outputs: list[Value | None] = field(default_factory=list)
+    provenance: Provenance = field(default_factory=Provenance)
+
+    opname = "node"
+
+    def operands(self) -> Iterator[Value]:
+        return (v for v in self.inputs if v is not None)
+
+    def results(self) -> Iterator[Value]:
+        return (v for v in self.outputs if v is not None)
+
+    def describe(self) -> str:
+        """A short name for messages: the ONNX node name when there is one."""
+        return self.provenance.node or self.id
+
+    def _attrs_text(self) -> str:
+        return ""
+
+    def __str__(self) -> str:
+        outs = ", ".join("_" if v is None else f"%{v.name}" for v in self.outputs)
+        ins = ", ".join("_" if v is None else f"%{v.name}" for v in self.inputs)
+        lhs = f"{outs} = " if outs else ""
+        attrs = self._attrs_text()
+        where = f"  # {self.provenance.branch_path}" if self.provenance.branch else ""
+        return f"{lhs}{self.opname}{attrs}({ins}){where}"
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.id}>"
+
+
+@dataclass(eq=False, repr=False)
+class LoadSlot(Node):
+    """The initial state of a call: reads ``slot`` in place (VIEW) or into a copy (COPY)."""
+
+    slot: Slot | None = None
+    kind: LoadKind = LoadKind.COPY
+    opname = "load_slot"
+
+    def _attrs_text(self) -> str:
+        return f"<@{self.slot.name if self.slot else '?'}, {self.kind.value}>"
+
+
+@dataclass(eq=False)
+class Region:
+    """A nested region of a Compute node (an If branch): its own nodes and the values it yields."""
+
+    name: str
+    path: tuple[str, ...]
+    nodes: list[Node] = field(default_factory=list)
+    yields: list[Value | None] = field(default_factory=list)
+
+
+@dataclass(eq=False, repr=False)
+class Compute(Node):
+    """Any op that is not recurrent, kept with its ONNX node so it can be exported again.
+
+    For ``If``, ``inputs`` are ``[cond, *then_yields, *else_yields]`` and
+    ``regions`` holds both branches: output i is then_yields[i] or else_yields[i].
+    """
+
+    op: str = ""
+    domain: str = ""
+    attributes: dict[str, Any] = field(default_factory=dict)
+    regions: dict[str, Region] = field(default_factory=dict)
+    onnx_node: Any = field(default=None, repr=False)
+
+    @property
+    def opname(self) -> str:  # type: ignore[override]
+        return self.op if not self.domain else f"{self.domain}.{self.op}"
+
+    def _attrs_text(self) -> str:
+        shown = {k: v for k, v in self.attributes.items() if not isinstance(v, (bytes, np.ndarray))}
+        if not shown:
+            return ""
+        return "<" + ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items())) + ">"
+
+    def branch_yields(self, region: str) -> list[Value | None]:
+        """The values branch ``region`` yields (If only)."""
+        if self.op != "If":
+            raise IRError(f"{self.id} is a {self.op}, not an If")
+        n = len(self.outputs)
+        start = 1 if region == "then_branch" else 1 + n
+        return self.inputs[start : start + n]
+
+
+RECURRENT_INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P")
+RECURRENT_OUTPUTS = ("Y", "Y_h", "Y_c")
+
+
+@dataclass(eq=False, repr=False)
+class Recurrent(Node):
+    """An ONNX RNN, GRU or LSTM, first class, with every attribute.
+
+    ``inputs`` follow ONNX order (X, W, R, B, sequence_lens, initial_h,
+    initial_c, P) with None for absent ones; ``outputs`` are (Y, Y_h, Y_c).
+    """
+
+    kind: str = "LSTM"
+    direction: str = "forward"
+    hidden_size: int | None = None
+    layout: int = 0
+    activations: tuple[str, ...] | None = None
+    activation_alpha: tuple[float, ...] | None = None
+    activation_beta: tuple[float, ...] | None = None
+    clip: float | None = None
+    linear_before_reset: int = 0
+    input_forget: int = 0
+    onnx_node: Any = field(default=None, repr=False)
+
+    @property
+    def opname(self) -> str:  # type: ignore[override]
+        return f"recurrent.{self.kind}"
+
+    @property
+    def num_directions(self) -> int:
+        return 2 if self.direction == "bidirectional" else 1
+
+    def port(self, name: str) -> Value | None:
+        """The value at ONNX port ``name`` (an input or an output name)."""
+        if name in RECURRENT_INPUTS:
+            i = RECURRENT_INPUTS.index(name)
+            return self.inputs[i] if i < len(self.inputs) else None
+        if name in RECURRENT_OUTPUTS:
+            i = RECURRENT_OUTPUTS.index(name)
+            return self.outputs[i] if i < len(self.outputs) else None
+        raise IRError(f"{self.kind} has no port {name!r}")
+
+    def port_of(self, value: Value) -> str | None:
+        for i, v in enumerate(self.inputs):
+            if v is value:
+                return RECURRENT_INPUTS[i]
+        for i, v in enumerate(self.outputs):
+            if v is value:
+                return RECURRENT_OUTPUTS[i]
+        return None
+
+    @property
+    def state_ports(self) -> tuple[str, ...]:
+        return ("initial_h", "initial_c") if self.kind == "LSTM" else ("initial_h",)
+
+    def attributes(self) -> dict[str, Any]:
+        """The ONNX attributes this node stands for (only those that are set)."""
+        attrs: dict[str, Any] = {"hidden_size": self.hidden_size, "direction": self.direction}
+        if self.layout:
+            attrs["layout"] = self.layout
+        if self.activations is not None:
+            attrs["activations"] = list(self.activations)
+        if self.activation_alpha is not None:
+            attrs["activation_alpha"] = list(self.activation_alpha)
+        if self.activation_beta is not None:
+            attrs["activation_beta"] = list(self.activation_beta)
+        if self.clip is not None:
+            attrs["clip"] = self.clip
+        if self.kind == "GRU" and self.linear_before_reset:
+            attrs["linear_before_reset"] = self.linear_before_reset
+        if self.kind == "LSTM" and self.input_forget:
+            attrs["input_forget"] = self.input_forget
+        return attrs
+
+    def _attrs_text(self) -> str:
+        a = [f"{self.direction}", f"hidden={self.hidden_size}"]
+        if self.layout:
+            a.append("layout=1")
+        if self.activations is not None:
+            a.append("act=" + "/".join(self.activations))
+        if self.clip is not None:
+            a.append(f"clip={self.clip:g}")
+        if self.linear_before_reset:
+            a.append("linear_before_reset")
+        if self.input_forget:
+            a.append("input_forget")
+        return "<" + ", ".join(a) + ">"
+
+
+@dataclass(eq=False, repr=False)
+class Store(Node):
+    """Writes ``inputs[0]`` into ``dest`` (a Slot or an Output); the result kind is explicit."""
+
+    dest: Slot | Output | None = None
+    result: StoreResult = StoreResult.TOKEN
+    opname = "store"
+
+    @property
+    def value(self) -> Value | None:
+        return self.inputs[0] if self.inputs else None
+
+    @property
+    def to_slot(self) -> bool:
+        return isinstance(self.dest, Slot)
+
+    def _attrs_text(self) -> str:
+        if isinstance(self.dest, Slot):
+            d = f"@{self.dest.name}"
+        elif isinstance(self.dest, Output):
+            d = f"out:{self.dest.name}"
+        else:
+            d = "?"
+        return f"<{d}, {self.result.value}>"
+
+
+@dataclass(eq=False, repr=False)
+class Return(Node):
+    """The end of the call: the store effects (``inputs``) that complete before the next call may start."""
+
+    layer: OrderingLayer = OrderingLayer.RUNTIME
+    opname = "return"
+
+    @property
+    def waits(self) -> list[Value]:
+        return list(self.operands())
+
+    def _attrs_text(self) -> str:
+        return f"<by {self.layer.value}>"
+
+
+class Program:
+    """One inference call of one model.
+
+    Nodes live in ``graph`` (a ``networkx.DiGraph`` keyed by node id, with the
+    node object under attribute ``node``); data edges carry ``kind="data"``,
+    explicit ordering edges ``kind="order"``.
+    """
+
+    def __init__(self, name: str = "program") -> None:
+        self.name = name
+        self.graph: nx.DiGraph = nx.DiGraph()
+        self.slots: list[Slot] = []
+        self.outputs: list[Output] = []
+        self.externals: dict[str, Value] = {}
+        self.state_pairs: list[Any] = []  # rnnir.lower.pairing.StatePair
+        self.suggested_pairs: list[Any] = []
+        self.state_paths: list[Any] = []  # recurrences written as plain ops
+        self.source: Any = None  # rnnir.lower.ModelSource, when lowered from ONNX
+        self.policy: Any = None
+        self._ids: dict[str, int] = {}
+
+    # -- construction -------------------------------------------------------------------
+    def fresh_id(self, stem: str) -> str:
+        n = self._ids.get(stem, 0)
+        self._ids[stem] = n + 1
+        return f"{stem}{n}"
+
+    def add_slot(self, slot: Slot) -> Slot:
+        if any(s.name == slot.name for s in self.slots):
+            raise IRError(f"program {self.name!r} already has a slot named {slot.name!r}")
+        self.slots.append(slot)
+        return slot
+
+    def add_output(self, output: Output) -> Output:
+        if any(o.name == output.name for o in self.outputs):
+            raise IRError(f"program {self.name!r} already has an output named {output.name!r}")
+        self.outputs.append(output)
+        return output
+
+    def external(self, name: str, type: TensorType | None = None, const: np.ndarray | None = None) -> Value:
+        """A value defined outside the analysed region (graph input, weight, off-path value)."""
+        v = self.externals.get(name)
+        if v is None:
+            v = Value(name=name, type=type or TensorType(), const=const)
+            self.externals[name] = v
+        return v
+
+    def add(self, node: Node) -> Node:
+        """Insert ``node``: its id must be unique, its operands must already belong to the program."""
+        if not node.id:
+            node.id = self.fresh_id(node.opname.split(".")[-1].lower() if isinstance(node, Compute) else type(node).__name__.lower())
+        if node.id in self.graph:
+            raise IRError(f"duplicate node id {node.id!r}")
+        self.graph.add_node(node.id, node=node)
+        for i, v in enumerate(node.inputs):
+            if v is None:
+                continue
+            if v.producer is not None:
+                if v.producer.id not in self.graph or self.graph.nodes[v.producer.id]["node"] is not v.producer:
+                    raise IRError(f"{node.id} reads %{v.name}, produced by a node outside this program")
+                self.graph.add_edge(v.producer.id, node.id, kind="data")
+            elif self.externals.get(v.name) is not v:
+                raise IRError(f"{node.id} reads %{v.name}, which is neither produced here nor an external value")
+            v.uses.append((node, i))
+        for i, v in enumerate(node.outputs):
+            if v is None:
+                continue
+            if v.producer is not None and v.producer is not node:
+                raise IRError(f"%{v.name} already has producer {v.producer.id}")
+            v.producer = node
+            v.index = i
+        return node
+
+    def add_order(self, before: Node, after: Node) -> None:
+        """An explicit ordering edge: ``before`` completes before ``after`` starts."""
+        if self.graph.has_edge(before.id, after.id):
+            return
+        self.graph.add_edge(before.id, after.id, kind="order")
+
+    # -- queries --------------------------------------------------------------------------
+    def node(self, node_id: str) -> Node:
+        return self.graph.nodes[node_id]["node"]
+
+    @property
+    def nodes(self) -> list[Node]:
+        return [self.graph.nodes[n]["node"] for n in nx.topological_sort(self.graph)]
+
+    def nodes_of(self, *types: type) -> list[Node]:
+        return [n for n in self.nodes if isinstance(n, types)]
+
+    @property
+    def loads(self) -> list[LoadSlot]:
+        return [n for n in self.nodes if isinstance(n, LoadSlot)]
+
+    @property
+    def stores(self) -> list[Store]:
+        return [n for n in self.nodes if isinstance(n, Store)]
+
+    @property
+    def recurrents(self) -> list[Recurrent]:
+        return [n for n in self.nodes if isinstance(n, Recurrent)]
+
+    @property
+    def returns(self) -> list[Return]:
+        return [n for n in self.nodes if isinstance(n, Return)]
+
+    def slot(self, name: str) -> Slot:
+        for s in self.slots:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    def output(self, name: str) -> Output:
+        for o in self.outputs:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def loads_of(self, slot: Slot) -> list[LoadSlot]:
+        return [n for n in self.loads if n.slot is slot]
+
+    def stores_to(self, dest: Slot | Output) -> list[Store]:
+        return [n for n in self.stores if n.dest is dest]
+
+    def pair(self, input_name: str) -> Any:
+        for p in self.state_pairs:
+            if p.input == input_name:
+                return p
+        raise KeyError(input_name)
+
+    def __len__(self) -> int:
+        return self.graph.number_of_nodes()
+
+    # -- printing ------------------------------------------------------------------------
+    def __str__(self) -> str:
+        from .printer import print_program
+
+        return print_program(self)
+
+    def __repr__(self) -> str:
+        return f"<Program {self.name!r}: {len(self)} nodes, {len(self.slots)} slots>"
+
+
+def check_acyclic(program: Program) -> None:
+    """Raise IRError naming one cycle when the program's graph is not a DAG."""
+    try:
+        cycle = nx.find_cycle(program.graph)
+    except nx.NetworkXNoCycle:
+        return
+    raise IRError("program graph has a cycle: " + " -> ".join(str(u) for u, _ in cycle))
+
+
+def iter_values(nodes: Iterable[Node]) -> Iterator[Value]:
+    for n in nodes:
+        yield from n.results()
+
+
+def as_tuple(x: Sequence[Any] | None) -> tuple[Any, ...] | None:
+    return None if x is None else tuple(x)

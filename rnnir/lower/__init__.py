@@ -1,0 +1,9 @@
+"""ONNX → IR lowering: safe reading, scope-aware def-use, state pairing, policies."""
+
+from __future__ import annotations
+
+from .build import LAYOUT_OPS, Policy, lower
+from .pairing import find_pairs, triton_pairs
+from .source import ModelSource, read_model
+
+__all__ = ["LAYOUT_OPS", "ModelSource", "Policy", "find_pairs", "lower", "read_model", "triton_pairs"]

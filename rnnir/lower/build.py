@@ -1,0 +1,644 @@
+"""ONNX → IR: build the part of the graph that state flows through.
+
+Only values that depend on a state input or on a recurrent op's results become
+IR nodes; everything else a state-path node reads becomes an external value
+(with its constant when it is a small constant, which the slice analysis
+needs for Gather indices, Slice bounds and the like).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from ..errors import ModelError
+from ..ir import (
+    Compute,
+    LoadKind,
+    LoadSlot,
+    OrderingLayer,
+    Output,
+    Program,
+    Provenance,
+    Recurrent,
+    Region,
+    Return,
+    Slot,
+    SlotInit,
+    Store,
+    StoreResult,
+    TensorType,
+    Value,
+)
+from ..pairs import PairSource, StatePair
+from .pairing import META_PROGRAM, find_pairs, looks_like_state, metadata
+from .scope import RECURRENT_OPS, Definition, ModelIndex, Scope, outer_names
+from .source import ModelSource
+
+_SMALL_CONST = 4096  # elements: enough for indices, shapes and small initial states
+
+LAYOUT_OPS = frozenset(
+    {"Identity", "Cast", "CastLike", "Gather", "Slice", "Split", "Squeeze", "Unsqueeze", "Reshape", "Concat", "Transpose", "Flatten", "Expand"}
+)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Lowering policies.
+
+    ``entry``: ``dynamic`` (state comes from graph inputs) or ``constant`` (a
+    recurrent op whose initial state is a constant and whose final state is a
+    graph output gets a slot initialised with that constant).
+    ``exit``: ``fanout`` (correct: both stores read the final state), ``chain``
+    (the output store reads the slot store's result) or ``reuse-single-store``
+    (no slot store when the final state already has a store user: the slot
+    then lives in the output buffer).
+    """
+
+    entry: str = "dynamic"
+    exit: str = "fanout"
+    chain_result: StoreResult = StoreResult.ALIAS
+    load: LoadKind = LoadKind.COPY
+
+    def __post_init__(self) -> None:
+        if self.entry not in ("dynamic", "constant"):
+            raise ValueError(f"entry policy must be 'dynamic' or 'constant', not {self.entry!r}")
+        if self.exit not in ("fanout", "chain", "reuse-single-store"):
+            raise ValueError(f"exit policy must be 'fanout', 'chain' or 'reuse-single-store', not {self.exit!r}")
+
+
+def tensor_type(vi: onnx.ValueInfoProto | None) -> TensorType:
+    if vi is None or not vi.type.HasField("tensor_type"):
+        return TensorType()
+    tt = vi.type.tensor_type
+    dtype = None
+    if tt.elem_type:
+        try:
+            dtype = str(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)))
+        except (KeyError, TypeError, ValueError):
+            dtype = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
+    if not tt.HasField("shape"):
+        return TensorType(dtype=dtype)
+    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+    return TensorType(dtype=dtype, shape=dims)
+
+
+def _tensor_type_of(t: onnx.TensorProto) -> TensorType:
+    try:
+        dtype = str(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)))
+    except (KeyError, TypeError, ValueError):
+        dtype = None
+    return TensorType(dtype=dtype, shape=tuple(t.dims))
+
+
+def _small_array(t: onnx.TensorProto) -> np.ndarray | None:
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        return None
+    n = 1
+    for d in t.dims:
+        n *= d
+    if n > _SMALL_CONST:
+        return None
+    try:
+        return numpy_helper.to_array(t)
+    except Exception:  # noqa: BLE001 - a malformed constant is simply not used as a constant
+        return None
+
+
+def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+    for a in node.attribute:
+        if a.name == name:
+            v = onnx.helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                return v.decode()
+            if isinstance(v, list) and v and isinstance(v[0], bytes):
+                return [x.decode() for x in v]
+            return v
+    return default
+
+
+def _plain_attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            continue
+        if a.type == onnx.AttributeProto.TENSOR:
+            arr = _small_array(a.t)
+            if arr is not None:
+                out[a.name] = arr
+            continue
+        v = onnx.helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode()
+        elif isinstance(v, list) and v and isinstance(v[0], bytes):
+            v = [x.decode() for x in v]
+        out[a.name] = v
+    return out
+
+
+class _Lowering:
+    def __init__(self, src: ModelSource, pairs: Mapping[str, str | None] | None, policy: Policy) -> None:
+        self.src = src
+        self.label = src.label
+        self.policy = policy
+        self.index = ModelIndex(src.model, src.label)
+        self.program = Program(src.model.graph.name or (src.path.stem if src.path else "model"))
+        self.program.source = src
+        self.program.policy = policy
+        self.declared = pairs
+        self.values: dict[tuple[int, str], Value] = {}
+        self.taint: dict[tuple[int, str], bool] = {}
+        self.defs: dict[tuple[int, str], Definition] = {}
+        self.slot_inputs: dict[str, Slot] = {}
+        self.names_used: set[str] = set()
+        self.rec_nodes: dict[int, Recurrent] = {}
+        self._ifs: dict[int, Compute] = {}
+
+    # -- names and values ----------------------------------------------------------------
+    def _key(self, d: Definition) -> tuple[int, str]:
+        return (id(d.scope), d.name)
+
+    def _fresh_name(self, name: str, scope: Scope) -> str:
+        if name not in self.names_used:
+            self.names_used.add(name)
+            return name
+        alt = f"{name}@{scope.branch_path}"
+        k = 1
+        while alt in self.names_used:
+            alt = f"{name}@{scope.branch_path}#{k}"
+            k += 1
+        self.names_used.add(alt)
+        return alt
+
+    def external_value(self, d: Definition) -> Value:
+        key = self._key(d)
+        v = self.values.get(key)
+        if v is not None:
+            return v
+        const = None
+        ttype = tensor_type(d.info)
+        if d.kind == "initializer" and d.tensor is not None:
+            const = _small_array(d.tensor)
+            ttype = _tensor_type_of(d.tensor)
+        elif d.kind == "node" and d.node is not None and d.node.op_type == "Constant":
+            t = _attr_tensor(d.node)
+            if t is not None:
+                const = _small_array(t)
+                ttype = _tensor_type_of(t)
+        name = self._fresh_name(d.name, d.scope)
+        v = self.program.external(name, ttype, const)
+        self.values[key] = v
+        return v
+
+    def operand(self, scope: Scope, name: str) -> Value | None:
+        if not name:
+            return None
+        d = scope.resolve(name)
+        key = self._key(d)
+        if key in self.values:
+            return self.values[key]
+        return self.external_value(d)
+
+    # -- taint walk ----------------------------------------------------------------------
+    def _deps(self, d: Definition) -> list[tuple[Scope, str]]:
+        """What a defined value depends on, for the taint walk (recurrent outputs depend on nothing)."""
+        if d.kind != "node" or d.node is None:
+            return []
+        node = d.node
+        if node.op_type == "If":
+            # every output's yields: the If node is built once, for all its outputs
+            out = [(d.scope, node.input[0])] if node.input and node.input[0] else []
+            for attr in ("then_branch", "else_branch"):
+                sub = d.scope.child(node, attr)
+                out.extend((sub, o.name) for o in sub.graph.output)
+            return out
+        deps = [(d.scope, i) for i in node.input if i]
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                deps.extend((d.scope, nm) for nm in sorted(outer_names(a.g)))
+        return deps
+
+    def is_source(self, d: Definition) -> bool:
+        if d.kind == "input" and d.scope is self.index.root and d.name in self.slot_inputs:
+            return True
+        return d.kind == "node" and d.node is not None and d.node.op_type in RECURRENT_OPS and d.node.domain in ("", "ai.onnx")
+
+    def walk(self, demands: list[tuple[Scope, str]]) -> list[Definition]:
+        """Post-order over the backward cone of ``demands``; fills ``self.taint``; returns tainted defs in order."""
+        order: list[Definition] = []
+        for scope, name in demands:
+            d0 = scope.resolve(name)
+            if self._key(d0) in self.taint:
+                continue
+            stack: list[tuple[Definition, bool]] = [(d0, False)]
+            while stack:
+                d, expanded = stack.pop()
+                key = self._key(d)
+                if key in self.taint and not expanded:
+                    continue
+                if expanded:
+                    deps = [sc.resolve(nm) for sc, nm in self._deps(d)]
+                    t = self.is_source(d) or any(self.taint.get(self._key(x), False) for x in deps)
+                    self.taint[key] = t
+                    self.defs[key] = d
+                    if t:
+                        order.append(d)
+                    continue
+                self.taint[key] = False  # provisional: marks "in progress" and breaks accidental loops
+                stack.append((d, True))
+                for sc, nm in self._deps(d):
+                    dd = sc.resolve(nm)
+                    if self._key(dd) not in self.taint:
+                        stack.append((dd, False))
+        return order
+
+    # -- IR construction -----------------------------------------------------------------
+    def build_value(self, d: Definition) -> None:
+        key = self._key(d)
+        if key in self.values:
+            return
+        if d.kind == "input" and d.name in self.slot_inputs:
+            slot = self.slot_inputs[d.name]
+            v = Value(name=self._fresh_name(d.name, d.scope), type=slot.type)
+            node = LoadSlot(outputs=[v], slot=slot, kind=self.policy.load, provenance=Provenance(value=d.name))
+            self.program.add(node)
+            self.values[key] = v
+            return
+        node = d.node
+        if node is None:
+            self.external_value(d)
+            return
+        if node.op_type in RECURRENT_OPS and node.domain in ("", "ai.onnx"):
+            self.build_recurrent(d.scope, node)
+            return
+        if node.op_type == "If":
+            self.build_if(d.scope, node)
+            return
+        self.build_compute(d.scope, node)
+
+    def _outputs_for(self, scope: Scope, node: onnx.NodeProto) -> list[Value | None]:
+        outs: list[Value | None] = []
+        for name in node.output:
+            if not name:
+                outs.append(None)
+                continue
+            v = Value(name=self._fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+            self.values[(id(scope), name)] = v
+            outs.append(v)
+        return outs
+
+    def _prov(self, scope: Scope, node: onnx.NodeProto) -> Provenance:
+        return Provenance(node=self.index.node_names[id(node)], value=node.output[0] if node.output else None, branch=scope.path)
+
+    def build_compute(self, scope: Scope, node: onnx.NodeProto) -> None:
+        ins = [self.operand(scope, n) for n in node.input]
+        extra = []
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                extra.extend(self.operand(scope, nm) for nm in sorted(outer_names(a.g)))
+        c = Compute(
+            op=node.op_type,
+            domain=node.domain,
+            attributes=_plain_attrs(node),
+            inputs=ins + extra,
+            outputs=self._outputs_for(scope, node),
+            onnx_node=node,
+            provenance=self._prov(scope, node),
+        )
+        self.program.add(c)
+
+    def build_if(self, scope: Scope, node: onnx.NodeProto) -> None:
+        cond = self.operand(scope, node.input[0])
+        yields: dict[str, list[Value | None]] = {}
+        for attr in ("then_branch", "else_branch"):
+            sub = scope.child(node, attr)
+            yields[attr] = [self.operand(sub, o.name) for o in sub.graph.output]
+        outs = self._outputs_for(scope, node)
+        c = Compute(
+            op="If",
+            inputs=[cond, *yields["then_branch"], *yields["else_branch"]],
+            outputs=outs,
+            regions={a: Region(a, scope.child(node, a).path, yields=yields[a]) for a in yields},
+            onnx_node=node,
+            provenance=self._prov(scope, node),
+        )
+        self.program.add(c)
+        self._ifs[id(node)] = c
+
+    def build_recurrent(self, scope: Scope, node: onnx.NodeProto) -> None:
+        if id(node) in self.rec_nodes:
+            return
+        n_in = 8 if node.op_type == "LSTM" else 6
+        names = list(node.input) + [""] * (n_in - len(node.input))
+        ins = [self.operand(scope, n) for n in names[:n_in]]
+        acts = _attr(node, "activations")
+        alpha = _attr(node, "activation_alpha")
+        beta = _attr(node, "activation_beta")
+        hidden = _attr(node, "hidden_size")
+        if hidden is None:
+            raise ModelError(f"{node.op_type} node has no hidden_size attribute", model=self.label, where=self.index.node_names[id(node)])
+        n_out = 3 if node.op_type == "LSTM" else 2
+        onames = list(node.output) + [""] * (n_out - len(node.output))
+        fake = onnx.NodeProto()
+        fake.CopyFrom(node) if False else None  # keep the original node; outputs built below
+        outs: list[Value | None] = []
+        for name in onames[:n_out]:
+            if not name:
+                outs.append(None)
+                continue
+            v = Value(name=self._fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+            self.values[(id(scope), name)] = v
+            outs.append(v)
+        r = Recurrent(
+            kind=node.op_type,
+            direction=_attr(node, "direction", "forward"),
+            hidden_size=int(hidden),
+            layout=int(_attr(node, "layout", 0)),
+            activations=None if acts is None else tuple(acts),
+            activation_alpha=None if alpha is None else tuple(float(x) for x in alpha),
+            activation_beta=None if beta is None else tuple(float(x) for x in beta),
+            clip=_attr(node, "clip"),
+            linear_before_reset=int(_attr(node, "linear_before_reset", 0)),
+            input_forget=int(_attr(node, "input_forget", 0)),
+            inputs=ins,
+            outputs=outs,
+            onnx_node=node,
+            provenance=self._prov(scope, node),
+        )
+        self.program.add(r)
+        self.rec_nodes[id(node)] = r
+
+    # -- the whole lowering --------------------------------------------------------------
+    def run(self) -> Program:
+        model = self.src.model
+        root = self.index.root
+        pairs = find_pairs(model, label=self.label, declared=self.declared, model_path=self.src.path)
+        pairs += self._unreturned_state_inputs(pairs)
+        prog = self.program
+        for vi in model.graph.output:
+            prog.add_output(Output(vi.name, tensor_type(vi)))
+        for p in pairs:
+            d = root.resolve(p.input)
+            init = SlotInit("zeros")
+            if d.tensor is not None:
+                arr = _small_array(d.tensor)
+                if arr is not None:
+                    init = SlotInit("constant", arr)
+            slot = Slot(name=p.input, type=tensor_type(root.inputs.get(p.input)), init=init, provenance=Provenance(value=p.input))
+            prog.add_slot(slot)
+            p.slot = slot
+            self.slot_inputs[p.input] = slot
+        const_entries = self._constant_entries(pairs) if self.policy.entry == "constant" else []
+        prog.state_pairs = pairs
+
+        demands: list[tuple[Scope, str]] = [(root, vi.name) for vi in model.graph.output]
+        for scope, node in self.index.recurrent:
+            for n in node.input:
+                if n:
+                    demands.append((scope, n))
+            # recurrent ops whose results nobody demands still belong to the program
+            if node.output and node.output[0]:
+                demands.append((scope, node.output[0]))
+            elif len(node.output) > 1 and node.output[1]:
+                demands.append((scope, node.output[1]))
+        for p in pairs:
+            demands.append((root, p.input))
+        order = self.walk(demands)
+        for d in order:
+            self.build_value(d)
+        for scope, node in self.index.recurrent:
+            self.build_recurrent(scope, node)
+        for p in pairs:  # a slot nobody reads is still loaded: SD007 reports it
+            self.build_value(root.resolve(p.input))
+        self._stores(pairs, const_entries)
+        from ..slices import analyse_state
+
+        analyse_state(prog)
+        self._suggest(pairs)
+        return prog
+
+    def _unreturned_state_inputs(self, pairs: list[StatePair]) -> list[StatePair]:
+        """State-named graph inputs that feed a recurrent op's initial state but no output returns."""
+        paired = {p.input for p in pairs}
+        out: list[StatePair] = []
+        for name in self._inputs_reaching_initial_state():
+            if name not in paired and looks_like_state(name):
+                out.append(StatePair(name, None, PairSource.NAME, f"{name!r} is named like state and feeds a recurrent initial state, but no output matches it"))
+                paired.add(name)
+        return out
+
+    def _inputs_reaching_initial_state(self) -> list[str]:
+        root = self.index.root
+        found: list[str] = []
+        for scope, node in self.index.recurrent:
+            for port in (5, 6):
+                if port < len(node.input) and node.input[port]:
+                    for name in self._layout_sources(scope, node.input[port]):
+                        if name not in found:
+                            found.append(name)
+        return [n for n in found if n in root.inputs]
+
+    def _layout_sources(self, scope: Scope, name: str) -> list[str]:
+        """Main-graph inputs reachable backwards from ``name`` through layout-only ops (and If joins)."""
+        out: list[str] = []
+        stack = [(scope, name)]
+        seen: set[tuple[int, str]] = set()
+        while stack:
+            sc, nm = stack.pop()
+            d = sc.resolve(nm)
+            key = self._key(d)
+            if key in seen:
+                continue
+            seen.add(key)
+            if d.kind == "input" and d.scope is self.index.root:
+                out.append(d.name)
+            elif d.kind == "node" and d.node is not None:
+                if d.node.op_type in LAYOUT_OPS:
+                    if d.node.input and d.node.input[0]:
+                        stack.append((d.scope, d.node.input[0]))
+                    if d.node.op_type == "Concat":
+                        stack.extend((d.scope, i) for i in d.node.input[1:] if i)
+                elif d.node.op_type == "If":
+                    stack.extend(self._deps(d))
+        return out
+
+    def _constant_entries(self, pairs: list[StatePair]) -> list[tuple[Slot, Definition]]:
+        """Constant-entry policy: slots for recurrent ops that start from a constant and return their final state."""
+        root = self.index.root
+        out_names = {vi.name for vi in self.src.model.graph.output}
+        made: list[tuple[Slot, Definition]] = []
+        paired_out = {p.output for p in pairs}
+        for scope, node in self.index.recurrent:
+            for port, final in ((5, 1), (6, 2)):
+                if port >= len(node.input) or not node.input[port] or final >= len(node.output):
+                    continue
+                d = scope.resolve(node.input[port])
+                if d.kind not in ("initializer",) and not (d.kind == "node" and d.node is not None and d.node.op_type == "Constant"):
+                    continue
+                ret = node.output[final]
+                if ret not in out_names or ret in paired_out:
+                    continue
+                t = d.tensor if d.tensor is not None else _attr_tensor(d.node) if d.node is not None else None
+                if t is None:
+                    continue
+                arr = numpy_helper.to_array(t) if t.data_location != onnx.TensorProto.EXTERNAL else None
+                if arr is None:
+                    continue
+                slot = Slot(name=d.name, type=_tensor_type_of(t), init=SlotInit("constant", arr), provenance=Provenance(value=d.name))
+                self.program.add_slot(slot)
+                p = StatePair(d.name, ret, PairSource.CONSTANT, f"constant initial state of {self.index.node_names[id(node)]!r} made a slot (entry=constant)")
+                p.slot = slot
+                pairs.append(p)
+                self.slot_inputs[d.name] = slot
+                made.append((slot, d))
+        return made
+
+    def _stores(self, pairs: list[StatePair], const_entries: list[tuple[Slot, Definition]]) -> None:
+        prog = self.program
+        root = self.index.root
+        for slot, d in const_entries:
+            # the constant is replaced by a load of the slot everywhere it is read
+            v = self.values.get(self._key(d))
+            load = LoadSlot(outputs=[], slot=slot, kind=self.policy.load, provenance=Provenance(value=d.name))
+            if v is not None and v.producer is None:
+                load.outputs = [v]
+                prog.externals.pop(v.name, None)
+                prog.add(load)
+        spec = self._program_metadata()
+        if spec is not None:
+            self._stores_from_metadata(spec)
+            return
+        out_by_name = {o.name: o for o in prog.outputs}
+        pair_out = {p.output: p for p in pairs if p.output is not None}
+        results: list[Value] = []
+        for vi in self.src.model.graph.output:
+            value = self.operand(root, vi.name)
+            if value is None:
+                continue
+            pair = pair_out.get(vi.name)
+            out = out_by_name[vi.name]
+            if pair is None:
+                if value.producer is not None:
+                    results.append(self._store(value, out, StoreResult.VALUE))
+                continue
+            slot = pair.slot
+            if self.policy.exit == "fanout":
+                results.append(self._store(value, slot, StoreResult.TOKEN))
+                results.append(self._store(value, out, StoreResult.VALUE))
+            elif self.policy.exit == "chain":
+                r = self._store(value, slot, self.policy.chain_result)
+                results.append(r)
+                results.append(self._store(r, out, StoreResult.VALUE))
+            else:  # reuse-single-store: the output store is taken for the slot's store
+                results.append(self._store(value, out, StoreResult.VALUE))
+                slot.alias_of = out
+        prog.add(Return(inputs=results, layer=OrderingLayer.RUNTIME, provenance=Provenance(node="onnxruntime call")))
+
+    def _store(self, value: Value, dest: Slot | Output, result: StoreResult) -> Value:
+        out = Value(name=self._fresh_name(f"store.{dest.name}", self.index.root), type=dest.type, kind=result.value)
+        self.program.add(Store(inputs=[value], outputs=[out], dest=dest, result=result, provenance=Provenance(value=dest.name)))
+        return out
+
+    def _program_metadata(self) -> dict[str, Any] | None:
+        raw = metadata(self.src.model).get(META_PROGRAM)
+        if raw is None:
+            return None
+        try:
+            spec = json.loads(raw)
+            if not isinstance(spec, dict):
+                raise ValueError("not an object")
+        except ValueError as exc:
+            raise ModelError(f"metadata {META_PROGRAM!r} is not valid JSON: {exc}", model=self.label) from None
+        return spec
+
+    def _stores_from_metadata(self, spec: dict[str, Any]) -> None:
+        """Rebuild the store structure an rnnir export recorded (chain, aliasing, ordering)."""
+        prog = self.program
+        root = self.index.root
+        by_id: dict[str, Value] = {}
+        dests: dict[str, Slot | Output] = {f"slot:{s.name}": s for s in prog.slots}
+        dests.update({f"out:{o.name}": o for o in prog.outputs})
+        try:
+            for name, info in spec.get("slots", {}).items():
+                if name in self.slot_inputs:
+                    slot = self.slot_inputs[name]
+                    if info.get("alias_of"):
+                        slot.alias_of = dests[info["alias_of"]]
+                    if info.get("address"):
+                        slot.address = info["address"]
+                    if info.get("load") == "view":
+                        for ld in prog.loads_of(slot):
+                            ld.kind = LoadKind.VIEW
+            for st in spec.get("stores", []):
+                src = st["reads"]
+                if src.startswith("store:"):
+                    value = by_id[src[len("store:") :]]
+                else:
+                    value = self.operand(root, src[len("value:") :] if src.startswith("value:") else src)
+                if value is None:
+                    raise KeyError(src)
+                by_id[st["id"]] = self._store(value, dests[st["dest"]], StoreResult(st.get("result", "token")))
+            ret = spec.get("return", {})
+            waits = [by_id[w] for w in ret.get("waits", list(by_id))]
+            prog.add(Return(inputs=waits, layer=OrderingLayer(ret.get("layer", "runtime")), provenance=Provenance(node="return")))
+            for a, b in spec.get("order", []):
+                prog.add_order(by_id[a].producer, by_id[b].producer)
+        except (KeyError, ValueError, TypeError, AttributeError) as exc:
+            raise ModelError(f"metadata {META_PROGRAM!r} refers to something the graph does not have: {exc}", model=self.label) from None
+
+    def _suggest(self, pairs: list[StatePair]) -> None:
+        """Dataflow-only pairs: an unpaired input reaches a recurrent initial state whose final state an unpaired output returns."""
+        from ..slices import trace_value
+
+        prog = self.program
+        paired_in = {p.input for p in pairs}
+        paired_out = {p.output for p in pairs}
+        inputs = [n for n in self._inputs_reaching_initial_state() if n not in paired_in]
+        if not inputs:
+            return
+        for o in prog.outputs:
+            if o.name in paired_out:
+                continue
+            v = self.operand(self.index.root, o.name)
+            if v is None or v.producer is None:
+                continue
+            ops = {ref.origin[1] for ref in trace_value(prog, v).refs() if ref.origin[0] == "port"}
+            for name in inputs:
+                for rec in prog.recurrents:
+                    if rec.id in ops and any(
+                        self._layout_sources_ir(rec.port(p), name) for p in rec.state_ports if rec.port(p) is not None
+                    ):
+                        prog.suggested_pairs.append(
+                            StatePair(name, o.name, PairSource.DATAFLOW, f"{name!r} reaches {rec.describe()!r}, whose final state {o.name!r} returns")
+                        )
+                        break
+
+    def _layout_sources_ir(self, value: Value | None, name: str) -> bool:
+        v = value
+        while v is not None:
+            if v.name == name:
+                return True
+            p = v.producer
+            if isinstance(p, Compute) and p.op in LAYOUT_OPS and p.inputs:
+                v = p.inputs[0]
+            else:
+                return False
+        return False
+
+
+def _attr_tensor(node: onnx.NodeProto | None) -> onnx.TensorProto | None:
+    if node is None:
+        return None
+    for a in node.attribute:
+        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+            return a.t
+    return None
+
+
+def lower(src: ModelSource, pairs: Mapping[str, str | None] | None = None, policy: Policy | None = None) -> Program:
+    return _Lowering(src, pairs, policy or Policy()).run()

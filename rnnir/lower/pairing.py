@@ -1,0 +1,214 @@
+"""Deciding the state pairs from what the caller sees.
+
+Order of precedence: explicit declaration (``pairs=``), rnnir metadata written
+by :func:`rnnir.export`, a Triton ``config.pbtxt`` beside the model, naming
+conventions, then position.  Each pair records its source and the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Mapping
+
+import onnx
+
+from ..errors import ModelError, PairingError
+from ..pairs import PairSource, StatePair
+
+META_PAIRS = "rnnir.pairs"
+META_PROGRAM = "rnnir.program"
+
+# (input pattern, output templates); \g<s> is the shared stem.  First match wins.
+_NAME_RULES: list[tuple[str, tuple[str, ...]]] = [
+    (r"^(?P<s>.*?)state$", (r"\g<s>stateN", r"\g<s>state_n", r"\g<s>state_out", r"\g<s>new_state", r"\g<s>next_state", r"\g<s>stateOut", r"\g<s>out_state")),
+    (r"^(?P<s>.*?)state(?P<n>\d+)$", (r"\g<s>state\g<n>N", r"\g<s>stateN\g<n>", r"\g<s>state\g<n>_out", r"\g<s>new_state\g<n>", r"\g<s>out_state\g<n>")),
+    (r"^(?P<s>.*)_in$", (r"\g<s>_out",)),
+    (r"^in_(?P<s>.*)$", (r"out_\g<s>",)),
+    (r"^(?P<s>.*)_prev$", (r"\g<s>_next", r"\g<s>_new", r"\g<s>")),
+    (r"^(?P<s>.*)_old$", (r"\g<s>_new",)),
+    (r"^cache_(?P<s>.*)$", (r"new_cache_\g<s>", r"next_cache_\g<s>", r"cache_\g<s>_out")),
+    (r"^cached_(?P<s>.*)$", (r"new_cached_\g<s>", r"next_cached_\g<s>")),
+    (r"^past_(?P<s>.*)$", (r"present_\g<s>",)),
+    (r"^(?P<s>[hc])(?P<sep>_?)0$", (r"\g<s>\g<sep>n", r"\g<s>\g<sep>N", r"\g<s>\g<sep>out", r"\g<s>_final")),
+    (r"^(?P<s>.*?)(?P<sep>[._]?)(?P<k>[hc])0$", (r"\g<s>\g<sep>\g<k>n", r"\g<s>\g<sep>\g<k>N", r"\g<s>\g<sep>\g<k>_out")),
+    (r"^(?P<s>.*?)_?(?:h|hidden|c|cell)$", ()),  # handled by the generic suffix rule below
+]
+_GENERIC_OUT_SUFFIXES = ("_out", "_n", "n", "N", "_next", "_new", "_final", "_output")
+_GENERIC_OUT_PREFIXES = ("new_", "next_", "out_")
+_STATE_WORDS = re.compile(r"(^|[_./])(h|c|h0|c0|hx|cx|hidden|cell|state\d*|cache\w*|cached\w*|past\w*|mem\w*|carry)($|[_./\d])", re.I)
+
+
+@dataclass(frozen=True)
+class GraphIO:
+    name: str
+    dtype: int
+    rank: int | None
+    dims: tuple[int | str | None, ...] | None
+    has_default: bool = False
+
+
+def graph_io(model: onnx.ModelProto) -> tuple[list[GraphIO], list[GraphIO]]:
+    inits = {t.name for t in model.graph.initializer}
+
+    def conv(vi: onnx.ValueInfoProto, default: bool) -> GraphIO:
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None or not tt.HasField("shape"):
+            return GraphIO(vi.name, tt.elem_type if tt else 0, None, None, default)
+        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+        return GraphIO(vi.name, tt.elem_type, len(dims), dims, default)
+
+    ins = [conv(vi, vi.name in inits) for vi in model.graph.input]
+    outs = [conv(vi, False) for vi in model.graph.output]
+    return ins, outs
+
+
+def _compatible(a: GraphIO, b: GraphIO) -> bool:
+    if a.dtype and b.dtype and a.dtype != b.dtype:
+        return False
+    if a.rank is not None and b.rank is not None and a.rank != b.rank:
+        return False
+    if a.dims and b.dims:
+        for x, y in zip(a.dims, b.dims):
+            if isinstance(x, int) and isinstance(y, int) and x and y and x != y:
+                return False
+    return True
+
+
+def metadata(model: onnx.ModelProto) -> dict[str, str]:
+    return {p.key: p.value for p in model.metadata_props}
+
+
+def _meta_pairs(model: onnx.ModelProto, label: str) -> dict[str, str | None]:
+    meta = metadata(model)
+    raw = meta.get(META_PAIRS)
+    if raw is None:
+        return {}
+    try:
+        pairs = json.loads(raw)
+        if not isinstance(pairs, dict) or not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in pairs.items()):
+            raise ValueError("not an object of input -> output names")
+    except ValueError as exc:
+        raise ModelError(f"metadata {META_PAIRS!r} is not valid: {exc}", model=label) from None
+    return pairs
+
+
+_TRITON_STATE = re.compile(r"state\s*\[(?P<body>.*?)\]\s*(?:\}|$)", re.S)
+_TRITON_ENTRY = re.compile(r"\{(?P<e>[^{}]*)\}", re.S)
+_TRITON_IN = re.compile(r"input_name\s*:\s*\"(?P<v>[^\"]+)\"")
+_TRITON_OUT = re.compile(r"output_name\s*:\s*\"(?P<v>[^\"]+)\"")
+
+
+def triton_pairs(model_path: Path | None) -> dict[str, str]:
+    """State pairs from a Triton ``config.pbtxt`` (``sequence_batching { state [ {input_name, output_name} ] }``).
+
+    Triton keeps models as ``<repo>/<model>/<version>/model.onnx`` with the config in ``<repo>/<model>/``,
+    so both the model's folder and its parent are looked at.
+    """
+    if model_path is None:
+        return {}
+    for folder in (model_path.parent, model_path.parent.parent):
+        cfg = folder / "config.pbtxt"
+        if cfg.is_file():
+            try:
+                text = cfg.read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                return {}
+            if "sequence_batching" not in text:
+                return {}
+            out: dict[str, str] = {}
+            for block in _TRITON_STATE.finditer(text):
+                for ent in _TRITON_ENTRY.finditer(block.group("body")):
+                    i = _TRITON_IN.search(ent.group("e"))
+                    o = _TRITON_OUT.search(ent.group("e"))
+                    if i and o:
+                        out[i.group("v")] = o.group("v")
+            return out
+    return {}
+
+
+def _name_candidates(name: str) -> list[str]:
+    cands: list[str] = []
+    for pattern, templates in _NAME_RULES:
+        m = re.match(pattern, name)
+        if m:
+            cands.extend(m.expand(t) for t in templates)
+    cands.extend(name + s for s in _GENERIC_OUT_SUFFIXES)
+    cands.extend(p + name for p in _GENERIC_OUT_PREFIXES)
+    seen: list[str] = []
+    for c in cands:
+        if c != name and c not in seen:
+            seen.append(c)
+    return seen
+
+
+def looks_like_state(name: str) -> bool:
+    return bool(_STATE_WORDS.search(name))
+
+
+def find_pairs(
+    model: onnx.ModelProto,
+    *,
+    label: str,
+    declared: Mapping[str, str | None] | None = None,
+    model_path: Path | None = None,
+) -> list[StatePair]:
+    """The state pairs of ``model``'s main graph, strongest source first, each input and output used once."""
+    ins, outs = graph_io(model)
+    in_names = [i.name for i in ins]
+    out_names = [o.name for o in outs]
+    by_in = {i.name: i for i in ins}
+    by_out = {o.name: o for o in outs}
+    pairs: list[StatePair] = []
+    used_in: set[str] = set()
+    used_out: set[str] = set()
+
+    def take(i: str, o: str | None, source: PairSource, reason: str) -> None:
+        pairs.append(StatePair(input=i, output=o, source=source, reason=reason))
+        used_in.add(i)
+        if o is not None:
+            used_out.add(o)
+
+    for i, o in (declared or {}).items():
+        if i not in by_in:
+            raise PairingError(f"{label}: declared state input {i!r} is not a graph input (inputs: {', '.join(in_names)})")
+        if o is not None and o not in by_out:
+            raise PairingError(f"{label}: declared state output {o!r} is not a graph output (outputs: {', '.join(out_names)})")
+        take(i, o, PairSource.DECLARED, "declared by the caller")
+    if declared:
+        return pairs  # a declaration is the whole contract
+
+    for i, o in _meta_pairs(model, label).items():
+        if i in by_in and (o is None or o in by_out) and i not in used_in:
+            take(i, o, PairSource.METADATA, f"metadata_props {META_PAIRS}")
+    for i, o in triton_pairs(model_path).items():
+        if i in by_in and o in by_out and i not in used_in and o not in used_out:
+            take(i, o, PairSource.TRITON, "sequence_batching.state in config.pbtxt")
+
+    for inp in ins:
+        if inp.name in used_in:
+            continue
+        for cand in _name_candidates(inp.name):
+            if cand in by_out and cand not in used_out and _compatible(inp, by_out[cand]):
+                take(inp.name, cand, PairSource.NAME, f"naming convention {inp.name!r} -> {cand!r}")
+                break
+            if cand in by_out and cand not in used_out and looks_like_state(inp.name):
+                # a state returned in another dtype/shape is still the state: SD005 reports the mismatch
+                take(inp.name, cand, PairSource.NAME, f"naming convention {inp.name!r} -> {cand!r} (types differ)")
+                break
+
+    # Position: torch exports list (x, h0, c0) -> (y, hn, cn).  Only when the leftovers line up
+    # one to one with compatible, state-shaped (rank >= 2) types.
+    rest_in = [i for i in ins[1:] if i.name not in used_in and not i.has_default]
+    rest_out = [o for o in outs[1:] if o.name not in used_out]
+    if rest_in and len(rest_in) == len(rest_out):
+        ok = all(
+            a.rank is not None and a.rank >= 2 and a.rank == b.rank and a.dtype == b.dtype and _compatible(a, b) and a.dims == b.dims
+            for a, b in zip(rest_in, rest_out)
+        )
+        if ok:
+            for a, b in zip(rest_in, rest_out):
+                take(a.name, b.name, PairSource.POSITION, f"same position and type among the remaining inputs/outputs ({a.name!r} -> {b.name!r})")
+    return pairs

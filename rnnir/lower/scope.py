@@ -1,0 +1,260 @@
+"""A scope-aware def-use index over ONNX protobufs.
+
+Names resolve exactly as ONNX scoping does: a subgraph (If/Loop/Scan body)
+sees its own inputs, initializers and node outputs first, then its enclosing
+graphs'; a graph input with an initializer of the same name is an input with a
+default; an empty input name is an absent optional input.  Building the index
+also validates what lowering relies on (every name defined, no cycles, known
+ops, no negative dims) and raises ModelError otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import onnx
+
+from ..errors import ModelError
+
+RECURRENT_OPS = ("RNN", "GRU", "LSTM")
+_DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+@dataclass(frozen=True)
+class Definition:
+    """Where a name is defined: ``kind`` is node, input, initializer or missing."""
+
+    kind: str
+    scope: Scope
+    name: str
+    node: onnx.NodeProto | None = None
+    index: int = 0
+    tensor: onnx.TensorProto | None = None
+    info: onnx.ValueInfoProto | None = None
+
+
+@dataclass(eq=False)
+class Scope:
+    """One graph (the main graph or a subgraph) and the names it defines."""
+
+    graph: onnx.GraphProto
+    path: tuple[str, ...]
+    parent: Scope | None = None
+    owner: onnx.NodeProto | None = None
+    producers: dict[str, tuple[onnx.NodeProto, int]] = field(default_factory=dict)
+    inputs: dict[str, onnx.ValueInfoProto] = field(default_factory=dict)
+    initializers: dict[str, onnx.TensorProto] = field(default_factory=dict)
+    infos: dict[str, onnx.ValueInfoProto] = field(default_factory=dict)
+    children: dict[tuple[int, str], Scope] = field(default_factory=dict)
+
+    def resolve(self, name: str) -> Definition:
+        scope: Scope | None = self
+        while scope is not None:
+            hit = scope.producers.get(name)
+            if hit is not None:
+                return Definition("node", scope, name, node=hit[0], index=hit[1], info=scope.infos.get(name))
+            if name in scope.inputs:
+                return Definition("input", scope, name, tensor=scope.initializers.get(name), info=scope.inputs[name])
+            if name in scope.initializers:
+                return Definition("initializer", scope, name, tensor=scope.initializers[name], info=scope.infos.get(name))
+            scope = scope.parent
+        return Definition("missing", self, name)
+
+    def info(self, name: str) -> onnx.ValueInfoProto | None:
+        scope: Scope | None = self
+        while scope is not None:
+            vi = scope.infos.get(name) or scope.inputs.get(name)
+            if vi is not None:
+                return vi
+            if name in scope.producers or name in scope.initializers:
+                return None
+            scope = scope.parent
+        return None
+
+    def child(self, node: onnx.NodeProto, attr: str) -> Scope:
+        return self.children[(id(node), attr)]
+
+    @property
+    def branch_path(self) -> str:
+        return "/".join(self.path)
+
+
+class ModelIndex:
+    """Every scope of a model, its recurrent ops, and validation of the whole graph tree."""
+
+    def __init__(self, model: onnx.ModelProto, label: str) -> None:
+        self.model = model
+        self.label = label
+        self.opsets = {op.domain or "": op.version for op in model.opset_import}
+        self.opsets.setdefault("ai.onnx", self.opsets.get("", 0))
+        self.recurrent: list[tuple[Scope, onnx.NodeProto]] = []
+        self.node_names: dict[int, str] = {}
+        self._schema_ok: set[tuple[str, str]] = set()
+        self.root = self._build(model.graph, (), None, None)
+
+    # -- construction ------------------------------------------------------------------
+    def _build(self, graph: onnx.GraphProto, path: tuple[str, ...], parent: Scope | None, owner: onnx.NodeProto | None) -> Scope:
+        scope = Scope(graph=graph, path=path, parent=parent, owner=owner)
+        work = [scope]
+        while work:
+            sc = work.pop()
+            g = sc.graph
+            for t in g.initializer:
+                sc.initializers[t.name] = t
+            for st in g.sparse_initializer:
+                sc.initializers[st.values.name] = st.values
+            for vi in g.input:
+                self._check_dims(vi, sc)
+                sc.inputs[vi.name] = vi
+            for vi in (*g.value_info, *g.output):
+                self._check_dims(vi, sc)
+                sc.infos.setdefault(vi.name, vi)
+            for pos, node in enumerate(g.node):
+                name = node.name or f"{node.op_type}#{pos}"
+                self.node_names[id(node)] = name
+                self._check_op(node, sc)
+                for i, out in enumerate(node.output):
+                    if not out:
+                        continue
+                    if out in sc.producers:
+                        other = self.node_names[id(sc.producers[out][0])]
+                        raise ModelError(
+                            f"value {out!r} is produced twice (by {other!r} and {name!r}); ONNX values are SSA",
+                            model=self.label,
+                            where=sc.branch_path or "main graph",
+                        )
+                    sc.producers[out] = (node, i)
+                if node.op_type in RECURRENT_OPS and node.domain in _DEFAULT_DOMAINS:
+                    self.recurrent.append((sc, node))
+                for attr in node.attribute:
+                    subs: list[onnx.GraphProto] = []
+                    if attr.type == onnx.AttributeProto.GRAPH:
+                        subs = [attr.g]
+                    elif attr.type == onnx.AttributeProto.GRAPHS:
+                        subs = list(attr.graphs)
+                    for k, sub in enumerate(subs):
+                        tag = attr.name if len(subs) == 1 else f"{attr.name}[{k}]"
+                        child = Scope(graph=sub, path=sc.path + (f"{name}.{tag}",), parent=sc, owner=node)
+                        sc.children[(id(node), attr.name)] = child
+                        work.append(child)
+        self._check_defs(scope)
+        return scope
+
+    def scopes(self) -> Iterator[Scope]:
+        stack = [self.root]
+        while stack:
+            sc = stack.pop()
+            yield sc
+            stack.extend(sc.children.values())
+
+    def _check_dims(self, vi: onnx.ValueInfoProto, sc: Scope) -> None:
+        if not vi.type.HasField("tensor_type"):
+            return
+        for d in vi.type.tensor_type.shape.dim:
+            if d.HasField("dim_value") and d.dim_value < 0:
+                raise ModelError(
+                    f"value {vi.name!r} has a negative dimension ({d.dim_value})",
+                    model=self.label,
+                    where=sc.branch_path or "main graph",
+                )
+
+    def _check_op(self, node: onnx.NodeProto, sc: Scope) -> None:
+        domain = node.domain or ""
+        if domain not in _DEFAULT_DOMAINS:
+            return  # custom ops are opaque to rnnir; their dataflow is still followed
+        key = (node.op_type, domain)
+        if key in self._schema_ok:
+            return
+        version = self.opsets.get(domain, self.opsets.get("", 0))
+        try:
+            onnx.defs.get_schema(node.op_type, version, domain)
+        except onnx.defs.SchemaError:
+            raise ModelError(
+                f"unknown op {node.op_type!r} in the standard ONNX domain at opset {version}",
+                model=self.label,
+                where=f"node {self.node_names[id(node)]!r}" + (f" in {sc.branch_path}" if sc.path else ""),
+            ) from None
+        self._schema_ok.add(key)
+
+    def _check_defs(self, root: Scope) -> None:
+        """Every input name resolves; within a graph, nodes form no cycle."""
+        for sc in self._all(root):
+            order = {id(n): i for i, n in enumerate(sc.graph.node)}
+            late: list[tuple[onnx.NodeProto, onnx.NodeProto]] = []
+            for node in sc.graph.node:
+                for name in _reads(node):
+                    d = sc.resolve(name)
+                    if d.kind == "missing":
+                        raise ModelError(
+                            f"node {self.node_names[id(node)]!r} reads {name!r}, which no node, graph input or initializer defines",
+                            model=self.label,
+                            where=sc.branch_path or "main graph",
+                        )
+                    if d.kind == "node" and d.scope is sc and order[id(d.node)] >= order[id(node)]:
+                        late.append((d.node, node))
+            if late:
+                self._check_cycle(sc)
+
+    def _all(self, root: Scope) -> Iterator[Scope]:
+        stack = [root]
+        while stack:
+            sc = stack.pop()
+            yield sc
+            stack.extend(sc.children.values())
+
+    def _check_cycle(self, sc: Scope) -> None:
+        nodes = list(sc.graph.node)
+        deps: dict[int, list[int]] = {i: [] for i in range(len(nodes))}
+        index = {id(n): i for i, n in enumerate(nodes)}
+        indeg = [0] * len(nodes)
+        for i, node in enumerate(nodes):
+            for name in _reads(node):
+                hit = sc.producers.get(name)
+                if hit is not None:
+                    j = index[id(hit[0])]
+                    deps[j].append(i)
+                    indeg[i] += 1
+        ready = [i for i in range(len(nodes)) if indeg[i] == 0]
+        done = 0
+        while ready:
+            j = ready.pop()
+            done += 1
+            for i in deps[j]:
+                indeg[i] -= 1
+                if indeg[i] == 0:
+                    ready.append(i)
+        if done < len(nodes):
+            stuck = [self.node_names[id(nodes[i])] for i in range(len(nodes)) if indeg[i] > 0]
+            shown = ", ".join(repr(s) for s in stuck[:6]) + (" …" if len(stuck) > 6 else "")
+            raise ModelError(
+                f"the graph has a cycle through nodes {shown}; ONNX graphs must be acyclic",
+                model=self.label,
+                where=sc.branch_path or "main graph",
+            )
+
+
+def _reads(node: onnx.NodeProto) -> Iterator[str]:
+    """Names a node reads, including outer-scope names its subgraphs borrow."""
+    for name in node.input:
+        if name:
+            yield name
+    for attr in node.attribute:
+        subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []
+        for sub in subs:
+            yield from outer_names(sub)
+
+
+def outer_names(graph: onnx.GraphProto) -> set[str]:
+    """Names a subgraph (and its own subgraphs) read from enclosing scopes."""
+    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    defined |= {o for n in graph.node for o in n.output if o}
+    free: set[str] = set()
+    for node in graph.node:
+        for name in _reads(node):
+            if name not in defined:
+                free.add(name)
+    for vi in graph.output:
+        if vi.name not in defined:
+            free.add(vi.name)
+    return free

@@ -1,0 +1,195 @@
+"""Reading an ONNX model safely: every way a file can be bad becomes a ModelError.
+
+Weights stored as external data are *not* loaded here (linting needs none of
+them); their paths are checked, and :meth:`ModelSource.with_external_data`
+loads them when a runtime or an export needs the bytes.  A path that leaves
+the model's folder is refused and never opened.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Union
+
+import onnx
+from google.protobuf.message import DecodeError
+
+from ..errors import ModelError
+
+ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]
+
+# onnx.load reads the whole file; refuse absurd sizes before protobuf does (its hard limit is 2 GiB).
+_MAX_PROTO_BYTES = 2**31 - 1
+
+
+@dataclass
+class ModelSource:
+    """A parsed model and where it came from."""
+
+    model: onnx.ModelProto
+    path: Path | None
+    label: str
+    _fingerprint: str | None = field(default=None, repr=False)
+
+    @property
+    def base_dir(self) -> Path | None:
+        return None if self.path is None else self.path.parent
+
+    @property
+    def has_external_data(self) -> bool:
+        return any(_is_external(t) for t in iter_tensors(self.model))
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of the graph (not of metadata), so a re-export with new metadata keeps its fingerprint."""
+        if self._fingerprint is None:
+            self._fingerprint = graph_fingerprint(self.model)
+        return self._fingerprint
+
+    def with_external_data(self) -> onnx.ModelProto:
+        """A copy of the model with external tensors loaded from beside the file (paths already checked)."""
+        if not self.has_external_data:
+            return self.model
+        if self.base_dir is None:
+            raise ModelError(
+                "the model keeps weights in external data files, but it was given as bytes or a ModelProto; "
+                "pass the .onnx path so the data files beside it can be found",
+                model=self.label,
+            )
+        model = onnx.ModelProto()
+        model.CopyFrom(self.model)
+        try:
+            onnx.external_data_helper.load_external_data_for_model(model, str(self.base_dir))
+        except (OSError, ValueError, onnx.checker.ValidationError) as exc:
+            raise ModelError(f"cannot read external data: {exc}", model=self.label) from None
+        return model
+
+
+def graph_fingerprint(model: onnx.ModelProto) -> str:
+    h = hashlib.sha256()
+    h.update(model.graph.SerializeToString(deterministic=True))
+    for op in model.opset_import:
+        h.update(f"{op.domain}:{op.version};".encode())
+    return h.hexdigest()
+
+
+def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """``graph`` and every subgraph below it (If/Loop/Scan bodies), depth first."""
+    stack = [graph]
+    while stack:
+        g = stack.pop()
+        yield g
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.GRAPH:
+                    stack.append(attr.g)
+                elif attr.type == onnx.AttributeProto.GRAPHS:
+                    stack.extend(attr.graphs)
+
+
+def iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    for g in iter_graphs(model.graph):
+        yield from g.initializer
+        for s in g.sparse_initializer:
+            yield s.values
+        for node in g.node:
+            for attr in node.attribute:
+                if attr.type == onnx.AttributeProto.TENSOR:
+                    yield attr.t
+                elif attr.type == onnx.AttributeProto.TENSORS:
+                    yield from attr.tensors
+
+
+def _is_external(t: onnx.TensorProto) -> bool:
+    return t.data_location == onnx.TensorProto.EXTERNAL
+
+
+def _check_external_paths(model: onnx.ModelProto, base_dir: Path | None, label: str) -> None:
+    root = None if base_dir is None else base_dir.resolve()
+    for t in iter_tensors(model):
+        if not _is_external(t):
+            continue
+        entries = {e.key: e.value for e in t.external_data}
+        loc = entries.get("location", "")
+        where = f"tensor {t.name!r}"
+        if not loc:
+            raise ModelError("external data entry without a location", model=label, where=where)
+        p = Path(loc)
+        if p.is_absolute() or loc.startswith(("/", "\\")) or ":" in p.parts[0]:
+            raise ModelError(
+                f"external data path {loc!r} is absolute; rnnir only reads data files inside the model's folder",
+                model=label,
+                where=where,
+            )
+        if root is not None:
+            target = (root / p).resolve()
+            if target != root and root not in target.parents:
+                raise ModelError(
+                    f"external data path {loc!r} leaves the model's folder {str(root)!r}; refusing to follow it",
+                    model=label,
+                    where=where,
+                )
+        elif ".." in p.parts:
+            raise ModelError(f"external data path {loc!r} climbs out of the model's folder", model=label, where=where)
+        for key in ("offset", "length"):
+            if key in entries:
+                try:
+                    if int(entries[key]) < 0:
+                        raise ValueError
+                except ValueError:
+                    raise ModelError(f"external data {key} {entries[key]!r} is not a non-negative integer", model=label, where=where) from None
+
+
+def read_model(model: ModelLike, *, label: str | None = None) -> ModelSource:
+    """Parse ``model`` (a path, the file's bytes, or a ModelProto) into a :class:`ModelSource`."""
+    path: Path | None = None
+    if isinstance(model, onnx.ModelProto):
+        proto = model
+        label = label or (model.graph.name or "<ModelProto>")
+    elif isinstance(model, (bytes, bytearray, memoryview)):
+        proto = _parse(bytes(model), label or "<bytes>")
+        label = label or "<bytes>"
+    elif isinstance(model, (str, os.PathLike)):
+        path = Path(model)
+        label = label or str(path)
+        if not path.exists():
+            raise ModelError("no such file", model=label)
+        if path.is_dir():
+            raise ModelError("is a folder, not an .onnx file", model=label)
+        try:
+            size = path.stat().st_size
+            if size > _MAX_PROTO_BYTES:
+                raise ModelError(f"file is {size} bytes, over protobuf's 2 GiB limit; save weights as external data", model=label)
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ModelError(f"cannot read file: {exc.strerror or exc}", model=label) from None
+        proto = _parse(data, label)
+    else:
+        raise ModelError(f"expected a path, bytes or onnx.ModelProto, got {type(model).__name__}")
+    _check_shape(proto, label)
+    _check_external_paths(proto, None if path is None else path.parent, label)
+    return ModelSource(model=proto, path=path, label=label)
+
+
+def _parse(data: bytes, label: str) -> onnx.ModelProto:
+    if not data:
+        raise ModelError("file is empty", model=label)
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise ModelError(f"not a readable ONNX model (truncated or not ONNX at all): {exc}", model=label) from None
+    return proto
+
+
+def _check_shape(proto: onnx.ModelProto, label: str) -> None:
+    """Catch protobufs that parsed but are no ONNX model (random bytes often parse as *something*)."""
+    if proto.ir_version <= 0 or not proto.HasField("graph"):
+        raise ModelError("not an ONNX model: no ir_version or no graph (truncated file, or another format)", model=label)
+    if not proto.opset_import:
+        raise ModelError("not a usable ONNX model: it imports no opset", model=label)
+    if len(proto.graph.output) == 0:
+        raise ModelError("the graph has no outputs (truncated file?)", model=label)

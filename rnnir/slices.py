@@ -1,0 +1,641 @@
+"""Slice-by-slice state tracing on the IR.
+
+An abstract interpreter over layout-only ops (Identity, Cast, Gather, Slice,
+Split, Squeeze, Unsqueeze, Reshape, Concat, Transpose) follows each element
+along a state's first axis: a packed ``state[2, B, H]`` resolves to
+``state[0] -> LSTM.initial_h`` and ``state[1] -> LSTM.initial_c``, and the
+value written back resolves to ``Y_h``/``Y_c`` of a recurrent op, per If
+branch.  Anything computed by other ops is *derived* and keeps only the set of
+origins it depends on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import networkx as nx
+import numpy as np
+
+from .ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
+from .pairs import PortRef, SliceMap, StatePair
+
+_BIG = 2**62
+_MAX_ELEMS = 256
+
+Origin = tuple  # ("slot", slot_name) | ("port", node_id, port_name)
+
+
+@dataclass(frozen=True)
+class Ref:
+    """The sub-tensor ``origin[index...]`` (indices along leading axes)."""
+
+    origin: Origin
+    index: tuple[int, ...] = ()
+
+    def sub(self, i: int) -> Ref:
+        return Ref(self.origin, self.index + (i,))
+
+
+@dataclass(frozen=True)
+class Abs:
+    """Abstract value: exact (``whole`` or ``elems`` along axis 0), derived, constant, or per-branch alternatives."""
+
+    kind: str  # "exact" | "derived" | "const" | "alt"
+    whole: Ref | None = None
+    elems: tuple[Ref, ...] | None = None
+    origins: frozenset = frozenset()
+    alts: tuple[tuple[tuple[str, ...], Abs], ...] = ()
+    cast: str | None = None
+    partial: bool = False
+
+    def refs(self) -> Iterator[Ref]:
+        if self.kind == "exact":
+            if self.whole is not None:
+                yield self.whole
+            else:
+                yield from self.elems or ()
+        elif self.kind == "derived":
+            for o in self.origins:
+                yield Ref(o)
+        elif self.kind == "alt":
+            for _, a in self.alts:
+                yield from a.refs()
+
+    def all_origins(self) -> frozenset:
+        return frozenset(r.origin for r in self.refs())
+
+    def branches(self) -> list[tuple[tuple[str, ...], Abs]]:
+        if self.kind == "alt":
+            return list(self.alts)
+        return [((), self)]
+
+
+CONST = Abs("const")
+EXTERNAL = Abs("derived")
+
+
+def exact(whole: Ref | None = None, elems: tuple[Ref, ...] | None = None, like: Abs | None = None) -> Abs:
+    return Abs("exact", whole=whole, elems=elems, cast=like.cast if like else None, partial=like.partial if like else False)
+
+
+def derived(*inputs: Abs) -> Abs:
+    origins: set = set()
+    for a in inputs:
+        origins |= a.all_origins()
+    return Abs("derived", origins=frozenset(origins)) if origins else CONST
+
+
+class Tracer:
+    """Memoised abstract evaluation of IR values (iterative, so deep graphs do not hit the recursion limit)."""
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.memo: dict[int, Abs] = {}
+
+    # -- sizes --------------------------------------------------------------------------
+    def size0(self, ref: Ref) -> int | None:
+        """Size of the axis that ``ref``'s next index would take, when known."""
+        kind = ref.origin[0]
+        depth = len(ref.index)
+        if kind == "slot":
+            try:
+                slot = self.program.slot(ref.origin[1])
+            except KeyError:
+                return None
+            d = slot.type.dim(depth) if slot.type.shape is not None and depth < len(slot.type.shape) else None
+            return d if isinstance(d, int) and d > 0 else None
+        node = self.program.node(ref.origin[1])
+        port = ref.origin[2]
+        if isinstance(node, Recurrent):
+            if port in ("Y_h", "Y_c"):
+                return node.num_directions if depth == 0 else None
+            if port == "Y":
+                if depth == 1 and node.layout == 0:
+                    return node.num_directions
+                return None
+        return None
+
+    def to_elems(self, a: Abs, n: int | None = None) -> tuple[Ref, ...] | None:
+        if a.kind != "exact":
+            return None
+        if a.elems is not None:
+            return a.elems
+        assert a.whole is not None
+        size = self.size0(a.whole)
+        if size is None:
+            size = n
+        if size is None or size > _MAX_ELEMS:
+            return None
+        return tuple(a.whole.sub(i) for i in range(size))
+
+    def canon(self, ref: Ref) -> Ref:
+        """Drop trailing indices into axes of size 1: ``Y_h[0]`` of a one-direction op is ``Y_h``."""
+        idx = list(ref.index)
+        while idx:
+            parent = Ref(ref.origin, tuple(idx[:-1]))
+            if self.size0(parent) == 1 and idx[-1] in (0, -1):
+                idx.pop()
+            else:
+                break
+        return Ref(ref.origin, tuple(idx))
+
+    # -- evaluation ---------------------------------------------------------------------
+    def trace(self, value: Value | None) -> Abs:
+        if value is None:
+            return CONST
+        if id(value) in self.memo:
+            return self.memo[id(value)]
+        stack: list[tuple[Value, bool]] = [(value, False)]
+        while stack:
+            v, ready = stack.pop()
+            if id(v) in self.memo:
+                continue
+            p = v.producer
+            if p is None or isinstance(p, (LoadSlot, Recurrent)):
+                self.memo[id(v)] = self._leaf(v)
+                continue
+            if not ready:
+                stack.append((v, True))
+                for u in p.operands():
+                    if id(u) not in self.memo:
+                        stack.append((u, False))
+                continue
+            self._eval(p)
+        return self.memo[id(value)]
+
+    def _leaf(self, v: Value) -> Abs:
+        p = v.producer
+        if isinstance(p, LoadSlot) and p.slot is not None:
+            return exact(Ref(("slot", p.slot.name)))
+        if isinstance(p, Recurrent):
+            port = p.port_of(v) or "Y"
+            return exact(Ref(("port", p.id, port)))
+        return CONST if v.const is not None else EXTERNAL
+
+    def _eval(self, node: object) -> None:
+        ins = [self.memo.get(id(u), CONST) if u is not None else CONST for u in getattr(node, "inputs", [])]
+        outs = [v for v in getattr(node, "outputs", [])]
+        if isinstance(node, Store):
+            res = ins[0] if node.result.value in ("alias", "value") else derived(ins[0])
+            for v in outs:
+                if v is not None:
+                    self.memo[id(v)] = res
+            return
+        if not isinstance(node, Compute):
+            for v in outs:
+                if v is not None:
+                    self.memo[id(v)] = derived(*ins)
+            return
+        if node.op == "If":
+            n = len(node.outputs)
+            for i, v in enumerate(node.outputs):
+                if v is None:
+                    continue
+                t = ins[1 + i]
+                e = ins[1 + n + i]
+                paths = {r: node.regions[r].path for r in node.regions}
+                if t == e:
+                    self.memo[id(v)] = t
+                else:
+                    alts: list[tuple[tuple[str, ...], Abs]] = []
+                    for path, a in ((paths.get("then_branch", ("then_branch",)), t), (paths.get("else_branch", ("else_branch",)), e)):
+                        for sub_path, sub in a.branches():
+                            # region paths are full paths from the main graph: a nested one already has its prefix
+                            alts.append((sub_path if sub_path[: len(path)] == path else path + sub_path, sub))
+                    self.memo[id(v)] = Abs("alt", alts=tuple(alts))
+            return
+        results = self._layout(node, ins)
+        for v, r in zip(outs, results):
+            if v is not None:
+                self.memo[id(v)] = r
+
+    def _const(self, node: Compute, i: int) -> np.ndarray | None:
+        if i >= len(node.inputs) or node.inputs[i] is None:
+            return None
+        return node.inputs[i].const
+
+    def _layout(self, node: Compute, ins: list[Abs]) -> list[Abs]:
+        n_out = len(node.outputs)
+        data = ins[0] if ins else CONST
+        first_alt = next((a for a in ins if a.kind == "alt"), None)
+        if first_alt is not None and node.op in _LAYOUT:
+            # evaluate once per branch; other per-branch operands must come from the same If choice
+            per = []
+            for path, _ in first_alt.alts:
+                chosen = []
+                for a in ins:
+                    if a.kind != "alt":
+                        chosen.append(a)
+                        continue
+                    match = [x for p, x in a.alts if p == path]
+                    if not match:
+                        return [derived(*ins)] * n_out
+                    chosen.append(match[0])
+                per.append((path, self._layout(node, chosen)))
+            return [Abs("alt", alts=tuple((path, res[k]) for path, res in per)) for k in range(n_out)]
+        fn = _LAYOUT.get(node.op)
+        if fn is None or data.kind != "exact":
+            return [derived(*ins)] * n_out
+        try:
+            out = fn(self, node, data, ins)
+        except (ValueError, IndexError, TypeError):
+            out = None
+        if out is None:
+            return [derived(*ins)] * n_out
+        return out
+
+
+def _axes(node: Compute, tr: Tracer, input_index: int, attr: str = "axes") -> list[int] | None:
+    if attr in node.attributes:
+        return [int(x) for x in node.attributes[attr]]
+    c = tr._const(node, input_index)
+    if c is None:
+        return None
+    return [int(x) for x in np.asarray(c).ravel()]
+
+
+def _identity(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs]:
+    if node.op in ("Cast", "CastLike"):
+        to = node.attributes.get("to")
+        return [Abs(a.kind, a.whole, a.elems, a.origins, a.alts, cast=str(to) if to is not None else "like", partial=a.partial)]
+    return [a]
+
+
+def _squeeze(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
+    axes = _axes(node, tr, 1)
+    if axes is None or 0 in axes or -len(axes or []) in (axes or []):
+        if a.elems is not None:
+            if len(a.elems) == 1:
+                return [exact(whole=a.elems[0], like=a)]
+            return None
+        return [a]  # squeezing a size-1 axis leaves the data as it is
+    return [a]
+
+
+def _unsqueeze(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
+    axes = _axes(node, tr, 1)
+    if axes is None:
+        return None
+    if 0 in axes:
+        if a.whole is not None:
+            return [exact(elems=(a.whole,), like=a)]
+        if a.elems is not None and len(a.elems) == 1:
+            return [a]  # [1, ...] -> [1, 1, ...]: still the one element
+        return None
+    return [a]
+
+
+def _gather(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
+    axis = int(node.attributes.get("axis", 0))
+    idx = tr._const(node, 1)
+    if idx is None:
+        return None
+    if axis != 0:
+        return [Abs(a.kind, a.whole, a.elems, cast=a.cast, partial=True)]
+    arr = np.asarray(idx)
+    elems = a.elems
+    if arr.ndim == 0:
+        k = int(arr)
+        if elems is not None:
+            return [exact(whole=elems[k], like=a)]
+        assert a.whole is not None
+        size = tr.size0(a.whole)
+        if size is not None and k < 0:
+            k += size
+        return [exact(whole=a.whole.sub(k), like=a)]
+    if arr.ndim == 1:
+        ks = [int(x) for x in arr]
+        if elems is None:
+            assert a.whole is not None
+            size = tr.size0(a.whole)
+            return [exact(elems=tuple(a.whole.sub(k + size if (k < 0 and size) else k) for k in ks), like=a)]
+        return [exact(elems=tuple(elems[k] for k in ks), like=a)]
+    return None
+
+
+def _slice_range(start: int, end: int, step: int, size: int | None) -> list[int] | None:
+    if size is None:
+        if step == 1 and start < 0 and end >= _BIG // 2:
+            return list(range(start, 0))  # the last -start entries, counted from the end
+        if step == 1 and start >= 0 and end < _BIG // 2:
+            return list(range(start, end))
+        return None
+    return list(range(*slice(start, end, step).indices(size)))
+
+
+def _slice(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
+    if "starts" in node.attributes:
+        starts = list(node.attributes["starts"])
+        ends = list(node.attributes["ends"])
+        axes = list(node.attributes.get("axes", range(len(starts))))
+        steps = [1] * len(starts)
+    else:
+        s, e = tr._const(node, 1), tr._const(node, 2)
+        if s is None or e is None:
+            return None
+        starts = [int(x) for x in np.asarray(s).ravel()]
+        ends = [int(x) for x in np.asarray(e).ravel()]
+        ax = tr._const(node, 3)
+        axes = [int(x) for x in np.asarray(ax).ravel()] if ax is not None else list(range(len(starts)))
+        st = tr._const(node, 4)
+        steps = [int(x) for x in np.asarray(st).ravel()] if st is not None else [1] * len(starts)
+    out = a
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        if axis != 0:
+            out = Abs(out.kind, out.whole, out.elems, cast=out.cast, partial=True)
+            continue
+        if out.elems is not None:
+            rng = _slice_range(start, end, step, len(out.elems))
+            if rng is None:
+                return None
+            out = exact(elems=tuple(out.elems[i] for i in rng), like=out)
+        else:
+            assert out.whole is not None
+            size = tr.size0(out.whole)
+            if size is not None and start == 0 and end >= size and step == 1:
+                continue
+            if size is None and start == 0 and end >= _BIG // 2 and step == 1:
+                continue
+            rng = _slice_range(start, end, step, size)
+            if rng is None or len(rng) > _MAX_ELEMS:
+                return None
+            out = exact(elems=tuple(out.whole.sub(i) for i in rng), like=out)
+    return [out]
+
+
+def _split(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
+    axis = int(node.attributes.get("axis", 0))
+    n = len(node.outputs)
+    if axis != 0:
+        return [Abs(a.kind, a.whole, a.elems, cast=a.cast, partial=True)] * n
+    elems = tr.to_elems(a)
+    if elems is None:
+        return None
+    if "split" in node.attributes:
+        sizes = [int(x) for x in node.attributes["split"]]
+    else:
+        c = tr._const(node, 1)
+        if c is not None:
+            sizes = [int(x) for x in np.asarray(c).ravel()]
+        else:
+            if len(elems) % n:
+                return None
+            sizes = [len(elems) // n] * n
+    out, pos = [], 0
+    for s in sizes:
+        out.append(exact(elems=elems[pos : pos + s], like=a))
+        pos += s
+    return out
+
+
+def _concat(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
+    axis = int(node.attributes.get("axis", 0))
+    parts = [x for x, v in zip(ins, node.inputs) if v is not None]
+    if axis != 0:
+        return None
+    elems: list[Ref] = []
+    for p in parts:
+        if p.kind == "alt":
+            return None
+        e = tr.to_elems(p)
+        if e is None:
+            return None
+        elems.extend(e)
+    return [exact(elems=tuple(elems))]
+
+
+def _transpose(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
+    perm = node.attributes.get("perm")
+    if perm is not None and int(perm[0]) == 0:
+        return [a]
+    return None
+
+
+def _reshape(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
+    shape = tr._const(node, 1)
+    if a.elems is not None and len(a.elems) == 1:
+        single = a.elems[0]
+    elif a.whole is not None and tr.size0(a.whole) == 1:
+        single = a.whole
+    else:
+        single = None
+    if shape is None:
+        return [exact(whole=single, like=a)] if single is not None else None
+    dims = [int(x) for x in np.asarray(shape).ravel()]
+    if single is not None:
+        if dims and dims[0] == 1:
+            return [exact(elems=(single,), like=a)]
+        return [exact(whole=single, like=a)]
+    n = len(a.elems) if a.elems is not None else tr.size0(a.whole) if a.whole is not None else None
+    if dims and n is not None and dims[0] == n:
+        return [a]
+    return None
+
+
+_LAYOUT = {
+    "Identity": _identity,
+    "Cast": _identity,
+    "CastLike": _identity,
+    "Squeeze": _squeeze,
+    "Unsqueeze": _unsqueeze,
+    "Gather": _gather,
+    "Slice": _slice,
+    "Split": _split,
+    "Concat": _concat,
+    "Transpose": _transpose,
+    "Reshape": _reshape,
+}
+
+
+def trace_value(program: Program, value: Value, tracer: Tracer | None = None) -> Abs:
+    return (tracer or Tracer(program)).trace(value)
+
+
+# -- per-pair slice maps -------------------------------------------------------------------
+
+_FINAL = {"initial_h": "Y_h", "initial_c": "Y_c"}
+
+
+def _port_ref(tr: Tracer, ref: Ref, branch: tuple[str, ...], note: str = "") -> PortRef:
+    node = tr.program.node(ref.origin[1])
+    port = ref.origin[2]
+    rec = node if isinstance(node, Recurrent) else None
+    direction: int | None
+    step = None
+    idx = list(ref.index)
+    if port == "Y":
+        if idx:
+            t = idx.pop(0)
+            step = "last" if t == -1 else "first" if t == 0 else f"t={t}"
+        else:
+            step = "all"
+    if idx:
+        direction = idx[0]
+    elif rec is not None and rec.num_directions == 1:
+        direction = 0
+    else:
+        direction = None
+    return PortRef(
+        node_id=node.id,
+        onnx_node=node.describe(),
+        op=rec.kind if rec else getattr(node, "op", type(node).__name__),
+        port=port,
+        direction=direction,
+        branch=branch or node.provenance.branch,
+        step=step,
+        note=note,
+    )
+
+
+def _slot_label(slot: Slot, index: tuple[int, ...]) -> str:
+    return slot.name + "".join(f"[{i}]" for i in index)
+
+
+def _slot_index(tr: Tracer, ref: Ref) -> tuple[int, ...]:
+    return tr.canon(ref).index
+
+
+def slot_store_value(program: Program, slot: Slot, output_name: str | None) -> Value | None:
+    """The value written back into ``slot``: what its store reads, else what the paired output's store reads."""
+    for st in program.stores_to(slot):
+        if st.value is not None:
+            return st.value
+    if isinstance(slot.alias_of, object) and output_name is not None:
+        for st in program.stores:
+            if not st.to_slot and st.dest is not None and st.dest.name == output_name and st.value is not None:
+                return st.value
+    return None
+
+
+def analyse_state(program: Program, tracer: Tracer | None = None) -> None:
+    """Fill ``slices`` (and ``plain_recurrence``) of every state pair of ``program``."""
+    tr = tracer or Tracer(program)
+    entries: dict[str, dict[tuple[int, ...], list[PortRef]]] = {}
+    for rec in program.recurrents:
+        for port in rec.state_ports:
+            v = rec.port(port)
+            if v is None:
+                continue
+            a = tr.trace(v)
+            for path, alt in a.branches():
+                if alt.kind == "derived":
+                    for o in alt.origins:
+                        if o[0] == "slot":
+                            entries.setdefault(o[1], {}).setdefault((), []).append(
+                                PortRef(rec.id, rec.describe(), rec.kind, port, None, path or rec.provenance.branch, note="derived")
+                            )
+                    continue
+                elems = tr.to_elems(alt, rec.num_directions)
+                if elems is None:
+                    if alt.kind == "exact" and alt.whole is not None and alt.whole.origin[0] == "slot":
+                        r = tr.canon(alt.whole)
+                        entries.setdefault(r.origin[1], {}).setdefault(r.index, []).append(
+                            PortRef(rec.id, rec.describe(), rec.kind, port, None, path or rec.provenance.branch)
+                        )
+                    continue
+                for d, ref in enumerate(elems):
+                    if ref.origin[0] != "slot":
+                        continue
+                    idx = _slot_index(tr, ref)
+                    entries.setdefault(ref.origin[1], {}).setdefault(idx, []).append(
+                        PortRef(
+                            rec.id,
+                            rec.describe(),
+                            rec.kind,
+                            port,
+                            d if rec.num_directions > 1 or len(elems) > 1 else 0,
+                            path or rec.provenance.branch,
+                            note="partial" if alt.partial else "",
+                        )
+                    )
+    for pair in program.state_pairs:
+        slot: Slot | None = pair.slot
+        if slot is None:
+            continue
+        slices: dict[tuple[int, ...], SliceMap] = {}
+
+        def get(idx: tuple[int, ...]) -> SliceMap:
+            if idx not in slices:
+                slices[idx] = SliceMap(index=idx, label=_slot_label(slot, idx))
+            return slices[idx]
+
+        for idx, refs in entries.get(slot.name, {}).items():
+            get(idx).entry.extend(refs)
+        value = slot_store_value(program, slot, pair.output)
+        if value is not None:
+            a = tr.trace(value)
+            for path, alt in a.branches():
+                bp = "/".join(path)
+                if alt.kind in ("derived", "const"):
+                    kind = "constant" if alt.kind == "const" else "derived"
+                    targets = list(slices) or [()]
+                    for idx in targets:
+                        sm = get(idx)
+                        sm.exit_kind[bp] = kind
+                    if alt.kind == "derived":
+                        for o in alt.origins:
+                            if o[0] == "port":
+                                for idx in targets:
+                                    get(idx).exit.append(_port_ref(tr, Ref(o), path, note="derived"))
+                    continue
+                size = tr.size0(Ref(("slot", slot.name)))
+                elems = tr.to_elems(alt, size) if size is not None else None
+                if elems is None or size is None or len(elems) != size:
+                    assert alt.whole is not None or alt.elems is not None
+                    ref = alt.whole if alt.whole is not None else None
+                    sm = get(())
+                    _record_exit(tr, sm, ref, path, bp, slot)
+                    continue
+                for i, ref in enumerate(elems):
+                    idx = _slot_index(tr, Ref(("slot", slot.name), (i,)))
+                    _record_exit(tr, get(idx), ref, path, bp, slot)
+        pair.slices = [slices[k] for k in sorted(slices)]
+        if value is not None:
+            pair.plain_recurrence = _plain_path(program, tr, slot, value)
+
+
+def _record_exit(tr: Tracer, sm: SliceMap, ref: Ref | None, path: tuple[str, ...], bp: str, slot: Slot) -> None:
+    if ref is None:
+        sm.exit_kind[bp] = "unknown"
+        return
+    if ref.origin[0] == "slot":
+        r = tr.canon(ref)
+        sm.exit_kind[bp] = "passthrough"
+        sm.exit_slot_refs[bp] = (r.origin[1], r.index)
+        return
+    pr = _port_ref(tr, ref, path)
+    sm.exit.append(pr)
+    sm.exit_kind[bp] = "final" if pr.port in ("Y_h", "Y_c") else "sequence" if pr.port == "Y" else "unknown"
+
+
+def _plain_path(program: Program, tr: Tracer, slot: Slot, value: Value) -> list[str] | None:
+    """For a recurrence written as plain ops: the node path from the slot's load to the stored value."""
+    a = tr.trace(value)
+    origins = a.all_origins()
+    if ("slot", slot.name) not in origins or any(o[0] == "port" for o in origins):
+        return None
+    if a.kind == "exact" or all(alt.kind == "exact" for _, alt in a.branches()):
+        return None
+    loads = program.loads_of(slot)
+    if not loads or value.producer is None:
+        return None
+    try:
+        path = nx.shortest_path(program.graph, loads[0].id, value.producer.id)
+    except nx.NetworkXNoPath:
+        return None
+    return [program.node(n).describe() for n in path]
+
+
+@dataclass
+class StateFacts:
+    """Convenience bundle for passes: one tracer shared by every question about a program."""
+
+    program: Program
+    tracer: Tracer = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tracer = Tracer(self.program)
+
+    def trace(self, v: Value | None) -> Abs:
+        return self.tracer.trace(v)
