@@ -33,6 +33,9 @@ from .ir import (
 )
 from .pairs import PairSource, PortRef, SliceMap, StatePair
 
+# Imported eagerly so that the name ``rnnir.export`` is the function, not the submodule.
+from .export import export  # noqa: E402
+
 __all__ = [
     "Builder",
     "Compute",
@@ -89,13 +92,6 @@ def load(
 
     src = read_model(model, label=label)  # type: ignore[arg-type]
     return lower(src, pairs, Policy(entry=entry, exit=exit))
-
-
-def export(program: Program, path: str | None = None):  # -> onnx.ModelProto
-    """Write ``program`` as an ONNX model (returned; also saved to ``path`` when given)."""
-    from .export import export as _export
-
-    return _export(program, path)
 
 
 def __getattr__(name: str):
