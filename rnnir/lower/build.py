@@ -378,7 +378,8 @@ class _Lowering:
         model = self.src.model
         root = self.index.root
         pairs = find_pairs(model, label=self.label, declared=self.declared, model_path=self.src.path)
-        pairs += self._unreturned_state_inputs(pairs)
+        if not self.declared:  # a declaration is the caller's whole contract
+            pairs += self._unreturned_state_inputs(pairs)
         prog = self.program
         for vi in model.graph.output:
             prog.add_output(Output(vi.name, tensor_type(vi)))

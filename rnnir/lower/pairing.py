@@ -95,7 +95,7 @@ def _meta_pairs(model: onnx.ModelProto, label: str) -> dict[str, str | None]:
     return pairs
 
 
-_TRITON_STATE = re.compile(r"state\s*\[(?P<body>.*?)\]\s*(?:\}|$)", re.S)
+_TRITON_STATE = re.compile(r"\bstate\s*:?\s*\[")
 _TRITON_ENTRY = re.compile(r"\{(?P<e>[^{}]*)\}", re.S)
 _TRITON_IN = re.compile(r"input_name\s*:\s*\"(?P<v>[^\"]+)\"")
 _TRITON_OUT = re.compile(r"output_name\s*:\s*\"(?P<v>[^\"]+)\"")
@@ -119,14 +119,26 @@ def triton_pairs(model_path: Path | None) -> dict[str, str]:
             if "sequence_batching" not in text:
                 return {}
             out: dict[str, str] = {}
-            for block in _TRITON_STATE.finditer(text):
-                for ent in _TRITON_ENTRY.finditer(block.group("body")):
+            for body in _state_blocks(text):
+                for ent in _TRITON_ENTRY.finditer(body):
                     i = _TRITON_IN.search(ent.group("e"))
                     o = _TRITON_OUT.search(ent.group("e"))
                     if i and o:
                         out[i.group("v")] = o.group("v")
             return out
     return {}
+
+
+def _state_blocks(text: str) -> list[str]:
+    """Bodies of ``state [ ... ]`` lists, matching brackets (entries hold ``dims: [..]`` lists)."""
+    bodies = []
+    for m in _TRITON_STATE.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"[": 1, "]": -1}.get(text[i], 0)
+            i += 1
+        bodies.append(text[m.end() : i - 1])
+    return bodies
 
 
 def _name_candidates(name: str) -> list[str]:
