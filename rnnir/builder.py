@@ -37,7 +37,7 @@ from .ir import (
     Value,
     check_acyclic,
 )
-from .pairs import PairSource, SliceMap, StatePair
+from .pairs import PairSource, StatePair
 
 __all__ = ["Builder"]
 
@@ -259,8 +259,10 @@ class Builder:
                 output=out_name or (f"{slot.name}_out" if outs else None),
                 source=PairSource.BUILDER,
                 reason="slot built with rnnir.Builder",
-                slices=[SliceMap(index=(), label=slot.name)],
             )
             pair.slot = slot
             prog.state_pairs.append(pair)
+        from .slices import analyse_state
+
+        analyse_state(prog)
         return prog
