@@ -220,7 +220,7 @@ class _Lowering:
         deps = [(d.scope, i) for i in node.input if i]
         for a in node.attribute:
             if a.type == onnx.AttributeProto.GRAPH:
-                deps.extend((d.scope, nm) for nm in sorted(outer_names(a.g)))
+                deps.extend((d.scope, nm) for nm in sorted(self.index.outer_names(a.g)))
         return deps
 
     def is_source(self, d: Definition) -> bool:
@@ -300,7 +300,7 @@ class _Lowering:
         extra = []
         for a in node.attribute:
             if a.type == onnx.AttributeProto.GRAPH:
-                extra.extend(self.operand(scope, nm) for nm in sorted(outer_names(a.g)))
+                extra.extend(self.operand(scope, nm) for nm in sorted(self.index.outer_names(a.g)))
         c = Compute(
             op=node.op_type,
             domain=node.domain,

@@ -91,7 +91,16 @@ class ModelIndex:
         self.recurrent: list[tuple[Scope, onnx.NodeProto]] = []
         self.node_names: dict[int, str] = {}
         self._schema_ok: set[tuple[str, str]] = set()
+        self._outer: dict[int, frozenset[str]] = {}
         self.root = self._build(model.graph, (), None, None)
+
+    def outer_names(self, graph: onnx.GraphProto) -> frozenset[str]:
+        """Names ``graph`` borrows from enclosing scopes (memoised: nested Ifs are walked once)."""
+        hit = self._outer.get(id(graph))
+        if hit is None:
+            hit = frozenset(outer_names(graph, self.outer_names))
+            self._outer[id(graph)] = hit
+        return hit
 
     # -- construction ------------------------------------------------------------------
     def _build(self, graph: onnx.GraphProto, path: tuple[str, ...], parent: Scope | None, owner: onnx.NodeProto | None) -> Scope:
@@ -183,7 +192,7 @@ class ModelIndex:
             order = {id(n): i for i, n in enumerate(sc.graph.node)}
             late: list[tuple[onnx.NodeProto, onnx.NodeProto]] = []
             for node in sc.graph.node:
-                for name in _reads(node):
+                for name in _reads(node, self.outer_names):
                     d = sc.resolve(name)
                     if d.kind == "missing":
                         raise ModelError(
@@ -209,7 +218,7 @@ class ModelIndex:
         index = {id(n): i for i, n in enumerate(nodes)}
         indeg = [0] * len(nodes)
         for i, node in enumerate(nodes):
-            for name in _reads(node):
+            for name in _reads(node, self.outer_names):
                 hit = sc.producers.get(name)
                 if hit is not None:
                     j = index[id(hit[0])]
@@ -234,7 +243,7 @@ class ModelIndex:
             )
 
 
-def _reads(node: onnx.NodeProto) -> Iterator[str]:
+def _reads(node: onnx.NodeProto, outer=None) -> Iterator[str]:
     """Names a node reads, including outer-scope names its subgraphs borrow."""
     for name in node.input:
         if name:
@@ -242,16 +251,16 @@ def _reads(node: onnx.NodeProto) -> Iterator[str]:
     for attr in node.attribute:
         subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []
         for sub in subs:
-            yield from outer_names(sub)
+            yield from (outer(sub) if outer is not None else outer_names(sub))
 
 
-def outer_names(graph: onnx.GraphProto) -> set[str]:
+def outer_names(graph: onnx.GraphProto, outer=None) -> set[str]:
     """Names a subgraph (and its own subgraphs) read from enclosing scopes."""
     defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
     defined |= {o for n in graph.node for o in n.output if o}
     free: set[str] = set()
     for node in graph.node:
-        for name in _reads(node):
+        for name in _reads(node, outer):
             if name not in defined:
                 free.add(name)
     for vi in graph.output:
