@@ -412,8 +412,8 @@ def _gru_with_norm(name: str, seed: int) -> Graph:
 
 
 def _fanout_program(slot: str, final: str, outputs: list[str], **slots: Any) -> dict[str, Any]:
-    stores = [{"id": f"st_{slot}", "reads": final, "dest": f"slot:{slot}", "result": "token"}]
-    stores += [{"id": f"out_{o}", "reads": o, "dest": f"out:{o}", "result": "value"} for o in outputs]
+    stores = [{"id": f"st_{slot}", "reads": f"value:{final}", "dest": f"slot:{slot}", "result": "token"}]
+    stores += [{"id": f"out_{o}", "reads": f"value:{o}", "dest": f"out:{o}", "result": "value"} for o in outputs]
     return {"slots": {slot: slots} if slots else {}, "stores": stores, "return": {"layer": "runtime", "waits": [s["id"] for s in stores]}}
 
 
@@ -556,10 +556,10 @@ def sd004_double_store():
     g = _gru_program_model("sd004_double_store", 208)
     prog = {
         "stores": [
-            {"id": "st_h0_a", "reads": "hn", "dest": "slot:h0", "result": "token"},
-            {"id": "st_h0_b", "reads": "hn", "dest": "slot:h0", "result": "token"},
-            {"id": "out_y", "reads": "y", "dest": "out:y", "result": "value"},
-            {"id": "out_hn", "reads": "hn", "dest": "out:hn", "result": "value"},
+            {"id": "st_h0_a", "reads": "value:hn", "dest": "slot:h0", "result": "token"},
+            {"id": "st_h0_b", "reads": "value:hn", "dest": "slot:h0", "result": "token"},
+            {"id": "out_y", "reads": "value:y", "dest": "out:y", "result": "value"},
+            {"id": "out_hn", "reads": "value:hn", "dest": "out:hn", "result": "value"},
         ],
         "return": {"layer": "runtime", "waits": ["st_h0_a", "st_h0_b", "out_y", "out_hn"]},
     }
@@ -645,9 +645,9 @@ def al001_chain():
     g = _gru_program_model("al001_chain", 213)
     prog = {
         "stores": [
-            {"id": "st_h0", "reads": "hn", "dest": "slot:h0", "result": "alias"},
+            {"id": "st_h0", "reads": "value:hn", "dest": "slot:h0", "result": "alias"},
             {"id": "out_hn", "reads": "store:st_h0", "dest": "out:hn", "result": "value"},
-            {"id": "out_y", "reads": "y", "dest": "out:y", "result": "value"},
+            {"id": "out_y", "reads": "value:y", "dest": "out:y", "result": "value"},
         ],
         "return": {"layer": "runtime", "waits": ["st_h0", "out_hn", "out_y"]},
     }
@@ -661,8 +661,8 @@ def al002_output_alias():
     prog = {
         "slots": {"h0": {"alias_of": "out:hn"}},
         "stores": [
-            {"id": "out_y", "reads": "y", "dest": "out:y", "result": "value"},
-            {"id": "out_hn", "reads": "hn", "dest": "out:hn", "result": "value"},
+            {"id": "out_y", "reads": "value:y", "dest": "out:y", "result": "value"},
+            {"id": "out_hn", "reads": "value:hn", "dest": "out:hn", "result": "value"},
         ],
         "return": {"layer": "runtime", "waits": ["out_y", "out_hn"]},
     }
@@ -684,9 +684,9 @@ def al003_shared_address():
     g.output("hn", FLOAT, [1, 1, H])
     g.output("cn", FLOAT, [1, 1, H])
     stores = [
-        {"id": "st_h0", "reads": "hn", "dest": "slot:h0", "result": "token"},
-        {"id": "st_c0", "reads": "cn", "dest": "slot:c0", "result": "token"},
-    ] + [{"id": f"out_{o}", "reads": o, "dest": f"out:{o}", "result": "value"} for o in ("y", "hn", "cn")]
+        {"id": "st_h0", "reads": "value:hn", "dest": "slot:h0", "result": "token"},
+        {"id": "st_c0", "reads": "value:cn", "dest": "slot:c0", "result": "token"},
+    ] + [{"id": f"out_{o}", "reads": f"value:{o}", "dest": f"out:{o}", "result": "value"} for o in ("y", "hn", "cn")]
     prog = {
         "slots": {"h0": {"address": "mem:state0"}, "c0": {"address": "mem:state0"}},
         "stores": stores,
@@ -728,14 +728,74 @@ def build_all() -> dict[str, tuple[onnx.ModelProto, dict[str, Any]]]:
     return out
 
 
+README_HEAD = """# samples
+
+Small ONNX models, correct and deliberately broken, each with the findings it
+must produce. **Generated**: edit `make_samples.py` and rerun
+`python samples/make_samples.py` (it rewrites every `.onnx`, every
+`.expected.json` and this README, byte for byte the same on every run;
+`tests/test_samples.py` fails when a committed file is stale).
+
+Every model uses opset 17 / IR version 8, passes
+`onnx.checker.check_model(full_check=True)` and runs in onnxruntime. Shapes
+are `x[T, B, I]`, states `[num_directions or layers or h/c, B, H]`, B = 1
+unless said otherwise, H between 1 and 5.
+
+`<name>.expected.json`:
+
+```json
+{"description": "...",
+ "pairs": {"<state input>": "<state output or null>"},
+ "findings": [{"code": "SD002", "severity": "error"}],
+ "correct": false}
+```
+
+- `pairs` is what `rnnir.load(path)` finds with the default policies
+  (`rnn_constant_init` also has `entry_constant`: pairs and findings with
+  `rnnir.load(path, entry="constant")`);
+- `findings` is every error/warning finding `passes.run(program)` must return,
+  compared as a multiset of (code, severity); findings are per slot, so a
+  rule that hits two slots is listed twice;
+- `correct` is true exactly when no error or warning is expected.
+
+Store structures plain ONNX cannot express (a chain, a slot aliased to an
+output, shared addresses, a `Return` that does not wait, an in-place load) are
+written in the `rnnir.program` metadata that `rnnir.export` writes and the
+lowering reads back; onnxruntime ignores metadata. `rnnir.pairs` metadata is
+written where names alone would not pair (`gru_pairs_metadata`) and beside
+every `rnnir.program`, as an export would.
+
+Names: a broken sample starts with the lower-cased code of the rule it breaks.
+"""
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "/")
+
+
+def readme(samples: dict[str, tuple[onnx.ModelProto, dict[str, Any]]]) -> str:
+    head = "| sample | what it shows | pairs | expected findings |\n| --- | --- | --- | --- |\n"
+    rows: dict[bool, list[str]] = {True: [], False: []}
+    for name in sorted(samples):
+        exp = samples[name][1]
+        pairs = ", ".join(f"`{i}` → `{o}`" if o else f"`{i}` → none" for i, o in exp["pairs"].items()) or "none"
+        found = ", ".join(f"{f['code']} {f['severity']}" for f in exp["findings"]) or "none"
+        rows[exp["correct"]].append(f"| `{name}` | {_md(exp['description'])} | {pairs} | {found} |")
+    return (
+        README_HEAD
+        + "\n## Correct\n\n" + head + "\n".join(rows[True])
+        + "\n\n## Broken\n\n" + head + "\n".join(rows[False]) + "\n"
+    )
+
+
 def write_all(folder: Path = HERE) -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
-    names = []
-    for name, (model, exp) in build_all().items():
+    samples = build_all()
+    for name, (model, exp) in samples.items():
         (folder / f"{name}.onnx").write_bytes(model.SerializeToString(deterministic=True))
         (folder / f"{name}.expected.json").write_text(json.dumps(exp, indent=2) + "\n", encoding="utf-8")
-        names.append(name)
-    return names
+    (folder / "README.md").write_text(readme(samples), encoding="utf-8")
+    return list(samples)
 
 
 def main(argv: list[str]) -> int:

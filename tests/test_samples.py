@@ -141,6 +141,7 @@ def test_generator_is_deterministic_and_committed_files_are_current(tmp_path):
         for suffix in (".onnx", ".expected.json"):
             fresh = (tmp_path / f"{name}{suffix}").read_bytes()
             assert fresh == (SAMPLES / f"{name}{suffix}").read_bytes(), f"{name}{suffix} is stale: rerun python samples/make_samples.py"
+    assert (tmp_path / "README.md").read_bytes() == (SAMPLES / "README.md").read_bytes(), "samples/README.md is stale"
 
 
 @pytest.mark.parametrize("name", NAMES)
