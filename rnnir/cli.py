@@ -1,0 +1,498 @@
+"""The ``rnnir`` command line.
+
+    rnnir lint PATH... [--format text|json|sarif|github] [--select SD,OR] [--ignore SD006]
+                       [--pair h0=hn ...] [--entry dynamic|constant] [--exit fanout|chain|reuse-single-store]
+                       [--cost] [--jobs N] [--output FILE] [--config pyproject.toml | --no-config]
+    rnnir show MODEL [--format text|dot|mermaid|json]
+    rnnir rules [--format text|json]
+    rnnir explain CODE
+    rnnir cost MODEL... [--format text|json]
+    rnnir run MODEL [--calls 200] [--chunk 16] [--format text|json]
+    rnnir --version
+
+Exit codes (every command):
+
+* 0 — done, and no error-level finding (warnings and infos do not fail a run);
+* 1 — at least one error-level finding (``lint``), or multi-call persistence broken (``run``);
+* 2 — the tool could not do its job: bad arguments or configuration, an unknown rule code, or a
+  model that could not be read or analysed.  With several models, **2 wins over 1**: a CI job must
+  not pass (or fail "normally") when part of what it was asked to check was never checked.  The
+  other models are still linted and reported; the failed one appears in the output with its
+  ``error`` and on stderr as ``rnnir: error: <file>: <message>``.
+
+``lint`` never imports onnxruntime (nor :mod:`rnnir.runtime` / :mod:`rnnir.testing`); only ``run``
+does.  No traceback reaches the user unless ``RNNIR_DEBUG=1`` is set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+import traceback
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence, TextIO
+
+from . import __version__
+from .config import EXIT_POLICIES, ENTRY_POLICIES, Config, ConfigError, find_config, load_config, parse_pair
+from .errors import ModelError, RnnirError
+from .render import FORMATS, FileResult, LintResult, render, render_cost_text
+
+__all__ = ["main"]
+
+_REPORT_HINT = "this is a bug in rnnir; please report it with the model that triggers it (set RNNIR_DEBUG=1 for the traceback)"
+
+
+class UsageError(RnnirError):
+    """The command line asks for something that cannot be done (unknown rule code, empty folder, ...)."""
+
+
+def _passes():
+    """The analysis package, imported when first needed (tests may replace this function)."""
+    import passes
+
+    return passes
+
+
+def _debug() -> bool:
+    return os.environ.get("RNNIR_DEBUG", "") not in ("", "0")
+
+
+# -- settings: pyproject.toml + flags ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Settings:
+    select: tuple[str, ...] | None
+    ignore: tuple[str, ...]
+    pairs: Mapping[str, str | None] | None
+    entry: str
+    exit: str
+    config: Config
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    if getattr(args, "no_config", False):
+        config = Config()
+    elif getattr(args, "config", None):
+        path = Path(args.config)
+        if not path.is_file():
+            raise ConfigError(f"{path}: no such configuration file")
+        config = load_config(path)
+    else:
+        found = find_config(Path.cwd())
+        config = load_config(found) if found else Config()
+    select = _split_codes(args.select) if getattr(args, "select", None) is not None else config.select
+    ignore = _split_codes(args.ignore) if getattr(args, "ignore", None) is not None else (config.ignore or ())
+    pairs: Mapping[str, str | None] | None = config.pairs
+    if getattr(args, "pair", None):
+        pairs = dict(parse_pair(p) for p in args.pair)
+    entry = getattr(args, "entry", None) or config.entry or "dynamic"
+    exit_ = getattr(args, "exit", None) or config.exit or "fanout"
+    return Settings(select=select, ignore=tuple(ignore), pairs=pairs, entry=entry, exit=exit_, config=config)
+
+
+def _split_codes(values: Sequence[str]) -> tuple[str, ...]:
+    """``["SD,OR", "AL001"]`` → ``("SD", "OR", "AL001")``; repeated flags add up."""
+    return tuple(c.strip().upper() for v in values for c in v.split(",") if c.strip())
+
+
+def _check_selectors(selectors: Sequence[str], codes: Sequence[str], what: str) -> None:
+    unknown = [s for s in selectors if not any(code.startswith(s) for code in codes)]
+    if unknown:
+        raise UsageError(f"{what}: unknown rule code or prefix {', '.join(map(repr, unknown))}; known codes: {', '.join(sorted(codes))}")
+
+
+# -- collecting models ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Target:
+    path: str
+    error: dict[str, str] | None = None  # set when the argument itself is unusable
+
+
+def collect_models(arguments: Sequence[str]) -> list[Target]:
+    """Files as given, folders searched recursively for ``*.onnx`` in sorted order, duplicates dropped.
+
+    Hidden folders (``.git``, ``.venv``) below a given folder are skipped, symlinked folders not
+    followed.  A folder without any model is an error target, so a mistyped path cannot pass CI.
+    """
+    targets: list[Target] = []
+    seen: set[str] = set()
+
+    def add(path: str) -> None:
+        path = os.path.normpath(path)
+        key = os.path.normcase(os.path.abspath(path))
+        if key not in seen:
+            seen.add(key)
+            targets.append(Target(path))
+
+    for arg in arguments:
+        if os.path.isdir(arg):
+            found: list[str] = []
+            for folder, dirs, files in os.walk(arg):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                found.extend(os.path.join(folder, f) for f in sorted(files) if f.lower().endswith(".onnx"))
+            if not found:
+                targets.append(Target(os.path.normpath(arg), {"type": "NoModelsFound", "message": "no .onnx files in this folder"}))
+            for path in found:
+                add(path)
+        else:
+            add(arg)  # missing files are reported by the loader, with the loader's message
+    return targets
+
+
+# -- linting one model (runs in worker processes with --jobs) ---------------------------------
+
+
+@dataclass(frozen=True)
+class LintJob:
+    path: str
+    select: tuple[str, ...] | None
+    ignore: tuple[str, ...]
+    pairs: Mapping[str, str | None] | None
+    entry: str
+    exit: str
+    rules: bool = True
+    cost: bool = False
+
+
+def _error_message(exc: BaseException, path: str) -> str:
+    """The message of ``exc`` without a leading ``<path>: `` (the renderers put the path there)."""
+    if isinstance(exc, ModelError):
+        text = exc.detail + (f" (at {exc.where})" if exc.where else "")
+    elif isinstance(exc, OSError) and exc.strerror:
+        text = exc.strerror + (f": {exc.filename}" if exc.filename and str(exc.filename) != path else "")
+    else:
+        text = str(exc) or type(exc).__name__
+    prefix = f"{path}: "
+    return text[len(prefix):] if text.startswith(prefix) else text
+
+
+def lint_one(job: LintJob) -> FileResult:
+    """Lower and analyse one model; every failure becomes ``FileResult.error``, never an exception."""
+    import rnnir
+
+    result = FileResult(path=job.path)
+    try:
+        program = rnnir.load(job.path, pairs=job.pairs, entry=job.entry, exit=job.exit)
+        result.state_pairs = [p.to_json() for p in program.state_pairs]
+        result.suggested_pairs = [p.to_json() for p in program.suggested_pairs]
+        backend = _passes()
+        if job.rules:
+            diags = backend.run(program, select=list(job.select) if job.select is not None else None, ignore=list(job.ignore))
+            # ``data`` is for programmatic users; dropping it keeps results small and picklable.
+            result.diagnostics = sorted((dataclasses.replace(d, data={}) for d in diags), key=lambda d: d.sort_key())
+        if job.cost:
+            result.cost = backend.cost(program).to_json()
+    except (RnnirError, OSError) as exc:
+        result.error = {"type": type(exc).__name__, "message": _error_message(exc, job.path)}
+    except (MemoryError, RecursionError) as exc:
+        result.error = {"type": type(exc).__name__, "message": f"model too large or too deeply nested to analyse ({type(exc).__name__})"}
+    except Exception as exc:  # a bug in rnnir: keep linting the other models
+        if _debug():
+            traceback.print_exc()
+        result.error = {"type": "InternalError", "message": f"internal error: {type(exc).__name__}: {exc} ({_REPORT_HINT})"}
+    if result.error is not None:
+        result.state_pairs, result.suggested_pairs, result.diagnostics, result.cost = [], [], [], None
+    return result
+
+
+class Progress:
+    """``[3/10] path`` on a terminal's stderr, rewritten in place; silent when stderr is not a terminal."""
+
+    def __init__(self, total: int, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.total = total
+        self.enabled = total > 1 and _isatty(self.stream)
+        self.done = 0
+
+    def step(self, path: str) -> None:
+        self.done += 1
+        if self.enabled:
+            self.stream.write(f"\r\x1b[K[{self.done}/{self.total}] {path}")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def run_jobs(jobs: Sequence[LintJob], workers: int, progress: Progress) -> list[FileResult]:
+    """Lint ``jobs`` serially or in ``workers`` processes; results always in ``jobs`` order."""
+    results: list[FileResult] = []
+    if workers <= 1 or len(jobs) <= 1:
+        for job in jobs:
+            results.append(lint_one(job))
+            progress.step(job.path)
+        return results
+    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+        futures = [pool.submit(lint_one, job) for job in jobs]
+        for job, future in zip(jobs, futures):
+            try:
+                results.append(future.result())
+            except BrokenProcessPool:
+                results.append(FileResult(job.path, error={"type": "InternalError", "message": f"a worker process died while analysing this model ({_REPORT_HINT})"}))
+            progress.step(job.path)
+    return results
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{output}: cannot write output: {exc.strerror or exc}") from None
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
+    settings = _settings(args)
+    backend = _passes()
+    codes = list(backend.RULES)
+    if settings.select is not None:
+        _check_selectors(settings.select, codes, "--select" if args.select is not None else f"{settings.config.path}: select")
+    _check_selectors(settings.ignore, codes, "--ignore" if args.ignore is not None else f"{settings.config.path}: ignore")
+    for pattern, pattern_codes in settings.config.per_file_ignores:
+        _check_selectors(pattern_codes, codes, f"{settings.config.path}: per-file-ignores {pattern!r}")
+
+    targets = collect_models(args.paths)
+    jobs: list[LintJob] = []
+    for t in targets:
+        if t.error is None:
+            ignore = settings.ignore + tuple(c for c in settings.config.ignores_for(Path(t.path)) if c not in settings.ignore)
+            jobs.append(LintJob(t.path, settings.select, ignore, settings.pairs, settings.entry, settings.exit, rules, cost))
+    workers = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
+    progress = Progress(len(jobs))
+    try:
+        linted = iter(run_jobs(jobs, workers, progress))
+    finally:
+        progress.close()
+    files = [FileResult(t.path, error=t.error) if t.error is not None else next(linted) for t in targets]
+
+    result = LintResult(files=files, rules=backend.RULES, version=__version__, with_cost=cost)
+    for f in result.failed:
+        print(f"rnnir: error: {f.path}: {f.error['message']}", file=sys.stderr)
+    if rules:
+        text = render(result, args.format)
+    elif args.format == "json":
+        text = render(result, "json")
+    else:
+        text = _cost_text(result)
+    _emit(text, args.output)
+    return result.exit_code
+
+
+def _cost_text(result: LintResult) -> str:
+    lines: list[str] = []
+    for f in result.files:
+        lines.append(f.path)
+        if f.error is not None:
+            lines.append(f"  {f.path}: error: {f.error['message']}")
+        else:
+            lines.extend("  " + line for line in render_cost_text(f.cost or {}))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    return _lint(args, rules=True, cost=args.cost)
+
+
+def cmd_cost(args: argparse.Namespace) -> int:
+    return _lint(args, rules=False, cost=True)
+
+
+def _load(args: argparse.Namespace):
+    import rnnir
+
+    settings = _settings(args)
+    return rnnir.load(args.model, pairs=settings.pairs, entry=settings.entry, exit=settings.exit), settings
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from .printer import print_program, to_dot, to_mermaid
+
+    program, _ = _load(args)
+    if args.format == "json":
+        doc = {
+            "version": 1,
+            "path": args.model,
+            "state_pairs": [p.to_json() for p in program.state_pairs],
+            "suggested_pairs": [p.to_json() for p in program.suggested_pairs],
+        }
+        text = json.dumps(doc, indent=2)
+    else:
+        text = {"text": print_program, "dot": to_dot, "mermaid": to_mermaid}[args.format](program)
+    _emit(text + "\n", None)
+    return 0
+
+
+def cmd_rules(args: argparse.Namespace) -> int:
+    rules = _passes().RULES
+    ordered = [rules[c] for c in sorted(rules)]
+    if args.format == "json":
+        doc = {
+            "version": 1,
+            "rules": [{"code": r.code, "name": r.name, "severity": r.severity.value, "summary": r.summary} for r in ordered],
+        }
+        _emit(json.dumps(doc, indent=2) + "\n", None)
+        return 0
+    width = max((len(r.name) for r in ordered), default=0)
+    lines = [f"{r.code}  {r.name.ljust(width)}  {r.severity.value.ljust(7)}  {r.summary}" for r in ordered]
+    _emit("\n".join(lines) + "\n", None)
+    return 0
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    backend = _passes()
+    code = args.code.strip().upper()
+    if code not in backend.RULES:
+        raise UsageError(f"unknown rule code {args.code!r}; known codes: {', '.join(sorted(backend.RULES))}")
+    text = backend.explain(code)
+    _emit(text if text.endswith("\n") else text + "\n", None)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from . import testing  # imports onnxruntime: only this command pays for it
+
+    settings = _settings(args)
+    report = testing.check_multicall(args.model, pairs=settings.pairs, calls=args.calls, chunk=args.chunk)
+    if args.format == "json":
+        text = json.dumps(report.to_json(), indent=2) + "\n"
+    else:
+        text = testing.report_to_text(report)
+        text = text if text.endswith("\n") else text + "\n"
+    _emit(text, None)
+    return 0 if getattr(report, "ok", True) else 1
+
+
+# -- argument parsing -------------------------------------------------------------------------
+
+
+def _add_model_options(p: argparse.ArgumentParser, *, config: bool = True) -> None:
+    p.add_argument("--pair", action="append", metavar="INPUT=OUTPUT", help="declare a state pair (repeatable); replaces every other way of finding pairs; INPUT= means no output")
+    p.add_argument("--entry", choices=ENTRY_POLICIES, help="lowering entry policy (default: dynamic)")
+    p.add_argument("--exit", choices=EXIT_POLICIES, help="lowering exit policy (default: fanout)")
+    if config:
+        group = p.add_mutually_exclusive_group()
+        group.add_argument("--config", metavar="FILE", help="read [tool.rnnir] from FILE instead of the nearest pyproject.toml")
+        group.add_argument("--no-config", action="store_true", help="ignore any pyproject.toml")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rnnir",
+        description="Verify how recurrent models keep their state across inference calls.",
+        epilog="exit codes: 0 clean, 1 error-level findings, 2 the tool could not do its job",
+    )
+    parser.add_argument("--version", action="version", version=f"rnnir {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("lint", help="check models for state-persistence bugs", description="Check ONNX models (files, or folders searched recursively for *.onnx) for state-persistence bugs.")
+    p.add_argument("paths", nargs="+", metavar="PATH")
+    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("--select", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to run (default: all)")
+    p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to skip")
+    p.add_argument("--cost", action="store_true", help="add the per-call cost analysis")
+    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in N worker processes (0: one per CPU)")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    _add_model_options(p)
+    p.set_defaults(func=cmd_lint)
+
+    p = sub.add_parser("cost", help="per-call cost: bytes written to slots and outputs, copies, slot lifetimes")
+    p.add_argument("paths", nargs="+", metavar="MODEL")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N")
+    p.add_argument("--output", "-o", metavar="FILE")
+    _add_model_options(p)
+    p.set_defaults(func=cmd_cost, select=None, ignore=None)
+
+    p = sub.add_parser("show", help="print a model's IR, its fan-out picture or its state pairs")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--format", choices=("text", "dot", "mermaid", "json"), default="text")
+    _add_model_options(p)
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("rules", help="list the rule catalogue")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.set_defaults(func=cmd_rules)
+
+    p = sub.add_parser("explain", help="print what a rule finds, why it matters, a bad and a fixed example")
+    p.add_argument("code", metavar="CODE")
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("run", help="run a model across calls and check that its state persists")
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--chunk", type=int, default=16)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    _add_model_options(p)
+    p.set_defaults(func=cmd_run)
+    return parser
+
+
+def _edge_message(exc: BaseException, args: argparse.Namespace | None) -> str:
+    """``<file>: <message>`` for the one-line ``rnnir: error:`` report."""
+    if isinstance(exc, ModelError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        name = exc.filename if exc.filename is not None else getattr(args, "model", None)
+        return f"{name}: {exc.strerror or exc}" if name else str(exc)
+    model = getattr(args, "model", None)
+    text = str(exc) or type(exc).__name__
+    return f"{model}: {text}" if model and not text.startswith(f"{model}:") else text
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code (the console script exits with it)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, --version, or bad arguments (argparse already printed why)
+        return exc.code if isinstance(exc.code, int) else 2
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except BrokenPipeError:  # output piped into `head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 2
+    except (RnnirError, OSError) as exc:
+        if _debug():
+            traceback.print_exc()
+        print(f"rnnir: error: {_edge_message(exc, args)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("rnnir: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if _debug():
+            traceback.print_exc()
+        print(f"rnnir: internal error: {type(exc).__name__}: {exc} ({_REPORT_HINT})", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""``[tool.rnnir]`` configuration read from a ``pyproject.toml``.
+
+Recognised keys (all optional)::
+
+    [tool.rnnir]
+    select = ["SD", "OR"]            # rule codes or prefixes to run (default: all)
+    ignore = ["SD006"]               # rule codes or prefixes to skip
+    pairs = { h0 = "hn", c0 = "cn" } # declared state pairs (input = output; "" = no output)
+    entry = "dynamic"                # lowering entry policy: dynamic | constant
+    exit = "fanout"                  # lowering exit policy: fanout | chain | reuse-single-store
+
+    [tool.rnnir.per-file-ignores]
+    "models/legacy/*.onnx" = ["SD006"]
+
+The file is found from a starting folder (the working directory) upward: the
+nearest ``pyproject.toml`` holding a ``[tool.rnnir]`` table wins, the way Ruff
+finds ``[tool.ruff]``.  ``per-file-ignores`` patterns are ``fnmatch`` globs
+matched against the model's path relative to the folder of that
+``pyproject.toml`` (``*`` also crosses ``/``; a pattern without ``/`` also
+matches the bare file name; a leading ``**/`` may match nothing).
+
+Command-line flags override the file key by key: ``--select`` replaces
+``select``, ``--ignore`` replaces ``ignore``, any ``--pair`` replaces ``pairs``.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import RnnirError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+__all__ = ["Config", "ConfigError", "find_config", "load_config", "parse_pair"]
+
+ENTRY_POLICIES = ("dynamic", "constant")
+EXIT_POLICIES = ("fanout", "chain", "reuse-single-store")
+
+_KEYS = ("select", "ignore", "pairs", "per-file-ignores", "entry", "exit")
+
+
+class ConfigError(RnnirError):
+    """The ``[tool.rnnir]`` table (or a ``--pair`` flag) cannot be used as written."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """Settings for one lint run; ``None`` means "not set here" (fall back to the default)."""
+
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] | None = None
+    pairs: Mapping[str, str | None] | None = None
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    entry: str | None = None
+    exit: str | None = None
+    path: Path | None = None  # the pyproject.toml it came from
+    root: Path | None = field(default=None)  # folder per-file-ignores patterns are relative to
+
+    def ignores_for(self, model: Path) -> tuple[str, ...]:
+        """Codes the ``per-file-ignores`` table adds for ``model``."""
+        if not self.per_file_ignores:
+            return ()
+        rel = _relative_posix(model, self.root)
+        name = model.name
+        codes: list[str] = []
+        for pattern, pattern_codes in self.per_file_ignores:
+            if _glob_matches(pattern, rel, name):
+                codes.extend(c for c in pattern_codes if c not in codes)
+        return tuple(codes)
+
+
+def find_config(start: Path) -> Path | None:
+    """The nearest ``pyproject.toml`` at or above ``start`` that has a ``[tool.rnnir]`` table."""
+    start = start.resolve()
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            if "rnnir" in _read_toml(candidate).get("tool", {}):
+                return candidate
+    return None
+
+
+def load_config(path: Path) -> Config:
+    """Read ``[tool.rnnir]`` from ``path``; a file without the table gives an empty :class:`Config`."""
+    data = _read_toml(path)
+    table = data.get("tool", {}).get("rnnir", {})
+    where = f"{path}: [tool.rnnir]"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where} must be a table")
+    unknown = sorted(set(table) - set(_KEYS))
+    if unknown:
+        raise ConfigError(f"{where} has unknown key(s) {', '.join(map(repr, unknown))}; known keys: {', '.join(_KEYS)}")
+    select = _codes(table, "select", where)
+    ignore = _codes(table, "ignore", where)
+    pairs = None
+    if "pairs" in table:
+        raw = table["pairs"]
+        if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
+            raise ConfigError(f'{where} pairs must be a table of input = "output" strings, e.g. pairs = {{h0 = "hn"}}')
+        pairs = {k: (v or None) for k, v in raw.items()}
+    pfi: list[tuple[str, tuple[str, ...]]] = []
+    raw_pfi = table.get("per-file-ignores", {})
+    if not isinstance(raw_pfi, dict):
+        raise ConfigError(f'{where} per-file-ignores must be a table of "glob" = ["CODE", ...]')
+    for pattern, codes in raw_pfi.items():
+        if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+            raise ConfigError(f'{where} per-file-ignores entry {pattern!r} must be a list of rule codes')
+        pfi.append((pattern, tuple(c.strip().upper() for c in codes)))
+    entry = _choice(table, "entry", ENTRY_POLICIES, where)
+    exit_ = _choice(table, "exit", EXIT_POLICIES, where)
+    return Config(
+        select=select,
+        ignore=ignore,
+        pairs=pairs,
+        per_file_ignores=tuple(pfi),
+        entry=entry,
+        exit=exit_,
+        path=path,
+        root=path.resolve().parent,
+    )
+
+
+def parse_pair(text: str) -> tuple[str, str | None]:
+    """``"h0=hn"`` → ``("h0", "hn")``; ``"h0="`` → ``("h0", None)`` (a state input with no output)."""
+    name, sep, out = text.partition("=")
+    name, out = name.strip(), out.strip()
+    if not sep or not name:
+        raise ConfigError(f"--pair {text!r}: expected INPUT=OUTPUT, e.g. --pair h0=hn")
+    return name, (out or None)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as fh:
+            return tomllib.load(fh)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+
+
+def _codes(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...] | None:
+    if key not in table:
+        return None
+    raw = table[key]
+    if isinstance(raw, str):
+        raw = [raw]
+    if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
+        raise ConfigError(f'{where} {key} must be a list of rule codes or prefixes, e.g. {key} = ["SD", "OR001"]')
+    return tuple(c.strip().upper() for c in raw if c.strip())
+
+
+def _choice(table: Mapping[str, Any], key: str, allowed: tuple[str, ...], where: str) -> str | None:
+    if key not in table:
+        return None
+    value = table[key]
+    if value not in allowed:
+        raise ConfigError(f"{where} {key} = {value!r} is not one of {', '.join(allowed)}")
+    return value
+
+
+def _relative_posix(model: Path, root: Path | None) -> str:
+    resolved = model.resolve()
+    if root is not None:
+        try:
+            return resolved.relative_to(root).as_posix()
+        except ValueError:
+            pass
+    return resolved.as_posix()
+
+
+def _glob_matches(pattern: str, rel: str, name: str) -> bool:
+    pattern = pattern.replace("\\", "/")
+    if pattern.startswith("./"):
+        pattern = pattern[2:]
+    if fnmatch.fnmatchcase(rel, pattern):
+        return True
+    if pattern.startswith("**/") and fnmatch.fnmatchcase(rel, pattern[3:]):
+        return True
+    return "/" not in pattern and fnmatch.fnmatchcase(name, pattern)

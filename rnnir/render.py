@@ -1,0 +1,419 @@
+"""Renderers of lint results: text, JSON, SARIF 2.1.0 and GitHub workflow commands.
+
+Every format renders the same data (:class:`LintResult`); no rule formats its
+own output.  Nothing here depends on time, process or machine, so a run with
+``--jobs N`` renders byte for byte what a serial run renders.
+
+JSON schema, version 1 (documented for users in ``docs/json-schema.md``)::
+
+    {
+      "version": 1,
+      "tool": {"name": "rnnir", "version": "0.1.0"},
+      "files": [
+        {
+          "path": "models/vad.onnx",             # as given / found, OS separators
+          "state_pairs": [StatePair.to_json()],   # input, output, source, reason, slices[...]
+          "suggested_pairs": [StatePair.to_json()],
+          "diagnostics": [Diagnostic.to_json()],  # code, name, severity, message, locations, hint[, slot]
+          "error": null | {"type": "ModelError", "message": "..."},
+          "cost": {...}                           # only with --cost / `rnnir cost`
+        }
+      ],
+      "summary": {
+        "files": 2, "failed": 0,
+        "errors": 1, "warnings": 0, "infos": 0,
+        "by_code": {"SD001": 1},
+        "exit_code": 1
+      }
+    }
+
+Files keep the order of the command line (folders expanded in sorted order);
+diagnostics are sorted by severity (errors first), code, slot and message.
+New keys may be added within version 1; a key is never removed or changes
+meaning without bumping ``version``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import quote
+
+from passes.diagnostics import Diagnostic, Rule, Severity
+
+__all__ = [
+    "FORMATS",
+    "JSON_SCHEMA_VERSION",
+    "FileResult",
+    "LintResult",
+    "render",
+    "render_cost_text",
+    "render_github",
+    "render_json",
+    "render_sarif",
+    "render_text",
+]
+
+JSON_SCHEMA_VERSION = 1
+FORMATS = ("text", "json", "sarif", "github")
+INFORMATION_URI = "https://pypi.org/project/rnnir/"
+SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
+SRCROOT = "%SRCROOT%"
+_FINGERPRINT_KEY = "rnnirFingerprint/v1"
+
+
+@dataclass
+class FileResult:
+    """What linting one model produced; ``error`` is set when it could not be analysed."""
+
+    path: str
+    state_pairs: list[dict[str, Any]] = field(default_factory=list)
+    suggested_pairs: list[dict[str, Any]] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    error: dict[str, str] | None = None  # {"type": ..., "message": ...}
+    cost: dict[str, Any] | None = None
+
+    def to_json(self, *, with_cost: bool) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "path": self.path,
+            "state_pairs": self.state_pairs,
+            "suggested_pairs": self.suggested_pairs,
+            "diagnostics": [x.to_json() for x in self.diagnostics],
+            "error": self.error,
+        }
+        if with_cost:
+            d["cost"] = self.cost
+        return d
+
+
+@dataclass
+class LintResult:
+    """All files of one run, the rule catalogue they were checked against, and the tool version."""
+
+    files: list[FileResult]
+    rules: Mapping[str, Rule]
+    version: str
+    with_cost: bool = False
+    cwd: Path = field(default_factory=Path.cwd)
+
+    @property
+    def failed(self) -> list[FileResult]:
+        return [f for f in self.files if f.error is not None]
+
+    def count(self, severity: Severity) -> int:
+        return sum(1 for f in self.files for d in f.diagnostics if d.severity is severity)
+
+    @property
+    def exit_code(self) -> int:
+        """2 when any file could not be analysed, else 1 when any error-level finding, else 0."""
+        if self.failed:
+            return 2
+        return 1 if self.count(Severity.ERROR) else 0
+
+    def summary(self) -> dict[str, Any]:
+        by_code: dict[str, int] = {}
+        for f in self.files:
+            for d in f.diagnostics:
+                by_code[d.code] = by_code.get(d.code, 0) + 1
+        return {
+            "files": len(self.files),
+            "failed": len(self.failed),
+            "errors": self.count(Severity.ERROR),
+            "warnings": self.count(Severity.WARNING),
+            "infos": self.count(Severity.INFO),
+            "by_code": dict(sorted(by_code.items())),
+            "exit_code": self.exit_code,
+        }
+
+
+def render(result: LintResult, fmt: str) -> str:
+    """Render ``result`` in ``fmt`` (one of :data:`FORMATS`); the text ends with a newline."""
+    renderer = {"text": render_text, "json": render_json, "sarif": render_sarif, "github": render_github}[fmt]
+    return renderer(result)
+
+
+# -- text ------------------------------------------------------------------------------------
+
+
+def render_text(result: LintResult) -> str:
+    lines: list[str] = []
+    for f in result.files:
+        lines.append(f.path)
+        if f.error is not None:
+            lines.append(f"  {f.path}: error: {f.error['message']}")
+            lines.append("")
+            continue
+        if not f.state_pairs:
+            lines.append("  no state pairs")
+        for p in f.state_pairs:
+            lines.extend(_pair_lines("pair", p))
+        for p in f.suggested_pairs:
+            lines.extend(_pair_lines("suggested pair", p))
+        for d in f.diagnostics:
+            lines.append(f"  {f.path}: {d.code} [{d.severity.value}] {d.message}")
+            branches = _branches(d)
+            if branches:
+                lines.append(f"    in If branch: {', '.join(branches)}")
+            if d.hint:
+                lines.append(f"    hint: {d.hint}")
+        if not f.diagnostics:
+            lines.append("  no findings")
+        if result.with_cost and f.cost is not None:
+            lines.append("  cost per call:")
+            lines.extend("    " + line for line in render_cost_text(f.cost))
+        lines.append("")
+    lines.append(_summary_line(result))
+    return "\n".join(lines) + "\n"
+
+
+def _pair_lines(kind: str, pair: Mapping[str, Any]) -> list[str]:
+    out = pair.get("output")
+    lines = [f"  {kind} {pair['input']} -> {out if out is not None else '<nothing>'} ({pair['source']}: {pair.get('reason', '')})"]
+    slices = pair.get("slices") or []
+    if len(slices) > 1:
+        for s in slices:
+            entry = ", ".join(_port_label(p) for p in s.get("entry", [])) or "nothing"
+            exit_ = ", ".join(_port_label(p) for p in s.get("exit", [])) or "nothing"
+            kinds = ", ".join(f"{b or 'main'}: {k}" if len(s.get("exit_kind", {})) > 1 else k for b, k in s.get("exit_kind", {}).items())
+            lines.append(f"    {s['slice']}: in -> {entry}; out <- {exit_}" + (f" ({kinds})" if kinds else ""))
+    return lines
+
+
+def _port_label(p: Mapping[str, Any]) -> str:
+    d = "" if p.get("direction") is None else f"[{p['direction']}]"
+    branch = f" in {p['branch']}" if p.get("branch") else ""
+    step = f"@{p['step']}" if p.get("step") else ""
+    return f"{p['op']} {p['node']!r}.{p['port']}{d}{step}{branch}"
+
+
+def _branches(d: Diagnostic) -> list[str]:
+    seen: list[str] = []
+    for loc in d.locations:
+        b = "/".join(loc.branch)
+        if b and b not in seen:
+            seen.append(b)
+    return seen
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _summary_line(result: LintResult) -> str:
+    s = result.summary()
+    parts = [_plural(s["errors"], "error"), _plural(s["warnings"], "warning")]
+    if s["infos"]:
+        parts.append(_plural(s["infos"], "info"))
+    line = f"{', '.join(parts)} in {_plural(s['files'], 'file')}"
+    if s["failed"]:
+        line += f"; {s['failed']} could not be analysed"
+    return line
+
+
+def render_cost_text(cost: Any, indent: str = "") -> list[str]:
+    """A readable rendering of a cost report's JSON: scalars as ``key: value``, lists of records as tables."""
+    lines: list[str] = []
+    if isinstance(cost, Mapping):
+        for key, value in cost.items():
+            if isinstance(value, (Mapping, list)) and value:
+                lines.append(f"{indent}{key}:")
+                lines.extend(render_cost_text(value, indent + "  "))
+            else:
+                lines.append(f"{indent}{key}: {_scalar(value)}")
+    elif isinstance(cost, list) and cost and all(isinstance(r, Mapping) for r in cost):
+        columns: list[str] = []
+        for r in cost:
+            columns.extend(k for k in r if k not in columns)
+        rows = [[_scalar(r.get(c, "")) for c in columns] for r in cost]
+        widths = [max(len(c), *(len(row[i]) for row in rows)) for i, c in enumerate(columns)]
+        lines.append(indent + "  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+        for row in rows:
+            lines.append(indent + "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
+    elif isinstance(cost, list):
+        lines.extend(f"{indent}- {_scalar(v)}" for v in cost)
+    else:
+        lines.append(f"{indent}{_scalar(cost)}")
+    return lines
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (Mapping, list)):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+# -- JSON ------------------------------------------------------------------------------------
+
+
+def render_json(result: LintResult) -> str:
+    doc = {
+        "version": JSON_SCHEMA_VERSION,
+        "tool": {"name": "rnnir", "version": result.version},
+        "files": [f.to_json(with_cost=result.with_cost) for f in result.files],
+        "summary": result.summary(),
+    }
+    return json.dumps(doc, indent=2) + "\n"
+
+
+# -- SARIF 2.1.0 -----------------------------------------------------------------------------
+
+_SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
+
+
+def _artifact_location(path: str, cwd: Path) -> dict[str, Any]:
+    """The file relative to the working directory (``%SRCROOT%``) when it lies below it, else an absolute URI."""
+    resolved = Path(os.path.abspath(path))
+    try:
+        rel = resolved.relative_to(cwd.resolve())
+    except ValueError:
+        return {"uri": resolved.as_uri()}
+    return {"uri": quote(rel.as_posix()), "uriBaseId": SRCROOT}
+
+
+def _fingerprint(d: Diagnostic, uri: str) -> str:
+    """Stable across message rewording: code, file, slot and the logical locations only."""
+    parts = [d.code, uri, d.slot or "", *sorted(loc.logical for loc in d.locations)]
+    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+
+def _sarif_rule(rule: Rule) -> dict[str, Any]:
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": _first_paragraph(rule.doc) or rule.summary},
+        "help": {"text": rule.doc or rule.summary},
+        "defaultConfiguration": {"level": _SARIF_LEVEL[rule.severity]},
+    }
+
+
+def _first_paragraph(doc: str) -> str:
+    para: list[str] = []
+    for line in (doc or "").strip().splitlines():
+        if not line.strip():
+            break
+        para.append(line.strip())
+    return " ".join(para)
+
+
+def render_sarif(result: LintResult) -> str:
+    codes = sorted(result.rules)
+    rule_index = {code: i for i, code in enumerate(codes)}
+    artifacts: list[dict[str, Any]] = []
+    artifact_index: dict[str, int] = {}
+    for f in result.files:
+        loc = _artifact_location(f.path, result.cwd)
+        artifact_index[f.path] = len(artifacts)
+        artifacts.append({"location": loc})
+
+    def physical(path: str) -> dict[str, Any]:
+        loc = dict(artifacts[artifact_index[path]]["location"])
+        loc["index"] = artifact_index[path]
+        return {"artifactLocation": loc, "region": {"startLine": 1}}
+
+    results: list[dict[str, Any]] = []
+    notifications: list[dict[str, Any]] = []
+    for f in result.files:
+        if f.error is not None:
+            notifications.append(
+                {
+                    "level": "error",
+                    "message": {"text": f"{f.path}: {f.error['message']}"},
+                    "descriptor": {"id": f.error["type"]},
+                    "locations": [{"physicalLocation": physical(f.path)}],
+                }
+            )
+            continue
+        uri = artifacts[artifact_index[f.path]]["location"]["uri"]
+        for d in f.diagnostics:
+            locations = [
+                {
+                    "physicalLocation": physical(f.path),
+                    "logicalLocations": [
+                        {
+                            "fullyQualifiedName": loc.logical,
+                            "name": loc.value or loc.onnx_node or "graph",
+                            "kind": "variable" if loc.value else "function",
+                        }
+                    ],
+                }
+                for loc in d.locations
+            ] or [{"physicalLocation": physical(f.path)}]
+            text = d.message + (f"\nHint: {d.hint}" if d.hint else "")
+            res: dict[str, Any] = {
+                "ruleId": d.code,
+                "level": _SARIF_LEVEL[d.severity],
+                "message": {"text": text},
+                "locations": locations,
+                "partialFingerprints": {_FINGERPRINT_KEY: _fingerprint(d, uri)},
+                "properties": {"name": d.name, "hint": d.hint, **({"slot": d.slot} if d.slot else {})},
+            }
+            if d.code in rule_index:
+                res["ruleIndex"] = rule_index[d.code]
+            results.append(res)
+
+    invocation: dict[str, Any] = {"executionSuccessful": not notifications, "exitCode": result.exit_code}
+    if notifications:
+        invocation["toolExecutionNotifications"] = notifications
+    run: dict[str, Any] = {
+        "tool": {
+            "driver": {
+                "name": "rnnir",
+                "version": result.version,
+                "semanticVersion": result.version,
+                "informationUri": INFORMATION_URI,
+                "rules": [_sarif_rule(result.rules[c]) for c in codes],
+            }
+        },
+        "originalUriBaseIds": {SRCROOT: {"uri": result.cwd.resolve().as_uri() + "/"}},
+        "artifacts": artifacts,
+        "invocations": [invocation],
+        "results": results,
+        "columnKind": "unicodeCodePoints",
+    }
+    doc = {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
+    return json.dumps(doc, indent=2) + "\n"
+
+
+# -- GitHub workflow commands -----------------------------------------------------------------
+
+_GITHUB_COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
+
+
+def _gh_data(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _gh_property(text: str) -> str:
+    return _gh_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+def _gh_path(path: str, cwd: Path) -> str:
+    resolved = Path(os.path.abspath(path))
+    try:
+        return resolved.relative_to(cwd.resolve()).as_posix()
+    except ValueError:
+        return resolved.as_posix()
+
+
+def render_github(result: LintResult) -> str:
+    """``::error file=…,line=1,title=CODE name::message`` lines, then the summary as a plain log line."""
+    lines: list[str] = []
+    for f in result.files:
+        file_prop = _gh_property(_gh_path(f.path, result.cwd))
+        if f.error is not None:
+            title = _gh_property(f"rnnir {f.error['type']}")
+            lines.append(f"::error file={file_prop},line=1,title={title}::{_gh_data('could not analyse: ' + f.error['message'])}")
+            continue
+        for d in f.diagnostics:
+            title = _gh_property(f"{d.code} {d.name}")
+            text = d.message + (f"\nhint: {d.hint}" if d.hint else "")
+            lines.append(f"::{_GITHUB_COMMAND[d.severity]} file={file_prop},line=1,title={title}::{_gh_data(text)}")
+    lines.append(_summary_line(result))
+    return "\n".join(lines) + "\n"
