@@ -228,6 +228,37 @@ class _Lowering:
             return True
         return d.kind == "node" and d.node is not None and d.node.op_type in RECURRENT_OPS and d.node.domain in ("", "ai.onnx")
 
+    def _forward_taint(self) -> set[str]:
+        """Names that may depend on state (a slot or a recurrent result): the walk never leaves this set,
+        so its cost follows the state-carrying part of the graph, not the whole model."""
+        index = self.index
+        seen: set[str] = set()
+        queue: list[str] = []
+
+        def add(name: str) -> None:
+            if name and name not in seen:
+                seen.add(name)
+                queue.append(name)
+
+        for name in self.slot_inputs:
+            add(name)
+        for _, node in index.recurrent:
+            for o in node.output:
+                add(o)
+        while queue:
+            name = queue.pop()
+            for node in index.consumers.get(name, ()):
+                for o in node.output:
+                    add(o)
+            for owner, k in index.subgraph_outputs.get(name, ()):
+                if owner.op_type == "If":
+                    if k < len(owner.output):
+                        add(owner.output[k])
+                else:  # Loop/Scan: any body output may feed any owner output
+                    for o in owner.output:
+                        add(o)
+        return seen
+
     def walk(self, demands: list[tuple[Scope, str]]) -> list[Definition]:
         """Post-order over the backward cone of ``demands``; fills ``self.taint``; returns tainted defs in order."""
         order: list[Definition] = []
@@ -242,7 +273,7 @@ class _Lowering:
                 if key in self.taint and not expanded:
                     continue
                 if expanded:
-                    deps = [sc.resolve(nm) for sc, nm in self._deps(d)]
+                    deps = [sc.resolve(nm) for sc, nm in self._deps(d) if nm in self.reachable]
                     t = self.is_source(d) or any(self.taint.get(self._key(x), False) for x in deps)
                     self.taint[key] = t
                     self.defs[key] = d
@@ -251,7 +282,10 @@ class _Lowering:
                     continue
                 self.taint[key] = False  # provisional: marks "in progress" and breaks accidental loops
                 stack.append((d, True))
+                reachable = self.reachable
                 for sc, nm in self._deps(d):
+                    if nm not in reachable:
+                        continue  # cannot depend on state: an external value at build time
                     dd = sc.resolve(nm)
                     if self._key(dd) not in self.taint:
                         stack.append((dd, False))
@@ -293,7 +327,7 @@ class _Lowering:
         return outs
 
     def _prov(self, scope: Scope, node: onnx.NodeProto) -> Provenance:
-        return Provenance(node=self.index.node_names[id(node)], value=node.output[0] if node.output else None, branch=scope.path)
+        return Provenance(node=self.index.node_name(node), value=node.output[0] if node.output else None, branch=scope.path)
 
     def build_compute(self, scope: Scope, node: onnx.NodeProto) -> None:
         ins = [self.operand(scope, n) for n in node.input]
@@ -341,7 +375,7 @@ class _Lowering:
         beta = _attr(node, "activation_beta")
         hidden = _attr(node, "hidden_size")
         if hidden is None:
-            raise ModelError(f"{node.op_type} node has no hidden_size attribute", model=self.label, where=self.index.node_names[id(node)])
+            raise ModelError(f"{node.op_type} node has no hidden_size attribute", model=self.label, where=self.index.node_name(node))
         n_out = 3 if node.op_type == "LSTM" else 2
         onames = list(node.output) + [""] * (n_out - len(node.output))
         fake = onnx.NodeProto()
@@ -409,6 +443,7 @@ class _Lowering:
                 demands.append((scope, node.output[1]))
         for p in pairs:
             demands.append((root, p.input))
+        self.reachable = self._forward_taint()
         order = self.walk(demands)
         for d in order:
             self.build_value(d)
@@ -492,7 +527,7 @@ class _Lowering:
                     continue
                 slot = Slot(name=d.name, type=_tensor_type_of(t), init=SlotInit("constant", arr), provenance=Provenance(value=d.name))
                 self.program.add_slot(slot)
-                p = StatePair(d.name, ret, PairSource.CONSTANT, f"constant initial state of {self.index.node_names[id(node)]!r} made a slot (entry=constant)")
+                p = StatePair(d.name, ret, PairSource.CONSTANT, f"constant initial state of {self.index.node_name(node)!r} made a slot (entry=constant)")
                 p.slot = slot
                 pairs.append(p)
                 self.slot_inputs[d.name] = slot

@@ -18,6 +18,7 @@ import onnx
 from ..errors import ModelError
 
 RECURRENT_OPS = ("RNN", "GRU", "LSTM")
+_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -47,6 +48,7 @@ class Scope:
     initializers: dict[str, onnx.TensorProto] = field(default_factory=dict)
     infos: dict[str, onnx.ValueInfoProto] = field(default_factory=dict)
     children: dict[tuple[int, str], Scope] = field(default_factory=dict)
+    positions: dict[str, int] = field(default_factory=dict)
 
     def resolve(self, name: str) -> Definition:
         scope: Scope | None = self
@@ -89,10 +91,19 @@ class ModelIndex:
         self.opsets = {op.domain or "": op.version for op in model.opset_import}
         self.opsets.setdefault("ai.onnx", self.opsets.get("", 0))
         self.recurrent: list[tuple[Scope, onnx.NodeProto]] = []
-        self.node_names: dict[int, str] = {}
         self._schema_ok: set[tuple[str, str]] = set()
         self._outer: dict[int, frozenset[str]] = {}
+        # forward links, by name: who reads a value, and which owner output a subgraph output becomes
+        self.consumers: dict[str, list[onnx.NodeProto]] = {}
+        self.subgraph_outputs: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
         self.root = self._build(model.graph, (), None, None)
+
+    def node_name(self, node: onnx.NodeProto) -> str:
+        """A node's name for messages: its own, or op type and first output when it has none."""
+        if node.name:
+            return node.name
+        out = next((o for o in node.output if o), "")
+        return f"{node.op_type}({out})"
 
     def outer_names(self, graph: onnx.GraphProto) -> frozenset[str]:
         """Names ``graph`` borrows from enclosing scopes (memoised: nested Ifs are walked once)."""
@@ -119,34 +130,50 @@ class ModelIndex:
             for vi in (*g.value_info, *g.output):
                 self._check_dims(vi, sc)
                 sc.infos.setdefault(vi.name, vi)
+            if sc.owner is not None:
+                for k, vi in enumerate(g.output):
+                    self.subgraph_outputs.setdefault(vi.name, []).append((sc.owner, k))
+            consumers = self.consumers
+            producers = sc.producers
+            positions = sc.positions
+            checked = self._schema_ok
             for pos, node in enumerate(g.node):
-                name = node.name or f"{node.op_type}#{pos}"
-                self.node_names[id(node)] = name
-                self._check_op(node, sc)
+                for i in node.input:
+                    if i:
+                        lst = consumers.get(i)
+                        if lst is None:
+                            consumers[i] = [node]
+                        else:
+                            lst.append(node)
+                op = node.op_type
+                dom = node.domain
+                if (op, dom) not in checked:
+                    self._check_op(node, sc)
                 for i, out in enumerate(node.output):
                     if not out:
                         continue
-                    if out in sc.producers:
-                        other = self.node_names[id(sc.producers[out][0])]
+                    if out in producers:
                         raise ModelError(
-                            f"value {out!r} is produced twice (by {other!r} and {name!r}); ONNX values are SSA",
+                            f"value {out!r} is produced twice (by {self.node_name(producers[out][0])!r} and {self.node_name(node)!r}); ONNX values are SSA",
                             model=self.label,
                             where=sc.branch_path or "main graph",
                         )
-                    sc.producers[out] = (node, i)
-                if node.op_type in RECURRENT_OPS and node.domain in _DEFAULT_DOMAINS:
+                    producers[out] = (node, i)
+                    positions[out] = pos
+                if dom not in _DEFAULT_DOMAINS or op in _SUBGRAPH_OPS:
+                    for attr in node.attribute:
+                        subs: list[onnx.GraphProto] = []
+                        if attr.type == onnx.AttributeProto.GRAPH:
+                            subs = [attr.g]
+                        elif attr.type == onnx.AttributeProto.GRAPHS:
+                            subs = list(attr.graphs)
+                        for k, sub in enumerate(subs):
+                            tag = attr.name if len(subs) == 1 else f"{attr.name}[{k}]"
+                            child = Scope(graph=sub, path=sc.path + (f"{self.node_name(node)}.{tag}",), parent=sc, owner=node)
+                            sc.children[(id(node), attr.name)] = child
+                            work.append(child)
+                elif op in RECURRENT_OPS:
                     self.recurrent.append((sc, node))
-                for attr in node.attribute:
-                    subs: list[onnx.GraphProto] = []
-                    if attr.type == onnx.AttributeProto.GRAPH:
-                        subs = [attr.g]
-                    elif attr.type == onnx.AttributeProto.GRAPHS:
-                        subs = list(attr.graphs)
-                    for k, sub in enumerate(subs):
-                        tag = attr.name if len(subs) == 1 else f"{attr.name}[{k}]"
-                        child = Scope(graph=sub, path=sc.path + (f"{name}.{tag}",), parent=sc, owner=node)
-                        sc.children[(id(node), attr.name)] = child
-                        work.append(child)
         self._check_defs(scope)
         return scope
 
@@ -171,8 +198,9 @@ class ModelIndex:
     def _check_op(self, node: onnx.NodeProto, sc: Scope) -> None:
         domain = node.domain or ""
         if domain not in _DEFAULT_DOMAINS:
+            self._schema_ok.add((node.op_type, node.domain))
             return  # custom ops are opaque to rnnir; their dataflow is still followed
-        key = (node.op_type, domain)
+        key = (node.op_type, node.domain)
         if key in self._schema_ok:
             return
         version = self.opsets.get(domain, self.opsets.get("", 0))
@@ -182,26 +210,36 @@ class ModelIndex:
             raise ModelError(
                 f"unknown op {node.op_type!r} in the standard ONNX domain at opset {version}",
                 model=self.label,
-                where=f"node {self.node_names[id(node)]!r}" + (f" in {sc.branch_path}" if sc.path else ""),
+                where=f"node {self.node_name(node)!r}" + (f" in {sc.branch_path}" if sc.path else ""),
             ) from None
         self._schema_ok.add(key)
 
     def _check_defs(self, root: Scope) -> None:
         """Every input name resolves; within a graph, nodes form no cycle."""
         for sc in self._all(root):
-            order = {id(n): i for i, n in enumerate(sc.graph.node)}
-            late: list[tuple[onnx.NodeProto, onnx.NodeProto]] = []
-            for node in sc.graph.node:
-                for name in _reads(node, self.outer_names):
-                    d = sc.resolve(name)
-                    if d.kind == "missing":
+            positions = sc.positions
+            local = sc.inputs.keys() | sc.initializers.keys()
+            late = False
+            for p, node in enumerate(sc.graph.node):
+                names = list(node.input)
+                if node.domain not in _DEFAULT_DOMAINS or node.op_type in _SUBGRAPH_OPS:
+                    names = list(_reads(node, self.outer_names))
+                for name in names:
+                    if not name:
+                        continue
+                    q = positions.get(name)
+                    if q is not None:
+                        if q >= p:
+                            late = True
+                        continue
+                    if name in local:
+                        continue
+                    if sc.resolve(name).kind == "missing":
                         raise ModelError(
-                            f"node {self.node_names[id(node)]!r} reads {name!r}, which no node, graph input or initializer defines",
+                            f"node {self.node_name(node)!r} reads {name!r}, which no node, graph input or initializer defines",
                             model=self.label,
                             where=sc.branch_path or "main graph",
                         )
-                    if d.kind == "node" and d.scope is sc and order[id(d.node)] >= order[id(node)]:
-                        late.append((d.node, node))
             if late:
                 self._check_cycle(sc)
 
@@ -234,7 +272,7 @@ class ModelIndex:
                 if indeg[i] == 0:
                     ready.append(i)
         if done < len(nodes):
-            stuck = [self.node_names[id(nodes[i])] for i in range(len(nodes)) if indeg[i] > 0]
+            stuck = [self.node_name(nodes[i]) for i in range(len(nodes)) if indeg[i] > 0]
             shown = ", ".join(repr(s) for s in stuck[:6]) + (" …" if len(stuck) > 6 else "")
             raise ModelError(
                 f"the graph has a cycle through nodes {shown}; ONNX graphs must be acyclic",

@@ -76,6 +76,14 @@ def graph_fingerprint(model: onnx.ModelProto) -> str:
     return h.hexdigest()
 
 
+_SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+
+
+def _may_hold_attrs(node: onnx.NodeProto) -> bool:
+    # only these carry subgraphs or tensors as attributes in practice; skipping the rest keeps big graphs cheap
+    return node.op_type in _SUBGRAPH_OPS or node.op_type == "Constant" or node.domain not in ("", "ai.onnx")
+
+
 def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
     """``graph`` and every subgraph below it (If/Loop/Scan bodies), depth first."""
     stack = [graph]
@@ -83,6 +91,8 @@ def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
         g = stack.pop()
         yield g
         for node in g.node:
+            if not _may_hold_attrs(node):
+                continue
             for attr in node.attribute:
                 if attr.type == onnx.AttributeProto.GRAPH:
                     stack.append(attr.g)
@@ -96,6 +106,8 @@ def iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
         for s in g.sparse_initializer:
             yield s.values
         for node in g.node:
+            if not _may_hold_attrs(node):
+                continue
             for attr in node.attribute:
                 if attr.type == onnx.AttributeProto.TENSOR:
                     yield attr.t
