@@ -266,9 +266,13 @@ def render_json(result: LintResult) -> str:
 _SARIF_LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "note"}
 
 
+def _absolute(path: str, cwd: Path) -> Path:
+    return Path(os.path.normpath(os.path.join(cwd.resolve(), path)))
+
+
 def _artifact_location(path: str, cwd: Path) -> dict[str, Any]:
     """The file relative to the working directory (``%SRCROOT%``) when it lies below it, else an absolute URI."""
-    resolved = Path(os.path.abspath(path))
+    resolved = _absolute(path, cwd)
     try:
         rel = resolved.relative_to(cwd.resolve())
     except ValueError:
@@ -395,7 +399,8 @@ def _gh_property(text: str) -> str:
 
 
 def _gh_path(path: str, cwd: Path) -> str:
-    resolved = Path(os.path.abspath(path))
+    """GitHub wants paths relative to the repository: relative to the working directory when below it."""
+    resolved = _absolute(path, cwd)
     try:
         return resolved.relative_to(cwd.resolve()).as_posix()
     except ValueError:
