@@ -544,7 +544,7 @@ def lstm(
         ri, ro, rf, rc = (p.r[d, k * n : (k + 1) * n].T for k in range(4))
         b = p.b[d, : 4 * n] + p.b[d, 4 * n :]
         bi, bo, bf, bc = (b[k * n : (k + 1) * n] for k in range(4))
-        pi, pf, po = (peep[d, k * n : (k + 1) * n] for k in range(3))
+        pi, po, pf = (peep[d, k * n : (k + 1) * n] for k in range(3))
 
         def step(x_t: _Array, h: _Array, c: _Array) -> tuple[_Array, _Array]:
             i = f(clipped(x_t @ wi + h @ ri + pi * c + bi))

@@ -110,11 +110,14 @@ ACTIVATION_SETS: dict[str, tuple[ActivationSet, ...]] = {
     ),
     "LSTM": (
         ActivationSet(
-            "a", ("HardSigmoid", "Affine", "LeakyRelu"), ("Sigmoid", "ScaledTanh", "ThresholdedRelu")
+            "a", ("HardSigmoid", "Affine", "LeakyRelu"),
+            ("Sigmoid", "ScaledTanh", "ThresholdedRelu"),
         ),
         ActivationSet("b", ("Relu", "Elu", "Softsign"), ("Softplus", "Tanh", "Sigmoid")),
         ActivationSet("c", ("LeakyRelu", "Tanh", "Affine"), ("Elu", "ScaledTanh", "HardSigmoid")),
-        ActivationSet("d", ("Affine", "Softsign", "ScaledTanh"), ("ThresholdedRelu", "Relu", "Elu")),
+        ActivationSet(
+            "d", ("Affine", "Softsign", "ScaledTanh"), ("ThresholdedRelu", "Relu", "Elu")
+        ),
         ActivationSet("e", ("Softsign", "Softplus", "Relu"), ("Tanh", "HardSigmoid", "Softplus")),
         ActivationSet(
             "defaults", ("HardSigmoid", "Elu", "LeakyRelu"), ("Sigmoid", "LeakyRelu", "Elu"),
@@ -231,7 +234,8 @@ def structural_cases() -> list[Case]:
             op_options = [{"linear_before_reset": v} for v in (0, 1)]
         if op == "LSTM":
             op_options = [
-                {"input_forget": f, "peepholes": p} for f, p in itertools.product((0, 1), (False, True))
+                {"input_forget": f, "peepholes": p}
+                for f, p in itertools.product((0, 1), (False, True))
             ]
         sets = ACTIVATION_SETS[op]
         for k, (direction, layout, seq, optional, clip, options, explicit) in enumerate(
