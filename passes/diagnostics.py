@@ -7,8 +7,9 @@ the CLI; no pass formats its own message for a particular output.
 from __future__ import annotations
 
 import enum
+import inspect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Iterable
 
 
 class Severity(enum.Enum):
@@ -58,6 +59,50 @@ class Rule:
     severity: Severity
     summary: str
     doc: str
+
+    def diagnostic(
+        self,
+        message: str,
+        *,
+        hint: str,
+        locations: Iterable[Location] = (),
+        slot: str | None = None,
+        severity: Severity | None = None,
+        **data: Any,
+    ) -> Diagnostic:
+        """A finding of this rule; ``severity`` overrides the rule's default (e.g. SD003's INFO case)."""
+        if not hint or "\n" in hint:
+            raise ValueError(f"{self.code}: every diagnostic needs a one-line hint")
+        return Diagnostic(
+            code=self.code,
+            name=self.name,
+            severity=severity or self.severity,
+            message=message,
+            locations=tuple(locations),
+            hint=hint,
+            slot=slot,
+            data=data,
+        )
+
+
+def rule(code: str, name: str, severity: Severity, summary: str) -> Callable[[type], Rule]:
+    """Turn a documentation class into a :class:`Rule`: its docstring is the rule's ``doc``.
+
+    The class body holds nothing but the docstring, so the text ``rnnir explain``
+    prints sits next to the code that emits the rule (one source of truth)::
+
+        @rule("SD001", "slot-never-written", Severity.ERROR, "a slot is read but never written back")
+        class SlotNeverWritten:
+            \"\"\"What it finds ... Why it matters ... Bad ... Fixed ...\"\"\"
+    """
+
+    def make(cls: type) -> Rule:
+        doc = inspect.cleandoc(cls.__doc__ or "")
+        if not doc:
+            raise ValueError(f"rule {code} has no docstring")
+        return Rule(code=code, name=name, severity=severity, summary=summary, doc=doc)
+
+    return make
 
 
 @dataclass(frozen=True)

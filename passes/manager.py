@@ -1,0 +1,281 @@
+"""Running analysis passes: the pass type, the facts they share, and the manager.
+
+An :class:`AnalysisPass` reads a program and returns diagnostics; it never
+returns a program and never changes one.  The type says so: ``analyse`` gets a
+:class:`ProgramFacts` (the program plus what is worth computing once — the
+slice maps, the topological order, the two-call happens-before graph) and
+yields :class:`~passes.diagnostics.Diagnostic` values.  The manager makes the
+promise checkable: it fingerprints the program before and after every pass and
+raises :class:`PassContractError` when a pass changed it.
+
+    manager = PassManager(PASSES, select=["SD"], ignore=["SD006"])
+    diagnostics = manager.run(program)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar, Iterable, Iterator, Sequence
+
+import networkx as nx
+
+from rnnir.errors import RnnirError
+from rnnir.ir import LoadSlot, Output, Program, Recurrent, Return, Slot, Store
+from rnnir.pairs import PairSource, StatePair
+from rnnir.slices import Tracer, analyse_state
+
+from .diagnostics import Diagnostic, Rule
+
+__all__ = [
+    "AnalysisPass",
+    "PassContractError",
+    "PassManager",
+    "ProgramFacts",
+    "SelectionError",
+    "fingerprint",
+    "selected_codes",
+]
+
+
+class PassContractError(RnnirError):
+    """A pass broke its contract: its ``requires`` failed, or it changed the program it analysed."""
+
+
+class SelectionError(RnnirError, ValueError):
+    """``select``/``ignore`` named something that is neither a rule code nor a code prefix."""
+
+
+# -- the pass type -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnalysisPass:
+    """Base of every pass: a frozen dataclass whose fields are its options.
+
+    Subclasses set the class-level ``name`` (a slug) and ``rules`` (the
+    :class:`Rule` objects it may emit) and implement :meth:`analyse`.
+    ``requires`` is an optional precondition: it returns a reason the pass
+    cannot run on ``facts`` (the manager raises :class:`PassContractError`).
+    """
+
+    name: ClassVar[str] = "analysis"
+    rules: ClassVar[tuple[Rule, ...]] = ()
+
+    @classmethod
+    def codes(cls) -> tuple[str, ...]:
+        return tuple(r.code for r in cls.rules)
+
+    def requires(self, facts: ProgramFacts) -> str | None:
+        return None
+
+    def analyse(self, facts: ProgramFacts) -> Iterable[Diagnostic]:
+        raise NotImplementedError
+
+
+# -- facts shared by the passes ------------------------------------------------------------
+
+
+class _PairsOverlay:
+    """The program seen with other state pairs, so slice analysis can run without touching the program's own."""
+
+    def __init__(self, program: Program, pairs: list[StatePair]) -> None:
+        self._program = program
+        self.state_pairs = pairs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._program, name)
+
+
+CALL_BOUNDARY = ("call-boundary",)
+
+
+class ProgramFacts:
+    """Read-only facts about one program, computed at most once per run and shared by every pass.
+
+    ``pairs`` are *copies* of the program's state pairs with freshly traced
+    slice maps (a program built with :class:`rnnir.Builder` has placeholder
+    slices; one lowered from ONNX gets the same maps again), plus a pair for
+    every slot the program declares without one.  The program's own pairs are
+    never written.
+    """
+
+    def __init__(self, program: Program) -> None:
+        self.program = program
+
+    # -- slice maps -------------------------------------------------------------------------
+    @cached_property
+    def tracer(self) -> Tracer:
+        return Tracer(self.program)
+
+    @cached_property
+    def pairs(self) -> list[StatePair]:
+        prog = self.program
+        copies: list[StatePair] = []
+        seen: set[int] = set()
+        for p in prog.state_pairs:
+            if p.slot is None:
+                continue
+            copies.append(dataclasses.replace(p, slices=[], plain_recurrence=None))
+            seen.add(id(p.slot))
+        for slot in prog.slots:
+            if id(slot) not in seen:
+                out = next((st.dest.name for st in self.stores_to_storage(slot) if isinstance(st.dest, Output)), None)
+                pair = StatePair(slot.name, out, PairSource.BUILDER, "slot without a declared pair")
+                pair.slot = slot
+                copies.append(pair)
+        analyse_state(_PairsOverlay(prog, copies), self.tracer)  # type: ignore[arg-type]
+        return copies
+
+    def pair_of(self, slot: Slot) -> StatePair | None:
+        return next((p for p in self.pairs if p.slot is slot), None)
+
+    # -- nodes ------------------------------------------------------------------------------
+    @cached_property
+    def nodes(self) -> list:
+        return self.program.nodes
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Topological position of every node id."""
+        return {n.id: i for i, n in enumerate(self.nodes)}
+
+    @cached_property
+    def recurrents(self) -> list[Recurrent]:
+        return [n for n in self.nodes if isinstance(n, Recurrent)]
+
+    @cached_property
+    def stores(self) -> list[Store]:
+        return [n for n in self.nodes if isinstance(n, Store)]
+
+    @cached_property
+    def returns(self) -> list[Return]:
+        return [n for n in self.nodes if isinstance(n, Return)]
+
+    def loads_of(self, slot: Slot) -> list[LoadSlot]:
+        return [n for n in self.nodes if isinstance(n, LoadSlot) and n.slot is slot]
+
+    def stores_to_storage(self, slot: Slot) -> list[Store]:
+        """Stores that write ``slot``'s memory: to the slot itself, or to what it is declared an alias of."""
+        targets: list[object] = [slot]
+        if slot.alias_of is not None:
+            targets.append(slot.alias_of)
+        return [st for st in self.stores if any(st.dest is t for t in targets)]
+
+    # -- happens-before over two calls --------------------------------------------------------
+    @cached_property
+    def two_calls(self) -> nx.DiGraph:
+        """Call k and call k+1 of the program, joined by the sequencing its Return promises.
+
+        Nodes are ``(k, node_id)`` for k in (0, 1).  Every Return of call 0
+        whose layer orders anything (not ``OrderingLayer.NONE``) precedes a
+        boundary node, which precedes every node of call 1: what the runtime,
+        a device event or the caller guarantees between two calls.
+        """
+        g = self.program.graph
+        h = nx.DiGraph()
+        for k in (0, 1):
+            h.add_nodes_from((k, n) for n in g.nodes)
+            h.add_edges_from(((k, u), (k, v)) for u, v in g.edges)
+        joins = [r for r in self.returns if r.layer.value != "none"]
+        if joins:
+            h.add_node(CALL_BOUNDARY)
+            h.add_edges_from(((0, r.id), CALL_BOUNDARY) for r in joins)
+            h.add_edges_from((CALL_BOUNDARY, (1, n)) for n in g.nodes)
+        return h
+
+
+# -- the program's fingerprint ---------------------------------------------------------------
+
+
+def fingerprint(program: Program) -> tuple:
+    """Everything a pass could change: the printed program, every edge, slot identities, pair slices, def-use."""
+    edges = tuple(sorted((u, v, str(d.get("kind"))) for u, v, d in program.graph.edges(data=True)))
+    slots = tuple(
+        (s.name, str(s.type), str(s.init), s.address, None if s.alias_of is None else (type(s.alias_of).__name__, s.alias_of.name))
+        for s in program.slots
+    )
+    pairs = tuple((str(p), repr([sm.to_json() for sm in p.slices]), repr(p.plain_recurrence), id(p.slot)) for p in program.state_pairs)
+    uses = tuple(
+        (n.id, tuple(None if v is None else (v.name, len(v.uses), v.kind) for v in n.outputs))
+        for n in (program.graph.nodes[i]["node"] for i in program.graph.nodes)
+    )
+    nodes = tuple(sorted(program.graph.nodes))
+    return (str(program), edges, slots, pairs, uses, nodes, tuple(o.name for o in program.outputs))
+
+
+# -- selection ------------------------------------------------------------------------------
+
+
+def _matches(code: str, pattern: str) -> bool:
+    return code.startswith(pattern.strip().upper())
+
+
+def selected_codes(known: Iterable[str], select: Sequence[str] | None = None, ignore: Sequence[str] | None = None) -> set[str]:
+    """Codes left by ``select`` (codes or prefixes; None = all) minus ``ignore``; unknown patterns raise."""
+    known = list(known)
+    for pattern in [*(select or ()), *(ignore or ())]:
+        if not pattern or not any(_matches(c, pattern) for c in known):
+            raise SelectionError(f"{pattern!r} is not a rule code or prefix; known codes: {', '.join(known)}")
+    chosen = {c for c in known if select is None or any(_matches(c, p) for p in select)}
+    return {c for c in chosen if not any(_matches(c, p) for p in (ignore or ()))}
+
+
+# -- the manager ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PassManager:
+    """Runs passes over a program, keeps the selected codes, sorts the findings.
+
+    ``check_immutable`` fingerprints the program around every pass (on by
+    default: the cost is one printing of the program per pass).
+    """
+
+    passes: tuple[AnalysisPass, ...]
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] | None = None
+    check_immutable: bool = True
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "passes", tuple(self.passes))
+        if self.select is not None:
+            object.__setattr__(self, "select", tuple(self.select))
+        if self.ignore is not None:
+            object.__setattr__(self, "ignore", tuple(self.ignore))
+        self.codes  # validate the selection now, not at the first run
+
+    @property
+    def codes(self) -> set[str]:
+        known = [c for p in self.passes for c in p.codes()]
+        return selected_codes(known, self.select, self.ignore)
+
+    def run(self, program: Program) -> list[Diagnostic]:
+        codes = self.codes
+        facts = ProgramFacts(program)
+        found: list[Diagnostic] = []
+        for p in self.passes:
+            if not codes.intersection(p.codes()):
+                continue
+            reason = p.requires(facts)
+            if reason is not None:
+                raise PassContractError(f"pass {p.name!r} cannot run on program {program.name!r}: {reason}")
+            before = fingerprint(program) if self.check_immutable else None
+            out = [d for d in p.analyse(facts) if d.code in codes]
+            if before is not None and fingerprint(program) != before:
+                raise PassContractError(f"analysis pass {p.name!r} changed program {program.name!r}; analyses must not mutate the IR")
+            for d in out:
+                if d.code not in p.codes():
+                    raise PassContractError(f"pass {p.name!r} emitted {d.code}, which it does not declare")
+            found.extend(out)
+        return sorted(_dedupe(found), key=Diagnostic.sort_key)
+
+
+def _dedupe(diags: Iterable[Diagnostic]) -> Iterator[Diagnostic]:
+    seen: set[tuple] = set()
+    for d in diags:
+        key = (d.code, d.severity, d.message, d.locations, d.hint, d.slot)
+        if key not in seen:
+            seen.add(key)
+            yield d
