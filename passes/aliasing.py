@@ -1,0 +1,228 @@
+"""Aliasing: does a slot share storage with something whose lifetime differs?
+
+One pass, :class:`Aliasing`, reads the store structure: which value each
+store reads (def-use, one lookup per store), what a store returns (an effect
+token, an alias of its destination, or a copy) and the slots' storage
+identities.  A slot outlives the call; a graph output belongs to the caller
+once the call returns; the two must never be the same memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Iterable, Iterator
+
+from rnnir.ir import Compute, LoadKind, LoadSlot, Output, Slot, Store, StoreResult, Value
+
+from .diagnostics import Diagnostic, Location, Severity, rule
+from .manager import AnalysisPass, ProgramFacts
+
+__all__ = ["CHAINED_OUTPUT_STORE", "OUTPUT_ALIASES_SLOT", "SHARED_SLOT_STORAGE", "Aliasing", "VIEW_OPS"]
+
+
+@rule("AL001", "chained-output-store", Severity.ERROR, "the output store reads the result of a slot store (chain), not the final state")
+class CHAINED_OUTPUT_STORE:
+    """
+    What it finds
+        A store to a graph output whose value is the *result* of a store to a
+        slot: ``final_state -> Store(slot) -> Store(output)``, the chain,
+        instead of the fan-out where both stores read the final state.
+
+    Why it matters
+        What a slot store returns is not the final state.  A TOKEN result is
+        an effect, not a tensor: the caller gets garbage.  An ALIAS result is
+        a view of the slot's memory: the caller's output changes when the
+        next call writes the slot (a may-alias across calls).  Even a VALUE
+        result costs an extra out-of-place copy and serialises the output
+        behind the slot write.
+
+    Bad (IR)
+        %s = store<@h, alias>(%hn)
+        %o = store<out:hn, value>(%s)          # reads the slot store's result
+
+    Fixed (IR: fan-out)
+        %s = store<@h, token>(%hn)
+        %o = store<out:hn, value>(%hn)         # both stores read the final state
+    """
+
+
+@rule("AL002", "output-aliases-slot", Severity.ERROR, "a graph output shares storage with a slot: the caller's value changes at the next call")
+class OUTPUT_ALIASES_SLOT:
+    """
+    What it finds
+        A graph output that is the same memory as a slot: the slot is declared
+        an alias of the output (the lowering that reuses the output store as
+        the slot store), or an output store of ALIAS kind whose value is a
+        VIEW load of a slot or an ALIAS result of a slot store.
+
+    Why it matters
+        The caller owns an output after the call returns; the slot is written
+        again by the next call.  With one buffer for both, the value the
+        caller holds changes under it at the next call (must-alias across
+        calls), and a caller that writes into its output corrupts the state.
+
+    Bad (IR)
+        slot @h : float32[1,1,4] init=zeros aliases out:hn
+        %o = store<out:hn, value>(%hn)         # the only store: the slot lives in the output
+
+    Fixed (IR)
+        %s = store<@h, token>(%hn)             # the slot has its own storage
+        %o = store<out:hn, value>(%hn)         # out-of-place copy for the caller
+    """
+
+
+@rule("AL003", "shared-slot-storage", Severity.ERROR, "two state instances share one slot's storage")
+class SHARED_SLOT_STORAGE:
+    """
+    What it finds
+        Two slots with the same storage: the same address, or one declared an
+        alias of the other.
+
+    Why it matters
+        Two state instances (two layers, h and c, two streams) then read and
+        write one buffer: whichever store lands last wins, and both recurrences
+        continue from it at the next call.
+
+    Bad (IR)
+        slot @h0 : float32[1,1,4] init=zeros          (address "arena:0")
+        slot @c0 : float32[1,1,4] init=zeros          (address "arena:0")
+
+    Fixed (IR)
+        slot @h0 ... (address "arena:0")
+        slot @c0 ... (address "arena:16")             # one storage per state instance
+    """
+
+
+#: ops a runtime may implement as a view of their first input (no copy)
+VIEW_OPS = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Gather", "Split", "Transpose", "Expand"})
+
+
+def _through_views(v: Value | None) -> Value | None:
+    """Follow ``v`` back through view-like ops to the value whose memory it may share."""
+    seen: set[int] = set()
+    while v is not None and id(v) not in seen:
+        seen.add(id(v))
+        p = v.producer
+        if isinstance(p, Compute) and p.op in VIEW_OPS and p.inputs and p.inputs[0] is not None:
+            v = p.inputs[0]
+            continue
+        return v
+    return v
+
+
+def _loc(st: Store) -> Location:
+    return Location(node=st.id, onnx_node=st.describe(), value=st.value.name if st.value else None, branch=st.provenance.branch)
+
+
+@dataclass(frozen=True)
+class Aliasing(AnalysisPass):
+    """AL001–AL003: chains of stores and storage shared between a slot and anything else."""
+
+    name: ClassVar[str] = "aliasing"
+    rules: ClassVar = (CHAINED_OUTPUT_STORE, OUTPUT_ALIASES_SLOT, SHARED_SLOT_STORAGE)
+
+    def analyse(self, facts: ProgramFacts) -> Iterable[Diagnostic]:
+        return [*_chains(facts), *_output_aliases(facts), *_shared(facts)]
+
+
+def _chains(facts: ProgramFacts) -> Iterator[Diagnostic]:
+    for st in facts.stores:
+        if not isinstance(st.dest, Output):
+            continue
+        src = _through_views(st.value)
+        inner = src.producer if src is not None else None
+        if not (isinstance(inner, Store) and isinstance(inner.dest, Slot)):
+            continue
+        slot = inner.dest
+        final = inner.value.name if inner.value is not None else "?"
+        effect = {
+            StoreResult.TOKEN: "an effect token, not a tensor: the caller receives no state",
+            StoreResult.ALIAS: f"a view of the memory of slot {slot.name!r}: the caller's value changes when the next call writes the slot",
+            StoreResult.VALUE: "a copy made by the slot store: an extra out-of-place copy, and the output waits for the slot write",
+        }[inner.result]
+        yield CHAINED_OUTPUT_STORE.diagnostic(
+            f"output {st.dest.name!r} is stored from the result of the store into slot {slot.name!r} (a chain "
+            f"%{final} -> @{slot.name} -> out:{st.dest.name}), not from the final state %{final}; "
+            f"that result is {effect}",
+            hint=f"fan out: store %{final} into slot {slot.name!r} and into output {st.dest.name!r} directly",
+            slot=slot.name,
+            locations=[_loc(st), _loc(inner)],
+            result=inner.result.value,
+        )
+
+
+def _output_aliases(facts: ProgramFacts) -> Iterator[Diagnostic]:
+    for slot in facts.program.slots:
+        if isinstance(slot.alias_of, Output):
+            out = slot.alias_of
+            stores = [st for st in facts.stores if st.dest is out]
+            yield OUTPUT_ALIASES_SLOT.diagnostic(
+                f"slot {slot.name!r} lives in graph output {out.name!r}'s buffer (must-alias): the single store "
+                f"into {out.name!r} doubles as the slot store, so the value the caller holds is overwritten by the next "
+                f"call, and a caller writing into it corrupts the state",
+                hint=f"give slot {slot.name!r} its own storage: store the final state into the slot and into {out.name!r} separately",
+                slot=slot.name,
+                locations=[_loc(st) for st in stores] or [Location(value=out.name)],
+            )
+    for st in facts.stores:
+        if not isinstance(st.dest, Output) or st.result is not StoreResult.ALIAS:
+            continue
+        src = _through_views(st.value)
+        p = src.producer if src is not None else None
+        if isinstance(p, LoadSlot) and p.kind is LoadKind.VIEW and p.slot is not None:
+            slot, how = p.slot, f"a VIEW load of slot {p.slot.name!r}"
+        elif isinstance(p, Store) and isinstance(p.dest, Slot) and p.result is StoreResult.ALIAS:
+            slot, how = p.dest, f"the ALIAS result of the store into slot {p.dest.name!r}"
+        else:
+            continue
+        yield OUTPUT_ALIASES_SLOT.diagnostic(
+            f"output {st.dest.name!r} is stored as an alias of {how} (may-alias across calls): the caller's value "
+            f"changes when the next call writes slot {slot.name!r}",
+            hint=f"store a copy (result=value) into {st.dest.name!r}, or load {slot.name!r} as a copy",
+            slot=slot.name,
+            locations=[_loc(st)],
+        )
+
+
+def _shared(facts: ProgramFacts) -> Iterator[Diagnostic]:
+    slots = facts.program.slots
+    parent = {id(s): s for s in slots}
+    root: dict[int, int] = {id(s): id(s) for s in slots}
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    def union(a: Slot, b: Slot) -> None:
+        ra, rb = find(id(a)), find(id(b))
+        if ra != rb:
+            root[rb] = ra
+
+    by_address: dict[str, Slot] = {}
+    reasons: list[str] = []
+    for s in slots:
+        other = by_address.setdefault(s.address, s)
+        if other is not s:
+            union(other, s)
+            reasons.append(f"{other.name!r} and {s.name!r} have the same address {s.address!r}")
+        if isinstance(s.alias_of, Slot) and id(s.alias_of) in parent:
+            union(s.alias_of, s)
+            reasons.append(f"{s.name!r} is declared an alias of {s.alias_of.name!r}")
+    groups: dict[int, list[Slot]] = {}
+    for s in slots:
+        groups.setdefault(find(id(s)), []).append(s)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        names = [m.name for m in members]
+        why = [r for r in reasons if any(repr(n) in r for n in names)]
+        yield SHARED_SLOT_STORAGE.diagnostic(
+            f"slots {', '.join(repr(n) for n in names)} share one storage ({'; '.join(why)}): two state instances "
+            f"clobber each other, and every call continues all of them from whichever store landed last",
+            hint="give every state instance its own slot storage (distinct address, no alias between slots)",
+            slot=names[0],
+            locations=[Location(value=n) for n in names],
+            slots=names,
+        )

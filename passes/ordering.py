@@ -1,0 +1,183 @@
+"""Ordering: are slot writes ordered against the reads that must precede or follow them?
+
+One pass, :class:`Ordering`, decides on the happens-before graph of two
+unrolled calls (:attr:`ProgramFacts.two_calls`: call k and call k+1 joined by
+the sequencing the Return's layer promises) with networkx reachability, one
+traversal per slot (or per slot store), never per node pair:
+
+- OR001: ``Store_k(slot)`` must reach ``LoadSlot_{k+1}(slot)`` (read-after-write
+  across calls);
+- OR002: on a VIEW load, every reader of ``LoadSlot_k(slot)`` must reach
+  ``Store_k(slot)`` (write-after-read inside a call).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Iterable, Iterator
+
+import networkx as nx
+
+from rnnir.ir import Compute, LoadKind, LoadSlot, Node, OrderingLayer, Store
+
+from .aliasing import VIEW_OPS
+from .diagnostics import Diagnostic, Location, Severity, rule
+from .manager import AnalysisPass, ProgramFacts
+
+__all__ = ["RETURN_BEFORE_STORE", "WRITE_BEFORE_LAST_READ", "Ordering"]
+
+
+@rule("OR001", "return-before-store", Severity.ERROR, "the call's Return does not wait for a slot store: the next call may read stale state")
+class RETURN_BEFORE_STORE:
+    """
+    What it finds
+        A store into a slot that the call's Return does not wait for, directly
+        or through happens-before edges, so nothing orders it before the next
+        call's load of the same slot (a read-after-write across calls that is
+        not guaranteed).  Also every slot store of a program whose Return is
+        ordered by nobody (layer ``none``).
+
+    Why it matters
+        The next call may start while the write is still in flight (an async
+        device copy, a store scheduled after the outputs are handed back) and
+        read the previous state, or a half-written one.  It shows only under
+        load, on some devices, and never in a one-call test.
+
+    Bad (IR)
+        %s = store<@h, token>(%hn)
+        %o = store<out:hn, value>(%hn)
+        return<by runtime>(%o)                  # does not wait for %s
+
+    Fixed (IR)
+        return<by runtime>(%o, %s)              # the slot store completes before the call ends
+    """
+
+
+@rule("OR002", "write-before-last-read", Severity.ERROR, "a slot store may run before the last reader of the slot's current value (write-after-read on an in-place slot)")
+class WRITE_BEFORE_LAST_READ:
+    """
+    What it finds
+        A slot loaded as a VIEW (read in place) and a store into the same slot
+        that is not ordered after every reader of the loaded value: a
+        write-after-read hazard, the store may clobber the live-in state while
+        it is still being read.  COPY loads never trigger it.
+
+    Why it matters
+        A reader that runs after the store sees the *new* state where it
+        expected the old one: e.g. an output that echoes the incoming state,
+        or a second op reading the same live-in, silently computes with the
+        wrong value when the scheduler reorders them.
+
+    Bad (IR)
+        %h = load_slot<@h, view>()
+        %y, %hn = recurrent.RNN(%x, %W, %R, _, _, %h)
+        %e = store<out:h_echo, value>(%h)       # reads the view ...
+        %s = store<@h, token>(%hn)              # ... but nothing orders it before this write
+
+    Fixed (IR)
+        %h = load_slot<@h, copy>()              # private copy: the store cannot clobber it
+        (or an ordering edge: the echo store happens before the slot store)
+    """
+
+
+def _loc(n: Node) -> Location:
+    return Location(node=n.id, onnx_node=n.describe(), value=n.outputs[0].name if n.outputs and n.outputs[0] else None, branch=n.provenance.branch)
+
+
+@dataclass(frozen=True)
+class Ordering(AnalysisPass):
+    """OR001–OR002: happens-before of slot stores against the loads of this call and the next."""
+
+    name: ClassVar[str] = "ordering"
+    rules: ClassVar = (RETURN_BEFORE_STORE, WRITE_BEFORE_LAST_READ)
+
+    def analyse(self, facts: ProgramFacts) -> Iterable[Diagnostic]:
+        return [*_return_before_store(facts), *_write_before_last_read(facts)]
+
+
+def _node_text(n: Node) -> str:
+    if isinstance(n, Store) and n.dest is not None:
+        return f"the store into {'slot' if n.to_slot else 'output'} {n.dest.name!r}"
+    return f"{n.opname} {n.describe()!r}"
+
+
+def _layer_text(facts: ProgramFacts) -> str:
+    rets = facts.returns
+    if not rets:
+        return "nobody (the program has no Return)"
+    return "; ".join(dict.fromkeys(r.layer.describe() for r in rets))
+
+
+def _return_before_store(facts: ProgramFacts) -> Iterator[Diagnostic]:
+    h = facts.two_calls
+    layer = _layer_text(facts)
+    unordered = not facts.returns or all(r.layer is OrderingLayer.NONE for r in facts.returns)
+    for slot in facts.program.slots:
+        loads = facts.loads_of(slot)
+        stores = facts.stores_to_storage(slot)
+        if not loads or not stores:
+            continue
+        before_next: set = set()
+        for ld in loads:  # one traversal per load of call k+1 (one per slot in practice)
+            before_next |= nx.ancestors(h, (1, ld.id))
+        late = [st for st in stores if (0, st.id) not in before_next]
+        for st in late:
+            if unordered:
+                why = f"nothing orders call k+1 after call k (the Return is ordered by {layer})"
+                hint = "order the calls: give the Return a layer (runtime, device event or caller) and make it wait for the slot store"
+            else:
+                why = (
+                    f"the Return (ordered by {layer}) does not wait for it, directly or through happens-before edges, "
+                    f"so call k+1's load_slot(@{slot.name}) is not ordered after it"
+                )
+                hint = f"make the Return wait for the store into {slot.name!r} (add its result to the Return's waits)"
+            yield RETURN_BEFORE_STORE.diagnostic(
+                f"store of %{st.value.name if st.value else '?'} into slot {slot.name!r} may complete after the call "
+                f"returns: {why}; the next call may read stale state (read-after-write across calls not guaranteed)",
+                hint=hint,
+                slot=slot.name,
+                locations=[_loc(st), *(_loc(r) for r in facts.returns)],
+                layer=layer,
+            )
+
+
+def _view_readers(ld: LoadSlot) -> list[Node]:
+    """Every node that reads the loaded memory: users of the load, and of views of it."""
+    readers: list[Node] = []
+    stack = [v for v in ld.results()]
+    seen: set[int] = set()
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        for user in v.users:
+            if user not in readers:
+                readers.append(user)
+            if isinstance(user, Compute) and user.op in VIEW_OPS and user.inputs and user.inputs[0] is v:
+                stack.extend(user.results())
+    return readers
+
+
+def _write_before_last_read(facts: ProgramFacts) -> Iterator[Diagnostic]:
+    h = facts.two_calls
+    for slot in facts.program.slots:
+        views = [ld for ld in facts.loads_of(slot) if ld.kind is LoadKind.VIEW]
+        if not views:
+            continue
+        stores = facts.stores_to_storage(slot)
+        readers = [r for ld in views for r in _view_readers(ld)]
+        for st in stores:
+            before_store = nx.ancestors(h, (0, st.id))  # one traversal per slot store
+            racing = [r for r in readers if r is not st and (0, r.id) not in before_store]
+            if not racing:
+                continue
+            names = ", ".join(_node_text(r) for r in racing[:4]) + (" …" if len(racing) > 4 else "")
+            yield WRITE_BEFORE_LAST_READ.diagnostic(
+                f"slot {slot.name!r} is loaded as a VIEW and the store of %{st.value.name if st.value else '?'} into it is "
+                f"not ordered after {len(racing)} reader(s) of the loaded value ({names}): write-after-read hazard, "
+                f"the store may clobber the live-in state while it is still read",
+                hint=f"load {slot.name!r} as a copy, or order the store after every reader of the loaded value",
+                slot=slot.name,
+                locations=[_loc(st), *(_loc(r) for r in racing)],
+            )
