@@ -1,0 +1,553 @@
+"""Every rule of the catalogue, each with a program that triggers it and a near miss that must not.
+
+Programs are built in the test: with ``rnnir.Builder`` (IR level) or as small
+ONNX graphs with ``onnx.helper`` and lowered with ``rnnir.load``.  The
+expectations come from what each graph does to its state, read off the graph
+by hand (the comment above each model says it), never from the passes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+import passes
+import rnnir
+from rnnir.ir import Provenance, QuantParams, TensorType
+
+H, I, T = 4, 3, 5
+F32 = TensorProto.FLOAT
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+
+def codes(diags, severity=None):
+    return sorted({d.code for d in diags if severity is None or d.severity.value == severity})
+
+
+def only(diags, code):
+    found = [d for d in diags if d.code == code]
+    assert found, f"expected {code}, got {[(d.code, d.message) for d in diags]}"
+    return found
+
+
+def errors(diags):
+    return [d for d in diags if d.severity is passes.Severity.ERROR]
+
+
+def vi(name, shape, dtype=F32):
+    return helper.make_tensor_value_info(name, dtype, shape)
+
+
+def const(name, value, dtype=np.int64):
+    return numpy_helper.from_array(np.asarray(value, dtype=dtype), name)
+
+
+def weights(kind, directions=1, hidden=H, prefix=""):
+    gates = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((directions, gates * hidden, I)).astype(np.float32)
+    r = rng.standard_normal((directions, gates * hidden, hidden)).astype(np.float32)
+    return [numpy_helper.from_array(w, prefix + "W"), numpy_helper.from_array(r, prefix + "R")]
+
+
+def model(nodes, inputs, outputs, inits=()):
+    graph = helper.make_graph(nodes, "m", inputs, outputs, initializer=list(inits))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def packed_lstm(concat=("Yh", "Yc"), tail=None, out_dtype=F32, extra_inits=()):
+    """x[T,1,I], state[2,1,H]: state[0] -> initial_h, state[1] -> initial_c; stateN = Concat(concat)."""
+    nodes = [
+        helper.make_node("Gather", ["state", "i0"], ["g0"], axis=0),
+        helper.make_node("Gather", ["state", "i1"], ["g1"], axis=0),
+        helper.make_node("Unsqueeze", ["g0", "ax0"], ["h0"]),
+        helper.make_node("Unsqueeze", ["g1", "ax0"], ["c0"]),
+        helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "c0"], ["Y", "Yh", "Yc"], hidden_size=H, name="lstm"),
+        helper.make_node("Squeeze", ["Y", "ax1"], ["y"]),
+    ]
+    nodes += tail if tail is not None else [helper.make_node("Concat", list(concat), ["stateN"], axis=0)]
+    inits = [const("i0", 0), const("i1", 1), const("ax0", [0]), const("ax1", [1]), *weights("LSTM"), *extra_inits]
+    return model(nodes, [vi("x", [T, 1, I]), vi("state", [2, 1, H])], [vi("y", [T, 1, H]), vi("stateN", [2, 1, H], out_dtype)], inits)
+
+
+def gru(tail, *, direction="forward", seq_lens=False, h_shape=(1, 1, H), hn_shape=None, hn_dtype=F32, extra_inits=(), gru_init="h0"):
+    """x[T,1,I], h0 -> GRU 'gru' -> Y, Yh; ``tail`` nodes make hn from them."""
+    d = 2 if direction == "bidirectional" else 1
+    ins = ["x", "W", "R", "", "lens" if seq_lens else "", gru_init]
+    nodes = [helper.make_node("GRU", ins, ["Y", "Yh"], hidden_size=H, direction=direction, name="gru"), *tail]
+    inits = [*weights("GRU", d), *extra_inits]
+    inputs = [vi("x", [T, 1, I]), vi("h0", list(h_shape))]
+    if seq_lens:
+        inputs.append(vi("lens", [1], TensorProto.INT32))
+    outs = [vi("Y", [T, d, 1, H]), vi("hn", list(hn_shape or h_shape), hn_dtype)]
+    return model(nodes, inputs, outs, inits)
+
+
+def rnn_builder(name="cell", load="copy", hidden=H, slot_shape=(1, 1, H)):
+    b = rnnir.Builder(name)
+    h = b.slot("h", "float32", slot_shape)
+    x = b.input("x", "float32", (T, 1, I))
+    h0 = b.load(h, load)
+    rng = np.random.default_rng(1)
+    w = b.const("W", rng.standard_normal((1, hidden, I)).astype(np.float32))
+    r = b.const("R", rng.standard_normal((1, hidden, hidden)).astype(np.float32))
+    y, hn = b.recurrent("RNN", x, w, r, initial_h=h0, hidden_size=hidden, name="rnn")
+    return b, h, h0, y, hn
+
+
+# -- SD001 slot-never-written --------------------------------------------------------------------
+
+
+def test_state_input_without_output_is_SD001():
+    # h0 feeds the GRU's initial_h, but only Y is returned: nothing carries the state to the next call
+    m = gru([], hn_shape=None)
+    m.graph.output.pop()  # drop hn
+    prog = rnnir.load(m)
+    d = only(passes.run(prog), "SD001")[0]
+    assert d.slot == "h0" and "no graph output returns" in d.message and "'gru'" in d.message
+
+
+def test_state_returned_from_final_state_is_not_SD001():
+    prog = rnnir.load(gru([helper.make_node("Identity", ["Yh"], ["hn"])]))
+    assert passes.run(prog) == []
+
+
+def test_incoming_state_handed_straight_back_is_SD001():
+    prog = rnnir.load(packed_lstm(tail=[helper.make_node("Identity", ["state"], ["stateN"])]))
+    diags = passes.run(prog)
+    assert codes(errors(diags)) == ["SD001"]
+    assert "handed straight back" in only(diags, "SD001")[0].message
+
+
+def test_ir_slot_loaded_but_never_stored_is_SD001():
+    b, h, h0, y, hn = rnn_builder()
+    b.store(y, b.output("y"))
+    diags = passes.run(b.build())
+    assert codes(errors(diags)) == ["SD001"]
+
+
+def test_reset_branch_starting_from_zeros_is_not_SD001_nor_SD003():
+    # If(cond): then the LSTM runs from the slot, else a second LSTM starts from zeros (silero's decoder/If_1)
+    b = rnnir.Builder("reset")
+    s = b.slot("h", "float32", (1, 1, H))
+    x = b.input("x", "float32", (T, 1, I))
+    cond = b.input("cond", "bool", ())
+    h0 = b.load(s)
+    w, r = b.const("W", np.ones((1, H, I), np.float32)), b.const("R", np.ones((1, H, H), np.float32))
+    _, live = b.recurrent("RNN", x, w, r, initial_h=h0, hidden_size=H, name="rnn")
+    _, fresh = b.recurrent("RNN", x, w, r, initial_h=b.const("zeros", np.zeros((1, 1, H), np.float32)), hidden_size=H, name="rnn_reset")
+    hn = b.if_(cond, [live], [fresh], name="If_1")
+    b.store(hn, s)
+    b.store(hn, b.output("hn"))
+    assert passes.run(b.build()) == []
+
+
+# -- SD002 wrong-slot ----------------------------------------------------------------------------
+
+
+def test_hc_swap_in_packed_state_is_SD002():
+    diags = passes.run(rnnir.load(packed_lstm(concat=("Yc", "Yh"))))
+    found = only(diags, "SD002")
+    assert codes(errors(diags)) == ["SD002"]
+    msg = " ".join(d.message for d in found)
+    assert "state[0] (initial_h of LSTM 'lstm')" in msg and "Y_c" in msg
+
+
+def test_packed_state_in_order_is_clean():
+    assert passes.run(rnnir.load(packed_lstm())) == []
+
+
+def test_swapped_layers_are_SD002():
+    # two stacked GRUs read h0[0:1] and h0[1:2]; hn = Concat(H1, H0) puts layer 1's state in layer 0's slice
+    def two_layer(order):
+        nodes = [
+            helper.make_node("Slice", ["h0", "s0", "e1", "ax0"], ["h_l0"]),
+            helper.make_node("Slice", ["h0", "s1", "e2", "ax0"], ["h_l1"]),
+            helper.make_node("GRU", ["x", "W", "R", "", "", "h_l0"], ["Y0", "H0"], hidden_size=H, name="gru0"),
+            helper.make_node("Squeeze", ["Y0", "ax1"], ["x1"]),
+            helper.make_node("GRU", ["x1", "W1", "R1", "", "", "h_l1"], ["Y1", "H1"], hidden_size=H, name="gru1"),
+            helper.make_node("Concat", list(order), ["hn"], axis=0),
+        ]
+        w1 = [numpy_helper.from_array(np.ones((1, 3 * H, H), np.float32), n) for n in ("W1", "R1")]
+        inits = [const("s0", [0]), const("s1", [1]), const("e1", [1]), const("e2", [2]), const("ax0", [0]), const("ax1", [1])]
+        return model(nodes, [vi("x", [T, 1, I]), vi("h0", [2, 1, H])], [vi("Y1", [T, 1, 1, H]), vi("hn", [2, 1, H])], [*inits, *weights("GRU"), *w1])
+
+    assert passes.run(rnnir.load(two_layer(("H0", "H1")))) == []
+    diags = passes.run(rnnir.load(two_layer(("H1", "H0"))))
+    assert codes(errors(diags)) == ["SD002"]
+    assert any("'gru1'" in d.message and "h0[0]" in d.message for d in diags)
+
+
+def test_swapped_directions_are_SD002_and_SD006():
+    # bidirectional GRU; hn = Concat(Yh[1], Yh[0]): each direction resumes from the other's state
+    swap = [
+        helper.make_node("Gather", ["Yh", "i1"], ["b"], axis=0),
+        helper.make_node("Gather", ["Yh", "i0"], ["f"], axis=0),
+        helper.make_node("Unsqueeze", ["b", "ax0"], ["bu"]),
+        helper.make_node("Unsqueeze", ["f", "ax0"], ["fu"]),
+        helper.make_node("Concat", ["bu", "fu"], ["hn"], axis=0),
+    ]
+    inits = [const("i0", 0), const("i1", 1), const("ax0", [0])]
+    diags = passes.run(rnnir.load(gru(swap, direction="bidirectional", h_shape=(2, 1, H), extra_inits=inits)))
+    assert codes(errors(diags)) == ["SD002"]
+    assert "SD006" in codes(diags)
+
+
+def test_hn_cn_outputs_swapped_across_two_slots_is_SD002():
+    nodes = [
+        helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "c0"], ["Y", "Yh", "Yc"], hidden_size=H, name="lstm"),
+        helper.make_node("Identity", ["Yc"], ["hn"]),
+        helper.make_node("Identity", ["Yh"], ["cn"]),
+    ]
+    shape = [1, 1, H]
+    m = model(nodes, [vi("x", [T, 1, I]), vi("h0", shape), vi("c0", shape)], [vi("Y", [T, 1, 1, H]), vi("hn", shape), vi("cn", shape)], weights("LSTM"))
+    diags = passes.run(rnnir.load(m))
+    assert codes(errors(diags)) == ["SD002"]
+    assert {d.slot for d in only(diags, "SD002")} == {"h0", "c0"}
+    assert any("belongs to slot 'c0'" in d.message for d in diags)
+
+
+# -- SD003 not-final-state -----------------------------------------------------------------------
+
+
+def _gather_y(step):
+    # Y[T, 1, B, H] -> Gather(step, axis 0) -> [1, B, H]
+    return [helper.make_node("Gather", ["Y", "t"], ["hn"], axis=0)], [const("t", step)]
+
+
+def test_first_step_of_forward_op_is_SD003():
+    tail, inits = _gather_y(0)
+    diags = passes.run(rnnir.load(gru(tail, extra_inits=inits)))
+    assert codes(errors(diags)) == ["SD003"]
+    assert "'first'" in only(diags, "SD003")[0].message
+
+
+def test_last_step_of_forward_op_is_clean():
+    tail, inits = _gather_y(-1)
+    assert passes.run(rnnir.load(gru(tail, extra_inits=inits))) == []
+
+
+def test_final_state_of_an_op_that_never_read_the_slot_is_SD003():
+    # a second GRU starts from zeros (no If): its final state is written back, the first GRU's is dropped
+    tail = [helper.make_node("GRU", ["x", "W", "R"], ["Y2", "Yh2"], hidden_size=H, name="gru_fresh"), helper.make_node("Identity", ["Yh2"], ["hn"])]
+    diags = passes.run(rnnir.load(gru(tail)))
+    assert codes(errors(diags)) == ["SD003"]
+    assert "never read this slot" in only(diags, "SD003")[0].message
+
+
+def test_constant_written_back_is_SD003():
+    tail = [helper.make_node("Identity", ["zeros"], ["hn"])]
+    diags = passes.run(rnnir.load(gru(tail, extra_inits=[const("zeros", np.zeros((1, 1, H)), np.float32)])))
+    assert codes(errors(diags)) == ["SD003"]
+
+
+def test_final_state_plus_zero_term_is_SD003_info_only():
+    # silero_vad_16k_op15: stateN = Add(Concat(hn, cn), zero)
+    tail = [helper.make_node("Add", ["Yh", "zero"], ["hn"])]
+    diags = passes.run(rnnir.load(gru(tail, extra_inits=[const("zero", np.zeros(1), np.float32)])))
+    assert [(d.code, d.severity.value) for d in diags] == [("SD003", "info")]
+
+
+def test_value_derived_from_output_sequence_is_SD003_warning():
+    tail = [helper.make_node("ReduceMean", ["Y"], ["m"], keepdims=1, axes=[0]), helper.make_node("Add", ["Yh", "m"], ["hn_"]),
+            helper.make_node("Reshape", ["hn_", "shape"], ["hn"])]
+    diags = passes.run(rnnir.load(gru(tail, extra_inits=[const("shape", [1, 1, H])])))
+    assert [(d.code, d.severity.value) for d in diags] == [("SD003", "warning")]
+
+
+# -- SD004 slot-written-twice --------------------------------------------------------------------
+
+
+def test_two_stores_to_one_slot_is_SD004():
+    b, h, h0, y, hn = rnn_builder()
+    b.store(hn, h)
+    b.store(y, h)
+    b.store(hn, b.output("hn"))
+    diags = passes.run(b.build())
+    assert "SD004" in codes(diags)
+    assert len(only(diags, "SD004")[0].locations) == 2
+
+
+def test_stores_in_the_two_alternatives_of_one_if_are_not_SD004():
+    b, h, h0, y, hn = rnn_builder()
+    b.store(hn, h)
+    b.store(hn, h)
+    b.store(hn, b.output("hn"))
+    prog = b.build()
+    first, second = [st for st in prog.stores if st.to_slot]
+    first.provenance = Provenance(branch=("If_1.then_branch",))
+    second.provenance = Provenance(branch=("If_1.else_branch",))
+    assert "SD004" not in codes(passes.run(prog))
+    second.provenance = Provenance(branch=("If_2.else_branch",))  # another If: both may run
+    assert "SD004" in codes(passes.run(prog))
+
+
+# -- SD005 state-type-mismatch -------------------------------------------------------------------
+
+
+def test_state_returned_as_float16_is_SD005():
+    tail = [helper.make_node("Concat", ["Yh", "Yc"], ["s32"], axis=0), helper.make_node("Cast", ["s32"], ["stateN"], to=TensorProto.FLOAT16)]
+    diags = passes.run(rnnir.load(packed_lstm(tail=tail, out_dtype=TensorProto.FLOAT16)))
+    assert codes(errors(diags)) == ["SD005"]
+    d = only(diags, "SD005")[0]
+    assert "dtype" in d.message and "float16" in d.message and "Cast" in d.message
+
+
+def test_cast_to_the_slot_dtype_is_not_SD005():
+    tail = [helper.make_node("Concat", ["Yh", "Yc"], ["s32"], axis=0), helper.make_node("Cast", ["s32"], ["stateN"], to=TensorProto.FLOAT)]
+    assert passes.run(rnnir.load(packed_lstm(tail=tail))) == []
+
+
+def test_batch_mismatch_is_SD005_but_symbolic_dims_are_not():
+    ident = [helper.make_node("Identity", ["Yh"], ["hn"])]
+    diags = passes.run(rnnir.load(gru(ident, h_shape=(1, 2, H), hn_shape=(1, 3, H))))
+    assert codes(errors(diags)) == ["SD005"] and "batch" in only(diags, "SD005")[0].message
+    assert passes.run(rnnir.load(gru(ident, h_shape=(1, "B", H), hn_shape=(1, "N", H)))) == []
+
+
+def test_hidden_size_mismatch_is_SD005():
+    b, h, h0, y, hn = rnn_builder(slot_shape=(1, 1, 2 * H))
+    b.store(hn, h)
+    b.store(hn, b.output("hn"))
+    d = only(passes.run(b.build()), "SD005")[0]
+    assert "hidden size" in d.message and f"hidden_size is {H}" in d.message
+
+
+def test_bidirectional_state_into_one_direction_slot_is_SD005():
+    ident = [helper.make_node("Identity", ["Yh"], ["hn"])]
+    diags = passes.run(rnnir.load(gru(ident, direction="bidirectional", h_shape=(1, 1, H), hn_shape=(1, 1, H))))
+    assert any(d.code == "SD005" and "directions" in d.message for d in diags)
+
+
+def test_quantization_and_layout_mismatches_are_SD005():
+    b, h, h0, y, hn = rnn_builder()
+    b.store(hn, h)
+    b.store(hn, b.output("hn"))
+    prog = b.build()
+    assert passes.run(prog) == []
+    h.type = TensorType("float32", (1, 1, H), layout="batch_first", quant=QuantParams((0.1,), (0,)))
+    (d,) = only(passes.run(prog), "SD005")
+    assert d.data["aspects"] == ["layout", "quantization"]
+
+
+# -- SD006 reverse-state-persisted ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("direction", ["reverse", "bidirectional"])
+def test_reverse_state_persisted_is_SD006_warning_only(direction):
+    d = 2 if direction == "bidirectional" else 1
+    diags = passes.run(rnnir.load(gru([helper.make_node("Identity", ["Yh"], ["hn"])], direction=direction, h_shape=(d, 1, H))))
+    assert [(x.code, x.severity.value) for x in diags] == [("SD006", "warning")]
+
+
+def test_forward_state_persisted_is_not_SD006():
+    assert passes.run(rnnir.load(gru([helper.make_node("Identity", ["Yh"], ["hn"])]))) == []
+
+
+# -- SD007 state-ignored -------------------------------------------------------------------------
+
+
+def test_op_started_from_zeros_instead_of_state_is_SD007():
+    m = gru([helper.make_node("Identity", ["Yh"], ["hn"])], gru_init="")
+    diags = passes.run(rnnir.load(m))
+    assert codes(errors(diags)) == ["SD007"]
+    assert "zeros (no initial_h input)" in only(diags, "SD007")[0].message
+
+
+def test_op_started_from_a_constant_is_SD007():
+    m = gru([helper.make_node("Identity", ["Yh"], ["hn"])], gru_init="h_const", extra_inits=[const("h_const", np.zeros((1, 1, H)), np.float32)])
+    diags = passes.run(rnnir.load(m))
+    assert codes(errors(diags)) == ["SD007"]
+    assert "'h_const'" in only(diags, "SD007")[0].message
+
+
+def test_plain_op_recurrence_is_not_SD007():
+    # h_t = 0.5 * h_{t-1} + x, written with Mul/Add: no recurrent node carries it
+    nodes = [helper.make_node("Mul", ["h0", "half"], ["m"]), helper.make_node("Add", ["m", "x"], ["hn"])]
+    m = model(nodes, [vi("x", [1, 1, H]), vi("h0", [1, 1, H])], [vi("hn", [1, 1, H])], [const("half", np.float32(0.5), np.float32)])
+    prog = rnnir.load(m)
+    assert prog.state_pairs and passes.run(prog) == []
+
+
+# -- SD008 seq-lens-last-step --------------------------------------------------------------------
+
+
+def test_last_step_of_y_with_sequence_lens_is_SD008():
+    tail, inits = _gather_y(-1)
+    diags = passes.run(rnnir.load(gru(tail, seq_lens=True, extra_inits=inits)))
+    assert codes(errors(diags)) == ["SD008"]
+
+
+def test_final_state_with_sequence_lens_is_not_SD008():
+    diags = passes.run(rnnir.load(gru([helper.make_node("Identity", ["Yh"], ["hn"])], seq_lens=True)))
+    assert diags == []
+
+
+# -- AL001 chained-output-store ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("result", ["token", "alias", "value"])
+def test_output_stored_from_slot_store_result_is_AL001(result):
+    b, h, h0, y, hn = rnn_builder()
+    r = b.store(hn, h, result)
+    b.store(r, b.output("hn"), "value")
+    diags = passes.run(b.build())
+    assert codes(errors(diags)) == ["AL001"]
+    assert result.upper() not in ("",) and "chain" in only(diags, "AL001")[0].message
+
+
+def test_fanout_stores_are_not_AL001():
+    b, h, h0, y, hn = rnn_builder()
+    b.store(hn, h)
+    b.store(hn, b.output("hn"), "value")
+    assert passes.run(b.build()) == []
+
+
+def test_lowering_policies_chain_reuse_and_fanout():
+    m = packed_lstm()
+    assert codes(passes.run(rnnir.load(m, exit="chain"))) == ["AL001"]
+    assert codes(passes.run(rnnir.load(m, exit="reuse-single-store"))) == ["AL002"]
+    assert passes.run(rnnir.load(m)) == []
+
+
+# -- AL002 output-aliases-slot -------------------------------------------------------------------
+
+
+def test_view_load_stored_as_output_alias_is_AL002():
+    b, h, h0, y, hn = rnn_builder(load="view")
+    b.store(hn, h)
+    b.store(h0, b.output("h_prev"), "alias")
+    b.build()
+    assert "AL002" in codes(passes.run(b.program))
+
+
+def test_copy_load_stored_as_output_alias_is_not_AL002():
+    b, h, h0, y, hn = rnn_builder(load="copy")
+    b.store(hn, h)
+    b.store(h0, b.output("h_prev"), "alias")
+    assert "AL002" not in codes(passes.run(b.build()))
+
+
+# -- AL003 shared-slot-storage -------------------------------------------------------------------
+
+
+def _two_slots(address_c="", alias=False):
+    b = rnnir.Builder("two")
+    hs = b.slot("h", "float32", (1, 1, H), address="arena:0")
+    cs = b.slot("c", "float32", (1, 1, H), address=address_c, alias_of=hs if alias else None)
+    x = b.input("x", "float32", (T, 1, I))
+    w, r = b.const("W", np.ones((1, 4 * H, I), np.float32)), b.const("R", np.ones((1, 4 * H, H), np.float32))
+    _, yh, yc = b.recurrent("LSTM", x, w, r, initial_h=b.load(hs), initial_c=b.load(cs), hidden_size=H, name="lstm")
+    b.store(yh, hs)
+    b.store(yc, cs)
+    return b.build()
+
+
+def test_two_slots_at_one_address_are_AL003():
+    d = only(passes.run(_two_slots(address_c="arena:0")), "AL003")
+    assert len(d) == 1 and d[0].data["slots"] == ["h", "c"]
+
+
+def test_slot_declared_alias_of_another_is_AL003():
+    assert "AL003" in codes(passes.run(_two_slots(alias=True)))
+
+
+def test_slots_with_distinct_storage_are_not_AL003():
+    assert passes.run(_two_slots(address_c="arena:16")) == []
+
+
+# -- OR001 return-before-store -------------------------------------------------------------------
+
+
+def test_return_not_waiting_for_slot_store_is_OR001():
+    b, h, h0, y, hn = rnn_builder()
+    b.store(hn, h)
+    out = b.store(hn, b.output("hn"), "value")
+    b.ret(out, layer="device")
+    d = only(passes.run(b.build()), "OR001")[0]
+    assert "a device event at the end of the call" in d.message and d.slot == "h"
+
+
+def test_return_waiting_through_happens_before_is_not_OR001():
+    b, h, h0, y, hn = rnn_builder()
+    s = b.store(hn, h)
+    out = b.store(hn, b.output("hn"), "value")
+    b.order(s, out)  # the slot store happens before the output store, which the Return waits for
+    b.ret(out)
+    assert passes.run(b.build()) == []
+
+
+def test_return_ordered_by_nobody_is_OR001():
+    b, h, h0, y, hn = rnn_builder()
+    s = b.store(hn, h)
+    b.ret(s, layer="none")
+    assert "OR001" in codes(passes.run(b.build()))
+
+
+def test_metadata_return_without_slot_store_is_OR001():
+    import json
+
+    m = packed_lstm()
+    spec = {
+        "stores": [
+            {"id": "s", "reads": "value:stateN", "dest": "slot:state", "result": "token"},
+            {"id": "o", "reads": "value:stateN", "dest": "out:stateN", "result": "value"},
+            {"id": "y", "reads": "value:y", "dest": "out:y", "result": "value"},
+        ],
+        "return": {"waits": ["o", "y"], "layer": "caller"},
+    }
+    helper.set_model_props(m, {"rnnir.program": json.dumps(spec)})
+    assert codes(passes.run(rnnir.load(m))) == ["OR001"]
+    spec["return"]["waits"].append("s")
+    helper.set_model_props(m, {"rnnir.program": json.dumps(spec)})
+    assert passes.run(rnnir.load(m)) == []
+
+
+# -- OR002 write-before-last-read ----------------------------------------------------------------
+
+
+def _echo(load, ordered=False):
+    b, h, h0, y, hn = rnn_builder(load=load)
+    echo = b.store(h0, b.output("h_prev"), "value")  # reads the live-in value
+    s = b.store(hn, h)
+    if ordered:
+        b.order(echo, s)
+    b.store(hn, b.output("hn"), "value")
+    return b.build()
+
+
+def test_view_load_read_after_slot_store_may_run_is_OR002():
+    d = only(passes.run(_echo("view")), "OR002")[0]
+    assert d.slot == "h" and "write-after-read" in d.message
+
+
+def test_copy_load_is_never_OR002():
+    assert passes.run(_echo("copy")) == []
+
+
+def test_view_load_with_reader_ordered_before_store_is_not_OR002():
+    assert passes.run(_echo("view", ordered=True)) == []
+
+
+def test_metadata_view_load_with_echo_output_is_OR002():
+    import json
+
+    m = packed_lstm()
+    m.graph.node.append(helper.make_node("Identity", ["state"], ["state_echo"]))
+    m.graph.output.append(vi("state_echo", [2, 1, H]))
+    spec = {
+        "slots": {"state": {"load": "view"}},
+        "stores": [
+            {"id": "s", "reads": "value:stateN", "dest": "slot:state", "result": "token"},
+            {"id": "o", "reads": "value:stateN", "dest": "out:stateN", "result": "value"},
+            {"id": "e", "reads": "value:state_echo", "dest": "out:state_echo", "result": "value"},
+        ],
+    }
+    helper.set_model_props(m, {"rnnir.program": json.dumps(spec)})
+    assert codes(passes.run(rnnir.load(m))) == ["OR002"]
+    spec["slots"]["state"]["load"] = "copy"
+    helper.set_model_props(m, {"rnnir.program": json.dumps(spec)})
+    assert passes.run(rnnir.load(m)) == []
