@@ -109,7 +109,8 @@ class Tracer:
         port = ref.origin[2]
         if isinstance(node, Recurrent):
             if port in ("Y_h", "Y_c"):
-                return node.num_directions if depth == 0 else None
+                # layout=1 puts batch first ([batch, directions, hidden]): its axis 0 is not the directions
+                return node.num_directions if depth == 0 and node.layout == 0 else None
             if port == "Y":
                 if depth == 1 and node.layout == 0:
                     return node.num_directions
@@ -123,11 +124,18 @@ class Tracer:
             return a.elems
         assert a.whole is not None
         size = self.size0(a.whole)
-        if size is None:
+        if size is None and not self._batch_first_port(a.whole):
             size = n
         if size is None or size > _MAX_ELEMS:
             return None
         return tuple(a.whole.sub(i) for i in range(size))
+
+    def _batch_first_port(self, ref: Ref) -> bool:
+        """A layout=1 recurrent port indexed on its batch axis: never split it by directions."""
+        if ref.origin[0] != "port" or ref.index:
+            return False
+        node = self.program.node(ref.origin[1])
+        return isinstance(node, Recurrent) and node.layout == 1
 
     def canon(self, ref: Ref) -> Ref:
         """Drop trailing indices into axes of size 1: ``Y_h[0]`` of a one-direction op is ``Y_h``."""
@@ -526,7 +534,8 @@ def analyse_state(program: Program, tracer: Tracer | None = None) -> None:
                                 PortRef(rec.id, rec.describe(), rec.kind, port, None, path or rec.provenance.branch, note="derived")
                             )
                     continue
-                elems = tr.to_elems(alt, rec.num_directions)
+                # a layout=1 op reads [batch, directions, hidden]: axis 0 of its initial state is not the directions
+                elems = tr.to_elems(alt, rec.num_directions) if rec.layout == 0 else None
                 if elems is None:
                     if alt.kind == "exact" and alt.whole is not None and alt.whole.origin[0] == "slot":
                         r = tr.canon(alt.whole)

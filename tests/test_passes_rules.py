@@ -551,3 +551,26 @@ def test_metadata_view_load_with_echo_output_is_OR002():
     spec["slots"]["state"]["load"] = "copy"
     helper.set_model_props(m, {"rnnir.program": json.dumps(spec)})
     assert passes.run(rnnir.load(m)) == []
+
+
+# -- layout=1 (batch-first states) ---------------------------------------------------------------
+
+
+def _layout1_gru(direction="forward", batch=2, h_dirs=None):
+    d = 2 if direction == "bidirectional" else 1
+    nodes = [
+        helper.make_node("GRU", ["x", "W", "R", "", "", "h0"], ["Y", "Yh"], hidden_size=H, layout=1, direction=direction, name="gru"),
+        helper.make_node("Identity", ["Yh"], ["hn"]),
+    ]
+    state = [batch, h_dirs or d, H]  # layout=1: [batch, directions, hidden]
+    return model(nodes, [vi("x", [batch, T, I]), vi("h0", state)], [vi("Y", [batch, T, d, H]), vi("hn", state)], weights("GRU", d))
+
+
+@pytest.mark.parametrize("batch", [1, 2, "B"])
+def test_layout1_state_axis0_is_batch_not_directions(batch):
+    # a correct batch-first GRU: splitting its state by batch entries would invent a wrong-slot finding
+    assert passes.run(rnnir.load(_layout1_gru(batch=batch))) == []
+
+
+def test_layout1_bidirectional_state_is_SD006_only():
+    assert codes(passes.run(rnnir.load(_layout1_gru("bidirectional")))) == ["SD006"]
