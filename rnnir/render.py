@@ -219,7 +219,7 @@ def render_cost_text(cost: Any, indent: str = "") -> list[str]:
     lines: list[str] = []
     if isinstance(cost, Mapping):
         for key, value in cost.items():
-            if isinstance(value, (Mapping, list)) and value:
+            if isinstance(value, Mapping) and value or isinstance(value, list) and not _scalars(value):
                 lines.append(f"{indent}{key}:")
                 lines.extend(render_cost_text(value, indent + "  "))
             else:
@@ -233,16 +233,20 @@ def render_cost_text(cost: Any, indent: str = "") -> list[str]:
         lines.append(indent + "  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
         for row in rows:
             lines.append(indent + "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
-    elif isinstance(cost, list):
-        lines.extend(f"{indent}- {_scalar(v)}" for v in cost)
     else:
         lines.append(f"{indent}{_scalar(cost)}")
     return lines
 
 
+def _scalars(values: list[Any]) -> bool:
+    return all(not isinstance(v, (Mapping, list)) for v in values)
+
+
 def _scalar(value: Any) -> str:
     if value is None:
         return "-"
+    if isinstance(value, list) and _scalars(value):
+        return ", ".join(map(str, value)) or "-"
     if isinstance(value, (Mapping, list)):
         return json.dumps(value, sort_keys=True)
     return str(value)

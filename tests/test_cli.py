@@ -25,66 +25,6 @@ REPO = Path(__file__).resolve().parents[1]
 SARIF_SCHEMA = REPO.parent / "shared" / "schemas" / "sarif-schema-2.1.0.json"
 
 
-# -- until passes/ lands: a stand-in with the same API ---------------------------------------
-
-import passes  # noqa: E402
-
-REAL_PASSES = hasattr(passes, "run")
-needs_real_passes = pytest.mark.skipif(not REAL_PASSES, reason="passes.run not written yet; the subprocess cannot see the in-process stand-in")
-
-
-def _fake_backend():
-    from types import SimpleNamespace
-
-    from passes.diagnostics import Diagnostic, Location, Rule, Severity
-
-    def rule(code, name, sev, summary):
-        doc = f"{code} {name}: {summary}.\n\nWhy it matters: ...\n\nBad:\n    ...\n\nFixed:\n    ...\n"
-        return Rule(code, name, sev, summary, doc)
-
-    rules = {
-        r.code: r
-        for r in [
-            rule("SD001", "state-not-written-back", Severity.ERROR, "a slot is read but never written back"),
-            rule("SD002", "state-in-wrong-slot", Severity.ERROR, "a final state is written into the wrong slot"),
-            rule("SD006", "bidirectional-state-persisted", Severity.WARNING, "reverse/bidirectional state persisted"),
-            rule("AL001", "chained-output-store", Severity.ERROR, "the output store reads the slot store"),
-            rule("OR001", "return-does-not-wait", Severity.ERROR, "the return does not wait for a slot store"),
-        ]
-    }
-
-    def selected(code, select, ignore):
-        keep = select is None or any(code.startswith(s) for s in select)
-        return keep and not any(code.startswith(s) for s in (ignore or ()))
-
-    def run(program, select=None, ignore=None):
-        out = []
-        for pair in program.state_pairs:
-            for s in pair.slices:
-                if "passthrough" in s.exit_kind.values() and selected("SD001", select, ignore):
-                    r = rules["SD001"]
-                    node = s.entry[0].onnx_node if s.entry else None
-                    out.append(Diagnostic("SD001", r.name, r.severity, f"slot {pair.input!r} is live-on-entry but never written back", (Location(onnx_node=node, value=pair.output),), "write the final state back", slot=pair.input))
-        return out
-
-    def explain(code):
-        if code not in rules:
-            raise ValueError(code)
-        return rules[code].doc
-
-    def cost(program):
-        return SimpleNamespace(to_json=lambda: {"slots": [{"slot": s.name, "bytes_written": 16} for s in program.slots], "copies": 0})
-
-    return {"RULES": rules, "run": run, "explain": explain, "cost": cost}
-
-
-@pytest.fixture(autouse=True)
-def stand_in_passes(monkeypatch):
-    if not REAL_PASSES:
-        for name, value in _fake_backend().items():
-            monkeypatch.setattr(passes, name, value, raising=False)
-
-
 # -- models -----------------------------------------------------------------------------------
 
 
@@ -208,7 +148,6 @@ def test_json_has_the_documented_schema(models, capsys):
 
 
 @pytest.mark.parametrize("content", [b"", b"\x08\x07\x12\x04abc", os.urandom(4096)], ids=["empty", "truncated", "random"])
-@needs_real_passes
 def test_unreadable_model_exits_2_with_one_line_and_no_traceback(models, content):
     (models / "bad.onnx").write_bytes(content)
     proc = run_subprocess("lint", "--no-config", "bad.onnx", cwd=models)
@@ -424,7 +363,6 @@ def test_jobs_2_output_is_identical_to_serial(tmp_path, monkeypatch, capsys, fmt
     assert serial[2] == parallel[2]
 
 
-@needs_real_passes
 def test_piped_output_shows_no_progress(models):
     proc = run_subprocess("lint", "--no-config", "clean.onnx", "clean.onnx", ".", cwd=models)
     assert proc.returncode == 1
@@ -454,7 +392,6 @@ def test_progress_is_drawn_on_a_terminal_and_cleared():
     assert tty.text.endswith("\r\x1b[K")
 
 
-@needs_real_passes
 def test_lint_does_not_import_onnxruntime(models):
     code = textwrap.dedent(
         """
@@ -669,8 +606,45 @@ def test_internal_error_in_one_model_keeps_linting_the_others(models, capsys, mo
     assert "Traceback" not in err
 
 
-@needs_real_passes
 def test_python_dash_m_rnnir_cli_runs(models):
     proc = run_subprocess("lint", "--no-config", "broken.onnx", "--format", "github", cwd=models)
     assert proc.returncode == 1
     assert "::error file=broken.onnx,line=1,title=SD001" in proc.stdout
+
+
+# -- the bundled samples, end to end ----------------------------------------------------------
+
+SAMPLES = REPO / "samples"
+needs_samples = pytest.mark.skipif(not any(SAMPLES.glob("*.onnx")), reason="samples/ not generated")
+
+
+@needs_samples
+def test_lint_samples_reports_each_samples_expected_findings(monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    code = cli.main(["lint", "--no-config", "samples", "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1  # the broken samples have error-level findings; every sample could be read
+    assert doc["summary"]["failed"] == 0
+    for f in doc["files"]:
+        expected = json.loads(Path(f["path"]).with_suffix(".expected.json").read_text())
+        got = sorted((d["code"], d["severity"]) for d in f["diagnostics"] if d["severity"] != "info")
+        assert got == sorted((x["code"], x["severity"]) for x in expected["findings"]), f["path"]
+        assert {p["input"]: p["output"] for p in f["state_pairs"]} == expected["pairs"], f["path"]
+
+
+@needs_samples
+def test_lint_samples_as_sarif_validates(monkeypatch, capsys, sarif_validator):
+    monkeypatch.chdir(REPO)
+    assert cli.main(["lint", "--no-config", "samples", "--format", "sarif"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    errors = sorted(sarif_validator.iter_errors(doc), key=str)
+    assert not errors, "\n".join(e.message for e in errors[:5])
+    assert {r["ruleId"] for r in doc["runs"][0]["results"]} >= {"SD001", "SD002", "AL001", "OR001", "OR002"}
+
+
+@needs_samples
+def test_correct_samples_exit_0(monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    correct = [str(p.with_suffix("").with_suffix(".onnx").relative_to(REPO)) for p in sorted(SAMPLES.glob("*.expected.json")) if json.loads(p.read_text())["correct"]]
+    assert correct
+    assert cli.main(["lint", "--no-config", *correct]) == 0, capsys.readouterr().out
