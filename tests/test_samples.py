@@ -383,13 +383,27 @@ def test_constant_entry_policy_makes_a_slot_of_the_constant_initial_state():
     np.testing.assert_array_equal(slot.init.value, np.full((1, 1, 3), 0.25, np.float32))
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="lowering bug: _Lowering._stores adds a constant-entry LoadSlot after the op that reads its value, "
+    "so program.graph has no load -> reader edge (Value.uses has it); fix in rnnir/lower/build.py, then drop this mark",
+)
+def test_constant_entry_load_precedes_its_reader_in_the_graph():
+    import networkx as nx
+
+    prog = rnnir.load(str(SAMPLES / "rnn_constant_init.onnx"), entry="constant")
+    (load,) = prog.loads
+    (rec,) = prog.recurrents
+    assert rec.port("initial_h") is load.outputs[0]
+    assert nx.has_path(prog.graph, load.id, rec.id)
+
+
 # ------------------------------------------------------------------------------ (d) the findings
 
 
 def _passes():
-    passes = pytest.importorskip("passes")
-    if not hasattr(passes, "run"):
-        pytest.skip("passes.run is not written yet")
+    import passes  # landed: a missing or broken passes package is a failure here, not a skip
+
     return passes
 
 
