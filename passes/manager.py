@@ -78,14 +78,38 @@ class AnalysisPass:
 
 
 class _PairsOverlay:
-    """The program seen with other state pairs, so slice analysis can run without touching the program's own."""
+    """The program seen with other state pairs, so slice analysis can run without touching the program's own.
 
-    def __init__(self, program: Program, pairs: list[StatePair]) -> None:
-        self._program = program
+    Node queries answer from the facts' one topological order instead of
+    sorting the graph again per question (the program's own ``stores_to``
+    does, which makes slice analysis quadratic in the number of slots).
+    """
+
+    def __init__(self, facts: ProgramFacts, pairs: list[StatePair]) -> None:
+        self._facts = facts
+        self._program = facts.program
         self.state_pairs = pairs
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._program, name)
+
+    @property
+    def nodes(self) -> list:
+        return self._facts.nodes
+
+    @property
+    def recurrents(self) -> list[Recurrent]:
+        return self._facts.recurrents
+
+    @property
+    def stores(self) -> list[Store]:
+        return self._facts.stores
+
+    def stores_to(self, dest: object) -> list[Store]:
+        return self._facts._stores_by_dest.get(id(dest), [])
+
+    def loads_of(self, slot: Slot) -> list[LoadSlot]:
+        return self._facts.loads_of(slot)
 
 
 CALL_BOUNDARY = ("call-boundary",)
@@ -125,7 +149,7 @@ class ProgramFacts:
                 pair = StatePair(slot.name, out, PairSource.BUILDER, "slot without a declared pair")
                 pair.slot = slot
                 copies.append(pair)
-        analyse_state(_PairsOverlay(prog, copies), self.tracer)  # type: ignore[arg-type]
+        analyse_state(_PairsOverlay(self, copies), self.tracer)  # type: ignore[arg-type]
         return copies
 
     def pair_of(self, slot: Slot) -> StatePair | None:
@@ -153,15 +177,34 @@ class ProgramFacts:
     def returns(self) -> list[Return]:
         return [n for n in self.nodes if isinstance(n, Return)]
 
+    @cached_property
+    def _loads_by_slot(self) -> dict[int, list[LoadSlot]]:
+        out: dict[int, list[LoadSlot]] = {}
+        for n in self.nodes:
+            if isinstance(n, LoadSlot) and n.slot is not None:
+                out.setdefault(id(n.slot), []).append(n)
+        return out
+
+    @cached_property
+    def _stores_by_dest(self) -> dict[int, list[Store]]:
+        out: dict[int, list[Store]] = {}
+        for st in self.stores:
+            if st.dest is not None:
+                out.setdefault(id(st.dest), []).append(st)
+        return out
+
     def loads_of(self, slot: Slot) -> list[LoadSlot]:
-        return [n for n in self.nodes if isinstance(n, LoadSlot) and n.slot is slot]
+        return self._loads_by_slot.get(id(slot), [])
+
+    def stores_to(self, dest: Slot | Output) -> list[Store]:
+        return self._stores_by_dest.get(id(dest), [])
 
     def stores_to_storage(self, slot: Slot) -> list[Store]:
         """Stores that write ``slot``'s memory: to the slot itself, or to what it is declared an alias of."""
-        targets: list[object] = [slot]
+        stores = list(self.stores_to(slot))
         if slot.alias_of is not None:
-            targets.append(slot.alias_of)
-        return [st for st in self.stores if any(st.dest is t for t in targets)]
+            stores += [st for st in self.stores_to(slot.alias_of) if st not in stores]
+        return sorted(stores, key=lambda st: self.position[st.id])
 
     # -- happens-before over two calls --------------------------------------------------------
     @cached_property
@@ -179,11 +222,26 @@ class ProgramFacts:
             h.add_nodes_from((k, n) for n in g.nodes)
             h.add_edges_from(((k, u), (k, v)) for u, v in g.edges)
         joins = [r for r in self.returns if r.layer.value != "none"]
+        h.add_node(CALL_BOUNDARY)
+        h.add_edges_from(((0, r.id), CALL_BOUNDARY) for r in joins)
         if joins:
-            h.add_node(CALL_BOUNDARY)
-            h.add_edges_from(((0, r.id), CALL_BOUNDARY) for r in joins)
             h.add_edges_from((CALL_BOUNDARY, (1, n)) for n in g.nodes)
         return h
+
+    @cached_property
+    def before_next_call(self) -> set:
+        """Nodes of call k that happen before every node of call k+1.
+
+        The only edges from call k into call k+1 run through the boundary node,
+        so ``x`` reaches ``LoadSlot_{k+1}(slot)`` exactly when ``x`` reaches the
+        boundary and the boundary reaches the load: one traversal for all slots.
+        """
+        return nx.ancestors(self.two_calls, CALL_BOUNDARY)
+
+    @cached_property
+    def after_previous_call(self) -> set:
+        """Nodes of call k+1 that happen after the boundary (all of them, unless nobody orders the calls)."""
+        return nx.descendants(self.two_calls, CALL_BOUNDARY)
 
 
 # -- the program's fingerprint ---------------------------------------------------------------

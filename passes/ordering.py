@@ -2,13 +2,16 @@
 
 One pass, :class:`Ordering`, decides on the happens-before graph of two
 unrolled calls (:attr:`ProgramFacts.two_calls`: call k and call k+1 joined by
-the sequencing the Return's layer promises) with networkx reachability, one
-traversal per slot (or per slot store), never per node pair:
+the sequencing the Return's layer promises) with networkx reachability, never
+per node pair:
 
 - OR001: ``Store_k(slot)`` must reach ``LoadSlot_{k+1}(slot)`` (read-after-write
-  across calls);
+  across calls).  Every path from call k into call k+1 crosses the boundary
+  node, so one ancestors/descendants traversal of the boundary answers it for
+  every slot at once;
 - OR002: on a VIEW load, every reader of ``LoadSlot_k(slot)`` must reach
-  ``Store_k(slot)`` (write-after-read inside a call).
+  ``Store_k(slot)`` (write-after-read inside a call): one ancestors traversal
+  per store of a view-loaded slot.
 """
 
 from __future__ import annotations
@@ -109,7 +112,6 @@ def _layer_text(facts: ProgramFacts) -> str:
 
 
 def _return_before_store(facts: ProgramFacts) -> Iterator[Diagnostic]:
-    h = facts.two_calls
     layer = _layer_text(facts)
     unordered = not facts.returns or all(r.layer is OrderingLayer.NONE for r in facts.returns)
     for slot in facts.program.slots:
@@ -117,10 +119,9 @@ def _return_before_store(facts: ProgramFacts) -> Iterator[Diagnostic]:
         stores = facts.stores_to_storage(slot)
         if not loads or not stores:
             continue
-        before_next: set = set()
-        for ld in loads:  # one traversal per load of call k+1 (one per slot in practice)
-            before_next |= nx.ancestors(h, (1, ld.id))
-        late = [st for st in stores if (0, st.id) not in before_next]
+        # Store_k(slot) must reach LoadSlot_{k+1}(slot); every path between the calls crosses the boundary
+        ordered_loads = all((1, ld.id) in facts.after_previous_call for ld in loads)
+        late = [st for st in stores if not ordered_loads or (0, st.id) not in facts.before_next_call]
         for st in late:
             if unordered:
                 why = f"nothing orders call k+1 after call k (the Return is ordered by {layer})"

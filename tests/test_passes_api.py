@@ -207,3 +207,42 @@ def test_cost_with_unknown_dtype_is_not_exact():
     b.store(b.load(s), s)
     rep = passes.cost(b.build())
     assert rep.unknown and not rep.exact and rep.slot_bytes == 0
+
+
+# -- cost of the analysis itself -----------------------------------------------------------------
+
+
+def _many_slots(n, load="view"):
+    b = rnnir.Builder("wide")
+    x = b.input("x", "float32", (T, 1, I))
+    w, r = b.const("W", np.ones((1, H, I), np.float32)), b.const("R", np.ones((1, H, H), np.float32))
+    for i in range(n):
+        s = b.slot(f"h{i}", "float32", (1, 1, H))
+        _, hn = b.recurrent("RNN", x, w, r, initial_h=b.load(s, load), hidden_size=H, name=f"rnn{i}")
+        b.store(hn, s)
+        b.store(hn, b.output(f"hn{i}", "float32", (1, 1, H)), "value")
+    return b.build()
+
+
+def test_ordering_uses_one_traversal_per_view_slot_store_not_per_node_pair(monkeypatch):
+    import networkx as nx
+
+    calls = {"ancestors": 0, "descendants": 0}
+    real_anc, real_desc = nx.ancestors, nx.descendants
+
+    def anc(g, n):
+        calls["ancestors"] += 1
+        return real_anc(g, n)
+
+    def desc(g, n):
+        calls["descendants"] += 1
+        return real_desc(g, n)
+
+    monkeypatch.setattr(nx, "ancestors", anc)
+    monkeypatch.setattr(nx, "descendants", desc)
+    n = 30
+    assert passes.run(_many_slots(n, "copy"), select=["OR"]) == []
+    assert calls == {"ancestors": 1, "descendants": 1}  # OR001: one traversal for every slot
+    calls.update(ancestors=0, descendants=0)
+    assert passes.run(_many_slots(n, "view"), select=["OR"]) == []
+    assert calls["ancestors"] == 1 + n  # OR002: one per store of a view-loaded slot
