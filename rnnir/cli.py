@@ -374,17 +374,28 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """Exit 1 when the report's status is ``fail`` (persistence broken, or a bug the stream can show
+    went unnoticed); ``pass``, ``inconclusive`` and ``no-state`` exit 0 with the verdict printed."""
     from . import testing  # imports onnxruntime: only this command pays for it
 
+    if args.calls <= 0 or args.chunk <= 0:
+        raise UsageError("--calls and --chunk must be positive")
     settings = _settings(args)
-    report = testing.check_multicall(args.model, pairs=settings.pairs, calls=args.calls, chunk=args.chunk)
+    model: Any = args.model
+    pairs = settings.pairs
+    if (settings.entry, settings.exit) != ("dynamic", "fanout"):
+        import rnnir
+
+        # A non-default lowering policy is a property of the Program: run the Program itself.
+        model, pairs = rnnir.load(args.model, pairs=settings.pairs, entry=settings.entry, exit=settings.exit), None
+    report = testing.check_multicall(model, pairs=pairs, calls=args.calls, chunk=args.chunk)
     if args.format == "json":
         text = json.dumps(report.to_json(), indent=2) + "\n"
     else:
         text = testing.report_to_text(report)
         text = text if text.endswith("\n") else text + "\n"
-    _emit(text, None)
-    return 0 if getattr(report, "ok", True) else 1
+    _emit(text, args.output)
+    return 1 if report.status == "fail" else 0
 
 
 # -- argument parsing -------------------------------------------------------------------------
@@ -445,9 +456,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("run", help="run a model across calls and check that its state persists")
     p.add_argument("model", metavar="MODEL")
-    p.add_argument("--calls", type=int, default=200)
-    p.add_argument("--chunk", type=int, default=16)
+    p.add_argument("--calls", type=int, default=200, help="calls to run (default: 200)")
+    p.add_argument("--chunk", type=int, default=16, help="time steps per call (default: 16; models without a time axis take one frame per call)")
     p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     _add_model_options(p)
     p.set_defaults(func=cmd_run)
     return parser
@@ -455,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _edge_message(exc: BaseException, args: argparse.Namespace | None) -> str:
     """``<file>: <message>`` for the one-line ``rnnir: error:`` report."""
-    if isinstance(exc, ModelError):
+    if isinstance(exc, (ModelError, UsageError, ConfigError)):
         return str(exc)
     if isinstance(exc, OSError):
         name = exc.filename if exc.filename is not None else getattr(args, "model", None)

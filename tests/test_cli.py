@@ -648,3 +648,58 @@ def test_correct_samples_exit_0(monkeypatch, capsys):
     correct = [str(p.with_suffix("").with_suffix(".onnx").relative_to(REPO)) for p in sorted(SAMPLES.glob("*.expected.json")) if json.loads(p.read_text())["correct"]]
     assert correct
     assert cli.main(["lint", "--no-config", *correct]) == 0, capsys.readouterr().out
+
+
+# -- rnnir run --------------------------------------------------------------------------------
+
+
+class FakeReport:
+    def __init__(self, status):
+        self.status = status
+
+    def to_json(self):
+        return {"version": 1, "status": self.status}
+
+
+@pytest.mark.parametrize("status,code", [("pass", 0), ("fail", 1), ("inconclusive", 0), ("no-state", 0)])
+def test_run_exit_code_follows_the_report_status(models, capsys, monkeypatch, status, code):
+    testing = pytest.importorskip("rnnir.testing")
+    seen = {}
+
+    def fake_check(model, stream=None, chunk_sizes=(1,), **kw):
+        seen.update(kw, model=model)
+        return FakeReport(status)
+
+    monkeypatch.setattr(testing, "check_multicall", fake_check)
+    monkeypatch.setattr(testing, "report_to_text", lambda r: f"verdict {r.status}")
+    assert cli.main(["run", "--no-config", "clean.onnx", "--calls", "7", "--chunk", "3", "--pair", "h0=hn"]) == code
+    assert capsys.readouterr().out == f"verdict {status}\n"
+    assert seen == {"model": "clean.onnx", "pairs": {"h0": "hn"}, "calls": 7, "chunk": 3}
+
+
+def test_run_with_a_bad_policy_runs_the_lowered_program(models, capsys, monkeypatch):
+    testing = pytest.importorskip("rnnir.testing")
+    import rnnir
+
+    seen = {}
+    monkeypatch.setattr(testing, "check_multicall", lambda model, **kw: seen.update(model=model) or FakeReport("fail"))
+    assert cli.main(["run", "--no-config", "clean.onnx", "--exit", "chain", "--format", "json"]) == 1
+    assert json.loads(capsys.readouterr().out) == {"version": 1, "status": "fail"}
+    assert isinstance(seen["model"], rnnir.Program) and seen["model"].policy.exit == "chain"
+
+
+def test_run_on_a_real_model_reports_json_consistent_with_its_exit_code(models, capsys):
+    pytest.importorskip("rnnir.testing")
+    code = cli.main(["run", "--no-config", "clean.onnx", "--calls", "4", "--chunk", "2", "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == (1 if doc["status"] == "fail" else 0)
+    assert [(p["input"], p["output"]) for p in doc["pairs"]] == [("h0", "hn"), ("c0", "cn")]
+
+
+@pytest.mark.parametrize("argv", [["run", "junk.onnx"], ["run", "clean.onnx", "--calls", "0"]], ids=["unreadable", "zero-calls"])
+def test_run_bad_input_exits_2_in_one_line(models, capsys, argv):
+    pytest.importorskip("rnnir.testing")
+    (models / "junk.onnx").write_bytes(b"junk")
+    assert cli.main([*argv[:1], "--no-config", *argv[1:]]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rnnir: error: ") and err.count("\n") == 1
