@@ -1,0 +1,840 @@
+"""Run a model call after call on onnxruntime, with its state kept inside the session.
+
+    from rnnir.runtime import StatefulSession
+    s = StatefulSession("model.onnx")        # finds the state pairs like rnnir.load
+    out = s.run({"x": chunk})                # state inputs may be omitted: they come from the slots
+    s.reset()                                # back to the initial state
+    t = s.fork()                             # independent instance: own slots, same ORT session
+    s.save_state("vad.state"); s.load_state("vad.state")   # bound to the model's fingerprint
+
+How state is kept
+-----------------
+Every state pair gets a *slot*: two onnxruntime ``OrtValue`` buffers bound with
+``IOBinding``.  Call k binds buffer A as the state input and buffer B as the
+state output; call k+1 the reverse.  The state never passes through numpy
+between calls: ``stats.python_state_bytes`` counts the bytes of state that
+entered the slots from Python during the last call (initial values, explicit
+overrides, ``load_state``, ``fork``), and is 0 in steady state.
+
+Initial values: a slot whose input has a constant (an initializer with the
+input's name) starts from it; otherwise from zeros of the input's declared
+shape.  Symbolic dims are resolved at the first call, in this order: the
+``state_shapes=`` argument; a dim symbol shared with a fed input (``B`` in
+``x[T,B,8]`` and ``h0[1,B,16]``); the batch axis of a graph input that feeds a
+recurrent op's ``X`` directly (through Identity/Cast/Transpose); the leading
+axis of the first fed input whose leading dim is dynamic.  When none applies,
+:class:`~rnnir.StateError` asks for ``state_shapes=``.
+
+Dynamic state shapes
+--------------------
+The first call (and any call whose input shapes differ from the previous
+call's) lets onnxruntime allocate the state outputs.  A state output whose
+shape and dtype equal its input's turns the slot into a double buffer (the
+allocated output becomes one of the two buffers; no copy).  A state whose size
+changes from call to call (a growing cache) is *handed off* instead: each call
+onnxruntime allocates the new state and the next call binds that very value as
+its input.  No state bytes go through Python in either case; the hand-off costs
+one allocation per call (``stats.slot_allocations``).
+
+Outputs handed to the caller
+----------------------------
+Outputs that are not state are fresh onnxruntime allocations every call (the
+output binding is renewed each call, so onnxruntime never writes into an array
+a caller holds).  State outputs are copies of the slot (``stats.output_copy_bytes``)
+unless ``alias_outputs=True``: then they are read-only-by-convention views of
+the slot buffer the call wrote, which the call after next overwrites.  Ask for
+fewer outputs with ``run(feeds, outputs=[...])`` to avoid copying state out.
+
+Threads
+-------
+One instance is one stream: two threads using it at once is a bug (the order
+of its chunks would depend on scheduling), so it is **refused**, not
+serialised: ``run``, ``reset`` and ``load_state`` raise
+:class:`SessionBusyError` when another thread is inside one of them.  ``state``,
+``save_state`` and ``fork`` wait for a running call to finish.  Independent
+instances (``fork``) share the ``onnxruntime.InferenceSession`` (whose ``run``
+is thread-safe) and nothing else, so one instance per thread is safe.
+
+Only the CPU execution provider's memory is supported for slots (outputs are
+read with ``OrtValue.numpy``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from .errors import ModelError, RnnirError, StateError
+from .ir import Program, SlotInit, TensorType
+from .pairs import StatePair
+
+__all__ = [
+    "FeedError",
+    "IOSpec",
+    "SessionBusyError",
+    "SessionStats",
+    "SlotSpec",
+    "StatefulSession",
+]
+
+_STATE_FORMAT = "rnnir.state/1"
+_DEVICE = ("cpu", 0)
+
+
+class SessionBusyError(StateError):
+    """Another thread is using this StatefulSession right now (one instance is one stream; use fork())."""
+
+
+class FeedError(RnnirError, ValueError):
+    """A feed names an input the model does not have, or a required input is missing."""
+
+
+@dataclass(frozen=True)
+class IOSpec:
+    """A graph input or output: numpy dtype and declared shape (ints, symbols, None for unknown)."""
+
+    name: str
+    dtype: np.dtype | None
+    shape: tuple[int | str | None, ...] | None
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """One state pair as the runtime keeps it."""
+
+    input: str
+    output: str | None
+    dtype: np.dtype
+    shape: tuple[int | str | None, ...] | None
+    init: SlotInit
+    pair: StatePair = field(compare=False, repr=False)
+
+
+@dataclass
+class SessionStats:
+    """What the last call (and the instance so far) moved through Python.
+
+    ``python_state_bytes``: bytes of state copied between numpy and the slots
+    since the previous call ended, up to the end of the last call (initial
+    values, explicit state overrides, ``load_state``/``fork``); 0 in steady
+    state.  ``output_copy_bytes``: bytes of state outputs copied to hand them to
+    the caller in the last call (0 with ``alias_outputs=True`` or when state
+    outputs are not requested).  ``slot_allocations``: slot buffers onnxruntime
+    allocated so far (probe calls, hand-off slots).
+    """
+
+    calls: int = 0
+    python_state_bytes: int = 0
+    total_python_state_bytes: int = 0
+    output_copy_bytes: int = 0
+    slot_allocations: int = 0
+    probe_calls: int = 0
+
+
+# -- the shared part: one ORT session, the pairs, the model's interface -----------------------
+
+
+def _np_dtype(elem_type: int) -> np.dtype | None:
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _io_spec(vi: onnx.ValueInfoProto) -> IOSpec:
+    tt = vi.type.tensor_type
+    dtype = _np_dtype(tt.elem_type) if tt.elem_type else None
+    if not tt.HasField("shape"):
+        return IOSpec(vi.name, dtype, None)
+    dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
+    return IOSpec(vi.name, dtype, dims)
+
+
+@dataclass(frozen=True)
+class RecurrentInput:
+    """A graph input that reaches a recurrent op's ``X`` through layout-only ops: where its time and batch axes are."""
+
+    input: str
+    time_axis: int
+    batch_axis: int
+    node: str
+
+
+def recurrent_inputs(model: onnx.ModelProto, program: Program) -> list[RecurrentInput]:
+    """Graph inputs feeding a recurrent ``X`` through Identity/Cast/Transpose, with the axes they map to."""
+    producers: dict[str, onnx.NodeProto] = {}
+    for node in model.graph.node:
+        for o in node.output:
+            producers[o] = node
+    graph_inputs = {vi.name for vi in model.graph.input}
+    found: list[RecurrentInput] = []
+    for rec in program.recurrents:
+        node = rec.onnx_node
+        if node is None or not node.input:
+            continue
+        name = node.input[0]
+        time_axis, batch_axis = (1, 0) if rec.layout else (0, 1)
+        while name not in graph_inputs:
+            prod = producers.get(name)
+            if prod is None or prod.op_type not in ("Identity", "Cast", "Transpose"):
+                break
+            if prod.op_type == "Transpose":
+                perm = next((list(a.ints) for a in prod.attribute if a.name == "perm"), None)
+                if perm is None or max(time_axis, batch_axis) >= len(perm):
+                    break
+                time_axis, batch_axis = perm[time_axis], perm[batch_axis]
+            name = prod.input[0]
+        if name in graph_inputs and all(r.input != name for r in found):
+            found.append(RecurrentInput(name, time_axis, batch_axis, rec.describe()))
+    return found
+
+
+class _Model:
+    """What every instance of one model shares: the ORT session, the pairs, the interface."""
+
+    def __init__(
+        self,
+        model: Any,
+        pairs: Mapping[str, str | None] | None,
+        session_options: ort.SessionOptions | None,
+        providers: Sequence[Any] | None,
+        ort_kwargs: dict[str, Any],
+    ) -> None:
+        from .lower import Policy, lower, read_model
+
+        if isinstance(model, Program):
+            program = model
+            src = program.source
+            if src is None:
+                try:
+                    from .export import export as _export
+
+                    proto = _export(program)
+                except ImportError as exc:
+                    raise StateError(
+                        f"program {program.name!r} was not lowered from ONNX and rnnir.export is unavailable ({exc}); "
+                        "pass the .onnx model instead"
+                    ) from None
+                src = read_model(proto, label=program.name)
+                program = lower(src, pairs)
+            elif pairs is not None:
+                program = lower(src, pairs, Policy())
+        else:
+            src = read_model(model)
+            program = lower(src, pairs, Policy())
+        self.program = program
+        self.source = src
+        self.label = src.label
+        self.fingerprint = src.fingerprint
+
+        graph = src.model.graph
+        inits = {t.name for t in graph.initializer}
+        self.inputs: dict[str, IOSpec] = {vi.name: _io_spec(vi) for vi in graph.input}
+        self.optional_inputs = {n for n in self.inputs if n in inits}
+        self.output_specs: dict[str, IOSpec] = {vi.name: _io_spec(vi) for vi in graph.output}
+        self.output_names = list(self.output_specs)
+
+        slots: list[SlotSpec] = []
+        for p in program.state_pairs:
+            spec = self.inputs.get(p.input)
+            if spec is None:
+                raise StateError(
+                    f"{self.label}: state input {p.input!r} is not a graph input (lowered with entry='constant'?); "
+                    "export the program so the slot becomes an input/output pair"
+                )
+            if p.output is not None and p.output not in self.output_specs:
+                raise StateError(f"{self.label}: state output {p.output!r} paired with {p.input!r} is not a graph output")
+            init = p.slot.init if p.slot is not None else SlotInit("zeros")
+            dtype = spec.dtype or np.dtype(np.float32)
+            slots.append(SlotSpec(p.input, p.output, dtype, spec.shape, init, p))
+        self.slots = slots
+        self.slot_by_input = {s.input: s for s in slots}
+        self.state_outputs = {s.output for s in slots if s.output is not None}
+        self.state_output_order = tuple(s.output for s in slots if s.output is not None)
+        self.plain_inputs = [n for n in self.inputs if n not in self.slot_by_input]
+        self.required_inputs = [n for n in self.plain_inputs if n not in self.optional_inputs]
+        self.plain_outputs = [n for n in self.output_names if n not in self.state_outputs]
+        self.recurrent_inputs = recurrent_inputs(src.model, program)
+
+        opts = session_options
+        if opts is None:
+            opts = ort.SessionOptions()
+            opts.log_severity_level = 3  # "Removing initializer ..." warnings are noise here
+        if src.path is not None:
+            what: Any = str(src.path)  # ORT finds external data beside the file
+        else:
+            what = src.with_external_data().SerializeToString()
+        try:
+            self.ort = ort.InferenceSession(what, sess_options=opts, providers=list(providers or ["CPUExecutionProvider"]), **ort_kwargs)
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+            raise ModelError(f"onnxruntime cannot load the model: {exc}", model=self.label) from None
+
+
+# -- IOBinding, with as little Python per call as onnxruntime allows ----------------------------
+
+
+class _PublicBinding:
+    """IOBinding through onnxruntime's documented Python API (the fallback)."""
+
+    kind = "public"
+
+    def __init__(self, sess: ort.InferenceSession) -> None:
+        self._sess = sess
+        self._b = sess.io_binding()
+
+    def upload(self, array: np.ndarray) -> Any:
+        """A value owning a private copy of ``array`` (ORT would otherwise wrap numpy memory)."""
+        return ort.OrtValue.ortvalue_from_numpy(np.array(array, order="C", copy=True))
+
+    def empty(self, shape: Sequence[int], dtype: np.dtype) -> Any:
+        return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, *_DEVICE)
+
+    def bind_array(self, name: str, array: np.ndarray) -> None:
+        self._b.bind_cpu_input(name, array)
+
+    def bind_value(self, name: str, value: Any) -> None:
+        self._b.bind_ortvalue_input(name, value)
+
+    def bind_output_into(self, name: str, value: Any) -> None:
+        self._b.bind_ortvalue_output(name, value)
+
+    def bind_output(self, name: str) -> None:
+        self._b.bind_output(name, *_DEVICE)
+
+    def clear_inputs(self) -> None:
+        self._b.clear_binding_inputs()
+
+    def clear_outputs(self) -> None:
+        self._b.clear_binding_outputs()
+
+    def run(self) -> None:
+        self._sess.run_with_iobinding(self._b)  # no RunOptions: constructing one costs ~50us per call
+
+    def outputs(self) -> list[Any]:
+        return self._b.get_outputs()  # in binding order, not graph order
+
+
+class _NativeBinding(_PublicBinding):
+    """The same calls on onnxruntime's pybind objects.
+
+    The public wrappers spend about as long in Python bookkeeping (WebGPU
+    capture checks, device lookups, wrapper objects) as a tiny model spends
+    computing; calling the pybind layer directly keeps the per-call overhead
+    of a StatefulSession near that of a bare ``InferenceSession.run``.  Used
+    when the installed onnxruntime has that layer; otherwise the public API.
+    Arrays bound as inputs are not referenced by the pybind binding, so the
+    caller keeps them alive until the next call (``StatefulSession._fed``).
+    """
+
+    kind = "native"
+
+    def __init__(self, sess: ort.InferenceSession) -> None:
+        from onnxruntime.capi import _pybind_state as C
+
+        super().__init__(sess)
+        self._c = self._b._iobinding
+        self._c_run = sess._sess.run_with_iobinding
+        self._dev = ort.OrtDevice.make(*_DEVICE)._get_c_device()
+        self._new = C.OrtValue.ortvalue_from_shape_and_type
+
+    def upload(self, array: np.ndarray) -> Any:
+        value = self._new(list(array.shape), array.dtype, self._dev)  # ORT-owned memory ...
+        value.update_inplace(np.ascontiguousarray(array))  # ... holding a copy
+        return value
+
+    def empty(self, shape: Sequence[int], dtype: np.dtype) -> Any:
+        return self._new(list(shape), dtype, self._dev)
+
+    def bind_array(self, name: str, array: np.ndarray) -> None:
+        self._c.bind_input(name, array)
+
+    def bind_value(self, name: str, value: Any) -> None:
+        self._c.bind_ortvalue_input(name, value)
+
+    def bind_output_into(self, name: str, value: Any) -> None:
+        self._c.bind_ortvalue_output(name, value)
+
+    def bind_output(self, name: str) -> None:
+        self._c.bind_output(name, self._dev)
+
+    def clear_inputs(self) -> None:
+        self._c.clear_binding_inputs()
+
+    def clear_outputs(self) -> None:
+        self._c.clear_binding_outputs()
+
+    def run(self) -> None:
+        self._c_run(self._c, None)
+
+    def outputs(self) -> list[Any]:
+        values = self._c.get_outputs()
+        return [values[i] for i in range(len(values))]  # indexing: iterating the vector is ~30x slower
+
+
+def _binding(sess: ort.InferenceSession, native: bool = True) -> _PublicBinding:
+    if native:
+        try:
+            return _NativeBinding(sess)
+        except (ImportError, AttributeError, TypeError):
+            pass
+    return _PublicBinding(sess)
+
+
+# -- one instance's slot ------------------------------------------------------------------------
+
+
+class _Slot:
+    """A slot's buffers: ``current`` holds the state the next call reads, ``spare`` receives the next state."""
+
+    __slots__ = ("spec", "current", "spare", "mode")
+
+    def __init__(self, spec: SlotSpec) -> None:
+        self.spec = spec
+        self.current: Any = None  # an onnxruntime value (pybind or public wrapper, per the binding)
+        self.spare: Any = None
+        self.mode = "probe"  # "probe" (next call lets ORT allocate), "double" or "handoff"
+
+    def shape(self) -> tuple[int, ...] | None:
+        return None if self.current is None else tuple(self.current.shape())
+
+
+class StatefulSession:
+    """One stream of calls of one model, with the model's state kept in onnxruntime values between calls.
+
+    ``model`` is a path, the model's bytes, an ``onnx.ModelProto`` or a
+    :class:`~rnnir.Program` (lowered from ONNX, or exported with
+    ``rnnir.export``).  ``pairs`` declares the state pairs (``{"h0": "hn"}``)
+    exactly as for :func:`rnnir.load`.  ``state_shapes`` gives the shape of
+    slots whose dims cannot be resolved from the first call's feeds.
+    ``session_options``, ``providers`` and ``**ort_kwargs`` go to
+    ``onnxruntime.InferenceSession``.  See the module docstring for buffering,
+    dynamic shapes, aliasing and threads.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        pairs: Mapping[str, str | None] | None = None,
+        session_options: ort.SessionOptions | None = None,
+        providers: Sequence[Any] | None = None,
+        alias_outputs: bool = False,
+        *,
+        state_shapes: Mapping[str, Sequence[int]] | None = None,
+        native_binding: bool = True,
+        **ort_kwargs: Any,
+    ) -> None:
+        shared = _Model(model, pairs, session_options, providers, ort_kwargs)
+        self._setup(shared, alias_outputs, state_shapes, native_binding)
+
+    def _setup(
+        self, shared: _Model, alias_outputs: bool, state_shapes: Mapping[str, Sequence[int]] | None, native: bool
+    ) -> None:
+        self._model = shared
+        self._ort = shared.ort
+        self.alias_outputs = bool(alias_outputs)
+        self._state_shapes = {k: tuple(int(d) for d in v) for k, v in (state_shapes or {}).items()}
+        unknown = set(self._state_shapes) - set(shared.slot_by_input)
+        if unknown:
+            raise StateError(f"{shared.label}: state_shapes names {sorted(unknown)}, which are not state inputs {sorted(shared.slot_by_input)}")
+        self._slots = [_Slot(s) for s in shared.slots]
+        self._writers = [s for s in self._slots if s.spec.output is not None]
+        self._binding = _binding(self._ort, native)
+        self._fed: dict[str, np.ndarray] = {}  # arrays bound as inputs, alive until the next call
+        self._bound_outputs: tuple[str, ...] | None = None
+        self._bound_inputs: tuple[str, ...] | None = None
+        self._last_shapes: tuple[Any, ...] | None = None
+        self._guessed: dict[str, str] = {}
+        self._pending_bytes = 0
+        self._lock = threading.Lock()
+        self.stats = SessionStats()
+
+    # -- what the model is -------------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        return self._model.label
+
+    @property
+    def fingerprint(self) -> str:
+        """sha256 of the model's graph: what saved state is bound to."""
+        return self._model.fingerprint
+
+    @property
+    def program(self) -> Program:
+        return self._model.program
+
+    @property
+    def pairs(self) -> list[StatePair]:
+        return list(self._model.program.state_pairs)
+
+    @property
+    def slots(self) -> list[SlotSpec]:
+        return list(self._model.slots)
+
+    @property
+    def inputs(self) -> dict[str, IOSpec]:
+        """The inputs the caller feeds every call (state inputs excluded)."""
+        return {n: self._model.inputs[n] for n in self._model.plain_inputs}
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self._model.output_names)
+
+    @property
+    def inference_session(self) -> ort.InferenceSession:
+        """The onnxruntime session every fork of this instance shares."""
+        return self._ort
+
+    # -- calls -------------------------------------------------------------------------------
+    def run(self, feeds: Mapping[str, Any], outputs: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+        """One call.  State inputs may be omitted (taken from the slots); one given explicitly replaces
+        that slot's value for this call only, and the call's state output becomes the slot's new value.
+        Returns the requested outputs (all graph outputs by default) by name."""
+        if not self._lock.acquire(blocking=False):
+            raise SessionBusyError(self._busy_message("run"))
+        try:
+            return self._run(feeds, outputs)
+        finally:
+            self._lock.release()
+
+    def _busy_message(self, what: str) -> str:
+        return (
+            f"{self.label}: {what}() while another thread is using this StatefulSession; one instance is one "
+            "stream and is refused, not serialised, when shared - give each thread its own instance with fork()"
+        )
+
+    def _run(self, feeds: Mapping[str, Any], outputs: Iterable[str] | None) -> dict[str, np.ndarray]:
+        m = self._model
+        stats = self.stats
+        plain: dict[str, np.ndarray] = {}
+        overrides: dict[str, np.ndarray] = {}
+        for name, value in feeds.items():
+            spec = m.inputs.get(name)
+            if spec is None:
+                raise FeedError(f"{m.label}: the model has no input {name!r}; inputs are {list(m.inputs)}")
+            arr = np.asarray(value)
+            if spec.dtype is not None and arr.dtype != spec.dtype:
+                arr = arr.astype(spec.dtype)
+            (overrides if name in m.slot_by_input else plain)[name] = np.ascontiguousarray(arr)
+        missing = [n for n in m.required_inputs if n not in plain]
+        if missing:
+            raise FeedError(f"{m.label}: missing input(s) {missing} (state inputs {sorted(m.slot_by_input)} may be omitted)")
+        if outputs is None:
+            wanted, plain_out = m.output_names, m.plain_outputs
+        else:
+            wanted = list(outputs)
+            unknown = [n for n in wanted if n not in m.output_specs]
+            if unknown:
+                raise FeedError(f"{m.label}: the model has no output(s) {unknown}; outputs are {m.output_names}")
+            plain_out = [n for n in wanted if n not in m.state_outputs]
+
+        b = self._binding
+        moved = self._pending_bytes
+        self._pending_bytes = 0
+        fed = tuple(plain)
+        if fed != self._bound_inputs:
+            b.clear_inputs()  # an input fed last call and omitted now must not keep its old array
+            self._bound_inputs = fed
+        for name, arr in plain.items():
+            b.bind_array(name, arr)
+        self._fed = dict(plain)
+        shapes = tuple(arr.shape for arr in plain.values())
+        shapes_changed = shapes != self._last_shapes
+
+        # get_outputs() returns values in binding order: state outputs (slot order), then the plain outputs
+        writers = self._writers
+        order = m.state_output_order + tuple(plain_out)
+        if order != self._bound_outputs:
+            b.clear_outputs()
+            self._bound_outputs = order
+        into_spare: list[bool] = []
+        in_shapes: list[tuple[int, ...]] = []
+        for slot in self._slots:
+            override = overrides.get(slot.spec.input)
+            if override is not None:
+                b.bind_array(slot.spec.input, override)
+                self._fed[slot.spec.input] = override
+                moved += override.nbytes
+                in_shape = override.shape
+            else:
+                if slot.current is None:
+                    moved += self._materialise(slot, plain)
+                b.bind_value(slot.spec.input, slot.current)
+                in_shape = slot.shape()
+            if slot.spec.output is None:
+                continue
+            in_shapes.append(in_shape)
+            double = slot.mode == "double" and not shapes_changed and in_shape == slot.shape()
+            if double:
+                if slot.spare is None:
+                    slot.spare = b.empty(in_shape, slot.spec.dtype)
+                    stats.slot_allocations += 1
+                b.bind_output_into(slot.spec.output, slot.spare)
+            else:
+                b.bind_output(slot.spec.output)  # onnxruntime allocates: a probe, or a hand-off slot
+            into_spare.append(double)
+        for name in plain_out:
+            b.bind_output(name)  # renewed every call: never a buffer a caller still holds
+
+        try:
+            b.run()
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
+            self._after_failure(exc)
+            raise
+        self._guessed = {}
+        values = b.outputs()
+
+        result: dict[str, np.ndarray] = {}
+        copied = 0
+        probed = False
+        for slot, value, double, in_shape in zip(writers, values, into_spare, in_shapes):
+            if double:
+                slot.current, slot.spare = slot.spare, slot.current
+            else:
+                probed = True
+                self._adopt(slot, value, in_shape)
+            out = slot.spec.output
+            if out in wanted:
+                view = slot.current.numpy()
+                if self.alias_outputs:
+                    result[out] = view
+                else:
+                    result[out] = view.copy()
+                    copied += view.nbytes
+        for name, value in zip(plain_out, values[len(writers) :]):
+            result[name] = value.numpy()
+        self._last_shapes = shapes
+        stats.calls += 1
+        stats.python_state_bytes = moved
+        stats.total_python_state_bytes += moved
+        stats.output_copy_bytes = copied
+        stats.probe_calls += probed
+        return {n: result[n] for n in wanted}
+
+    def _after_failure(self, exc: Exception) -> None:
+        """A failed call leaves every slot as it was; guessed initial shapes are dropped with a clear error."""
+        if not self._guessed:
+            return
+        guesses = "; ".join(f"{k}: {v}" for k, v in self._guessed.items())
+        for slot in self._slots:
+            if slot.spec.input in self._guessed:
+                slot.current = slot.spare = None
+                slot.mode = "probe"
+        self._guessed = {}
+        raise StateError(
+            f"{self.label}: the first call failed with state shapes rnnir had to guess ({guesses}); "
+            f"pass state_shapes={{...}} to StatefulSession.  onnxruntime said: {exc}"
+        ) from exc
+
+    def _adopt(self, slot: _Slot, value: Any, in_shape: tuple[int, ...]) -> None:
+        """onnxruntime allocated the slot's new state: keep it, and choose double buffering or hand-off.
+
+        A state whose shape equals the call's state input becomes a double buffer (the old value's buffer
+        is the spare); a state whose size changed is handed off from call to call for good.
+        """
+        self.stats.slot_allocations += 1
+        old = slot.current
+        slot.current = value
+        if slot.mode != "handoff" and tuple(value.shape()) == tuple(in_shape):
+            slot.mode = "double"
+            reusable = old is not None and tuple(old.shape()) == tuple(in_shape)
+            slot.spare = old if reusable else None
+        else:
+            slot.mode = "handoff"
+            slot.spare = None
+
+    # -- initial values ----------------------------------------------------------------------
+    def _materialise(self, slot: _Slot, plain: Mapping[str, np.ndarray]) -> int:
+        """Give ``slot`` its initial value (shapes resolved from this call's feeds); returns the bytes uploaded."""
+        value, guess = self._initial_value(slot.spec, plain)
+        if guess:
+            self._guessed[slot.spec.input] = guess
+        slot.current = self._binding.upload(value)
+        slot.spare = None
+        slot.mode = "probe"
+        return int(value.nbytes)
+
+    def initial_state(self, feeds: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+        """What every slot starts from (after construction or :meth:`reset`), with symbolic dims resolved
+        from ``feeds`` as the first call would resolve them."""
+        plain = {k: np.asarray(v) for k, v in (feeds or {}).items() if k in self._model.inputs and k not in self._model.slot_by_input}
+        return {s.input: self._initial_value(s, plain)[0] for s in self._model.slots}
+
+    def _initial_value(self, spec: SlotSpec, plain: Mapping[str, np.ndarray]) -> tuple[np.ndarray, str]:
+        if spec.init.kind == "caller":
+            raise StateError(f"{self.label}: state input {spec.input!r} has no initial value; pass it in the first call's feeds")
+        shape, guess = self._resolve_shape(spec, plain)
+        if spec.init.kind == "constant" and spec.init.value is not None:
+            value = np.array(np.broadcast_to(np.asarray(spec.init.value, dtype=spec.dtype), shape))
+        else:
+            value = np.zeros(shape, dtype=spec.dtype)
+        return value, guess
+
+    def _resolve_shape(self, spec: SlotSpec, plain: Mapping[str, np.ndarray]) -> tuple[tuple[int, ...], str]:
+        """The slot's shape and, when a dim had to be guessed from the batch, how."""
+        if spec.input in self._state_shapes:
+            return self._state_shapes[spec.input], ""
+        if spec.init.kind == "constant" and spec.init.value is not None and spec.shape is None:
+            return tuple(np.shape(spec.init.value)), ""
+        if spec.shape is None:
+            raise StateError(
+                f"{self.label}: state input {spec.input!r} declares no shape; pass state_shapes={{{spec.input!r}: (...)}}"
+            )
+        m = self._model
+        symbols: dict[str, int] = {}
+        for name, arr in plain.items():
+            declared = m.inputs[name].shape
+            if declared is None or len(declared) != arr.ndim:
+                continue
+            for d, size in zip(declared, arr.shape):
+                if isinstance(d, str):
+                    symbols.setdefault(d, int(size))
+        dims: list[int] = []
+        guessed: list[str] = []
+        batch: tuple[int, str] | None = None
+        for axis, d in enumerate(spec.shape):
+            if isinstance(d, int) and d > 0:
+                dims.append(d)
+                continue
+            if isinstance(d, str) and d in symbols:
+                dims.append(symbols[d])
+                continue
+            if batch is None:
+                batch = self._batch_size(plain)
+            if batch is None:
+                raise StateError(
+                    f"{self.label}: cannot tell dim {axis} ({d or '?'}) of state input {spec.input!r} "
+                    f"(declared {_shape_text(spec.shape)}) from the feeds; pass state_shapes={{{spec.input!r}: (...)}}"
+                )
+            dims.append(batch[0])
+            guessed.append(f"dim {axis} = {batch[0]} ({batch[1]})")
+        return tuple(dims), ", ".join(guessed)
+
+    def _batch_size(self, plain: Mapping[str, np.ndarray]) -> tuple[int, str] | None:
+        m = self._model
+        for ri in m.recurrent_inputs:
+            arr = plain.get(ri.input)
+            if arr is not None and arr.ndim > ri.batch_axis:
+                return int(arr.shape[ri.batch_axis]), f"batch axis of {ri.input!r}, which feeds {ri.node!r}"
+        for name in m.plain_inputs:
+            arr = plain.get(name)
+            declared = m.inputs[name].shape
+            if arr is None or arr.ndim == 0 or not declared or isinstance(declared[0], int) and declared[0] > 0:
+                continue
+            return int(arr.shape[0]), f"leading dim of {name!r}"
+        return None
+
+    # -- state management --------------------------------------------------------------------
+    def reset(self) -> None:
+        """Back to the initial state (uploaded again at the next call; symbolic dims resolved again)."""
+        if not self._lock.acquire(blocking=False):
+            raise SessionBusyError(self._busy_message("reset"))
+        try:
+            for slot in self._slots:
+                slot.current = slot.spare = None
+                slot.mode = "probe"
+        finally:
+            self._lock.release()
+
+    @property
+    def state(self) -> dict[str, np.ndarray]:
+        """A read-only snapshot of every slot (state input name -> array), copied out of the slots."""
+        with self._lock:
+            return self._snapshot()
+
+    def _snapshot(self) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for slot in self._slots:
+            if slot.current is None:
+                self._pending_bytes += self._materialise(slot, {})
+            arr = slot.current.numpy().copy()
+            arr.flags.writeable = False
+            out[slot.spec.input] = arr
+        return out
+
+    def fork(self, reset: bool = False) -> StatefulSession:
+        """An independent instance: its own slots (a copy of this one's state, or the initial state with
+        ``reset=True``), the same onnxruntime session and weights, no shared storage."""
+        with self._lock:
+            twin = object.__new__(StatefulSession)
+            twin._setup(self._model, self.alias_outputs, self._state_shapes, self._binding.kind == "native")
+            if not reset:
+                for mine, theirs in zip(self._slots, twin._slots):
+                    if mine.current is None:
+                        continue
+                    arr = mine.current.numpy()
+                    theirs.current = twin._binding.upload(arr)
+                    twin._pending_bytes += int(arr.nbytes)
+            return twin
+
+    def save_state(self, path: str | os.PathLike) -> Path:
+        """Write every slot to ``path`` (an .npz file, whatever its name), bound to the model's fingerprint."""
+        with self._lock:
+            snap = self._snapshot()
+        meta = {
+            "format": _STATE_FORMAT,
+            "fingerprint": self.fingerprint,
+            "model": self.label,
+            "slots": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in snap.items()},
+        }
+        target = Path(path)
+        with open(target, "wb") as f:  # a file object: np.savez would otherwise append ".npz"
+            np.savez(f, __rnnir_state__=np.array(json.dumps(meta)), **{f"slot:{k}": v for k, v in snap.items()})
+        return target
+
+    def load_state(self, path: str | os.PathLike) -> None:
+        """Replace every slot with the state saved by :meth:`save_state` from the same model."""
+        target = Path(path)
+        try:
+            with np.load(target, allow_pickle=False) as z:
+                if "__rnnir_state__" not in z.files:
+                    raise StateError(f"{target}: not an rnnir state file (no __rnnir_state__ entry)")
+                meta = json.loads(str(z["__rnnir_state__"]))
+                arrays = {k[len("slot:") :]: z[k] for k in z.files if k.startswith("slot:")}
+        except StateError:
+            raise
+        except (OSError, ValueError, KeyError) as exc:
+            raise StateError(f"{target}: cannot read saved state: {exc}") from None
+        if meta.get("format") != _STATE_FORMAT:
+            raise StateError(f"{target}: unknown state format {meta.get('format')!r} (expected {_STATE_FORMAT})")
+        if meta.get("fingerprint") != self.fingerprint:
+            raise StateError(
+                f"{target} holds the state of model {meta.get('model')!r} (fingerprint {str(meta.get('fingerprint'))[:12]}...), "
+                f"not of {self.label!r} (fingerprint {self.fingerprint[:12]}...): a state only means something to "
+                "the graph that produced it; load it into that model"
+            )
+        expected = set(self._model.slot_by_input)
+        if set(arrays) != expected:
+            raise StateError(f"{target}: saved slots {sorted(arrays)} do not match the model's state inputs {sorted(expected)}")
+        for name, arr in arrays.items():
+            dtype = self._model.slot_by_input[name].dtype
+            if arr.dtype != dtype:
+                raise StateError(f"{target}: slot {name!r} was saved as {arr.dtype}, the model's state input is {dtype}")
+        if not self._lock.acquire(blocking=False):
+            raise SessionBusyError(self._busy_message("load_state"))
+        try:
+            for slot in self._slots:
+                arr = arrays[slot.spec.input]
+                slot.current = self._binding.upload(arr)
+                slot.spare = None
+                slot.mode = "probe"
+                self._pending_bytes += int(arr.nbytes)
+        finally:
+            self._lock.release()
+
+    def __repr__(self) -> str:
+        pairs = ", ".join(f"{s.input}->{s.output}" for s in self._model.slots) or "no state"
+        return f"<StatefulSession {self.label!r}: {pairs}; {self.stats.calls} calls>"
+
+
+def _shape_text(shape: Sequence[int | str | None] | None) -> str:
+    if shape is None:
+        return "[*]"
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
