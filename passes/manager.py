@@ -56,8 +56,10 @@ class AnalysisPass:
 
     Subclasses set the class-level ``name`` (a slug) and ``rules`` (the
     :class:`Rule` objects it may emit) and implement :meth:`analyse`.
-    ``requires`` is an optional precondition: it returns a reason the pass
-    cannot run on ``facts`` (the manager raises :class:`PassContractError`).
+    ``requires`` (a precondition) and ``ensures`` (a postcondition on the
+    diagnostics) return a reason when broken, and the manager raises
+    :class:`PassContractError` with it.  That the program is unchanged is
+    ensured for every pass by the manager itself.
     """
 
     name: ClassVar[str] = "analysis"
@@ -68,6 +70,15 @@ class AnalysisPass:
         return tuple(r.code for r in cls.rules)
 
     def requires(self, facts: ProgramFacts) -> str | None:
+        if not nx.is_directed_acyclic_graph(facts.program.graph):
+            cycle = " -> ".join(str(u) for u, _ in nx.find_cycle(facts.program.graph))
+            return f"its graph has a cycle ({cycle}); happens-before needs a DAG"
+        return None
+
+    def ensures(self, facts: ProgramFacts, diagnostics: Sequence[Diagnostic]) -> str | None:
+        undeclared = sorted({d.code for d in diagnostics} - set(self.codes()))
+        if undeclared:
+            return f"it emitted {', '.join(undeclared)}, which it does not declare"
         return None
 
     def analyse(self, facts: ProgramFacts) -> Iterable[Diagnostic]:
@@ -320,13 +331,13 @@ class PassManager:
             if reason is not None:
                 raise PassContractError(f"pass {p.name!r} cannot run on program {program.name!r}: {reason}")
             before = fingerprint(program) if self.check_immutable else None
-            out = [d for d in p.analyse(facts) if d.code in codes]
+            out = list(p.analyse(facts))
             if before is not None and fingerprint(program) != before:
                 raise PassContractError(f"analysis pass {p.name!r} changed program {program.name!r}; analyses must not mutate the IR")
-            for d in out:
-                if d.code not in p.codes():
-                    raise PassContractError(f"pass {p.name!r} emitted {d.code}, which it does not declare")
-            found.extend(out)
+            broken = p.ensures(facts, out)
+            if broken is not None:
+                raise PassContractError(f"pass {p.name!r} broke its contract on program {program.name!r}: {broken}")
+            found.extend(d for d in out if d.code in codes)
         return sorted(_dedupe(found), key=Diagnostic.sort_key)
 
 

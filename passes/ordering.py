@@ -177,7 +177,8 @@ def _write_before_last_read(facts: ProgramFacts) -> Iterator[Diagnostic]:
             yield WRITE_BEFORE_LAST_READ.diagnostic(
                 f"slot {slot.name!r} is loaded as a VIEW and the store of %{st.value.name if st.value else '?'} into it is "
                 f"not ordered after {len(racing)} reader(s) of the loaded value ({names}): write-after-read hazard, "
-                f"the store may clobber the live-in state while it is still read",
+                f"the store may clobber the live-in state while it is still read; {_layer_text(facts)} orders whole "
+                f"calls only, so inside the call the program itself must order them",
                 hint=f"load {slot.name!r} as a copy, or order the store after every reader of the loaded value",
                 slot=slot.name,
                 locations=[_loc(st), *(_loc(r) for r in racing)],

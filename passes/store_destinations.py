@@ -285,10 +285,6 @@ def _branch_text(branch: str | tuple[str, ...]) -> str:
     return f" in branch {path}" if path else ""
 
 
-def _ref_text(r: PortRef) -> str:
-    return r.label
-
-
 def _slice_role(sm: SliceMap, ops: dict[str, Recurrent]) -> str:
     roles: list[str] = []
     for e in sm.entry:
@@ -321,13 +317,10 @@ def _exclusive(p: tuple[str, ...], q: tuple[str, ...]) -> bool:
     for a, b in zip(p, q):
         if a == b:
             continue
-        ia, _, sa = a.rpartition(".")
-        ib, _, sb = b.rpartition(".")
-        if not sa.endswith("_branch") and a in ("then_branch", "else_branch"):
-            ia, sa = "", a
-        if not sb.endswith("_branch") and b in ("then_branch", "else_branch"):
-            ib, sb = "", b
-        return ia == ib and {sa, sb} == {"then_branch", "else_branch"}
+        # "<If node>.then_branch" vs "<If node>.else_branch" (a Builder's If has no name: "then_branch")
+        if_a, _, side_a = a.rpartition(".")
+        if_b, _, side_b = b.rpartition(".")
+        return if_a == if_b and {side_a, side_b} == {"then_branch", "else_branch"}
     return False
 
 
@@ -590,7 +583,7 @@ def _ignored(ctx: _Context, pair: StatePair, stores: list[Store], plain: bool):
                 if t not in starts:
                     starts.append(t)
         what = f"slice {ctx.slice_text(slot.name, sm.index)}" if any_entry else "the state input"
-        finals = ", ".join(dict.fromkeys(_ref_text(r) for r in refs))
+        finals = ", ".join(dict.fromkeys(r.label for r in refs))
         covered.add(sm.index)
         yield _finding(
             STATE_IGNORED,

@@ -246,3 +246,12 @@ def test_ordering_uses_one_traversal_per_view_slot_store_not_per_node_pair(monke
     calls.update(ancestors=0, descendants=0)
     assert passes.run(_many_slots(n, "view"), select=["OR"]) == []
     assert calls["ancestors"] == 1 + n  # OR002: one per store of a view-loaded slot
+
+
+def test_a_program_with_a_cycle_is_refused_before_any_pass_runs():
+    b, h, h0, y, hn = rnn_builder()
+    s = b.store(hn, h)
+    prog = b.build()
+    prog.add_order(s.producer, h0.producer)  # the store before the load that feeds it: a cycle
+    with pytest.raises(PassContractError, match="cycle"):
+        passes.run(prog)
