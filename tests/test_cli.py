@@ -369,6 +369,30 @@ def test_piped_output_shows_no_progress(models):
     assert proc.stderr == ""
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="needs a POSIX pseudo-terminal")
+def test_progress_appears_when_stderr_is_a_terminal(models):
+    import pty
+
+    master, slave = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.Popen([sys.executable, "-m", "rnnir.cli", "lint", "--no-config", "clean.onnx", "broken.onnx"], cwd=models, env=env, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    out, _ = proc.communicate(timeout=300)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(master)
+    assert proc.returncode == 1
+    assert b"[2/2] broken.onnx" in drawn
+    assert b"[1/2]" not in out and b"\x1b" not in out  # stdout stays clean for the report
+
+
 def test_progress_is_drawn_on_a_terminal_and_cleared():
     class Tty:
         def __init__(self):
