@@ -727,3 +727,17 @@ def test_run_bad_input_exits_2_in_one_line(models, capsys, argv):
     assert cli.main([*argv[:1], "--no-config", *argv[1:]]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rnnir: error: ") and err.count("\n") == 1
+
+
+TORCH = REPO / "tests" / "data" / "torch"
+
+
+@pytest.mark.skipif(not any(TORCH.glob("*.onnx")), reason="committed PyTorch exports missing")
+def test_pytorch_exports_lint_clean_with_only_bidirectional_warnings(monkeypatch, capsys):
+    monkeypatch.chdir(REPO)
+    code = cli.main(["lint", "--no-config", str(TORCH.relative_to(REPO)), "--format", "json", "--jobs", "2"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["summary"]["failed"] == 0 and doc["summary"]["errors"] == 0
+    for f in doc["files"]:
+        expected = {"SD006"} if "bilstm" in f["path"] else set()
+        assert {d["code"] for d in f["diagnostics"]} == expected, f["path"]
