@@ -383,11 +383,6 @@ def test_constant_entry_policy_makes_a_slot_of_the_constant_initial_state():
     np.testing.assert_array_equal(slot.init.value, np.full((1, 1, 3), 0.25, np.float32))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lowering bug: _Lowering._stores adds a constant-entry LoadSlot after the op that reads its value, "
-    "so program.graph has no load -> reader edge (Value.uses has it); fix in rnnir/lower/build.py, then drop this mark",
-)
 def test_constant_entry_load_precedes_its_reader_in_the_graph():
     import networkx as nx
 

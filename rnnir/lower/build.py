@@ -158,6 +158,7 @@ class _Lowering:
         self.names_used: set[str] = set()
         self.rec_nodes: dict[int, Recurrent] = {}
         self._ifs: dict[int, Compute] = {}
+        self.const_slots: dict[tuple[int, str], Slot] = {}  # constants the entry=constant policy made slots
 
     # -- names and values ----------------------------------------------------------------
     def _key(self, d: Definition) -> tuple[int, str]:
@@ -226,6 +227,8 @@ class _Lowering:
     def is_source(self, d: Definition) -> bool:
         if d.kind == "input" and d.scope is self.index.root and d.name in self.slot_inputs:
             return True
+        if self._key(d) in self.const_slots:
+            return True
         return d.kind == "node" and d.node is not None and d.node.op_type in RECURRENT_OPS and d.node.domain in ("", "ai.onnx")
 
     def _forward_taint(self) -> set[str]:
@@ -241,6 +244,8 @@ class _Lowering:
                 queue.append(name)
 
         for name in self.slot_inputs:
+            add(name)
+        for _, name in self.const_slots:
             add(name)
         for _, node in index.recurrent:
             for o in node.output:
@@ -296,8 +301,8 @@ class _Lowering:
         key = self._key(d)
         if key in self.values:
             return
-        if d.kind == "input" and d.name in self.slot_inputs:
-            slot = self.slot_inputs[d.name]
+        if (d.kind == "input" and d.name in self.slot_inputs) or key in self.const_slots:
+            slot = self.const_slots.get(key) or self.slot_inputs[d.name]
             v = Value(name=self._fresh_name(d.name, d.scope), type=slot.type)
             node = LoadSlot(outputs=[v], slot=slot, kind=self.policy.load, provenance=Provenance(value=d.name))
             self.program.add(node)
@@ -530,21 +535,13 @@ class _Lowering:
                 p = StatePair(d.name, ret, PairSource.CONSTANT, f"constant initial state of {self.index.node_name(node)!r} made a slot (entry=constant)")
                 p.slot = slot
                 pairs.append(p)
-                self.slot_inputs[d.name] = slot
+                self.const_slots[self._key(d)] = slot
                 made.append((slot, d))
         return made
 
     def _stores(self, pairs: list[StatePair], const_entries: list[tuple[Slot, Definition]]) -> None:
         prog = self.program
         root = self.index.root
-        for slot, d in const_entries:
-            # the constant is replaced by a load of the slot everywhere it is read
-            v = self.values.get(self._key(d))
-            load = LoadSlot(outputs=[], slot=slot, kind=self.policy.load, provenance=Provenance(value=d.name))
-            if v is not None and v.producer is None:
-                load.outputs = [v]
-                prog.externals.pop(v.name, None)
-                prog.add(load)
         spec = self._program_metadata()
         if spec is not None:
             self._stores_from_metadata(spec)
