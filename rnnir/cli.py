@@ -6,9 +6,13 @@
     rnnir show MODEL [--format text|dot|mermaid|json]
     rnnir rules [--format text|json]
     rnnir explain CODE
-    rnnir cost MODEL... [--format text|json]
-    rnnir run MODEL [--calls 200] [--chunk 16] [--format text|json]
+    rnnir cost PATH... [--format text|json] [--jobs N] [--output FILE]
+    rnnir run MODEL [--calls 200] [--chunk 16] [--format text|json] [--output FILE]
     rnnir --version
+
+``show``, ``cost`` and ``run`` take the same ``--pair``/``--entry``/``--exit``/``--config``/
+``--no-config`` options as ``lint``.  ``cost`` is ``lint --cost`` without the rules: the cost table
+(or the lint JSON document with empty ``diagnostics``), exit 0 or 2.
 
 Exit codes (every command):
 
