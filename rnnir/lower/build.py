@@ -382,17 +382,8 @@ class _Lowering:
         if hidden is None:
             raise ModelError(f"{node.op_type} node has no hidden_size attribute", model=self.label, where=self.index.node_name(node))
         n_out = 3 if node.op_type == "LSTM" else 2
-        onames = list(node.output) + [""] * (n_out - len(node.output))
-        fake = onnx.NodeProto()
-        fake.CopyFrom(node) if False else None  # keep the original node; outputs built below
-        outs: list[Value | None] = []
-        for name in onames[:n_out]:
-            if not name:
-                outs.append(None)
-                continue
-            v = Value(name=self._fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
-            self.values[(id(scope), name)] = v
-            outs.append(v)
+        outs = self._outputs_for(scope, node)[:n_out]
+        outs += [None] * (n_out - len(outs))
         r = Recurrent(
             kind=node.op_type,
             direction=_attr(node, "direction", "forward"),
