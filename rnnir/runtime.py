@@ -73,7 +73,7 @@ import onnx
 import onnxruntime as ort
 
 from .errors import ModelError, RnnirError, StateError
-from .ir import Program, SlotInit, TensorType
+from .ir import Program, SlotInit
 from .pairs import StatePair
 
 __all__ = [
@@ -759,12 +759,14 @@ class StatefulSession:
             out[slot.spec.input] = arr
         return out
 
-    def fork(self, reset: bool = False) -> StatefulSession:
+    def fork(self, reset: bool = False, *, alias_outputs: bool | None = None) -> StatefulSession:
         """An independent instance: its own slots (a copy of this one's state, or the initial state with
-        ``reset=True``), the same onnxruntime session and weights, no shared storage."""
+        ``reset=True``), the same onnxruntime session and weights, no shared storage.  ``alias_outputs``
+        defaults to this instance's setting."""
+        alias = self.alias_outputs if alias_outputs is None else alias_outputs
         with self._lock:
             twin = object.__new__(StatefulSession)
-            twin._setup(self._model, self.alias_outputs, self._state_shapes, self._binding.kind == "native")
+            twin._setup(self._model, alias, self._state_shapes, self._binding.kind == "native")
             if not reset:
                 for mine, theirs in zip(self._slots, twin._slots):
                     if mine.current is None:

@@ -41,7 +41,7 @@ the final state directly and its ``Return`` waits for them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
 import networkx as nx

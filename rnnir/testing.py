@@ -574,7 +574,7 @@ class _Runner:
         if self._static_steps():
             notes.append("the model's time axis is static, so one call cannot take the whole stream: persistence is judged by the broken variants only")
             return None
-        s = self.session.fork(reset=True)
+        s = self.session.fork(reset=True, alias_outputs=False)
         try:
             return s.run(self.feeds)
         except Exception as exc:  # noqa: BLE001 - any runtime failure makes the oracle unavailable, and the report says why
@@ -582,7 +582,7 @@ class _Runner:
             return None
 
     def persistent(self, chunks: list[dict[str, np.ndarray]]) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
-        s = self.session.fork(reset=True)
+        s = self.session.fork(reset=True, alias_outputs=False)
         outs, states = [], []
         for feed in chunks:
             outs.append(s.run(feed))
@@ -592,7 +592,7 @@ class _Runner:
     def broken(self, name: str, chunks: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]] | None:
         if name == "hc-swapped" and not self.swaps:
             return None
-        s = self.session.fork(reset=True)
+        s = self.session.fork(reset=True, alias_outputs=False)
         outs: list[dict[str, np.ndarray]] = []
         initial = s.initial_state(chunks[0]) if chunks else {}
         for k, feed in enumerate(chunks):

@@ -226,6 +226,14 @@ def test_a_stream_naming_a_state_input_is_refused():
         check_multicall(linear_rnn(), {"x": steps(1, 2)["x"], "h0": np.zeros((1, 1, 1), np.float32)})
 
 
+def test_a_session_that_aliases_its_outputs_is_checked_on_private_copies():
+    session = StatefulSession(linear_rnn(), alias_outputs=True)
+    report = check_multicall(session, steps(1, 0, 2, 1, 3), chunk_sizes=[1])
+    assert report.ok
+    assert report.first_divergence["reinit"].call == 1 and report.first_divergence["stale"].call == 1  # never at call 0
+    assert report.variant("reinit", 1).per_output["hn"] == pytest.approx(1.125)  # kept 1, .5, 2.25, 2.125 vs 1, 0, 2, 1
+
+
 def test_a_program_is_checked_like_its_model():
     report = check_multicall(rnnir.load(linear_rnn()), steps(1, 0, 2), chunk_sizes=[1])
     assert report.ok
