@@ -812,9 +812,18 @@ def _judge(report: MulticallReport, session: StatefulSession, swaps: list[_Swap]
     notes = report.notes
     reverse = [r.describe() for r in session.program.recurrents if r.direction in ("reverse", "bidirectional")]
 
+    unwritten = [i for i, o in report.pairs if o is None]
     for v in report.variants:
         if v.variant in BROKEN and not v.diverges:
             v.note = _why_not(v.variant, report, swaps)
+            if unwritten and len(unwritten) == len(report.pairs):
+                v.note = "no state is ever written back (no state input has a paired output), so every variant restarts alike"
+    restart = (
+        f" State input(s) {', '.join(repr(i) for i in unwritten)} have no paired output: nothing writes them back, "
+        "so every call restarts from the initial state (SD001)."
+        if unwritten
+        else ""
+    )
     if not report.pairs:
         report.status = "no-state"
         extra = ""
@@ -829,7 +838,7 @@ def _judge(report: MulticallReport, session: StatefulSession, swaps: list[_Swap]
             f"FAIL: chunked calls with persistence differ from one call over the whole stream "
             f"(chunk {bad.chunk}, call {bad.call}, output {bad.output!r}, max |diff| {_fmt(bad.max_abs_diff)}): "
             "the state carried between calls is not the state the model needs."
-        )
+        ) + restart
         if reverse:
             report.verdict += (
                 f" The model runs {', '.join(repr(r) for r in reverse)} backwards in time (reverse/bidirectional): "

@@ -120,6 +120,19 @@ def test_a_model_that_never_writes_its_state_back_fails():
     assert "differ from one call over the whole stream" in report.verdict
 
 
+def test_a_state_input_without_a_paired_output_fails_and_the_verdict_says_why():
+    node = helper.make_node("RNN", ["x", "W", "R", "", "", "h0"], ["y"], hidden_size=1)
+    model = _model(
+        [node],
+        [helper.make_tensor_value_info("x", F, ["T", 1, 1]), helper.make_tensor_value_info("h0", F, [1, 1, 1])],
+        [helper.make_tensor_value_info("y", F, ["T", 1, 1, 1])],
+        [numpy_helper.from_array(np.ones((1, 1, 1), np.float32), "W"), numpy_helper.from_array(np.ones((1, 1, 1), np.float32), "R")],
+    )
+    report = check_multicall(model, chunk_sizes=[2])
+    assert report.pairs == [("h0", None)]
+    assert report.status == "fail" and "'h0' have no paired output" in report.verdict
+
+
 def test_a_model_that_swaps_h_and_c_fails():
     report = check_multicall(lstm(write_back="swapped"), chunk_sizes=[4])
     assert report.status == "fail"

@@ -328,3 +328,11 @@ def test_a_missing_feed_is_a_clear_error():
 def test_faults_naming_an_unknown_slot_are_refused():
     with pytest.raises(SimulationError, match="does not have"):
         Simulator(fanout(), Faults(drop={"nope"}))
+
+
+def test_the_simulator_and_onnxruntime_agree_on_the_exported_fanout():
+    """Two independent executions of one Program: numpy reference + IR semantics vs rnnir.export + onnxruntime."""
+    from rnnir.runtime import StatefulSession
+
+    session = StatefulSession(fanout())  # a Builder program: exported, then run by onnxruntime
+    assert [float(session.run(f)["hn"].ravel()[0]) for f in XS] == run(fanout()) == KEPT
