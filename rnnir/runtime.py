@@ -79,6 +79,7 @@ from .pairs import StatePair
 __all__ = [
     "FeedError",
     "IOSpec",
+    "RecurrentInput",
     "SessionBusyError",
     "SessionStats",
     "SlotSpec",
@@ -168,7 +169,7 @@ class RecurrentInput:
     node: str
 
 
-def recurrent_inputs(model: onnx.ModelProto, program: Program) -> list[RecurrentInput]:
+def _recurrent_inputs(model: onnx.ModelProto, program: Program) -> list[RecurrentInput]:
     """Graph inputs feeding a recurrent ``X`` through Identity/Cast/Transpose, with the axes they map to."""
     producers: dict[str, onnx.NodeProto] = {}
     for node in model.graph.node:
@@ -262,7 +263,7 @@ class _Model:
         self.plain_inputs = [n for n in self.inputs if n not in self.slot_by_input]
         self.required_inputs = [n for n in self.plain_inputs if n not in self.optional_inputs]
         self.plain_outputs = [n for n in self.output_names if n not in self.state_outputs]
-        self.recurrent_inputs = recurrent_inputs(src.model, program)
+        self.recurrent_inputs = _recurrent_inputs(src.model, program)
 
         opts = session_options
         if opts is None:
@@ -482,6 +483,16 @@ class StatefulSession:
     def inputs(self) -> dict[str, IOSpec]:
         """The inputs the caller feeds every call (state inputs excluded)."""
         return {n: self._model.inputs[n] for n in self._model.plain_inputs}
+
+    @property
+    def optional_inputs(self) -> set[str]:
+        """Inputs with a default (an initializer of the same name): the caller may omit them."""
+        return set(self._model.optional_inputs)
+
+    @property
+    def recurrent_inputs(self) -> list[RecurrentInput]:
+        """Inputs that reach a recurrent op's ``X`` through layout-only ops, with their time and batch axes."""
+        return list(self._model.recurrent_inputs)
 
     @property
     def output_names(self) -> list[str]:

@@ -284,7 +284,7 @@ def check_multicall(
         persistent, states = runner.persistent(chunks)
         if health_run is None or len(states) > len(health_run[1]):
             health_run = (c, states)
-        results.append(runner.compare_whole(persistent, whole_out, c, chunks))
+        results.append(runner.compare_whole(persistent, whole_out, c))
         for name in variants:
             if name == "persistent":
                 continue
@@ -320,7 +320,7 @@ def check_multicall(
         health=health,
         tol=tol,
     )
-    _judge(report, session, runner.swaps)
+    _judge(report, session)
     return report
 
 
@@ -337,7 +337,7 @@ def _time_axes(session: StatefulSession, time_axis: int | Mapping[str, int | Non
     if time_axis is not None:
         return {n: (int(time_axis) if spec.shape is not None and len(spec.shape) > int(time_axis) else None) for n, spec in inputs.items()}
     axes: dict[str, int | None] = {n: None for n in inputs}
-    traced = {ri.input: ri.time_axis for ri in session._model.recurrent_inputs}
+    traced = {ri.input: ri.time_axis for ri in session.recurrent_inputs}
     state_syms = {d for s in session.slots for d in (s.shape or ()) if isinstance(d, str)}
     for name, spec in inputs.items():
         if name in traced:
@@ -373,7 +373,7 @@ def _prepare_stream(
     elif isinstance(stream, Mapping):
         given = {k: np.asarray(v) for k, v in stream.items()}
     else:
-        streamed = [n for n, a in axes.items() if a is not None] or [n for n in inputs if n not in session._model.optional_inputs]
+        streamed = [n for n, a in axes.items() if a is not None] or [n for n in inputs if n not in session.optional_inputs]
         if len(streamed) != 1:
             raise StreamError(f"a bare array needs exactly one streamed input; this model has {streamed}: pass a dict")
         given = {streamed[0]: np.asarray(stream)}
@@ -422,7 +422,7 @@ def _prepare_stream(
     rng = np.random.default_rng(seed)
     symbols = _symbols(session, given, axes, mode, batch)
     for name, spec in inputs.items():
-        if name in given or name in session._model.optional_inputs:
+        if name in given or name in session.optional_inputs:
             continue
         given[name] = _generate(session, name, spec, axes[name], mode, stream_len, symbols, rng, max_elements, batch, notes)
         if mode == "time" and axes[name] is None:
@@ -465,7 +465,7 @@ def _generate(
 ) -> np.ndarray:
     if spec.shape is None:
         raise StreamError(f"{session.label}: cannot generate input {name!r}: it declares no shape; pass it in stream=")
-    batch_axes = {ri.batch_axis for ri in session._model.recurrent_inputs if ri.input == name}
+    batch_axes = {ri.batch_axis for ri in session.recurrent_inputs if ri.input == name}
     dims: list[int] = []
     for k, d in enumerate(spec.shape):
         if axis is not None and k == axis:
@@ -623,7 +623,7 @@ class _Runner:
                     first = Divergence(k, out_name, d, c)
         return VariantResult(name, c, len(outs), "persistent", first, max(per.values(), default=0.0), per)
 
-    def compare_whole(self, outs: list[dict[str, np.ndarray]], whole: Mapping[str, np.ndarray] | None, c: int, chunks: list[dict[str, np.ndarray]]) -> VariantResult:
+    def compare_whole(self, outs: list[dict[str, np.ndarray]], whole: Mapping[str, np.ndarray] | None, c: int) -> VariantResult:
         if whole is None:
             return VariantResult("persistent", c, len(outs), "none", None, 0.0)
         per: dict[str, float] = {}
@@ -722,9 +722,9 @@ def _hc_swaps(session: StatefulSession) -> list[_Swap]:
             for ref in sl.entry:
                 if ref.port not in ("initial_h", "initial_c") or ref.note:
                     continue
-                idx = sl.index[0] if len(sl.index) == 1 else None
                 if len(sl.index) > 1:
-                    continue
+                    continue  # deeper than one packed axis: not a place this check swaps
+                idx = sl.index[0] if sl.index else None
                 key = (ref.node_id, ref.direction, ref.port)
                 places.setdefault(key, (pair.input, idx))
     swaps: list[_Swap] = []
@@ -802,7 +802,7 @@ def _trend(norms: list[float]) -> tuple[str, float]:
 # -- the verdict -------------------------------------------------------------------------------
 
 
-def _judge(report: MulticallReport, session: StatefulSession, swaps: list[_Swap]) -> None:
+def _judge(report: MulticallReport, session: StatefulSession) -> None:
     persist = [v for v in report.variants if v.variant == "persistent"]
     with_whole = [v for v in persist if v.reference == "whole"]
     if with_whole:
@@ -815,7 +815,7 @@ def _judge(report: MulticallReport, session: StatefulSession, swaps: list[_Swap]
     unwritten = [i for i, o in report.pairs if o is None]
     for v in report.variants:
         if v.variant in BROKEN and not v.diverges:
-            v.note = _why_not(v.variant, report, swaps)
+            v.note = _why_not(v.variant, report)
             if unwritten and len(unwritten) == len(report.pairs):
                 v.note = "no state is ever written back (no state input has a paired output), so every variant restarts alike"
     restart = (
@@ -876,7 +876,7 @@ def _judge(report: MulticallReport, session: StatefulSession, swaps: list[_Swap]
             )
 
 
-def _why_not(variant: str, report: MulticallReport, swaps: list[_Swap]) -> str:
+def _why_not(variant: str, report: MulticallReport) -> str:
     if variant == "reinit":
         return "re-initialised state gives the same outputs: the state never leaves its initial value on this stream"
     if variant == "stale":
