@@ -117,6 +117,7 @@ class SlotSpec:
     shape: tuple[int | str | None, ...] | None
     init: SlotInit
     pair: StatePair = field(compare=False, repr=False)
+    output_dtype: np.dtype | None = None  # as the graph output declares it
 
 
 @dataclass
@@ -169,12 +170,13 @@ class RecurrentInput:
     node: str
 
 
+def _producers(model: onnx.ModelProto) -> dict[str, onnx.NodeProto]:
+    return {o: node for node in model.graph.node for o in node.output}
+
+
 def _recurrent_inputs(model: onnx.ModelProto, program: Program) -> list[RecurrentInput]:
     """Graph inputs feeding a recurrent ``X`` through Identity/Cast/Transpose, with the axes they map to."""
-    producers: dict[str, onnx.NodeProto] = {}
-    for node in model.graph.node:
-        for o in node.output:
-            producers[o] = node
+    producers = _producers(model)
     graph_inputs = {vi.name for vi in model.graph.input}
     found: list[RecurrentInput] = []
     for rec in program.recurrents:
@@ -195,6 +197,23 @@ def _recurrent_inputs(model: onnx.ModelProto, program: Program) -> list[Recurren
             name = prod.input[0]
         if name in graph_inputs and all(r.input != name for r in found):
             found.append(RecurrentInput(name, time_axis, batch_axis, rec.describe()))
+    return found
+
+
+def _length_inputs(model: onnx.ModelProto, program: Program) -> list[str]:
+    """Graph inputs that are a recurrent op's ``sequence_lens`` (through Identity/Cast)."""
+    producers = _producers(model)
+    graph_inputs = {vi.name for vi in model.graph.input}
+    found: list[str] = []
+    for rec in program.recurrents:
+        node = rec.onnx_node
+        if node is None or len(node.input) < 5 or not node.input[4]:
+            continue
+        name = node.input[4]
+        while name not in graph_inputs and name in producers and producers[name].op_type in ("Identity", "Cast"):
+            name = producers[name].input[0]
+        if name in graph_inputs and name not in found:
+            found.append(name)
     return found
 
 
@@ -255,7 +274,8 @@ class _Model:
                 raise StateError(f"{self.label}: state output {p.output!r} paired with {p.input!r} is not a graph output")
             init = p.slot.init if p.slot is not None else SlotInit("zeros")
             dtype = spec.dtype or np.dtype(np.float32)
-            slots.append(SlotSpec(p.input, p.output, dtype, spec.shape, init, p))
+            out_dtype = self.output_specs[p.output].dtype if p.output is not None else None
+            slots.append(SlotSpec(p.input, p.output, dtype, spec.shape, init, p, out_dtype))
         self.slots = slots
         self.slot_by_input = {s.input: s for s in slots}
         self.state_outputs = {s.output for s in slots if s.output is not None}
@@ -264,6 +284,7 @@ class _Model:
         self.required_inputs = [n for n in self.plain_inputs if n not in self.optional_inputs]
         self.plain_outputs = [n for n in self.output_names if n not in self.state_outputs]
         self.recurrent_inputs = _recurrent_inputs(src.model, program)
+        self.length_inputs = _length_inputs(src.model, program)
 
         opts = session_options
         if opts is None:
@@ -401,7 +422,7 @@ class _Slot:
         self.spec = spec
         self.current: Any = None  # an onnxruntime value (pybind or public wrapper, per the binding)
         self.spare: Any = None
-        self.mode = "probe"  # "probe" (next call lets ORT allocate), "double" or "handoff"
+        self.mode = "probe"  # "probe" (next call lets ORT allocate), "double", "handoff" or "cast"
 
     def shape(self) -> tuple[int, ...] | None:
         return None if self.current is None else tuple(self.current.shape())
@@ -415,6 +436,9 @@ class StatefulSession:
     ``rnnir.export``).  ``pairs`` declares the state pairs (``{"h0": "hn"}``)
     exactly as for :func:`rnnir.load`.  ``state_shapes`` gives the shape of
     slots whose dims cannot be resolved from the first call's feeds.
+    A state output whose dtype differs from its input's is refused with
+    :class:`~rnnir.StateError` (SD005), unless ``cast_state=True``: then it is
+    converted through numpy every call (counted in ``python_state_bytes``).
     ``session_options``, ``providers`` and ``**ort_kwargs`` go to
     ``onnxruntime.InferenceSession``.  See the module docstring for buffering,
     dynamic shapes, aliasing and threads.
@@ -429,18 +453,25 @@ class StatefulSession:
         alias_outputs: bool = False,
         *,
         state_shapes: Mapping[str, Sequence[int]] | None = None,
+        cast_state: bool = False,
         native_binding: bool = True,
         **ort_kwargs: Any,
     ) -> None:
         shared = _Model(model, pairs, session_options, providers, ort_kwargs)
-        self._setup(shared, alias_outputs, state_shapes, native_binding)
+        self._setup(shared, alias_outputs, state_shapes, native_binding, cast_state)
 
     def _setup(
-        self, shared: _Model, alias_outputs: bool, state_shapes: Mapping[str, Sequence[int]] | None, native: bool
+        self,
+        shared: _Model,
+        alias_outputs: bool,
+        state_shapes: Mapping[str, Sequence[int]] | None,
+        native: bool,
+        cast_state: bool,
     ) -> None:
         self._model = shared
         self._ort = shared.ort
         self.alias_outputs = bool(alias_outputs)
+        self.cast_state = bool(cast_state)
         self._state_shapes = {k: tuple(int(d) for d in v) for k, v in (state_shapes or {}).items()}
         unknown = set(self._state_shapes) - set(shared.slot_by_input)
         if unknown:
@@ -493,6 +524,11 @@ class StatefulSession:
     def recurrent_inputs(self) -> list[RecurrentInput]:
         """Inputs that reach a recurrent op's ``X`` through layout-only ops, with their time and batch axes."""
         return list(self._model.recurrent_inputs)
+
+    @property
+    def length_inputs(self) -> list[str]:
+        """Inputs that are a recurrent op's ``sequence_lens``: a streaming caller feeds each call's length."""
+        return list(self._model.length_inputs)
 
     @property
     def output_names(self) -> list[str]:
@@ -602,18 +638,34 @@ class StatefulSession:
         self._guessed = {}
         values = b.outputs()
 
+        casts = [not double and value.numpy().dtype != slot.spec.dtype for slot, value, double in zip(writers, values, into_spare)]
+        if any(casts) and not self.cast_state:
+            detail = "; ".join(
+                f"state output {s.spec.output!r} is {v.numpy().dtype} but state input {s.spec.input!r} takes {s.spec.dtype}"
+                for s, v, c in zip(writers, values, casts)
+                if c
+            )
+            raise StateError(
+                f"{self.label}: {detail}: feeding it back needs a conversion the model does not make (SD005); "
+                "pass cast_state=True to convert it through numpy every call"
+            )
         result: dict[str, np.ndarray] = {}
         copied = 0
         probed = False
-        for slot, value, double, in_shape in zip(writers, values, into_spare, in_shapes):
+        for slot, value, double, in_shape, cast in zip(writers, values, into_spare, in_shapes, casts):
             if double:
                 slot.current, slot.spare = slot.spare, slot.current
+            elif cast:
+                probed = True
+                converted = value.numpy().astype(slot.spec.dtype)
+                slot.current, slot.spare, slot.mode = self._binding.upload(converted), None, "cast"
+                moved += converted.nbytes
             else:
                 probed = True
                 self._adopt(slot, value, in_shape)
             out = slot.spec.output
             if out in wanted:
-                view = slot.current.numpy()
+                view = (value if cast else slot.current).numpy()  # the caller sees what the model returned
                 if self.alias_outputs:
                     result[out] = view
                 else:
@@ -653,7 +705,7 @@ class StatefulSession:
         self.stats.slot_allocations += 1
         old = slot.current
         slot.current = value
-        if slot.mode != "handoff" and tuple(value.shape()) == tuple(in_shape):
+        if slot.mode not in ("handoff", "cast") and tuple(value.shape()) == tuple(in_shape):
             slot.mode = "double"
             reusable = old is not None and tuple(old.shape()) == tuple(in_shape)
             slot.spare = old if reusable else None
@@ -777,7 +829,7 @@ class StatefulSession:
         alias = self.alias_outputs if alias_outputs is None else alias_outputs
         with self._lock:
             twin = object.__new__(StatefulSession)
-            twin._setup(self._model, alias, self._state_shapes, self._binding.kind == "native")
+            twin._setup(self._model, alias, self._state_shapes, self._binding.kind == "native", self.cast_state)
             if not reset:
                 for mine, theirs in zip(self._slots, twin._slots):
                     if mine.current is None:

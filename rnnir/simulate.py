@@ -7,7 +7,9 @@
 
 It runs what the IR *says*, independent of onnxruntime: ``Recurrent`` nodes
 through :mod:`rnnir.reference`, ``Compute`` nodes through a small numpy table or
-``onnx.reference`` for one node, and the state machinery with these semantics:
+``onnx.reference`` for one node (values a lowered program leaves outside the
+state path are computed by ``onnx.reference`` over the source model), and the
+state machinery with these semantics:
 
 * **Slot memory** is one array per storage identity, written in place.  A slot
   whose ``alias_of`` is an :class:`~rnnir.Output` (the ``reuse-single-store``
@@ -149,6 +151,8 @@ class Simulator:
         if unknown:
             raise SimulationError(f"faults name slots {sorted(unknown)} that program {program.name!r} does not have")
         self._order = self._schedule()
+        self._off_path_names = self._find_off_path()
+        self._off_path_evaluator: Any = None
         self._output_slot = {id(s.alias_of): s for s in program.slots if isinstance(s.alias_of, Output)}
 
     # -- public --------------------------------------------------------------------------------
@@ -162,6 +166,7 @@ class Simulator:
         rest = [n for n in self._order if not isinstance(n, LoadSlot)]
         for node in loads:
             self._load(node, values, feeds)
+        feeds = {**self._off_path(feeds, values), **feeds}
         for p in self._pending:  # last call's late stores land now, after this call has read its state
             self._write(p.key, p.value)
             self.events.append(Event(call, "landed-next-call", p.store.id, f"store to {p.store.dest.name!r} from call {p.call}"))
@@ -193,6 +198,46 @@ class Simulator:
 
     def events_of(self, kind: str) -> list[Event]:
         return [e for e in self.events if e.kind == kind]
+
+    # -- values the lowering left outside the program ---------------------------------------------
+    def _find_off_path(self) -> list[str]:
+        """Externals a lowered program reads that are neither constants nor graph inputs: values the ONNX
+        graph computes off the state path (``Equal(sr, 16000)``, ``MatMul(x, W)``, ...)."""
+        src = self.program.source
+        if src is None:
+            return []
+        graph_inputs = {vi.name for vi in src.model.graph.input}
+        main = {o for n in src.model.graph.node for o in n.output}
+        return [
+            v.name for v in self.program.externals.values()
+            if v.const is None and v.uses and v.name not in graph_inputs and v.name in main
+        ]
+
+    def _off_path(self, feeds: Mapping[str, np.ndarray], values: Mapping[int, Any]) -> dict[str, np.ndarray]:
+        """This call's off-path values, computed by ``onnx.reference`` over the source model (never onnxruntime)."""
+        if not self._off_path_names:
+            return {}
+        from onnx import helper
+        from onnx.reference import ReferenceEvaluator
+
+        src = self.program.source
+        if self._off_path_evaluator is None:
+            model = type(src.model)()
+            model.CopyFrom(src.with_external_data())
+            for name in self._off_path_names:
+                model.graph.output.append(helper.make_empty_tensor_value_info(name))
+            self._off_path_evaluator = ReferenceEvaluator(model)
+        state = {ld.slot.name: values[id(ld.outputs[0])] for ld in self.program.loads if ld.outputs and ld.slot is not None}
+        graph_feeds: dict[str, Any] = {}
+        for vi in src.model.graph.input:
+            value = feeds.get(vi.name, state.get(vi.name))
+            if value is not None:
+                graph_feeds[vi.name] = value
+        try:
+            got = self._off_path_evaluator.run(self._off_path_names, graph_feeds)
+        except Exception as exc:  # noqa: BLE001 - onnx.reference raises many kinds
+            raise SimulationError(f"cannot compute the off-path values {self._off_path_names} with onnx.reference: {exc}") from exc
+        return dict(zip(self._off_path_names, got))
 
     # -- schedule ------------------------------------------------------------------------------
     def _schedule(self) -> list[Any]:
@@ -265,6 +310,11 @@ class Simulator:
                 return v.const
             if v.name in feeds:
                 return feeds[v.name]
+            if self.program.source is not None:
+                raise SimulationError(
+                    f"value %{v.name} is computed off the state path inside an If branch; the simulator computes "
+                    "off-path values of the main graph only (feed it as feeds[{v.name!r}] to run anyway)"
+                )
             raise SimulationError(f"value %{v.name} comes from outside the program: feed it (feeds[{v.name!r}])")
         raise SimulationError(f"%{v.name} is read before {v.producer.id} produced it")
 

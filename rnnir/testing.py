@@ -253,7 +253,7 @@ def check_multicall(
     ``calls`` frames, default 48).  ``whole``: an oracle for the whole stream (see module docstring).
     """
     session = model if isinstance(model, StatefulSession) else StatefulSession(
-        model, pairs=pairs, session_options=session_options, providers=providers, state_shapes=state_shapes
+        model, pairs=pairs, session_options=session_options, providers=providers, state_shapes=state_shapes, cast_state=True
     )
     sizes = [int(chunk)] if chunk is not None else [int(c) for c in chunk_sizes]
     if not sizes or any(c <= 0 for c in sizes):
@@ -266,7 +266,15 @@ def check_multicall(
     notes: list[str] = []
     axes = _time_axes(session, time_axis)
     mode = "time" if any(a is not None for a in axes.values()) else "calls"
-    feeds, stream_len, const_names = _prepare_stream(session, stream, axes, mode, sizes, calls, length, seed, batch, max_elements, notes)
+    feeds, stream_len, const_names, lengths = _prepare_stream(
+        session, stream, axes, mode, sizes, calls, length, seed, batch, max_elements, notes
+    )
+    for s in session.slots:
+        if s.output_dtype is not None and s.output_dtype != s.dtype:
+            notes.append(
+                f"state output {s.output!r} is {s.output_dtype} but state input {s.input!r} takes {s.dtype}: every variant "
+                "converts it between calls, as a caller would have to (SD005); the rounding shows against the whole call"
+            )
 
     if mode == "calls":
         if sizes != [1]:
@@ -275,7 +283,7 @@ def check_multicall(
     else:
         sizes = _usable_chunks(session, axes, sizes, stream_len, notes)
 
-    runner = _Runner(session, feeds, axes, const_names, mode, stream_len, tol)
+    runner = _Runner(session, feeds, axes, const_names, lengths, mode, stream_len, tol)
     whole_out = runner.whole(whole, notes)
     results: list[VariantResult] = []
     health_run: tuple[int, list[dict[str, np.ndarray]]] | None = None
@@ -365,8 +373,9 @@ def _prepare_stream(
     batch: int,
     max_elements: int,
     notes: list[str],
-) -> tuple[dict[str, np.ndarray], int, set[str]]:
-    """The whole stream as arrays, its length (time steps or calls), and the inputs fed unchanged every call."""
+) -> tuple[dict[str, np.ndarray], int, set[str], set[str]]:
+    """The whole stream as arrays, its length (time steps or calls), the inputs fed unchanged every call,
+    and the generated ``sequence_lens`` inputs (fed each call's length)."""
     inputs = session.inputs
     if stream is None:
         given: dict[str, np.ndarray] = {}
@@ -421,13 +430,22 @@ def _prepare_stream(
 
     rng = np.random.default_rng(seed)
     symbols = _symbols(session, given, axes, mode, batch)
+    lengths: set[str] = set()
     for name, spec in inputs.items():
         if name in given or name in session.optional_inputs:
+            continue
+        if mode == "time" and name in session.length_inputs:
+            lengths.add(name)
+            given[name] = _generate(session, name, spec, None, mode, stream_len, symbols, rng, max_elements, batch, [])
+            notes.append(
+                f"sequence_lens input {name!r} is fed each call's full length: bugs that need shorter sequences "
+                "(SD008) stay hidden; pass it in stream= to test them"
+            )
             continue
         given[name] = _generate(session, name, spec, axes[name], mode, stream_len, symbols, rng, max_elements, batch, notes)
         if mode == "time" and axes[name] is None:
             const_names.add(name)
-    return given, int(stream_len), const_names
+    return given, int(stream_len), const_names, lengths
 
 
 def _symbols(session: StatefulSession, given: Mapping[str, np.ndarray], axes: dict[str, int | None], mode: str, batch: int) -> dict[str, int]:
@@ -528,11 +546,22 @@ def _usable_chunks(session: StatefulSession, axes: dict[str, int | None], sizes:
 class _Runner:
     """Runs the variants of one stream on forks of one StatefulSession and compares them."""
 
-    def __init__(self, session: StatefulSession, feeds: dict[str, np.ndarray], axes: dict[str, int | None], const: set[str], mode: str, length: int, tol: float) -> None:
+    def __init__(
+        self,
+        session: StatefulSession,
+        feeds: dict[str, np.ndarray],
+        axes: dict[str, int | None],
+        const: set[str],
+        lengths: set[str],
+        mode: str,
+        length: int,
+        tol: float,
+    ) -> None:
         self.session = session
-        self.feeds = feeds
+        self.feeds = {n: (np.full_like(a, length) if n in lengths else a) for n, a in feeds.items()}
         self.axes = axes
         self.const = const
+        self.lengths = lengths
         self.mode = mode
         self.length = length
         self.tol = tol
@@ -547,7 +576,9 @@ class _Runner:
         for start in range(0, stop, c):
             feed: dict[str, np.ndarray] = {}
             for name, arr in self.feeds.items():
-                if name in self.const:
+                if name in self.lengths:
+                    feed[name] = np.full_like(arr, min(start + c, self.length) - start)
+                elif name in self.const:
                     feed[name] = arr
                 elif self.mode == "calls":
                     feed[name] = arr[start]
@@ -638,9 +669,10 @@ class _Runner:
             got = [o[name] for o in outs]
             per_call = self._split_like(name, ref, got, state_outs)
             if per_call is None:
-                d = _max_diff(got[-1], ref) if got[-1].shape == ref.shape or got[-1].size == ref.size else math.inf
-                if name not in state_outs:
-                    notes.append(f"output {name!r} has no time axis the chunks split: compared at the last call")
+                if name not in state_outs:  # a per-call summary (of the chunk, or of the incoming state)
+                    notes.append(f"output {name!r} has no time axis the chunks split: it cannot equal the whole call's, not compared")
+                    continue
+                d = _max_diff(got[-1], ref)  # the final state: the last call's against the whole call's
                 per[name] = d
                 if d > self.tol and (first is None or last < first.call):
                     first = Divergence(last, name, d, c)

@@ -88,6 +88,16 @@ def input_shaped_state() -> onnx.ModelProto:
     return model
 
 
+def half_state_rnn() -> onnx.ModelProto:
+    """The seed recurrence, but hn = Cast(Y_h, float16) while h0 is float32 (SD005)."""
+    model = linear_rnn()
+    rnn = model.graph.node[0]
+    rnn.output[1] = "Yh"
+    model.graph.node.append(helper.make_node("Cast", ["Yh"], ["hn"], to=TensorProto.FLOAT16))
+    model.graph.output[1].type.tensor_type.elem_type = TensorProto.FLOAT16
+    return model
+
+
 def step(v: float) -> dict[str, np.ndarray]:
     return {"x": np.full((1, 1, 1), v, np.float32)}
 
@@ -240,6 +250,17 @@ def test_a_state_whose_shape_follows_the_input_is_reallocated_when_the_input_sha
     assert out["new_state"].shape == (3, 2) and np.allclose(out["new_state"], 4.0)
     assert np.allclose(s.run({"x": np.zeros((3, 2), np.float32)})["new_state"], 4.0)
     assert s.stats.python_state_bytes == 0
+
+
+def test_a_state_output_of_another_dtype_is_refused_unless_cast_state():
+    s = StatefulSession(half_state_rnn())
+    with pytest.raises(StateError, match="SD005"):
+        s.run(step(1))
+    s = StatefulSession(half_state_rnn(), cast_state=True)
+    hs = [s.run(step(x))["hn"] for x in (1, 0, 2)]
+    assert hs[-1].dtype == np.float16 and [float(h.ravel()[0]) for h in hs] == [1.0, 0.5, 2.25]
+    assert s.state["h0"].dtype == np.float32
+    assert s.stats.python_state_bytes == 4  # the documented cost: the converted state goes through numpy every call
 
 
 def test_a_state_dim_nothing_can_resolve_asks_for_state_shapes():

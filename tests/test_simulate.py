@@ -10,7 +10,11 @@ hand-checkable 1, 0.5, 2.25; a lost state gives 1, 0, 2; a state one call stale
 
 from __future__ import annotations
 
+import json
+import pathlib
+
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -336,3 +340,87 @@ def test_the_simulator_and_onnxruntime_agree_on_the_exported_fanout():
 
     session = StatefulSession(fanout())  # a Builder program: exported, then run by onnxruntime
     assert [float(session.run(f)["hn"].ravel()[0]) for f in XS] == run(fanout()) == KEPT
+
+
+# -- the samples: what onnxruntime cannot show, the simulator does ------------------------------
+
+SAMPLES = pathlib.Path(__file__).resolve().parents[1] / "samples"
+#: under which injected fault a store-structure finding becomes a dynamic failure (DESIGN.md's catalogue):
+#: aliasing shows whatever the schedule; a Return that does not wait only when a store lands late; a
+#: write-after-read on a view only when the store lands before the last reader (run first, not late).
+FAILS_UNDER = {"AL001": set(FAULTS), "AL002": set(FAULTS), "AL003": set(FAULTS), "OR001": {"late", "late+stores-first"}, "OR002": {"stores-first"}}
+
+
+def _expected(name: str) -> dict:
+    return json.loads((SAMPLES / f"{name}.expected.json").read_text())
+
+
+def _store_structure_in_metadata(name: str) -> bool:
+    """The sample's chain/alias/ordering lives in rnnir.program metadata, which onnxruntime ignores."""
+    return any(p.key == "rnnir.program" for p in onnx.load(str(SAMPLES / f"{name}.onnx")).metadata_props)
+
+
+def _sample_feeds(session, calls: int = 4) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    feeds = []
+    for _ in range(calls):
+        feed = {}
+        for name, spec in session.inputs.items():
+            shape = [d if isinstance(d, int) else 3 for d in spec.shape]  # symbolic dims (T) -> 3 steps
+            if name in session.length_inputs:
+                feed[name] = np.full(shape, 3, spec.dtype)
+            elif spec.dtype.kind == "f":
+                feed[name] = rng.standard_normal(shape).astype(spec.dtype)
+            else:
+                feed[name] = np.full(shape, 16000, spec.dtype)  # sr: the 16 kHz branch
+        feeds.append(feed)
+    return feeds
+
+
+def _simulated_vs_onnxruntime(name: str, faults: Faults) -> float:
+    """Worst |diff| between the outputs a caller holds after four simulated calls and onnxruntime's."""
+    from rnnir.runtime import StatefulSession
+
+    session = StatefulSession(str(SAMPLES / f"{name}.onnx"), cast_state=True)
+    feeds = _sample_feeds(session)
+    expected = [session.run(f) for f in feeds]
+    sim = Simulator(rnnir.load(str(SAMPLES / f"{name}.onnx")), faults)
+    held = [sim.run(f) for f in feeds]
+    worst = 0.0
+    for got, want in zip(held, expected):
+        for out, value in want.items():
+            if got[out] is NO_TENSOR:
+                return float("inf")
+            worst = max(worst, float(np.abs(np.asarray(got[out], np.float64) - value).max()))
+    return worst
+
+
+CORRECT = sorted(p.stem for p in SAMPLES.glob("*.onnx") if _expected(p.stem)["correct"] and p.stem != "gru_reset_branch")
+STRUCTURE_BUGS = sorted(
+    p.stem for p in SAMPLES.glob("*.onnx")
+    if _store_structure_in_metadata(p.stem) and {f["code"] for f in _expected(p.stem)["findings"]} & set(FAILS_UNDER)
+)
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+@pytest.mark.parametrize("name", CORRECT)
+def test_a_correct_sample_runs_in_the_simulator_as_in_onnxruntime_under_every_fault(name, fault):
+    assert _simulated_vs_onnxruntime(name, FAULTS[fault]) <= 1e-5
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+@pytest.mark.parametrize("name", STRUCTURE_BUGS)
+def test_a_store_structure_bug_onnxruntime_cannot_show_fails_in_the_simulator_under_its_fault(name, fault):
+    codes = {f["code"] for f in _expected(name)["findings"]}
+    should_fail = any(fault in FAILS_UNDER[c] for c in codes if c in FAILS_UNDER)
+    assert (_simulated_vs_onnxruntime(name, FAULTS[fault]) > 1e-3) == should_fail
+
+
+def test_the_sample_lists_are_not_empty():
+    assert len(CORRECT) >= 8 and {"al001_chain", "or001_return_no_wait", "or002_view_war"} <= set(STRUCTURE_BUGS)
+
+
+def test_a_value_computed_inside_a_branch_off_the_state_path_is_a_clear_error():
+    sim = Simulator(rnnir.load(str(SAMPLES / "gru_reset_branch.onnx")))
+    with pytest.raises(SimulationError, match="inside an If branch"):
+        sim.run({"x": np.zeros((3, 1, 3), np.float32), "reset": np.array(True)})
