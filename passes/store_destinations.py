@@ -635,7 +635,7 @@ def _exits(ctx: _Context, pair: StatePair, stores: list[Store], ignored: set[tup
     name = slot.name
     locs = [_store_loc(st) for st in stores]
     reverse_seen: set[str] = set()
-    derived_seen: set[tuple] = set()
+    derived_by_branch: dict[str, tuple[SliceMap, list[PortRef]]] = {}
     for sm in pair.slices:
         here = ctx.slice_text(name, sm.index)
         kinds = sm.exit_kind
@@ -671,11 +671,13 @@ def _exits(ctx: _Context, pair: StatePair, stores: list[Store], ignored: set[tup
                     yield from _check_final(ctx, pair, sm, bp, r, locs, ignored, reverse_seen)
                 continue
             if kind == "derived" and not plain:
-                key = (bp, tuple(sorted(r.label for r in refs)))
-                if key in derived_seen:
-                    continue
-                derived_seen.add(key)
-                yield from _derived(ctx, pair, sm, bp, refs, locs, stores, reverse_seen)
+                derived_by_branch.setdefault(bp, (sm, []))[1].extend(r for r in refs if r not in derived_by_branch[bp][1])
+    # one verdict per slot for computed write-backs: an INFO says the same thing for every slice and branch
+    found: list[Diagnostic] = []
+    for bp, (sm, refs) in derived_by_branch.items():
+        found.extend(_derived(ctx, pair, sm, bp, refs, locs, stores, reverse_seen))
+    serious = [d for d in found if d.severity is not Severity.INFO]
+    yield from serious if serious else found[:1]
 
 
 def _check_final(
@@ -848,7 +850,7 @@ def _derived(
             slot=name,
             locations=locs,
         )
-    elif good and not others and any(r.node_id in reads for r in good):
+    elif good and not others and (any(r.node_id in reads for r in good) or _live_elsewhere(ctx, name, sm, bp)):
         yield NOT_FINAL_STATE.diagnostic(
             f"slot {name!r} is written back with a value computed{via} from the final states {finals}{where}, "
             f"not a layout-only rearrangement of them: rnnir cannot prove each slice gets its own final state",

@@ -48,6 +48,7 @@ class Abs:
     alts: tuple[tuple[tuple[str, ...], Abs], ...] = ()
     cast: str | None = None
     partial: bool = False
+    changed: bool = False  # element positions kept, values changed (e.g. Add of a constant)
 
     def refs(self) -> Iterator[Ref]:
         if self.kind == "exact":
@@ -76,7 +77,14 @@ EXTERNAL = Abs("derived")
 
 
 def exact(whole: Ref | None = None, elems: tuple[Ref, ...] | None = None, like: Abs | None = None) -> Abs:
-    return Abs("exact", whole=whole, elems=elems, cast=like.cast if like else None, partial=like.partial if like else False)
+    return Abs(
+        "exact",
+        whole=whole,
+        elems=elems,
+        cast=like.cast if like else None,
+        partial=like.partial if like else False,
+        changed=like.changed if like else False,
+    )
 
 
 def derived(*inputs: Abs) -> Abs:
@@ -227,7 +235,7 @@ class Tracer:
         n_out = len(node.outputs)
         data = ins[0] if ins else CONST
         first_alt = next((a for a in ins if a.kind == "alt"), None)
-        if first_alt is not None and node.op in _LAYOUT:
+        if first_alt is not None and (node.op in _LAYOUT or node.op in _ELEMENTWISE):
             # evaluate once per branch; other per-branch operands must come from the same If choice
             per = []
             for path, _ in first_alt.alts:
@@ -242,6 +250,12 @@ class Tracer:
                     chosen.append(match[0])
                 per.append((path, self._layout(node, chosen)))
             return [Abs("alt", alts=tuple((path, res[k]) for path, res in per)) for k in range(n_out)]
+        if node.op in _ELEMENTWISE and n_out == 1:
+            stateful = [a for a in ins if a.all_origins()]
+            if len(stateful) == 1 and stateful[0].kind == "exact":
+                # one state operand combined with state-free values: positions survive, values change
+                a = stateful[0]
+                return [Abs("exact", a.whole, a.elems, cast=a.cast, partial=a.partial, changed=True)]
         fn = _LAYOUT.get(node.op)
         if fn is None or data.kind != "exact":
             return [derived(*ins)] * n_out
@@ -252,6 +266,10 @@ class Tracer:
         if out is None:
             return [derived(*ins)] * n_out
         return out
+
+
+# elementwise ops that keep every element where it is (broadcasting a state-free operand)
+_ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Neg", "Abs", "Relu", "Tanh", "Sigmoid", "Clip", "Max", "Min", "Pow", "Sqrt"})
 
 
 def _axes(node: Compute, tr: Tracer, input_index: int, attr: str = "axes") -> list[int] | None:
@@ -266,7 +284,7 @@ def _axes(node: Compute, tr: Tracer, input_index: int, attr: str = "axes") -> li
 def _identity(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs]:
     if node.op in ("Cast", "CastLike"):
         to = node.attributes.get("to")
-        return [Abs(a.kind, a.whole, a.elems, a.origins, a.alts, cast=str(to) if to is not None else "like", partial=a.partial)]
+        return [Abs(a.kind, a.whole, a.elems, a.origins, a.alts, cast=str(to) if to is not None else "like", partial=a.partial, changed=a.changed)]
     return [a]
 
 
@@ -300,7 +318,7 @@ def _gather(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | No
     if idx is None:
         return None
     if axis != 0:
-        return [Abs(a.kind, a.whole, a.elems, cast=a.cast, partial=True)]
+        return [Abs(a.kind, a.whole, a.elems, cast=a.cast, partial=True, changed=a.changed)]
     arr = np.asarray(idx)
     elems = a.elems
     if arr.ndim == 0:
@@ -351,7 +369,7 @@ def _slice(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | Non
     out = a
     for start, end, axis, step in zip(starts, ends, axes, steps):
         if axis != 0:
-            out = Abs(out.kind, out.whole, out.elems, cast=out.cast, partial=True)
+            out = Abs(out.kind, out.whole, out.elems, cast=out.cast, partial=True, changed=out.changed)
             continue
         if out.elems is not None:
             rng = _slice_range(start, end, step, len(out.elems))
@@ -376,7 +394,7 @@ def _split(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | Non
     axis = int(node.attributes.get("axis", 0))
     n = len(node.outputs)
     if axis != 0:
-        return [Abs(a.kind, a.whole, a.elems, cast=a.cast, partial=True)] * n
+        return [Abs(a.kind, a.whole, a.elems, cast=a.cast, partial=True, changed=a.changed)] * n
     elems = tr.to_elems(a)
     if elems is None:
         return None
@@ -410,7 +428,7 @@ def _concat(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | No
         if e is None:
             return None
         elems.extend(e)
-    return [exact(elems=tuple(elems))]
+    return [Abs("exact", elems=tuple(elems), changed=any(p.changed for p in parts), partial=any(p.partial for p in parts))]
 
 
 def _transpose(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
@@ -594,19 +612,24 @@ def analyse_state(program: Program, tracer: Tracer | None = None) -> None:
                     assert alt.whole is not None or alt.elems is not None
                     ref = alt.whole if alt.whole is not None else None
                     sm = get(())
-                    _record_exit(tr, sm, ref, path, bp, slot)
+                    _record_exit(tr, sm, ref, path, bp, slot, alt.changed)
                     continue
                 for i, ref in enumerate(elems):
                     idx = _slot_index(tr, Ref(("slot", slot.name), (i,)))
-                    _record_exit(tr, get(idx), ref, path, bp, slot)
+                    _record_exit(tr, get(idx), ref, path, bp, slot, alt.changed)
         pair.slices = [slices[k] for k in sorted(slices)]
         if value is not None:
             pair.plain_recurrence = _plain_path(program, tr, slot, value)
 
 
-def _record_exit(tr: Tracer, sm: SliceMap, ref: Ref | None, path: tuple[str, ...], bp: str, slot: Slot) -> None:
+def _record_exit(tr: Tracer, sm: SliceMap, ref: Ref | None, path: tuple[str, ...], bp: str, slot: Slot, changed: bool = False) -> None:
     if ref is None:
         sm.exit_kind[bp] = "unknown"
+        return
+    if changed:  # the slice is traced to its source, but its values went through value-changing ops
+        if ref.origin[0] == "port":
+            sm.exit.append(_port_ref(tr, ref, path, note="derived"))
+        sm.exit_kind[bp] = "derived"
         return
     if ref.origin[0] == "slot":
         r = tr.canon(ref)
@@ -624,7 +647,7 @@ def _plain_path(program: Program, tr: Tracer, slot: Slot, value: Value) -> list[
     origins = a.all_origins()
     if ("slot", slot.name) not in origins or any(o[0] == "port" for o in origins):
         return None
-    if a.kind == "exact" or all(alt.kind == "exact" for _, alt in a.branches()):
+    if all(alt.kind == "exact" and not alt.changed for _, alt in a.branches()):
         return None
     loads = program.loads_of(slot)
     if not loads or value.producer is None:
