@@ -274,3 +274,27 @@ def test_lowering_builds_only_the_state_carrying_part():
     m = model(nodes, [vi("x", ["T", 1, I]), vi("h0", [1, 1, H]), vi("c0", [1, 1, H])], [vi("hn", [1, 1, H]), vi("cn", [1, 1, H])], lstm_weights(I=I, H=H))
     prog = rnnir.load(m)
     assert len(prog) < 20
+
+
+def test_loop_body_borrowing_outer_state_is_followed():
+    # a Loop whose body reads the outer 'h0' (outer-scope reference) and whose result is returned as hn
+    H = 2
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Add", ["acc_in", "h0"], ["acc_out"])],
+        "body",
+        [vi("iter", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("acc_in", [1, 1, H])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("acc_out", [1, 1, H])],
+    )
+    nodes = [helper.make_node("Loop", ["trip", "", "zero"], ["hn"], body=body, name="loop")]
+    m = model(
+        nodes,
+        [vi("h0", [1, 1, H])],
+        [vi("hn", [1, 1, H])],
+        [const("trip", np.array(3, np.int64)), const("zero", np.zeros((1, 1, H), np.float32))],
+    )
+    prog = rnnir.load(m)
+    pair = prog.pair("h0")
+    (loop,) = [n for n in prog.nodes if getattr(n, "op", "") == "Loop"]
+    assert prog.loads_of(pair.slot)[0].outputs[0] in loop.inputs  # the borrowed outer value is an operand
+    assert pair.slices[0].exit_kind == {"": "derived"}
+    assert pair.plain_recurrence is not None
