@@ -465,6 +465,7 @@ class Program:
         self.source: Any = None  # rnnir.lower.ModelSource, when lowered from ONNX
         self.policy: Any = None
         self._ids: dict[str, int] = {}
+        self._order: list[Node] | None = None  # topological order, dropped whenever the graph changes
 
     # -- construction -------------------------------------------------------------------
     def fresh_id(self, stem: str) -> str:
@@ -499,6 +500,7 @@ class Program:
         if node.id in self.graph:
             raise IRError(f"duplicate node id {node.id!r}")
         self.graph.add_node(node.id, node=node)
+        self._order = None
         for i, v in enumerate(node.inputs):
             if v is None:
                 continue
@@ -523,6 +525,7 @@ class Program:
         if self.graph.has_edge(before.id, after.id):
             return
         self.graph.add_edge(before.id, after.id, kind="order")
+        self._order = None
 
     # -- queries --------------------------------------------------------------------------
     def node(self, node_id: str) -> Node:
@@ -530,7 +533,10 @@ class Program:
 
     @property
     def nodes(self) -> list[Node]:
-        return [self.graph.nodes[n]["node"] for n in nx.topological_sort(self.graph)]
+        """Every node in a topological order (computed once per change of the graph)."""
+        if self._order is None or len(self._order) != self.graph.number_of_nodes():
+            self._order = [self.graph.nodes[n]["node"] for n in nx.topological_sort(self.graph)]
+        return list(self._order)
 
     def nodes_of(self, *types: type) -> list[Node]:
         return [n for n in self.nodes if isinstance(n, types)]
