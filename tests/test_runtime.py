@@ -399,18 +399,19 @@ def test_the_public_binding_api_gives_the_same_results_as_the_native_one():
 # -- threads -------------------------------------------------------------------------------------
 
 
-def test_one_instance_used_from_two_threads_at_once_is_refused():
+def test_one_instance_used_from_two_threads_at_once_is_refused(monkeypatch):
     s = StatefulSession(linear_rnn())
     s.run(step(1))
     inside, release = threading.Event(), threading.Event()
-    run = s._binding.run
+    binding = type(s._binding)
+    run = binding.run
 
-    def slow_run():
+    def slow_run(self):
         inside.set()
         release.wait(10)
-        run()
+        run(self)
 
-    s._binding.run = slow_run  # the first call parks inside onnxruntime's run
+    monkeypatch.setattr(binding, "run", slow_run)  # the next call parks inside onnxruntime's run
     first: list = []
     worker = threading.Thread(target=lambda: first.append(s.run(step(0))))
     worker.start()
