@@ -14,7 +14,12 @@ Every state pair gets a *slot*: two onnxruntime ``OrtValue`` buffers bound with
 state output; call k+1 the reverse.  The state never passes through numpy
 between calls: ``stats.python_state_bytes`` counts the bytes of state that
 entered the slots from Python during the last call (initial values, explicit
-overrides, ``load_state``, ``fork``), and is 0 in steady state.
+overrides, ``load_state``, ``fork``), and is 0 in steady state.  In steady
+state (same feed names, dtypes and shapes, same requested outputs) two
+bindings are pre-bound with the buffers swapped, so a call binds only its feeds.
+
+A state output whose dtype differs from its input's (SD005) is refused unless
+``cast_state=True``, which converts it through numpy every call.
 
 Initial values: a slot whose input has a constant (an initializer with the
 input's name) starts from it; otherwise from zeros of the input's declared
