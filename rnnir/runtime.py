@@ -374,7 +374,7 @@ class _NativeBinding(_PublicBinding):
 
     def upload(self, array: np.ndarray) -> Any:
         value = self._new(list(array.shape), array.dtype, self._dev)  # ORT-owned memory ...
-        value.update_inplace(np.ascontiguousarray(array))  # ... holding a copy
+        value.update_inplace(array if array.flags.c_contiguous else np.ascontiguousarray(array))  # ... holding a copy
         return value
 
     def empty(self, shape: Sequence[int], dtype: np.dtype) -> Any:
@@ -584,7 +584,9 @@ class StatefulSession:
             arr = np.asarray(value)
             if spec.dtype is not None and arr.dtype != spec.dtype:
                 arr = arr.astype(spec.dtype)
-            (overrides if name in m.slot_by_input else plain)[name] = np.ascontiguousarray(arr)
+            if not arr.flags.c_contiguous:
+                arr = np.ascontiguousarray(arr)  # (only when needed: it turns a 0-d array into shape (1,))
+            (overrides if name in m.slot_by_input else plain)[name] = arr
         missing = [n for n in m.required_inputs if n not in plain]
         if missing:
             raise FeedError(f"{m.label}: missing input(s) {missing} (state inputs {sorted(m.slot_by_input)} may be omitted)")

@@ -387,6 +387,20 @@ def test_an_unknown_input_or_a_missing_one_is_a_FeedError():
         s.run({})
 
 
+def test_a_scalar_input_keeps_its_rank_and_repeated_calls_take_the_steady_path():
+    """silero's ``sr`` is a 0-d input: it must reach onnxruntime as shape (), not (1,)."""
+    scaled = linear_rnn()
+    scaled.graph.input.append(helper.make_tensor_value_info("gain", F, []))
+    scaled.graph.node[0].input[0] = "xg"
+    scaled.graph.node.insert(0, helper.make_node("Mul", ["x", "gain"], ["xg"]))
+    s = StatefulSession(scaled)
+    feed = {**step(1), "gain": np.array(2.0, np.float32)}
+    s.run(feed)
+    assert s._fed["gain"].shape == ()
+    assert scalar(s.run(feed)["hn"]) == 3.0  # 0.5 * 2 + 2
+    assert s._steady is not None and s._steady.shapes[1] == ()
+
+
 def test_the_public_binding_api_gives_the_same_results_as_the_native_one():
     x = np.random.default_rng(3).standard_normal((5, 2, 2, 3)).astype(np.float32)
     native, public = StatefulSession(tanh_rnn()), StatefulSession(tanh_rnn(), native_binding=False)
