@@ -257,7 +257,6 @@ def _env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("OMP_NUM_THREADS", "1")
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
     return env
 
 
@@ -332,8 +331,9 @@ def run_process(argv: list[str], timeout: float, cwd: str, env: dict[str, str]) 
             rss_mb = int(pathlib.Path(rss.name).read_text().split()[-1]) / 1024.0
     detail = _rnnir_detail(stdout) if "rnnir.cli" in " ".join(argv) else ""
     if not detail and code != 0:
-        tail = (stderr.strip() or stdout.strip()).splitlines()
-        detail = tail[-1][:200] if tail else ""
+        lines = (stdout + "\n" + stderr).strip().splitlines()
+        errors = [ln for ln in lines if ln.startswith("[E]") and "FAILED |" not in ln]  # polygraphy's findings
+        detail = (errors[0] if errors else lines[-1] if lines else "")[:240]
     return Run(elapsed, rss_mb, code, detail=detail)
 
 
@@ -566,7 +566,11 @@ class HandLoop(Approach):
 
 
 class Floor(Approach):
-    """Two IOBindings pre-bound with swapped state buffers; per call only the new chunk is bound."""
+    """Two IOBindings pre-bound with swapped state buffers; per call only the new chunk is bound.
+
+    The plain output is pre-bound too (one buffer per binding) and handed to the
+    caller as a copy, so the caller may keep it, as with every other approach.
+    """
 
     key, label = "floor", "IOBinding floor"
 
@@ -587,7 +591,6 @@ class Floor(Approach):
                 b.bind_ortvalue_output(o, self.bufs[i][1 - k])
             b.bind_ortvalue_output(w.outputs[0], self.ys[k])
             self.bindings.append(b)
-        self.feed_names = None
         self.run = self.sess.run_with_iobinding
         self.reset()
 
@@ -601,7 +604,7 @@ class Floor(Approach):
         for name, arr in feed.items():
             b.bind_cpu_input(name, arr)
         self.run(b)  # no RunOptions
-        y = self.ys[self.k].numpy()
+        y = self.ys[self.k].numpy().copy()  # numpy() is a view of the bound buffer, which the call after next overwrites
         self.k ^= 1
         return y
 
@@ -854,7 +857,7 @@ def markdown(report: dict[str, Any]) -> str:
             cells.append(fmt_s(t["rnnir"]["time"], timeout=t["rnnir"]["timeout"] if t["rnnir"]["timed_out"] else None))
             ck = t["checker"]
             cells.append(fmt_s(ck["time"], timeout=ck["timeout"] if ck["timed_out"] else None) + ("" if ck["ok"] else " (fails)"))
-            cells.append(_ratio_cell(r["ratio"], LINT_RATIO_MAX))
+            cells.append(_ratio_cell(r["ratio"], LINT_RATIO_MAX) if ck["ok"] else f"{r['ratio']:.2f} (both fail)" if r["ratio"] else "-")
             if has_poly:
                 p = t.get("polygraphy")
                 cells.append("-" if p is None else fmt_s(p["time"], timeout=p["timeout"] if p["timed_out"] else None) + ("" if p["ok"] or p["time"] is None else f" (exit {','.join(map(str, p['exit_codes']))})"))
@@ -866,6 +869,12 @@ def markdown(report: dict[str, Any]) -> str:
             cells.append(res + (f"; {r['note']}" if r["note"] else ""))
             L.append("| " + " | ".join(cells) + " |")
         L.append("")
+        fails = [(r["name"], k, t) for r in lint for k, t in r["tools"].items() if k != "rnnir" and t["time"] is not None and not t["ok"]]
+        if fails:
+            L.append("Non-zero exits of the other tools:")
+            L.append("")
+            L.extend(f"- {k} on {name}: exit {','.join(map(str, t['exit_codes']))}: `{t['detail']}`" for name, k, t in fails)
+            L.append("")
     slopes = report.get("slopes")
     if slopes:
         L.append("## Growth with graph size: log-log slope from 10k to 100k nodes")
@@ -961,6 +970,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="intra-op threads for onnxruntime and OpenVINO (default 1)")
     ap.add_argument("--only", default="lint,passes,multicall", help="comma-separated subset of lint,passes,multicall")
     ap.add_argument("--timeout", type=float, default=None, help="seconds before a lint run is stopped (default 60, quick 30)")
+    ap.add_argument("--models", default="", help="comma-separated name fragments: keep only the lint/passes models and multi-call workloads whose names contain one")
     ap.add_argument("--out", type=pathlib.Path, default=RESULTS)
     ap.add_argument("--passes-worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -970,6 +980,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.reps < 1:
         ap.error("--reps must be at least 1")
     only = {x.strip() for x in args.only.split(",") if x.strip()}
+    frags = [x.strip() for x in args.models.split(",") if x.strip()]
+    keep = (lambda name: any(f in name for f in frags)) if frags else (lambda name: True)
     timeout = args.timeout or (30.0 if args.quick else 60.0)
     t_start = time.perf_counter()
     notes: list[str] = []
@@ -982,25 +994,31 @@ def main(argv: list[str] | None = None) -> int:
     silero = silero_dir(notes)
 
     if "lint" in only:
-        files = lint_files(args.quick, models, silero)
-        tls = tools(timeout, min(timeout, 30.0), notes)
+        files = [f for f in lint_files(args.quick, models, silero) if keep(f.name)]
+        tls = tools(timeout, min(timeout, 20.0), notes)
         if GNU_TIME is None:
             notes.append("GNU /usr/bin/time is not available: peak RSS is not measured")
         log(f"lint: {len(files)} files × {len(tls)} tools × {args.reps} reps")
-        report["lint"] = bench_lint(files, tls, args.reps)
+        report["lint"] = bench_lint(files, tls, args.reps) if files else []
         if any(r["name"] == "syn_100k_r1" for r in report["lint"]) and "polygraphy" in report["lint"][0]["tools"]:
-            notes.append("polygraphy check lint builds an onnxruntime session; on the 100k-node chains that takes minutes "
-                         "(onnxruntime's graph optimisation), hence the stopped runs.")
+            notes.append("`polygraphy check lint` builds an onnxruntime session and runs the model; on the 100k-node models "
+                         "onnxruntime's session creation alone takes minutes, hence the stopped polygraphy runs.")
     if "passes" in only:
         names = QUICK_PASS_MODELS if args.quick else PASS_MODELS
         plist = [(n, models[n]) for n in names]
         if silero is not None:
             plist.append(("silero_vad.onnx", silero / "silero_vad.onnx"))
+        plist = [(n, p) for n, p in plist if keep(n)]
+        stopped = {r["name"] for r in report.get("lint") or [] if r["tools"]["rnnir"]["timed_out"]}
+        if stopped & {n for n, _ in plist}:
+            notes.append(f"per-pass timing skipped for {', '.join(sorted(stopped & {n for n, _ in plist}))}: "
+                         f"`rnnir lint` did not finish within {timeout:g} s, so loading alone would not either")
+            plist = [(n, p) for n, p in plist if n not in stopped]
         log(f"passes: {len(plist)} models × {args.reps} reps")
-        report["passes"] = bench_passes(plist, args.reps, 3 * timeout)
+        report["passes"] = bench_passes(plist, args.reps, timeout)
     report["slopes"] = compute_slopes(report.get("lint") or [], report.get("passes") or [])
     if "multicall" in only:
-        ws = workloads(args.quick, models, silero)
+        ws = [w for w in workloads(args.quick, models, silero) if keep(w.name)]
         blocks = max(3, 2 * args.reps + 1) if not args.quick else max(3, args.reps)
         log(f"multicall: {len(ws)} workloads, {blocks} blocks each")
         report["multicall"] = bench_multicall(ws, args.threads, blocks, 0.08 if args.quick else 0.25, notes)
