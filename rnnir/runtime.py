@@ -959,7 +959,7 @@ class _Steady:
         return self
 
     def call(self, s: StatefulSession, feeds: Mapping[str, Any], outputs: Iterable[str] | None) -> dict[str, np.ndarray] | None:
-        """The call on the fast path, or None (nothing done) when it does not apply."""
+        """The call on the fast path, or None (the slots untouched) when it does not apply."""
         if (None if outputs is None else tuple(outputs)) != self.outputs or tuple(feeds) != self.names:
             return None
         arrays = tuple(feeds.values())
@@ -971,7 +971,10 @@ class _Steady:
             b.bind_array(name, a)
         for name in self.plain_out:
             b.bind_output(name)  # renewed every call: never a buffer a caller still holds
-        b.run()
+        try:
+            b.run()
+        except Exception:  # noqa: BLE001 - the general path reruns the call and reports the failure properly
+            return None  # the state outputs went to the spare buffers: the slots still hold the last state
         self.k ^= 1
         s._fed = dict(zip(self.names, arrays))
         for slot in s._writers:
