@@ -401,6 +401,23 @@ def test_a_scalar_input_keeps_its_rank_and_repeated_calls_take_the_steady_path()
     assert s._steady is not None and s._steady.shapes[1] == ()
 
 
+def test_a_failed_steady_state_call_is_rerun_on_the_general_path_with_the_state_intact():
+    s = StatefulSession(linear_rnn())
+    s.run(step(1))
+    s.run(step(0))
+    steady = s._steady
+    assert steady is not None
+    binding = steady.bindings[steady.k]
+
+    def fail_once():
+        del binding.run  # back to the class's run
+        raise RuntimeError("transient")
+
+    binding.run = fail_once
+    assert scalar(s.run(step(2))["hn"]) == 2.25
+    assert scalar(s.run(step(0))["hn"]) == 1.125
+
+
 def test_the_public_binding_api_gives_the_same_results_as_the_native_one():
     x = np.random.default_rng(3).standard_normal((5, 2, 2, 3)).astype(np.float32)
     native, public = StatefulSession(tanh_rnn()), StatefulSession(tanh_rnn(), native_binding=False)
