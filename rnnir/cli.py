@@ -7,7 +7,7 @@
     rnnir rules [--format text|json]
     rnnir explain CODE
     rnnir cost PATH... [--format text|json] [--jobs N] [--output FILE]
-    rnnir run MODEL [--calls 200] [--chunk 16] [--format text|json] [--output FILE]
+    rnnir run MODEL [--calls 200] [--chunk 16] [--shape IN=D0,D1] [--value IN=X] [--format text|json] [--output FILE]
     rnnir --version
 
 ``show``, ``cost`` and ``run`` take the same ``--pair``/``--entry``/``--exit``/``--config``/
@@ -392,7 +392,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         # A non-default lowering policy is a property of the Program: run the Program itself.
         model, pairs = rnnir.load(args.model, pairs=settings.pairs, entry=settings.entry, exit=settings.exit), None
-    report = testing.check_multicall(model, pairs=pairs, calls=args.calls, chunk=args.chunk)
+    report = testing.check_multicall(
+        model,
+        pairs=pairs,
+        calls=args.calls,
+        chunk=args.chunk,
+        input_shapes=_parse_assignments(args.shape or [], "--shape", _dims),
+        input_values=_parse_assignments(args.value or [], "--value", float),
+    )
     if args.format == "json":
         text = json.dumps(report.to_json(), indent=2) + "\n"
     else:
@@ -400,6 +407,27 @@ def cmd_run(args: argparse.Namespace) -> int:
         text = text if text.endswith("\n") else text + "\n"
     _emit(text, args.output)
     return 1 if report.status == "fail" else 0
+
+
+def _dims(text: str) -> tuple[int, ...]:
+    dims = tuple(int(d) for d in text.split(",") if d.strip())
+    if any(d < 0 for d in dims):
+        raise ValueError("negative dim")
+    return dims
+
+
+def _parse_assignments(items: Sequence[str], flag: str, convert: Any) -> dict[str, Any]:
+    """``NAME=VALUE`` flags (``--shape input=1,576``, ``--value sr=16000``) as a dict."""
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"{flag} takes NAME=VALUE, got {item!r}")
+        try:
+            out[name] = convert(value)
+        except ValueError:
+            raise UsageError(f"{flag} {item!r}: {value!r} is not valid here") from None
+    return out
 
 
 # -- argument parsing -------------------------------------------------------------------------
@@ -462,6 +490,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model", metavar="MODEL")
     p.add_argument("--calls", type=int, default=200, help="calls to run (default: 200)")
     p.add_argument("--chunk", type=int, default=16, help="time steps per call (default: 16; models without a time axis take one frame per call)")
+    p.add_argument("--shape", action="append", metavar="INPUT=D0,D1,...", help="shape of one call of a generated input whose dims the model leaves open (repeatable)")
+    p.add_argument("--value", action="append", metavar="INPUT=NUMBER", help="feed a generated input this value on every call, e.g. --value sr=16000 (repeatable)")
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     _add_model_options(p)

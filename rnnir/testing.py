@@ -39,6 +39,8 @@ longest persistent run, and a trend (``bounded``, ``growing``, ``decaying``,
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 import re
 from dataclasses import dataclass, field
@@ -241,6 +243,8 @@ def check_multicall(
     max_elements: int = _DEFAULT_MAX_ELEMENTS,
     session_options: Any = None,
     providers: Sequence[Any] | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    input_values: Mapping[str, float] | None = None,
 ) -> MulticallReport:
     """Run ``stream`` through ``model`` whole, chunked with persistence, and with each persistence bug.
 
@@ -251,6 +255,9 @@ def check_multicall(
     ``chunk`` (one size) replaces ``chunk_sizes``; ``calls``/``length`` size a generated stream
     (``length`` time steps, default ``calls * max chunk`` or ``3 * max chunk``; calls mode:
     ``calls`` frames, default 48).  ``whole``: an oracle for the whole stream (see module docstring).
+    ``input_shapes`` gives generated inputs a shape where the model leaves dims unknown (one call's
+    shape; the time axis, if any, is sized by the stream); ``input_values`` fills a generated input
+    with one value every call (e.g. a sample rate).
     """
     session = model if isinstance(model, StatefulSession) else StatefulSession(
         model, pairs=pairs, session_options=session_options, providers=providers, state_shapes=state_shapes, cast_state=True
@@ -267,7 +274,8 @@ def check_multicall(
     axes = _time_axes(session, time_axis)
     mode = "time" if any(a is not None for a in axes.values()) else "calls"
     feeds, stream_len, const_names, lengths = _prepare_stream(
-        session, stream, axes, mode, sizes, calls, length, seed, batch, max_elements, notes
+        session, stream, axes, mode, sizes, calls, length, seed, batch, max_elements, notes,
+        _InputHints(dict(input_shapes or {}), dict(input_values or {})),
     )
     for s in session.slots:
         if s.output_dtype is not None and s.output_dtype != s.dtype:
@@ -361,6 +369,18 @@ def _time_axes(session: StatefulSession, time_axis: int | Mapping[str, int | Non
     return axes
 
 
+@dataclass(frozen=True)
+class _InputHints:
+    """What the caller says about inputs the model leaves open: shapes and fixed values."""
+
+    shapes: dict[str, Sequence[int]]
+    values: dict[str, float]
+
+
+def _with_shape(spec: Any, shape: tuple[int, ...]) -> Any:
+    return dataclasses.replace(spec, shape=shape)
+
+
 def _prepare_stream(
     session: StatefulSession,
     stream: Mapping[str, Any] | np.ndarray | None,
@@ -373,6 +393,7 @@ def _prepare_stream(
     batch: int,
     max_elements: int,
     notes: list[str],
+    hints: _InputHints,
 ) -> tuple[dict[str, np.ndarray], int, set[str], set[str]]:
     """The whole stream as arrays, its length (time steps or calls), the inputs fed unchanged every call,
     and the generated ``sequence_lens`` inputs (fed each call's length)."""
@@ -436,13 +457,13 @@ def _prepare_stream(
             continue
         if mode == "time" and name in session.length_inputs:
             lengths.add(name)
-            given[name] = _generate(session, name, spec, None, mode, stream_len, symbols, rng, max_elements, batch, [])
+            given[name] = _generate(session, name, spec, None, mode, stream_len, symbols, rng, max_elements, batch, [], hints)
             notes.append(
                 f"sequence_lens input {name!r} is fed each call's full length: bugs that need shorter sequences "
                 "(SD008) stay hidden; pass it in stream= to test them"
             )
             continue
-        given[name] = _generate(session, name, spec, axes[name], mode, stream_len, symbols, rng, max_elements, batch, notes)
+        given[name] = _generate(session, name, spec, axes[name], mode, stream_len, symbols, rng, max_elements, batch, notes, hints)
         if mode == "time" and axes[name] is None:
             const_names.add(name)
     return given, int(stream_len), const_names, lengths
@@ -480,7 +501,11 @@ def _generate(
     max_elements: int,
     batch: int,
     notes: list[str],
+    hints: _InputHints,
 ) -> np.ndarray:
+    given_shape = hints.shapes.get(name)
+    if given_shape is not None:
+        spec = _with_shape(spec, tuple(int(d) for d in given_shape))  # a time axis is still sized by the stream
     if spec.shape is None:
         raise StreamError(f"{session.label}: cannot generate input {name!r}: it declares no shape; pass it in stream=")
     batch_axes = {ri.batch_axis for ri in session.recurrent_inputs if ri.input == name}
@@ -499,7 +524,7 @@ def _generate(
         else:
             raise StreamError(
                 f"{session.label}: cannot generate input {name!r}: dim {k} ({d or '?'}) of {_shape_text(spec.shape)} "
-                "is unknown; pass the input in stream="
+                "is unknown; pass the input in stream= or give its shape (input_shapes=, or --shape NAME=D0,D1 on the command line)"
             )
     if mode == "calls":
         dims = [stream_len, *dims]
@@ -510,6 +535,8 @@ def _generate(
             "pass a smaller stream, calls= or length="
         )
     dtype = spec.dtype or np.dtype(np.float32)
+    if name in hints.values:
+        return np.full(dims, hints.values[name], dtype=dtype)
     if np.issubdtype(dtype, np.floating):
         return (0.5 * rng.standard_normal(dims)).astype(dtype)
     notes.append(f"generated input {name!r} ({dtype}) as zeros; pass it in stream= if zero is not a meaningful value")

@@ -698,7 +698,7 @@ def test_run_exit_code_follows_the_report_status(models, capsys, monkeypatch, st
     monkeypatch.setattr(testing, "report_to_text", lambda r: f"verdict {r.status}")
     assert cli.main(["run", "--no-config", "clean.onnx", "--calls", "7", "--chunk", "3", "--pair", "h0=hn"]) == code
     assert capsys.readouterr().out == f"verdict {status}\n"
-    assert seen == {"model": "clean.onnx", "pairs": {"h0": "hn"}, "calls": 7, "chunk": 3}
+    assert seen == {"model": "clean.onnx", "pairs": {"h0": "hn"}, "calls": 7, "chunk": 3, "input_shapes": {}, "input_values": {}}
 
 
 def test_run_with_a_bad_policy_runs_the_lowered_program(models, capsys, monkeypatch):
