@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import pathlib
-import tomllib
+import sys
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # Python 3.10: the same reader, as the project depends on it there
+    import tomli as tomllib
 
 import numpy as np
 import onnx

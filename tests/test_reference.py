@@ -276,7 +276,21 @@ def _assert_outputs_close(ours: list[np.ndarray], theirs: list[np.ndarray], who:
         np.testing.assert_allclose(a, b, rtol=0, atol=ATOL, err_msg=f"{name} vs {who}")
 
 
+def _ort_version() -> tuple[int, ...]:
+    import onnxruntime
+
+    return tuple(int(p) for p in onnxruntime.__version__.split(".")[:2] if p.isdigit())
+
+
+# onnxruntime 1.23 (the last release for Python 3.10) has RNN kernel bugs that later releases fixed:
+# without an `activations` attribute it zeroes negative outputs, and a bidirectional RNN with
+# clip and Elu/Softsign aborts the whole process.  Seen with 1.23.2; 1.32.0 agrees with the spec.
+_OLD_ORT_RNN = _ort_version() < (1, 24)
+
+
 def _onnxruntime(case: Case) -> list[np.ndarray]:
+    if _OLD_ORT_RNN and case.op == "RNN":
+        pytest.skip("onnxruntime < 1.24 RNN kernel is wrong or aborts here; RNN is compared with onnx.reference where it supports the attributes")
     run = run_onnxruntime_via_layout0 if case.layout == 1 else run_onnxruntime
     return run(case.op, case.inputs(), case.attributes())
 
