@@ -149,6 +149,20 @@ def cost(program: Program) -> CostReport:
         if st.result is StoreResult.VALUE:
             copies += 1
         store_costs.append(StoreCost(st.id, dest, st.result.value, b, sym, exact=n is not None and not sym))
+    if program.source is not None:
+        # a lowered model writes every graph output each call, also those off the state path (not in the IR)
+        stored = {st.dest.name for st in facts.stores if isinstance(st.dest, Output)}
+        for out in program.outputs:
+            if out.name in stored:
+                continue
+            dest = f"out:{out.name}"
+            n, sym = tensor_bytes(out.type)
+            if n is None:
+                unknown.append(dest)
+            symbolic.extend(s for s in sym if s not in symbolic)
+            output_bytes += n or 0
+            copies += 1
+            store_costs.append(StoreCost("(off the state path)", dest, StoreResult.VALUE.value, n or 0, sym, exact=n is not None and not sym))
     lifetimes: list[SlotLifetime] = []
     for slot in program.slots:
         n, sym = tensor_bytes(slot.type)

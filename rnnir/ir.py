@@ -466,6 +466,7 @@ class Program:
         self.policy: Any = None
         self._ids: dict[str, int] = {}
         self._order: list[Node] | None = None  # topological order, dropped whenever the graph changes
+        self._kinds: dict[tuple[type, ...], list[Node]] = {}
 
     # -- construction -------------------------------------------------------------------
     def fresh_id(self, stem: str) -> str:
@@ -536,26 +537,35 @@ class Program:
         """Every node in a topological order (computed once per change of the graph)."""
         if self._order is None or len(self._order) != self.graph.number_of_nodes():
             self._order = [self.graph.nodes[n]["node"] for n in nx.topological_sort(self.graph)]
+            self._kinds = {}
         return list(self._order)
 
     def nodes_of(self, *types: type) -> list[Node]:
-        return [n for n in self.nodes if isinstance(n, types)]
+        """Nodes of the given types, in topological order (one scan per type and graph change)."""
+        if self._order is None or len(self._order) != self.graph.number_of_nodes():
+            self.nodes  # noqa: B018 - refreshes the order and drops the per-type lists
+        key = types
+        hit = self._kinds.get(key)
+        if hit is None:
+            hit = [n for n in self._order if isinstance(n, types)]  # type: ignore[union-attr]
+            self._kinds[key] = hit
+        return list(hit)
 
     @property
     def loads(self) -> list[LoadSlot]:
-        return [n for n in self.nodes if isinstance(n, LoadSlot)]
+        return self.nodes_of(LoadSlot)  # type: ignore[return-value]
 
     @property
     def stores(self) -> list[Store]:
-        return [n for n in self.nodes if isinstance(n, Store)]
+        return self.nodes_of(Store)  # type: ignore[return-value]
 
     @property
     def recurrents(self) -> list[Recurrent]:
-        return [n for n in self.nodes if isinstance(n, Recurrent)]
+        return self.nodes_of(Recurrent)  # type: ignore[return-value]
 
     @property
     def returns(self) -> list[Return]:
-        return [n for n in self.nodes if isinstance(n, Return)]
+        return self.nodes_of(Return)  # type: ignore[return-value]
 
     def slot(self, name: str) -> Slot:
         for s in self.slots:
@@ -570,10 +580,10 @@ class Program:
         raise KeyError(name)
 
     def loads_of(self, slot: Slot) -> list[LoadSlot]:
-        return [n for n in self.loads if n.slot is slot]
+        return [n for n in self.nodes_of(LoadSlot) if n.slot is slot]  # type: ignore[attr-defined]
 
     def stores_to(self, dest: Slot | Output) -> list[Store]:
-        return [n for n in self.stores if n.dest is dest]
+        return [n for n in self.nodes_of(Store) if n.dest is dest]  # type: ignore[attr-defined]
 
     def pair(self, input_name: str) -> Any:
         for p in self.state_pairs:

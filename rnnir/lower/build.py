@@ -218,6 +218,10 @@ class _Lowering:
                 sub = d.scope.child(node, attr)
                 out.extend((sub, o.name) for o in sub.graph.output)
             return out
+        if node.op_type in RECURRENT_OPS and node.domain in ("", "ai.onnx"):
+            # only the state-carrying inputs (sequence_lens, initial_h, initial_c): X, W, R, B and P
+            # are external to the state analysis, however large the graph that computes them
+            return [(d.scope, node.input[i]) for i in (4, 5, 6) if i < len(node.input) and node.input[i]]
         deps = [(d.scope, i) for i in node.input if i]
         for a in node.attribute:
             if a.type == onnx.AttributeProto.GRAPH:
@@ -231,37 +235,48 @@ class _Lowering:
             return True
         return d.kind == "node" and d.node is not None and d.node.op_type in RECURRENT_OPS and d.node.domain in ("", "ai.onnx")
 
-    def _forward_taint(self) -> set[str]:
-        """Names that may depend on state (a slot or a recurrent result): the walk never leaves this set,
-        so its cost follows the state-carrying part of the graph, not the whole model."""
+    def _const_pairs(self, pairs: list[StatePair]) -> list[StatePair]:
+        return [p for p in pairs if p.source is PairSource.CONSTANT and p.output is not None]
+
+    def _forward_taint(self, through_recurrent_results: bool) -> set[str]:
+        """Names that may depend on state: the walk never leaves this set, so its cost follows the
+        state-carrying part of the graph, not the whole model.
+
+        Live-in state (slot loads) spreads through every op except into recurrent results.  Recurrent
+        results spread through every op when ``through_recurrent_results``, else through layout-only ops.
+        """
         index = self.index
         seen: set[str] = set()
-        queue: list[str] = []
+        queue: list[tuple[str, bool]] = []  # (name, reached through layout-only ops from a recurrent result)
 
-        def add(name: str) -> None:
+        def add(name: str, layout_only: bool) -> None:
             if name and name not in seen:
                 seen.add(name)
-                queue.append(name)
+                queue.append((name, layout_only))
 
         for name in self.slot_inputs:
-            add(name)
+            add(name, False)
         for _, name in self.const_slots:
-            add(name)
+            add(name, False)
         for _, node in index.recurrent:
             for o in node.output:
-                add(o)
+                add(o, not through_recurrent_results)
         while queue:
-            name = queue.pop()
+            name, layout_only = queue.pop()
             for node in index.consumers.get(name, ()):
+                if node.op_type in RECURRENT_OPS:
+                    continue  # its results are seeds already; the state it reads does not flow through it
+                if layout_only and node.op_type not in LAYOUT_OPS and node.op_type != "If":
+                    continue
                 for o in node.output:
-                    add(o)
+                    add(o, layout_only)
             for owner, k in index.subgraph_outputs.get(name, ()):
                 if owner.op_type == "If":
                     if k < len(owner.output):
-                        add(owner.output[k])
-                else:  # Loop/Scan: any body output may feed any owner output
+                        add(owner.output[k], layout_only)
+                elif not layout_only:  # Loop/Scan: any body output may feed any owner output
                     for o in owner.output:
-                        add(o)
+                        add(o, layout_only)
         return seen
 
     def walk(self, demands: list[tuple[Scope, str]]) -> list[Definition]:
@@ -427,20 +442,21 @@ class _Lowering:
         const_entries = self._constant_entries(pairs) if self.policy.entry == "constant" else []
         prog.state_pairs = pairs
 
-        demands: list[tuple[Scope, str]] = [(root, vi.name) for vi in model.graph.output]
+        # 1. the state's own journey: paired outputs and recurrent state inputs, through any op
+        paired_out = {p.output for p in pairs if p.output is not None} | {p.output for p in self._const_pairs(pairs)}
+        demands: list[tuple[Scope, str]] = [(root, vi.name) for vi in model.graph.output if vi.name in paired_out]
         for scope, node in self.index.recurrent:
-            for n in node.input:
-                if n:
-                    demands.append((scope, n))
-            # recurrent ops whose results nobody demands still belong to the program
-            if node.output and node.output[0]:
-                demands.append((scope, node.output[0]))
-            elif len(node.output) > 1 and node.output[1]:
-                demands.append((scope, node.output[1]))
+            for i in (4, 5, 6):
+                if i < len(node.input) and node.input[i]:
+                    demands.append((scope, node.input[i]))
         for p in pairs:
             demands.append((root, p.input))
-        self.reachable = self._forward_taint()
+        self.reachable = self._forward_taint(through_recurrent_results=True)
         order = self.walk(demands)
+        # 2. other outputs only where they read a slot or rearrange a final state (a fan-out output
+        # like hn, a reader of the live-in state): not everything downstream of a recurrent op
+        self.reachable = self._forward_taint(through_recurrent_results=False)
+        order += self.walk([(root, vi.name) for vi in model.graph.output if vi.name not in paired_out])
         for d in order:
             self.build_value(d)
         for scope, node in self.index.recurrent:
