@@ -467,6 +467,9 @@ class Program:
         self._ids: dict[str, int] = {}
         self._order: list[Node] | None = None  # topological order, dropped whenever the graph changes
         self._kinds: dict[tuple[type, ...], list[Node]] = {}
+        self._slot_names: dict[str, Slot] = {}
+        self._output_names: dict[str, Output] = {}
+        self._by_dest: dict[int, list[Node]] | None = None  # stores and loads by their slot/output, per graph change
 
     # -- construction -------------------------------------------------------------------
     def fresh_id(self, stem: str) -> str:
@@ -475,15 +478,17 @@ class Program:
         return f"{stem}{n}"
 
     def add_slot(self, slot: Slot) -> Slot:
-        if any(s.name == slot.name for s in self.slots):
+        if slot.name in self._slot_names:
             raise IRError(f"program {self.name!r} already has a slot named {slot.name!r}")
         self.slots.append(slot)
+        self._slot_names[slot.name] = slot
         return slot
 
     def add_output(self, output: Output) -> Output:
-        if any(o.name == output.name for o in self.outputs):
+        if output.name in self._output_names:
             raise IRError(f"program {self.name!r} already has an output named {output.name!r}")
         self.outputs.append(output)
+        self._output_names[output.name] = output
         return output
 
     def external(self, name: str, type: TensorType | None = None, const: np.ndarray | None = None) -> Value:
@@ -538,6 +543,7 @@ class Program:
         if self._order is None or len(self._order) != self.graph.number_of_nodes():
             self._order = [self.graph.nodes[n]["node"] for n in nx.topological_sort(self.graph)]
             self._kinds = {}
+            self._by_dest = None
         return list(self._order)
 
     def nodes_of(self, *types: type) -> list[Node]:
@@ -568,22 +574,35 @@ class Program:
         return self.nodes_of(Return)  # type: ignore[return-value]
 
     def slot(self, name: str) -> Slot:
-        for s in self.slots:
-            if s.name == name:
-                return s
-        raise KeyError(name)
+        hit = self._slot_names.get(name)
+        if hit is None or hit not in self.slots:  # slots is a public list: trust it over the index
+            hit = next((s for s in self.slots if s.name == name), None)
+            if hit is None:
+                raise KeyError(name)
+        return hit
 
     def output(self, name: str) -> Output:
-        for o in self.outputs:
-            if o.name == name:
-                return o
-        raise KeyError(name)
+        hit = self._output_names.get(name)
+        if hit is None or hit not in self.outputs:
+            hit = next((o for o in self.outputs if o.name == name), None)
+            if hit is None:
+                raise KeyError(name)
+        return hit
+
+    def _touching(self, target: Slot | Output) -> list[Node]:
+        if self._by_dest is None or self._order is None or len(self._order) != self.graph.number_of_nodes():
+            index: dict[int, list[Node]] = {}
+            for n in self.nodes_of(LoadSlot, Store):
+                key = n.slot if isinstance(n, LoadSlot) else n.dest  # type: ignore[attr-defined]
+                index.setdefault(id(key), []).append(n)
+            self._by_dest = index
+        return self._by_dest.get(id(target), [])
 
     def loads_of(self, slot: Slot) -> list[LoadSlot]:
-        return [n for n in self.nodes_of(LoadSlot) if n.slot is slot]  # type: ignore[attr-defined]
+        return [n for n in self._touching(slot) if isinstance(n, LoadSlot)]
 
     def stores_to(self, dest: Slot | Output) -> list[Store]:
-        return [n for n in self.nodes_of(Store) if n.dest is dest]  # type: ignore[attr-defined]
+        return [n for n in self._touching(dest) if isinstance(n, Store)]
 
     def pair(self, input_name: str) -> Any:
         for p in self.state_pairs:
