@@ -561,7 +561,7 @@ class StatefulSession:
                     return result
                 self._steady = None
             result = self._run(feeds, outputs)
-            self._steady = _Steady.enter(self, feeds, outputs)
+            self._steady = _Steady.enter(self, feeds, outputs, result)
             return result
         finally:
             self._lock.release()
@@ -925,10 +925,12 @@ class _Steady:
     Anything else (new names, shapes or dtypes, an explicit state, a probe) takes the general path.
     """
 
-    __slots__ = ("names", "dtypes", "shapes", "outputs", "wanted", "plain_out", "state_out", "bindings", "k")
+    __slots__ = ("names", "dtypes", "shapes", "outputs", "wanted", "plain_out", "state_out", "bindings", "k", "plain_bufs")
 
     @classmethod
-    def enter(cls, s: StatefulSession, feeds: Mapping[str, Any], outputs: Iterable[str] | None) -> _Steady | None:
+    def enter(
+        cls, s: StatefulSession, feeds: Mapping[str, Any], outputs: Iterable[str] | None, last: Mapping[str, np.ndarray]
+    ) -> _Steady | None:
         m = s._model
         if s._pending_bytes or any(n in m.slot_by_input for n in feeds):
             return None
@@ -947,6 +949,16 @@ class _Steady:
         self.state_out = [(slot, slot.spec.output) for slot in s._writers if slot.spec.output in self.wanted]
         if s._pair is None:
             s._pair = [_binding(s._ort, s._binding.kind == "native") for _ in range(2)]
+        # plain outputs get one pre-allocated buffer per binding, shaped like the last call's, and the
+        # caller a copy (cheaper than a fresh allocation per call); a call whose output shape differs
+        # fails to write into it and takes the general path
+        self.plain_bufs = [[], []]
+        for name in self.plain_out:
+            arr = last.get(name)
+            if not isinstance(arr, np.ndarray):
+                return None
+            for k in (0, 1):
+                self.plain_bufs[k].append(s._pair[k].empty(arr.shape, arr.dtype))
         for k, b in enumerate(s._pair):
             b.clear_inputs()
             b.clear_outputs()
@@ -954,6 +966,8 @@ class _Steady:
                 b.bind_value(slot.spec.input, slot.current if k == 0 or slot.spec.output is None else slot.spare)
             for slot in s._writers:
                 b.bind_output_into(slot.spec.output, slot.spare if k == 0 else slot.current)
+            for name, buf in zip(self.plain_out, self.plain_bufs[k]):
+                b.bind_output_into(name, buf)
         self.bindings = s._pair
         self.k = 0
         return self
@@ -967,10 +981,9 @@ class _Steady:
             if type(a) is not np.ndarray or a.dtype != dtype or a.shape != shape or not a.flags.c_contiguous:
                 return None
         b = self.bindings[self.k]
+        plain = self.plain_bufs[self.k]
         for name, a in zip(self.names, arrays):
             b.bind_array(name, a)
-        for name in self.plain_out:
-            b.bind_output(name)  # renewed every call: never a buffer a caller still holds
         try:
             b.run()
         except Exception:  # noqa: BLE001 - the general path reruns the call and reports the failure properly
@@ -979,7 +992,6 @@ class _Steady:
         s._fed = dict(zip(self.names, arrays))
         for slot in s._writers:
             slot.current, slot.spare = slot.spare, slot.current
-        values = b.outputs()
         result: dict[str, np.ndarray] = {}
         copied = 0
         for slot, name in self.state_out:
@@ -989,8 +1001,8 @@ class _Steady:
             else:
                 result[name] = view.copy()
                 copied += view.nbytes
-        for name, value in zip(self.plain_out, values[len(s._writers) :]):
-            result[name] = value.numpy()
+        for name, value in zip(self.plain_out, plain):
+            result[name] = value.numpy().copy()  # the buffer is written again two calls later
         stats = s.stats
         stats.calls += 1
         stats.python_state_bytes = 0
