@@ -929,8 +929,11 @@ def _value_ops(stores: list[Store], limit: int = 3) -> list[str]:
 
 
 def _written_twice(facts: ProgramFacts) -> Iterator[Diagnostic]:
+    by_slot: dict[int, list[Store]] = {}
+    for st in facts.stores:
+        by_slot.setdefault(id(st.dest), []).append(st)
     for slot in facts.program.slots:
-        stores = [st for st in facts.stores if st.dest is slot]
+        stores = by_slot.get(id(slot), [])
         if len(stores) < 2:
             continue
         clash: list[Store] = []

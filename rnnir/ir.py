@@ -575,7 +575,7 @@ class Program:
 
     def slot(self, name: str) -> Slot:
         hit = self._slot_names.get(name)
-        if hit is None or hit not in self.slots:  # slots is a public list: trust it over the index
+        if hit is None:  # slots is a public list: a slot appended to it directly is found by a scan
             hit = next((s for s in self.slots if s.name == name), None)
             if hit is None:
                 raise KeyError(name)
@@ -583,7 +583,7 @@ class Program:
 
     def output(self, name: str) -> Output:
         hit = self._output_names.get(name)
-        if hit is None or hit not in self.outputs:
+        if hit is None:
             hit = next((o for o in self.outputs if o.name == name), None)
             if hit is None:
                 raise KeyError(name)
