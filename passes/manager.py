@@ -324,16 +324,19 @@ class PassManager:
         codes = self.codes
         facts = ProgramFacts(program)
         found: list[Diagnostic] = []
+        before = fingerprint(program) if self.check_immutable else None
         for p in self.passes:
             if not codes.intersection(p.codes()):
                 continue
             reason = p.requires(facts)
             if reason is not None:
                 raise PassContractError(f"pass {p.name!r} cannot run on program {program.name!r}: {reason}")
-            before = fingerprint(program) if self.check_immutable else None
             out = list(p.analyse(facts))
-            if before is not None and fingerprint(program) != before:
-                raise PassContractError(f"analysis pass {p.name!r} changed program {program.name!r}; analyses must not mutate the IR")
+            if before is not None:  # one fingerprint per pass: each pass's "after" is the next one's "before"
+                after = fingerprint(program)
+                if after != before:
+                    raise PassContractError(f"analysis pass {p.name!r} changed program {program.name!r}; analyses must not mutate the IR")
+                before = after
             broken = p.ensures(facts, out)
             if broken is not None:
                 raise PassContractError(f"pass {p.name!r} broke its contract on program {program.name!r}: {broken}")
