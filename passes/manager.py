@@ -324,13 +324,15 @@ class PassManager:
         codes = self.codes
         facts = ProgramFacts(program)
         found: list[Diagnostic] = []
-        before = fingerprint(program) if self.check_immutable else None
+        before: tuple | None = None
         for p in self.passes:
             if not codes.intersection(p.codes()):
                 continue
             reason = p.requires(facts)
             if reason is not None:
                 raise PassContractError(f"pass {p.name!r} cannot run on program {program.name!r}: {reason}")
+            if self.check_immutable and before is None:
+                before = fingerprint(program)  # only once the first pass's requirements hold (a cycle has no print)
             out = list(p.analyse(facts))
             if before is not None:  # one fingerprint per pass: each pass's "after" is the next one's "before"
                 after = fingerprint(program)
