@@ -134,6 +134,18 @@ def _version(mod: str) -> str | None:
         return f"unimportable ({type(exc).__name__})"
 
 
+def _tree_state() -> str:
+    """HEAD plus a hash of uncommitted changes to rnnir/ and passes/: what the timed code was."""
+    try:
+        head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
+        diff = subprocess.run(["git", "-C", str(ROOT), "diff", "HEAD", "--", "rnnir", "passes"], capture_output=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    import hashlib
+
+    return head + (f"+dirty:{hashlib.sha256(diff).hexdigest()[:8]}" if diff else "")
+
+
 def machine() -> dict[str, Any]:
     cpu = platform.processor() or "?"
     with contextlib.suppress(OSError):
@@ -160,6 +172,7 @@ def machine() -> dict[str, Any]:
         "polygraphy": _version("polygraphy"),
         "openvino": _openvino_version(),
         "commit": commit,
+        "tree": _tree_state(),
         "loadavg_at_start": None if load is None else [round(x, 2) for x in load],
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     }
@@ -1063,6 +1076,10 @@ def main(argv: list[str] | None = None) -> int:
         blocks = max(3, 3 * args.reps) if not args.quick else max(3, args.reps)
         log(f"multicall: {len(ws)} workloads, {blocks} blocks each")
         report["multicall"] = bench_multicall(ws, args.threads, blocks, 0.08 if args.quick else 0.25, notes)
+    end_state = _tree_state()
+    if end_state != report["machine"]["tree"]:
+        notes.insert(0, f"**rnnir or passes changed during this run** ({report['machine']['tree']} at the start, {end_state} at the end): "
+                        "the tables mix code versions; run again.")
     report["notes"] = notes
     report["targets"] = targets(report)
     report["elapsed_s"] = time.perf_counter() - t_start
