@@ -158,6 +158,12 @@ def _default_structure(program: Program) -> bool:
     for st in program.stores:
         if st.value is not None and isinstance(st.value.producer, Store):
             return False
+        expected = StoreResult.TOKEN if isinstance(st.dest, Slot) else StoreResult.VALUE
+        if st.result is not expected:
+            return False
+    for dest in [*program.slots, *program.outputs]:
+        if len(program.stores_to(dest)) > 1:  # e.g. a slot written twice: only rnnir.program can say so
+            return False
     rets = program.returns
     if len(rets) != 1 or rets[0].layer is not OrderingLayer.RUNTIME:
         return False
