@@ -1078,8 +1078,14 @@ def main(argv: list[str] | None = None) -> int:
         report["multicall"] = bench_multicall(ws, args.threads, blocks, 0.08 if args.quick else 0.25, notes)
     end_state = _tree_state()
     if end_state != report["machine"]["tree"]:
-        notes.insert(0, f"**rnnir or passes changed during this run** ({report['machine']['tree']} at the start, {end_state} at the end): "
-                        "the tables mix code versions; run again.")
+        start = report["machine"]["tree"].split("+")[0]
+        try:
+            changed = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", start, "--", "rnnir", "passes"],
+                                     capture_output=True, text=True, timeout=10).stdout.split()
+        except (OSError, subprocess.SubprocessError):
+            changed = []
+        notes.insert(0, f"**rnnir or passes changed during this run** ({report['machine']['tree']} at the start, {end_state} at the end"
+                        + (f"; files: {', '.join(changed)}" if changed else "") + "): the tables may mix code versions.")
     report["notes"] = notes
     report["targets"] = targets(report)
     report["elapsed_s"] = time.perf_counter() - t_start
