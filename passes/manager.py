@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar, Iterable, Iterator, Sequence
 
-import networkx as nx
 
+from rnnir import digraph
 from rnnir.errors import RnnirError
 from rnnir.ir import LoadSlot, Output, Program, Recurrent, Return, Slot, Store
 from rnnir.pairs import PairSource, StatePair
@@ -70,8 +70,8 @@ class AnalysisPass:
         return tuple(r.code for r in cls.rules)
 
     def requires(self, facts: ProgramFacts) -> str | None:
-        if not nx.is_directed_acyclic_graph(facts.program.graph):
-            cycle = " -> ".join(str(u) for u, _ in nx.find_cycle(facts.program.graph))
+        if not digraph.is_directed_acyclic_graph(facts.program.graph):
+            cycle = " -> ".join(str(u) for u, _ in digraph.find_cycle(facts.program.graph))
             return f"its graph has a cycle ({cycle}); happens-before needs a DAG"
         return None
 
@@ -219,7 +219,7 @@ class ProgramFacts:
 
     # -- happens-before over two calls --------------------------------------------------------
     @cached_property
-    def two_calls(self) -> nx.DiGraph:
+    def two_calls(self) -> digraph.DiGraph:
         """Call k and call k+1 of the program, joined by the sequencing its Return promises.
 
         Nodes are ``(k, node_id)`` for k in (0, 1).  Every Return of call 0
@@ -228,7 +228,7 @@ class ProgramFacts:
         a device event or the caller guarantees between two calls.
         """
         g = self.program.graph
-        h = nx.DiGraph()
+        h = digraph.DiGraph()
         for k in (0, 1):
             h.add_nodes_from((k, n) for n in g.nodes)
             h.add_edges_from(((k, u), (k, v)) for u, v in g.edges)
@@ -247,12 +247,12 @@ class ProgramFacts:
         so ``x`` reaches ``LoadSlot_{k+1}(slot)`` exactly when ``x`` reaches the
         boundary and the boundary reaches the load: one traversal for all slots.
         """
-        return nx.ancestors(self.two_calls, CALL_BOUNDARY)
+        return digraph.ancestors(self.two_calls, CALL_BOUNDARY)
 
     @cached_property
     def after_previous_call(self) -> set:
         """Nodes of call k+1 that happen after the boundary (all of them, unless nobody orders the calls)."""
-        return nx.descendants(self.two_calls, CALL_BOUNDARY)
+        return digraph.descendants(self.two_calls, CALL_BOUNDARY)
 
 
 # -- the program's fingerprint ---------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 One pass, :class:`Ordering`, decides on the happens-before graph of two
 unrolled calls (:attr:`ProgramFacts.two_calls`: call k and call k+1 joined by
-the sequencing the Return's layer promises) with networkx reachability, never
+the sequencing the Return's layer promises) with reachability (BFS over :mod:`rnnir.digraph`), never
 per node pair:
 
 - OR001: ``Store_k(slot)`` must reach ``LoadSlot_{k+1}(slot)`` (read-after-write
@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar, Iterable, Iterator
 
-import networkx as nx
+from rnnir import digraph
 
 from rnnir.ir import Compute, LoadKind, LoadSlot, Node, OrderingLayer, Store
 
@@ -169,7 +169,7 @@ def _write_before_last_read(facts: ProgramFacts) -> Iterator[Diagnostic]:
         stores = facts.stores_to_storage(slot)
         readers = [r for ld in views for r in _view_readers(ld)]
         for st in stores:
-            before_store = nx.ancestors(h, (0, st.id))  # one traversal per slot store
+            before_store = digraph.ancestors(h, (0, st.id))  # one traversal per slot store
             racing = [r for r in readers if r is not st and (0, r.id) not in before_store]
             if not racing:
                 continue

@@ -1,6 +1,7 @@
 """The rnnir IR: one inference call of one model, with its persistent state made explicit.
 
-A :class:`Program` is a DAG of nodes held in a ``networkx.DiGraph``.  Values are
+A :class:`Program` is a DAG of nodes held in a directed graph with networkx's interface
+(:mod:`rnnir.digraph`; ``program.graph.to_networkx()`` gives a real ``networkx.DiGraph``).  Values are
 SSA: each has one producer (or none, for values that come from outside the
 analysed region) and knows its uses, so "does this store read the final state
 directly?" is one lookup.
@@ -20,9 +21,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Sequence
 
-import networkx as nx
 import numpy as np
 
+from . import digraph
 from .errors import IRError
 
 __all__ = [
@@ -448,14 +449,14 @@ class Return(Node):
 class Program:
     """One inference call of one model.
 
-    Nodes live in ``graph`` (a ``networkx.DiGraph`` keyed by node id, with the
+    Nodes live in ``graph`` (a :class:`rnnir.digraph.DiGraph`, networkx's interface, keyed by node id, with the
     node object under attribute ``node``); data edges carry ``kind="data"``,
     explicit ordering edges ``kind="order"``.
     """
 
     def __init__(self, name: str = "program") -> None:
         self.name = name
-        self.graph: nx.DiGraph = nx.DiGraph()
+        self.graph: digraph.DiGraph = digraph.DiGraph()
         self.slots: list[Slot] = []
         self.outputs: list[Output] = []
         self.externals: dict[str, Value] = {}
@@ -541,7 +542,7 @@ class Program:
     def nodes(self) -> list[Node]:
         """Every node in a topological order (computed once per change of the graph)."""
         if self._order is None or len(self._order) != self.graph.number_of_nodes():
-            self._order = [self.graph.nodes[n]["node"] for n in nx.topological_sort(self.graph)]
+            self._order = [self.graph.nodes[n]["node"] for n in digraph.topological_sort(self.graph)]
             self._kinds = {}
             self._by_dest = None
         return list(self._order)
@@ -626,8 +627,8 @@ class Program:
 def check_acyclic(program: Program) -> None:
     """Raise IRError naming one cycle when the program's graph is not a DAG."""
     try:
-        cycle = nx.find_cycle(program.graph)
-    except nx.NetworkXNoCycle:
+        cycle = digraph.find_cycle(program.graph)
+    except digraph.NoCycle:
         return
     raise IRError("program graph has a cycle: " + " -> ".join(str(u) for u, _ in cycle))
 

@@ -46,9 +46,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-import networkx as nx
 import numpy as np
 
+from . import digraph
 from .errors import RnnirError
 from .ir import Compute, LoadKind, LoadSlot, OrderingLayer, Output, Program, Recurrent, Return, Slot, Store, StoreResult, Value
 
@@ -248,7 +248,7 @@ class Simulator:
         early: set[str] = set()
         if mode == "stores-first":  # slot stores and everything they need, before anything else
             for n in slot_stores:
-                early |= nx.ancestors(g, n) | {n}
+                early |= digraph.ancestors(g, n) | {n}
 
         def key(node_id: str) -> tuple[int, int]:
             if mode == "stores-first":
@@ -257,7 +257,9 @@ class Simulator:
                 return (1 if node_id in slot_stores else 0, position[node_id])
             return (0, position[node_id])
 
-        return [g.nodes[n]["node"] for n in nx.lexicographical_topological_sort(g, key=key)]
+        import networkx as nx  # only the simulator needs a keyed topological order
+
+        return [g.nodes[n]["node"] for n in nx.lexicographical_topological_sort(g.to_networkx(), key=key)]
 
     # -- slot memory ---------------------------------------------------------------------------
     def _key(self, slot: Slot) -> str:
@@ -453,7 +455,7 @@ class Simulator:
                 keep.append(p)
         self._pending = keep
 
-    def _waits_for(self, node: Any, store: Store, g: nx.DiGraph) -> bool:
+    def _waits_for(self, node: Any, store: Store, g: digraph.DiGraph) -> bool:
         result = store.outputs[0] if store.outputs else None
         if isinstance(node, Return):
             return node.layer in self.faults.honour and result is not None and any(v is result for v in node.inputs)

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator
 
-import networkx as nx
 import numpy as np
 
+from . import digraph
 from .ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
 from .pairs import PortRef, SliceMap, StatePair
 
@@ -653,8 +653,8 @@ def _plain_path(program: Program, tr: Tracer, slot: Slot, value: Value) -> list[
     if not loads or value.producer is None:
         return None
     try:
-        path = nx.shortest_path(program.graph, loads[0].id, value.producer.id)
-    except nx.NetworkXNoPath:
+        path = digraph.shortest_path(program.graph, loads[0].id, value.producer.id)
+    except digraph.NoPath:
         return None
     return [program.node(n).describe() for n in path]
 

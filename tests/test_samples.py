@@ -390,7 +390,7 @@ def test_constant_entry_load_precedes_its_reader_in_the_graph():
     (load,) = prog.loads
     (rec,) = prog.recurrents
     assert rec.port("initial_h") is load.outputs[0]
-    assert nx.has_path(prog.graph, load.id, rec.id)
+    assert nx.has_path(prog.graph.to_networkx(), load.id, rec.id)
 
 
 # ------------------------------------------------------------------------------ (d) the findings
