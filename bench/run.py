@@ -56,7 +56,10 @@ from typing import Any, Callable
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(ROOT))
+#: where rnnir and passes are imported from: this checkout, or a snapshot made by --at
+CODE = pathlib.Path(os.environ.get("RNNIR_BENCH_CODE") or ROOT)
+SNAPSHOT_REV = os.environ.get("RNNIR_BENCH_REV")
+sys.path.insert(0, str(CODE))
 sys.path.insert(0, str(HERE))
 
 import make_models  # noqa: E402
@@ -136,6 +139,8 @@ def _version(mod: str) -> str | None:
 
 def _tree_state() -> str:
     """HEAD plus a hash of uncommitted changes to rnnir/ and passes/: what the timed code was."""
+    if SNAPSHOT_REV:
+        return f"{SNAPSHOT_REV} (snapshot)"
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
         diff = subprocess.run(["git", "-C", str(ROOT), "diff", "HEAD", "--", "rnnir", "passes"], capture_output=True, timeout=10).stdout
@@ -154,9 +159,13 @@ def machine() -> dict[str, Any]:
                 cpu = line.split(":", 1)[1].strip()
                 break
     try:
+        if SNAPSHOT_REV:
+            raise StopIteration
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "rnnir", "passes"], capture_output=True, text=True, timeout=10).stdout.strip()
         commit += " (rnnir/passes modified)" if dirty else ""
+    except StopIteration:
+        commit = f"{SNAPSHOT_REV} (a snapshot of the commit, not the working tree)"
     except (OSError, subprocess.SubprocessError):
         commit = "?"
     load = os.getloadavg() if hasattr(os, "getloadavg") else None
@@ -280,7 +289,7 @@ def _env() -> dict[str, str]:
     the checkout is not touched; the warm-up run fills it for every tool alike.
     """
     env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONPATH"] = str(CODE) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(PYCACHE)
     env.setdefault("OMP_NUM_THREADS", "1")
@@ -1009,6 +1018,35 @@ def markdown(report: dict[str, Any]) -> str:
 # -- main -----------------------------------------------------------------------------------------
 
 
+def _run_at(rev: str, argv: list[str]) -> int:
+    """Run this script again with rnnir and passes taken from ``git archive REV``."""
+    try:
+        sha = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", rev], capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as exc:
+        print(f"bench: cannot resolve {rev!r}: {exc}", file=sys.stderr)
+        return 2
+    rest = []
+    skip = False
+    for a in argv:  # drop --at REV / --at=REV
+        if skip:
+            skip = False
+            continue
+        if a == "--at":
+            skip = True
+            continue
+        if not a.startswith("--at="):
+            rest.append(a)
+    with tempfile.TemporaryDirectory(prefix=f"rnnir-{sha}-") as tmp:
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha, "rnnir", "passes", "tests/realmodels.py", "tests/__init__.py"],
+                                 capture_output=True, timeout=60)
+        if archive.returncode != 0:  # tests/__init__.py may not exist
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha, "rnnir", "passes", "tests/realmodels.py"], capture_output=True, timeout=60)
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True, timeout=60)
+        env = dict(os.environ, RNNIR_BENCH_CODE=tmp, RNNIR_BENCH_REV=sha)
+        log(f"benchmarking rnnir and passes as of {sha} from a snapshot in {tmp}")
+        return subprocess.run([sys.executable, str(pathlib.Path(__file__).resolve()), *rest], env=env).returncode
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Reproduce rnnir's benchmark tables (lint, passes, multi-call).")
     ap.add_argument("--quick", action="store_true", help="fewer models and shorter blocks (about 2 minutes)")
@@ -1018,6 +1056,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout", type=float, default=None, help="seconds before a lint run is stopped (default 60, quick 30)")
     ap.add_argument("--models", default="", help="comma-separated name fragments: keep only the lint/passes models and multi-call workloads whose names contain one")
     ap.add_argument("--out", type=pathlib.Path, default=RESULTS)
+    ap.add_argument("--at", metavar="REV", help="benchmark rnnir and passes as committed at REV (a snapshot, immune to edits "
+                    "in the working tree during the run) instead of the working tree")
     ap.add_argument("--render", type=pathlib.Path, help="only re-render the markdown (and targets) of a results JSON written earlier")
     ap.add_argument("--passes-worker", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -1033,6 +1073,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.reps < 1:
         ap.error("--reps must be at least 1")
+    if args.at:
+        return _run_at(args.at, argv if argv is not None else sys.argv[1:])
     only = {x.strip() for x in args.only.split(",") if x.strip()}
     frags = [x.strip() for x in args.models.split(",") if x.strip()]
     keep = (lambda name: any(f in name for f in frags)) if frags else (lambda name: True)
