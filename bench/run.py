@@ -1082,7 +1082,7 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     notes: list[str] = []
     report: dict[str, Any] = {
-        "command": "python bench/run.py" + " ".join([""] + (argv if argv is not None else sys.argv[1:])),
+        "command": "python bench/run.py" + " ".join([""] + (argv if argv is not None else sys.argv[1:])) + (f" --at {SNAPSHOT_REV}" if SNAPSHOT_REV else ""),
         "machine": machine(), "reps": args.reps, "threads": args.threads, "quick": args.quick,
     }
     log(f"machine: {report['machine']['nproc']} CPUs, {report['machine']['cpu']}; commit {report['machine']['commit']}")
