@@ -26,7 +26,6 @@ from .ir import (
     LoadKind,
     LoadSlot,
     OrderingLayer,
-    Output,
     Program,
     Recurrent,
     Slot,

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import digraph
 from .ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
-from .pairs import PortRef, SliceMap, StatePair
+from .pairs import PortRef, SliceMap
 
 _BIG = 2**62
 _MAX_ELEMS = 256

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper
 
 import rnnir
-from rnnir import LoadSlot, PairSource, Recurrent, Store, StoreResult
+from rnnir import LoadSlot, PairSource, Recurrent, StoreResult
 from onnx_models import const, lstm_h0c0, lstm_weights, model, packed_lstm_in_if, vi
 
 

@@ -37,7 +37,7 @@ from ..ir import (
 )
 from ..pairs import PairSource, StatePair
 from .pairing import META_PROGRAM, find_pairs, looks_like_state, metadata
-from .scope import RECURRENT_OPS, Definition, ModelIndex, Scope, outer_names
+from .scope import RECURRENT_OPS, Definition, ModelIndex, Scope
 from .source import ModelSource
 
 _SMALL_CONST = 4096  # elements: enough for indices, shapes and small initial states
@@ -157,7 +157,6 @@ class _Lowering:
         self.slot_inputs: dict[str, Slot] = {}
         self.names_used: set[str] = set()
         self.rec_nodes: dict[int, Recurrent] = {}
-        self._ifs: dict[int, Compute] = {}
         self.const_slots: dict[tuple[int, str], Slot] = {}  # constants the entry=constant policy made slots
 
     # -- names and values ----------------------------------------------------------------
@@ -382,7 +381,6 @@ class _Lowering:
             provenance=self._prov(scope, node),
         )
         self.program.add(c)
-        self._ifs[id(node)] = c
 
     def build_recurrent(self, scope: Scope, node: onnx.NodeProto) -> None:
         if id(node) in self.rec_nodes:
@@ -517,7 +515,6 @@ class _Lowering:
 
     def _constant_entries(self, pairs: list[StatePair]) -> list[tuple[Slot, Definition]]:
         """Constant-entry policy: slots for recurrent ops that start from a constant and return their final state."""
-        root = self.index.root
         out_names = {vi.name for vi in self.src.model.graph.output}
         made: list[tuple[Slot, Definition]] = []
         paired_out = {p.output for p in pairs}
