@@ -9,6 +9,7 @@ needs for Gather indices, Slice bounds and the like).
 from __future__ import annotations
 
 import json
+from functools import cached_property
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -472,11 +473,16 @@ class _Lowering:
         """State-named graph inputs that feed a recurrent op's initial state but no output returns."""
         paired = {p.input for p in pairs}
         out: list[StatePair] = []
-        for name in self._inputs_reaching_initial_state():
+        for name in self._state_fed_inputs:
             if name not in paired and looks_like_state(name):
                 out.append(StatePair(name, None, PairSource.NAME, f"{name!r} is named like state and feeds a recurrent initial state, but no output matches it"))
                 paired.add(name)
         return out
+
+    @cached_property
+    def _state_fed_inputs(self) -> list[str]:
+        """Main-graph inputs that reach a recurrent op's initial state through layout-only ops (computed once)."""
+        return self._inputs_reaching_initial_state()
 
     def _inputs_reaching_initial_state(self) -> list[str]:
         root = self.index.root
@@ -635,7 +641,7 @@ class _Lowering:
         prog = self.program
         paired_in = {p.input for p in pairs}
         paired_out = {p.output for p in pairs}
-        inputs = [n for n in self._inputs_reaching_initial_state() if n not in paired_in]
+        inputs = [n for n in self._state_fed_inputs if n not in paired_in]
         if not inputs:
             return
         for o in prog.outputs:
