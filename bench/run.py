@@ -51,8 +51,9 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -450,8 +451,8 @@ def passes_worker(path: str, reps: int) -> None:
     import gc
 
     t0 = time.perf_counter()
-    import rnnir  # noqa: F401
     import passes
+    import rnnir  # noqa: F401
     from rnnir.lower import lower, read_model
 
     emit = lambda **kw: print(json.dumps(kw), flush=True)  # noqa: E731
@@ -791,7 +792,7 @@ def targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     if lint:
         bad, worst = [], None
         for r in lint:
-            rt, ct = r["tools"]["rnnir"], r["tools"]["checker"]
+            rt = r["tools"]["rnnir"]
             if r["name"] == NESTED[1]:
                 continue  # nobody can parse it; compared separately
             if rt["timed_out"] or r["ratio"] is None:

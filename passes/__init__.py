@@ -14,7 +14,7 @@ rule catalogue (codes, slugs, docstrings) is :data:`RULES`.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from rnnir.ir import Program
 

@@ -9,8 +9,9 @@ once the call returns; the two must never be the same memory.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Iterable, Iterator
+from typing import ClassVar
 
 from rnnir.ir import Compute, LoadKind, LoadSlot, Output, Slot, Store, StoreResult, Value
 

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import enum
 import inspect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 
 class Severity(enum.Enum):

@@ -15,10 +15,10 @@ raises :class:`PassContractError` when a pass changed it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar, Iterable, Iterator, Sequence
-
+from typing import Any, ClassVar
 
 from rnnir import digraph
 from rnnir.errors import RnnirError
@@ -313,7 +313,7 @@ class PassManager:
             object.__setattr__(self, "select", tuple(self.select))
         if self.ignore is not None:
             object.__setattr__(self, "ignore", tuple(self.ignore))
-        self.codes  # validate the selection now, not at the first run
+        _ = self.codes  # validate the selection now, not at the first run
 
     @property
     def codes(self) -> set[str]:

@@ -16,11 +16,11 @@ per node pair:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Iterable, Iterator
+from typing import ClassVar
 
 from rnnir import digraph
-
 from rnnir.ir import Compute, LoadKind, LoadSlot, Node, OrderingLayer, Store
 
 from .aliasing import VIEW_OPS

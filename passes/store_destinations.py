@@ -10,8 +10,9 @@ with the docstring ``rnnir explain`` prints.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import ClassVar, Iterable, Iterator
+from typing import ClassVar
 
 from rnnir.ir import Compute, LoadSlot, Output, Recurrent, Slot, Store, Value
 from rnnir.pairs import PairSource, PortRef, SliceMap, StatePair

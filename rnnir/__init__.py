@@ -9,10 +9,13 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .builder import Builder
 from .errors import ExportError, IRError, ModelError, PairingError, RnnirError, StateError
+
+# Imported eagerly so that the name ``rnnir.export`` is the function, not the submodule.
+from .export import export  # noqa: E402
 from .ir import (
     Compute,
     LoadKind,
@@ -32,9 +35,6 @@ from .ir import (
     Value,
 )
 from .pairs import PairSource, PortRef, SliceMap, StatePair
-
-# Imported eagerly so that the name ``rnnir.export`` is the function, not the submodule.
-from .export import export  # noqa: E402
 
 __all__ = [
     "Builder",

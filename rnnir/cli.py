@@ -36,14 +36,15 @@ import json
 import os
 import sys
 import traceback
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence, TextIO
+from typing import Any, TextIO
 
 from . import __version__
-from .config import EXIT_POLICIES, ENTRY_POLICIES, Config, ConfigError, find_config, load_config, parse_pair
+from .config import ENTRY_POLICIES, EXIT_POLICIES, Config, ConfigError, find_config, load_config, parse_pair
 from .errors import ModelError, RnnirError
 from .render import FORMATS, FileResult, LintResult, render, render_cost_text
 

@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import fnmatch
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import RnnirError
 

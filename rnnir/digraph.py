@@ -11,7 +11,8 @@ anything else (it imports networkx then, and only then).
 from __future__ import annotations
 
 from collections import deque
-from typing import Any, Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
+from typing import Any
 
 __all__ = [
     "DiGraph",

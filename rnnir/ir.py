@@ -18,8 +18,9 @@ Node kinds (see DESIGN.md):
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 

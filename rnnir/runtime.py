@@ -69,9 +69,10 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx

@@ -11,8 +11,8 @@ origins it depends on.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import numpy as np
 
@@ -582,7 +582,7 @@ def analyse_state(program: Program, tracer: Tracer | None = None) -> None:
             continue
         slices: dict[tuple[int, ...], SliceMap] = {}
 
-        def get(idx: tuple[int, ...]) -> SliceMap:
+        def get(idx: tuple[int, ...], slices: dict[tuple[int, ...], SliceMap] = slices, slot: Slot = slot) -> SliceMap:
             if idx not in slices:
                 slices[idx] = SliceMap(index=idx, label=_slot_label(slot, idx))
             return slices[idx]

@@ -40,11 +40,11 @@ longest persistent run, and a trend (``bounded``, ``growing``, ``decaying``,
 from __future__ import annotations
 
 import dataclasses
-
 import math
 import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

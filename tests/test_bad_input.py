@@ -8,9 +8,9 @@ import numpy as np
 import onnx
 import pytest
 from onnx import helper
+from onnx_models import const, lstm_h0c0, model, vi
 
 import rnnir
-from onnx_models import const, lstm_h0c0, model, vi
 
 
 def test_truncated_file_is_a_model_error(tmp_path):

@@ -15,10 +15,10 @@ import sys
 import textwrap
 from pathlib import Path
 
+import onnx_models as om
 import pytest
 from onnx import helper
 
-import onnx_models as om
 from rnnir import cli
 
 REPO = Path(__file__).resolve().parents[1]

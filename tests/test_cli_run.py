@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 from onnx import TensorProto, helper
-
 from onnx_models import const, model, vi
+
 from rnnir.cli import main
 
 

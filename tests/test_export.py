@@ -8,11 +8,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from onnx import helper
-
 import realmodels
-import rnnir
+from onnx import helper
 from onnx_models import const, lstm_h0c0, model, packed_lstm_in_if, vi
+
+import rnnir
 from rnnir import reference
 
 ORT = {"providers": ["CPUExecutionProvider"]}
@@ -114,7 +114,7 @@ def test_layout1_exports_to_a_model_onnxruntime_runs():
     R = rng.standard_normal((1, 4 * H, H)).astype(np.float32)
     n = helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "c0"], ["Y", "hn", "cn"], hidden_size=H, layout=1, name="bf")
     m = model([n], [vi("x", [B, T, I]), vi("h0", [B, 1, H]), vi("c0", [B, 1, H])], [vi("Y", [B, T, 1, H]), vi("hn", [B, 1, H]), vi("cn", [B, 1, H])], [const("W", W), const("R", R)])
-    with pytest.raises(Exception):
+    with pytest.raises(Exception):  # noqa: B017 - onnxruntime's own error types are pybind classes, not public API
         _session(m).run(None, {"x": np.zeros((B, T, I), np.float32), "h0": np.zeros((B, 1, H), np.float32), "c0": np.zeros((B, 1, H), np.float32)})
     exported = rnnir.export(rnnir.load(m))
     x = rng.standard_normal((B, T, I)).astype(np.float32)

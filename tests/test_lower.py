@@ -7,10 +7,10 @@ import json
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
+from onnx_models import const, lstm_h0c0, lstm_weights, model, packed_lstm_in_if, vi
 
 import rnnir
 from rnnir import LoadSlot, PairSource, Recurrent, StoreResult
-from onnx_models import const, lstm_h0c0, lstm_weights, model, packed_lstm_in_if, vi
 
 
 def _slices(prog, name):

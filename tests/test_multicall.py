@@ -13,9 +13,9 @@ import pathlib
 import numpy as np
 import onnx
 import pytest
+import realmodels as rm
 from onnx import TensorProto, helper, numpy_helper
 
-import realmodels as rm
 import rnnir
 from rnnir.runtime import StatefulSession
 from rnnir.testing import StreamError, check_multicall, report_to_text

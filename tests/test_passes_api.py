@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-import pathlib
-import sys
 import json
+import pathlib
 import re
+import sys
 from typing import ClassVar
 
 import numpy as np
@@ -16,6 +16,7 @@ import passes
 import passes.catalogue
 import rnnir
 from passes.manager import AnalysisPass, PassContractError, PassManager
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from test_passes_rules import H, I, T, packed_lstm, rnn_builder  # noqa: E402
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 import realmodels
+
 import rnnir
 
 pytestmark = pytest.mark.realmodel

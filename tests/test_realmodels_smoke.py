@@ -105,7 +105,7 @@ def test_torch_whole_sequence_vs_chunks(name):
     chunked = np.concatenate([calls[f"call{k}_out_y"] for k in range(3)], axis=tax)
     same = np.allclose(chunked, got["y"], rtol=0, atol=TOL)
     assert same == (name not in ("bilstm_stream", "gru_encoder_stateless"))
-    for i, o in rm.TORCH_STATE_PAIRS[name].items():
+    for o in rm.TORCH_STATE_PAIRS[name].values():
         final_same = np.allclose(calls[f"call2_out_{o}"], got[o], rtol=0, atol=TOL)
         assert final_same == (name != "bilstm_stream"), (name, o)
 

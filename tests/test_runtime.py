@@ -12,9 +12,9 @@ import threading
 import numpy as np
 import onnx
 import pytest
+import realmodels as rm
 from onnx import TensorProto, helper, numpy_helper
 
-import realmodels as rm
 import rnnir
 from rnnir import ModelError, StateError
 from rnnir.runtime import FeedError, SessionBusyError, StatefulSession

@@ -9,9 +9,10 @@ needs for Gather indices, Slice bounds and the like).
 from __future__ import annotations
 
 import json
-from functools import cached_property
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from functools import cached_property
+from typing import Any
 
 import numpy as np
 import onnx

@@ -10,8 +10,8 @@ ops, no negative dims) and raises ModelError otherwise.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Iterator
 
 import onnx
 

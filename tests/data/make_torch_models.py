@@ -32,7 +32,6 @@ torch/onnx versions produces numerically identical weights and oracles.
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import sys
 import warnings
@@ -471,7 +470,7 @@ def write_readme(report):
         else:
             L.append("State pairs: none (stateless; the GRU starts from zeros every call).")
         L.append("")
-        for kind, x in e["exports"].items():
+        for x in e["exports"].values():
             L += [f"- `{x['file']}`"
                   + (f" + `{', '.join(x['external_data'])}`" if x["external_data"] else ""),
                   f"  - inputs: {_io(x['inputs'])}",
