@@ -16,6 +16,7 @@ from typing import ClassVar
 
 from rnnir.ir import Compute, LoadSlot, Output, Recurrent, Slot, Store, Value
 from rnnir.pairs import PairSource, PortRef, SliceMap, StatePair
+from rnnir.recurrence import KINDS
 
 from .diagnostics import Diagnostic, Location, Rule, Severity, rule
 from .manager import AnalysisPass, ProgramFacts
@@ -271,8 +272,9 @@ class SEQ_LENS_LAST_STEP:
 
 # -- small helpers -------------------------------------------------------------------------------
 
-_INIT_OF = {"Y_h": "initial_h", "Y_c": "initial_c", "Y": "initial_h"}
-_FINAL_OF = {"initial_h": "Y_h", "initial_c": "Y_c"}
+# every kind in the registry names its state ports alike: initial_h <-> Y_h, initial_c <-> Y_c; Y carries h
+_FINAL_OF = {s.entry: s.exit for k in KINDS.values() for s in k.states}
+_INIT_OF = {**{exit: entry for entry, exit in _FINAL_OF.items()}, "Y": "initial_h"}
 
 # ONNX TensorProto data types (numbers fixed by the ONNX spec) -> numpy names, for Cast(to=...)
 _ONNX_DTYPES = {

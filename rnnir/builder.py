@@ -19,7 +19,6 @@ import numpy as np
 
 from .errors import IRError
 from .ir import (
-    RECURRENT_INPUTS,
     Compute,
     LoadKind,
     LoadSlot,
@@ -39,6 +38,7 @@ from .ir import (
     check_acyclic,
 )
 from .pairs import PairSource, StatePair
+from .recurrence import KINDS
 
 __all__ = ["Builder"]
 
@@ -182,18 +182,19 @@ class Builder:
         outputs: Sequence[str] | None = None,
     ) -> tuple[Value, ...]:
         """An RNN/GRU/LSTM node; returns (Y, Y_h) or, for LSTM, (Y, Y_h, Y_c)."""
-        kind = kind.upper()
-        if kind not in ("RNN", "GRU", "LSTM"):
+        spec = KINDS.get(kind) or KINDS.get(kind.upper())
+        if spec is None or not spec.onnx:
             raise IRError(f"recurrent kind must be RNN, GRU or LSTM, not {kind!r}")
+        kind = spec.name
         if direction not in ("forward", "reverse", "bidirectional"):
             raise IRError(f"direction must be forward, reverse or bidirectional, not {direction!r}")
-        if kind != "LSTM" and (initial_c is not None or P is not None):
+        if spec.input_index("initial_c") is None and (initial_c is not None or P is not None):
             raise IRError(f"{kind} has no initial_c or P input")
-        n_out = 3 if kind == "LSTM" else 2
+        n_out = len(spec.outputs)
         names = list(outputs) if outputs else [None] * n_out
         stem = (name or kind.lower()) + "_"
-        outs = [self._value(n, stem + ("Y", "Y_h", "Y_c")[i] + "_") for i, n in enumerate(names)]
-        ins = [X, W, R, B, sequence_lens, initial_h, initial_c, P][: len(RECURRENT_INPUTS) if kind == "LSTM" else 6]
+        outs = [self._value(n, stem + spec.outputs[i] + "_") for i, n in enumerate(names)]
+        ins = [X, W, R, B, sequence_lens, initial_h, initial_c, P][: len(spec.inputs)]
         node = Recurrent(
             kind=kind,
             direction=direction,

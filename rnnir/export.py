@@ -259,15 +259,15 @@ def _export_built(program: Program) -> onnx.ModelProto:
             if out is not None and node.slot is not None and out.name != node.slot.name:
                 nodes.append(helper.make_node("Identity", [node.slot.name], [out.name], name=node.id))
         elif isinstance(node, Recurrent):
-            n_in = 8 if node.kind == "LSTM" else 6
-            ins = [name_of(v) for v in node.inputs[:n_in]]
+            spec = node.spec
+            ins = [name_of(v) for v in node.inputs[: len(spec.inputs)]]
             while ins and not ins[-1]:
                 ins.pop()
             outs = [v.name if v is not None else "" for v in node.outputs]
             attrs = {k: v for k, v in node.attributes().items() if v is not None}
             if node.layout:
                 attrs["layout"] = node.layout
-            nodes.append(helper.make_node(node.kind, ins, outs, name=node.provenance.node or node.id, **attrs))
+            nodes.append(helper.make_node(spec.op_type, ins, outs, name=node.provenance.node or node.id, domain=spec.domain, **attrs))
         elif isinstance(node, Compute):
             if node.op == "If":
                 nodes.append(_if_node(node, name_of))
@@ -309,7 +309,10 @@ def _export_built(program: Program) -> onnx.ModelProto:
         if out_name not in used_names and any(st.dest is s for st in program.stores):
             raise ExportError(f"slot {s.name!r} has a store but no output to export it as")
     graph = helper.make_graph(nodes, program.name, inputs, outputs, initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], producer_name="rnnir")
+    # contrib ops (DynamicQuantizeLSTM, a custom op kept as Compute) need their domain imported
+    domains = sorted({n.domain for n in nodes if n.domain not in ("", "ai.onnx")})
+    opsets = [helper.make_opsetid("", 17)] + [helper.make_opsetid(d, 1) for d in domains]
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="rnnir")
     model.ir_version = 8
     pairs = {s.name: (pair_out.get(s.name) or f"{s.name}_out") for s in program.slots}
     _set_meta(model, META_PAIRS, json.dumps(pairs, sort_keys=True))

@@ -26,6 +26,7 @@ import numpy as np
 
 from . import digraph
 from .errors import IRError
+from .recurrence import KINDS, Recognition, RecurrenceKind
 
 __all__ = [
     "TensorType",
@@ -317,16 +318,14 @@ class Compute(Node):
         return self.inputs[start : start + n]
 
 
-RECURRENT_INPUTS = ("X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P")
-RECURRENT_OUTPUTS = ("Y", "Y_h", "Y_c")
-
-
 @dataclass(eq=False, repr=False)
 class Recurrent(Node):
-    """An ONNX RNN, GRU or LSTM, first class, with every attribute.
+    """A recurrence, first class, with every attribute: an ONNX RNN/GRU/LSTM, a registered contrib op, or a
+    recurrence recognised in plain ops (a cell, an unrolled loop, a Loop body).
 
-    ``inputs`` follow ONNX order (X, W, R, B, sequence_lens, initial_h,
-    initial_c, P) with None for absent ones; ``outputs`` are (Y, Y_h, Y_c).
+    ``kind`` names a :data:`rnnir.recurrence.KINDS` entry; ``inputs``/``outputs`` follow that kind's ports in
+    ONNX order (X, W, R, B, sequence_lens, initial_h, initial_c, P, ...) with None for absent ones.
+    ``recognition`` says how lowering found it and ``recognised_from`` the ONNX nodes it stands for.
     """
 
     kind: str = "LSTM"
@@ -340,6 +339,22 @@ class Recurrent(Node):
     linear_before_reset: int = 0
     input_forget: int = 0
     onnx_node: Any = field(default=None, repr=False)
+    recognition: Recognition = Recognition.OP
+    recognised_from: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise IRError(f"unknown recurrence kind {self.kind!r}; known: {', '.join(KINDS)}")
+
+    @property
+    def spec(self) -> RecurrenceKind:
+        """The kind's registry entry: ports, states, op type and domain."""
+        return KINDS[self.kind]
+
+    @property
+    def semantics(self) -> str:
+        """The ONNX operator whose equations this computes (LSTM for DynamicQuantizeLSTM)."""
+        return self.spec.semantics
 
     @property
     def opname(self) -> str:  # type: ignore[override]
@@ -350,27 +365,30 @@ class Recurrent(Node):
         return 2 if self.direction == "bidirectional" else 1
 
     def port(self, name: str) -> Value | None:
-        """The value at ONNX port ``name`` (an input or an output name)."""
-        if name in RECURRENT_INPUTS:
-            i = RECURRENT_INPUTS.index(name)
+        """The value at port ``name`` (an input or an output name of this kind)."""
+        spec = self.spec
+        i = spec.input_index(name)
+        if i is not None:
             return self.inputs[i] if i < len(self.inputs) else None
-        if name in RECURRENT_OUTPUTS:
-            i = RECURRENT_OUTPUTS.index(name)
+        i = spec.output_index(name)
+        if i is not None:
             return self.outputs[i] if i < len(self.outputs) else None
         raise IRError(f"{self.kind} has no port {name!r}")
 
     def port_of(self, value: Value) -> str | None:
+        spec = self.spec
         for i, v in enumerate(self.inputs):
-            if v is value:
-                return RECURRENT_INPUTS[i]
+            if v is value and i < len(spec.inputs):
+                return spec.inputs[i]
         for i, v in enumerate(self.outputs):
-            if v is value:
-                return RECURRENT_OUTPUTS[i]
+            if v is value and i < len(spec.outputs):
+                return spec.outputs[i]
         return None
 
     @property
     def state_ports(self) -> tuple[str, ...]:
-        return ("initial_h", "initial_c") if self.kind == "LSTM" else ("initial_h",)
+        """The input ports a state enters through (initial_h, and initial_c for LSTMs)."""
+        return self.spec.entries
 
     def attributes(self) -> dict[str, Any]:
         """The ONNX attributes this node stands for (only those that are set)."""
@@ -385,9 +403,9 @@ class Recurrent(Node):
             attrs["activation_beta"] = list(self.activation_beta)
         if self.clip is not None:
             attrs["clip"] = self.clip
-        if self.kind == "GRU" and self.linear_before_reset:
+        if self.semantics == "GRU" and self.linear_before_reset:
             attrs["linear_before_reset"] = self.linear_before_reset
-        if self.kind == "LSTM" and self.input_forget:
+        if self.semantics == "LSTM" and self.input_forget:
             attrs["input_forget"] = self.input_forget
         return attrs
 

@@ -213,9 +213,10 @@ def _length_inputs(model: onnx.ModelProto, program: Program) -> list[str]:
     found: list[str] = []
     for rec in program.recurrents:
         node = rec.onnx_node
-        if node is None or len(node.input) < 5 or not node.input[4]:
+        at = rec.spec.input_index(rec.spec.sequence_lens)
+        if node is None or at is None or len(node.input) <= at or not node.input[at]:
             continue
-        name = node.input[4]
+        name = node.input[at]
         while name not in graph_inputs and name in producers and producers[name].op_type in ("Identity", "Cast"):
             name = producers[name].input[0]
         if name in graph_inputs and name not in found:

@@ -116,7 +116,7 @@ class Tracer:
         node = self.program.node(ref.origin[1])
         port = ref.origin[2]
         if isinstance(node, Recurrent):
-            if port in ("Y_h", "Y_c"):
+            if port in node.spec.exits:
                 # layout=1 puts batch first ([batch, directions, hidden]): its axis 0 is not the directions
                 return node.num_directions if depth == 0 and node.layout == 0 else None
             if port == "Y":
@@ -480,9 +480,6 @@ def trace_value(program: Program, value: Value, tracer: Tracer | None = None) ->
 
 # -- per-pair slice maps -------------------------------------------------------------------
 
-_FINAL = {"initial_h": "Y_h", "initial_c": "Y_c"}
-
-
 def _port_ref(tr: Tracer, ref: Ref, branch: tuple[str, ...], note: str = "") -> PortRef:
     node = tr.program.node(ref.origin[1])
     port = ref.origin[2]
@@ -638,7 +635,14 @@ def _record_exit(tr: Tracer, sm: SliceMap, ref: Ref | None, path: tuple[str, ...
         return
     pr = _port_ref(tr, ref, path)
     sm.exit.append(pr)
-    sm.exit_kind[bp] = "final" if pr.port in ("Y_h", "Y_c") else "sequence" if pr.port == "Y" else "unknown"
+    node = tr.program.node(ref.origin[1])
+    spec = node.spec if isinstance(node, Recurrent) else None
+    if spec is not None and pr.port in spec.exits:
+        sm.exit_kind[bp] = "final"
+    elif spec is not None and pr.port == spec.sequence_output:
+        sm.exit_kind[bp] = "sequence"
+    else:
+        sm.exit_kind[bp] = "unknown"
 
 
 def _plain_path(program: Program, tr: Tracer, slot: Slot, value: Value) -> list[str] | None:

@@ -38,8 +38,9 @@ from ..ir import (
     Value,
 )
 from ..pairs import PairSource, StatePair
+from ..recurrence import RecurrenceKind, kind_for_op
 from .pairing import META_PROGRAM, find_pairs, looks_like_state, metadata
-from .scope import RECURRENT_OPS, Definition, ModelIndex, Scope
+from .scope import Definition, ModelIndex, Scope
 from .source import ModelSource
 
 _SMALL_CONST = 4096  # elements: enough for indices, shapes and small initial states
@@ -219,10 +220,11 @@ class _Lowering:
                 sub = d.scope.child(node, attr)
                 out.extend((sub, o.name) for o in sub.graph.output)
             return out
-        if node.op_type in RECURRENT_OPS and node.domain in ("", "ai.onnx"):
+        kind = kind_for_op(node.op_type, node.domain)
+        if kind is not None:
             # only the state-carrying inputs (sequence_lens, initial_h, initial_c): X, W, R, B and P
             # are external to the state analysis, however large the graph that computes them
-            return [(d.scope, node.input[i]) for i in (4, 5, 6) if i < len(node.input) and node.input[i]]
+            return [(d.scope, node.input[i]) for i in kind.state_inputs if i < len(node.input) and node.input[i]]
         deps = [(d.scope, i) for i in node.input if i]
         for a in node.attribute:
             if a.type == onnx.AttributeProto.GRAPH:
@@ -234,7 +236,7 @@ class _Lowering:
             return True
         if self._key(d) in self.const_slots:
             return True
-        return d.kind == "node" and d.node is not None and d.node.op_type in RECURRENT_OPS and d.node.domain in ("", "ai.onnx")
+        return d.kind == "node" and d.node is not None and kind_for_op(d.node.op_type, d.node.domain) is not None
 
     def _const_pairs(self, pairs: list[StatePair]) -> list[StatePair]:
         return [p for p in pairs if p.source is PairSource.CONSTANT and p.output is not None]
@@ -265,7 +267,7 @@ class _Lowering:
         while queue:
             name, layout_only = queue.pop()
             for node in index.consumers.get(name, ()):
-                if node.op_type in RECURRENT_OPS:
+                if kind_for_op(node.op_type, node.domain) is not None:
                     continue  # its results are seeds already; the state it reads does not flow through it
                 if layout_only and node.op_type not in LAYOUT_OPS and node.op_type != "If":
                     continue
@@ -328,7 +330,7 @@ class _Lowering:
         if node is None:
             self.external_value(d)
             return
-        if node.op_type in RECURRENT_OPS and node.domain in ("", "ai.onnx"):
+        if kind_for_op(node.op_type, node.domain) is not None:
             self.build_recurrent(d.scope, node)
             return
         if node.op_type == "If":
@@ -387,7 +389,9 @@ class _Lowering:
     def build_recurrent(self, scope: Scope, node: onnx.NodeProto) -> None:
         if id(node) in self.rec_nodes:
             return
-        n_in = 8 if node.op_type == "LSTM" else 6
+        kind = kind_for_op(node.op_type, node.domain)
+        assert kind is not None  # only registered ops reach here
+        n_in = len(kind.inputs)
         names = list(node.input) + [""] * (n_in - len(node.input))
         ins = [self.operand(scope, n) for n in names[:n_in]]
         acts = _attr(node, "activations")
@@ -396,11 +400,11 @@ class _Lowering:
         hidden = _attr(node, "hidden_size")
         if hidden is None:
             raise ModelError(f"{node.op_type} node has no hidden_size attribute", model=self.label, where=self.index.node_name(node))
-        n_out = 3 if node.op_type == "LSTM" else 2
+        n_out = len(kind.outputs)
         outs = self._outputs_for(scope, node)[:n_out]
         outs += [None] * (n_out - len(outs))
         r = Recurrent(
-            kind=node.op_type,
+            kind=kind.name,
             direction=_attr(node, "direction", "forward"),
             hidden_size=int(hidden),
             layout=int(_attr(node, "layout", 0)),
@@ -446,7 +450,7 @@ class _Lowering:
         paired_out = {p.output for p in pairs if p.output is not None} | {p.output for p in self._const_pairs(pairs)}
         demands: list[tuple[Scope, str]] = [(root, vi.name) for vi in model.graph.output if vi.name in paired_out]
         for scope, node in self.index.recurrent:
-            for i in (4, 5, 6):
+            for i in _kind(node).state_inputs:
                 if i < len(node.input) and node.input[i]:
                     demands.append((scope, node.input[i]))
         for p in pairs:
@@ -489,7 +493,7 @@ class _Lowering:
         root = self.index.root
         found: list[str] = []
         for scope, node in self.index.recurrent:
-            for port in (5, 6):
+            for port in (i for i in (_kind(node).input_index(p) for p in _kind(node).entries) if i is not None):
                 if port < len(node.input) and node.input[port]:
                     for name in self._layout_sources(scope, node.input[port]):
                         if name not in found:
@@ -526,7 +530,11 @@ class _Lowering:
         made: list[tuple[Slot, Definition]] = []
         paired_out = {p.output for p in pairs}
         for scope, node in self.index.recurrent:
-            for port, final in ((5, 1), (6, 2)):
+            kind = _kind(node)
+            for state in kind.states:
+                port, final = kind.input_index(state.entry), kind.output_index(state.exit)
+                if port is None or final is None:
+                    continue
                 if port >= len(node.input) or not node.input[port] or final >= len(node.output):
                     continue
                 d = scope.resolve(node.input[port])
@@ -673,6 +681,14 @@ class _Lowering:
             else:
                 return False
         return False
+
+
+def _kind(node: onnx.NodeProto) -> RecurrenceKind:
+    """The registered kind of a node the model index listed as recurrent."""
+    kind = kind_for_op(node.op_type, node.domain)
+    if kind is None:
+        raise AssertionError(f"{node.op_type} is not a recurrent op")
+    return kind
 
 
 def _attr_tensor(node: onnx.NodeProto | None) -> onnx.TensorProto | None:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 import onnx
 
 from ..errors import ModelError
+from ..recurrence import kind_for_op
 
-RECURRENT_OPS = ("RNN", "GRU", "LSTM")
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -172,7 +172,7 @@ class ModelIndex:
                             child = Scope(graph=sub, path=sc.path + (f"{self.node_name(node)}.{tag}",), parent=sc, owner=node)
                             sc.children[(id(node), attr.name)] = child
                             work.append(child)
-                elif op in RECURRENT_OPS:
+                if kind_for_op(op, dom) is not None:
                     self.recurrent.append((sc, node))
         self._check_defs(scope)
         return scope
