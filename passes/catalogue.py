@@ -7,6 +7,7 @@ rule keeps its code reserved (listed in :data:`RETIRED`, never reused).
 from __future__ import annotations
 
 from .aliasing import Aliasing
+from .coverage import StateCoverage
 from .diagnostics import Rule
 from .manager import AnalysisPass
 from .ordering import Ordering
@@ -15,9 +16,9 @@ from .store_destinations import StoreDestinations
 __all__ = ["PASSES", "RETIRED", "RULES", "explain"]
 
 #: the default pipeline, in run order
-PASSES: tuple[AnalysisPass, ...] = (StoreDestinations(), Aliasing(), Ordering())
+PASSES: tuple[AnalysisPass, ...] = (StoreDestinations(), Aliasing(), Ordering(), StateCoverage())
 
-#: code -> Rule, in catalogue order (SD, AL, OR)
+#: code -> Rule, in catalogue order (SD001-SD008, AL, OR, SD009-SD010)
 RULES: dict[str, Rule] = {r.code: r for p in PASSES for r in type(p).rules}
 
 #: codes that were released and retired: reserved forever

@@ -15,7 +15,7 @@ raises :class:`PassContractError` when a pass changed it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
@@ -26,7 +26,7 @@ from rnnir.ir import LoadSlot, Output, Program, Recurrent, Return, Slot, Store
 from rnnir.pairs import PairSource, StatePair
 from rnnir.slices import Tracer, analyse_state
 
-from .diagnostics import Diagnostic, Rule
+from .diagnostics import Diagnostic, Rule, Severity
 
 __all__ = [
     "AnalysisPass",
@@ -83,6 +83,10 @@ class AnalysisPass:
 
     def analyse(self, facts: ProgramFacts) -> Iterable[Diagnostic]:
         raise NotImplementedError
+
+    def settle(self, own: list[Diagnostic], others: list[Diagnostic]) -> list[Diagnostic]:
+        """Once every pass has run: this pass's findings in the light of the others' (default: unchanged)."""
+        return own
 
 
 # -- facts shared by the passes ------------------------------------------------------------
@@ -306,6 +310,7 @@ class PassManager:
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] | None = None
     check_immutable: bool = True
+    severity: Mapping[str, Severity] = dataclasses.field(default_factory=dict)  # per-code overrides (--strict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "passes", tuple(self.passes))
@@ -321,9 +326,14 @@ class PassManager:
         return selected_codes(known, self.select, self.ignore)
 
     def run(self, program: Program) -> list[Diagnostic]:
-        codes = self.codes
+        return self.run_with_facts(program)[0]
+
+    def run_with_facts(self, program: Program, *, every_pass: bool = False) -> tuple[list[Diagnostic], ProgramFacts]:
+        """The selected findings and the facts they were computed from (``every_pass``: run and keep every rule)."""
+        codes = self.codes if not every_pass else {c for p in self.passes for c in p.codes()}
         facts = ProgramFacts(program)
         found: list[Diagnostic] = []
+        per_pass: list[tuple[AnalysisPass, list[Diagnostic]]] = []
         before: tuple | None = None
         for p in self.passes:
             if not codes.intersection(p.codes()):
@@ -342,8 +352,13 @@ class PassManager:
             broken = p.ensures(facts, out)
             if broken is not None:
                 raise PassContractError(f"pass {p.name!r} broke its contract on program {program.name!r}: {broken}")
-            found.extend(d for d in out if d.code in codes)
-        return sorted(_dedupe(found), key=Diagnostic.sort_key)
+            per_pass.append((p, out))
+        for p, out in per_pass:
+            others = [d for q, o in per_pass if q is not p for d in o]
+            found.extend(d for d in p.settle(out, others) if d.code in codes)
+        if self.severity:
+            found = [dataclasses.replace(d, severity=self.severity[d.code]) if d.code in self.severity else d for d in found]
+        return sorted(_dedupe(found), key=Diagnostic.sort_key), facts
 
 
 def _dedupe(diags: Iterable[Diagnostic]) -> Iterator[Diagnostic]:

@@ -123,10 +123,10 @@ class NOT_FINAL_STATE:
         state of an op that never read this slot, or a constant in every
         branch.  When the written value is computed from state through
         value-changing ops (not just layout ops), rnnir cannot prove the slices
-        line up: it reports INFO when the value depends only on the right final
-        states (silero_vad_16k_op15 adds a zero term:
-        ``stateN = Add(Concat(hn, cn), zero)``) and a WARNING when it depends on
-        anything else.
+        line up: it reports a WARNING when the value depends on anything but the
+        right final states; when it depends on those only (silero_vad_16k_op15
+        adds a zero term: ``stateN = Add(Concat(hn, cn), zero)``) the slice is
+        unverified and SD009 says so.
 
     Why it matters
         The next call resumes from a point the sequence has already passed (or
@@ -675,12 +675,8 @@ def _exits(ctx: _Context, pair: StatePair, stores: list[Store], ignored: set[tup
                 continue
             if kind == "derived" and not plain:
                 derived_by_branch.setdefault(bp, (sm, []))[1].extend(r for r in refs if r not in derived_by_branch[bp][1])
-    # one verdict per slot for computed write-backs: an INFO says the same thing for every slice and branch
-    found: list[Diagnostic] = []
     for bp, (sm, refs) in derived_by_branch.items():
-        found.extend(_derived(ctx, pair, sm, bp, refs, locs, stores, reverse_seen))
-    serious = [d for d in found if d.severity is not Severity.INFO]
-    yield from serious if serious else found[:1]
+        yield from _derived(ctx, pair, sm, bp, refs, locs, stores, reverse_seen)
 
 
 def _check_final(
@@ -854,14 +850,7 @@ def _derived(
             locations=locs,
         )
     elif good and not others and (any(r.node_id in reads for r in good) or _live_elsewhere(ctx, name, sm, bp)):
-        yield NOT_FINAL_STATE.diagnostic(
-            f"slot {name!r} is written back with a value computed{via} from the final states {finals}{where}, "
-            f"not a layout-only rearrangement of them: rnnir cannot prove each slice gets its own final state",
-            hint="return the final states through layout ops only (Concat/Unsqueeze/Reshape) so the slices can be checked",
-            severity=Severity.INFO,
-            slot=name,
-            locations=locs,
-        )
+        pass  # computed from the right final states but not provably slice by slice: unverified (SD009), not violated
     else:
         bad = ", ".join(dict.fromkeys(others)) or "values that are not final states"
         yield NOT_FINAL_STATE.diagnostic(

@@ -79,6 +79,7 @@ class Settings:
     entry: str
     exit: str
     config: Config
+    strict: bool = False
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -99,7 +100,8 @@ def _settings(args: argparse.Namespace) -> Settings:
         pairs = dict(parse_pair(p) for p in args.pair)
     entry = getattr(args, "entry", None) or config.entry or "dynamic"
     exit_ = getattr(args, "exit", None) or config.exit or "fanout"
-    return Settings(select=select, ignore=tuple(ignore), pairs=pairs, entry=entry, exit=exit_, config=config)
+    strict = bool(getattr(args, "strict", False) or config.strict)
+    return Settings(select=select, ignore=tuple(ignore), pairs=pairs, entry=entry, exit=exit_, config=config, strict=strict)
 
 
 def _split_codes(values: Sequence[str]) -> tuple[str, ...]:
@@ -166,6 +168,7 @@ class LintJob:
     exit: str
     rules: bool = True
     cost: bool = False
+    strict: bool = False
 
 
 def _error_message(exc: BaseException, path: str) -> str:
@@ -191,9 +194,10 @@ def lint_one(job: LintJob) -> FileResult:
         result.suggested_pairs = [p.to_json() for p in program.suggested_pairs]
         backend = _passes()
         if job.rules:
-            diags = backend.run(program, select=list(job.select) if job.select is not None else None, ignore=list(job.ignore))
+            verification = backend.verify(program, select=list(job.select) if job.select is not None else None, ignore=list(job.ignore), strict=job.strict)
             # ``data`` is for programmatic users; dropping it keeps results small and picklable.
-            result.diagnostics = sorted((dataclasses.replace(d, data={}) for d in diags), key=lambda d: d.sort_key())
+            result.diagnostics = sorted((dataclasses.replace(d, data={}) for d in verification.diagnostics), key=lambda d: d.sort_key())
+            result.verdicts = verification.to_json()
         if job.cost:
             result.cost = backend.cost(program).to_json()
     except (RnnirError, OSError) as exc:
@@ -205,7 +209,7 @@ def lint_one(job: LintJob) -> FileResult:
             traceback.print_exc()
         result.error = {"type": "InternalError", "message": f"internal error: {type(exc).__name__}: {exc} ({_REPORT_HINT})"}
     if result.error is not None:
-        result.state_pairs, result.suggested_pairs, result.diagnostics, result.cost = [], [], [], None
+        result.state_pairs, result.suggested_pairs, result.diagnostics, result.cost, result.verdicts = [], [], [], None, None
     return result
 
 
@@ -285,7 +289,7 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     for t in targets:
         if t.error is None:
             ignore = settings.ignore + tuple(c for c in settings.config.ignores_for(Path(t.path)) if c not in settings.ignore)
-            jobs.append(LintJob(t.path, settings.select, ignore, settings.pairs, settings.entry, settings.exit, rules, cost))
+            jobs.append(LintJob(t.path, settings.select, ignore, settings.pairs, settings.entry, settings.exit, rules, cost, settings.strict))
     workers = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
     progress = Progress(len(jobs))
     try:
@@ -460,6 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--select", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to run (default: all)")
     p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to skip")
     p.add_argument("--cost", action="store_true", help="add the per-call cost analysis")
+    p.add_argument("--strict", action="store_true", help="state rnnir could not verify (SD009) or a model does not expose (SD010) is an error")
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in N worker processes (0: one per CPU)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     _add_model_options(p)

@@ -44,7 +44,7 @@ __all__ = ["Config", "ConfigError", "find_config", "load_config", "parse_pair"]
 ENTRY_POLICIES = ("dynamic", "constant")
 EXIT_POLICIES = ("fanout", "chain", "reuse-single-store")
 
-_KEYS = ("select", "ignore", "pairs", "per-file-ignores", "entry", "exit")
+_KEYS = ("select", "ignore", "pairs", "per-file-ignores", "entry", "exit", "strict")
 
 
 class ConfigError(RnnirError):
@@ -61,6 +61,7 @@ class Config:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     entry: str | None = None
     exit: str | None = None
+    strict: bool | None = None  # unverified state (SD009) and unexposed state (SD010) are errors
     path: Path | None = None  # the pyproject.toml it came from
     root: Path | None = field(default=None)  # folder per-file-ignores patterns are relative to
 
@@ -116,7 +117,11 @@ def load_config(path: Path) -> Config:
         pfi.append((pattern, tuple(c.strip().upper() for c in codes)))
     entry = _choice(table, "entry", ENTRY_POLICIES, where)
     exit_ = _choice(table, "exit", EXIT_POLICIES, where)
+    strict = table.get("strict")
+    if strict is not None and not isinstance(strict, bool):
+        raise ConfigError(f"{where} strict must be true or false, not {strict!r}")
     return Config(
+        strict=strict,
         select=select,
         ignore=ignore,
         pairs=pairs,

@@ -77,6 +77,7 @@ class FileResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     error: dict[str, str] | None = None  # {"type": ..., "message": ...}
     cost: dict[str, Any] | None = None
+    verdicts: dict[str, Any] | None = None  # passes.Verification.to_json(): a verdict per slice and per recurrence
 
     def to_json(self, *, with_cost: bool) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -84,6 +85,7 @@ class FileResult:
             "state_pairs": self.state_pairs,
             "suggested_pairs": self.suggested_pairs,
             "diagnostics": [x.to_json() for x in self.diagnostics],
+            "verdicts": self.verdicts,
             "error": self.error,
         }
         if with_cost:
@@ -115,12 +117,23 @@ class LintResult:
             return 2
         return 1 if self.count(Severity.ERROR) else 0
 
+    def slice_counts(self) -> dict[str, int]:
+        """State slices per verdict over every file (verified, violated, unverified)."""
+        counts = {"verified": 0, "violated": 0, "unverified": 0}
+        for f in self.files:
+            for key in counts:
+                counts[key] += int((f.verdicts or {}).get(key, 0))
+        return counts
+
     def summary(self) -> dict[str, Any]:
         by_code: dict[str, int] = {}
         for f in self.files:
             for d in f.diagnostics:
                 by_code[d.code] = by_code.get(d.code, 0) + 1
+        counts = self.slice_counts()
         return {
+            "state_slices": sum(counts.values()),
+            **{f"slices_{k}": v for k, v in counts.items()},
             "files": len(self.files),
             "failed": len(self.failed),
             "errors": self.count(Severity.ERROR),
@@ -212,6 +225,10 @@ def _summary_line(result: LintResult) -> str:
     line = f"{', '.join(parts)} in {_plural(s['files'], 'file')}"
     if s["failed"]:
         line += f"; {s['failed']} could not be analysed"
+    if s["state_slices"]:
+        line += f"; {s['slices_verified']} of {_plural(s['state_slices'], 'state slice')} verified"
+        if s["slices_unverified"]:
+            line += f" ({s['slices_unverified']} unverified)"
     return line
 
 
@@ -319,10 +336,13 @@ def render_sarif(result: LintResult) -> str:
     for f in result.files:
         loc = _artifact_location(f.path, result.cwd)
         artifact_index[f.path] = len(artifacts)
-        artifacts.append({"location": loc})
+        artifact: dict[str, Any] = {"location": loc}
+        if f.verdicts is not None:  # every state slice's verdict rides on its model's artifact
+            artifact["properties"] = {"rnnirVerdicts": f.verdicts}
+        artifacts.append(artifact)
 
     def physical(path: str) -> dict[str, Any]:
-        loc = dict(artifacts[artifact_index[path]]["location"])
+        loc = dict(artifacts[artifact_index[path]]["location"])  # a copy: the artifact keeps no index
         loc["index"] = artifact_index[path]
         return {"artifactLocation": loc, "region": {"startLine": 1}}
 

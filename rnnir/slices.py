@@ -474,6 +474,10 @@ _LAYOUT = {
 }
 
 
+#: ops the tracer follows slice by slice (they rearrange a state, never change its values)
+LAYOUT_OPS = frozenset(_LAYOUT)
+
+
 def trace_value(program: Program, value: Value, tracer: Tracer | None = None) -> Abs:
     return (tracer or Tracer(program)).trace(value)
 

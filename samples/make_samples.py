@@ -10,7 +10,7 @@ Each sample is ``<name>.onnx`` plus ``<name>.expected.json``::
 ``pairs`` is what ``rnnir.load(path)`` must find with the default policies;
 ``findings`` is every error/warning finding ``passes.run`` must return (as a
 multiset of (code, severity)); correct samples list none.  One sample,
-``rnn_constant_init``, also has ``entry_constant`` (the pairs and findings with
+``sd010_constant_init``, also has ``entry_constant`` (the pairs and findings with
 ``rnnir.load(path, entry="constant")``).
 
 Samples whose store structure cannot be written in plain ONNX (a chain, an
@@ -125,9 +125,11 @@ def sample(fn: Callable[[], tuple[onnx.ModelProto, dict[str, Any]]]) -> Callable
     return fn
 
 
-def expect(description: str, pairs: dict[str, str | None], findings: list[tuple[str, str]] = (), **extra: Any) -> dict[str, Any]:
+def expect(description: str, pairs: dict[str, str | None], findings: list[tuple[str, str]] = (), correct: bool | None = None, **extra: Any) -> dict[str, Any]:
+    """``correct`` defaults to "no error or warning expected"; a sample whose bug only an info hints at says False."""
     findings = list(findings)
-    correct = not any(sev == "error" or sev == "warning" for _, sev in findings)
+    if correct is None:
+        correct = not any(sev == "error" or sev == "warning" for _, sev in findings)
     out = {
         "description": description,
         "pairs": pairs,
@@ -323,14 +325,15 @@ def lstm_unrolled_cell():
         "One LSTM step written as plain ops (MatMul, Gemm, Add, Split, Sigmoid, Tanh, Mul), no LSTM node; gate order "
         "i, f, g, o; h and c packed in state[2,1,H] and written back as Concat(h', c')."
     )
-    return model_of(g, d), expect(d, {"state": "stateN"})
+    # until plain-op cells are recognised, the packed state is followed into Gemm and no further: unverified
+    return model_of(g, d), expect(d, {"state": "stateN"}, [("SD009", "info")], verdicts={"state": "unverified"})
 
 
 @sample
-def rnn_constant_init():
+def sd010_constant_init():
     rng = np.random.default_rng(106)
     H = 3
-    g = Graph("rnn_constant_init")
+    g = Graph("sd010_constant_init")
     g.input("x", FLOAT, ["T", 1, 2])
     w, r, b = weights(g, "RNN", "rnn", 2, H, rng)
     g.init("h_init", np.full((1, 1, H), 0.25, np.float32))
@@ -340,9 +343,10 @@ def rnn_constant_init():
     d = (
         "A tanh RNN whose initial_h is a constant initializer (h_init = 0.25) and whose Y_h is a graph output. "
         "No state input, so no pairs by default; with the entry=constant policy h_init becomes a slot initialised "
-        "with the constant and written back from h_final."
+        "with the constant and written back from h_final. By default the RNN starts from the same constant on every "
+        "call while returning its final state: SD010 (state not exposed)."
     )
-    return model_of(g, d), expect(d, {}, entry_constant={"pairs": {"h_init": "h_final"}, "findings": []})
+    return model_of(g, d), expect(d, {}, [("SD010", "warning")], entry_constant={"pairs": {"h_init": "h_final"}, "findings": []})
 
 
 @sample
@@ -642,6 +646,44 @@ def sd008_last_step_seqlens():
 
 
 @sample
+def sd009_projected_state():
+    rng = np.random.default_rng(213)
+    H = 3
+    g = Graph("sd009_projected_state")
+    g.input("x", FLOAT, ["T", 1, 2])
+    g.input("h0", FLOAT, [1, 1, H])
+    w, r, b = weights(g, "GRU", "gru", 2, H, rng)
+    g.init("proj", (rng.standard_normal((H, H)) * 0.5).astype(np.float32))
+    g.node("GRU", ["x", w, r, b, "", "h0"], ["y", "h_last"], name="gru", hidden_size=H)
+    g.node("MatMul", ["h_last", "proj"], ["hn"], name="project")
+    g.output("y", FLOAT, ["T", 1, 1, H])
+    g.output("hn", FLOAT, [1, 1, H])
+    d = (
+        "The GRU reads h0, but what is written back is its final state multiplied by a projection matrix (MatMul "
+        "'project'): rnnir cannot tell whether that is the state the next call needs, so the slice is unverified (SD009 "
+        "info). onnxruntime shows the state is in fact wrong: unverified is not a pass."
+    )
+    return model_of(g, d), expect(d, {"h0": "hn"}, [("SD009", "info")], correct=False, verdicts={"h0": "unverified"})
+
+
+@sample
+def sd010_gru_no_initial_state():
+    rng = np.random.default_rng(214)
+    H = 4
+    g = Graph("sd010_gru_no_initial_state")
+    g.input("x", FLOAT, ["T", 1, 3])
+    w, r, b = weights(g, "GRU", "gru", 3, H, rng)
+    g.node("GRU", ["x", w, r, b], ["y", "hn"], name="gru", hidden_size=H)
+    g.output("y", FLOAT, ["T", 1, 1, H])
+    g.output("hn", FLOAT, [1, 1, H])
+    d = (
+        "The classic streaming export bug: the GRU has no initial_h (zeros on every call) but its final state hn is "
+        "returned, so the model looks streaming and forgets everything between calls (SD010)."
+    )
+    return model_of(g, d), expect(d, {}, [("SD010", "warning")])
+
+
+@sample
 def al001_chain():
     g = _gru_program_model("al001_chain", 213)
     prog = {
@@ -752,11 +794,13 @@ unless said otherwise, H between 1 and 5.
 ```
 
 - `pairs` is what `rnnir.load(path)` finds with the default policies
-  (`rnn_constant_init` also has `entry_constant`: pairs and findings with
+  (`sd010_constant_init` also has `entry_constant`: pairs and findings with
   `rnnir.load(path, entry="constant")`);
-- `findings` is every error/warning finding `passes.run(program)` must return,
-  compared as a multiset of (code, severity); findings are per slot, so a
-  rule that hits two slots is listed twice;
+- `findings` is every finding `passes.run(program)` must return (infos
+  included), compared as a multiset of (code, severity); findings are per
+  slot, so a rule that hits two slots is listed twice;
+- `verdicts` (when present) is the verdict `passes.verify(program)` must give
+  each state slice: `verified`, `violated` or `unverified`;
 - `correct` is true exactly when no error or warning is expected.
 
 Store structures plain ONNX cannot express (a chain, a slot aliased to an

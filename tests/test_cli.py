@@ -125,7 +125,7 @@ def test_text_groups_pairs_findings_hint_and_summary_per_model(models, capsys):
     finding = next(line for line in broken.splitlines() if "SD001" in line)
     assert finding.strip().startswith("broken.onnx: SD001 [error] ")
     assert "    hint: " in broken
-    assert out.rstrip().splitlines()[-1] == "1 error, 0 warnings in 2 files"
+    assert out.rstrip().splitlines()[-1] == "1 error, 0 warnings in 2 files; 3 of 4 state slices verified"  # broken.onnx: h0 violated, c0 verified
 
 
 def test_json_has_the_documented_schema(models, capsys):
@@ -135,7 +135,7 @@ def test_json_has_the_documented_schema(models, capsys):
     assert doc["version"] == 1
     assert [f["path"] for f in doc["files"]] == ["clean.onnx", "broken.onnx"]
     for f in doc["files"]:
-        assert set(f) == {"path", "state_pairs", "suggested_pairs", "diagnostics", "error"}
+        assert set(f) == {"path", "state_pairs", "suggested_pairs", "diagnostics", "verdicts", "error"}
         assert f["error"] is None
     pair = doc["files"][0]["state_pairs"][0]
     assert {"input", "output", "source", "reason", "slices"} <= set(pair)
@@ -611,14 +611,14 @@ def test_internal_error_is_one_line_without_traceback(models, capsys, monkeypatc
 def test_internal_error_in_one_model_keeps_linting_the_others(models, capsys, monkeypatch):
     import passes
 
-    real_run = passes.run
+    real_verify = passes.verify
 
-    def flaky_run(program, **kw):
+    def flaky_verify(program, **kw):
         if program.name == "boom":
             raise KeyError("pass bug")
-        return real_run(program, **kw)
+        return real_verify(program, **kw)
 
-    monkeypatch.setattr(passes, "run", flaky_run)
+    monkeypatch.setattr(passes, "verify", flaky_verify)
     boom = clean_lstm()
     boom.graph.name = "boom"
     save(boom, models / "boom.onnx")
@@ -651,9 +651,11 @@ def test_lint_samples_reports_each_samples_expected_findings(monkeypatch, capsys
     assert doc["summary"]["failed"] == 0
     for f in doc["files"]:
         expected = json.loads(Path(f["path"]).with_suffix(".expected.json").read_text())
-        got = sorted((d["code"], d["severity"]) for d in f["diagnostics"] if d["severity"] != "info")
+        got = sorted((d["code"], d["severity"]) for d in f["diagnostics"])
         assert got == sorted((x["code"], x["severity"]) for x in expected["findings"]), f["path"]
         assert {p["input"]: p["output"] for p in f["state_pairs"]} == expected["pairs"], f["path"]
+        for label, verdict in expected.get("verdicts", {}).items():
+            assert {s["slice"]: s["verdict"] for s in f["verdicts"]["slices"]}[label] == verdict, f["path"]
 
 
 @needs_samples

@@ -244,11 +244,12 @@ def test_constant_written_back_is_SD003():
     assert codes(errors(diags)) == ["SD003"]
 
 
-def test_final_state_plus_zero_term_is_SD003_info_only():
-    # silero_vad_16k_op15: stateN = Add(Concat(hn, cn), zero)
-    tail = [helper.make_node("Add", ["Yh", "zero"], ["hn"])]
+def test_final_state_plus_zero_term_is_unverified_not_violated():
+    # silero_vad_16k_op15: stateN = Add(Concat(hn, cn), zero) -- right, but not provably so
+    tail = [helper.make_node("Add", ["Yh", "zero"], ["hn"], name="plus_zero")]
     diags = passes.run(rnnir.load(gru(tail, extra_inits=[const("zero", np.zeros(1), np.float32)])))
-    assert [(d.code, d.severity.value) for d in diags] == [("SD003", "info")]
+    assert [(d.code, d.severity.value) for d in diags] == [("SD009", "info")]
+    assert "passes through Add 'plus_zero'" in diags[0].message
 
 
 def test_value_derived_from_output_sequence_is_SD003_warning():
@@ -364,12 +365,14 @@ def test_op_started_from_a_constant_is_SD007():
     assert "'h_const'" in only(diags, "SD007")[0].message
 
 
-def test_plain_op_recurrence_is_not_SD007():
-    # h_t = 0.5 * h_{t-1} + x, written with Mul/Add: no recurrent node carries it
-    nodes = [helper.make_node("Mul", ["h0", "half"], ["m"]), helper.make_node("Add", ["m", "x"], ["hn"])]
+def test_plain_op_recurrence_is_not_SD007_but_unverified_at_its_first_op():
+    # h_t = 0.5 * h_{t-1} + x, written with Mul/Add: no recurrent node carries it, so nothing is verified
+    nodes = [helper.make_node("Mul", ["h0", "half"], ["m"], name="m"), helper.make_node("Add", ["m", "x"], ["hn"], name="a")]
     m = model(nodes, [vi("x", [1, 1, H]), vi("h0", [1, 1, H])], [vi("hn", [1, 1, H])], [const("half", np.float32(0.5), np.float32)])
     prog = rnnir.load(m)
-    assert prog.state_pairs and passes.run(prog) == []
+    (d,) = passes.run(prog)
+    assert prog.state_pairs and (d.code, d.severity, d.slot) == ("SD009", passes.Severity.INFO, "h0")
+    assert "Mul 'm'" in d.message and d.locations[0].onnx_node == "m"
 
 
 # -- SD008 seq-lens-last-step --------------------------------------------------------------------

@@ -1,0 +1,435 @@
+"""Never a silent pass: a verdict for every state slice and every recurrence.
+
+A slice of a state pair is **verified** when every call path writes back the final state of the recurrence
+that reads the slice, through the matching port (``initial_h`` <-> ``Y_h``, same direction);
+**violated** when a rule reports a warning or an error on it; **unverified** otherwise — the trace
+reached something rnnir does not understand, and the verdict says what and where.  The
+:class:`StateCoverage` pass reports each unverified slice (SD009) and each recurrence whose state
+the model does not expose although it returns it (SD010); :func:`slice_verdicts` and
+:func:`recurrence_verdicts` give the same answers as data for compilers and renderers.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rnnir.ir import Compute, LoadSlot, Node, Output, Recurrent, Store, Value
+from rnnir.pairs import SliceMap, StatePair
+from rnnir.recurrence import Recognition
+from rnnir.slices import LAYOUT_OPS
+
+from .diagnostics import Diagnostic, Location, Severity, rule
+from .manager import AnalysisPass, ProgramFacts
+
+__all__ = [
+    "NOT_EXPOSED",
+    "STRICT_CODES",
+    "UNVERIFIED_STATE",
+    "RecurrenceState",
+    "RecurrenceVerdict",
+    "SliceVerdict",
+    "StateCoverage",
+    "Verdict",
+    "recurrence_verdicts",
+    "slice_verdicts",
+]
+
+
+@rule("SD009", "unverified-state", Severity.INFO, "a state slice rnnir could not follow to a recurrence: neither verified nor violated")
+class UNVERIFIED_STATE:
+    """
+    What it finds
+        A slice of a state pair whose journey rnnir could not resolve: the
+        live-in state reaches an op rnnir does not understand before any
+        recurrence reads it, or what is written back passes through an op that
+        changes values, or comes from something that is not a recurrence's final
+        state.  The message names the slice, the node where understanding
+        stopped and why.
+
+    Why it matters
+        Silence is not a pass.  rnnir checks state write-back only where it can
+        follow the state from the slot into a recurrence and back; everywhere
+        else the model may be right or wrong and nobody has checked.  A CI job
+        that must not trust what was not verified runs ``rnnir lint --strict``,
+        which makes this rule an error.
+
+    Not this rule
+        A slice a rule reports on (SD001-SD008, AL, OR): that slice is
+        *violated*, not unverified.
+
+    Bad (ONNX sketch)
+        state -> Gather(0) -> MatMul(W) -> Tanh -> Mul(0.5) -> stateN   # a scaled cell: not an RNN cell
+
+    Fixed
+        state -> RNN(initial_h=state) -> Y_h -> stateN                  # a recurrence rnnir understands
+    """
+
+
+@rule("SD010", "state-not-exposed", Severity.WARNING, "a recurrence starts from zeros every call while its final state is returned")
+class NOT_EXPOSED:
+    """
+    What it finds
+        A recurrent op (or a recognised cell) whose initial state is absent or a
+        constant — it starts from zeros on every call — while the model returns
+        its final state as a graph output.  The model looks streaming (it hands
+        the state out) but can never take it back in.
+
+    Why it matters
+        This is the most common streaming bug in exported models ("the LSTM
+        forgets between calls"): the exporter left ``initial_h``/``initial_c``
+        empty, so chunked inference differs from one call over the whole
+        sequence after the first chunk.  Streaming users raise it to an error
+        with ``--strict``.
+
+    Not this rule
+        A bidirectional encoder, or an op whose final state nobody returns:
+        stateless by design.
+
+    Bad (ONNX sketch)
+        Y, Y_h = GRU(x, W, R)                   # no initial_h: zeros every call
+        outputs: y, hn = Y_h
+
+    Fixed
+        Y, Y_h = GRU(x, W, R, initial_h=h0)     # h0 a graph input, fed back from hn by the caller
+        inputs: x, h0   outputs: y, hn = Y_h     (``rnnir fix --expose-state`` does this edit)
+    """
+
+
+#: codes ``--strict`` raises to errors: what rnnir could not verify fails CI
+STRICT_CODES = (UNVERIFIED_STATE.code, NOT_EXPOSED.code)
+
+
+class Verdict(enum.Enum):
+    VERIFIED = "verified"
+    VIOLATED = "violated"
+    UNVERIFIED = "unverified"
+
+
+class RecurrenceState(enum.Enum):
+    STATEFUL = "stateful"  # its state is paired: read from a slot and/or written back into one
+    STATELESS = "stateless"  # stateless by design: bidirectional, or its final state is not returned
+    NOT_EXPOSED = "not-exposed"  # starts from zeros every call while its final state is returned
+
+
+@dataclass(frozen=True)
+class SliceVerdict:
+    """The verdict of one slice of one state pair; ``reason``/``where`` say why when not verified."""
+
+    input: str
+    output: str | None
+    slice: str
+    verdict: Verdict
+    reason: str = ""
+    where: str | None = None  # the ONNX node where understanding stopped, or the finding's first node
+    codes: tuple[str, ...] = ()  # the rules that report on it (violated)
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"input": self.input, "output": self.output, "slice": self.slice, "verdict": self.verdict.value}
+        if self.reason:
+            d["reason"] = self.reason
+        if self.where:
+            d["where"] = self.where
+        if self.codes:
+            d["codes"] = list(self.codes)
+        return d
+
+
+@dataclass(frozen=True)
+class RecurrenceVerdict:
+    """How one recurrence keeps its state across calls."""
+
+    node: str  # ONNX node name (or the IR id)
+    ir_node: str
+    kind: str
+    recognition: Recognition
+    state: RecurrenceState
+    reason: str
+    recognised_from: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"node": self.node, "kind": self.kind, "recognition": self.recognition.value, "state": self.state.value, "reason": self.reason}
+        if self.recognised_from:
+            d["recognised_from"] = list(self.recognised_from)
+        return d
+
+
+# -- why a slice is not verified ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Unresolved:
+    reason: str
+    node: Node | None = None
+
+
+def _op_text(node: Node) -> str:
+    op = node.op if isinstance(node, Compute) else node.kind if isinstance(node, Recurrent) else type(node).__name__
+    return f"{op} {node.describe()!r}"
+
+
+def _first_value_change_back(value: Value | None, branch: str) -> Node | None:
+    """Nearest node on the way back from ``value`` that is not layout-only (the op that changed the state)."""
+    found: list[Node] = []
+    seen: set[int] = set()
+    queue = [value] if value is not None else []
+    while queue:
+        v = queue.pop(0)
+        if v is None or id(v) in seen:
+            continue
+        seen.add(id(v))
+        p = v.producer
+        if p is None or isinstance(p, (LoadSlot, Recurrent)):
+            continue
+        if isinstance(p, Store):
+            queue.extend(p.inputs[:1])
+            continue
+        if isinstance(p, Compute) and (p.op in LAYOUT_OPS or p.op == "If"):
+            queue.extend(p.inputs[1:] if p.op == "If" else p.inputs)
+            continue
+        found.append(p)
+    in_branch = [n for n in found if "/".join(n.provenance.branch) == branch]
+    return (in_branch or found or [None])[0]
+
+
+def _first_consumer(loads: Sequence[LoadSlot]) -> Node | None:
+    """Nearest op downstream of a slot's load that is not layout-only and not a recurrence."""
+    seen: set[int] = set()
+    queue: list[Value] = [v for ld in loads for v in ld.results()]
+    while queue:
+        v = queue.pop(0)
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        for user in v.users:
+            if isinstance(user, (Recurrent, Store)):
+                continue
+            if isinstance(user, Compute) and (user.op in LAYOUT_OPS or user.op == "If"):
+                queue.extend(user.results())
+                continue
+            return user
+    return None
+
+
+def _why_unverified(facts: ProgramFacts, pair: StatePair, sm: SliceMap) -> _Unresolved | None:
+    """None when the slice is resolved end to end; else what stopped the trace, and where."""
+    ops = {r.id: r for r in facts.recurrents}
+    label = sm.label
+    stores = facts.stores_to_storage(pair.slot)
+    stored = stores[0].value if stores else None
+    exact_entries = [e for e in sm.entry if not e.note]
+    if not sm.exit_kind:
+        return _Unresolved(f"nothing is written back into {label!r}")
+    if any(e.note == "partial" for e in sm.entry):
+        e = next(e for e in sm.entry if e.note == "partial")
+        return _Unresolved(f"only part of {label!r} reaches {e.op} {e.onnx_node!r} (an inner-axis Slice or Gather rnnir does not split)", ops.get(e.node_id))
+    if not exact_entries:
+        derived = next((e for e in sm.entry if e.note == "derived"), None)
+        if derived is not None:
+            node = _first_consumer(facts.loads_of(pair.slot))
+            via = f" through {_op_text(node)}" if node is not None else ""
+            return _Unresolved(f"state {label!r} reaches {derived.op} {derived.onnx_node!r} only{via}, which changes its values", node or ops.get(derived.node_id))
+        node = _first_consumer(facts.loads_of(pair.slot))
+        if node is not None and isinstance(node, Compute) and node.op in ("Loop", "Scan"):
+            return _Unresolved(f"state {label!r} reaches {_op_text(node)} whose body is not understood", node)
+        if node is not None:
+            return _Unresolved(f"state {label!r} reaches {_op_text(node)} and no recurrence rnnir recognises", node)
+        if all(k == "passthrough" for k in sm.exit_kind.values()):
+            return _Unresolved(f"state {label!r} is handed back without reaching any recurrence")
+        return _Unresolved(f"state {label!r} is read by no recurrence")
+    matched = False
+    for bp, kind in sm.exit_kind.items():
+        where = f" in branch {bp}" if bp else ""
+        if kind == "derived":
+            node = _first_value_change_back(stored, bp)
+            via = f"{_op_text(node)}" if node is not None else "an op that changes values"
+            return _Unresolved(f"write-back of {label!r}{where} passes through {via}", node)
+        if kind == "constant":
+            return _Unresolved(f"{label!r} is written back with a constant{where}")
+        if kind == "passthrough":
+            return _Unresolved(f"{label!r} is written back with a live-in value{where}, not a final state")
+        if kind not in ("final", "sequence"):
+            node = _first_value_change_back(stored, bp)
+            via = f" through {_op_text(node)}" if node is not None else ""
+            return _Unresolved(f"the write-back of {label!r}{where} could not be traced slice by slice{via}", node)
+        refs = [r for r in sm.exit if ("/".join(r.branch) == bp or len(sm.exit_kind) == 1) and r.node_id in ops]
+        if not refs:
+            return _Unresolved(f"the write-back of {label!r}{where} comes from no recurrence")
+        for r in refs:
+            rec = ops[r.node_id]
+            if r.port == rec.spec.sequence_output and r.step != "last":
+                return _Unresolved(f"{label!r}{where} is written back with {r.label}, a step of the sequence output that is not the last", rec)
+            entry = rec.spec.entry_of(r.port)
+            if any(e.node_id == r.node_id and e.port == entry and (e.direction == r.direction or e.direction is None or r.direction is None) for e in exact_entries):
+                matched = True
+            elif not _starts_fresh(facts, rec):
+                return _Unresolved(f"{label!r}{where} is written back with {r.label}, which does not read this slice", rec)
+    if not matched:
+        return _Unresolved(f"no call path writes back into {label!r} the final state of the recurrence that reads it")
+    return None
+
+
+def _starts_fresh(facts: ProgramFacts, rec: Recurrent) -> bool:
+    """The op's initial states are absent, constants or values that depend on no state (a reset branch)."""
+    for port in rec.state_ports:
+        v = rec.port(port)
+        if v is not None and facts.tracer.trace(v).all_origins():
+            return False
+    return True
+
+
+# -- recurrence verdicts -------------------------------------------------------------------------
+
+
+def _start_text(rec: Recurrent) -> str:
+    values = [rec.port(p) for p in rec.state_ports]
+    given = [v for v in values if v is not None]
+    if not given:
+        return "its initial state is not given (zeros)"
+    if all(v.const is not None or (v.producer is not None and isinstance(v.producer, Compute) and v.producer.op in ("ConstantOfShape", "Constant")) for v in given):
+        return "its initial state is a constant"
+    names = ", ".join(repr(v.name) for v in given)
+    return f"its initial state ({names}) depends on no state input"
+
+
+def _returned_exits(facts: ProgramFacts, rec: Recurrent) -> list[str]:
+    """Graph outputs that return one of ``rec``'s final states (through layout-only ops)."""
+    out: list[str] = []
+    for st in facts.stores:
+        if not isinstance(st.dest, Output) or st.value is None:
+            continue
+        for ref in facts.tracer.trace(st.value).refs():
+            if ref.origin[0] == "port" and ref.origin[1] == rec.id and ref.origin[2] in rec.spec.exits and st.dest.name not in out:
+                out.append(st.dest.name)
+    return out
+
+
+def recurrence_verdicts(facts: ProgramFacts) -> list[RecurrenceVerdict]:
+    """For every recurrence: stateful, stateless by design, or state not exposed."""
+    readers: set[str] = set()
+    writers: set[str] = set()
+    for pair in facts.pairs:
+        for sm in pair.slices:
+            readers.update(e.node_id for e in sm.entry)
+            writers.update(r.node_id for r in sm.exit)
+    out: list[RecurrenceVerdict] = []
+    for rec in facts.recurrents:
+        name = rec.describe()
+        if rec.id in readers or rec.id in writers:
+            how = "reads a state input" if rec.id in readers else "writes a state output"
+            state, reason = RecurrenceState.STATEFUL, f"{how}"
+        elif rec.direction != "forward":
+            state, reason = RecurrenceState.STATELESS, f"{rec.direction}: its final state means nothing to the next chunk"
+        else:
+            returned = _returned_exits(facts, rec)
+            if returned and _starts_fresh(facts, rec):
+                state = RecurrenceState.NOT_EXPOSED
+                reason = f"{_start_text(rec)} while its final state is returned as {', '.join(repr(o) for o in returned)}"
+            else:
+                state, reason = RecurrenceState.STATELESS, "its final state is not returned"
+        out.append(RecurrenceVerdict(name, rec.id, rec.kind, rec.recognition, state, reason, rec.recognised_from))
+    return out
+
+
+# -- slice verdicts ------------------------------------------------------------------------------
+
+
+def _slices_of(d: Diagnostic) -> set[str] | None:
+    """The slice labels a finding names, or None when it is about the whole slot."""
+    labels: set[str] = set()
+    if isinstance(d.data.get("slice"), str):
+        labels.add(d.data["slice"])
+    for part in d.data.get("slices", ()) or ():
+        if isinstance(part, dict) and isinstance(part.get("slice"), str):
+            labels.add(part["slice"])
+    return labels or None
+
+
+def _violations(diagnostics: Iterable[Diagnostic], min_severity: Severity = Severity.WARNING) -> dict[str, list[tuple[Diagnostic, set[str] | None]]]:
+    """Findings of the other rules at ``min_severity`` or above, per slot, with the slices they name."""
+    own = {UNVERIFIED_STATE.code, NOT_EXPOSED.code}
+    findings: dict[str, list[tuple[Diagnostic, set[str] | None]]] = {}
+    for d in diagnostics:
+        if d.slot is None or d.code in own or d.severity.rank < min_severity.rank:
+            continue
+        findings.setdefault(d.slot, []).append((d, _slices_of(d)))
+    return findings
+
+
+def _hits(findings: dict[str, list[tuple[Diagnostic, set[str] | None]]], slot: str, label: str) -> list[Diagnostic]:
+    return [d for d, labels in findings.get(slot, []) if labels is None or label in labels]
+
+
+def slice_verdicts(facts: ProgramFacts, diagnostics: Iterable[Diagnostic]) -> list[SliceVerdict]:
+    """Every slice of every state pair: violated (a warning or error names it), unverified, or verified.
+
+    ``diagnostics`` must keep their ``data`` (what :func:`passes.run` returns): it says which slice a
+    finding is about.  Findings of this module's own rules never make a slice violated.
+    """
+    findings = _violations(diagnostics)
+    out: list[SliceVerdict] = []
+    for pair in facts.pairs:
+        slices = pair.slices or [SliceMap(index=(), label=pair.slot.name)]
+        for sm in slices:
+            hits = _hits(findings, pair.slot.name, sm.label)
+            if hits:
+                first = next((loc.onnx_node or loc.value for d in hits for loc in d.locations if loc.onnx_node or loc.value), None)
+                codes = tuple(dict.fromkeys(d.code for d in hits))
+                out.append(SliceVerdict(pair.input, pair.output, sm.label, Verdict.VIOLATED, hits[0].message, first, codes))
+                continue
+            why = _why_unverified(facts, pair, sm)
+            if why is None:
+                out.append(SliceVerdict(pair.input, pair.output, sm.label, Verdict.VERIFIED))
+            else:
+                where = why.node.describe() if why.node is not None else None
+                out.append(SliceVerdict(pair.input, pair.output, sm.label, Verdict.UNVERIFIED, why.reason, where))
+    return out
+
+
+# -- the pass ------------------------------------------------------------------------------------
+
+
+def _location(node: Node | None, value: str | None = None) -> list[Location]:
+    if node is None:
+        return [Location(value=value)] if value else []
+    return [Location(node=node.id, onnx_node=node.describe(), value=value, branch=node.provenance.branch)]
+
+
+@dataclass(frozen=True)
+class StateCoverage(AnalysisPass):
+    """SD009/SD010: slices rnnir could not follow, and recurrences whose state the model does not expose."""
+
+    name: ClassVar[str] = "state-coverage"
+    rules: ClassVar = (UNVERIFIED_STATE, NOT_EXPOSED)
+
+    def analyse(self, facts: ProgramFacts) -> Iterator[Diagnostic]:
+        for pair in facts.pairs:
+            for sm in pair.slices or [SliceMap(index=(), label=pair.slot.name)]:
+                why = _why_unverified(facts, pair, sm)
+                if why is None:
+                    continue
+                yield UNVERIFIED_STATE.diagnostic(
+                    f"state {sm.label!r} is not verified: {why.reason}",
+                    hint="rnnir checks state it can follow into a recurrence and back; see `rnnir explain SD009` for what it understands",
+                    locations=_location(why.node, pair.slot.name),
+                    slot=pair.slot.name,
+                    slice=sm.label,
+                )
+        by_id = {r.id: r for r in facts.recurrents}
+        for v in recurrence_verdicts(facts):
+            if v.state is not RecurrenceState.NOT_EXPOSED:
+                continue
+            rec = by_id.get(v.ir_node)
+            ports = "/".join(rec.state_ports) if rec is not None else "initial_h"
+            yield NOT_EXPOSED.diagnostic(
+                f"{v.kind} {v.node!r} starts afresh on every call: {v.reason}; chunked calls forget the past",
+                hint=f"export its {ports} as graph inputs fed back from the returned final state (rnnir fix --expose-state)",
+                locations=_location(rec),
+            )
+
+    def settle(self, own: list[Diagnostic], others: list[Diagnostic]) -> list[Diagnostic]:
+        """A slice another rule already reports on (at any severity) needs no SD009 repeating it."""
+        findings = _violations(others, min_severity=Severity.INFO)
+        return [d for d in own if d.code != UNVERIFIED_STATE.code or not _hits(findings, d.slot or "", str(d.data.get("slice")))]
