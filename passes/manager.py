@@ -24,7 +24,7 @@ from rnnir import digraph
 from rnnir.errors import RnnirError
 from rnnir.ir import LoadSlot, Output, Program, Recurrent, Return, Slot, Store
 from rnnir.pairs import PairSource, StatePair
-from rnnir.slices import Tracer, analyse_state
+from rnnir.slices import SLICE_MAPS, Tracer, analyse_state, tracer_for
 
 from .diagnostics import Diagnostic, Rule, Severity
 
@@ -146,11 +146,15 @@ class ProgramFacts:
     # -- slice maps -------------------------------------------------------------------------
     @cached_property
     def tracer(self) -> Tracer:
-        return Tracer(self.program)
+        return tracer_for(self.program)
 
     @cached_property
     def pairs(self) -> list[StatePair]:
         prog = self.program
+        paired = {id(p.slot) for p in prog.state_pairs if p.slot is not None}
+        if prog.is_current(SLICE_MAPS) and all(id(s) in paired for s in prog.slots):
+            # lowering (or the builder) traced every pair on the program as it still is: share those maps
+            return [p for p in prog.state_pairs if p.slot is not None]
         copies: list[StatePair] = []
         seen: set[int] = set()
         for p in prog.state_pairs:

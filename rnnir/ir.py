@@ -18,15 +18,17 @@ Node kinds (see DESIGN.md):
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from . import digraph
 from .errors import IRError
 from .recurrence import KINDS, Recognition, RecurrenceKind
+
+T = TypeVar("T")
 
 __all__ = [
     "TensorType",
@@ -490,6 +492,8 @@ class Program:
         self._slot_names: dict[str, Slot] = {}
         self._output_names: dict[str, Output] = {}
         self._by_dest: dict[int, list[Node]] | None = None  # stores and loads by their slot/output, per graph change
+        self.version = 0  # bumped by every change made through this class's methods
+        self._analyses: dict[str, tuple[tuple[int, ...], Any]] = {}  # analyses computed once per state of the program
 
     # -- construction -------------------------------------------------------------------
     def fresh_id(self, stem: str) -> str:
@@ -500,6 +504,7 @@ class Program:
     def add_slot(self, slot: Slot) -> Slot:
         if slot.name in self._slot_names:
             raise IRError(f"program {self.name!r} already has a slot named {slot.name!r}")
+        self._changed()
         self.slots.append(slot)
         self._slot_names[slot.name] = slot
         return slot
@@ -507,6 +512,7 @@ class Program:
     def add_output(self, output: Output) -> Output:
         if output.name in self._output_names:
             raise IRError(f"program {self.name!r} already has an output named {output.name!r}")
+        self._changed()
         self.outputs.append(output)
         self._output_names[output.name] = output
         return output
@@ -526,7 +532,7 @@ class Program:
         if node.id in self.graph:
             raise IRError(f"duplicate node id {node.id!r}")
         self.graph.add_node(node.id, node=node)
-        self._order = None
+        self._changed()
         for i, v in enumerate(node.inputs):
             if v is None:
                 continue
@@ -551,7 +557,37 @@ class Program:
         if self.graph.has_edge(before.id, after.id):
             return
         self.graph.add_edge(before.id, after.id, kind="order")
+        self._changed()
+
+    def _changed(self) -> None:
+        self.version += 1
         self._order = None
+
+    def stamp(self) -> tuple[int, ...]:
+        """What an analysis of this program depends on: the version, plus the sizes of what callers may edit
+        directly (the graph, the slot list, the state pairs)."""
+        g = self.graph
+        pairs = [x for p in self.state_pairs for x in (id(p), id(getattr(p, "slices", None)))]
+        return (self.version, g.number_of_nodes(), g.number_of_edges(), len(self.slots), len(self.outputs), *pairs)
+
+    def analysis(self, key: str, compute: Callable[[], T]) -> T:
+        """The analysis ``key`` of this program, computed by ``compute`` once per state of the program (MLIR's
+        ``getAnalysis``): lowering, the builder and every pass share one result instead of recomputing it."""
+        stamp = self.stamp()
+        hit = self._analyses.get(key)
+        if hit is not None and hit[0] == stamp:
+            return hit[1]  # type: ignore[no-any-return]
+        value = compute()
+        self._analyses[key] = (self.stamp(), value)
+        return value
+
+    def remember(self, key: str, value: Any) -> None:
+        """Record ``value`` as the current result of analysis ``key`` (it was computed in place, e.g. slice maps)."""
+        self._analyses[key] = (self.stamp(), value)
+
+    def is_current(self, key: str) -> bool:
+        hit = self._analyses.get(key)
+        return hit is not None and hit[0] == self.stamp()
 
     # -- queries --------------------------------------------------------------------------
     def node(self, node_id: str) -> Node:

@@ -478,8 +478,13 @@ _LAYOUT = {
 LAYOUT_OPS = frozenset(_LAYOUT)
 
 
+def tracer_for(program: Program) -> Tracer:
+    """The program's tracer, shared by every question asked of the program in its current state."""
+    return program.analysis("tracer", lambda: Tracer(program))
+
+
 def trace_value(program: Program, value: Value, tracer: Tracer | None = None) -> Abs:
-    return (tracer or Tracer(program)).trace(value)
+    return (tracer or tracer_for(program)).trace(value)
 
 
 # -- per-pair slice maps -------------------------------------------------------------------
@@ -535,9 +540,19 @@ def slot_store_value(program: Program, slot: Slot, output_name: str | None) -> V
     return None
 
 
+SLICE_MAPS = "slice-maps"  # the analysis key: the state pairs' slices were traced on the program as it is
+
+
 def analyse_state(program: Program, tracer: Tracer | None = None) -> None:
-    """Fill ``slices`` (and ``plain_recurrence``) of every state pair of ``program``."""
-    tr = tracer or Tracer(program)
+    """Fill ``slices`` (and ``plain_recurrence``) of every state pair of ``program``; on a real Program, remember
+    that they are current, so the passes read them instead of tracing again."""
+    tr = tracer or (tracer_for(program) if isinstance(program, Program) else Tracer(program))
+    _analyse_state(program, tr)
+    if isinstance(program, Program):
+        program.remember(SLICE_MAPS, True)
+
+
+def _analyse_state(program: Program, tr: Tracer) -> None:
     entries: dict[str, dict[tuple[int, ...], list[PortRef]]] = {}
     for rec in program.recurrents:
         for port in rec.state_ports:
