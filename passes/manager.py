@@ -4,9 +4,9 @@ An :class:`AnalysisPass` reads a program and returns diagnostics; it never
 returns a program and never changes one.  The type says so: ``analyse`` gets a
 :class:`ProgramFacts` (the program plus what is worth computing once — the
 slice maps, the topological order, the two-call happens-before graph) and
-yields :class:`~passes.diagnostics.Diagnostic` values.  The manager makes the
-promise checkable: it fingerprints the program before and after every pass and
-raises :class:`PassContractError` when a pass changed it.
+yields :class:`~passes.diagnostics.Diagnostic` values.  The manager enforces
+the promise: it runs every pass with the program frozen (a write raises) and
+checks the program's version after it, raising :class:`PassContractError`.
 
     manager = PassManager(PASSES, select=["SD"], ignore=["SD006"])
     diagnostics = manager.run(program)
@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from rnnir import digraph
 from rnnir.errors import RnnirError
-from rnnir.ir import LoadSlot, Output, Program, Recurrent, Return, Slot, Store
+from rnnir.ir import FrozenProgramError, LoadSlot, Output, Program, Recurrent, Return, Slot, Store
 from rnnir.pairs import PairSource, StatePair
 from rnnir.slices import SLICE_MAPS, Tracer, analyse_state, tracer_for
 
@@ -306,14 +306,17 @@ def selected_codes(known: Iterable[str], select: Sequence[str] | None = None, ig
 class PassManager:
     """Runs passes over a program, keeps the selected codes, sorts the findings.
 
-    ``check_immutable`` fingerprints the program around every pass (on by
-    default: the cost is one printing of the program per pass).
+    Passes run with the program frozen (:meth:`rnnir.ir.Program.frozen`): a write to any of its slots,
+    outputs or nodes raises, and the program's version must be the same after each pass.  That costs
+    nothing per pass.  ``check_immutable="fingerprint"`` also prints and compares the whole program around
+    every pass (a test-only switch: it catches writes to objects the freeze does not own, such as a
+    value's use list, at the price of one printing per pass); ``False`` checks nothing.
     """
 
     passes: tuple[AnalysisPass, ...]
     select: tuple[str, ...] | None = None
     ignore: tuple[str, ...] | None = None
-    check_immutable: bool = True
+    check_immutable: bool | str = True  # True: freeze + version; "fingerprint": also compare printings; False: off
     severity: Mapping[str, Severity] = dataclasses.field(default_factory=dict)  # per-code overrides (--strict)
 
     def __post_init__(self) -> None:
@@ -345,9 +348,19 @@ class PassManager:
             reason = p.requires(facts)
             if reason is not None:
                 raise PassContractError(f"pass {p.name!r} cannot run on program {program.name!r}: {reason}")
-            if self.check_immutable and before is None:
+            if self.check_immutable == "fingerprint" and before is None:
                 before = fingerprint(program)  # only once the first pass's requirements hold (a cycle has no print)
-            out = list(p.analyse(facts))
+            version = program.version
+            try:
+                if self.check_immutable:
+                    with program.frozen():
+                        out = list(p.analyse(facts))
+                else:
+                    out = list(p.analyse(facts))
+            except FrozenProgramError as exc:
+                raise PassContractError(f"analysis pass {p.name!r} changed program {program.name!r}: {exc}; analyses must not mutate the IR") from None
+            if self.check_immutable and program.version != version:
+                raise PassContractError(f"analysis pass {p.name!r} changed program {program.name!r}; analyses must not mutate the IR")
             if before is not None:  # one fingerprint per pass: each pass's "after" is the next one's "before"
                 after = fingerprint(program)
                 if after != before:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -31,6 +32,7 @@ from .recurrence import KINDS, Recognition, RecurrenceKind
 T = TypeVar("T")
 
 __all__ = [
+    "FrozenProgramError",
     "TensorType",
     "QuantParams",
     "Provenance",
@@ -165,8 +167,29 @@ class SlotInit:
         return self.kind
 
 
+class FrozenProgramError(IRError):
+    """Something tried to change a program while an analysis had it frozen (analyses never mutate the IR)."""
+
+
+class _Owned:
+    """Slots, outputs and nodes know the program they were added to: while that program is frozen (an analysis
+    pass is running) writing one of their attributes raises :class:`FrozenProgramError`, and any other write
+    bumps the program's version, so cached analyses never outlive an edit made behind the Program's back."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        program: Program | None = self.__dict__.get("_program")
+        if program is not None:
+            if program.is_frozen:
+                raise FrozenProgramError(f"{self!r}.{name} written while program {program.name!r} is frozen for analysis")
+            program._changed()
+        object.__setattr__(self, name, value)
+
+    def _adopt(self, program: Program) -> None:
+        object.__setattr__(self, "_program", program)
+
+
 @dataclass(eq=False)
-class Slot:
+class Slot(_Owned):
     """Persistent storage that outlives a call.
 
     ``address`` is the storage identity: two slots never share storage unless
@@ -190,7 +213,7 @@ class Slot:
 
 
 @dataclass(eq=False)
-class Output:
+class Output(_Owned):
     """A buffer handed to the caller at the end of the call."""
 
     name: str
@@ -230,7 +253,7 @@ class Value:
 
 
 @dataclass(eq=False)
-class Node:
+class Node(_Owned):
     """Base of every IR node: a stable id, provenance, operands and results."""
 
     id: str = ""
@@ -492,7 +515,8 @@ class Program:
         self._slot_names: dict[str, Slot] = {}
         self._output_names: dict[str, Output] = {}
         self._by_dest: dict[int, list[Node]] | None = None  # stores and loads by their slot/output, per graph change
-        self.version = 0  # bumped by every change made through this class's methods
+        self.version = 0  # bumped by every change: through this class's methods, or to an owned slot/output/node
+        self._frozen = 0  # > 0 while analyses run: owned objects refuse writes
         self._analyses: dict[str, tuple[tuple[int, ...], Any]] = {}  # analyses computed once per state of the program
 
     # -- construction -------------------------------------------------------------------
@@ -505,6 +529,7 @@ class Program:
         if slot.name in self._slot_names:
             raise IRError(f"program {self.name!r} already has a slot named {slot.name!r}")
         self._changed()
+        slot._adopt(self)
         self.slots.append(slot)
         self._slot_names[slot.name] = slot
         return slot
@@ -513,6 +538,7 @@ class Program:
         if output.name in self._output_names:
             raise IRError(f"program {self.name!r} already has an output named {output.name!r}")
         self._changed()
+        output._adopt(self)
         self.outputs.append(output)
         self._output_names[output.name] = output
         return output
@@ -533,6 +559,7 @@ class Program:
             raise IRError(f"duplicate node id {node.id!r}")
         self.graph.add_node(node.id, node=node)
         self._changed()
+        node._adopt(self)
         for i, v in enumerate(node.inputs):
             if v is None:
                 continue
@@ -560,8 +587,23 @@ class Program:
         self._changed()
 
     def _changed(self) -> None:
+        if self._frozen:
+            raise FrozenProgramError(f"program {self.name!r} changed while frozen for analysis")
         self.version += 1
         self._order = None
+
+    @property
+    def is_frozen(self) -> bool:
+        return self._frozen > 0
+
+    @contextmanager
+    def frozen(self) -> Iterator[Program]:
+        """While inside, nothing owned by the program may change (onnx-ir's FunctionalPass promise, enforced)."""
+        self._frozen += 1
+        try:
+            yield self
+        finally:
+            self._frozen -= 1
 
     def stamp(self) -> tuple[int, ...]:
         """What an analysis of this program depends on: the version, plus the sizes of what callers may edit

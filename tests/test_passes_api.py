@@ -158,6 +158,34 @@ def test_a_pass_that_mutates_breaks_its_contract():
         PassManager((_Vandal(),)).run(_swapped())
 
 
+def test_the_freeze_is_what_catches_it_and_the_program_is_left_as_it_was():
+    prog = _swapped()
+    address = prog.slots[0].address
+    with pytest.raises(PassContractError, match=r"vandal.*address written while program .* is frozen"):
+        PassManager((_Vandal(),)).run(prog)
+    assert prog.slots[0].address == address and not prog.is_frozen
+    prog.slots[0].address = "moved"  # outside an analysis the program is editable again, and its version moves
+    assert prog.slots[0].address == "moved"
+
+
+@dataclasses.dataclass(frozen=True)
+class _UseListVandal(AnalysisPass):
+    """Writes where the freeze does not reach (a value's use list): only the fingerprint switch sees it."""
+
+    name: ClassVar[str] = "use-list-vandal"
+    rules: ClassVar = (passes.RULES["SD001"],)
+
+    def analyse(self, facts):
+        facts.program.loads[0].outputs[0].uses.append((facts.program.returns[0], 0))
+        return []
+
+
+def test_fingerprint_switch_catches_writes_the_freeze_cannot_see():
+    PassManager((_UseListVandal(),)).run(_swapped())  # the default check does not see a list append
+    with pytest.raises(PassContractError, match="use-list-vandal"):
+        PassManager((_UseListVandal(),), check_immutable="fingerprint").run(_swapped())
+
+
 def test_passes_are_frozen_dataclasses_with_a_name_and_codes():
     for p in passes.catalogue.PASSES:
         assert dataclasses.is_dataclass(p) and p.name
