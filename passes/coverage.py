@@ -283,52 +283,69 @@ def _starts_fresh(facts: ProgramFacts, rec: Recurrent) -> bool:
 # -- recurrence verdicts -------------------------------------------------------------------------
 
 
-def _start_text(rec: Recurrent) -> str:
-    values = [rec.port(p) for p in rec.state_ports]
+def _start_text(values: list[Value | None]) -> str:
     given = [v for v in values if v is not None]
     if not given:
-        return "its initial state is not given (zeros)"
+        return "not given (zeros)"
     if all(v.const is not None or (v.producer is not None and isinstance(v.producer, Compute) and v.producer.op in ("ConstantOfShape", "Constant")) for v in given):
-        return "its initial state is a constant"
+        return "a constant"
     names = ", ".join(repr(v.name) for v in given)
-    return f"its initial state ({names}) depends on no state input"
+    return f"{names}, which comes from no paired state input (an unpaired graph input or a computed value)"
 
 
-def _returned_exits(facts: ProgramFacts, rec: Recurrent) -> list[str]:
-    """Graph outputs that return one of ``rec``'s final states (through layout-only ops)."""
-    out: list[str] = []
+def _returned_exits(facts: ProgramFacts, rec: Recurrent) -> dict[str, list[str]]:
+    """Per exit port of ``rec`` (Y_h, Y_c): the graph outputs that return it (through layout-only ops)."""
+    out: dict[str, list[str]] = {}
     for st in facts.stores:
         if not isinstance(st.dest, Output) or st.value is None:
             continue
         for ref in facts.tracer.trace(st.value).refs():
-            if ref.origin[0] == "port" and ref.origin[1] == rec.id and ref.origin[2] in rec.spec.exits and st.dest.name not in out:
-                out.append(st.dest.name)
+            if ref.origin[0] == "port" and ref.origin[1] == rec.id and ref.origin[2] in rec.spec.exits:
+                names = out.setdefault(ref.origin[2], [])
+                if st.dest.name not in names:
+                    names.append(st.dest.name)
     return out
 
 
+def _reads_state(facts: ProgramFacts, v: Value | None) -> bool:
+    return v is not None and bool(facts.tracer.trace(v).all_origins())
+
+
 def recurrence_verdicts(facts: ProgramFacts) -> list[RecurrenceVerdict]:
-    """For every recurrence: stateful, stateless by design, or state not exposed."""
+    """For every recurrence: stateful, stateless by design, or state not exposed.
+
+    A state (h, or c) is *not exposed* when the recurrence starts it afresh on every call -- no initial
+    value, a constant, or a value no paired state input reaches -- while a graph output returns its final
+    value.  One such state makes the recurrence ``NOT_EXPOSED``, even when its other state is paired
+    (declaring ``h0=hn`` alone leaves an LSTM's c behind).
+    """
     readers: set[str] = set()
-    writers: set[str] = set()
+    written: set[tuple[str, str]] = set()  # (node, exit port) written back into a slot
     for pair in facts.pairs:
         for sm in pair.slices:
             readers.update(e.node_id for e in sm.entry)
-            writers.update(r.node_id for r in sm.exit)
+            written.update((r.node_id, r.port) for r in sm.exit)
+    writers = {node for node, _ in written}
     out: list[RecurrenceVerdict] = []
     for rec in facts.recurrents:
         name = rec.describe()
-        if rec.id in readers or rec.id in writers:
+        returned = _returned_exits(facts, rec) if rec.direction == "forward" else {}
+        # a state written back into a slot is exposed even when this op starts it afresh (a reset branch)
+        lost = [
+            (state, returned[state.exit])
+            for state in rec.spec.states
+            if state.exit in returned and (rec.id, state.exit) not in written and not _reads_state(facts, rec.port(state.entry))
+        ]
+        if lost:
+            parts = [f"its {st.entry} is {_start_text([rec.port(st.entry)])} while {st.exit} is returned as {', '.join(map(repr, outs))}" for st, outs in lost]
+            state, reason = RecurrenceState.NOT_EXPOSED, "; ".join(parts)
+        elif rec.id in readers or rec.id in writers:
             how = "reads a state input" if rec.id in readers else "writes a state output"
-            state, reason = RecurrenceState.STATEFUL, f"{how}"
+            state, reason = RecurrenceState.STATEFUL, how
         elif rec.direction != "forward":
             state, reason = RecurrenceState.STATELESS, f"{rec.direction}: its final state means nothing to the next chunk"
         else:
-            returned = _returned_exits(facts, rec)
-            if returned and _starts_fresh(facts, rec):
-                state = RecurrenceState.NOT_EXPOSED
-                reason = f"{_start_text(rec)} while its final state is returned as {', '.join(repr(o) for o in returned)}"
-            else:
-                state, reason = RecurrenceState.STATELESS, "its final state is not returned"
+            state, reason = RecurrenceState.STATELESS, "its final state is not returned"
         out.append(RecurrenceVerdict(name, rec.id, rec.kind, rec.recognition, state, reason, rec.recognised_from))
     return out
 
@@ -417,15 +434,24 @@ class StateCoverage(AnalysisPass):
                     slot=pair.slot.name,
                     slice=sm.label,
                 )
+        if not facts.pairs and not facts.recurrents:
+            yield UNVERIFIED_STATE.diagnostic(
+                "no state pair and no recurrence found: rnnir verified nothing in this model",
+                hint="declare the state pairs (--pair INPUT=OUTPUT) if the model carries state in plain ops",
+            )
         by_id = {r.id: r for r in facts.recurrents}
         for v in recurrence_verdicts(facts):
             if v.state is not RecurrenceState.NOT_EXPOSED:
                 continue
             rec = by_id.get(v.ir_node)
             ports = "/".join(rec.state_ports) if rec is not None else "initial_h"
+            if "unpaired" in v.reason:
+                hint = "if the caller feeds that input back from the returned state, declare the pair (--pair INPUT=OUTPUT)"
+            else:
+                hint = f"export its {ports} as graph inputs fed back from the returned final state (rnnir fix --expose-state)"
             yield NOT_EXPOSED.diagnostic(
                 f"{v.kind} {v.node!r} starts afresh on every call: {v.reason}; chunked calls forget the past",
-                hint=f"export its {ports} as graph inputs fed back from the returned final state (rnnir fix --expose-state)",
+                hint=hint,
                 locations=_location(rec),
             )
 

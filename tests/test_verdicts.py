@@ -155,6 +155,21 @@ def test_near_miss_bidirectional_encoder_is_stateless_by_design():
     assert states(m) == {"gru": "stateless"} and passes.run(rnnir.load(m)) == []
 
 
+def test_declaring_only_h_leaves_c_not_exposed_and_the_hint_says_declare_the_pair():
+    m = lstm_h0c0()
+    diags = passes.run(rnnir.load(m, pairs={"h0": "hn"}))  # a declaration is the whole contract: c0 is unpaired
+    assert [d.code for d in diags] == ["SD010"]
+    assert "initial_c is 'c0', which comes from no paired state input" in diags[0].message and "'cn'" in diags[0].message
+    assert "--pair" in diags[0].hint
+    assert states(m) == {"lstm": "stateful"}  # near-miss: both pairs found by convention
+
+
+def test_a_model_with_no_state_and_no_recurrence_says_nothing_was_verified():
+    m = model([helper.make_node("Relu", ["x"], ["y"], name="relu")], [vi("x", [1, 3])], [vi("y", [1, 3])])
+    (d,) = passes.run(rnnir.load(m))
+    assert (d.code, d.slot) == ("SD009", None) and "verified nothing" in d.message
+
+
 def test_paired_recurrence_is_stateful():
     assert states(lstm_h0c0()) == {"lstm": "stateful"}
 
