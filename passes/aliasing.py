@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rnnir.ir import Compute, LoadKind, LoadSlot, Output, Slot, Store, StoreResult, Value
+from rnnir.optraits import OpTrait, ops_with
 
 from .diagnostics import Diagnostic, Location, Severity, rule
 from .manager import AnalysisPass, ProgramFacts
@@ -95,7 +96,7 @@ class SHARED_SLOT_STORAGE:
 
 
 #: ops a runtime may implement as a view of their first input (no copy)
-VIEW_OPS = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Slice", "Gather", "Split", "Transpose", "Expand"})
+VIEW_OPS = ops_with(OpTrait.VIEW)
 
 
 def _through_views(v: Value | None) -> Value | None:

@@ -17,12 +17,14 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rnnir.ir import Compute, LoadSlot, Node, Output, Recurrent, Store, Value
+from rnnir.optraits import OpTrait, ops_with
 from rnnir.pairs import SliceMap, StatePair
 from rnnir.recurrence import Recognition
-from rnnir.slices import LAYOUT_OPS
 
 from .diagnostics import Diagnostic, Location, Severity, rule
 from .manager import AnalysisPass, ProgramFacts
+
+LAYOUT_OPS = ops_with(OpTrait.LAYOUT)
 
 __all__ = [
     "NOT_EXPOSED",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rnnir.ir import Compute, LoadSlot, Output, Recurrent, Slot, Store, Value
+from rnnir.optraits import OpTrait, ops_with
 from rnnir.pairs import PairSource, PortRef, SliceMap, StatePair
 from rnnir.recurrence import KINDS
 
@@ -892,7 +893,7 @@ def _slot_origins(ctx: _Context, stores: list[Store], bp: str) -> list[str]:
     return sorted(found)
 
 
-_LAYOUT = {"Identity", "Cast", "CastLike", "Gather", "Slice", "Split", "Squeeze", "Unsqueeze", "Reshape", "Concat", "Transpose", "Flatten", "Expand", "If"}
+_LAYOUT = ops_with(OpTrait.LAYOUT) | {"If"}  # an If only chooses between its branches' values
 
 
 def _value_ops(stores: list[Store], limit: int = 3) -> list[str]:

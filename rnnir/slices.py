@@ -18,6 +18,7 @@ import numpy as np
 
 from . import digraph
 from .ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
+from .optraits import OpTrait, ops_with
 from .pairs import PortRef, SliceMap
 
 _BIG = 2**62
@@ -269,7 +270,7 @@ class Tracer:
 
 
 # elementwise ops that keep every element where it is (broadcasting a state-free operand)
-_ELEMENTWISE = frozenset({"Add", "Sub", "Mul", "Div", "Neg", "Abs", "Relu", "Tanh", "Sigmoid", "Clip", "Max", "Min", "Pow", "Sqrt"})
+_ELEMENTWISE = ops_with(OpTrait.ELEMENTWISE)
 
 
 def _axes(node: Compute, tr: Tracer, input_index: int, attr: str = "axes") -> list[int] | None:
@@ -474,8 +475,8 @@ _LAYOUT = {
 }
 
 
-#: ops the tracer follows slice by slice (they rearrange a state, never change its values)
-LAYOUT_OPS = frozenset(_LAYOUT)
+#: layout ops the tracer follows slice by slice (the others, e.g. Flatten and Expand, it treats as derived)
+TRACED_OPS = frozenset(_LAYOUT)
 
 
 def tracer_for(program: Program) -> Tracer:

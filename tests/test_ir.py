@@ -122,3 +122,16 @@ def test_builder_state_pairs_and_slices():
     (sm,) = pair.slices
     assert [(e.op, e.port) for e in sm.entry] == [("RNN", "initial_h")]
     assert [(e.op, e.port) for e in sm.exit] == [("RNN", "Y_h")]
+
+
+def test_one_op_trait_table_answers_every_module():
+    from passes.aliasing import VIEW_OPS
+    from rnnir.lower import LAYOUT_OPS
+    from rnnir.optraits import OpTrait, ops_with, traits_of
+    from rnnir.slices import TRACED_OPS
+
+    assert VIEW_OPS == ops_with(OpTrait.VIEW) and LAYOUT_OPS == ops_with(OpTrait.LAYOUT)
+    assert TRACED_OPS <= LAYOUT_OPS  # the tracer follows only ops that never change a value
+    assert VIEW_OPS <= LAYOUT_OPS and "Concat" not in VIEW_OPS and "Cast" not in VIEW_OPS  # copies, never views
+    assert traits_of("MatMul") == OpTrait.NONE and traits_of("Add") == OpTrait.ELEMENTWISE
+    assert {"If", "Loop", "Scan"} == ops_with(OpTrait.CONTROL_FLOW)

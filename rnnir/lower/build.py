@@ -37,6 +37,7 @@ from ..ir import (
     TensorType,
     Value,
 )
+from ..optraits import OpTrait, ops_with
 from ..pairs import PairSource, StatePair
 from ..recurrence import RecurrenceKind, kind_for_op
 from .pairing import META_PROGRAM, find_pairs, looks_like_state, metadata
@@ -45,9 +46,7 @@ from .source import ModelSource
 
 _SMALL_CONST = 4096  # elements: enough for indices, shapes and small initial states
 
-LAYOUT_OPS = frozenset(
-    {"Identity", "Cast", "CastLike", "Gather", "Slice", "Split", "Squeeze", "Unsqueeze", "Reshape", "Concat", "Transpose", "Flatten", "Expand"}
-)
+LAYOUT_OPS = ops_with(OpTrait.LAYOUT)
 
 
 @dataclass(frozen=True)
