@@ -397,3 +397,96 @@ def torch_calls(name: str) -> dict:
     """The PyTorch oracle of a torch model as a dict of arrays."""
     with np.load(torch_models_dir() / f"{name}.calls.npz") as z:
         return {k: z[k] for k in z.files}
+
+
+# ------------------------------------------------- torch cells, onnxruntime transforms
+
+#: tests/data/torch_cells (make_torch_cells.py): recurrences written as plain ops, an
+#: unrolled loop, Loop and Scan. name -> the exports committed for it.
+TORCH_CELL_MODELS = {
+    "lstm_cell": ("ts", "dynamo"),
+    "gru_cell": ("ts", "dynamo"),
+    "rnn_cell": ("ts", "dynamo"),
+    "gru_cell_nobias": ("ts", "dynamo"),
+    "lstm_cell_packed": ("ts", "dynamo"),
+    "gru_cell_stacked": ("ts", "dynamo"),
+    "lstm_cell_keras": ("ts", "dynamo"),
+    "gru_cell_reset_before": ("ts", "dynamo"),
+    "lstm_cell_unrolled": ("ts", "dynamo"),
+    "lstm_cell_loop": ("ts",),
+    "lstm_hand_loop": ("ts",),
+    "lstm_cell_scan": ("dynamo",),
+}
+
+_LSTM_PAIRS = {"h0": "hn", "c0": "cn"}
+
+#: state input -> state output of each torch cell model (the same in every export)
+TORCH_CELL_STATE_PAIRS = {
+    "lstm_cell": _LSTM_PAIRS,
+    "gru_cell": {"h0": "hn"},
+    "rnn_cell": {"h0": "hn"},
+    "gru_cell_nobias": {"h0": "hn"},
+    "lstm_cell_packed": {"state": "stateN"},   # state[0] = h, state[1] = c
+    "gru_cell_stacked": {"h0": "hn"},          # h0[l] = layer l
+    "lstm_cell_keras": _LSTM_PAIRS,
+    "gru_cell_reset_before": {"h0": "hn"},
+    "lstm_cell_unrolled": _LSTM_PAIRS,
+    "lstm_cell_loop": _LSTM_PAIRS,
+    "lstm_hand_loop": _LSTM_PAIRS,
+    "lstm_cell_scan": _LSTM_PAIRS,
+}
+
+#: tests/data/ort (make_ort_models.py): file -> its state pairs
+ORT_MODELS = {
+    "lstm_stream.ts.qdyn.onnx": _LSTM_PAIRS,
+    "lstm_stream.dynamo.qdyn.onnx": _LSTM_PAIRS,
+    "lstm_packed_state.ts.qdyn.onnx": {"state": "stateN"},
+    "gru2_stream.ts.qdyn.onnx": {"h0": "hn"},
+    "lstm_cell.ts.qdyn.onnx": _LSTM_PAIRS,
+    "lstm_stream.ts.ortopt.onnx": _LSTM_PAIRS,
+    "lstm_cell.ts.ortopt.onnx": _LSTM_PAIRS,
+    "lstm_cell_packed.ts.ortopt.onnx": {"state": "stateN"},
+    "gru_cell_stacked.ts.ortopt.onnx": {"h0": "hn"},
+    "lstm_cell_keras.ts.ortopt.onnx": _LSTM_PAIRS,
+    "gru_cell_reset_before.ts.ortopt.onnx": {"h0": "hn"},
+    "lstm_cell_loop.ts.ortopt.onnx": _LSTM_PAIRS,
+}
+
+
+def torch_cells_dir() -> pathlib.Path:
+    """``tests/data/torch_cells``: committed cell/loop exports and their PyTorch oracles."""
+    return pathlib.Path(__file__).resolve().parent / "data" / "torch_cells"
+
+
+def ort_models_dir() -> pathlib.Path:
+    """``tests/data/ort``: quantize_dynamic and onnxruntime-optimized graphs, with oracles."""
+    return pathlib.Path(__file__).resolve().parent / "data" / "ort"
+
+
+def data_path(key: str) -> pathlib.Path:
+    """A committed model by its key relative to ``tests/data`` (``torch_cells/lstm_cell.ts.onnx``)."""
+    return pathlib.Path(__file__).resolve().parent / "data" / key
+
+
+def data_calls(key: str) -> dict:
+    """The oracle of a committed model (key relative to ``tests/data``) as a dict of arrays.
+
+    ``torch/`` and ``torch_cells/`` share one PyTorch oracle per model between its
+    exports (``<name>.calls.npz``); ``ort/`` files each have their own onnxruntime oracle.
+    """
+    folder, file = key.split("/", 1)
+    stem = file[: -len(".onnx")]
+    oracle = f"{stem}.calls.npz" if folder == "ort" else f"{stem.split('.')[0]}.calls.npz"
+    with np.load(data_path(f"{folder}/{oracle}")) as z:
+        return {k: z[k] for k in z.files}
+
+
+def data_pairs(key: str) -> dict[str, str]:
+    """State input -> state output of a committed model (key relative to ``tests/data``)."""
+    folder, file = key.split("/", 1)
+    name = file.split(".")[0]
+    if folder == "ort":
+        return dict(ORT_MODELS[file])
+    if folder == "torch_cells":
+        return dict(TORCH_CELL_STATE_PAIRS[name])
+    return dict(TORCH_STATE_PAIRS[name])
