@@ -453,7 +453,8 @@ def _loop(loop: str) -> tuple[Mutant, ...]:
                    f"the body of '{loop}' yields c as the carried h and h as the carried c"),) + _hc()
 
 
-#: model file (relative to ``tests/data``; ``silero:<file>`` for the wheel's files) -> mutants
+#: model file (relative to ``tests/data``; ``silero:<file>`` / ``faster-whisper:<file>`` for
+#: the files of those wheels, see ``tests/realmodels.py``) -> mutants
 CATALOGUE: dict[str, tuple[Mutant, ...]] = {}
 for _kind in ("ts", "dynamo"):
     for _name in ("lstm_cell", "lstm_cell_keras", "lstm_cell_unrolled"):
@@ -500,6 +501,10 @@ CATALOGUE["silero:silero_vad_op18_ifless.onnx"] = (
     Mutant("state_ignored", lambda m: ignore_state_input(m, "state"), Rule.STATE_IGNORED,
            "both branches read zeros instead of state", feed={"sr": 16000}),
 )
+# faster-whisper's silero-vad files: v5's decoder is a plain-op LSTM step whose state output
+# is named "35"; v6 is one ONNX LSTM over N frames with h/c in and hn/cn out
+CATALOGUE["faster-whisper:silero_decoder_v5.onnx"] = _packed(out="35", inp="state")
+CATALOGUE["faster-whisper:silero_vad_v6.onnx"] = _hc(h_out="hn", c_out="cn", h_in="h", c_in="c")
 
 
 # ----------------------------------------------------------------- cases
@@ -518,11 +523,17 @@ class Case:
 def load_case(key: str, feed: dict[str, Any] | None = None) -> Case:
     """Load a :data:`CATALOGUE` model. Committed models take the first call of their oracle
     (non-zero initial state); silero-vad files a random frame and a random non-zero state
-    (raises ``realmodels.RealModelUnavailable`` when the wheel cannot be had). ``feed``
+    (raises ``realmodels.RealModelUnavailable`` when the wheel cannot be had), faster-whisper's
+    files a random input and state. ``feed``
     overrides inputs (``{"sr": 8000}``)."""
     import realmodels as rm  # the tests folder is on sys.path wherever this module is
 
-    if key.startswith("silero:"):
+    if key.startswith("faster-whisper:"):
+        file = key.split(":", 1)[1]
+        model = onnx.load(str(rm.faster_whisper_path(file)))
+        first = rm.faster_whisper_feed(file)
+        pairs = dict(rm.FASTER_WHISPER_STATE_PAIRS[file])
+    elif key.startswith("silero:"):
         file = key.split(":", 1)[1]
         model = onnx.load(str(rm.silero_path(file)))
         first = rm.silero_feed(file)

@@ -304,7 +304,7 @@ def test_catalogue_covers_every_committed_model_and_rule():
     keys = set(mu.CATALOGUE)
     assert {_cell_key(n, k) for n, k in CELL_EXPORTS} <= keys
     assert {f"ort/{f}" for f in rm.ORT_MODELS} <= keys
-    assert "silero:silero_vad_op18_ifless.onnx" in keys
+    assert {"silero:silero_vad_op18_ifless.onnx", "faster-whisper:silero_decoder_v5.onnx"} <= keys
     for key, mutants in mu.CATALOGUE.items():
         rules = {m.rule for m in mutants}
         assert {mu.Rule.NEVER_WRITTEN, mu.Rule.STATE_IGNORED} <= rules, key
@@ -468,3 +468,81 @@ def test_mutants_refuse_what_they_cannot_do(call, message):
     model = onnx.load(str(rm.data_path(_cell_key("lstm_cell_loop", "ts"))))
     with pytest.raises(mu.MutantError, match=message):
         call(model)
+
+
+# ------------------------------------------------------------ faster-whisper's VAD files
+
+
+def _fw(name: str) -> pathlib.Path:
+    try:
+        return rm.faster_whisper_path(name)
+    except rm.RealModelUnavailable as exc:
+        pytest.skip(f"faster-whisper wheel unavailable: {exc}")
+
+
+@pytest.mark.parametrize("name", list(rm.FASTER_WHISPER_INPUTS))
+def test_faster_whisper_files_fetched(name):
+    path = _fw(name)
+    wheel = rm.FASTER_WHISPER_121 if name == "silero_vad_v6.onnx" else rm.FASTER_WHISPER_111
+    assert rm._sha256(path) == wheel.members[f"faster_whisper/assets/{name}"]
+    assert rm.faster_whisper_path(name) == path  # served from the cache
+    sess = _session(path)
+    assert [i.name for i in sess.get_inputs()] == list(rm.FASTER_WHISPER_INPUTS[name])
+    outs = [o.name for o in sess.get_outputs()]
+    for i, o in rm.FASTER_WHISPER_STATE_PAIRS[name].items():
+        assert o in outs and i in rm.FASTER_WHISPER_INPUTS[name]
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def test_decoder_v5_is_a_plain_op_lstm_cell():
+    """No LSTM node, yet "35" is exactly one LSTM step of state (numpy from its weights)."""
+    path = _fw("silero_decoder_v5.onnx")
+    model = onnx.load(str(path))
+    assert not _all_ops(model.graph) & RECURRENT_OPS
+    assert [o.name for o in model.graph.output] == ["38", "35"]
+    w = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    w_ih, w_hh, b_ih, b_hh = (w[n].astype(np.float64) for n in rm.FASTER_WHISPER_DECODER_WEIGHTS)
+    feed = rm.faster_whisper_feed("silero_decoder_v5.onnx", batch=3)
+    h, c = feed["state"][0].astype(np.float64), feed["state"][1].astype(np.float64)
+    gates = feed["input"] @ w_ih.T + b_ih + h @ w_hh.T + b_hh
+    i, f, g, o = np.split(gates, 4, axis=-1)
+    c_new = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+    h_new = _sigmoid(o) * np.tanh(c_new)
+    got = _run(_session(path), feed)
+    np.testing.assert_allclose(got["35"], np.stack([h_new, c_new]), rtol=0, atol=1e-5)
+    assert got["38"].shape == (3, 1, 1) and np.all((got["38"] >= 0) & (got["38"] <= 1))
+
+
+def test_encoder_v5_feeds_decoder_v5():
+    enc = _session(_fw("silero_encoder_v5.onnx"))
+    dec = _session(_fw("silero_decoder_v5.onnx"))
+    feats = _run(enc, rm.faster_whisper_feed("silero_encoder_v5.onnx", batch=2))["90"]
+    assert feats.shape == (2, 128, 1)
+    state = np.zeros((2, 2, 128), np.float32)
+    for _ in range(3):
+        got = _run(dec, {"input": feats[..., 0], "state": state})
+        state = got["35"]
+    assert np.abs(state).max() > 0
+
+
+def test_v6_sequence_equals_frame_by_frame_calls():
+    """silero_vad_v6.onnx: N frames in one call == N one-frame calls with h/c fed back."""
+    path = _fw("silero_vad_v6.onnx")
+    model = onnx.load(str(path))
+    (lstm,) = [n for n in model.graph.node if n.op_type == "LSTM"]
+    assert lstm.input[5] == "h" and lstm.input[6] == "c" and list(lstm.output[1:]) == ["hn", "cn"]
+    sess = _session(path)
+    feed = rm.faster_whisper_feed("silero_vad_v6.onnx", frames=4)
+    whole = _run(sess, feed)
+    frames = [feed["input"][k:k + 1] for k in range(4)]
+    state, probs = {"h": feed["h"], "c": feed["c"]}, []
+    for frame in frames:
+        got = _run(sess, dict(state, input=frame))
+        probs.append(got["speech_probs"].ravel())
+        state = {"h": got["hn"], "c": got["cn"]}
+    np.testing.assert_allclose(np.concatenate(probs), whole["speech_probs"].ravel(), rtol=0, atol=1e-5)
+    np.testing.assert_allclose(state["h"], whole["hn"], rtol=0, atol=1e-5)
+    np.testing.assert_allclose(state["c"], whole["cn"], rtol=0, atol=1e-5)
