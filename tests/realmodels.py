@@ -415,7 +415,7 @@ FASTER_WHISPER_121 = PinnedWheel(
 WHEELS = {w.folder: w for w in (SILERO, FASTER_WHISPER_111, FASTER_WHISPER_121)}
 
 #: graph inputs of one call (B = batch, N = frames) and the state pairs of those files
-FASTER_WHISPER_INPUTS = {
+FASTER_WHISPER_INPUTS: dict[str, dict[str, tuple[tuple[int | str, ...], str]]] = {
     "silero_decoder_v5.onnx": {"input": (("B", 128), "float32"), "state": ((2, "B", 128), "float32")},
     "silero_encoder_v5.onnx": {"input": (("B", 576), "float32")},
     "silero_vad_v6.onnx": {"input": (("N", 576), "float32"), "h": ((1, 1, 128), "float32"),
@@ -446,7 +446,7 @@ def faster_whisper_feed(name: str, batch: int = 1, frames: int = 1, seed: int = 
     rng = np.random.default_rng(seed)
     feed = {}
     for inp, (shape, dtype) in FASTER_WHISPER_INPUTS[name].items():
-        dims = tuple(batch if d == "B" else frames if d == "N" else d for d in shape)
+        dims = tuple(batch if d == "B" else frames if d == "N" else int(d) for d in shape)
         scale = 0.1 if inp == "input" else 0.5
         feed[inp] = (scale * rng.standard_normal(dims)).astype(dtype)
     return feed
