@@ -340,10 +340,14 @@ def swap_loop_carried(model: onnx.ModelProto, loop_node_name: str, i: int, j: in
 
 
 def _same_tensor_kind(a: onnx.ValueInfoProto, b: onnx.ValueInfoProto) -> bool:
-    """Same element type and rank (exporters give h and c different dim symbols)."""
+    """Same element type, and same rank where both declare a shape (exporters give h and c
+    different dim symbols, and If branches often declare no shape at all)."""
+    if not a.type.HasField("tensor_type") and not b.type.HasField("tensor_type"):
+        return a.type == b.type  # both undeclared (silero's nested If branches): nothing to disagree
     ta, tb = a.type.tensor_type, b.type.tensor_type
-    return (a.type.HasField("tensor_type") and b.type.HasField("tensor_type") and ta.elem_type == tb.elem_type
-            and len(ta.shape.dim) == len(tb.shape.dim))
+    if not (a.type.HasField("tensor_type") and b.type.HasField("tensor_type") and ta.elem_type == tb.elem_type):
+        return False
+    return not (ta.HasField("shape") and tb.HasField("shape")) or len(ta.shape.dim) == len(tb.shape.dim)
 
 
 def passthrough(model: onnx.ModelProto, state_output: str, state_input: str) -> onnx.ModelProto:
@@ -453,6 +457,9 @@ def _loop(loop: str) -> tuple[Mutant, ...]:
                    f"the body of '{loop}' yields c as the carried h and h as the carried c"),) + _hc()
 
 
+#: silero's 8 kHz path takes 32 samples of context + 256 new ones (576 would not run)
+_SILERO_8K = {"sr": 8000, "input": (0.1 * np.random.default_rng(8).standard_normal((1, 288))).astype(np.float32)}
+
 #: model file (relative to ``tests/data``; ``silero:<file>`` / ``faster-whisper:<file>`` for
 #: the files of those wheels, see ``tests/realmodels.py``) -> mutants
 CATALOGUE: dict[str, tuple[Mutant, ...]] = {}
@@ -493,13 +500,27 @@ CATALOGUE["silero:silero_vad_op18_ifless.onnx"] = (
            feed={"sr": 16000}),
     Mutant("hc_swap_else_branch", lambda m: swap_in_if_branch(m, "node_cond__1", "else_branch", 0, 1, yield_index=1),
            Rule.WRONG_SLOT, "8 kHz branch writes stateN = stack(c', h'); the 16 kHz branch is right",
-           feed={"sr": 8000}),
+           feed=_SILERO_8K),
     Mutant("hc_swap", lambda m: swap_packed_slices(m, "stateN", 0, 1), Rule.WRONG_SLOT,
            "both branches write stateN = stack(c', h')", feed={"sr": 16000}),
     Mutant("passthrough", lambda m: passthrough(m, "stateN", "state"), Rule.NEVER_WRITTEN,
            "stateN = state", feed={"sr": 16000}),
     Mutant("state_ignored", lambda m: ignore_state_input(m, "state"), Rule.STATE_IGNORED,
            "both branches read zeros instead of state", feed={"sr": 16000}),
+)
+# silero_vad.onnx: ONNX LSTMs in If branches nested two deep; the inner If of each rate yields
+# Y_h and Y_c separately, so one branch's yields can be exchanged (rnnir follows these today)
+_SILERO_IF_16K = "If_0_then_branch__Inline_0__/decoder/If_1"
+_SILERO_IF_8K = "If_0_else_branch__Inline_0__/decoder/If_1"
+CATALOGUE["silero:silero_vad.onnx"] = (
+    Mutant("hc_swap_16k_yields", lambda m: swap_in_if_branch(m, _SILERO_IF_16K, "then_branch", 0, 1), Rule.WRONG_SLOT,
+           "at 16 kHz the LSTM branch yields (Y_c, Y_h) instead of (Y_h, Y_c)", feed={"sr": 16000}),
+    Mutant("hc_swap_8k_yields", lambda m: swap_in_if_branch(m, _SILERO_IF_8K, "then_branch", 0, 1), Rule.WRONG_SLOT,
+           "at 8 kHz the LSTM branch yields (Y_c, Y_h) instead of (Y_h, Y_c)", feed=_SILERO_8K),
+    Mutant("passthrough", lambda m: passthrough(m, "stateN", "state"), Rule.NEVER_WRITTEN,
+           "stateN = state", feed={"sr": 16000}),
+    Mutant("state_ignored", lambda m: ignore_state_input(m, "state"), Rule.STATE_IGNORED,
+           "every branch reads zeros instead of state", feed={"sr": 16000}),
 )
 # faster-whisper's silero-vad files: v5's decoder is a plain-op LSTM step whose state output
 # is named "35"; v6 is one ONNX LSTM over N frames with h/c in and hn/cn out
@@ -548,5 +569,6 @@ def load_case(key: str, feed: dict[str, Any] | None = None) -> Case:
         first = {k[len("call0_in_"):]: v for k, v in calls.items() if k.startswith("call0_in_")}
         pairs = rm.data_pairs(key)
     for name, value in (feed or {}).items():
-        first[name] = np.asarray(value, dtype=first[name].dtype) if name in first else np.asarray(value)
+        # copies: a catalogue's feed is shared by every case that uses it
+        first[name] = np.array(value, dtype=first[name].dtype) if name in first else np.array(value)
     return Case(key, model, pairs, first)

@@ -129,7 +129,7 @@ SILERO_FILE_SHA256 = {
 
 #: graph inputs of one call, in graph order: name -> (shape with "B"/"N"
 #: symbols, numpy dtype). B = batch, N = frames of the sequence model.
-SILERO_INPUTS = {
+SILERO_INPUTS: dict[str, dict[str, tuple[tuple[int | str, ...], str]]] = {
     "silero_vad.onnx": {"input": (("B", 576), "float32"), "state": ((2, "B", 128), "float32"),
                         "sr": ((), "int64")},
     "silero_vad_16k_op15.onnx": {"input": (("B", 576), "float32"),
@@ -467,7 +467,7 @@ def silero_feed(name: str, batch: int = 1, frames: int = 1, sr: int = 16000,
         if inp == "sr":
             feed[inp] = np.array(sr, dtype=np.int64)
             continue
-        dims = tuple(batch if d == "B" else frames if d == "N" else d for d in shape)
+        dims = tuple(batch if d == "B" else frames if d == "N" else int(d) for d in shape)
         if inp == "input":
             feed[inp] = (0.1 * rng.standard_normal(dims)).astype(dtype)
         else:
