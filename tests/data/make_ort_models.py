@@ -161,9 +161,12 @@ def main() -> None:
     jobs += [(s, "ortopt", make_optimized, OPT_ATOL) for s in OPTIMIZED]
     for src, what, make, atol in jobs:
         dest = OUT / src.out(what + ".onnx")
-        make(src, dest)
-        onnx.checker.check_model(str(dest), full_check=True)
-        arrays, stats = run_oracle(src, dest, atol)
+        # make it beside the destination and move it into place only once it is verified
+        staged = OUT / f".{dest.name}.staged.onnx"
+        make(src, staged)
+        onnx.checker.check_model(str(staged), full_check=True)
+        arrays, stats = run_oracle(src, staged, atol)
+        staged.replace(dest)
         np.savez(OUT / src.out(what + ".calls.npz"), **arrays)  # type: ignore[arg-type]  # numpy stubs type **kwds as allow_pickle
         info = describe(dest, src.pairs)
         info.update(stats, source=f"{src.folder}/{src.path.name}", transform=what, pairs=src.pairs)
@@ -195,7 +198,7 @@ def write_readme(report: dict) -> None:
              f"Checked here: `onnx.checker` full_check; `.ortopt` files match PyTorch within {OPT_ATOL:g}; "
              f"`.qdyn` files within {QUANT_ATOL:g} (int8 weights, per-call activation range).", "",
              "| file | bytes |", "| --- | ---: |"]
-    files = sorted(p.name for p in OUT.iterdir() if p.name != "README.md")
+    files = sorted(p.name for p in OUT.iterdir() if p.name != "README.md" and not p.name.startswith("."))
     for f in files:
         lines.append(f"| `{f}` | {(OUT / f).stat().st_size} |")
     lines += ["", f"Total (without README): {sum((OUT / f).stat().st_size for f in files)} bytes.", ""]

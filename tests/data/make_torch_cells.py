@@ -541,8 +541,11 @@ def main() -> None:
                 if path.exists():
                     path.unlink()
                 continue
-            (export_ts if kind == "ts" else export_dynamo)(name, model, path)
-            checks = verify(name, path, arrays)
+            # export beside the destination and move it into place only once it is verified
+            staged = OUT / f".{path.name}.staged.onnx"
+            (export_ts if kind == "ts" else export_dynamo)(name, model, staged)
+            checks = verify(name, staged, arrays)
+            staged.replace(path)
             info = describe(path, spec.pairs)
             info.update(checks)
             if name in ("lstm_cell_loop", "lstm_hand_loop"):
@@ -590,7 +593,7 @@ def write_readme(report: dict) -> None:
              "branch; `out:` goes from the op that computes a state output to the graph output. "
              "`(input k)` is the operand position; node names are in quotes.", "",
              "| file | bytes |", "| --- | ---: |"]
-    files = sorted(p.name for p in OUT.iterdir() if p.name != "README.md")
+    files = sorted(p.name for p in OUT.iterdir() if p.name != "README.md" and not p.name.startswith("."))
     for f in files:
         lines.append(f"| `{f}` | {(OUT / f).stat().st_size} |")
     lines += ["", f"Total (without README): {sum((OUT / f).stat().st_size for f in files)} bytes.", ""]
