@@ -1,7 +1,8 @@
 """One table of op traits that lowering, slice tracing and every pass query.
 
 What rnnir needs to know about an ONNX op it does not model is small: does it only move elements around
-(``LAYOUT``: the state's values survive, so a final state rearranged by it is still the final state), may a
+(``LAYOUT``: the state's values survive, so a final state rearranged by it is still the final state), does it
+read only its input's shape (``SHAPE_ONLY``: ``ConstantOfShape(Shape(h0))`` is zeros, not the state), may a
 runtime implement it as a view of its input's memory (``VIEW``: aliasing and write-after-read questions),
 does it combine operands element by element (``ELEMENTWISE``: slice positions survive, values change), is
 it control flow with subgraphs (``CONTROL_FLOW``).  Before this table four modules kept four different
@@ -23,9 +24,10 @@ class OpTrait(enum.Flag):
     VIEW = enum.auto()  # a runtime may return a view of its first input instead of a copy
     ELEMENTWISE = enum.auto()  # output element i depends on input elements i only
     CONTROL_FLOW = enum.auto()  # runs subgraphs (If, Loop, Scan)
+    SHAPE_ONLY = enum.auto()  # reads only its input's shape, never a value: zeros_like(state) ignores the state
 
 
-_L, _V, _E, _C = OpTrait.LAYOUT, OpTrait.VIEW, OpTrait.ELEMENTWISE, OpTrait.CONTROL_FLOW
+_L, _V, _E, _C, _S = OpTrait.LAYOUT, OpTrait.VIEW, OpTrait.ELEMENTWISE, OpTrait.CONTROL_FLOW, OpTrait.SHAPE_ONLY
 
 #: op type (default ONNX domain) -> traits; an op not listed has none
 TRAITS: Mapping[str, OpTrait] = MappingProxyType(
@@ -45,6 +47,8 @@ TRAITS: Mapping[str, OpTrait] = MappingProxyType(
         "CastLike": _L,
         **{op: _E for op in ("Add", "Sub", "Mul", "Div", "Neg", "Abs", "Relu", "Tanh", "Sigmoid", "Clip", "Max", "Min", "Pow", "Sqrt")},
         **{op: _C for op in ("If", "Loop", "Scan")},
+        "Shape": _S,
+        "Size": _S,
     }
 )
 

@@ -222,6 +222,11 @@ class Tracer:
                             alts.append((sub_path if sub_path[: len(path)] == path else path + sub_path, sub))
                     self.memo[id(v)] = Abs("alt", alts=tuple(alts))
             return
+        if node.op in _SHAPE_ONLY:  # the state's shape is no part of its value: zeros_like(h0) ignores h0
+            for v in outs:
+                if v is not None:
+                    self.memo[id(v)] = CONST
+            return
         results = self._layout(node, ins)
         for v, r in zip(outs, results):
             if v is not None:
@@ -271,6 +276,7 @@ class Tracer:
 
 # elementwise ops that keep every element where it is (broadcasting a state-free operand)
 _ELEMENTWISE = ops_with(OpTrait.ELEMENTWISE)
+_SHAPE_ONLY = ops_with(OpTrait.SHAPE_ONLY)
 
 
 def _axes(node: Compute, tr: Tracer, input_index: int, attr: str = "axes") -> list[int] | None:

@@ -156,6 +156,17 @@ def _name_candidates(name: str) -> list[str]:
     return seen
 
 
+def _dims_agree(a: GraphIO, b: GraphIO) -> bool:
+    """Same dims; for an input named like state, a symbolic dim matches a symbolic dim of another name (shape
+    inference names an output's batch after the op that made it: silero's decoder returns ``[2, Concat35_dim_1, 128]``
+    for ``state [2, batch, 128]``).  Static dims must always be equal."""
+    if a.dims == b.dims:
+        return True
+    if not looks_like_state(a.name) or a.dims is None or b.dims is None or len(a.dims) != len(b.dims):
+        return False
+    return all(x == y or (isinstance(x, str) and isinstance(y, str)) for x, y in zip(a.dims, b.dims))
+
+
 def looks_like_state(name: str) -> bool:
     return bool(_STATE_WORDS.search(name))
 
@@ -217,7 +228,7 @@ def find_pairs(
     rest_out = [o for o in outs[1:] if o.name not in used_out]
     if rest_in and len(rest_in) == len(rest_out):
         ok = all(
-            a.rank is not None and a.rank >= 2 and a.rank == b.rank and a.dtype == b.dtype and _compatible(a, b) and a.dims == b.dims
+            a.rank is not None and a.rank >= 2 and a.rank == b.rank and a.dtype == b.dtype and _compatible(a, b) and _dims_agree(a, b)
             for a, b in zip(rest_in, rest_out)
         )
         if ok:
