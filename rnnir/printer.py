@@ -1,4 +1,4 @@
-"""Readable text form of a Program (stable enough for tests to compare against)."""
+"""Renderings of a Program: its IR text (see :mod:`rnnir.irtext`), Graphviz and Mermaid pictures."""
 
 from __future__ import annotations
 
@@ -9,26 +9,10 @@ if TYPE_CHECKING:
 
 
 def print_program(program: Program) -> str:
-    from .ir import Slot
+    """The program as IR text: the format :func:`rnnir.irtext.parse_program` reads back."""
+    from .irtext import print_program as print_ir
 
-    lines = [f"program @{program.name} {{"]
-    for s in program.slots:
-        alias = ""
-        if s.alias_of is not None:
-            kind = "slot" if isinstance(s.alias_of, Slot) else "out"
-            alias = f" aliases {kind}:{s.alias_of.name}"
-        lines.append(f"  slot @{s.name} : {s.type} init={s.init}{alias}")
-    for o in program.outputs:
-        lines.append(f"  output {o.name} : {o.type}")
-    for p in program.state_pairs:
-        lines.append(f"  pair {p}")
-    for p in program.suggested_pairs:
-        lines.append(f"  suggested pair {p}")
-    lines.append("")
-    for node in program.nodes:
-        lines.append(f"  {node}")
-    lines.append("}")
-    return "\n".join(lines)
+    return print_ir(program)
 
 
 def _picture(program: Program) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:

@@ -37,7 +37,7 @@ def test_program_prints_readably():
     text = str(_fanout())
     assert "slot @h : float32[1,1,2] init=zeros" in text
     assert "%h = load_slot<@h, copy>()" in text
-    assert "recurrent.RNN<forward, hidden=2>(%x, %W, %R, _, _, %h)" in text
+    assert "recurrent.RNN<direction='forward', hidden_size=2>(%x, %W, %R, _, _, %h)" in text
     assert "store<@h, token>(%rnn_Y_h_0)" in text and "store<out:hn, token>(%rnn_Y_h_0)" in text
     assert "return<by runtime>" in text
 
@@ -112,7 +112,7 @@ def test_slot_init_validation():
         rnnir.SlotInit("constant")
     b = rnnir.Builder("c")
     s = b.slot("s", "float32", (2,), init=np.array([1.0, 2.0], np.float32))
-    assert s.init.kind == "constant" and "constant[1, 2]" in str(b.build())
+    assert s.init.kind == "constant" and "init=constant dense<float32[2] [1.0, 2.0]>" in str(b.build())
 
 
 def test_builder_state_pairs_and_slices():
