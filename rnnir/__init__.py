@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from .builder import Builder
 from .errors import ExportError, IRError, ModelError, PairingError, RnnirError, StateError
@@ -94,7 +95,7 @@ def load(
     return lower(src, pairs, Policy(entry=entry, exit=exit))
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name == "Policy":
         from .lower import Policy
 

@@ -633,7 +633,8 @@ class Program:
 
     # -- queries --------------------------------------------------------------------------
     def node(self, node_id: str) -> Node:
-        return self.graph.nodes[node_id]["node"]
+        node: Node = self.graph.nodes[node_id]["node"]
+        return node
 
     @property
     def nodes(self) -> list[Node]:
@@ -646,12 +647,13 @@ class Program:
 
     def nodes_of(self, *types: type) -> list[Node]:
         """Nodes of the given types, in topological order (one scan per type and graph change)."""
-        if self._order is None or len(self._order) != self.graph.number_of_nodes():
-            self.nodes  # noqa: B018 - refreshes the order and drops the per-type lists
+        order = self._order
+        if order is None or len(order) != self.graph.number_of_nodes():
+            order = self.nodes  # refreshes the order and drops the per-type lists
         key = types
         hit = self._kinds.get(key)
         if hit is None:
-            hit = [n for n in self._order if isinstance(n, types)]  # type: ignore[union-attr]
+            hit = [n for n in order if isinstance(n, types)]
             self._kinds[key] = hit
         return list(hit)
 
