@@ -171,9 +171,6 @@ class ProgramFacts:
         analyse_state(_PairsOverlay(self, copies), self.tracer)  # type: ignore[arg-type]
         return copies
 
-    def pair_of(self, slot: Slot) -> StatePair | None:
-        return next((p for p in self.pairs if p.slot is slot), None)
-
     # -- nodes ------------------------------------------------------------------------------
     @cached_property
     def nodes(self) -> list[Node]:

@@ -18,7 +18,7 @@ Node kinds (see DESIGN.md):
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -506,7 +506,6 @@ class Program:
         self.externals: dict[str, Value] = {}
         self.state_pairs: list[Any] = []  # rnnir.lower.pairing.StatePair
         self.suggested_pairs: list[Any] = []
-        self.state_paths: list[Any] = []  # recurrences written as plain ops
         self.source: Any = None  # rnnir.lower.ModelSource, when lowered from ONNX
         self.policy: Any = None
         self._ids: dict[str, int] = {}
@@ -730,12 +729,3 @@ def check_acyclic(program: Program) -> None:
     except digraph.NoCycle:
         return
     raise IRError("program graph has a cycle: " + " -> ".join(str(u) for u, _ in cycle))
-
-
-def iter_values(nodes: Iterable[Node]) -> Iterator[Value]:
-    for n in nodes:
-        yield from n.results()
-
-
-def as_tuple(x: Sequence[Any] | None) -> tuple[Any, ...] | None:
-    return None if x is None else tuple(x)

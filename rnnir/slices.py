@@ -12,7 +12,7 @@ origins it depends on.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -685,17 +685,3 @@ def _plain_path(program: Program, tr: Tracer, slot: Slot, value: Value) -> list[
     except digraph.NoPath:
         return None
     return [program.node(str(n)).describe() for n in path]  # the graph's keys are node ids
-
-
-@dataclass
-class StateFacts:
-    """Convenience bundle for passes: one tracer shared by every question about a program."""
-
-    program: Program
-    tracer: Tracer = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.tracer = Tracer(self.program)
-
-    def trace(self, v: Value | None) -> Abs:
-        return self.tracer.trace(v)
