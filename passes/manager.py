@@ -168,7 +168,7 @@ class ProgramFacts:
                 pair = StatePair(slot.name, out, PairSource.BUILDER, "slot without a declared pair")
                 pair.slot = slot
                 copies.append(pair)
-        analyse_state(_PairsOverlay(self, copies), self.tracer)  # type: ignore[arg-type]
+        analyse_state(_PairsOverlay(self, copies), self.tracer)  # type: ignore[arg-type]  # duck-typed: answers as the Program it wraps
         return copies
 
     # -- nodes ------------------------------------------------------------------------------
