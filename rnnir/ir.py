@@ -6,7 +6,7 @@ SSA: each has one producer (or none, for values that come from outside the
 analysed region) and knows its uses, so "does this store read the final state
 directly?" is one lookup.
 
-Node kinds (see DESIGN.md):
+Node kinds (see docs/design.md):
 
 - :class:`LoadSlot`  reads a :class:`Slot` at the start of the call (view or copy);
 - :class:`Compute`   any other op, kept with its ONNX node; ``If`` keeps its branches as regions;
