@@ -22,9 +22,7 @@ from .manager import AnalysisPass, ProgramFacts
 __all__ = ["CHAINED_OUTPUT_STORE", "OUTPUT_ALIASES_SLOT", "SHARED_SLOT_STORAGE", "Aliasing", "VIEW_OPS"]
 
 
-@rule("AL001", "chained-output-store", Severity.ERROR, "the output store reads the result of a slot store (chain), not the final state")
-class CHAINED_OUTPUT_STORE:
-    """
+CHAINED_OUTPUT_STORE = rule("AL001", "chained-output-store", Severity.ERROR, "the output store reads the result of a slot store (chain), not the final state", """
     What it finds
         A store to a graph output whose value is the *result* of a store to a
         slot: ``final_state -> Store(slot) -> Store(output)``, the chain,
@@ -45,12 +43,10 @@ class CHAINED_OUTPUT_STORE:
     Fixed (IR: fan-out)
         %s = store<@h, token>(%hn)
         %o = store<out:hn, value>(%hn)         # both stores read the final state
-    """
+    """)
 
 
-@rule("AL002", "output-aliases-slot", Severity.ERROR, "a graph output shares storage with a slot: the caller's value changes at the next call")
-class OUTPUT_ALIASES_SLOT:
-    """
+OUTPUT_ALIASES_SLOT = rule("AL002", "output-aliases-slot", Severity.ERROR, "a graph output shares storage with a slot: the caller's value changes at the next call", """
     What it finds
         A graph output that is the same memory as a slot: the slot is declared
         an alias of the output (the lowering that reuses the output store as
@@ -70,12 +66,10 @@ class OUTPUT_ALIASES_SLOT:
     Fixed (IR)
         %s = store<@h, token>(%hn)             # the slot has its own storage
         %o = store<out:hn, value>(%hn)         # out-of-place copy for the caller
-    """
+    """)
 
 
-@rule("AL003", "shared-slot-storage", Severity.ERROR, "two state instances share one slot's storage")
-class SHARED_SLOT_STORAGE:
-    """
+SHARED_SLOT_STORAGE = rule("AL003", "shared-slot-storage", Severity.ERROR, "two state instances share one slot's storage", """
     What it finds
         Two slots with the same storage: the same address, or one declared an
         alias of the other.
@@ -92,7 +86,7 @@ class SHARED_SLOT_STORAGE:
     Fixed (IR)
         slot @h0 ... (address "arena:0")
         slot @c0 ... (address "arena:16")             # one storage per state instance
-    """
+    """)
 
 
 #: ops a runtime may implement as a view of their first input (no copy)

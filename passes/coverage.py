@@ -40,9 +40,7 @@ __all__ = [
 ]
 
 
-@rule("SD009", "unverified-state", Severity.INFO, "a state slice rnnir could not follow to a recurrence: neither verified nor violated")
-class UNVERIFIED_STATE:
-    """
+UNVERIFIED_STATE = rule("SD009", "unverified-state", Severity.INFO, "a state slice rnnir could not follow to a recurrence: neither verified nor violated", """
     What it finds
         A slice of a state pair whose journey rnnir could not resolve: the
         live-in state reaches an op rnnir does not understand before any
@@ -67,12 +65,10 @@ class UNVERIFIED_STATE:
 
     Fixed
         state -> RNN(initial_h=state) -> Y_h -> stateN                  # a recurrence rnnir understands
-    """
+    """)
 
 
-@rule("SD010", "state-not-exposed", Severity.WARNING, "a recurrence starts from zeros every call while its final state is returned")
-class NOT_EXPOSED:
-    """
+NOT_EXPOSED = rule("SD010", "state-not-exposed", Severity.WARNING, "a recurrence starts from zeros every call while its final state is returned", """
     What it finds
         A recurrent op (or a recognised cell) whose initial state is absent or a
         constant — it starts from zeros on every call — while the model returns
@@ -97,7 +93,7 @@ class NOT_EXPOSED:
     Fixed
         Y, Y_h = GRU(x, W, R, initial_h=h0)     # h0 a graph input, fed back from hn by the caller
         inputs: x, h0   outputs: y, hn = Y_h     (``rnnir fix --expose-state`` does this edit)
-    """
+    """)
 
 
 #: codes ``--strict`` raises to errors: what rnnir could not verify fails CI
@@ -176,7 +172,7 @@ def _first_value_change_back(value: Value | None, branch: str) -> Node | None:
     """Nearest node on the way back from ``value`` that is not layout-only (the op that changed the state)."""
     found: list[Node] = []
     seen: set[int] = set()
-    queue = [value] if value is not None else []
+    queue: list[Value | None] = [value] if value is not None else []
     while queue:
         v = queue.pop(0)
         if v is None or id(v) in seen:
@@ -193,7 +189,7 @@ def _first_value_change_back(value: Value | None, branch: str) -> Node | None:
             continue
         found.append(p)
     in_branch = [n for n in found if "/".join(n.provenance.branch) == branch]
-    return (in_branch or found or [None])[0]
+    return next(iter(in_branch or found), None)
 
 
 def _first_consumer(loads: Sequence[LoadSlot]) -> Node | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,24 +86,21 @@ class Rule:
         )
 
 
-def rule(code: str, name: str, severity: Severity, summary: str) -> Callable[[type], Rule]:
-    """Turn a documentation class into a :class:`Rule`: its docstring is the rule's ``doc``.
+def rule(code: str, name: str, severity: Severity, summary: str, doc: str) -> Rule:
+    """A :class:`Rule`; ``doc`` (What it finds / Why it matters / Bad / Fixed) is what ``rnnir explain`` prints.
 
-    The class body holds nothing but the docstring, so the text ``rnnir explain``
-    prints sits next to the code that emits the rule (one source of truth)::
+    The rule is a module-level constant of the pass that emits it, so its text sits
+    next to the code that emits it (one source of truth).  A call, not a class
+    decorator, so type checkers see a ``Rule``::
 
-        @rule("SD001", "slot-never-written", Severity.ERROR, "a slot is read but never written back")
-        class SlotNeverWritten:
-            \"\"\"What it finds ... Why it matters ... Bad ... Fixed ...\"\"\"
+        SLOT_NEVER_WRITTEN = rule("SD001", "slot-never-written", Severity.ERROR, "a slot is read but never written back", \"\"\"
+            What it finds ... Why it matters ... Bad ... Fixed ...
+            \"\"\")
     """
-
-    def make(cls: type) -> Rule:
-        doc = inspect.cleandoc(cls.__doc__ or "")
-        if not doc:
-            raise ValueError(f"rule {code} has no docstring")
-        return Rule(code=code, name=name, severity=severity, summary=summary, doc=doc)
-
-    return make
+    doc = inspect.cleandoc(doc)
+    if not doc:
+        raise ValueError(f"rule {code} has no documentation")
+    return Rule(code=code, name=name, severity=severity, summary=summary, doc=doc)
 
 
 @dataclass(frozen=True)
@@ -128,5 +125,5 @@ class Diagnostic:
             **({"slot": self.slot} if self.slot else {}),
         }
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[int, str, str, str]:
         return (-self.severity.rank, self.code, self.slot or "", self.message)

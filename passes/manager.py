@@ -15,14 +15,14 @@ checks the program's version after it, raising :class:`PassContractError`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, ClassVar
 
 from rnnir import digraph
 from rnnir.errors import RnnirError
-from rnnir.ir import FrozenProgramError, LoadSlot, Output, Program, Recurrent, Return, Slot, Store
+from rnnir.ir import FrozenProgramError, LoadSlot, Node, Output, Program, Recurrent, Return, Slot, Store
 from rnnir.pairs import PairSource, StatePair
 from rnnir.slices import SLICE_MAPS, Tracer, analyse_state, tracer_for
 
@@ -109,7 +109,7 @@ class _PairsOverlay:
         return getattr(self._program, name)
 
     @property
-    def nodes(self) -> list:
+    def nodes(self) -> list[Node]:
         return self._facts.nodes
 
     @property
@@ -168,15 +168,12 @@ class ProgramFacts:
                 pair = StatePair(slot.name, out, PairSource.BUILDER, "slot without a declared pair")
                 pair.slot = slot
                 copies.append(pair)
-        analyse_state(_PairsOverlay(self, copies), self.tracer)  # type: ignore[arg-type]
+        analyse_state(_PairsOverlay(self, copies), self.tracer)  # type: ignore[arg-type]  # duck-typed: answers as the Program it wraps
         return copies
-
-    def pair_of(self, slot: Slot) -> StatePair | None:
-        return next((p for p in self.pairs if p.slot is slot), None)
 
     # -- nodes ------------------------------------------------------------------------------
     @cached_property
-    def nodes(self) -> list:
+    def nodes(self) -> list[Node]:
         return self.program.nodes
 
     @cached_property
@@ -248,7 +245,7 @@ class ProgramFacts:
         return h
 
     @cached_property
-    def before_next_call(self) -> set:
+    def before_next_call(self) -> set[Hashable]:
         """Nodes of call k that happen before every node of call k+1.
 
         The only edges from call k into call k+1 run through the boundary node,
@@ -258,7 +255,7 @@ class ProgramFacts:
         return digraph.ancestors(self.two_calls, CALL_BOUNDARY)
 
     @cached_property
-    def after_previous_call(self) -> set:
+    def after_previous_call(self) -> set[Hashable]:
         """Nodes of call k+1 that happen after the boundary (all of them, unless nobody orders the calls)."""
         return digraph.descendants(self.two_calls, CALL_BOUNDARY)
 
@@ -266,7 +263,7 @@ class ProgramFacts:
 # -- the program's fingerprint ---------------------------------------------------------------
 
 
-def fingerprint(program: Program) -> tuple:
+def fingerprint(program: Program) -> tuple[object, ...]:
     """Everything a pass could change: the printed program, every edge, slot identities, pair slices, def-use."""
     edges = tuple(sorted((u, v, str(d.get("kind"))) for u, v, d in program.graph.edges(data=True)))
     slots = tuple(
@@ -278,7 +275,7 @@ def fingerprint(program: Program) -> tuple:
         (n.id, tuple(None if v is None else (v.name, len(v.uses), v.kind) for v in n.outputs))
         for n in (program.graph.nodes[i]["node"] for i in program.graph.nodes)
     )
-    nodes = tuple(sorted(program.graph.nodes))
+    nodes = tuple(sorted(program.graph.nodes, key=str))  # node ids
     return (str(program), edges, slots, pairs, uses, nodes, tuple(o.name for o in program.outputs))
 
 
@@ -341,7 +338,7 @@ class PassManager:
         facts = ProgramFacts(program)
         found: list[Diagnostic] = []
         per_pass: list[tuple[AnalysisPass, list[Diagnostic]]] = []
-        before: tuple | None = None
+        before: tuple[object, ...] | None = None
         for p in self.passes:
             if not codes.intersection(p.codes()):
                 continue
@@ -379,7 +376,7 @@ class PassManager:
 
 
 def _dedupe(diags: Iterable[Diagnostic]) -> Iterator[Diagnostic]:
-    seen: set[tuple] = set()
+    seen: set[tuple[object, ...]] = set()
     for d in diags:
         key = (d.code, d.severity, d.message, d.locations, d.hint, d.slot)
         if key not in seen:

@@ -30,9 +30,7 @@ from .manager import AnalysisPass, ProgramFacts
 __all__ = ["RETURN_BEFORE_STORE", "WRITE_BEFORE_LAST_READ", "Ordering"]
 
 
-@rule("OR001", "return-before-store", Severity.ERROR, "the call's Return does not wait for a slot store: the next call may read stale state")
-class RETURN_BEFORE_STORE:
-    """
+RETURN_BEFORE_STORE = rule("OR001", "return-before-store", Severity.ERROR, "the call's Return does not wait for a slot store: the next call may read stale state", """
     What it finds
         A store into a slot that the call's Return does not wait for, directly
         or through happens-before edges, so nothing orders it before the next
@@ -53,12 +51,10 @@ class RETURN_BEFORE_STORE:
 
     Fixed (IR)
         return<by runtime>(%o, %s)              # the slot store completes before the call ends
-    """
+    """)
 
 
-@rule("OR002", "write-before-last-read", Severity.ERROR, "a slot store may run before the last reader of the slot's current value (write-after-read on an in-place slot)")
-class WRITE_BEFORE_LAST_READ:
-    """
+WRITE_BEFORE_LAST_READ = rule("OR002", "write-before-last-read", Severity.ERROR, "a slot store may run before the last reader of the slot's current value (write-after-read on an in-place slot)", """
     What it finds
         A slot loaded as a VIEW (read in place) and a store into the same slot
         that is not ordered after every reader of the loaded value: a
@@ -80,7 +76,7 @@ class WRITE_BEFORE_LAST_READ:
     Fixed (IR)
         %h = load_slot<@h, copy>()              # private copy: the store cannot clobber it
         (or an ordering edge: the echo store happens before the slot store)
-    """
+    """)
 
 
 def _loc(n: Node) -> Location:

@@ -10,9 +10,9 @@ with the docstring ``rnnir explain`` prints.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rnnir.ir import Compute, LoadSlot, Output, Recurrent, Slot, Store, Value
 from rnnir.optraits import OpTrait, ops_with
@@ -38,9 +38,7 @@ __all__ = [
 # -- the rules ---------------------------------------------------------------------------------
 
 
-@rule("SD001", "slot-never-written", Severity.ERROR, "a slot is read but no call path writes it back: every call restarts")
-class SLOT_NEVER_WRITTEN:
-    """
+SLOT_NEVER_WRITTEN = rule("SD001", "slot-never-written", Severity.ERROR, "a slot is read but no call path writes it back: every call restarts", """
     What it finds
         A slot (a state input) that the call reads but that no call path writes
         back: no graph output returns it, no store writes the slot, or what is
@@ -78,12 +76,10 @@ class SLOT_NEVER_WRITTEN:
     Fixed (IR)
         %s = store<@h, token>(%hn)
         return<by runtime>(%s)
-    """
+    """)
 
 
-@rule("SD002", "wrong-slot", Severity.ERROR, "a final state is written into the wrong slot or slice (h/c swap, other layer, other direction)")
-class WRONG_SLOT:
-    """
+WRONG_SLOT = rule("SD002", "wrong-slot", Severity.ERROR, "a final state is written into the wrong slot or slice (h/c swap, other layer, other direction)", """
     What it finds
         A slice of a slot written back with a final state that belongs to
         another slice: the slice is read as one recurrent port (its live-in
@@ -111,12 +107,10 @@ class WRONG_SLOT:
 
     Fixed
         hn = Concat(H0, H1, axis=0)
-    """
+    """)
 
 
-@rule("SD003", "not-final-state", Severity.ERROR, "the value written back is not the final state of the op that read the slot")
-class NOT_FINAL_STATE:
-    """
+NOT_FINAL_STATE = rule("SD003", "not-final-state", Severity.ERROR, "the value written back is not the final state of the op that read the slot", """
     What it finds
         The live-out value of a slot is not the final state of the recurrent
         op that consumed the live-in value: ``Y`` at the first step of a
@@ -145,12 +139,10 @@ class NOT_FINAL_STATE:
 
     Fixed
         hn = Y_h                                        # or Gather(Y, -1) for a forward op without sequence_lens
-    """
+    """)
 
 
-@rule("SD004", "slot-written-twice", Severity.ERROR, "a slot is written more than once in one call")
-class SLOT_WRITTEN_TWICE:
-    """
+SLOT_WRITTEN_TWICE = rule("SD004", "slot-written-twice", Severity.ERROR, "a slot is written more than once in one call", """
     What it finds
         Two stores to the same slot on one call path (stores in the two
         alternatives of one If are fine).
@@ -169,12 +161,10 @@ class SLOT_WRITTEN_TWICE:
     Fixed (IR)
         %a = store<@h, token>(%hn)
         return<by runtime>(%a)
-    """
+    """)
 
 
-@rule("SD005", "state-type-mismatch", Severity.ERROR, "slot and final state disagree: dtype, directions, batch, hidden size, layout, quantization")
-class STATE_TYPE_MISMATCH:
-    """
+STATE_TYPE_MISMATCH = rule("SD005", "state-type-mismatch", Severity.ERROR, "slot and final state disagree: dtype, directions, batch, hidden size, layout, quantization", """
     What it finds
         A slot whose declared type disagrees with the final state written into
         it: another dtype (a Cast on the exit path, or a paired output of
@@ -195,12 +185,10 @@ class STATE_TYPE_MISMATCH:
     Fixed
         outputs: stateN float32[2, B, 128]
         stateN = Concat(Y_h, Y_c)
-    """
+    """)
 
 
-@rule("SD006", "reverse-state-persisted", Severity.WARNING, "persisting the final state of a reverse or bidirectional op across calls")
-class REVERSE_STATE_PERSISTED:
-    """
+REVERSE_STATE_PERSISTED = rule("SD006", "reverse-state-persisted", Severity.WARNING, "persisting the final state of a reverse or bidirectional op across calls", """
     What it finds
         A slot written with the final state of the reverse direction of an
         RNN/GRU/LSTM (``direction="reverse"``, or direction 1 of a
@@ -221,12 +209,10 @@ class REVERSE_STATE_PERSISTED:
         persist only the forward direction (Y_h[0:1], Y_c[0:1]) and start the
         reverse direction from zeros at every chunk (or use a forward-only
         model for streaming)
-    """
+    """)
 
 
-@rule("SD007", "state-ignored", Severity.ERROR, "a state input never reaches the op it is paired for: the caller's state is ignored")
-class STATE_IGNORED:
-    """
+STATE_IGNORED = rule("SD007", "state-ignored", Severity.ERROR, "a state input never reaches the op it is paired for: the caller's state is ignored", """
     What it finds
         A state pair whose input never reaches the recurrent op that produces
         the state written back: the op starts from zeros, a constant or some
@@ -247,12 +233,10 @@ class STATE_IGNORED:
     Fixed
         Y, Y_h, Y_c = LSTM(x, W, R, initial_h=Unsqueeze(Gather(state, 0)),
                                     initial_c=Unsqueeze(Gather(state, 1)))
-    """
+    """)
 
 
-@rule("SD008", "seq-lens-last-step", Severity.ERROR, "the state written back is Y at the last step although sequence_lens can end the sequence earlier")
-class SEQ_LENS_LAST_STEP:
-    """
+SEQ_LENS_LAST_STEP = rule("SD008", "seq-lens-last-step", Severity.ERROR, "the state written back is Y at the last step although sequence_lens can end the sequence earlier", """
     What it finds
         A slot written with ``Y`` at the last time step of an op that has a
         ``sequence_lens`` input.
@@ -268,7 +252,7 @@ class SEQ_LENS_LAST_STEP:
 
     Fixed
         hn = Y_h
-    """
+    """)
 
 
 # -- small helpers -------------------------------------------------------------------------------
@@ -430,7 +414,7 @@ def _finding(rule_: Rule, slot: str, part: str, consequence: str, *, hint: str, 
 
 def _merge_per_slot(diags: list[Diagnostic]) -> list[Diagnostic]:
     """One diagnostic per (rule, slot, severity): the slices of a swap are one finding, not two."""
-    groups: dict[tuple, list[Diagnostic]] = {}
+    groups: dict[tuple[str, str | None, Severity], list[Diagnostic]] = {}
     for d in diags:
         groups.setdefault((d.code, d.slot, d.severity), []).append(d)
     out: list[Diagnostic] = []
@@ -565,7 +549,7 @@ def _final_refs(sm: SliceMap) -> list[PortRef]:
     return [r for r in sm.exit if r.note != "derived" and r.port in ("Y_h", "Y_c", "Y")]
 
 
-def _ignored(ctx: _Context, pair: StatePair, stores: list[Store], plain: bool):
+def _ignored(ctx: _Context, pair: StatePair, stores: list[Store], plain: bool) -> Generator[Diagnostic, None, set[tuple[int, ...]]]:
     """SD007; returns the slice indices it covered (so SD003 does not report them again)."""
     slot = pair.slot
     covered: set[tuple[int, ...]] = set()
@@ -589,6 +573,7 @@ def _ignored(ctx: _Context, pair: StatePair, stores: list[Store], plain: bool):
         what = f"slice {ctx.slice_text(slot.name, sm.index)}" if any_entry else "the state input"
         finals = ", ".join(dict.fromkeys(r.label for r in refs))
         covered.add(sm.index)
+        extra: dict[str, Any] = {"slice": sm.label} if any_entry else {}  # Any: mypy matches a **dict against every keyword
         yield _finding(
             STATE_IGNORED,
             slot.name,
@@ -597,7 +582,7 @@ def _ignored(ctx: _Context, pair: StatePair, stores: list[Store], plain: bool):
             "the caller's state is ignored and every call restarts",
             hint=f"feed {slot.name!r} (its slice) into the op's initial state instead of the constant/other value",
             locations=[_ref_loc(r) for r in refs],
-            **({"slice": sm.label} if any_entry else {}),
+            **extra,
         )
         if not any_entry:
             covered.update(s.index for s in pair.slices)
@@ -998,7 +983,7 @@ def _types(ctx: _Context, pair: StatePair, stores: list[Store]) -> Iterator[Diag
             label = f"{sm.label} <- {r.label}"
             if sub and _static(sub[-1]) is not None and rec.hidden_size and sub[-1] != rec.hidden_size:
                 add("hidden size", f"{label}: the op's hidden_size is {rec.hidden_size}, the slot's last dim is {sub[-1]}")
-            ytype = rec.port(r.port).type if rec.port(r.port) is not None else None
+            ytype = port.type if (port := rec.port(r.port)) is not None else None
             batch = _static(ytype.dim(0 if rec.layout == 1 else 1)) if ytype is not None and ytype.rank == 3 else None
             if len(sub) == 3:
                 dirs_axis, batch_axis = (1, 0) if rec.layout == 1 else (0, 1)

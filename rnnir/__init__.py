@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from .builder import Builder
 from .errors import ExportError, IRError, ModelError, PairingError, RnnirError, StateError
@@ -35,6 +36,9 @@ from .ir import (
     Value,
 )
 from .pairs import PairSource, PortRef, SliceMap, StatePair
+
+if TYPE_CHECKING:
+    from .lower.source import ModelLike
 
 __all__ = [
     "Builder",
@@ -73,7 +77,7 @@ __version__ = "0.1.0"
 
 
 def load(
-    model: object,
+    model: ModelLike,
     pairs: Mapping[str, str | None] | None = None,
     *,
     entry: str = "dynamic",
@@ -90,11 +94,11 @@ def load(
     """
     from .lower import Policy, lower, read_model
 
-    src = read_model(model, label=label)  # type: ignore[arg-type]
+    src = read_model(model, label=label)
     return lower(src, pairs, Policy(entry=entry, exit=exit))
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name == "Policy":
         from .lower import Policy
 

@@ -41,12 +41,16 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
 from .config import ENTRY_POLICIES, EXIT_POLICIES, Config, ConfigError, find_config, load_config, parse_pair
 from .errors import ModelError, RnnirError
 from .render import FORMATS, FileResult, LintResult, render, render_cost_text
+
+if TYPE_CHECKING:
+    from .ir import Program
 
 __all__ = ["main"]
 
@@ -57,7 +61,7 @@ class UsageError(RnnirError):
     """The command line asks for something that cannot be done (unknown rule code, empty folder, ...)."""
 
 
-def _passes():
+def _passes() -> ModuleType:
     """The analysis package, imported when first needed (tests may replace this function)."""
     import passes
 
@@ -300,7 +304,7 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
 
     result = LintResult(files=files, rules=backend.RULES, version=__version__, with_cost=cost)
     for f in result.failed:
-        print(f"rnnir: error: {f.path}: {f.error['message']}", file=sys.stderr)
+        print(f"rnnir: error: {f.path}: {(f.error or {}).get('message')}", file=sys.stderr)
     if rules:
         text = render(result, args.format)
     elif args.format == "json":
@@ -331,7 +335,7 @@ def cmd_cost(args: argparse.Namespace) -> int:
     return _lint(args, rules=False, cost=True)
 
 
-def _load(args: argparse.Namespace):
+def _load(args: argparse.Namespace) -> tuple[Program, Settings]:
     import rnnir
 
     settings = _settings(args)

@@ -145,7 +145,8 @@ def parse_pair(text: str) -> tuple[str, str | None]:
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as fh:
-            return tomllib.load(fh)
+            table: dict[str, Any] = tomllib.load(fh)
+            return table
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except tomllib.TOMLDecodeError as exc:
@@ -169,7 +170,7 @@ def _choice(table: Mapping[str, Any], key: str, allowed: tuple[str, ...], where:
     value = table[key]
     if value not in allowed:
         raise ConfigError(f"{where} {key} = {value!r} is not one of {', '.join(allowed)}")
-    return value
+    return str(value)
 
 
 def _relative_posix(model: Path, root: Path | None) -> str:

@@ -264,7 +264,7 @@ def shortest_path(g: DiGraph, source: Hashable, target: Hashable) -> list[Hashab
         if n == target:
             path = [n]
             while parent[path[-1]] is not None:
-                path.append(parent[path[-1]])  # type: ignore[arg-type]
+                path.append(parent[path[-1]])
             return path[::-1]
         for m in g._succ[n]:
             if m not in parent:

@@ -13,6 +13,7 @@ onnxruntime refuses recurrent ops with ``layout=1``; export rewrites them to
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from .ir import (
     LoadKind,
     LoadSlot,
     OrderingLayer,
+    Output,
     Program,
     Recurrent,
     Slot,
@@ -90,7 +92,7 @@ def _set_meta(model: onnx.ModelProto, key: str, value: str) -> None:
     model.metadata_props.add(key=key, value=value)
 
 
-def _slot_meta(program: Program, out_names: dict[str, str | None]) -> dict[str, Any]:
+def _slot_meta(program: Program, out_names: Mapping[str, str | None]) -> dict[str, Any]:
     slots: dict[str, Any] = {}
     for s in program.slots:
         entry: dict[str, Any] = {
@@ -109,7 +111,7 @@ def _slot_meta(program: Program, out_names: dict[str, str | None]) -> dict[str, 
     return slots
 
 
-def _program_meta(program: Program, store_names: dict[int, str], value_name) -> dict[str, Any]:
+def _program_meta(program: Program, store_names: dict[int, str], value_name: Callable[[Value | None], str]) -> dict[str, Any]:
     """The store structure, so re-lowering the exported file rebuilds the same IR (chain, aliasing, order)."""
     slots: dict[str, Any] = {}
     for s in program.slots:
@@ -160,7 +162,8 @@ def _default_structure(program: Program) -> bool:
         expected = StoreResult.TOKEN if isinstance(st.dest, Slot) else StoreResult.VALUE
         if st.result is not expected:
             return False
-    for dest in [*program.slots, *program.outputs]:
+    dests: list[Slot | Output] = [*program.slots, *program.outputs]
+    for dest in dests:
         if len(program.stores_to(dest)) > 1:  # e.g. a slot written twice: only rnnir.program can say so
             return False
     rets = program.returns
@@ -322,7 +325,7 @@ def _export_built(program: Program) -> onnx.ModelProto:
     return model
 
 
-def _if_node(node: Compute, name_of) -> onnx.NodeProto:
+def _if_node(node: Compute, name_of: Callable[[Value | None], str]) -> onnx.NodeProto:
     n = len(node.outputs)
     branches = {}
     for k, region in enumerate(("then_branch", "else_branch")):

@@ -6,7 +6,7 @@ SSA: each has one producer (or none, for values that come from outside the
 analysed region) and knows its uses, so "does this store read the final state
 directly?" is one lookup.
 
-Node kinds (see DESIGN.md):
+Node kinds (see docs/design.md):
 
 - :class:`LoadSlot`  reads a :class:`Slot` at the start of the call (view or copy);
 - :class:`Compute`   any other op, kept with its ONNX node; ``If`` keeps its branches as regions;
@@ -18,10 +18,10 @@ Node kinds (see DESIGN.md):
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from .errors import IRError
 from .recurrence import KINDS, Recognition, RecurrenceKind
 
 T = TypeVar("T")
+N = TypeVar("N", bound="Node")
 
 __all__ = [
     "FrozenProgramError",
@@ -325,7 +326,7 @@ class Compute(Node):
     onnx_node: Any = field(default=None, repr=False)
 
     @property
-    def opname(self) -> str:  # type: ignore[override]
+    def opname(self) -> str:  # type: ignore[override]  # a class-level name on other nodes, computed from the op here
         return self.op if not self.domain else f"{self.domain}.{self.op}"
 
     def _attrs_text(self) -> str:
@@ -382,7 +383,7 @@ class Recurrent(Node):
         return self.spec.semantics
 
     @property
-    def opname(self) -> str:  # type: ignore[override]
+    def opname(self) -> str:  # type: ignore[override]  # a class-level name on other nodes, computed from the kind here
         return f"recurrent.{self.kind}"
 
     @property
@@ -506,7 +507,6 @@ class Program:
         self.externals: dict[str, Value] = {}
         self.state_pairs: list[Any] = []  # rnnir.lower.pairing.StatePair
         self.suggested_pairs: list[Any] = []
-        self.state_paths: list[Any] = []  # recurrences written as plain ops
         self.source: Any = None  # rnnir.lower.ModelSource, when lowered from ONNX
         self.policy: Any = None
         self._ids: dict[str, int] = {}
@@ -618,7 +618,7 @@ class Program:
         stamp = self.stamp()
         hit = self._analyses.get(key)
         if hit is not None and hit[0] == stamp:
-            return hit[1]  # type: ignore[no-any-return]
+            return cast(T, hit[1])  # stored by this method (or remember) under this key
         value = compute()
         self._analyses[key] = (self.stamp(), value)
         return value
@@ -633,7 +633,8 @@ class Program:
 
     # -- queries --------------------------------------------------------------------------
     def node(self, node_id: str) -> Node:
-        return self.graph.nodes[node_id]["node"]
+        node: Node = self.graph.nodes[node_id]["node"]
+        return node
 
     @property
     def nodes(self) -> list[Node]:
@@ -644,32 +645,33 @@ class Program:
             self._by_dest = None
         return list(self._order)
 
-    def nodes_of(self, *types: type) -> list[Node]:
+    def nodes_of(self, *types: type[N]) -> list[N]:
         """Nodes of the given types, in topological order (one scan per type and graph change)."""
-        if self._order is None or len(self._order) != self.graph.number_of_nodes():
-            self.nodes  # noqa: B018 - refreshes the order and drops the per-type lists
+        order = self._order
+        if order is None or len(order) != self.graph.number_of_nodes():
+            order = self.nodes  # refreshes the order and drops the per-type lists
         key = types
         hit = self._kinds.get(key)
         if hit is None:
-            hit = [n for n in self._order if isinstance(n, types)]  # type: ignore[union-attr]
+            hit = [n for n in order if isinstance(n, types)]
             self._kinds[key] = hit
-        return list(hit)
+        return cast("list[N]", list(hit))  # every node in the list is an instance of one of ``types``
 
     @property
     def loads(self) -> list[LoadSlot]:
-        return self.nodes_of(LoadSlot)  # type: ignore[return-value]
+        return self.nodes_of(LoadSlot)
 
     @property
     def stores(self) -> list[Store]:
-        return self.nodes_of(Store)  # type: ignore[return-value]
+        return self.nodes_of(Store)
 
     @property
     def recurrents(self) -> list[Recurrent]:
-        return self.nodes_of(Recurrent)  # type: ignore[return-value]
+        return self.nodes_of(Recurrent)
 
     @property
     def returns(self) -> list[Return]:
-        return self.nodes_of(Return)  # type: ignore[return-value]
+        return self.nodes_of(Return)
 
     def slot(self, name: str) -> Slot:
         hit = self._slot_names.get(name)
@@ -691,7 +693,7 @@ class Program:
         if self._by_dest is None or self._order is None or len(self._order) != self.graph.number_of_nodes():
             index: dict[int, list[Node]] = {}
             for n in self.nodes_of(LoadSlot, Store):
-                key = n.slot if isinstance(n, LoadSlot) else n.dest  # type: ignore[attr-defined]
+                key = n.slot if isinstance(n, LoadSlot) else n.dest if isinstance(n, Store) else None
                 index.setdefault(id(key), []).append(n)
             self._by_dest = index
         return self._by_dest.get(id(target), [])
@@ -728,12 +730,3 @@ def check_acyclic(program: Program) -> None:
     except digraph.NoCycle:
         return
     raise IRError("program graph has a cycle: " + " -> ".join(str(u) for u, _ in cycle))
-
-
-def iter_values(nodes: Iterable[Node]) -> Iterator[Value]:
-    for n in nodes:
-        yield from n.results()
-
-
-def as_tuple(x: Sequence[Any] | None) -> tuple[Any, ...] | None:
-    return None if x is None else tuple(x)

@@ -16,10 +16,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
+
+if TYPE_CHECKING:
+    from .testing import MulticallReport
 
 __all__ = ["StatefulModel", "stateful"]
 
@@ -32,7 +35,7 @@ class StatefulModel:
 
         self.session = model if isinstance(model, StatefulSession) else StatefulSession(model, **session_kwargs)
 
-    def check(self, stream: Any = None, chunk_sizes: Sequence[int] = (1, 7, 64), **kwargs: Any):
+    def check(self, stream: Any = None, chunk_sizes: Sequence[int] = (1, 7, 64), **kwargs: Any) -> MulticallReport:
         """The :class:`~rnnir.testing.MulticallReport` of ``stream`` (no assertion)."""
         from .testing import check_multicall
 
@@ -40,7 +43,7 @@ class StatefulModel:
 
     def assert_persistence(
         self, stream: Any = None, chunk_sizes: Sequence[int] = (1, 7, 64), *, allow_inconclusive: bool = False, **kwargs: Any
-    ):
+    ) -> MulticallReport:
         """Chunked calls with persistence equal one call over the whole stream (when the model can take it),
         and the stream is able to show a lost state.  Fails with the report otherwise; returns it when it passes.
 
@@ -108,7 +111,7 @@ def _resolve(model: Any, test_dir: Path | None) -> Any:
 @pytest.fixture
 def stateful(request: pytest.FixtureRequest) -> Callable[..., StatefulModel]:
     """``stateful(model, **StatefulSession options)`` -> :class:`StatefulModel`."""
-    test_path = getattr(request, "path", None) or Path(str(request.fspath))
+    test_path = getattr(request, "path", None) or Path(str(request.fspath))  # type: ignore[attr-defined]  # pytest < 7 has only fspath
     test_dir = Path(test_path).parent
 
     def make(model: Any, **session_kwargs: Any) -> StatefulModel:

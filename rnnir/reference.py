@@ -80,11 +80,13 @@ class _ActivationKind:
 def _sigmoid(x: _Array, alpha: float, beta: float) -> _Array:
     # Split by sign so that exp never overflows.
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    out: _Array = np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    return out
 
 
 def _softplus(x: _Array, alpha: float, beta: float) -> _Array:
-    return np.logaddexp(0.0, x)
+    out: _Array = np.logaddexp(0.0, x)
+    return out
 
 
 def _elu(x: _Array, alpha: float, beta: float) -> _Array:

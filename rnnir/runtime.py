@@ -69,10 +69,10 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
@@ -81,6 +81,9 @@ import onnxruntime as ort
 from .errors import ModelError, RnnirError, StateError
 from .ir import Program, SlotInit
 from .pairs import StatePair
+
+if TYPE_CHECKING:
+    from .lower import ModelSource
 
 __all__ = [
     "FeedError",
@@ -237,6 +240,7 @@ class _Model:
     ) -> None:
         from .lower import Policy, lower, read_model
 
+        src: ModelSource | None
         if isinstance(model, Program):
             program = model
             src = program.source
@@ -348,7 +352,8 @@ class _PublicBinding:
         self._sess.run_with_iobinding(self._b)  # no RunOptions: constructing one costs ~50us per call
 
     def outputs(self) -> list[Any]:
-        return self._b.get_outputs()  # in binding order, not graph order
+        outs: list[Any] = self._b.get_outputs()  # in binding order, not graph order
+        return outs
 
 
 class _NativeBinding(_PublicBinding):
@@ -633,7 +638,7 @@ class StatefulSession:
                 if slot.current is None:
                     moved += self._materialise(slot, plain)
                 b.bind_value(slot.spec.input, slot.current)
-                in_shape = slot.shape()
+                in_shape = tuple(slot.current.shape())  # materialised above
             if slot.spec.output is None:
                 continue
             in_shapes.append(in_shape)
@@ -859,7 +864,7 @@ class StatefulSession:
                     twin._pending_bytes += int(arr.nbytes)
             return twin
 
-    def save_state(self, path: str | os.PathLike) -> Path:
+    def save_state(self, path: str | os.PathLike[str]) -> Path:
         """Write every slot to ``path`` (an .npz file, whatever its name), bound to the model's fingerprint."""
         with self._lock:
             snap = self._snapshot()
@@ -871,10 +876,11 @@ class StatefulSession:
         }
         target = Path(path)
         with open(target, "wb") as f:  # a file object: np.savez would otherwise append ".npz"
-            np.savez(f, __rnnir_state__=np.array(json.dumps(meta)), **{f"slot:{k}": v for k, v in snap.items()})
+            arrays: dict[str, Any] = {f"slot:{k}": v for k, v in snap.items()}  # Any: numpy's stub types **kwds like allow_pickle
+            np.savez(f, __rnnir_state__=np.array(json.dumps(meta)), **arrays)
         return target
 
-    def load_state(self, path: str | os.PathLike) -> None:
+    def load_state(self, path: str | os.PathLike[str]) -> None:
         """Replace every slot with the state saved by :meth:`save_state` from the same model."""
         target = Path(path)
         try:
@@ -928,6 +934,18 @@ class _Steady:
     """
 
     __slots__ = ("names", "dtypes", "shapes", "outputs", "wanted", "plain_out", "state_out", "bindings", "k", "plain_bufs", "binders", "held")
+    names: tuple[str, ...]
+    dtypes: tuple[np.dtype[Any], ...]
+    shapes: tuple[tuple[int, ...], ...]
+    outputs: tuple[str, ...] | None
+    wanted: list[str]
+    plain_out: list[str]
+    state_out: list[tuple[_Slot, str]]
+    bindings: list[_PublicBinding]
+    k: int
+    plain_bufs: list[list[Any]]  # onnxruntime values, one list per binding
+    binders: list[Callable[[str, np.ndarray], object]]
+    held: tuple[Any, ...]
 
     @classmethod
     def enter(
@@ -967,6 +985,7 @@ class _Steady:
             for slot in s._slots:  # binding k reads buffer k: current for k = 0
                 b.bind_value(slot.spec.input, slot.current if k == 0 or slot.spec.output is None else slot.spare)
             for slot in s._writers:
+                assert slot.spec.output is not None  # a writer is a slot with an output
                 b.bind_output_into(slot.spec.output, slot.spare if k == 0 else slot.current)
             for name, buf in zip(self.plain_out, self.plain_bufs[k]):
                 b.bind_output_into(name, buf)

@@ -43,7 +43,7 @@ the final state directly and its ``Return`` waits for them.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,7 +170,8 @@ class Simulator:
         feeds = {**self._off_path(feeds, values), **feeds}
         for p in self._pending:  # last call's late stores land now, after this call has read its state
             self._write(p.key, p.value)
-            self.events.append(Event(call, "landed-next-call", p.store.id, f"store to {p.store.dest.name!r} from call {p.call}"))
+            dest = p.store.dest.name if p.store.dest is not None else p.key
+            self.events.append(Event(call, "landed-next-call", p.store.id, f"store to {dest!r} from call {p.call}"))
         self._pending = []
         for node in rest:
             self._complete_needed_by(node)
@@ -246,7 +247,7 @@ class Simulator:
         position = {n: i for i, n in enumerate(g.nodes)}
         mode = self.faults.schedule
         slot_stores = {n for n in g.nodes if isinstance(g.nodes[n]["node"], Store) and isinstance(g.nodes[n]["node"].dest, Slot)}
-        early: set[str] = set()
+        early: set[Hashable] = set()
         if mode == "stores-first":  # slot stores and everything they need, before anything else
             for n in slot_stores:
                 early |= digraph.ancestors(g, n) | {n}
@@ -280,9 +281,10 @@ class Simulator:
         if slot.init.kind == "caller":
             raise SimulationError(f"slot {slot.name!r} is initialised by the caller: feed {slot.name!r} at the first call")
         shape = slot.type.shape
-        if shape is None or not all(isinstance(d, int) for d in shape):
+        dims = [d for d in shape if isinstance(d, int)] if shape is not None else []
+        if shape is None or len(dims) != len(shape):
             raise SimulationError(f"slot {slot.name!r} has shape {slot.type}; feed its initial value as {slot.name!r}")
-        return np.zeros(shape, dtype=slot.type.dtype or "float32")
+        return np.zeros(dims, dtype=slot.type.dtype or "float32")
 
     def _write(self, key: str, value: np.ndarray) -> None:
         mem = self._memory.get(key)
@@ -336,6 +338,7 @@ class Simulator:
         for x, v in zip(ins, node.inputs):
             if isinstance(x, (Token, _NoTensor)):
                 raise SimulationError(f"{node.describe()} reads %{v.name}, which is a store's token, not a tensor")
+        outs: list[Any]
         try:
             if isinstance(node, Recurrent):
                 from . import reference

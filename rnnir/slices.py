@@ -12,7 +12,7 @@ origins it depends on.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -24,7 +24,7 @@ from .pairs import PortRef, SliceMap
 _BIG = 2**62
 _MAX_ELEMS = 256
 
-Origin = tuple  # ("slot", slot_name) | ("port", node_id, port_name)
+Origin = tuple[str, ...]  # ("slot", slot_name) | ("port", node_id, port_name)
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class Abs:
     kind: str  # "exact" | "derived" | "const" | "alt"
     whole: Ref | None = None
     elems: tuple[Ref, ...] | None = None
-    origins: frozenset = frozenset()
+    origins: frozenset[Origin] = frozenset()
     alts: tuple[tuple[tuple[str, ...], Abs], ...] = ()
     cast: str | None = None
     partial: bool = False
@@ -64,7 +64,7 @@ class Abs:
             for _, a in self.alts:
                 yield from a.refs()
 
-    def all_origins(self) -> frozenset:
+    def all_origins(self) -> frozenset[Origin]:
         return frozenset(r.origin for r in self.refs())
 
     def branches(self) -> list[tuple[tuple[str, ...], Abs]]:
@@ -89,7 +89,7 @@ def exact(whole: Ref | None = None, elems: tuple[Ref, ...] | None = None, like: 
 
 
 def derived(*inputs: Abs) -> Abs:
-    origins: set = set()
+    origins: set[Origin] = set()
     for a in inputs:
         origins |= a.all_origins()
     return Abs("derived", origins=frozenset(origins)) if origins else CONST
@@ -233,9 +233,8 @@ class Tracer:
                 self.memo[id(v)] = r
 
     def _const(self, node: Compute, i: int) -> np.ndarray | None:
-        if i >= len(node.inputs) or node.inputs[i] is None:
-            return None
-        return node.inputs[i].const
+        v = node.inputs[i] if i < len(node.inputs) else None
+        return None if v is None else v.const
 
     def _layout(self, node: Compute, ins: list[Abs]) -> list[Abs]:
         n_out = len(node.outputs)
@@ -633,9 +632,8 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
                 elems = tr.to_elems(alt, size) if size is not None else None
                 if elems is None or size is None or len(elems) != size:
                     assert alt.whole is not None or alt.elems is not None
-                    ref = alt.whole if alt.whole is not None else None
                     sm = get(())
-                    _record_exit(tr, sm, ref, path, bp, slot, alt.changed)
+                    _record_exit(tr, sm, alt.whole, path, bp, slot, alt.changed)
                     continue
                 for i, ref in enumerate(elems):
                     idx = _slot_index(tr, Ref(("slot", slot.name), (i,)))
@@ -686,18 +684,4 @@ def _plain_path(program: Program, tr: Tracer, slot: Slot, value: Value) -> list[
         path = digraph.shortest_path(program.graph, loads[0].id, value.producer.id)
     except digraph.NoPath:
         return None
-    return [program.node(n).describe() for n in path]
-
-
-@dataclass
-class StateFacts:
-    """Convenience bundle for passes: one tracer shared by every question about a program."""
-
-    program: Program
-    tracer: Tracer = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.tracer = Tracer(self.program)
-
-    def trace(self, v: Value | None) -> Abs:
-        return self.tracer.trace(v)
+    return [program.node(str(n)).describe() for n in path]  # the graph's keys are node ids

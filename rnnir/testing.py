@@ -349,7 +349,7 @@ def _time_axes(session: StatefulSession, time_axis: int | Mapping[str, int | Non
         unknown = set(time_axis) - set(inputs)
         if unknown:
             raise StreamError(f"time_axis names {sorted(unknown)}, which are not (non-state) inputs {sorted(inputs)}")
-        return {n: (None if time_axis.get(n) is None else int(time_axis[n])) for n in inputs}
+        return {n: (None if (ax := time_axis.get(n)) is None else int(ax)) for n in inputs}
     if time_axis is not None:
         return {n: (int(time_axis) if spec.shape is not None and len(spec.shape) > int(time_axis) else None) for n, spec in inputs.items()}
     axes: dict[str, int | None] = {n: None for n in inputs}
@@ -544,11 +544,12 @@ def _generate(
 
 
 def _usable_chunks(session: StatefulSession, axes: dict[str, int | None], sizes: list[int], stream_len: int, notes: list[str]) -> list[int]:
-    static = {
-        spec.shape[axes[n]]
-        for n, spec in session.inputs.items()
-        if axes[n] is not None and spec.shape is not None and isinstance(spec.shape[axes[n]], int) and spec.shape[axes[n]] > 0
-    }
+    static: set[int] = set()
+    for n, spec in session.inputs.items():
+        ax = axes[n]
+        dim = None if ax is None or spec.shape is None else spec.shape[ax]
+        if isinstance(dim, int) and dim > 0:
+            static.add(dim)
     if static:
         fixed = static.pop()
         if sizes != [fixed]:
@@ -611,6 +612,7 @@ class _Runner:
                     feed[name] = arr[start]
                 else:
                     ax = self.axes[name]
+                    assert ax is not None  # an input without a time axis is in self.const
                     index = [slice(None)] * arr.ndim
                     index[ax] = slice(start, min(start + c, self.length))
                     feed[name] = np.ascontiguousarray(arr[tuple(index)])
@@ -619,7 +621,7 @@ class _Runner:
 
     def _static_steps(self) -> bool:
         return any(
-            self.axes[n] is not None and spec.shape is not None and isinstance(spec.shape[self.axes[n]], int)
+            (ax := self.axes[n]) is not None and spec.shape is not None and isinstance(spec.shape[ax], int)
             for n, spec in self.session.inputs.items()
         )
 
@@ -687,7 +689,7 @@ class _Runner:
         per: dict[str, float] = {}
         first: Divergence | None = None
         notes: list[str] = []
-        state_outs = {s.output for s in self.writers}
+        state_outs = {s.output for s in self.writers if s.output is not None}
         last = len(outs) - 1
         for name, ref in whole.items():
             if not outs or name not in outs[0]:
@@ -796,9 +798,9 @@ def _hc_swaps(session: StatefulSession) -> list[_Swap]:
             continue
         if h[1] is None and c[1] is None and shapes.get(h[0]) != shapes.get(c[0]):
             continue  # two whole slots of different shapes cannot be swapped
-        key = (h, c)
-        if key not in seen:
-            seen.add(key)
+        swap = (h, c)
+        if swap not in seen:
+            seen.add(swap)
             swaps.append(_Swap(h, c))
     return swaps
 

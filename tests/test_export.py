@@ -141,7 +141,7 @@ def test_builder_program_exports_and_computes_design_numbers():
     sess = _session(exported)
     state = np.zeros((1, 1, 1), np.float32)
     seen = []
-    for xv in (1.0, 0.0, 2.0):  # DESIGN.md: h = 1, 0.5, 2.25
+    for xv in (1.0, 0.0, 2.0):  # docs/design.md: h = 1, 0.5, 2.25
         (state,) = sess.run(None, {"x": np.full((1, 1, 1), xv, np.float32), "h": state})
         seen.append(float(state.ravel()[0]))
     assert seen == pytest.approx([1.0, 0.5, 2.25], abs=1e-6)

@@ -1,6 +1,6 @@
 """check_multicall: whole / chunked+persistent / re-initialised / one call stale / h-c swapped.
 
-Expected values come from DESIGN.md's hand-checkable recurrences, from the models'
+Expected values come from docs/design.md's hand-checkable recurrences, from the models'
 construction (a model built to drop or swap its state must fail), and from
 silero-vad's sequence model as the whole-stream oracle of the streaming files.
 """
@@ -30,7 +30,7 @@ def _model(nodes, inputs, outputs, inits, opset=14) -> onnx.ModelProto:
 
 
 def linear_rnn(wh: float = 0.5) -> onnx.ModelProto:
-    """DESIGN.md's ``h_t = wh * h_{t-1} + x_t`` as an ONNX RNN with an identity activation."""
+    """docs/design.md's ``h_t = wh * h_{t-1} + x_t`` as an ONNX RNN with an identity activation."""
     node = helper.make_node("RNN", ["x", "W", "R", "", "", "h0"], ["y", "hn"], hidden_size=1,
                             activations=["Affine"], activation_alpha=[1.0], activation_beta=[0.0])
     return _model(
@@ -67,7 +67,7 @@ def steps(*xs: float) -> dict[str, np.ndarray]:
     return {"x": np.asarray(xs, np.float32).reshape(-1, 1, 1)}
 
 
-# -- DESIGN.md's seed recurrence -----------------------------------------------------------------
+# -- docs/design.md's seed recurrence -----------------------------------------------------------------
 
 
 def test_seed_recurrence_persistence_matches_the_whole_call_and_reinit_diverges_at_call_1():

@@ -23,7 +23,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
 def _rnn_model(write_back: bool = True) -> onnx.ModelProto:
-    """DESIGN.md's h_t = 0.5 h_{t-1} + x_t; without ``write_back`` the output hn returns the incoming state."""
+    """docs/design.md's h_t = 0.5 h_{t-1} + x_t; without ``write_back`` the output hn returns the incoming state."""
     nodes = [helper.make_node("RNN", ["x", "W", "R", "", "", "h0"], ["y", "Yh"], hidden_size=1,
                               activations=["Affine"], activation_alpha=[1.0], activation_beta=[0.0]),
              helper.make_node("Identity", ["Yh" if write_back else "h0"], ["hn"])]

@@ -4,7 +4,7 @@ Three kinds of evidence, each independent of the code under test:
 
 1. onnxruntime and ``onnx.reference.ReferenceEvaluator`` on one-op models
    with random weights, over the product of the attributes;
-2. the hand-checkable numbers of DESIGN.md ("Reference numbers");
+2. the hand-checkable numbers of docs/design.md ("Reference numbers");
 3. hand-built cases that pin the subtle conventions (reverse direction with
    ``sequence_lens``, length-0 entries, ``input_forget``, ``clip``, the
    routing of ``activation_alpha`` / ``activation_beta``).
@@ -336,7 +336,7 @@ def test_the_generated_cases_exercise_clip_and_sequence_lens() -> None:
 
 
 # --------------------------------------------------------------------------
-# 2. DESIGN.md reference numbers
+# 2. docs/design.md reference numbers
 # --------------------------------------------------------------------------
 
 IDENTITY = {"activations": ["Affine"], "activation_alpha": [1.0], "activation_beta": [0.0]}

@@ -1,6 +1,6 @@
 """StatefulSession: state kept in onnxruntime values across calls, checked against independent oracles.
 
-Oracles: the hand-checkable numbers of DESIGN.md, PyTorch's own multi-call outputs
+Oracles: the hand-checkable numbers of docs/design.md, PyTorch's own multi-call outputs
 (tests/data/torch/*.calls.npz), silero-vad's sequence model (N frames in one call),
 and sequential runs for the threaded test.
 """
@@ -23,7 +23,7 @@ F = TensorProto.FLOAT
 
 
 def linear_rnn(wh: float = 0.5, h0_default: float | None = None) -> onnx.ModelProto:
-    """DESIGN.md's seed recurrence ``h_t = wh * h_{t-1} + x_t``: an ONNX RNN with an identity (Affine 1, 0) activation."""
+    """docs/design.md's seed recurrence ``h_t = wh * h_{t-1} + x_t``: an ONNX RNN with an identity (Affine 1, 0) activation."""
     node = helper.make_node(
         "RNN", ["x", "W", "R", "", "", "h0"], ["y", "hn"], hidden_size=1,
         activations=["Affine"], activation_alpha=[1.0], activation_beta=[0.0],
@@ -106,7 +106,7 @@ def scalar(a: np.ndarray) -> float:
     return float(np.asarray(a).ravel()[0])
 
 
-# -- DESIGN.md's seed recurrence -----------------------------------------------------------------
+# -- docs/design.md's seed recurrence -----------------------------------------------------------------
 
 
 def test_three_one_step_calls_with_persistence_give_2_25():
@@ -125,7 +125,7 @@ def test_three_one_step_calls_reset_before_each_give_2():
 
 
 def test_doubling_recurrence_persistence_and_reinit_diverge_from_call_2_on():
-    """DESIGN.md: h_t = 2 h_{t-1} + x_t; persistence and re-initialisation agree at call 1 only."""
+    """docs/design.md: h_t = 2 h_{t-1} + x_t; persistence and re-initialisation agree at call 1 only."""
     keep, fresh = StatefulSession(linear_rnn(2.0)), StatefulSession(linear_rnn(2.0))
     kept, restarted = [], []
     for x in (1, 1, 1):

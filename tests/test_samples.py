@@ -3,7 +3,7 @@
 Each ``samples/<name>.onnx`` comes with ``<name>.expected.json`` (see
 ``samples/make_samples.py``).  The evidence here does not depend on rnnir's
 own numeric reference: the recurrences are checked against onnxruntime, the
-hand-checked numbers of DESIGN.md and a small numpy LSTM / GRU written in this
+hand-checked numbers of docs/design.md and a small numpy LSTM / GRU written in this
 file from the ONNX operator definitions.
 """
 
@@ -195,7 +195,7 @@ def _scalar_calls(name: str, xs, persist: bool) -> list[float]:
 
 
 def test_half_decay_reference_numbers():
-    # DESIGN.md: h_t = 0.5 h_{t-1} + x_t, x = [1, 0, 2], h0 = 0 -> 1, 0.5, 2.25
+    # docs/design.md: h_t = 0.5 h_{t-1} + x_t, x = [1, 0, 2], h0 = 0 -> 1, 0.5, 2.25
     assert _scalar_calls("rnn_half_decay", [1, 0, 2], persist=True) == [1.0, 0.5, 2.25]
     assert _scalar_calls("rnn_half_decay", [1, 0, 2], persist=False) == [1.0, 0.0, 2.0]
     sess = _session("rnn_half_decay")

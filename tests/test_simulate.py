@@ -1,7 +1,7 @@
 """The IR simulator: every static finding class shows up as a dynamic failure, and the correct fan-out
 survives the same injected faults.
 
-Programs are built with rnnir.Builder around DESIGN.md's seed recurrence
+Programs are built with rnnir.Builder around docs/design.md's seed recurrence
 ``h_t = 0.5 h_{t-1} + x_t`` (an RNN with an identity activation, run by
 rnnir.reference).  With x = 1, 0, 2 and h0 = 0, the expected states are the
 hand-checkable 1, 0.5, 2.25; a lost state gives 1, 0, 2; a state one call stale
@@ -291,7 +291,7 @@ def test_the_reuse_single_store_lowering_keeps_state_in_the_callers_buffer():
 
 
 def test_recurrent_values_come_from_the_numpy_reference_of_design_md():
-    """tanh RNN, W_x = I, W_h = 0.5 I, inputs (1,0), (0,1), (1,1) -> DESIGN.md's three states."""
+    """tanh RNN, W_x = I, W_h = 0.5 I, inputs (1,0), (0,1), (1,1) -> docs/design.md's three states."""
     b = rnnir.Builder("tanh")
     h = b.slot("h", "float32", (1, 1, 2))
     x = b.input("x", "float32", (1, 1, 2))
@@ -345,7 +345,7 @@ def test_the_simulator_and_onnxruntime_agree_on_the_exported_fanout():
 # -- the samples: what onnxruntime cannot show, the simulator does ------------------------------
 
 SAMPLES = pathlib.Path(__file__).resolve().parents[1] / "samples"
-#: under which injected fault a store-structure finding becomes a dynamic failure (DESIGN.md's catalogue):
+#: under which injected fault a store-structure finding becomes a dynamic failure (docs/design.md's catalogue):
 #: aliasing shows whatever the schedule; a Return that does not wait only when a store lands late; a
 #: write-after-read on a view only when the store lands before the last reader (run first, not late).
 FAILS_UNDER = {"AL001": set(FAULTS), "AL002": set(FAULTS), "AL003": set(FAULTS), "OR001": {"late", "late+stores-first"}, "OR002": {"stores-first"}}

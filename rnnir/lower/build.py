@@ -321,8 +321,8 @@ class _Lowering:
         if (d.kind == "input" and d.name in self.slot_inputs) or key in self.const_slots:
             slot = self.const_slots.get(key) or self.slot_inputs[d.name]
             v = Value(name=self._fresh_name(d.name, d.scope), type=slot.type)
-            node = LoadSlot(outputs=[v], slot=slot, kind=self.policy.load, provenance=Provenance(value=d.name))
-            self.program.add(node)
+            load = LoadSlot(outputs=[v], slot=slot, kind=self.policy.load, provenance=Provenance(value=d.name))
+            self.program.add(load)
             self.values[key] = v
             return
         node = d.node
@@ -353,7 +353,7 @@ class _Lowering:
 
     def build_compute(self, scope: Scope, node: onnx.NodeProto) -> None:
         ins = [self.operand(scope, n) for n in node.input]
-        extra = []
+        extra: list[Value | None] = []
         for a in node.attribute:
             if a.type == onnx.AttributeProto.GRAPH:
                 extra.extend(self.operand(scope, nm) for nm in sorted(self.index.outer_names(a.g)))
@@ -566,7 +566,7 @@ class _Lowering:
             return
         out_by_name = {o.name: o for o in prog.outputs}
         pair_out = {p.output: p for p in pairs if p.output is not None}
-        results: list[Value] = []
+        results: list[Value | None] = []
         for vi in self.src.model.graph.output:
             value = self.operand(root, vi.name)
             if value is None:
@@ -627,6 +627,7 @@ class _Lowering:
                             ld.kind = LoadKind.VIEW
             for st in spec.get("stores", []):
                 src = st["reads"]
+                value: Value | None
                 if src.startswith("store:"):
                     value = by_id[src[len("store:") :]]
                 else:
@@ -635,10 +636,12 @@ class _Lowering:
                     raise KeyError(src)
                 by_id[st["id"]] = self._store(value, dests[st["dest"]], StoreResult(st.get("result", "token")))
             ret = spec.get("return", {})
-            waits = [by_id[w] for w in ret.get("waits", list(by_id))]
+            waits: list[Value | None] = [by_id[w] for w in ret.get("waits", list(by_id))]
             prog.add(Return(inputs=waits, layer=OrderingLayer(ret.get("layer", "runtime")), provenance=Provenance(node="return")))
             for a, b in spec.get("order", []):
-                prog.add_order(by_id[a].producer, by_id[b].producer)
+                before, after = by_id[a].producer, by_id[b].producer
+                assert before is not None and after is not None  # a store's result has its store as producer
+                prog.add_order(before, after)
         except (KeyError, ValueError, TypeError, AttributeError) as exc:
             raise ModelError(f"metadata {META_PROGRAM!r} refers to something the graph does not have: {exc}", model=self.label) from None
 
@@ -695,7 +698,8 @@ def _attr_tensor(node: onnx.NodeProto | None) -> onnx.TensorProto | None:
         return None
     for a in node.attribute:
         if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-            return a.t
+            tensor: onnx.TensorProto = a.t
+            return tensor
     return None
 
 

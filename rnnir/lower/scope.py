@@ -10,7 +10,7 @@ ops, no negative dims) and raises ModelError otherwise.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import onnx
@@ -281,7 +281,7 @@ class ModelIndex:
             )
 
 
-def _reads(node: onnx.NodeProto, outer=None) -> Iterator[str]:
+def _reads(node: onnx.NodeProto, outer: Callable[[onnx.GraphProto], Iterable[str]] | None = None) -> Iterator[str]:
     """Names a node reads, including outer-scope names its subgraphs borrow."""
     for name in node.input:
         if name:
@@ -292,7 +292,7 @@ def _reads(node: onnx.NodeProto, outer=None) -> Iterator[str]:
             yield from (outer(sub) if outer is not None else outer_names(sub))
 
 
-def outer_names(graph: onnx.GraphProto, outer=None) -> set[str]:
+def outer_names(graph: onnx.GraphProto, outer: Callable[[onnx.GraphProto], Iterable[str]] | None = None) -> set[str]:
     """Names a subgraph (and its own subgraphs) read from enclosing scopes."""
     defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
     defined |= {o for n in graph.node for o in n.output if o}

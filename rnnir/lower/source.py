@@ -20,7 +20,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import ModelError
 
-ModelLike = Union[str, os.PathLike, bytes, onnx.ModelProto]  # noqa: UP007 - a runtime alias: X | Y needs 3.10 types that os.PathLike is not
+ModelLike = Union[str, os.PathLike[str], bytes, onnx.ModelProto]  # noqa: UP007 - a runtime alias: X | Y needs 3.10 types that os.PathLike is not
 
 # onnx.load reads the whole file; refuse absurd sizes before protobuf does (its hard limit is 2 GiB).
 _MAX_PROTO_BYTES = 2**31 - 1
