@@ -618,13 +618,13 @@ class _Parser:
             if len(items) != 1 or not items[0].startswith("by "):
                 raise sc.error("return takes <by LAYER>")
             return Return(inputs=inputs, outputs=outputs, provenance=prov, layer=OrderingLayer(items[0][3:].strip()))
-        attrs = {}
+        attrs: dict[str, Any] = {}
         for item in items:
             if "=" not in item:
                 raise sc.error(f"bad attribute {item!r}")
-            k, v = item.split("=", 1)
-            k = k.strip()
-            attrs[json.loads(k) if k.startswith('"') else k] = _parse_value(v, sc)
+            key, raw = item.split("=", 1)
+            key = key.strip()
+            attrs[json.loads(key) if key.startswith('"') else key] = _parse_value(raw, sc)
         if op.startswith("recurrent."):
             kind = op[len("recurrent.") :]
             fields: dict[str, Any] = {}
