@@ -1,0 +1,1160 @@
+"""Model edits derived from rnnir's analysis: expose a recurrence's hidden state, repair write-back findings.
+
+    import rnnir
+    result = rnnir.fix("encoder.onnx", expose_state=True)     # stateless export -> streaming model
+    result = rnnir.fix("model.onnx")                           # safe fixes for SD002 / SD003 / SD008 / AL001
+    for edit in result.edits: print(edit)                      # what changed, and whether it was certain
+    onnx.save(result.model, "fixed.onnx")
+
+Exposing state
+--------------
+A recurrence whose initial state is absent or constant zeros (as exporters
+write ``nn.GRU(x)`` without ``h0``) and whose final state nobody pairs forgets
+everything between calls.  :func:`fix` with ``expose_state=True`` gives each
+such state a graph input and a graph output, wires them to the op's
+``initial_h``/``initial_c`` and ``Y_h``/``Y_c`` ports (through ``If`` branches:
+the branch that holds the op yields its final state, the other branch hands the
+state back unchanged; ops of the same kind and size in the two alternatives of
+one ``If`` share one state, as silero-vad's 8 kHz and 16 kHz LSTMs do), and
+records the pairs in the ``rnnir.pairs``/``rnnir.slots`` metadata as
+:func:`rnnir.export` does.  Names follow a convention rnnir's pairing
+recognises: ``h0``/``c0`` -> ``hn``/``cn`` for one recurrence,
+``<op>_h0`` -> ``<op>_hn`` per op when there are several, and ``state`` ->
+``stateN`` when ``packed=True`` puts every state slice in one tensor
+(silero-style, ``[h, c, h', c', ...]`` along axis 0).
+
+Default value of a new state input: ONNX graph inputs have no default values
+except through an initializer of the same name, which onnxruntime treats as an
+input the caller may override (IR version 4 and later).  onnxruntime's
+``run()`` accepts such an override, but its IOBinding refuses to bind a numpy
+array to it (``Failed to find NodeArg ... in the def list``, onnxruntime 1.32),
+and IOBinding is how :class:`rnnir.runtime.StatefulSession` and most streaming
+runtimes feed state.  So by default a new state input is *required*: its
+initial value (zeros: only absent or all-zero initial states are exposed) is
+recorded as the slot's ``init`` in the ``rnnir.slots`` metadata, and
+``StatefulSession`` feeds zeros on the first call by itself.  ``state_defaults=True``
+(``--state-defaults``) adds the same-name initializer as well, for callers that
+use ``run()`` and never feed the state, when the state's shape is fully static
+(an initializer cannot have a symbolic batch dim).
+
+The wiring is planned on :class:`StatePlan` values (where the initial state is
+consumed, which values are the final state, per If alternative), so a
+recurrence written as plain ops can be exposed the same way once lowering names
+its ports.
+
+Repairing findings
+------------------
+Each fixable rule has a planner that turns a diagnostic into an ONNX (or
+``rnnir.program`` metadata) edit; see :data:`FIXES`.  A fix is *safe* when its
+result is certain (the slices of a Concat put back in the order the slot is
+read; a chained output store re-pointed at the value the slot store reads; the
+op's own final state instead of a step of its output sequence), *unsafe* when a
+choice was made for the user (which op's state to keep); unsafe fixes are only
+applied with ``unsafe=True``.  Every applied fix is checked by linting again: a
+fix that does not clear its finding is rolled back and reported as skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from .errors import ModelError, RnnirError
+from .lower.pairing import META_PAIRS, META_PROGRAM, metadata
+from .lower.source import graph_fingerprint, iter_graphs, read_model
+
+__all__ = ["FIXES", "Edit", "FixError", "FixInfo", "FixResult", "StatePlan", "fix", "render_diff"]
+
+EXPOSE = "EXPOSE"
+_META_SLOTS = "rnnir.slots"
+_META_FINGERPRINT = "rnnir.fingerprint"
+_RECURRENT = ("RNN", "GRU", "LSTM")
+_VALUE_LAYOUT = frozenset({"Identity", "Cast", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Slice", "Gather", "Transpose"})
+_MAX_ROUNDS = 32
+
+
+class FixError(RnnirError):
+    """A fix cannot be made (a model rnnir cannot edit safely, or an edit that breaks the model)."""
+
+
+# -- the public data ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One change to the model: which rule (or ``EXPOSE``), what it touched, before and after."""
+
+    code: str
+    target: str  # node, value or metadata key edited
+    before: str
+    after: str
+    safe: bool
+    message: str
+    applied: bool = True
+    reason: str = ""  # why a fix was not applied
+
+    def __str__(self) -> str:
+        kind = "safe" if self.safe else "unsafe"
+        if not self.applied:
+            return f"{self.code} [{kind}, not applied] {self.message}: {self.reason}"
+        return f"{self.code} [{kind}] {self.message}: {self.target}: {self.before} -> {self.after}"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "code": self.code,
+            "target": self.target,
+            "before": self.before,
+            "after": self.after,
+            "safe": self.safe,
+            "message": self.message,
+            "applied": self.applied,
+            **({"reason": self.reason} if self.reason else {}),
+        }
+
+
+@dataclass
+class FixResult:
+    """The edited model, the edits applied and the fixes found but not applied (with their reason)."""
+
+    model: onnx.ModelProto
+    edits: list[Edit] = field(default_factory=list)
+    skipped: list[Edit] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.edits)
+
+
+@dataclass(frozen=True)
+class FixInfo:
+    """What the fix of one rule does and whether it is safe."""
+
+    code: str
+    safe: str  # "safe", "unsafe" or "safe or unsafe"
+    text: str
+
+
+#: rule code -> its fix; a code not listed has no automatic fix
+FIXES: dict[str, FixInfo] = {
+    "SD002": FixInfo(
+        "SD002",
+        "safe",
+        "puts the operands of the Concat that assembles the state back in the order the slot's slices are read "
+        "(h/c swapped, layers or directions swapped), when every slice has exactly one operand that belongs there",
+    ),
+    "SD003": FixInfo(
+        "SD003",
+        "safe or unsafe",
+        "returns the final state (Y_h / Y_c) of the op that reads the slot instead of the value written back; safe when "
+        "the written value is a step of that same op's Y, unsafe when it comes from another op or is a constant "
+        "(the other repair, feeding the slot to that op, may have been meant)",
+    ),
+    "SD008": FixInfo("SD008", "safe", "returns Y_h (the final state of every batch entry) instead of Y at the last time step"),
+    "AL001": FixInfo(
+        "AL001",
+        "safe",
+        "re-points the chained output store at the final state the slot store reads (fan-out), in the rnnir.program metadata",
+    ),
+}
+
+
+def fix(
+    model: object,
+    expose_state: bool = False,
+    codes: Sequence[str] | None = None,
+    unsafe: bool = False,
+    *,
+    packed: bool = False,
+    state_defaults: bool = False,
+    pairs: Mapping[str, str | None] | None = None,
+) -> FixResult:
+    """Edit ``model`` (a path, bytes or ``onnx.ModelProto``; never changed in place) and say what changed.
+
+    ``expose_state`` exposes every hidden recurrent state as an input/output pair (``packed``: one
+    ``state`` tensor; ``state_defaults``: a same-name initializer as each new input's default, see the module
+    docstring).  ``codes`` chooses the rules whose findings are repaired (default: every rule of
+    :data:`FIXES`; ``[]`` repairs none); ``unsafe`` also applies fixes that are not certain.  ``pairs``
+    declares the state pairs as for :func:`rnnir.load`.  Raises :class:`ModelError` for an unreadable
+    model and :class:`FixError` when an edit would break it.
+    """
+    src = read_model(model)  # type: ignore[arg-type]
+    work = onnx.ModelProto()
+    work.CopyFrom(src.with_external_data())
+    result = FixResult(work)
+    chosen = list(FIXES) if codes is None else [c.strip().upper() for c in codes]
+    unknown = [c for c in chosen if c not in FIXES]
+    if unknown:
+        raise FixError(f"no automatic fix for {', '.join(unknown)}; fixable codes: {', '.join(FIXES)}")
+    if expose_state:
+        _expose(work, result, packed=packed, defaults=state_defaults, pairs=pairs, label=src.label)
+    if chosen:
+        _repair(work, result, chosen, unsafe, pairs, src.label)
+    if result.edits:
+        _check(work, src.label)
+        if any(p.key == _META_FINGERPRINT for p in work.metadata_props):
+            _set_meta(work, _META_FINGERPRINT, graph_fingerprint(work))
+    return result
+
+
+# -- small ONNX helpers ------------------------------------------------------------------------
+
+
+def _set_meta(model: onnx.ModelProto, key: str, value: str) -> None:
+    for p in model.metadata_props:
+        if p.key == key:
+            p.value = value
+            return
+    model.metadata_props.add(key=key, value=value)
+
+
+def _check(model: onnx.ModelProto, label: str) -> None:
+    try:
+        onnx.checker.check_model(model, full_check=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+        raise FixError(f"{label}: the edited model does not pass onnx.checker ({exc}); this is a bug in rnnir fix") from None
+
+
+class _Names:
+    """Every name used anywhere in the model, and fresh ones that collide with none."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.used: set[str] = set()
+        for g in iter_graphs(model.graph):
+            self.used.update(vi.name for vi in (*g.input, *g.output, *g.value_info))
+            self.used.update(t.name for t in g.initializer)
+            for n in g.node:
+                self.used.update(n.input)
+                self.used.update(n.output)
+                if n.name:
+                    self.used.add(n.name)
+
+    def fresh(self, stem: str) -> str:
+        name, k = stem, 1
+        while name in self.used:
+            name = f"{stem}_{k}"
+            k += 1
+        self.used.add(name)
+        return name
+
+    def free(self, name: str) -> bool:
+        return name not in self.used
+
+
+def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
+    for a in node.attribute:
+        if a.name == name:
+            v = helper.get_attribute_value(a)
+            return v.decode() if isinstance(v, bytes) else v
+    return default
+
+
+@dataclass
+class _GraphRef:
+    """A graph of the model and how to reach it: the If nodes and branch names from the main graph."""
+
+    graph: onnx.GraphProto
+    owners: tuple[tuple[onnx.NodeProto, str], ...] = ()  # (If node, "then_branch"/"else_branch"), outermost first
+    parent: _GraphRef | None = None
+
+
+def _graph_refs(model: onnx.ModelProto) -> tuple[list[_GraphRef], dict[int, _GraphRef]]:
+    """Every graph with its owner chain, and the graph that holds each node (by ``id`` of the node)."""
+    root = _GraphRef(model.graph)
+    refs = [root]
+    holder: dict[int, _GraphRef] = {}
+    stack = [root]
+    while stack:
+        ref = stack.pop()
+        for node in ref.graph.node:
+            holder[id(node)] = ref
+            for a in node.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    child = _GraphRef(a.g, ref.owners + ((node, a.name),), ref)
+                    refs.append(child)
+                    stack.append(child)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for k, g in enumerate(a.graphs):
+                        child = _GraphRef(g, ref.owners + ((node, f"{a.name}[{k}]"),), ref)
+                        refs.append(child)
+                        stack.append(child)
+    return refs, holder
+
+
+def _node_label(node: onnx.NodeProto) -> str:
+    return node.name or f"{node.op_type}({next((o for o in node.output if o), '')})"
+
+
+def _producer(ref: _GraphRef, name: str) -> tuple[onnx.NodeProto | None, _GraphRef | None, str]:
+    """Who defines ``name`` seen from ``ref``: (node, its graph, kind) with kind node/input/initializer/missing."""
+    r: _GraphRef | None = ref
+    while r is not None:
+        for n in r.graph.node:
+            if name in n.output:
+                return n, r, "node"
+        if any(vi.name == name for vi in r.graph.input):
+            return None, r, "input"
+        if any(t.name == name for t in r.graph.initializer):
+            return None, r, "initializer"
+        r = r.parent
+    return None, None, "missing"
+
+
+def _initializer(ref: _GraphRef, name: str) -> onnx.TensorProto | None:
+    r: _GraphRef | None = ref
+    while r is not None:
+        for t in r.graph.initializer:
+            if t.name == name:
+                return t
+        r = r.parent
+    return None
+
+
+def _used_names(model: onnx.ModelProto) -> set[str]:
+    used: set[str] = set()
+    for g in iter_graphs(model.graph):
+        for n in g.node:
+            used.update(i for i in n.input if i)
+        used.update(vi.name for vi in g.output)
+    return used
+
+
+def _prune(model: onnx.ModelProto, candidates: set[str]) -> list[str]:
+    """Remove nodes (and initializers) among ``candidates``' producers that nothing reads any more."""
+    removed: list[str] = []
+    changed = True
+    while changed:
+        changed = False
+        used = _used_names(model)
+        for g in iter_graphs(model.graph):
+            keep = []
+            dropped = False
+            for n in g.node:
+                outs = [o for o in n.output if o]
+                if outs and any(o in candidates for o in outs) and not any(o in used for o in outs):
+                    removed.append(_node_label(n))
+                    candidates.update(i for i in n.input if i)
+                    dropped = True
+                    continue
+                keep.append(n)
+            if dropped:
+                kept = [copy.deepcopy(n) for n in keep]
+                del g.node[:]
+                g.node.extend(kept)
+                changed = True
+            inputs = {vi.name for vi in g.input}
+            inits = [t for t in g.initializer if not (t.name in candidates and t.name not in used and t.name not in inputs)]
+            if len(inits) != len(g.initializer):
+                kept_t = [copy.deepcopy(t) for t in inits]
+                del g.initializer[:]
+                g.initializer.extend(kept_t)
+        if changed:
+            produced = {o for g in iter_graphs(model.graph) for n in g.node for o in n.output}
+            for g in iter_graphs(model.graph):
+                vis = [copy.deepcopy(vi) for vi in g.value_info if vi.name in produced]
+                if len(vis) != len(g.value_info):
+                    del g.value_info[:]
+                    g.value_info.extend(vis)
+    return removed
+
+
+def _value_types(model: onnx.ModelProto) -> dict[str, onnx.TypeProto]:
+    """Types of every value shape inference can tell, across all graphs (empty when inference fails)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+    except Exception:  # noqa: BLE001 - inference is a help for naming dims, never required
+        inferred = model
+    out: dict[str, onnx.TypeProto] = {}
+    for g in iter_graphs(inferred.graph):
+        for vi in (*g.input, *g.value_info, *g.output):
+            if vi.type.HasField("tensor_type"):
+                out.setdefault(vi.name, vi.type)
+    return out
+
+
+def _dims(t: onnx.TypeProto | None) -> list[int | str | None] | None:
+    if t is None or not t.tensor_type.HasField("shape"):
+        return None
+    return [d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in t.tensor_type.shape.dim]
+
+
+# -- exposing state ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Alternative:
+    """One recurrence (or, later, a recognised cell) carrying the state in one graph."""
+
+    graph: _GraphRef
+    consumer: onnx.NodeProto  # the node whose input is the initial state
+    input_index: int
+    final: str  # name of the final-state value in ``graph`` ("" when the op does not produce it yet)
+    final_node: onnx.NodeProto
+    final_index: int
+    before: str  # what the initial state was
+
+
+@dataclass
+class StatePlan:
+    """One state tensor to expose: its role, type and every alternative (If branch) that carries it.
+
+    ``alternatives`` are mutually exclusive (the two branches of one If) or a single one.  ``default``
+    is the value a caller that does not feed the state gets (None: the input is required).
+    """
+
+    role: str  # "h" or "c"
+    op: str  # RNN / GRU / LSTM (or a cell's name)
+    label: str  # the op (or If) that owns it, for names and messages
+    dtype: int
+    shape: list[int | str | None]
+    alternatives: list[_Alternative]
+    default: np.ndarray | None
+    layout: int = 0
+
+
+def _classify_initial(ref: _GraphRef, name: str) -> tuple[str, np.ndarray | None, str]:
+    """What an initial-state operand is: ("zeros"|"constant"|"input"|"computed", value, description)."""
+    if not name:
+        return "zeros", None, "absent (zeros)"
+    seen = 0
+    cur = name
+    while seen < 16:
+        seen += 1
+        node, where, kind = _producer(ref, cur)
+        if kind == "input":
+            return "input", None, f"graph input {cur!r}"
+        if kind == "initializer":
+            t = _initializer(ref, cur)
+            if t is None or t.data_location == onnx.TensorProto.EXTERNAL:
+                return "computed", None, f"initializer {cur!r}"
+            arr = numpy_helper.to_array(t)
+            if not np.any(arr):
+                return "zeros", arr, f"zeros (initializer {cur!r})"
+            return "constant", arr, f"constant initializer {cur!r}"
+        if kind != "node" or node is None or where is None:
+            return "computed", None, repr(cur)
+        if node.op_type == "Constant":
+            t = _attr(node, "value")
+            if isinstance(t, onnx.TensorProto):
+                arr = numpy_helper.to_array(t)
+                return ("zeros" if not np.any(arr) else "constant"), arr, f"Constant {_node_label(node)!r}"
+            return "computed", None, f"Constant {_node_label(node)!r}"
+        if node.op_type == "ConstantOfShape":
+            t = _attr(node, "value")
+            value = numpy_helper.to_array(t) if isinstance(t, onnx.TensorProto) else np.zeros(1, np.float32)
+            if not np.any(value):
+                return "zeros", None, f"zeros (ConstantOfShape {_node_label(node)!r})"
+            return "computed", None, f"ConstantOfShape {_node_label(node)!r} of {value.ravel()[0]!r}"
+        if node.op_type in ("Identity", "Cast", "Unsqueeze", "Squeeze", "Reshape", "Expand") and node.input:
+            ref, cur = where, node.input[0]
+            continue
+        return "computed", None, f"{node.op_type} {_node_label(node)!r}"
+    return "computed", None, repr(name)
+
+
+def _stem(text: str) -> str:
+    s = re.sub(r"[^0-9A-Za-z]+", "_", text).strip("_")
+    return s or "rec"
+
+
+def _exposed_finals(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None) -> set[int]:
+    """``id`` of every recurrent ONNX node whose final state some state pair already writes back."""
+    from .lower import Policy, lower
+
+    program = lower(read_model(model, label="<fix>"), pairs, Policy())
+    ids: set[int] = set()
+    for p in program.state_pairs:
+        for sm in p.slices:
+            for r in sm.exit:
+                node = program.node(r.node_id)
+                onnx_node = getattr(node, "onnx_node", None)
+                if onnx_node is not None:
+                    ids.add(id(onnx_node))
+    return ids
+
+
+def _plan_states(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, skipped: list[Edit]) -> list[StatePlan]:
+    refs, holder = _graph_refs(model)
+    types = _value_types(model)
+    taken = _exposed_finals(model, pairs)
+    found: list[tuple[onnx.NodeProto, _GraphRef, list[StatePlan]]] = []
+    for ref in refs:
+        for node in ref.graph.node:
+            if node.op_type not in _RECURRENT or node.domain not in ("", "ai.onnx"):
+                continue
+            label = _node_label(node)
+            if any(not b.startswith(("then_branch", "else_branch")) for _, b in ref.owners):
+                skipped.append(_not_exposed(label, "it runs inside a Loop/Scan body, whose state rnnir does not thread out"))
+                continue
+            direction = str(_attr(node, "direction", "forward"))
+            if direction != "forward":
+                skipped.append(_not_exposed(label, f"a {direction} recurrence runs each chunk backwards: chunked calls can never equal one call"))
+                continue
+            if id(node) in taken:
+                skipped.append(_not_exposed(label, "its final state is already written back by a state pair"))
+                continue
+            hidden = int(_attr(node, "hidden_size", 0) or 0)
+            layout = int(_attr(node, "layout", 0) or 0)
+            x_dims = _dims(types.get(node.input[0])) if node.input else None
+            batch = x_dims[1 if layout == 0 else 0] if x_dims and len(x_dims) == 3 else None
+            shape: list[int | str | None] = [1, batch or "batch", hidden] if layout == 0 else [batch or "batch", 1, hidden]
+            x_type = types.get(node.input[0])
+            dtype = x_type.tensor_type.elem_type if x_type is not None and x_type.tensor_type.elem_type else onnx.TensorProto.FLOAT
+            ports = [("h", 5, 1)] + ([("c", 6, 2)] if node.op_type == "LSTM" else [])
+            plans: list[StatePlan] = []
+            for role, idx, out_idx in ports:
+                name = node.input[idx] if idx < len(node.input) else ""
+                kind, value, before = _classify_initial(ref, name)
+                if kind in ("input", "computed"):
+                    skipped.append(_not_exposed(f"{label}.initial_{role}", f"its initial state is {before}, not a constant"))
+                    continue
+                if kind == "constant":
+                    skipped.append(
+                        _not_exposed(
+                            f"{label}.initial_{role}",
+                            f"its initial state is a non-zero {before}: a state input would start from zeros "
+                            "(rnnir.load(entry='constant') analyses it as a slot instead)",
+                        )
+                    )
+                    continue
+                default = _default(shape, value)
+                final = node.output[out_idx] if out_idx < len(node.output) else ""
+                alt = _Alternative(ref, node, idx, final, node, out_idx, before)
+                plans.append(StatePlan(role, node.op_type, label, dtype, list(shape), [alt], default, layout))
+            if plans:
+                found.append((node, ref, plans))
+    return _group_alternatives(found, holder)
+
+
+def _not_exposed(what: str, reason: str) -> Edit:
+    return Edit(EXPOSE, what, "", "", True, f"state of {what} not exposed", applied=False, reason=reason)
+
+
+def _default(shape: list[int | str | None], value: np.ndarray | None) -> np.ndarray | None:
+    if not all(isinstance(d, int) and d > 0 for d in shape):
+        return None
+    dims = [int(d) for d in shape if isinstance(d, int)]
+    if value is None:
+        return np.zeros(dims, np.float32)
+    try:
+        return np.broadcast_to(value.astype(np.float32), dims).copy()
+    except ValueError:
+        return None
+
+
+def _group_alternatives(found: list[tuple[onnx.NodeProto, _GraphRef, list[StatePlan]]], holder: dict[int, _GraphRef]) -> list[StatePlan]:
+    """Ops of the same kind and size in the two branches of one If share one state (one runs per call)."""
+    out: list[StatePlan] = []
+    by_if: dict[int, dict[str, list[tuple[onnx.NodeProto, list[StatePlan]]]]] = {}
+    order: list[tuple[str, object]] = []
+    for node, ref, plans in found:
+        if ref.owners:
+            owner, branch = ref.owners[-1]
+            key = id(owner)
+            if key not in by_if:
+                by_if[key] = {}
+                order.append(("if", key))
+            by_if[key].setdefault(branch, []).append((node, plans))
+        else:
+            order.append(("plain", plans))
+    for kind, item in order:
+        if kind == "plain":
+            out.extend(item)  # type: ignore[arg-type]
+            continue
+        branches = by_if[item]  # type: ignore[index]
+        then, other = branches.get("then_branch", []), branches.get("else_branch", [])
+        if len(then) == len(other) and all(_same_shape(a, b) for (_, a), (_, b) in zip(then, other)):
+            for (_, a), (_, b) in zip(then, other):
+                for pa, pb in zip(a, b):
+                    owner = pa.alternatives[0].graph.owners[-1][0]
+                    pa.alternatives.extend(pb.alternatives)
+                    pa.label = _node_label(owner)
+                    out.append(pa)
+        else:
+            for _, plans in [*then, *other]:
+                out.extend(plans)
+    return out
+
+
+def _same_shape(a: list[StatePlan], b: list[StatePlan]) -> bool:
+    return len(a) == len(b) and all(x.op == y.op and x.role == y.role and x.shape == y.shape and x.dtype == y.dtype for x, y in zip(a, b))
+
+
+def _expose(model: onnx.ModelProto, result: FixResult, *, packed: bool, defaults: bool, pairs: Mapping[str, str | None] | None, label: str) -> None:
+    from .lower import Policy, lower
+
+    before_pairs = {p.input: p.output for p in lower(read_model(model, label=label), pairs, Policy()).state_pairs}
+    plans = _plan_states(model, pairs, result.skipped)
+    if not plans:
+        return
+    if not defaults:
+        for plan in plans:
+            plan.default = None
+    names = _Names(model)
+    front: list[onnx.NodeProto] = []
+    back: list[onnx.NodeProto] = []
+    old_inits: set[str] = set()
+    new_pairs: dict[str, str] = {}
+    finals: list[str] = []
+    if packed:
+        if any(p.layout != 0 for p in plans):
+            raise FixError(f"{label}: --packed needs every exposed op in layout 0 (state [directions, batch, hidden]); expose them separately")
+        if len({(p.dtype, tuple(p.shape[1:])) for p in plans}) != 1:
+            raise FixError(f"{label}: --packed needs every exposed state of one dtype and shape [1, batch, hidden]; expose them separately")
+        state_in = "state" if names.free("state") and names.free("stateN") else names.fresh("rnn_state")
+        state_out = state_in + "N"
+        names.used.update({state_in, state_out})
+        shape = [len(plans), *plans[0].shape[1:]]
+        default = None
+        if all(p.default is not None for p in plans):
+            default = np.concatenate([p.default for p in plans if p.default is not None], axis=0)
+        _add_state_input(model, state_in, plans[0].dtype, shape, default)
+        for k, plan in enumerate(plans):
+            inner = names.fresh(f"{state_in}_{k}_{plan.role}")
+            starts, ends, axes = (names.fresh(f"{inner}_{s}") for s in ("start", "end", "axis"))
+            for nm, v in ((starts, k), (ends, k + 1), (axes, 0)):
+                model.graph.initializer.append(numpy_helper.from_array(np.array([v], np.int64), nm))
+            front.append(helper.make_node("Slice", [state_in, starts, ends, axes], [inner], name=names.fresh(f"fix_expose_slice_{k}")))
+            old_inits.update(_wire_initial(plan, inner))
+            finals.append(_lift_final(model, plan, inner, names))
+        back.append(helper.make_node("Concat", finals, [state_out], name=names.fresh("fix_expose_concat_state"), axis=0))
+        model.graph.output.append(helper.make_tensor_value_info(state_out, plans[0].dtype, shape))
+        new_pairs[state_in] = state_out
+        result.edits.append(
+            Edit(
+                EXPOSE,
+                f"graph input {state_in!r} / output {state_out!r}",
+                "; ".join(f"{p.op} {p.label!r}.initial_{p.role}: {p.alternatives[0].before}" for p in plans) + "; final states not returned",
+                ", ".join(f"{state_in}[{k}] = {p.role} of {p.op} {p.label!r}" for k, p in enumerate(plans)),
+                True,
+                f"exposed packed state {_type_text(plans[0].dtype, shape)} {_default_text(default, shape)}",
+            )
+        )
+    else:
+        multi = len({p.label for p in plans}) > 1
+        for plan in plans:
+            stem = f"{_stem(plan.label)}_" if multi else ""
+            want_in, want_out = f"{stem}{plan.role}0", f"{stem}{plan.role}n"
+            if names.free(want_in) and names.free(want_out):
+                state_in, state_out = want_in, want_out
+                names.used.update({state_in, state_out})
+            else:
+                state_in = names.fresh(f"{_stem(plan.label)}_{plan.role}0")
+                state_out = names.fresh(state_in[:-1] + "n")
+            _add_state_input(model, state_in, plan.dtype, plan.shape, plan.default)
+            old_inits.update(_wire_initial(plan, state_in))
+            final = _lift_final(model, plan, state_in, names)
+            back.append(helper.make_node("Identity", [final], [state_out], name=names.fresh(f"fix_expose_{state_out}")))
+            model.graph.output.append(helper.make_tensor_value_info(state_out, plan.dtype, plan.shape))
+            new_pairs[state_in] = state_out
+            where = f" (alternatives of If {plan.label!r})" if len(plan.alternatives) > 1 else ""
+            result.edits.append(
+                Edit(
+                    EXPOSE,
+                    f"{plan.op} {plan.label!r}.initial_{plan.role} / {'Y_h' if plan.role == 'h' else 'Y_c'}{where}",
+                    f"initial state {plan.alternatives[0].before}, final state not returned",
+                    f"graph input {state_in!r} {_type_text(plan.dtype, plan.shape)} {_default_text(plan.default, plan.shape)}, graph output {state_out!r}",
+                    True,
+                    f"exposed the {plan.role} state of {plan.op} {plan.label!r}",
+                )
+            )
+    nodes = [copy.deepcopy(n) for n in model.graph.node]
+    del model.graph.node[:]
+    model.graph.node.extend(front + nodes + back)
+    removed = _prune(model, old_inits)
+    if removed:
+        result.edits.append(Edit(EXPOSE, "former initial states", ", ".join(removed), "removed (nothing reads them)", True, "dropped the constant initial states"))
+    _record_pairs(model, {**before_pairs, **new_pairs}, label)
+
+
+def _type_text(dtype: int, shape: Sequence[int | str | None]) -> str:
+    try:
+        dt = str(np.dtype(helper.tensor_dtype_to_np_dtype(dtype)))
+    except (KeyError, TypeError, ValueError):
+        dt = onnx.TensorProto.DataType.Name(dtype).lower()
+    return f"{dt}[{','.join('?' if d is None else str(d) for d in shape)}]"
+
+
+def _default_text(default: np.ndarray | None, shape: Sequence[int | str | None]) -> str:
+    if default is None:
+        return "(required: feed zeros on the first call; StatefulSession does)"
+    return "(default: zeros)"
+
+
+def _add_state_input(model: onnx.ModelProto, name: str, dtype: int, shape: Sequence[int | str | None], default: np.ndarray | None) -> None:
+    model.graph.input.append(helper.make_tensor_value_info(name, dtype, list(shape)))
+    if default is not None:
+        np_type = helper.tensor_dtype_to_np_dtype(dtype)
+        model.graph.initializer.append(numpy_helper.from_array(default.astype(np_type), name))
+        if model.ir_version < 4:
+            model.ir_version = 4  # an initializer is an overridable default only from IR version 4 on
+
+
+def _wire_initial(plan: StatePlan, value: str) -> list[str]:
+    """Point every alternative's initial-state port at ``value`` (a main-graph name, visible in every branch)."""
+    old: list[str] = []
+    for alt in plan.alternatives:
+        node = alt.consumer
+        while len(node.input) <= alt.input_index:
+            node.input.append("")
+        if node.input[alt.input_index]:
+            old.append(node.input[alt.input_index])
+        node.input[alt.input_index] = value
+    return old
+
+
+def _final_name(alt: _Alternative, names: _Names) -> str:
+    if alt.final:
+        return alt.final
+    node = alt.final_node
+    while len(node.output) <= alt.final_index:
+        node.output.append("")
+    node.output[alt.final_index] = names.fresh(f"{_stem(_node_label(node))}_Y_{'h' if alt.final_index == 1 else 'c'}")
+    alt.final = node.output[alt.final_index]
+    return alt.final
+
+
+def _lift_final(model: onnx.ModelProto, plan: StatePlan, passthrough: str, names: _Names) -> str:
+    """The main-graph name of the state's final value.
+
+    Each enclosing If gets one more output: the branch that computes the state yields its final value,
+    the other branch yields the other alternative's final value (ops grouped across the two branches)
+    or ``passthrough``, the incoming state, handed back unchanged.
+    """
+    finals = {id(alt.graph.graph): _final_name(alt, names) for alt in plan.alternatives}
+    first = plan.alternatives[0]
+    value = finals[id(first.graph.graph)]
+    owners = first.graph.owners
+    while owners:
+        if_node, branch = owners[-1]
+        out_name = names.fresh(f"{_stem(_node_label(if_node))}_{plan.role}_final")
+        for a in if_node.attribute:
+            if a.type != onnx.AttributeProto.GRAPH:
+                continue
+            yielded = value if a.name == branch else finals.get(id(a.g), passthrough)
+            y = names.fresh(f"{out_name}_{a.name}")
+            a.g.node.append(helper.make_node("Identity", [yielded], [y], name=names.fresh(f"fix_expose_{y}")))
+            a.g.output.append(helper.make_tensor_value_info(y, plan.dtype, plan.shape))
+        if_node.output.append(out_name)
+        value = out_name
+        owners = owners[:-1]
+    return value
+
+
+def _record_pairs(model: onnx.ModelProto, pairs: dict[str, str | None], label: str) -> None:
+    """Write the complete pairing into ``rnnir.pairs`` / ``rnnir.slots`` (and rnnir.program, when present)."""
+    from .export import _slot_meta
+    from .lower import Policy, lower
+
+    meta = metadata(model)
+    raw = meta.get(META_PROGRAM)
+    if raw is not None:
+        try:
+            spec = json.loads(raw)
+        except ValueError:
+            spec = None
+        if isinstance(spec, dict):
+            known = {s.get("dest") for s in spec.get("stores", []) if isinstance(s, dict)}
+            waits = spec.setdefault("return", {}).setdefault("waits", [])
+            for i, o in pairs.items():
+                if o is None or f"slot:{i}" in known:
+                    continue
+                for sid, dest, result in ((f"fix_st_{i}", f"slot:{i}", "token"), (f"fix_out_{o}", f"out:{o}", "value")):
+                    spec.setdefault("stores", []).append({"id": sid, "reads": f"value:{o}", "dest": dest, "result": result})
+                    waits.append(sid)
+            _set_meta(model, META_PROGRAM, json.dumps(spec, sort_keys=True))
+    _set_meta(model, META_PAIRS, json.dumps(pairs, sort_keys=True))
+    program = lower(read_model(model, label=label), pairs, Policy())
+    _set_meta(model, _META_SLOTS, json.dumps(_slot_meta(program, pairs), sort_keys=True))
+
+
+# -- repairing findings ------------------------------------------------------------------------
+
+
+@dataclass
+class _Plan:
+    """A planned repair: the edit it makes and the function that makes it on the working model."""
+
+    edit: Edit
+    apply: object  # Callable[[], None]; kept loose so plans stay plain data for tests
+
+
+def _lint(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, label: str, codes: Sequence[str]):
+    import passes
+
+    from .lower import Policy, lower
+
+    program = lower(read_model(model, label=label), pairs, Policy())
+    return program, [d for d in passes.run(program) if d.code in codes and d.severity.value == "error"]
+
+
+def _finding_key(d: object) -> tuple[str, str | None, str]:
+    return (d.code, d.slot, d.message)  # type: ignore[attr-defined]
+
+
+def _repair(model: onnx.ModelProto, result: FixResult, codes: Sequence[str], unsafe: bool, pairs: Mapping[str, str | None] | None, label: str) -> None:
+    """Fix one finding at a time and lint again, so every plan is made on the model as it now is."""
+    refused: dict[tuple[str, str | None, str], Edit] = {}
+    for _ in range(_MAX_ROUNDS):
+        program, diags = _lint(model, pairs, label, codes)
+        progress = False
+        for d in diags:
+            key = _finding_key(d)
+            if key in refused:
+                continue
+            plan = _plan_for(model, program, d)
+            if isinstance(plan, Edit):
+                refused[key] = plan
+                continue
+            if not plan.edit.safe and not unsafe:
+                refused[key] = Edit(**{**plan.edit.__dict__, "applied": False, "reason": "not certain: pass unsafe=True (--unsafe-fixes) to apply it"})
+                continue
+            backup = onnx.ModelProto()
+            backup.CopyFrom(model)
+            plan.apply()  # type: ignore[operator]
+            try:
+                _, after = _lint(model, pairs, label, codes)
+                cleared = not any(a.code == d.code and a.slot == d.slot for a in after)
+            except RnnirError as exc:
+                cleared, after = False, []
+                plan.edit = Edit(**{**plan.edit.__dict__, "reason": f"the edited model cannot be analysed: {exc}"})
+            if not cleared:
+                model.CopyFrom(backup)
+                refused[key] = Edit(**{**plan.edit.__dict__, "applied": False, "reason": plan.edit.reason or "the edit did not clear the finding; rolled back"})
+                continue
+            result.edits.append(plan.edit)
+            progress = True
+            break  # the program changed: plan the next fix on a fresh lowering
+        if not progress:
+            break
+    result.skipped.extend(refused.values())
+
+
+def _plan_for(model: onnx.ModelProto, program: object, d: object) -> _Plan | Edit:
+    code = d.code  # type: ignore[attr-defined]
+    try:
+        if code == "SD002":
+            return _plan_sd002(program, d)
+        if code in ("SD003", "SD008"):
+            return _plan_final_state(model, program, d)
+        if code == "AL001":
+            return _plan_al001(model, d)
+    except (KeyError, IndexError, ValueError) as exc:
+        return _no_fix(d, f"rnnir could not plan the edit ({type(exc).__name__}: {exc})")
+    return _no_fix(d, "no automatic fix for this rule")
+
+
+def _no_fix(d: object, reason: str) -> Edit:
+    code, slot = d.code, d.slot  # type: ignore[attr-defined]
+    info = FIXES.get(code)
+    return Edit(code, f"slot {slot!r}", "", "", info is not None and info.safe == "safe", f"{code} on slot {slot!r}", applied=False, reason=reason)
+
+
+# SD002: permute the operands of the Concat that assembles the state -----------------------------
+
+_FINAL_OF = {"initial_h": "Y_h", "initial_c": "Y_c"}
+
+
+def _port_key(program: object, ref: object) -> tuple[str, str, int]:
+    from .ir import Recurrent
+
+    node = program.node(ref.node_id)  # type: ignore[attr-defined]
+    d = ref.direction  # type: ignore[attr-defined]
+    if d is None and isinstance(node, Recurrent) and node.num_directions == 1:
+        d = 0
+    return (ref.node_id, ref.port, -1 if d is None else d)  # type: ignore[attr-defined]
+
+
+def _expected_exits(program: object, pair: object) -> dict[tuple[int, ...], set[tuple[str, str, int]]]:
+    """Per slice index: the final-state ports that belong there (the finals of the ports that read it)."""
+    out: dict[tuple[int, ...], set[tuple[str, str, int]]] = {}
+    for sm in pair.slices:  # type: ignore[attr-defined]
+        keys = set()
+        for e in sm.entry:
+            if e.note == "derived" or e.port not in _FINAL_OF:
+                continue
+            node_id, port, d = _port_key(program, e)
+            keys.add((node_id, _FINAL_OF[port], d))
+        out[sm.index] = keys
+    return out
+
+
+def _assembling_concats(value: object) -> list[object]:
+    """Concat(axis=0) nodes that build ``value`` through value-preserving ops and If branches."""
+    from .ir import Compute
+
+    found: list[object] = []
+    stack = [value]
+    seen: set[int] = set()
+    while stack:
+        v = stack.pop()
+        if v is None or id(v) in seen:
+            continue
+        seen.add(id(v))
+        p = v.producer  # type: ignore[attr-defined]
+        if not isinstance(p, Compute):
+            continue
+        if p.op == "Concat" and int(p.attributes.get("axis", 0)) == 0:
+            found.append(p)
+        elif p.op in ("Identity", "Cast"):
+            stack.append(p.inputs[0])
+        elif p.op == "If":
+            k = p.outputs.index(v)
+            stack.extend(p.branch_yields(r)[k] for r in ("then_branch", "else_branch"))
+    return found
+
+
+def _plan_sd002(program: object, d: object) -> _Plan | Edit:
+    from .slices import Ref, Tracer, _port_ref, slot_store_value
+
+    pair = program.pair(d.slot)  # type: ignore[attr-defined]
+    slot = pair.slot
+    value = slot_store_value(program, slot, pair.output)  # type: ignore[arg-type]
+    if value is None:
+        return _no_fix(d, "no value is written back into the slot")
+    expected = _expected_exits(program, pair)
+    tr = Tracer(program)  # type: ignore[arg-type]
+    plans: list[tuple[object, list[int]]] = []
+    for concat in _assembling_concats(value):
+        operands: list[tuple[int, list[tuple[str, str, int]]]] = []
+        for k, v in enumerate(concat.inputs):  # type: ignore[attr-defined]
+            a = tr.trace(v)
+            elems = tr.to_elems(a)
+            if elems is None:
+                return _no_fix(d, f"operand {k} of Concat {concat.describe()!r} is not a layout-only slice of final states")  # type: ignore[attr-defined]
+            keys = []
+            for r in elems:
+                if r.origin[0] != "port":
+                    return _no_fix(d, f"operand {k} of Concat {concat.describe()!r} is not a final state")  # type: ignore[attr-defined]
+                keys.append(_port_key(program, _port_ref(tr, tr.canon(r), ())))
+            operands.append((k, keys))
+        order: list[int] = []
+        pos = 0
+        left = list(operands)
+        while left:
+            fits = [
+                (k, keys)
+                for k, keys in left
+                if all(keys[j] in expected.get(tr.canon(Ref(("slot", slot.name), (pos + j,))).index, set()) for j in range(len(keys)))
+            ]
+            if len(fits) != 1:
+                why = "no operand belongs" if not fits else "several operands could belong"
+                return _no_fix(d, f"{why} at position {pos} of Concat {concat.describe()!r}")  # type: ignore[attr-defined]
+            order.append(fits[0][0])
+            pos += len(fits[0][1])
+            left.remove(fits[0])
+        if order != sorted(order):
+            plans.append((concat, order))
+    if not plans:
+        return _no_fix(d, "the wrong slice is not assembled by a Concat whose operands can be reordered")
+    edits = []
+    for concat, order in plans:
+        names = list(concat.onnx_node.input)  # type: ignore[attr-defined]
+        edits.append((concat.onnx_node, names, [names[k] for k in order]))  # type: ignore[attr-defined]
+
+    def apply() -> None:
+        for node, _, new in edits:
+            del node.input[:]
+            node.input.extend(new)
+
+    first_node, first_before, first_after = edits[0]
+    more = f" (and {len(edits) - 1} more Concat)" if len(edits) > 1 else ""
+    edit = Edit(
+        "SD002",
+        f"Concat {_node_label(first_node)!r}{more}",
+        f"inputs ({', '.join(first_before)})",
+        f"inputs ({', '.join(first_after)})",
+        True,
+        f"slot {pair.input!r}: wrote each final state back into the slice its op reads",
+    )
+    return _Plan(edit, apply)
+
+
+# SD003 / SD008: return the op's own final state ---------------------------------------------------
+
+
+def _plan_final_state(model: onnx.ModelProto, program: object, d: object) -> _Plan | Edit:
+    from .ir import Recurrent
+
+    pair = program.pair(d.slot)  # type: ignore[attr-defined]
+    if pair.output is None:
+        return _no_fix(d, "the slot has no paired output to rewrite")
+    kinds = {k for sm in pair.slices for k in sm.exit_kind.values()}
+    branches = {bp for sm in pair.slices for bp in sm.exit_kind}
+    if branches - {""}:
+        return _no_fix(d, "the value written back differs by If branch; rnnir does not rewrite branches here")
+    if kinds - {"final", "sequence", "constant"}:
+        return _no_fix(d, f"the value written back is {', '.join(sorted(kinds - {'final', 'sequence', 'constant'}))}, not a step or final state rnnir can replace")
+    expected = _expected_exits(program, pair)
+    finals: list[tuple[object, str]] = []  # (Recurrent, port) per slice, in slice order
+    for sm in sorted(pair.slices, key=lambda s: s.index):
+        keys = expected.get(sm.index, set())
+        ops = {k[0] for k in keys}
+        if len(keys) != 1 or len(ops) != 1:
+            return _no_fix(d, f"slice {sm.label} is read by {len(keys)} ports: which final state belongs there is ambiguous")
+        node_id, port, _ = next(iter(keys))
+        rec = program.node(node_id)  # type: ignore[attr-defined]
+        if not isinstance(rec, Recurrent) or rec.num_directions != 1 or rec.provenance.branch:
+            return _no_fix(d, f"slice {sm.label} is read by an op inside an If branch or with two directions")
+        finals.append((rec, port))
+    if not finals:
+        return _no_fix(d, "no recurrent op reads the slot")
+    if len(finals) > 1 and any(len(sm.index) != 1 for sm in pair.slices):
+        return _no_fix(d, "the slot's slices are not one per position of its first axis")
+    written_by = {r.node_id for sm in pair.slices for r in sm.exit}
+    own = written_by and written_by <= {rec.id for rec, _ in finals} and "constant" not in kinds
+    out_name = pair.output
+    graph = model.graph
+    if not any(o.name == out_name for o in graph.output) or not any(out_name in n.output for n in graph.node):
+        return _no_fix(d, f"output {out_name!r} is not computed by a node of the main graph")
+    names = _Names(model)
+    port_index = {"Y_h": 1, "Y_c": 2}
+    sources = []
+    for rec, port in finals:
+        node = rec.onnx_node  # type: ignore[attr-defined]
+        sources.append((node, port_index[port]))
+    before = _producer_text(graph, out_name)
+    after = " , ".join(f"{_node_label(n)}.{'Y_h' if i == 1 else 'Y_c'}" for n, i in sources)
+
+    def apply() -> None:
+        srcs = []
+        for node, i in sources:
+            while len(node.output) <= i:
+                node.output.append("")
+            if not node.output[i]:
+                node.output[i] = names.fresh(f"{_stem(_node_label(node))}_{'Y_h' if i == 1 else 'Y_c'}")
+            srcs.append(node.output[i])
+        old = names.fresh(f"{out_name}_replaced")
+        for g in iter_graphs(graph):
+            for n in g.node:
+                for k, nm in enumerate(n.output):
+                    if nm == out_name:
+                        n.output[k] = old
+                for k, nm in enumerate(n.input):
+                    if nm == out_name:
+                        n.input[k] = old
+        if len(srcs) == 1:
+            graph.node.append(helper.make_node("Identity", srcs, [out_name], name=names.fresh(f"fix_{out_name}")))
+        else:
+            parts = []
+            for s in srcs:  # each final state is [1, batch, hidden]: the slices stack on axis 0
+                parts.append(s)
+            graph.node.append(helper.make_node("Concat", parts, [out_name], name=names.fresh(f"fix_{out_name}"), axis=0))
+        _prune(model, {old})
+
+    code = d.code  # type: ignore[attr-defined]
+    edit = Edit(
+        code,
+        f"output {out_name!r}",
+        before,
+        after,
+        bool(own),
+        f"slot {pair.input!r}: returned the final state of the op that reads it",
+    )
+    return _Plan(edit, apply)
+
+
+def _producer_text(graph: onnx.GraphProto, name: str) -> str:
+    for n in graph.node:
+        if name in n.output:
+            ins = ", ".join(i for i in n.input if i)
+            return f"{n.op_type} {_node_label(n)!r}({ins})"
+    return repr(name)
+
+
+# AL001: re-point the chained output store (rnnir.program metadata) ---------------------------------
+
+
+def _plan_al001(model: onnx.ModelProto, d: object) -> _Plan | Edit:
+    raw = metadata(model).get(META_PROGRAM)
+    if raw is None:
+        return _no_fix(d, "the chain is not recorded in rnnir.program metadata")
+    spec = json.loads(raw)
+    stores = {s["id"]: s for s in spec.get("stores", [])}
+    changes: list[tuple[str, str, str]] = []
+    for s in spec.get("stores", []):
+        if not str(s.get("dest", "")).startswith("out:") or not str(s.get("reads", "")).startswith("store:"):
+            continue
+        inner = stores.get(s["reads"][len("store:") :])
+        if inner is None or inner.get("dest") != f"slot:{d.slot}":  # type: ignore[attr-defined]
+            continue
+        root, hops = inner, 0
+        while str(root.get("reads", "")).startswith("store:") and hops < len(stores):
+            root = stores[root["reads"][len("store:") :]]
+            hops += 1
+        changes.append((s["id"], s["reads"], root["reads"]))
+    if not changes:
+        return _no_fix(d, "no output store in rnnir.program reads the slot store's result")
+
+    def apply() -> None:
+        new = json.loads(raw)
+        for s in new.get("stores", []):
+            for sid, _, after in changes:
+                if s.get("id") == sid:
+                    s["reads"] = after
+        _set_meta(model, META_PROGRAM, json.dumps(new, sort_keys=True))
+
+    sid, before, after = changes[0]
+    edit = Edit(
+        "AL001",
+        f"{META_PROGRAM} store {sid!r}",
+        f"reads {before!r}",
+        f"reads {after!r}",
+        True,
+        f"slot {d.slot!r}: the output store reads the final state (fan-out), not the slot store's result",  # type: ignore[attr-defined]
+    )
+    return _Plan(edit, apply)
+
+
+# -- showing a fix as a diff ---------------------------------------------------------------------
+
+
+def _model_lines(model: onnx.ModelProto) -> list[str]:
+    """A weight-free text of the model for diffs: graph inputs/outputs, nodes per graph, rnnir metadata."""
+    lines: list[str] = []
+
+    def walk(g: onnx.GraphProto, indent: str, title: str) -> None:
+        lines.append(f"{indent}graph {title}")
+        inits = {t.name for t in g.initializer}
+        for vi in g.input:
+            dflt = " (default)" if vi.name in inits else ""
+            lines.append(f"{indent}  input {vi.name}: {_type_text(vi.type.tensor_type.elem_type, _dims(vi.type) or [])}{dflt}")
+        for n in g.node:
+            attrs = ", ".join(
+                f"{a.name}={helper.get_attribute_value(a)!r}"
+                for a in n.attribute
+                if a.type not in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS, onnx.AttributeProto.TENSOR)
+            )
+            attrs = f"<{attrs}>" if attrs else ""
+            lines.append(f"{indent}  {', '.join(n.output)} = {n.op_type}{attrs}({', '.join(n.input)})  # {n.name}")
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g, indent + "    ", f"{n.name or n.op_type}.{a.name}")
+        for vi in g.output:
+            lines.append(f"{indent}  output {vi.name}")
+
+    walk(model.graph, "", model.graph.name or "main")
+    for p in model.metadata_props:
+        if p.key.startswith("rnnir.") and p.key != _META_FINGERPRINT:
+            lines.append(f"metadata {p.key} = {p.value}")
+    return lines
+
+
+def render_diff(before: onnx.ModelProto, after: onnx.ModelProto, label: str, edits: Iterable[Edit] = ()) -> str:
+    """The edits, then a unified diff of the two models' weight-free text (empty when nothing changed)."""
+    diff = list(difflib.unified_diff(_model_lines(before), _model_lines(after), f"{label} (before)", f"{label} (fixed)", lineterm=""))
+    if not diff:
+        return ""
+    head = [f"# {e}" for e in edits]
+    return "\n".join([*head, *diff]) + "\n"
+
+
+def model_error(exc: Exception, label: str) -> ModelError:
+    return ModelError(str(exc), model=label)
