@@ -60,16 +60,23 @@ import copy
 import difflib
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .errors import ModelError, RnnirError
+from .errors import RnnirError
+from .ir import Compute, Program, Recurrent, Value
 from .lower.pairing import META_PAIRS, META_PROGRAM, metadata
 from .lower.source import graph_fingerprint, iter_graphs, read_model
+
+if TYPE_CHECKING:
+    from passes.diagnostics import Diagnostic
+
+    from .pairs import PortRef, StatePair
 
 __all__ = ["FIXES", "Edit", "FixError", "FixInfo", "FixResult", "StatePlan", "fix", "render_diff"]
 
@@ -77,7 +84,6 @@ EXPOSE = "EXPOSE"
 _META_SLOTS = "rnnir.slots"
 _META_FINGERPRINT = "rnnir.fingerprint"
 _RECURRENT = ("RNN", "GRU", "LSTM")
-_VALUE_LAYOUT = frozenset({"Identity", "Cast", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Slice", "Gather", "Transpose"})
 _MAX_ROUNDS = 32
 
 
@@ -248,7 +254,7 @@ class _Names:
         return name not in self.used
 
 
-def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
+def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
     for a in node.attribute:
         if a.name == name:
             v = helper.get_attribute_value(a)
@@ -265,27 +271,21 @@ class _GraphRef:
     parent: _GraphRef | None = None
 
 
-def _graph_refs(model: onnx.ModelProto) -> tuple[list[_GraphRef], dict[int, _GraphRef]]:
-    """Every graph with its owner chain, and the graph that holds each node (by ``id`` of the node)."""
+def _graph_refs(model: onnx.ModelProto) -> list[_GraphRef]:
+    """Every graph of the model with its owner chain, the main graph first."""
     root = _GraphRef(model.graph)
     refs = [root]
-    holder: dict[int, _GraphRef] = {}
     stack = [root]
     while stack:
         ref = stack.pop()
         for node in ref.graph.node:
-            holder[id(node)] = ref
             for a in node.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    child = _GraphRef(a.g, ref.owners + ((node, a.name),), ref)
+                subs = [(a.name, a.g)] if a.type == onnx.AttributeProto.GRAPH else [(f"{a.name}[{k}]", g) for k, g in enumerate(a.graphs)]
+                for tag, g in subs:
+                    child = _GraphRef(g, ref.owners + ((node, tag),), ref)
                     refs.append(child)
                     stack.append(child)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    for k, g in enumerate(a.graphs):
-                        child = _GraphRef(g, ref.owners + ((node, f"{a.name}[{k}]"),), ref)
-                        refs.append(child)
-                        stack.append(child)
-    return refs, holder
+    return refs
 
 
 def _node_label(node: onnx.NodeProto) -> str:
@@ -418,6 +418,12 @@ class StatePlan:
     default: np.ndarray | None
     layout: int = 0
 
+    @property
+    def what(self) -> str:
+        """``GRU '/rnn/GRU'``, or ``LSTM 'then_lstm'/'else_lstm' in If 'if_sr'`` for grouped alternatives."""
+        ops = "/".join(repr(_node_label(a.consumer)) for a in self.alternatives)
+        return f"{self.op} {ops}" + (f" in If {self.label!r}" if len(self.alternatives) > 1 else "")
+
 
 def _classify_initial(ref: _GraphRef, name: str) -> tuple[str, np.ndarray | None, str]:
     """What an initial-state operand is: ("zeros"|"constant"|"input"|"computed", value, description)."""
@@ -452,7 +458,7 @@ def _classify_initial(ref: _GraphRef, name: str) -> tuple[str, np.ndarray | None
             if not np.any(value):
                 return "zeros", None, f"zeros (ConstantOfShape {_node_label(node)!r})"
             return "computed", None, f"ConstantOfShape {_node_label(node)!r} of {value.ravel()[0]!r}"
-        if node.op_type in ("Identity", "Cast", "Unsqueeze", "Squeeze", "Reshape", "Expand") and node.input:
+        if node.op_type in ("Identity", "Cast", "Unsqueeze", "Squeeze", "Reshape", "Expand", "Slice", "Gather", "Transpose") and node.input:
             ref, cur = where, node.input[0]
             continue
         return "computed", None, f"{node.op_type} {_node_label(node)!r}"
@@ -481,7 +487,7 @@ def _exposed_finals(model: onnx.ModelProto, pairs: Mapping[str, str | None] | No
 
 
 def _plan_states(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, skipped: list[Edit]) -> list[StatePlan]:
-    refs, holder = _graph_refs(model)
+    refs = _graph_refs(model)
     types = _value_types(model)
     taken = _exposed_finals(model, pairs)
     found: list[tuple[onnx.NodeProto, _GraphRef, list[StatePlan]]] = []
@@ -530,7 +536,7 @@ def _plan_states(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None,
                 plans.append(StatePlan(role, node.op_type, label, dtype, list(shape), [alt], default, layout))
             if plans:
                 found.append((node, ref, plans))
-    return _group_alternatives(found, holder)
+    return _group_alternatives(found)
 
 
 def _not_exposed(what: str, reason: str) -> Edit:
@@ -549,36 +555,34 @@ def _default(shape: list[int | str | None], value: np.ndarray | None) -> np.ndar
         return None
 
 
-def _group_alternatives(found: list[tuple[onnx.NodeProto, _GraphRef, list[StatePlan]]], holder: dict[int, _GraphRef]) -> list[StatePlan]:
+def _group_alternatives(found: list[tuple[onnx.NodeProto, _GraphRef, list[StatePlan]]]) -> list[StatePlan]:
     """Ops of the same kind and size in the two branches of one If share one state (one runs per call)."""
     out: list[StatePlan] = []
-    by_if: dict[int, dict[str, list[tuple[onnx.NodeProto, list[StatePlan]]]]] = {}
-    order: list[tuple[str, object]] = []
-    for node, ref, plans in found:
+    by_if: dict[int, dict[str, list[list[StatePlan]]]] = {}
+    order: list[list[StatePlan] | int] = []  # a plain op's plans, or the id of an If whose branches hold ops
+    for _node, ref, plans in found:
         if ref.owners:
             owner, branch = ref.owners[-1]
-            key = id(owner)
-            if key not in by_if:
-                by_if[key] = {}
-                order.append(("if", key))
-            by_if[key].setdefault(branch, []).append((node, plans))
+            if id(owner) not in by_if:
+                by_if[id(owner)] = {}
+                order.append(id(owner))
+            by_if[id(owner)].setdefault(branch, []).append(plans)
         else:
-            order.append(("plain", plans))
-    for kind, item in order:
-        if kind == "plain":
-            out.extend(item)  # type: ignore[arg-type]
+            order.append(plans)
+    for item in order:
+        if not isinstance(item, int):
+            out.extend(item)
             continue
-        branches = by_if[item]  # type: ignore[index]
-        then, other = branches.get("then_branch", []), branches.get("else_branch", [])
-        if len(then) == len(other) and all(_same_shape(a, b) for (_, a), (_, b) in zip(then, other)):
-            for (_, a), (_, b) in zip(then, other):
+        then, other = by_if[item].get("then_branch", []), by_if[item].get("else_branch", [])
+        if len(then) == len(other) and all(_same_shape(a, b) for a, b in zip(then, other)):
+            for a, b in zip(then, other):
                 for pa, pb in zip(a, b):
                     owner = pa.alternatives[0].graph.owners[-1][0]
                     pa.alternatives.extend(pb.alternatives)
                     pa.label = _node_label(owner)
                     out.append(pa)
         else:
-            for _, plans in [*then, *other]:
+            for plans in [*then, *other]:
                 out.extend(plans)
     return out
 
@@ -631,8 +635,8 @@ def _expose(model: onnx.ModelProto, result: FixResult, *, packed: bool, defaults
             Edit(
                 EXPOSE,
                 f"graph input {state_in!r} / output {state_out!r}",
-                "; ".join(f"{p.op} {p.label!r}.initial_{p.role}: {p.alternatives[0].before}" for p in plans) + "; final states not returned",
-                ", ".join(f"{state_in}[{k}] = {p.role} of {p.op} {p.label!r}" for k, p in enumerate(plans)),
+                "; ".join(f"{p.what} initial_{p.role}: {p.alternatives[0].before}" for p in plans) + "; final states not returned",
+                ", ".join(f"{state_in}[{k}] = {p.role} of {p.what}" for k, p in enumerate(plans)),
                 True,
                 f"exposed packed state {_type_text(plans[0].dtype, shape)} {_default_text(default, shape)}",
             )
@@ -654,15 +658,14 @@ def _expose(model: onnx.ModelProto, result: FixResult, *, packed: bool, defaults
             back.append(helper.make_node("Identity", [final], [state_out], name=names.fresh(f"fix_expose_{state_out}")))
             model.graph.output.append(helper.make_tensor_value_info(state_out, plan.dtype, plan.shape))
             new_pairs[state_in] = state_out
-            where = f" (alternatives of If {plan.label!r})" if len(plan.alternatives) > 1 else ""
             result.edits.append(
                 Edit(
                     EXPOSE,
-                    f"{plan.op} {plan.label!r}.initial_{plan.role} / {'Y_h' if plan.role == 'h' else 'Y_c'}{where}",
+                    f"{plan.what} initial_{plan.role} / {'Y_h' if plan.role == 'h' else 'Y_c'}",
                     f"initial state {plan.alternatives[0].before}, final state not returned",
                     f"graph input {state_in!r} {_type_text(plan.dtype, plan.shape)} {_default_text(plan.default, plan.shape)}, graph output {state_out!r}",
                     True,
-                    f"exposed the {plan.role} state of {plan.op} {plan.label!r}",
+                    f"exposed the {plan.role} state of {plan.what}",
                 )
             )
     nodes = [copy.deepcopy(n) for n in model.graph.node]
@@ -783,10 +786,10 @@ class _Plan:
     """A planned repair: the edit it makes and the function that makes it on the working model."""
 
     edit: Edit
-    apply: object  # Callable[[], None]; kept loose so plans stay plain data for tests
+    apply: Callable[[], None]
 
 
-def _lint(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, label: str, codes: Sequence[str]):
+def _lint(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, label: str, codes: Sequence[str]) -> tuple[Program, list[Diagnostic]]:
     import passes
 
     from .lower import Policy, lower
@@ -795,8 +798,8 @@ def _lint(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, label:
     return program, [d for d in passes.run(program) if d.code in codes and d.severity.value == "error"]
 
 
-def _finding_key(d: object) -> tuple[str, str | None, str]:
-    return (d.code, d.slot, d.message)  # type: ignore[attr-defined]
+def _finding_key(d: Diagnostic) -> tuple[str, str | None, str]:
+    return (d.code, d.slot, d.message)
 
 
 def _repair(model: onnx.ModelProto, result: FixResult, codes: Sequence[str], unsafe: bool, pairs: Mapping[str, str | None] | None, label: str) -> None:
@@ -818,7 +821,7 @@ def _repair(model: onnx.ModelProto, result: FixResult, codes: Sequence[str], uns
                 continue
             backup = onnx.ModelProto()
             backup.CopyFrom(model)
-            plan.apply()  # type: ignore[operator]
+            plan.apply()
             try:
                 _, after = _lint(model, pairs, label, codes)
                 cleared = not any(a.code == d.code and a.slot == d.slot for a in after)
@@ -837,8 +840,8 @@ def _repair(model: onnx.ModelProto, result: FixResult, codes: Sequence[str], uns
     result.skipped.extend(refused.values())
 
 
-def _plan_for(model: onnx.ModelProto, program: object, d: object) -> _Plan | Edit:
-    code = d.code  # type: ignore[attr-defined]
+def _plan_for(model: onnx.ModelProto, program: Program, d: Diagnostic) -> _Plan | Edit:
+    code = d.code
     try:
         if code == "SD002":
             return _plan_sd002(program, d)
@@ -851,8 +854,8 @@ def _plan_for(model: onnx.ModelProto, program: object, d: object) -> _Plan | Edi
     return _no_fix(d, "no automatic fix for this rule")
 
 
-def _no_fix(d: object, reason: str) -> Edit:
-    code, slot = d.code, d.slot  # type: ignore[attr-defined]
+def _no_fix(d: Diagnostic, reason: str) -> Edit:
+    code, slot = d.code, d.slot
     info = FIXES.get(code)
     return Edit(code, f"slot {slot!r}", "", "", info is not None and info.safe == "safe", f"{code} on slot {slot!r}", applied=False, reason=reason)
 
@@ -862,20 +865,18 @@ def _no_fix(d: object, reason: str) -> Edit:
 _FINAL_OF = {"initial_h": "Y_h", "initial_c": "Y_c"}
 
 
-def _port_key(program: object, ref: object) -> tuple[str, str, int]:
-    from .ir import Recurrent
-
-    node = program.node(ref.node_id)  # type: ignore[attr-defined]
-    d = ref.direction  # type: ignore[attr-defined]
+def _port_key(program: Program, ref: PortRef) -> tuple[str, str, int]:
+    node = program.node(ref.node_id)
+    d = ref.direction
     if d is None and isinstance(node, Recurrent) and node.num_directions == 1:
         d = 0
-    return (ref.node_id, ref.port, -1 if d is None else d)  # type: ignore[attr-defined]
+    return (ref.node_id, ref.port, -1 if d is None else d)
 
 
-def _expected_exits(program: object, pair: object) -> dict[tuple[int, ...], set[tuple[str, str, int]]]:
+def _expected_exits(program: Program, pair: StatePair) -> dict[tuple[int, ...], set[tuple[str, str, int]]]:
     """Per slice index: the final-state ports that belong there (the finals of the ports that read it)."""
     out: dict[tuple[int, ...], set[tuple[str, str, int]]] = {}
-    for sm in pair.slices:  # type: ignore[attr-defined]
+    for sm in pair.slices:
         keys = set()
         for e in sm.entry:
             if e.note == "derived" or e.port not in _FINAL_OF:
@@ -886,19 +887,17 @@ def _expected_exits(program: object, pair: object) -> dict[tuple[int, ...], set[
     return out
 
 
-def _assembling_concats(value: object) -> list[object]:
+def _assembling_concats(value: Value) -> list[Compute]:
     """Concat(axis=0) nodes that build ``value`` through value-preserving ops and If branches."""
-    from .ir import Compute
-
-    found: list[object] = []
-    stack = [value]
+    found: list[Compute] = []
+    stack: list[Value | None] = [value]
     seen: set[int] = set()
     while stack:
         v = stack.pop()
         if v is None or id(v) in seen:
             continue
         seen.add(id(v))
-        p = v.producer  # type: ignore[attr-defined]
+        p = v.producer
         if not isinstance(p, Compute):
             continue
         if p.op == "Concat" and int(p.attributes.get("axis", 0)) == 0:
@@ -911,28 +910,30 @@ def _assembling_concats(value: object) -> list[object]:
     return found
 
 
-def _plan_sd002(program: object, d: object) -> _Plan | Edit:
+def _plan_sd002(program: Program, d: Diagnostic) -> _Plan | Edit:
     from .slices import Ref, Tracer, _port_ref, slot_store_value
 
-    pair = program.pair(d.slot)  # type: ignore[attr-defined]
+    if d.slot is None:
+        return _no_fix(d, "the finding names no slot")
+    pair = program.pair(d.slot)
     slot = pair.slot
-    value = slot_store_value(program, slot, pair.output)  # type: ignore[arg-type]
+    value = slot_store_value(program, slot, pair.output)
     if value is None:
         return _no_fix(d, "no value is written back into the slot")
     expected = _expected_exits(program, pair)
-    tr = Tracer(program)  # type: ignore[arg-type]
-    plans: list[tuple[object, list[int]]] = []
+    tr = Tracer(program)
+    plans: list[tuple[Compute, list[int]]] = []
     for concat in _assembling_concats(value):
         operands: list[tuple[int, list[tuple[str, str, int]]]] = []
-        for k, v in enumerate(concat.inputs):  # type: ignore[attr-defined]
+        for k, v in enumerate(concat.inputs):
             a = tr.trace(v)
             elems = tr.to_elems(a)
             if elems is None:
-                return _no_fix(d, f"operand {k} of Concat {concat.describe()!r} is not a layout-only slice of final states")  # type: ignore[attr-defined]
+                return _no_fix(d, f"operand {k} of Concat {concat.describe()!r} is not a layout-only slice of final states")
             keys = []
             for r in elems:
                 if r.origin[0] != "port":
-                    return _no_fix(d, f"operand {k} of Concat {concat.describe()!r} is not a final state")  # type: ignore[attr-defined]
+                    return _no_fix(d, f"operand {k} of Concat {concat.describe()!r} is not a final state")
                 keys.append(_port_key(program, _port_ref(tr, tr.canon(r), ())))
             operands.append((k, keys))
         order: list[int] = []
@@ -946,7 +947,7 @@ def _plan_sd002(program: object, d: object) -> _Plan | Edit:
             ]
             if len(fits) != 1:
                 why = "no operand belongs" if not fits else "several operands could belong"
-                return _no_fix(d, f"{why} at position {pos} of Concat {concat.describe()!r}")  # type: ignore[attr-defined]
+                return _no_fix(d, f"{why} at position {pos} of Concat {concat.describe()!r}")
             order.append(fits[0][0])
             pos += len(fits[0][1])
             left.remove(fits[0])
@@ -956,8 +957,8 @@ def _plan_sd002(program: object, d: object) -> _Plan | Edit:
         return _no_fix(d, "the wrong slice is not assembled by a Concat whose operands can be reordered")
     edits = []
     for concat, order in plans:
-        names = list(concat.onnx_node.input)  # type: ignore[attr-defined]
-        edits.append((concat.onnx_node, names, [names[k] for k in order]))  # type: ignore[attr-defined]
+        names = list(concat.onnx_node.input)
+        edits.append((concat.onnx_node, names, [names[k] for k in order]))
 
     def apply() -> None:
         for node, _, new in edits:
@@ -980,10 +981,10 @@ def _plan_sd002(program: object, d: object) -> _Plan | Edit:
 # SD003 / SD008: return the op's own final state ---------------------------------------------------
 
 
-def _plan_final_state(model: onnx.ModelProto, program: object, d: object) -> _Plan | Edit:
-    from .ir import Recurrent
-
-    pair = program.pair(d.slot)  # type: ignore[attr-defined]
+def _plan_final_state(model: onnx.ModelProto, program: Program, d: Diagnostic) -> _Plan | Edit:
+    if d.slot is None:
+        return _no_fix(d, "the finding names no slot")
+    pair = program.pair(d.slot)
     if pair.output is None:
         return _no_fix(d, "the slot has no paired output to rewrite")
     kinds = {k for sm in pair.slices for k in sm.exit_kind.values()}
@@ -993,14 +994,14 @@ def _plan_final_state(model: onnx.ModelProto, program: object, d: object) -> _Pl
     if kinds - {"final", "sequence", "constant"}:
         return _no_fix(d, f"the value written back is {', '.join(sorted(kinds - {'final', 'sequence', 'constant'}))}, not a step or final state rnnir can replace")
     expected = _expected_exits(program, pair)
-    finals: list[tuple[object, str]] = []  # (Recurrent, port) per slice, in slice order
+    finals: list[tuple[Recurrent, str]] = []  # (op, final port) per slice, in slice order
     for sm in sorted(pair.slices, key=lambda s: s.index):
         keys = expected.get(sm.index, set())
         ops = {k[0] for k in keys}
         if len(keys) != 1 or len(ops) != 1:
             return _no_fix(d, f"slice {sm.label} is read by {len(keys)} ports: which final state belongs there is ambiguous")
         node_id, port, _ = next(iter(keys))
-        rec = program.node(node_id)  # type: ignore[attr-defined]
+        rec = program.node(node_id)
         if not isinstance(rec, Recurrent) or rec.num_directions != 1 or rec.provenance.branch:
             return _no_fix(d, f"slice {sm.label} is read by an op inside an If branch or with two directions")
         finals.append((rec, port))
@@ -1018,7 +1019,7 @@ def _plan_final_state(model: onnx.ModelProto, program: object, d: object) -> _Pl
     port_index = {"Y_h": 1, "Y_c": 2}
     sources = []
     for rec, port in finals:
-        node = rec.onnx_node  # type: ignore[attr-defined]
+        node = rec.onnx_node
         sources.append((node, port_index[port]))
     before = _producer_text(graph, out_name)
     after = " , ".join(f"{_node_label(n)}.{'Y_h' if i == 1 else 'Y_c'}" for n, i in sources)
@@ -1049,9 +1050,8 @@ def _plan_final_state(model: onnx.ModelProto, program: object, d: object) -> _Pl
             graph.node.append(helper.make_node("Concat", parts, [out_name], name=names.fresh(f"fix_{out_name}"), axis=0))
         _prune(model, {old})
 
-    code = d.code  # type: ignore[attr-defined]
     edit = Edit(
-        code,
+        d.code,
         f"output {out_name!r}",
         before,
         after,
@@ -1072,7 +1072,7 @@ def _producer_text(graph: onnx.GraphProto, name: str) -> str:
 # AL001: re-point the chained output store (rnnir.program metadata) ---------------------------------
 
 
-def _plan_al001(model: onnx.ModelProto, d: object) -> _Plan | Edit:
+def _plan_al001(model: onnx.ModelProto, d: Diagnostic) -> _Plan | Edit:
     raw = metadata(model).get(META_PROGRAM)
     if raw is None:
         return _no_fix(d, "the chain is not recorded in rnnir.program metadata")
@@ -1083,7 +1083,7 @@ def _plan_al001(model: onnx.ModelProto, d: object) -> _Plan | Edit:
         if not str(s.get("dest", "")).startswith("out:") or not str(s.get("reads", "")).startswith("store:"):
             continue
         inner = stores.get(s["reads"][len("store:") :])
-        if inner is None or inner.get("dest") != f"slot:{d.slot}":  # type: ignore[attr-defined]
+        if inner is None or inner.get("dest") != f"slot:{d.slot}":
             continue
         root, hops = inner, 0
         while str(root.get("reads", "")).startswith("store:") and hops < len(stores):
@@ -1108,7 +1108,7 @@ def _plan_al001(model: onnx.ModelProto, d: object) -> _Plan | Edit:
         f"reads {before!r}",
         f"reads {after!r}",
         True,
-        f"slot {d.slot!r}: the output store reads the final state (fan-out), not the slot store's result",  # type: ignore[attr-defined]
+        f"slot {d.slot!r}: the output store reads the final state (fan-out), not the slot store's result",
     )
     return _Plan(edit, apply)
 
@@ -1154,7 +1154,3 @@ def render_diff(before: onnx.ModelProto, after: onnx.ModelProto, label: str, edi
         return ""
     head = [f"# {e}" for e in edits]
     return "\n".join([*head, *diff]) + "\n"
-
-
-def model_error(exc: Exception, label: str) -> ModelError:
-    return ModelError(str(exc), model=label)
