@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import textwrap
@@ -51,7 +52,8 @@ def write_model(model: onnx.ModelProto, dest: Path, *, external: bool, keep_mode
     folder = dest.parent if str(dest.parent) else Path(".")
     if not os.access(folder, os.W_OK):
         raise FixUsageError(f"{dest}: cannot write into folder {str(folder)!r}")
-    if dest.exists() and not os.access(dest, os.W_OK):
+    if dest.exists() and not (os.access(dest, os.W_OK) and dest.stat().st_mode & stat.S_IWUSR):
+        # the mode bit too: root may write anything, but a file marked read-only was marked so on purpose
         raise FixUsageError(f"{dest}: the file is not writable; nothing was changed")
     if external:
         data_name = dest.name + ".data"
