@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnxruntime as ort
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "samples"
