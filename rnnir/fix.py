@@ -490,6 +490,7 @@ def _plan_states(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None,
     refs = _graph_refs(model)
     types = _value_types(model)
     taken = _exposed_finals(model, pairs)
+    fallback_batch = _fallback_batch(model)
     found: list[tuple[onnx.NodeProto, _GraphRef, list[StatePlan]]] = []
     for ref in refs:
         for node in ref.graph.node:
@@ -510,7 +511,9 @@ def _plan_states(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None,
             layout = int(_attr(node, "layout", 0) or 0)
             x_dims = _dims(types.get(node.input[0])) if node.input else None
             batch = x_dims[1 if layout == 0 else 0] if x_dims and len(x_dims) == 3 else None
-            shape: list[int | str | None] = [1, batch or "batch", hidden] if layout == 0 else [batch or "batch", 1, hidden]
+            if batch is None or (isinstance(batch, str) and batch.startswith("unk__")):
+                batch = fallback_batch  # shape inference could not tell: an invented symbol helps nobody
+            shape: list[int | str | None] = [1, batch, hidden] if layout == 0 else [batch, 1, hidden]
             x_type = types.get(node.input[0])
             dtype = x_type.tensor_type.elem_type if x_type is not None and x_type.tensor_type.elem_type else onnx.TensorProto.FLOAT
             ports = [("h", 5, 1)] + ([("c", 6, 2)] if node.op_type == "LSTM" else [])
@@ -537,6 +540,20 @@ def _plan_states(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None,
             if plans:
                 found.append((node, ref, plans))
     return _group_alternatives(found)
+
+
+def _fallback_batch(model: onnx.ModelProto) -> int | str:
+    """The batch of a state whose op input shape inference cannot type: the leading dim of the first graph
+    input when it is static (silero's audio is [1, 576]; its LSTM's input is computed), else ``"batch"``."""
+    inits = {t.name for t in model.graph.initializer}
+    for vi in model.graph.input:
+        if vi.name in inits:
+            continue
+        dims = _dims(vi.type)
+        if dims and isinstance(dims[0], int) and dims[0] > 0 and len(dims) >= 2:
+            return dims[0]
+        break
+    return "batch"
 
 
 def _not_exposed(what: str, reason: str) -> Edit:

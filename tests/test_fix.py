@@ -544,3 +544,56 @@ def test_fix_catalogue_matches_the_rules() -> None:
     assert set(FIXES) <= set(passes.RULES)
     assert {c for c, f in FIXES.items() if f.safe == "safe"} == {"SD002", "SD008", "AL001"}
     assert isinstance(Edit("X", "t", "a", "b", True, "m"), Edit)
+
+
+# -- a real silero-vad file made stateless, then streamable again ---------------------------------
+
+
+def _stateless_silero(path: Path) -> onnx.ModelProto:
+    """silero_vad_openvino_16k with its packed state cut out by hand: the LSTM starts from zeros every call."""
+    m = onnx.load(str(path))
+    g = m.graph
+    lstm = next(n for n in g.node if n.op_type == "LSTM")
+    lstm.input[5] = ""
+    lstm.input[6] = ""
+    readers = {"state"}
+    keep = []
+    for n in g.node:  # drop what reads the state input (Gather/Unsqueeze) and what builds stateN
+        if any(i in readers for i in n.input) or "stateN" in n.output:
+            readers.update(n.output)
+            continue
+        keep.append(n)
+    del g.node[:]
+    g.node.extend(keep)
+    ins = [i for i in g.input if i.name != "state"]
+    del g.input[:]
+    g.input.extend(ins)
+    outs = [o for o in g.output if o.name != "stateN"]
+    del g.output[:]
+    g.output.extend(outs)
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+@pytest.mark.realmodel
+def test_real_silero_made_stateless_is_streamable_again(silero_dir: Path) -> None:
+    path = silero_dir / "silero_vad_openvino_16k.onnx"
+    stateless = _stateless_silero(path)
+    assert rnnir.load(stateless).state_pairs == []
+    result = fix(stateless, expose_state=True, packed=True)
+    onnx.checker.check_model(result.model, full_check=True)
+    assert _errors(result.model) == []
+    state_in = next(i for i in result.model.graph.input if i.name == "state")
+    # h and c of the one LSTM; the batch comes from the audio input [1, 576] (inference cannot type the LSTM's input)
+    assert [d.dim_value for d in state_in.type.tensor_type.shape.dim] == [2, 1, 128]
+    rng = np.random.default_rng(12)
+    frames = [(0.1 * rng.standard_normal((1, 576))).astype(np.float32) for _ in range(6)]
+    fixed, original = StatefulSession(result.model), StatefulSession(str(path))
+    for k, frame in enumerate(frames):  # both start from zeros and keep their state: every call agrees
+        a, b = fixed.run({"input": frame}), original.run({"input": frame})
+        np.testing.assert_allclose(a["output"], b["output"], atol=1e-6, err_msg=f"call {k}")
+        np.testing.assert_allclose(a["stateN"], b["stateN"], atol=1e-6, err_msg=f"call {k}")
+    cut = _ort(stateless)  # the cut model forgets: from the second call on it is not silero any more
+    streamed = StatefulSession(str(path))
+    diffs = [np.abs(cut.run(["output"], {"input": f})[0] - streamed.run({"input": f})["output"]).max() for f in frames]
+    assert diffs[0] < 1e-6 and max(diffs[1:]) > 1e-4
