@@ -29,7 +29,7 @@ from typing import Any
 
 import onnx
 
-from .errors import RnnirError
+from .errors import ModelError, RnnirError
 
 __all__ = ["add_fix_command", "add_lint_fix_options", "cmd_fix", "explain_fix", "lint_fixes"]
 
@@ -182,6 +182,7 @@ def lint_fixes(args: argparse.Namespace, paths: list[str], select: tuple[str, ..
     status = 0
     changed = False
     out: list[str] = []
+    fixed_files = fixed_findings = 0
     for path in paths:
         codes = sorted(selected_codes(RULES, select, ignores.get(path, ())) & set(FIXES))
         try:
@@ -200,6 +201,10 @@ def lint_fixes(args: argparse.Namespace, paths: list[str], select: tuple[str, ..
             for e in result.skipped:
                 if e.reason.startswith("not certain"):
                     print(f"{path}: not fixed: {e}", file=sys.stderr)
+            fixed_files += bool(result.edits)
+            fixed_findings += len(result.edits)
+        except ModelError:
+            continue  # an unreadable model: the lint that follows reports it, once
         except (RnnirError, OSError) as exc:
             print(f"rnnir: error: {path}: cannot fix: {exc}", file=sys.stderr)
             status = 2
@@ -207,6 +212,8 @@ def lint_fixes(args: argparse.Namespace, paths: list[str], select: tuple[str, ..
         sys.stdout.write("".join(out))
         sys.stdout.flush()
         return max(status, 1 if changed else 0)
+    if fixed_findings:
+        print(f"fixed {fixed_findings} finding{'s' if fixed_findings != 1 else ''} in {fixed_files} file{'s' if fixed_files != 1 else ''}", file=sys.stderr)
     return status
 
 

@@ -393,8 +393,8 @@ class _Alternative:
     """One recurrence (or, later, a recognised cell) carrying the state in one graph."""
 
     graph: _GraphRef
-    consumer: onnx.NodeProto  # the node whose input is the initial state
-    input_index: int
+    sites: list[tuple[onnx.NodeProto, int]]  # (node, input index) that read the initial state: the op's port,
+    # or every reader of a recognised cell's incoming state
     final: str  # name of the final-state value in ``graph`` ("" when the op does not produce it yet)
     final_node: onnx.NodeProto
     final_index: int
@@ -421,7 +421,7 @@ class StatePlan:
     @property
     def what(self) -> str:
         """``GRU '/rnn/GRU'``, or ``LSTM 'then_lstm'/'else_lstm' in If 'if_sr'`` for grouped alternatives."""
-        ops = "/".join(repr(_node_label(a.consumer)) for a in self.alternatives)
+        ops = "/".join(repr(_node_label(a.final_node)) for a in self.alternatives)
         return f"{self.op} {ops}" + (f" in If {self.label!r}" if len(self.alternatives) > 1 else "")
 
 
@@ -535,7 +535,7 @@ def _plan_states(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None,
                     continue
                 default = _default(shape, value)
                 final = node.output[out_idx] if out_idx < len(node.output) else ""
-                alt = _Alternative(ref, node, idx, final, node, out_idx, before)
+                alt = _Alternative(ref, [(node, idx)], final, node, out_idx, before)
                 plans.append(StatePlan(role, node.op_type, label, dtype, list(shape), [alt], default, layout))
             if plans:
                 found.append((node, ref, plans))
@@ -721,12 +721,12 @@ def _wire_initial(plan: StatePlan, value: str) -> list[str]:
     """Point every alternative's initial-state port at ``value`` (a main-graph name, visible in every branch)."""
     old: list[str] = []
     for alt in plan.alternatives:
-        node = alt.consumer
-        while len(node.input) <= alt.input_index:
-            node.input.append("")
-        if node.input[alt.input_index]:
-            old.append(node.input[alt.input_index])
-        node.input[alt.input_index] = value
+        for node, index in alt.sites:
+            while len(node.input) <= index:
+                node.input.append("")
+            if node.input[index]:
+                old.append(node.input[index])
+            node.input[index] = value
     return old
 
 

@@ -112,6 +112,7 @@ def test_lint_fix_rewrites_files_and_reports_the_rest(tmp_path: Path, capsys) ->
     assert "1 error" in captured.out
     fixed_lines = [line for line in captured.err.splitlines() if ": fixed: " in line]
     assert len(fixed_lines) == 4
+    assert "fixed 4 findings in 4 files" in captured.err
     assert "not fixed: SD003 [unsafe, not applied]" in captured.err
     for p in paths[:4]:
         assert _codes(p) == [], p.name
@@ -157,3 +158,17 @@ def test_explain_mentions_the_fix(capsys) -> None:
     assert "`--unsafe-fixes` for the unsafe case" in capsys.readouterr().out
     assert main(["explain", "SD004"]) == 0
     assert "Fix (" not in capsys.readouterr().out
+
+
+def test_lint_fix_reports_an_unreadable_model_once(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not onnx")
+    assert main(["lint", str(bad), "--fix"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("bad.onnx") == 1 and "cannot fix" not in err
+
+
+def test_fix_of_a_missing_model_is_a_clear_error(tmp_path: Path, capsys) -> None:
+    assert main(["fix", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "out.onnx")]) == 2
+    assert "missing.onnx: no such file" in capsys.readouterr().err
+    assert not (tmp_path / "out.onnx").exists()

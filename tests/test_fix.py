@@ -597,3 +597,13 @@ def test_real_silero_made_stateless_is_streamable_again(silero_dir: Path) -> Non
     streamed = StatefulSession(str(path))
     diffs = [np.abs(cut.run(["output"], {"input": f})[0] - streamed.run({"input": f})["output"]).max() for f in frames]
     assert diffs[0] < 1e-6 and max(diffs[1:]) > 1e-4
+
+
+def test_names_that_are_taken_are_not_reused() -> None:
+    m = onnx.load(str(STATELESS / "lstm_encoder_stateless.ts.onnx"))
+    m.graph.input.append(helper.make_tensor_value_info("h0", onnx.TensorProto.FLOAT, [3]))  # an unrelated input named h0
+    result = fix(m, expose_state=True)
+    names = [i.name for i in result.model.graph.input]
+    assert names == ["x", "h0", "rnn_LSTM_h0", "c0"]
+    pairs = {p.input: p.output for p in rnnir.load(_strip_meta(result.model)).state_pairs}
+    assert pairs == {"rnn_LSTM_h0": "rnn_LSTM_hn", "c0": "cn"}
