@@ -116,11 +116,9 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
     if not (args.output or args.in_place or args.diff):
         raise FixUsageError("say where the edited model goes: -o OUT, --in-place, or --diff to only show it")
-    pairs = None
-    if args.pair:
-        from .config import parse_pair
+    from .cli import _settings  # --pair, [tool.rnnir] pairs, --config/--no-config: as every other command reads them
 
-        pairs = dict(parse_pair(p) for p in args.pair)
+    pairs = _settings(args).pairs
     src = Path(args.model)
     try:
         result = fix(str(src), expose_state=args.expose_state, codes=_codes(args.select), unsafe=args.unsafe_fixes, packed=args.packed, state_defaults=args.state_defaults, pairs=pairs)

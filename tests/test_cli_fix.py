@@ -172,3 +172,18 @@ def test_fix_of_a_missing_model_is_a_clear_error(tmp_path: Path, capsys) -> None
     assert main(["fix", str(tmp_path / "missing.onnx"), "-o", str(tmp_path / "out.onnx")]) == 2
     assert "missing.onnx: no such file" in capsys.readouterr().err
     assert not (tmp_path / "out.onnx").exists()
+
+
+def test_fix_takes_declared_pairs(tmp_path: Path, capsys) -> None:
+    """The pairs come from --pair like every command's: declaring 'memory' without an output leaves nothing to fix."""
+    m = onnx.load(str(SAMPLES / "sd002_hc_swap.onnx"))
+    for vi in (*m.graph.input, *m.graph.output):
+        vi.name = {"state": "memory", "stateN": "memory_updated"}.get(vi.name, vi.name)
+    for n in m.graph.node:
+        n.input[:] = ["memory" if i == "state" else i for i in n.input]
+        n.output[:] = ["memory_updated" if o == "stateN" else o for o in n.output]
+    src = tmp_path / "m.onnx"
+    onnx.save(m, str(src))
+    assert main(["fix", str(src), "--diff", "--no-config", "--pair", "memory="]) == 0  # SD001 only: no automatic fix
+    assert main(["fix", str(src), "--diff", "--no-config", "--pair", "memory=memory_updated"]) == 1
+    assert "Concat<axis=0>(Y_h, Y_c)" in capsys.readouterr().out
