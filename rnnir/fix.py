@@ -83,7 +83,6 @@ __all__ = ["FIXES", "Edit", "FixError", "FixInfo", "FixResult", "StatePlan", "fi
 EXPOSE = "EXPOSE"
 _META_SLOTS = "rnnir.slots"
 _META_FINGERPRINT = "rnnir.fingerprint"
-_RECURRENT = ("RNN", "GRU", "LSTM")
 _MAX_ROUNDS = 32
 
 
@@ -164,6 +163,13 @@ FIXES: dict[str, FixInfo] = {
         "(the other repair, feeding the slot to that op, may have been meant)",
     ),
     "SD008": FixInfo("SD008", "safe", "returns Y_h (the final state of every batch entry) instead of Y at the last time step"),
+    "SD010": FixInfo(
+        "SD010",
+        "unsafe",
+        "exposes the state as `rnnir fix --expose-state` does: a state input wired to the op's initial state, paired with "
+        "the final state the model already returns; unsafe because the new input changes the model's interface "
+        "(callers must feed it back)",
+    ),
     "AL001": FixInfo(
         "AL001",
         "safe",
@@ -417,6 +423,7 @@ class StatePlan:
     alternatives: list[_Alternative]
     default: np.ndarray | None
     layout: int = 0
+    constant: bool = False  # the op started from a non-zero constant, kept as the default
 
     @property
     def what(self) -> str:
@@ -486,7 +493,9 @@ def _exposed_finals(model: onnx.ModelProto, pairs: Mapping[str, str | None] | No
     return ids
 
 
-def _plan_states(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, skipped: list[Edit]) -> list[StatePlan]:
+def _plan_states(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, skipped: list[Edit], defaults: bool = False) -> list[StatePlan]:
+    from .recurrence import kind_for_op
+
     refs = _graph_refs(model)
     types = _value_types(model)
     taken = _exposed_finals(model, pairs)
@@ -494,7 +503,8 @@ def _plan_states(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None,
     found: list[tuple[onnx.NodeProto, _GraphRef, list[StatePlan]]] = []
     for ref in refs:
         for node in ref.graph.node:
-            if node.op_type not in _RECURRENT or node.domain not in ("", "ai.onnx"):
+            spec = kind_for_op(node.op_type, node.domain)
+            if spec is None:
                 continue
             label = _node_label(node)
             if any(not b.startswith(("then_branch", "else_branch")) for _, b in ref.owners):
@@ -516,27 +526,28 @@ def _plan_states(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None,
             shape: list[int | str | None] = [1, batch, hidden] if layout == 0 else [batch, 1, hidden]
             x_type = types.get(node.input[0])
             dtype = x_type.tensor_type.elem_type if x_type is not None and x_type.tensor_type.elem_type else onnx.TensorProto.FLOAT
-            ports = [("h", 5, 1)] + ([("c", 6, 2)] if node.op_type == "LSTM" else [])
             plans: list[StatePlan] = []
-            for role, idx, out_idx in ports:
+            for port in spec.states:
+                role, idx, out_idx = port.role, spec.input_index(port.entry), spec.output_index(port.exit)
+                if idx is None or out_idx is None:
+                    continue
                 name = node.input[idx] if idx < len(node.input) else ""
                 kind, value, before = _classify_initial(ref, name)
                 if kind in ("input", "computed"):
                     skipped.append(_not_exposed(f"{label}.initial_{role}", f"its initial state is {before}, not a constant"))
                     continue
-                if kind == "constant":
+                default = _default(shape, value)
+                if kind == "constant" and (not defaults or default is None):
+                    why = "pass state_defaults=True (--state-defaults) to keep it as the new input's default" if default is not None else (
+                        "its shape is not static, so it cannot be the new input's default"
+                    )
                     skipped.append(
-                        _not_exposed(
-                            f"{label}.initial_{role}",
-                            f"its initial state is a non-zero {before}: a state input would start from zeros "
-                            "(rnnir.load(entry='constant') analyses it as a slot instead)",
-                        )
+                        _not_exposed(f"{label}.initial_{role}", f"its initial state is a non-zero {before}: a required state input would start from zeros; {why}")
                     )
                     continue
-                default = _default(shape, value)
                 final = node.output[out_idx] if out_idx < len(node.output) else ""
                 alt = _Alternative(ref, [(node, idx)], final, node, out_idx, before)
-                plans.append(StatePlan(role, node.op_type, label, dtype, list(shape), [alt], default, layout))
+                plans.append(StatePlan(role, spec.name, label, dtype, list(shape), [alt], default, layout, constant=kind == "constant"))
             if plans:
                 found.append((node, ref, plans))
     return _group_alternatives(found)
@@ -612,7 +623,7 @@ def _expose(model: onnx.ModelProto, result: FixResult, *, packed: bool, defaults
     from .lower import Policy, lower
 
     before_pairs = {p.input: p.output for p in lower(read_model(model, label=label), pairs, Policy()).state_pairs}
-    plans = _plan_states(model, pairs, result.skipped)
+    plans = _plan_states(model, pairs, result.skipped, defaults)
     if not plans:
         return
     if not defaults:
@@ -663,7 +674,13 @@ def _expose(model: onnx.ModelProto, result: FixResult, *, packed: bool, defaults
         for plan in plans:
             stem = f"{_stem(plan.label)}_" if multi else ""
             want_in, want_out = f"{stem}{plan.role}0", f"{stem}{plan.role}n"
-            if names.free(want_in) and names.free(want_out):
+            returned = _returned_output(model, plan, set(before_pairs.values()))
+            paired_in = _input_name_for(returned, names) if returned is not None else None
+            reused = returned is not None and paired_in is not None
+            if returned is not None and paired_in is not None:
+                state_in, state_out = paired_in, returned  # the model already returns the final state: pair it
+                names.used.add(state_in)
+            elif names.free(want_in) and names.free(want_out):
                 state_in, state_out = want_in, want_out
                 names.used.update({state_in, state_out})
             else:
@@ -671,16 +688,18 @@ def _expose(model: onnx.ModelProto, result: FixResult, *, packed: bool, defaults
                 state_out = names.fresh(state_in[:-1] + "n")
             _add_state_input(model, state_in, plan.dtype, plan.shape, plan.default)
             old_inits.update(_wire_initial(plan, state_in))
-            final = _lift_final(model, plan, state_in, names)
-            back.append(helper.make_node("Identity", [final], [state_out], name=names.fresh(f"fix_expose_{state_out}")))
-            model.graph.output.append(helper.make_tensor_value_info(state_out, plan.dtype, plan.shape))
+            if not reused:
+                final = _lift_final(model, plan, state_in, names)
+                back.append(helper.make_node("Identity", [final], [state_out], name=names.fresh(f"fix_expose_{state_out}")))
+                model.graph.output.append(helper.make_tensor_value_info(state_out, plan.dtype, plan.shape))
             new_pairs[state_in] = state_out
             result.edits.append(
                 Edit(
                     EXPOSE,
                     f"{plan.what} initial_{plan.role} / {'Y_h' if plan.role == 'h' else 'Y_c'}",
-                    f"initial state {plan.alternatives[0].before}, final state not returned",
-                    f"graph input {state_in!r} {_type_text(plan.dtype, plan.shape)} {_default_text(plan.default, plan.shape)}, graph output {state_out!r}",
+                    f"initial state {plan.alternatives[0].before}, final state " + (f"returned as {state_out!r} but not paired" if reused else "not returned"),
+                    f"graph input {state_in!r} {_type_text(plan.dtype, plan.shape)} {_default_text(plan.default, plan.shape)}, "
+                    + (f"paired with the returned {state_out!r}" if reused else f"graph output {state_out!r}"),
                     True,
                     f"exposed the {plan.role} state of {plan.what}",
                 )
@@ -694,6 +713,41 @@ def _expose(model: onnx.ModelProto, result: FixResult, *, packed: bool, defaults
     _record_pairs(model, {**before_pairs, **new_pairs}, label)
 
 
+def _returned_output(model: onnx.ModelProto, plan: StatePlan, paired: set[str | None]) -> str | None:
+    """The main-graph output that already returns the plan's final state as it is (directly or through Identity)."""
+    if len(plan.alternatives) != 1 or plan.alternatives[0].graph.owners or not plan.alternatives[0].final:
+        return None
+    final = plan.alternatives[0].final
+    outs = {o.name for o in model.graph.output} - paired
+    if final in outs:
+        return final
+    for n in model.graph.node:
+        if n.op_type == "Identity" and list(n.input) == [final] and n.output[0] in outs:
+            return n.output[0]
+    return None
+
+
+def _input_name_for(output: str, names: _Names) -> str | None:
+    """A free input name that rnnir's naming convention pairs with ``output`` (hn -> h0, stateN -> state, ...)."""
+    from .lower.pairing import _name_candidates
+
+    cands: list[str] = []
+    m = re.fullmatch(r"(.*)([hc])([._]?)(n|N|out)", output)
+    if m:
+        cands.append(f"{m.group(1)}{m.group(2)}{m.group(3)}0")
+    for old, new in (("N", ""), ("_out", "_in"), ("_out", ""), ("_final", "")):
+        if output.endswith(old) and len(output) > len(old):
+            cands.append(output[: -len(old)] + new)
+    for old, new in (("new_", ""), ("next_", ""), ("present_", "past_"), ("out_", "in_")):
+        if output.startswith(old):
+            cands.append(new + output[len(old) :])
+    cands.append(f"{output}_prev")
+    for c in cands:
+        if names.free(c) and output in _name_candidates(c):
+            return c
+    return None
+
+
 def _type_text(dtype: int, shape: Sequence[int | str | None]) -> str:
     try:
         dt = str(np.dtype(helper.tensor_dtype_to_np_dtype(dtype)))
@@ -705,7 +759,7 @@ def _type_text(dtype: int, shape: Sequence[int | str | None]) -> str:
 def _default_text(default: np.ndarray | None, shape: Sequence[int | str | None]) -> str:
     if default is None:
         return "(required: feed zeros on the first call; StatefulSession does)"
-    return "(default: zeros)"
+    return "(default: zeros)" if not np.any(default) else "(default: the op's former constant initial state)"
 
 
 def _add_state_input(model: onnx.ModelProto, name: str, dtype: int, shape: Sequence[int | str | None], default: np.ndarray | None) -> None:
@@ -803,7 +857,7 @@ class _Plan:
     """A planned repair: the edit it makes and the function that makes it on the working model."""
 
     edit: Edit
-    apply: Callable[[], None]
+    apply: Callable[[], list[Edit] | None]  # returns the detailed edits it made, when there are several
 
 
 def _lint(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, label: str, codes: Sequence[str]) -> tuple[Program, list[Diagnostic]]:
@@ -812,7 +866,9 @@ def _lint(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, label:
     from .lower import Policy, lower
 
     program = lower(read_model(model, label=label), pairs, Policy())
-    return program, [d for d in passes.run(program) if d.code in codes and d.severity.value == "error"]
+    # errors only (SD003's INFO/WARNING say rnnir cannot prove a computed write-back: nothing to fix), but SD010,
+    # a warning by default, is exactly what exposing the state repairs
+    return program, [d for d in passes.run(program) if d.code in codes and (d.severity.value == "error" or d.code == "SD010")]
 
 
 def _finding_key(d: Diagnostic) -> tuple[str, str | None, str]:
@@ -829,7 +885,7 @@ def _repair(model: onnx.ModelProto, result: FixResult, codes: Sequence[str], uns
             key = _finding_key(d)
             if key in refused:
                 continue
-            plan = _plan_for(model, program, d)
+            plan = _plan_for(model, program, d, pairs, label)
             if isinstance(plan, Edit):
                 refused[key] = plan
                 continue
@@ -838,7 +894,7 @@ def _repair(model: onnx.ModelProto, result: FixResult, codes: Sequence[str], uns
                 continue
             backup = onnx.ModelProto()
             backup.CopyFrom(model)
-            plan.apply()
+            detail = plan.apply() or []
             try:
                 _, after = _lint(model, pairs, label, codes)
                 cleared = not any(a.code == d.code and a.slot == d.slot for a in after)
@@ -850,6 +906,7 @@ def _repair(model: onnx.ModelProto, result: FixResult, codes: Sequence[str], uns
                 refused[key] = Edit(**{**plan.edit.__dict__, "applied": False, "reason": plan.edit.reason or "the edit did not clear the finding; rolled back"})
                 continue
             result.edits.append(plan.edit)
+            result.edits.extend(detail)
             progress = True
             break  # the program changed: plan the next fix on a fresh lowering
         if not progress:
@@ -857,9 +914,11 @@ def _repair(model: onnx.ModelProto, result: FixResult, codes: Sequence[str], uns
     result.skipped.extend(refused.values())
 
 
-def _plan_for(model: onnx.ModelProto, program: Program, d: Diagnostic) -> _Plan | Edit:
+def _plan_for(model: onnx.ModelProto, program: Program, d: Diagnostic, pairs: Mapping[str, str | None] | None, label: str) -> _Plan | Edit:
     code = d.code
     try:
+        if code == "SD010":
+            return _plan_sd010(model, d, pairs, label)
         if code == "SD002":
             return _plan_sd002(program, d)
         if code in ("SD003", "SD008"):
@@ -874,7 +933,36 @@ def _plan_for(model: onnx.ModelProto, program: Program, d: Diagnostic) -> _Plan 
 def _no_fix(d: Diagnostic, reason: str) -> Edit:
     code, slot = d.code, d.slot
     info = FIXES.get(code)
-    return Edit(code, f"slot {slot!r}", "", "", info is not None and info.safe == "safe", f"{code} on slot {slot!r}", applied=False, reason=reason)
+    what = f"slot {slot!r}" if slot is not None else d.message.split(":")[0]
+    return Edit(code, what, "", "", info is not None and info.safe == "safe", f"{code} on {what}", applied=False, reason=reason)
+
+
+# SD010: expose the state --------------------------------------------------------------------------
+
+
+def _plan_sd010(model: onnx.ModelProto, d: Diagnostic, pairs: Mapping[str, str | None] | None, label: str) -> _Plan | Edit:
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    trial = FixResult(probe)
+    _expose(probe, trial, packed=False, defaults=False, pairs=pairs, label=label)
+    if not trial.edits:
+        reasons = "; ".join(f"{e.target}: {e.reason}" for e in trial.skipped) or "no recurrence rnnir can expose"
+        return _no_fix(d, reasons)
+
+    def apply() -> list[Edit]:
+        done = FixResult(model)
+        _expose(model, done, packed=False, defaults=False, pairs=pairs, label=label)
+        return done.edits
+
+    edit = Edit(
+        "SD010",
+        "recurrences that start from zeros",
+        "final state returned, initial state absent or constant",
+        "state input/output pairs (see the EXPOSE edits)",
+        False,
+        d.message.split(":")[0],
+    )
+    return _Plan(edit, apply)
 
 
 # SD002: permute the operands of the Concat that assembles the state -----------------------------

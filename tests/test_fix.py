@@ -263,10 +263,41 @@ def test_already_stateful_model_is_left_alone() -> None:
     assert [e.reason for e in result.skipped] == ["its final state is already written back by a state pair"]
 
 
-def test_nonzero_constant_initial_state_is_not_exposed() -> None:
-    result = fix(str(SAMPLES / "rnn_constant_init.onnx"), expose_state=True)
+def test_nonzero_constant_initial_state_needs_state_defaults() -> None:
+    path = str(SAMPLES / "sd010_constant_init.onnx")
+    result = fix(path, expose_state=True)
     assert result.edits == []
     assert "non-zero constant initializer 'h_init'" in result.skipped[0].reason
+    kept = fix(path, expose_state=True, state_defaults=True)  # the constant becomes the new input's default
+    assert [str(e) for e in kept.edits] == [
+        "EXPOSE [safe] exposed the h state of RNN 'rnn': RNN 'rnn' initial_h / Y_h: initial state constant initializer "
+        "'h_init', final state returned as 'h_final' but not paired -> graph input 'h' float32[1,1,3] (default: the op's "
+        "former constant initial state), paired with the returned 'h_final'"
+    ]
+    assert _errors(kept.model) == []
+    x = np.random.default_rng(13).standard_normal((6, 1, 2)).astype(np.float32)
+    original = _ort(path)
+    # a caller who never feeds the state gets the original model; one who feeds it back streams
+    np.testing.assert_array_equal(_ort(kept.model).run(["y"], {"x": x})[0], original.run(["y"], {"x": x})[0])
+    chunked = np.concatenate([o["y"] for o in _chunks(StatefulSession(kept.model), x, 2)])
+    np.testing.assert_allclose(chunked, original.run(["y"], {"x": x})[0], atol=1e-6)
+
+
+def test_sd010_returned_final_state_is_paired_not_duplicated() -> None:
+    path = str(SAMPLES / "sd010_gru_no_initial_state.onnx")
+    assert _errors(path) == ["SD010"]
+    refused = fix(path)
+    assert refused.edits == [] and [e.reason for e in refused.skipped] == ["not certain: pass unsafe=True (--unsafe-fixes) to apply it"]
+    result = fix(path, unsafe=True)
+    assert [e.code for e in result.edits] == ["SD010", "EXPOSE"]
+    assert [o.name for o in result.model.graph.output] == ["y", "hn"]  # the returned hn is the state output now
+    assert {p.input: p.output for p in rnnir.load(_strip_meta(result.model)).state_pairs} == {"h0": "hn"}
+    assert _errors(result.model) == []
+    x = np.random.default_rng(14).standard_normal((6, 1, 3)).astype(np.float32)
+    whole = _ort(path).run(["y", "hn"], {"x": x})
+    outs = _chunks(StatefulSession(result.model), x, 2)
+    np.testing.assert_allclose(np.concatenate([o["y"] for o in outs]), whole[0], atol=1e-6)
+    np.testing.assert_allclose(outs[-1]["hn"], whole[1], atol=1e-6)
 
 
 def test_bidirectional_op_is_not_exposed() -> None:
@@ -543,6 +574,7 @@ def test_diff_shows_the_changed_node_only() -> None:
 def test_fix_catalogue_matches_the_rules() -> None:
     assert set(FIXES) <= set(passes.RULES)
     assert {c for c, f in FIXES.items() if f.safe == "safe"} == {"SD002", "SD008", "AL001"}
+    assert FIXES["SD010"].safe == "unsafe"  # a new required input changes the interface
     assert isinstance(Edit("X", "t", "a", "b", True, "m"), Edit)
 
 
