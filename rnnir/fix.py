@@ -56,7 +56,6 @@ fix that does not clear its finding is rolled back and reported as skipped.
 
 from __future__ import annotations
 
-import copy
 import difflib
 import json
 import re
@@ -210,7 +209,7 @@ def fix(
     if chosen:
         _repair(work, result, chosen, unsafe, pairs, src.label)
     if result.edits:
-        _check(work, src.label)
+        _check(work, src.with_external_data(), src.label)
         if any(p.key == _META_FINGERPRINT for p in work.metadata_props):
             _set_meta(work, _META_FINGERPRINT, graph_fingerprint(work))
     return result
@@ -227,11 +226,19 @@ def _set_meta(model: onnx.ModelProto, key: str, value: str) -> None:
     model.metadata_props.add(key=key, value=value)
 
 
-def _check(model: onnx.ModelProto, label: str) -> None:
+def _check_error(model: onnx.ModelProto) -> str | None:
     try:
         onnx.checker.check_model(model, full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-        raise FixError(f"{label}: the edited model does not pass onnx.checker ({exc}); this is a bug in rnnir fix") from None
+        return str(exc)
+    return None
+
+
+def _check(model: onnx.ModelProto, original: onnx.ModelProto, label: str) -> None:
+    """The edited model passes onnx.checker's full check, unless the original already did not (not ours to judge)."""
+    problem = _check_error(model)
+    if problem is not None and _check_error(original) is None:
+        raise FixError(f"{label}: the edited model does not pass onnx.checker ({problem}); this is a bug in rnnir fix")
 
 
 class _Names:
@@ -323,51 +330,63 @@ def _initializer(ref: _GraphRef, name: str) -> onnx.TensorProto | None:
     return None
 
 
-def _used_names(model: onnx.ModelProto) -> set[str]:
-    used: set[str] = set()
+def _use_counts(model: onnx.ModelProto) -> dict[str, int]:
+    """How many node inputs and graph outputs name each value, over every graph of the model."""
+    uses: dict[str, int] = {}
     for g in iter_graphs(model.graph):
         for n in g.node:
-            used.update(i for i in n.input if i)
-        used.update(vi.name for vi in g.output)
-    return used
+            for i in n.input:
+                if i:
+                    uses[i] = uses.get(i, 0) + 1
+        for vi in g.output:
+            uses[vi.name] = uses.get(vi.name, 0) + 1
+    return uses
+
+
+def _has_subgraph(node: onnx.NodeProto) -> bool:
+    return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
 
 
 def _prune(model: onnx.ModelProto, candidates: set[str]) -> list[str]:
-    """Remove nodes (and initializers) among ``candidates``' producers that nothing reads any more."""
+    """Remove nodes (and initializers) among ``candidates``' producers that nothing reads any more.
+
+    One backwards sweep per graph with use counts, so a dead chain goes in one pass however long it is
+    (a rescan per removed node would be quadratic on big models); repeated only when a removal in a
+    subgraph frees a value of an enclosing graph.
+    """
     removed: list[str] = []
+    uses = _use_counts(model)
     changed = True
     while changed:
         changed = False
-        used = _used_names(model)
         for g in iter_graphs(model.graph):
-            keep = []
-            dropped = False
-            for n in g.node:
+            drop: set[int] = set()
+            for k in range(len(g.node) - 1, -1, -1):
+                n = g.node[k]
                 outs = [o for o in n.output if o]
-                if outs and any(o in candidates for o in outs) and not any(o in used for o in outs):
-                    removed.append(_node_label(n))
-                    candidates.update(i for i in n.input if i)
-                    dropped = True
+                if not outs or _has_subgraph(n) or not any(o in candidates for o in outs) or any(uses.get(o, 0) for o in outs):
                     continue
-                keep.append(n)
-            if dropped:
-                kept = [copy.deepcopy(n) for n in keep]
-                del g.node[:]
-                g.node.extend(kept)
+                drop.add(k)
+                for i in n.input:
+                    if i:
+                        uses[i] -= 1
+                        candidates.add(i)
+            if drop:
+                removed.extend(_node_label(g.node[k]) for k in sorted(drop))  # in graph order, for the edit's text
+                for k in sorted(drop, reverse=True):
+                    del g.node[k]
                 changed = True
-            inputs = {vi.name for vi in g.input}
-            inits = [t for t in g.initializer if not (t.name in candidates and t.name not in used and t.name not in inputs)]
-            if len(inits) != len(g.initializer):
-                kept_t = [copy.deepcopy(t) for t in inits]
-                del g.initializer[:]
-                g.initializer.extend(kept_t)
-        if changed:
-            produced = {o for g in iter_graphs(model.graph) for n in g.node for o in n.output}
-            for g in iter_graphs(model.graph):
-                vis = [copy.deepcopy(vi) for vi in g.value_info if vi.name in produced]
-                if len(vis) != len(g.value_info):
-                    del g.value_info[:]
-                    g.value_info.extend(vis)
+    produced = {o for g in iter_graphs(model.graph) for n in g.node for o in n.output}
+    for g in iter_graphs(model.graph):
+        inputs = {vi.name for vi in g.input}
+        for k in range(len(g.initializer) - 1, -1, -1):
+            t = g.initializer[k]
+            if t.name in candidates and not uses.get(t.name, 0) and t.name not in inputs:
+                del g.initializer[k]
+        if removed:
+            for k in range(len(g.value_info) - 1, -1, -1):
+                if g.value_info[k].name not in produced:
+                    del g.value_info[k]
     return removed
 
 
@@ -477,11 +496,9 @@ def _stem(text: str) -> str:
     return s or "rec"
 
 
-def _exposed_finals(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None) -> set[int]:
-    """``id`` of every recurrent ONNX node whose final state some state pair already writes back."""
-    from .lower import Policy, lower
-
-    program = lower(read_model(model, label="<fix>"), pairs, Policy())
+def _exposed_finals(program: Program) -> set[int]:
+    """``id`` of every recurrent ONNX node whose final state some state pair of ``program`` already writes back
+    (``program`` is lowered from the very model being edited, so its ONNX nodes are that model's)."""
     ids: set[int] = set()
     for p in program.state_pairs:
         for sm in p.slices:
@@ -493,12 +510,12 @@ def _exposed_finals(model: onnx.ModelProto, pairs: Mapping[str, str | None] | No
     return ids
 
 
-def _plan_states(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, skipped: list[Edit], defaults: bool = False) -> list[StatePlan]:
+def _plan_states(model: onnx.ModelProto, program: Program, skipped: list[Edit], defaults: bool = False) -> list[StatePlan]:
     from .recurrence import kind_for_op
 
     refs = _graph_refs(model)
     types = _value_types(model)
-    taken = _exposed_finals(model, pairs)
+    taken = _exposed_finals(program)
     fallback_batch = _fallback_batch(model)
     found: list[tuple[onnx.NodeProto, _GraphRef, list[StatePlan]]] = []
     for ref in refs:
@@ -622,8 +639,9 @@ def _same_shape(a: list[StatePlan], b: list[StatePlan]) -> bool:
 def _expose(model: onnx.ModelProto, result: FixResult, *, packed: bool, defaults: bool, pairs: Mapping[str, str | None] | None, label: str) -> None:
     from .lower import Policy, lower
 
-    before_pairs = {p.input: p.output for p in lower(read_model(model, label=label), pairs, Policy()).state_pairs}
-    plans = _plan_states(model, pairs, result.skipped, defaults)
+    program = lower(read_model(model, label=label), pairs, Policy())
+    before_pairs = {p.input: p.output for p in program.state_pairs}
+    plans = _plan_states(model, program, result.skipped, defaults)
     if not plans:
         return
     if not defaults:
@@ -704,9 +722,9 @@ def _expose(model: onnx.ModelProto, result: FixResult, *, packed: bool, defaults
                     f"exposed the {plan.role} state of {plan.what}",
                 )
             )
-    nodes = [copy.deepcopy(n) for n in model.graph.node]
-    del model.graph.node[:]
-    model.graph.node.extend(front + nodes + back)
+    for k, node in enumerate(front):  # they read only graph inputs and initializers: first in the graph
+        model.graph.node.insert(k, node)
+    model.graph.node.extend(back)
     removed = _prune(model, old_inits)
     if removed:
         result.edits.append(Edit(EXPOSE, "former initial states", ", ".join(removed), "removed (nothing reads them)", True, "dropped the constant initial states"))
@@ -823,7 +841,8 @@ def _lift_final(model: onnx.ModelProto, plan: StatePlan, passthrough: str, names
 
 
 def _record_pairs(model: onnx.ModelProto, pairs: dict[str, str | None], label: str) -> None:
-    """Write the complete pairing into ``rnnir.pairs`` / ``rnnir.slots`` (and rnnir.program, when present)."""
+    """Write the complete pairing into ``rnnir.pairs`` / ``rnnir.slots`` / ``rnnir.fingerprint`` as rnnir.export does
+    (and the new slots' stores into ``rnnir.program``, when the model has one)."""
     from .export import _slot_meta
     from .lower import Policy, lower
 
@@ -841,12 +860,15 @@ def _record_pairs(model: onnx.ModelProto, pairs: dict[str, str | None], label: s
                 if o is None or f"slot:{i}" in known:
                     continue
                 for sid, dest, result in ((f"fix_st_{i}", f"slot:{i}", "token"), (f"fix_out_{o}", f"out:{o}", "value")):
+                    if dest in known:  # an output the model already returned keeps its own store
+                        continue
                     spec.setdefault("stores", []).append({"id": sid, "reads": f"value:{o}", "dest": dest, "result": result})
                     waits.append(sid)
             _set_meta(model, META_PROGRAM, json.dumps(spec, sort_keys=True))
     _set_meta(model, META_PAIRS, json.dumps(pairs, sort_keys=True))
     program = lower(read_model(model, label=label), pairs, Policy())
     _set_meta(model, _META_SLOTS, json.dumps(_slot_meta(program, pairs), sort_keys=True))
+    _set_meta(model, _META_FINGERPRINT, graph_fingerprint(model))  # refreshed by fix() after any later edit
 
 
 # -- repairing findings ------------------------------------------------------------------------

@@ -10,6 +10,7 @@ correct builders with the broken sample's seed.
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
@@ -639,3 +640,46 @@ def test_names_that_are_taken_are_not_reused() -> None:
     assert names == ["x", "h0", "rnn_LSTM_h0", "c0"]
     pairs = {p.input: p.output for p in rnnir.load(_strip_meta(result.model)).state_pairs}
     assert pairs == {"rnn_LSTM_h0": "rnn_LSTM_hn", "c0": "cn"}
+
+
+def test_expose_edit_text_of_a_torchscript_export() -> None:
+    result = fix(str(TORCH / "gru_encoder_stateless.ts.onnx"), expose_state=True)
+    assert [str(e) for e in result.edits] == [
+        "EXPOSE [safe] exposed the h state of GRU '/rnn/GRU': GRU '/rnn/GRU' initial_h / Y_h: initial state zeros "
+        "(ConstantOfShape '/rnn/ConstantOfShape'), final state not returned -> graph input 'h0' float32[1,B,16] "
+        "(required: feed zeros on the first call; StatefulSession does), graph output 'hn'",
+        "EXPOSE [safe] dropped the constant initial states: former initial states: /rnn/Shape, /rnn/Constant, "
+        "/rnn/Gather, /rnn/Constant_1, Constant_9, /rnn/Unsqueeze, /rnn/Constant_2, /rnn/Concat, /rnn/ConstantOfShape "
+        "-> removed (nothing reads them)",
+    ]
+    kept = {n.op_type for n in result.model.graph.node}
+    assert "ConstantOfShape" not in kept and "Shape" not in kept
+
+
+def test_exposed_model_metadata_matches_export_conventions() -> None:
+    from rnnir.lower.source import graph_fingerprint
+
+    result = fix(str(SAMPLES / "sd010_gru_no_initial_state.onnx"), expose_state=True)
+    meta = {p.key: p.value for p in result.model.metadata_props}
+    assert meta["rnnir.fingerprint"] == graph_fingerprint(result.model)
+    assert meta["rnnir.pairs"] == '{"h0": "hn"}'
+    assert '"init": "zeros"' in meta["rnnir.slots"]
+
+
+def test_store_structure_metadata_gets_the_new_slot() -> None:
+    """A model whose stores are described in rnnir.program: the exposed slot gets its store there too."""
+    m = onnx.load(str(SAMPLES / "sd010_gru_no_initial_state.onnx"))
+    program = {
+        "stores": [
+            {"id": "out_y", "reads": "value:y", "dest": "out:y", "result": "value"},
+            {"id": "out_hn", "reads": "value:hn", "dest": "out:hn", "result": "value"},
+        ],
+        "return": {"layer": "runtime", "waits": ["out_y", "out_hn"]},
+    }
+    m.metadata_props.add(key="rnnir.program", value=json.dumps(program))
+    result = fix(m, expose_state=True)
+    assert _errors(result.model) == []  # without the slot's store the new pair would be SD001
+    spec = json.loads({p.key: p.value for p in result.model.metadata_props}["rnnir.program"])
+    assert {"id": "fix_st_h0", "reads": "value:hn", "dest": "slot:h0", "result": "token"} in spec["stores"]
+    assert "fix_st_h0" in spec["return"]["waits"]
+    assert [st["dest"] for st in spec["stores"]].count("out:hn") == 1  # the returned hn keeps its one store
