@@ -683,3 +683,24 @@ def test_store_structure_metadata_gets_the_new_slot() -> None:
     assert {"id": "fix_st_h0", "reads": "value:hn", "dest": "slot:h0", "result": "token"} in spec["stores"]
     assert "fix_st_h0" in spec["return"]["waits"]
     assert [st["dest"] for st in spec["stores"]].count("out:hn") == 1  # the returned hn keeps its one store
+
+
+@pytest.mark.realmodel
+def test_real_silero_hc_swap_mutant_repaired(silero_dir: Path) -> None:
+    path = silero_dir / "silero_vad_openvino_16k.onnx"
+    mutant = onnx.load(str(path))
+    concat = next(n for n in mutant.graph.node if "stateN" in n.output)
+    concat.input[0], concat.input[1] = concat.input[1], concat.input[0]  # stateN = Concat(c, h)
+    assert _errors(mutant) == ["SD002"]
+    result = fix(mutant)
+    assert [e.code for e in result.edits] == ["SD002"] and _errors(result.model) == []
+    rng = np.random.default_rng(15)
+    fixed, original, broken = StatefulSession(result.model), StatefulSession(str(path)), StatefulSession(mutant)
+    diverged = 0.0
+    for _ in range(5):
+        frame = {"input": (0.1 * rng.standard_normal((1, 576))).astype(np.float32)}
+        a, b, c = fixed.run(frame), original.run(frame), broken.run(frame)
+        np.testing.assert_allclose(a["output"], b["output"], atol=1e-6)
+        np.testing.assert_allclose(a["stateN"], b["stateN"], atol=1e-6)
+        diverged = max(diverged, float(np.abs(c["output"] - b["output"]).max()))
+    assert diverged > 1e-5  # the swap was a real bug on this stream
