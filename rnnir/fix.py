@@ -206,6 +206,7 @@ def fix(
         raise FixError(f"no automatic fix for {', '.join(unknown)}; fixable codes: {', '.join(FIXES)}")
     if expose_state:
         _expose(work, result, packed=packed, defaults=state_defaults, pairs=pairs, label=src.label)
+        chosen = [c for c in chosen if c != "SD010"]  # just done, with the caller's options; what is left says why
     if chosen:
         _repair(work, result, chosen, unsafe, pairs, src.label)
     if result.edits:
@@ -1082,18 +1083,20 @@ def _plan_sd002(program: Program, d: Diagnostic) -> _Plan | Edit:
             plans.append((concat, order))
     if not plans:
         return _no_fix(d, "the wrong slice is not assembled by a Concat whose operands can be reordered")
-    edits = []
+    rewrites: list[tuple[onnx.NodeProto, list[str], list[str]]] = []  # (Concat, inputs before, inputs after)
     for concat, order in plans:
+        if concat.onnx_node is None:
+            return _no_fix(d, f"Concat {concat.describe()!r} has no ONNX node to edit")
         names = list(concat.onnx_node.input)
-        edits.append((concat.onnx_node, names, [names[k] for k in order]))
+        rewrites.append((concat.onnx_node, names, [names[k] for k in order]))
 
     def apply() -> None:
-        for node, _, new in edits:
+        for node, _, new in rewrites:
             del node.input[:]
             node.input.extend(new)
 
-    first_node, first_before, first_after = edits[0]
-    more = f" (and {len(edits) - 1} more Concat)" if len(edits) > 1 else ""
+    first_node, first_before, first_after = rewrites[0]
+    more = f" (and {len(rewrites) - 1} more Concat)" if len(rewrites) > 1 else ""
     edit = Edit(
         "SD002",
         f"Concat {_node_label(first_node)!r}{more}",
@@ -1143,21 +1146,22 @@ def _plan_final_state(model: onnx.ModelProto, program: Program, d: Diagnostic) -
     if not any(o.name == out_name for o in graph.output) or not any(out_name in n.output for n in graph.node):
         return _no_fix(d, f"output {out_name!r} is not computed by a node of the main graph")
     names = _Names(model)
-    port_index = {"Y_h": 1, "Y_c": 2}
-    sources = []
+    sources: list[tuple[onnx.NodeProto, int, str]] = []  # (op, output index, port) per slice
     for rec, port in finals:
-        node = rec.onnx_node
-        sources.append((node, port_index[port]))
+        index = rec.spec.output_index(port)
+        if rec.onnx_node is None or index is None:
+            return _no_fix(d, f"{rec.describe()!r} is not one ONNX node with a {port} output")
+        sources.append((rec.onnx_node, index, port))
     before = _producer_text(graph, out_name)
-    after = " , ".join(f"{_node_label(n)}.{'Y_h' if i == 1 else 'Y_c'}" for n, i in sources)
+    after = ", ".join(f"{_node_label(n)}.{port}" for n, _, port in sources)
 
     def apply() -> None:
         srcs = []
-        for node, i in sources:
+        for node, i, port in sources:
             while len(node.output) <= i:
                 node.output.append("")
             if not node.output[i]:
-                node.output[i] = names.fresh(f"{_stem(_node_label(node))}_{'Y_h' if i == 1 else 'Y_c'}")
+                node.output[i] = names.fresh(f"{_stem(_node_label(node))}_{port}")
             srcs.append(node.output[i])
         old = names.fresh(f"{out_name}_replaced")
         for g in iter_graphs(graph):
@@ -1170,11 +1174,8 @@ def _plan_final_state(model: onnx.ModelProto, program: Program, d: Diagnostic) -
                         n.input[k] = old
         if len(srcs) == 1:
             graph.node.append(helper.make_node("Identity", srcs, [out_name], name=names.fresh(f"fix_{out_name}")))
-        else:
-            parts = []
-            for s in srcs:  # each final state is [1, batch, hidden]: the slices stack on axis 0
-                parts.append(s)
-            graph.node.append(helper.make_node("Concat", parts, [out_name], name=names.fresh(f"fix_{out_name}"), axis=0))
+        else:  # one forward op's final state per slice, each [1, batch, hidden]: they stack on axis 0
+            graph.node.append(helper.make_node("Concat", srcs, [out_name], name=names.fresh(f"fix_{out_name}"), axis=0))
         _prune(model, {old})
 
     edit = Edit(
