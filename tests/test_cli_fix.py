@@ -187,3 +187,13 @@ def test_fix_takes_declared_pairs(tmp_path: Path, capsys) -> None:
     assert main(["fix", str(src), "--diff", "--no-config", "--pair", "memory="]) == 0  # SD001 only: no automatic fix
     assert main(["fix", str(src), "--diff", "--no-config", "--pair", "memory=memory_updated"]) == 1
     assert "Concat<axis=0>(Y_h, Y_c)" in capsys.readouterr().out
+
+
+def test_lint_fix_exposes_state_only_with_unsafe_fixes(tmp_path: Path, capsys) -> None:
+    (path,) = _copy(tmp_path, "sd010_gru_no_initial_state")
+    before = path.read_bytes()
+    assert main(["lint", str(path), "--fix", "--strict"]) == 1  # SD010, an error with --strict, is left
+    assert path.read_bytes() == before
+    assert "not fixed: SD010 [unsafe, not applied]" in capsys.readouterr().err
+    assert main(["lint", str(path), "--fix", "--unsafe-fixes", "--strict"]) == 0
+    assert [i.name for i in onnx.load(str(path)).graph.input] == ["x", "h0"]

@@ -114,6 +114,16 @@ def test_two_layer_export_packed_pairs_by_name() -> None:
     assert labels == {"state[0]": ["/rnn/GRU"], "state[1]": ["/rnn/GRU_1"]}  # layer order along axis 0
 
 
+def test_packed_edit_text() -> None:
+    result = fix(str(STATELESS / "gru2_encoder_stateless.ts.onnx"), expose_state=True, packed=True)
+    assert str(result.edits[0]) == (
+        "EXPOSE [safe] exposed packed state float32[2,B,16] (required: feed zeros on the first call; StatefulSession "
+        "does): graph input 'state' / output 'stateN': GRU '/rnn/GRU' initial_h: zeros (ConstantOfShape "
+        "'/rnn/ConstantOfShape'); GRU '/rnn/GRU_1' initial_h: zeros (ConstantOfShape '/rnn/ConstantOfShape'); final "
+        "states not returned -> state[0] = h of GRU '/rnn/GRU', state[1] = h of GRU '/rnn/GRU_1'"
+    )
+
+
 def test_two_layer_export_separate_names_per_op() -> None:
     result = fix(str(STATELESS / "gru2_encoder_stateless.ts.onnx"), expose_state=True)
     pairs = {p.input: p.output for p in rnnir.load(_strip_meta(result.model)).state_pairs}
