@@ -197,3 +197,22 @@ def test_lint_fix_exposes_state_only_with_unsafe_fixes(tmp_path: Path, capsys) -
     assert "not fixed: SD010 [unsafe, not applied]" in capsys.readouterr().err
     assert main(["lint", str(path), "--fix", "--unsafe-fixes", "--strict"]) == 0
     assert [i.name for i in onnx.load(str(path)).graph.input] == ["x", "h0"]
+
+
+def test_fix_json_documents_skipped_fixes(tmp_path: Path, capsys) -> None:
+    (path,) = _copy(tmp_path, "sd003_other_op")
+    assert main(["fix", str(path), "--diff", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["written"] is False and doc["output"] is None and doc["edits"] == []
+    assert doc["skipped"] == [
+        {
+            "code": "SD003",
+            "target": "output 'hn'",
+            "before": "GRU 'gru_b'(x_b, gru_b_W, gru_b_R, gru_b_B)",
+            "after": "gru_a.Y_h",
+            "safe": False,
+            "message": "slot 'h0': returned the final state of the op that reads it",
+            "applied": False,
+            "reason": "not certain: pass unsafe=True (--unsafe-fixes) to apply it",
+        }
+    ]
