@@ -497,18 +497,19 @@ def _stem(text: str) -> str:
     return s or "rec"
 
 
-def _exposed_finals(program: Program) -> set[int]:
-    """``id`` of every recurrent ONNX node whose final state some state pair of ``program`` already writes back
-    (``program`` is lowered from the very model being edited, so its ONNX nodes are that model's)."""
-    ids: set[int] = set()
+def _exposed_finals(program: Program) -> set[tuple[int, str]]:
+    """(``id`` of the ONNX node, exit port) of every final state some state pair of ``program`` already writes back
+    (``program`` is lowered from the very model being edited, so its ONNX nodes are that model's).  Per port: a
+    pair may carry an LSTM's h while its c starts from zeros every call."""
+    taken: set[tuple[int, str]] = set()
     for p in program.state_pairs:
         for sm in p.slices:
             for r in sm.exit:
                 node = program.node(r.node_id)
                 onnx_node = getattr(node, "onnx_node", None)
                 if onnx_node is not None:
-                    ids.add(id(onnx_node))
-    return ids
+                    taken.add((id(onnx_node), "Y_h" if r.port == "Y" else r.port))  # Y's steps are h's
+    return taken
 
 
 def _plan_states(model: onnx.ModelProto, program: Program, skipped: list[Edit], defaults: bool = False) -> list[StatePlan]:
@@ -532,9 +533,6 @@ def _plan_states(model: onnx.ModelProto, program: Program, skipped: list[Edit], 
             if direction != "forward":
                 skipped.append(_not_exposed(label, f"a {direction} recurrence runs each chunk backwards: chunked calls can never equal one call"))
                 continue
-            if id(node) in taken:
-                skipped.append(_not_exposed(label, "its final state is already written back by a state pair"))
-                continue
             hidden = int(_attr(node, "hidden_size", 0) or 0)
             layout = int(_attr(node, "layout", 0) or 0)
             x_dims = _dims(types.get(node.input[0])) if node.input else None
@@ -548,6 +546,9 @@ def _plan_states(model: onnx.ModelProto, program: Program, skipped: list[Edit], 
             for port in spec.states:
                 role, idx, out_idx = port.role, spec.input_index(port.entry), spec.output_index(port.exit)
                 if idx is None or out_idx is None:
+                    continue
+                if (id(node), port.exit) in taken:
+                    skipped.append(_not_exposed(f"{label}.{port.exit}", "this final state is already written back by a state pair"))
                     continue
                 name = node.input[idx] if idx < len(node.input) else ""
                 kind, value, before = _classify_initial(ref, name)

@@ -732,3 +732,27 @@ def test_real_silero_hc_swap_mutant_repaired(silero_dir: Path) -> None:
         np.testing.assert_allclose(a["stateN"], b["stateN"], atol=1e-6)
         diverged = max(diverged, float(np.abs(c["output"] - b["output"]).max()))
     assert diverged > 1e-5  # the swap was a real bug on this stream
+
+
+def test_lstm_with_only_h_carried_gets_its_c_exposed() -> None:
+    """h0 -> hn is paired but c starts from zeros every call: only c is exposed, and then chunks stream."""
+    m = onnx.load(str(SAMPLES / "lstm_fanout.onnx"))
+    g = m.graph
+    lstm = next(n for n in g.node if n.op_type == "LSTM")
+    lstm.input[6] = ""
+    lstm.output[2] = ""
+    ins = [i for i in g.input if i.name != "c0"]
+    del g.input[:]
+    g.input.extend(ins)
+    outs = [o for o in g.output if o.name != "cn"]
+    del g.output[:]
+    g.output.extend(outs)
+    result = fix(m, expose_state=True)
+    assert [e.target for e in result.edits] == ["LSTM 'lstm' initial_c / Y_c"]
+    assert [e.reason for e in result.skipped] == ["this final state is already written back by a state pair"]
+    assert {p.input: p.output for p in rnnir.load(result.model).state_pairs} == {"h0": "hn", "c0": "cn"}
+    x = np.random.default_rng(16).standard_normal((6, 1, 3)).astype(np.float32)
+    zeros = np.zeros((1, 1, 5), np.float32)
+    whole = _ort(SAMPLES / "lstm_fanout.onnx").run(["y"], {"x": x, "h0": zeros, "c0": zeros})[0]  # the full model, same weights
+    chunked = np.concatenate([o["y"] for o in _chunks(StatefulSession(result.model), x, 2)])
+    np.testing.assert_allclose(chunked, whole, atol=1e-6)
