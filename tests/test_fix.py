@@ -271,7 +271,10 @@ def test_branch_without_the_op_hands_the_state_back() -> None:
 def test_already_stateful_model_is_left_alone() -> None:
     result = fix(str(SAMPLES / "lstm_fanout.onnx"), expose_state=True)
     assert result.edits == []
-    assert [e.reason for e in result.skipped] == ["its final state is already written back by a state pair"]
+    assert [(e.target, e.reason) for e in result.skipped] == [
+        ("lstm.Y_h", "this final state is already written back by a state pair"),
+        ("lstm.Y_c", "this final state is already written back by a state pair"),
+    ]
 
 
 def test_nonzero_constant_initial_state_needs_state_defaults() -> None:
