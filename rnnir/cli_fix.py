@@ -126,12 +126,13 @@ def cmd_fix(args: argparse.Namespace) -> int:
         raise FixUsageError(str(exc)) from None
     original = read_model(str(src)).model
     dest = src if args.in_place else Path(args.output) if args.output else None
+    write = dest is not None and (result.changed or dest != src)  # -o always produces OUT; --in-place only when changed
     if args.format == "json":
         doc = {
             "version": 1,
             "model": str(src),
             "output": None if dest is None else str(dest),
-            "written": bool(dest is not None and result.changed),
+            "written": write,
             "edits": [e.to_json() for e in result.edits],
             "skipped": [e.to_json() for e in result.skipped],
         }
@@ -141,7 +142,7 @@ def cmd_fix(args: argparse.Namespace) -> int:
         text += "".join(f"# {e}\n" for e in result.skipped)
     else:
         text = "".join(f"{src}: {e}\n" for e in [*result.edits, *result.skipped])
-    if dest is not None and (result.changed or dest != src):
+    if write and dest is not None:
         if dest == src and _has_external_data(src):
             raise FixUsageError(f"{src}: keeps its weights in external data; write the edited model elsewhere with -o OUT")
         write_model(result.model, dest, external=_has_external_data(src), keep_mode_of=src)
