@@ -759,3 +759,56 @@ def test_lstm_with_only_h_carried_gets_its_c_exposed() -> None:
     whole = _ort(SAMPLES / "lstm_fanout.onnx").run(["y"], {"x": x, "h0": zeros, "c0": zeros})[0]  # the full model, same weights
     chunked = np.concatenate([o["y"] for o in _chunks(StatefulSession(result.model), x, 2)])
     np.testing.assert_allclose(chunked, whole, atol=1e-6)
+
+
+def _nested_if_gru() -> onnx.ModelProto:
+    """A GRU two If levels down (outer then -> inner then), starting from zeros; the other branches have no GRU."""
+    from onnx import TensorProto as TP
+
+    rng = np.random.default_rng(3)
+    H, I = 3, 2
+    W = numpy_helper.from_array((rng.standard_normal((1, 3 * H, I)) * 0.5).astype(np.float32), "W")
+    R = numpy_helper.from_array((rng.standard_normal((1, 3 * H, H)) * 0.5).astype(np.float32), "R")
+    ax = numpy_helper.from_array(np.array([1], np.int64), "ax1")
+    inner_then = helper.make_graph(
+        [helper.make_node("GRU", ["x", "W", "R"], ["Y", ""], name="gru", hidden_size=H),
+         helper.make_node("Squeeze", ["Y", "ax1"], ["it_y"], name="sq")],
+        "inner_then", [], [helper.make_tensor_value_info("it_y", TP.FLOAT, ["T", 1, H])])
+    inner_else = helper.make_graph(
+        [helper.make_node("Concat", ["x", "x", "x"], ["ie_c"], name="ie_cat", axis=2),
+         helper.make_node("Slice", ["ie_c", "s0", "s3", "ax2"], ["ie_y"], name="ie_slice")],
+        "inner_else", [], [helper.make_tensor_value_info("ie_y", TP.FLOAT, ["T", 1, H])])
+    outer_then = helper.make_graph(
+        [helper.make_node("If", ["b"], ["ot_y"], name="inner_if", then_branch=inner_then, else_branch=inner_else)],
+        "outer_then", [], [helper.make_tensor_value_info("ot_y", TP.FLOAT, ["T", 1, H])])
+    outer_else = helper.make_graph(
+        [helper.make_node("Concat", ["x", "x", "x"], ["oe_c"], name="oe_cat", axis=2),
+         helper.make_node("Slice", ["oe_c", "s0", "s3", "ax2"], ["oe_y"], name="oe_slice")],
+        "outer_else", [], [helper.make_tensor_value_info("oe_y", TP.FLOAT, ["T", 1, H])])
+    inits = [W, R, ax] + [numpy_helper.from_array(np.array([v], np.int64), n) for n, v in (("s0", 0), ("s3", 3), ("ax2", 2))]
+    g = helper.make_graph(
+        [helper.make_node("If", ["a"], ["y"], name="outer_if", then_branch=outer_then, else_branch=outer_else)],
+        "nested", [helper.make_tensor_value_info("x", TP.FLOAT, ["T", 1, I]), helper.make_tensor_value_info("a", TP.BOOL, []),
+                   helper.make_tensor_value_info("b", TP.BOOL, [])],
+        [helper.make_tensor_value_info("y", TP.FLOAT, ["T", 1, H])], initializer=inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def test_nested_if_state_threads_out_through_every_level() -> None:
+    m = _nested_if_gru()
+    result = fix(m, expose_state=True)
+    onnx.checker.check_model(result.model, full_check=True)
+    assert _errors(result.model) == []
+    x = np.random.default_rng(17).standard_normal((6, 1, 2)).astype(np.float32)
+    yes, no = np.array(True), np.array(False)
+    whole = _ort(m).run(["y"], {"x": x, "a": yes, "b": yes})[0]
+    s = StatefulSession(result.model)
+    chunked = np.concatenate([s.run({"x": x[k : k + 2], "a": yes, "b": yes})["y"] for k in (0, 2, 4)])
+    np.testing.assert_allclose(chunked, whole, atol=1e-6)
+    s = StatefulSession(result.model)
+    first = s.run({"x": x[:2], "a": yes, "b": yes})["hn"]
+    for a, b in ((no, yes), (yes, no)):  # a branch without the GRU, at either level, hands the state back
+        np.testing.assert_array_equal(s.run({"x": x[2:4], "a": a, "b": b})["hn"], first)
