@@ -104,9 +104,12 @@ class Edit:
     message: str
     applied: bool = True
     reason: str = ""  # why a fix was not applied
+    fixable: bool = True  # False: rnnir found no certain edit at all (``reason`` says why), not just an unsafe one
 
     def __str__(self) -> str:
         kind = "safe" if self.safe else "unsafe"
+        if not self.fixable:
+            return f"{self.code} [no fix] {self.message}: {self.reason}"
         if not self.applied:
             return f"{self.code} [{kind}, not applied] {self.message}: {self.reason}"
         return f"{self.code} [{kind}] {self.message}: {self.target}: {self.before} -> {self.after}"
@@ -120,6 +123,7 @@ class Edit:
             "safe": self.safe,
             "message": self.message,
             "applied": self.applied,
+            "fixable": self.fixable,
             **({"reason": self.reason} if self.reason else {}),
         }
 
@@ -160,6 +164,19 @@ FIXES: dict[str, FixInfo] = {
         "returns the final state (Y_h / Y_c) of the op that reads the slot instead of the value written back; safe when "
         "the written value is a step of that same op's Y, unsafe when it comes from another op or is a constant "
         "(the other repair, feeding the slot to that op, may have been meant)",
+    ),
+    "SD001": FixInfo(
+        "SD001",
+        "safe",
+        "when a state input is read by forward ops and no output returns their final state: adds that output, named "
+        "so it pairs with the input (h0 -> hn), through If branches like --expose-state; a state handed straight "
+        "back has no automatic fix",
+    ),
+    "SD007": FixInfo(
+        "SD007",
+        "unsafe",
+        "feeds the state input to the initial-state port of the op whose final state it gets, instead of the "
+        "constant; unsafe because starting from the constant may be a deliberate reset",
     ),
     "SD008": FixInfo("SD008", "safe", "returns Y_h (the final state of every batch entry) instead of Y at the last time step"),
     "SD010": FixInfo(
@@ -587,7 +604,7 @@ def _fallback_batch(model: onnx.ModelProto) -> int | str:
 
 
 def _not_exposed(what: str, reason: str) -> Edit:
-    return Edit(EXPOSE, what, "", "", True, f"state of {what} not exposed", applied=False, reason=reason)
+    return Edit(EXPOSE, what, "", "", True, f"state of {what} not exposed", applied=False, reason=reason, fixable=False)
 
 
 def _default(shape: list[int | str | None], value: np.ndarray | None) -> np.ndarray | None:
@@ -927,7 +944,7 @@ def _repair(model: onnx.ModelProto, result: FixResult, codes: Sequence[str], uns
                 plan.edit = Edit(**{**plan.edit.__dict__, "reason": f"the edited model cannot be analysed: {exc}"})
             if not cleared:
                 model.CopyFrom(backup)
-                refused[key] = Edit(**{**plan.edit.__dict__, "applied": False, "reason": plan.edit.reason or "the edit did not clear the finding; rolled back"})
+                refused[key] = Edit(**{**plan.edit.__dict__, "applied": False, "fixable": False, "reason": plan.edit.reason or "the edit did not clear the finding; rolled back"})
                 continue
             result.edits.append(plan.edit)
             result.edits.extend(detail)
@@ -949,6 +966,10 @@ def _plan_for(model: onnx.ModelProto, program: Program, d: Diagnostic, pairs: Ma
             return _plan_final_state(model, program, d)
         if code == "AL001":
             return _plan_al001(model, d)
+        if code == "SD001":
+            return _plan_sd001(model, program, d, label)
+        if code == "SD007":
+            return _plan_sd007(model, program, d)
     except (KeyError, IndexError, ValueError) as exc:
         return _no_fix(d, f"rnnir could not plan the edit ({type(exc).__name__}: {exc})")
     return _no_fix(d, "no automatic fix for this rule")
@@ -958,7 +979,7 @@ def _no_fix(d: Diagnostic, reason: str) -> Edit:
     code, slot = d.code, d.slot
     info = FIXES.get(code)
     what = f"slot {slot!r}" if slot is not None else d.message.split(":")[0]
-    return Edit(code, what, "", "", info is not None and info.safe == "safe", f"{code} on {what}", applied=False, reason=reason)
+    return Edit(code, what, "", "", info is not None and info.safe == "safe", f"{code} on {what}", applied=False, reason=reason, fixable=False)
 
 
 # SD010: expose the state --------------------------------------------------------------------------
@@ -985,6 +1006,120 @@ def _plan_sd010(model: onnx.ModelProto, d: Diagnostic, pairs: Mapping[str, str |
         "state input/output pairs (see the EXPOSE edits)",
         False,
         d.message.split(":")[0],
+    )
+    return _Plan(edit, apply)
+
+
+# SD001 (no output) / SD007: connect the slot and its op ----------------------------------------
+
+
+def _graph_of(model: onnx.ModelProto, node: onnx.NodeProto) -> _GraphRef | None:
+    for ref in _graph_refs(model):
+        if any(n is node for n in ref.graph.node):
+            return ref
+    return None
+
+
+def _plan_sd001(model: onnx.ModelProto, program: Program, d: Diagnostic, label: str) -> _Plan | Edit:
+    """A state input read by forward ops whose final state no output returns: return it, paired by name."""
+    from .lower.pairing import _name_candidates
+
+    if d.slot is None:
+        return _no_fix(d, "the finding names no slot")
+    pair = program.pair(d.slot)
+    if pair.output is not None:
+        return _no_fix(d, f"the slot is paired with {pair.output!r}, which hands back something else: which final state is meant is not certain")
+    if len(pair.slices) != 1 or pair.slices[0].index != ():
+        return _no_fix(d, "the slot is read in slices (packed state): rnnir does not assemble a new packed output")
+    entries = [e for e in pair.slices[0].entry if e.note != "derived"]
+    alternatives: list[_Alternative] = []
+    roles: set[str] = set()
+    op_kind = ""
+    for e in entries:
+        rec = program.node(e.node_id)
+        if not isinstance(rec, Recurrent) or rec.onnx_node is None or rec.direction != "forward":
+            return _no_fix(d, f"{e.label} is not a forward recurrent op rnnir can edit")
+        exit_port = rec.spec.exit_of(e.port)
+        out_index = rec.spec.output_index(exit_port) if exit_port else None
+        ref = _graph_of(model, rec.onnx_node)
+        if out_index is None or ref is None or any(not b.startswith(("then_branch", "else_branch")) for _, b in ref.owners):
+            return _no_fix(d, f"the final state of {e.label} cannot be threaded out")
+        node = rec.onnx_node
+        final = node.output[out_index] if out_index < len(node.output) else ""
+        alternatives.append(_Alternative(ref, [], final, node, out_index, f"slot {pair.input!r}"))
+        roles.add(next(st.role for st in rec.spec.states if st.entry == e.port))
+        op_kind = rec.kind
+    if not alternatives or len(roles) != 1:
+        return _no_fix(d, "the slot is not read as one state of recurrent ops")
+    if len(alternatives) > 1:
+        chains = [a.graph.owners for a in alternatives]
+        last = {id(c[-1][0]) if c else None for c in chains}
+        if len(alternatives) != 2 or None in last or len(last) != 1 or {c[-1][1] for c in chains} != {"then_branch", "else_branch"}:
+            return _no_fix(d, "several ops read the slot in the same call: whose final state to return is not certain")
+    names = _Names(model)
+    out_name = next((c for c in _name_candidates(pair.input) if names.free(c)), None)
+    if out_name is None:
+        return _no_fix(d, f"no free output name pairs with {pair.input!r}")
+    slot_vi = next((vi for vi in model.graph.input if vi.name == pair.input), None)
+    if slot_vi is None:
+        return _no_fix(d, f"{pair.input!r} is not a graph input")
+    dtype = slot_vi.type.tensor_type.elem_type or onnx.TensorProto.FLOAT
+    shape = _dims(slot_vi.type) or []
+    plan = StatePlan(roles.pop(), op_kind, _node_label(alternatives[0].final_node), dtype, shape, alternatives, None)
+    existing = {p.input: p.output for p in program.state_pairs}
+
+    def apply() -> None:
+        final = _lift_final(model, plan, pair.input, names)
+        model.graph.node.append(helper.make_node("Identity", [final], [out_name], name=names.fresh(f"fix_{out_name}")))
+        model.graph.output.append(helper.make_tensor_value_info(out_name, dtype, shape))
+        _record_pairs(model, {**existing, pair.input: out_name}, label)
+
+    edit = Edit(
+        "SD001",
+        f"state input {pair.input!r}",
+        f"read by {plan.what}, final state not returned",
+        f"graph output {out_name!r} = {'Y_h' if plan.role == 'h' else 'Y_c'}, paired with {pair.input!r}",
+        True,
+        f"slot {pair.input!r}: returned the final state of the op that reads it",
+    )
+    return _Plan(edit, apply)
+
+
+def _plan_sd007(model: onnx.ModelProto, program: Program, d: Diagnostic) -> _Plan | Edit:
+    """The op whose final state a slot gets starts from a constant: feed it the slot instead (unsafe: a reset?)."""
+    if d.slot is None:
+        return _no_fix(d, "the finding names no slot")
+    pair = program.pair(d.slot)
+    if len(pair.slices) != 1 or pair.slices[0].index != () or pair.slices[0].entry:
+        return _no_fix(d, "the slot is read in slices, or read at all: which port it should feed is not certain")
+    exits = {(r.node_id, r.port) for r in pair.slices[0].exit if r.note != "derived"}
+    if len(exits) != 1:
+        return _no_fix(d, "the value written back comes from several ports")
+    node_id, port = next(iter(exits))
+    rec = program.node(node_id)
+    if not isinstance(rec, Recurrent) or rec.onnx_node is None or rec.num_directions != 1:
+        return _no_fix(d, "the op is not a one-direction recurrent op rnnir can edit")
+    entry = rec.spec.entry_of(port)
+    index = rec.spec.input_index(entry) if entry else None
+    if index is None:
+        return _no_fix(d, f"{port} has no initial-state port")
+    node = rec.onnx_node
+    old = node.input[index] if index < len(node.input) else ""
+
+    def apply() -> None:
+        while len(node.input) <= index:
+            node.input.append("")
+        node.input[index] = pair.input
+        if old:
+            _prune(model, {old})
+
+    edit = Edit(
+        "SD007",
+        f"{rec.kind} {_node_label(node)!r}.{entry}",
+        repr(old) if old else "absent (zeros)",
+        repr(pair.input),
+        False,
+        f"slot {pair.input!r}: fed the state input to the op whose final state it gets",
     )
     return _Plan(edit, apply)
 

@@ -213,6 +213,7 @@ def test_fix_json_documents_skipped_fixes(tmp_path: Path, capsys) -> None:
             "safe": False,
             "message": "slot 'h0': returned the final state of the op that reads it",
             "applied": False,
+            "fixable": True,
             "reason": "not certain: pass unsafe=True (--unsafe-fixes) to apply it",
         }
     ]

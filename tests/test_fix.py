@@ -483,7 +483,7 @@ def test_other_op_fix_is_unsafe() -> None:
     assert _errors(forced.model) == []
 
 
-@pytest.mark.parametrize("name", ["sd001_no_state_output", "sd004_double_store", "sd005_fp16_state", "sd007_zero_init", "al002_output_alias"])
+@pytest.mark.parametrize("name", ["sd001_state_passthrough", "sd004_double_store", "sd005_fp16_state", "sd007_zero_init", "al002_output_alias"])
 def test_rules_without_a_fix_are_left_alone(name: str) -> None:
     path = str(SAMPLES / f"{name}.onnx")
     result = fix(path)
@@ -605,7 +605,8 @@ def test_diff_shows_the_changed_node_only() -> None:
 
 def test_fix_catalogue_matches_the_rules() -> None:
     assert set(FIXES) <= set(passes.RULES)
-    assert {c for c, f in FIXES.items() if f.safe == "safe"} == {"SD002", "SD008", "AL001"}
+    assert {c for c, f in FIXES.items() if f.safe == "safe"} == {"SD001", "SD002", "SD008", "AL001"}
+    assert FIXES["SD007"].safe == "unsafe"  # the constant may be a deliberate reset
     assert FIXES["SD010"].safe == "unsafe"  # a new required input changes the interface
     assert isinstance(Edit("X", "t", "a", "b", True, "m"), Edit)
 
@@ -812,3 +813,51 @@ def test_nested_if_state_threads_out_through_every_level() -> None:
     first = s.run({"x": x[:2], "a": yes, "b": yes})["hn"]
     for a, b in ((no, yes), (yes, no)):  # a branch without the GRU, at either level, hands the state back
         np.testing.assert_array_equal(s.run({"x": x[2:4], "a": a, "b": b})["hn"], first)
+
+
+def test_sd001_missing_state_output_added() -> None:
+    path = SAMPLES / "sd001_no_state_output.onnx"
+    result = fix(str(path))
+    assert [str(e) for e in result.edits] == [
+        "SD001 [safe] slot 'h0': returned the final state of the op that reads it: state input 'h0': read by GRU 'gru', "
+        "final state not returned -> graph output 'hn' = Y_h, paired with 'h0'"
+    ]
+    assert _errors(result.model) == []
+    assert {p.input: p.output for p in rnnir.load(_strip_meta(result.model)).state_pairs} == {"h0": "hn"}
+    correct = onnx.load(str(path))  # by hand: the GRU's Y_h returned as hn
+    gru = next(n for n in correct.graph.node if n.op_type == "GRU")
+    gru.output.append("hn")
+    correct.graph.output.append(helper.make_tensor_value_info("hn", onnx.TensorProto.FLOAT, [1, 1, 4]))
+    x = _x_for(str(path), T=6)
+    fixed, right = _chunks(StatefulSession(result.model), x, 2), _chunks(StatefulSession(correct), x, 2)
+    first = _ort(path).run(["y"], {"x": x[:2], "h0": np.zeros((1, 1, 4), np.float32)})[0]
+    np.testing.assert_array_equal(fixed[0]["y"], first)
+    for a, b in zip(fixed, right):
+        for k in b:
+            np.testing.assert_allclose(a[k], b[k], atol=1e-6)
+
+
+def test_sd007_feeding_the_state_input_is_unsafe_and_works() -> None:
+    path = SAMPLES / "sd007_zero_init.onnx"
+    assert fix(str(path)).edits == []
+    result = fix(str(path), unsafe=True)
+    assert [str(e) for e in result.edits] == [
+        "SD007 [unsafe] slot 'h0': fed the state input to the op whose final state it gets: GRU 'gru'.initial_h: 'h_zero' -> 'h0'"
+    ]
+    assert _errors(result.model) == []
+    assert not any(n.op_type == "ConstantOfShape" for n in result.model.graph.node)
+    correct = onnx.load(str(path))  # by hand: initial_h = h0
+    next(n for n in correct.graph.node if n.op_type == "GRU").input[5] = "h0"
+    x = _x_for(str(path), T=6)
+    for a, b in zip(_chunks(StatefulSession(result.model), x, 2), _chunks(StatefulSession(correct), x, 2)):
+        for k in b:
+            np.testing.assert_allclose(a[k], b[k], atol=1e-6)
+
+
+def test_unfixable_findings_say_so() -> None:
+    result = fix(str(SAMPLES / "sd001_state_passthrough.onnx"))
+    assert [str(e) for e in result.skipped] == [
+        "SD001 [no fix] SD001 on slot 'state': the slot is paired with 'stateN', which hands back something else: "
+        "which final state is meant is not certain"
+    ]
+    assert result.skipped[0].to_json()["fixable"] is False
