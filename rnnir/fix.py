@@ -2,7 +2,7 @@
 
     import rnnir
     result = rnnir.fix("encoder.onnx", expose_state=True)     # stateless export -> streaming model
-    result = rnnir.fix("model.onnx")                           # safe fixes for SD002 / SD003 / SD008 / AL001
+    result = rnnir.fix("model.onnx")                           # the safe fixes of every rule in FIXES
     for edit in result.edits: print(edit)                      # what changed, and whether it was certain
     onnx.save(result.model, "fixed.onnx")
 
@@ -23,19 +23,25 @@ recognises: ``h0``/``c0`` -> ``hn``/``cn`` for one recurrence,
 ``stateN`` when ``packed=True`` puts every state slice in one tensor
 (silero-style, ``[h, c, h', c', ...]`` along axis 0).
 
+A final state the model already returns (as itself or through Identity: SD010's
+case) is paired with the new input instead of being returned a second time.
+Each state port is its own decision: an LSTM whose h a pair already carries gets
+only its c exposed.
+
 Default value of a new state input: ONNX graph inputs have no default values
 except through an initializer of the same name, which onnxruntime treats as an
 input the caller may override (IR version 4 and later).  onnxruntime's
 ``run()`` accepts such an override, but its IOBinding refuses to bind a numpy
-array to it (``Failed to find NodeArg ... in the def list``, onnxruntime 1.32),
-and IOBinding is how :class:`rnnir.runtime.StatefulSession` and most streaming
-runtimes feed state.  So by default a new state input is *required*: its
-initial value (zeros: only absent or all-zero initial states are exposed) is
-recorded as the slot's ``init`` in the ``rnnir.slots`` metadata, and
-``StatefulSession`` feeds zeros on the first call by itself.  ``state_defaults=True``
-(``--state-defaults``) adds the same-name initializer as well, for callers that
-use ``run()`` and never feed the state, when the state's shape is fully static
-(an initializer cannot have a symbolic batch dim).
+array to it (``bind_input``: ``Failed to find NodeArg ... in the def list``,
+onnxruntime 1.32; an ``OrtValue`` binds), so :class:`rnnir.runtime.StatefulSession`
+runs such a model but fails when a state is fed explicitly (as
+``check_multicall``'s broken variants do).  So by default a new state input is
+*required*, with zeros recorded as the slot's ``init`` in the ``rnnir.slots``
+metadata; ``StatefulSession`` feeds zeros on the first call by itself.
+``state_defaults=True`` (``--state-defaults``) adds the same-name initializer as
+well, for callers that use ``run()`` and never feed the state, when the state's
+shape is fully static (an initializer cannot have a symbolic batch dim); it is
+also the only way a non-zero constant initial state is exposed (as the default).
 
 The wiring is planned on :class:`StatePlan` values (where the initial state is
 consumed, which values are the final state, per If alternative), so a
@@ -46,11 +52,13 @@ Repairing findings
 ------------------
 Each fixable rule has a planner that turns a diagnostic into an ONNX (or
 ``rnnir.program`` metadata) edit; see :data:`FIXES`.  A fix is *safe* when its
-result is certain (the slices of a Concat put back in the order the slot is
-read; a chained output store re-pointed at the value the slot store reads; the
-op's own final state instead of a step of its output sequence), *unsafe* when a
-choice was made for the user (which op's state to keep); unsafe fixes are only
-applied with ``unsafe=True``.  Every applied fix is checked by linting again: a
+result is certain and leaves the first call's other outputs as they were (the
+slices of a Concat put back in the order the slot is read; a chained output
+store re-pointed at the value the slot store reads; the op's own final state
+instead of a step of its output sequence; a missing state output added),
+*unsafe* when a choice was made for the user (which op's state to keep, whether
+a constant start was a reset) or the model's interface changes (a new required
+input); unsafe fixes are only applied with ``unsafe=True``.  Every applied fix is checked by linting again: a
 fix that does not clear its finding is rolled back and reported as skipped.
 """
 
