@@ -186,6 +186,7 @@ FIXES: dict[str, FixInfo] = {
         "feeds the state input to the initial-state port of the op whose final state it gets, instead of the "
         "constant; unsafe because starting from the constant may be a deliberate reset",
     ),
+    "SD004": FixInfo("SD004", "safe", "keeps one of the slot's stores when they all write the same value (rnnir.program metadata)"),
     "SD008": FixInfo("SD008", "safe", "returns Y_h (the final state of every batch entry) instead of Y at the last time step"),
     "SD010": FixInfo(
         "SD010",
@@ -199,6 +200,10 @@ FIXES: dict[str, FixInfo] = {
         "safe",
         "re-points the chained output store at the final state the slot store reads (fan-out), in the rnnir.program metadata",
     ),
+    "AL002": FixInfo("AL002", "safe", "gives the slot its own storage and a store of the value the output gets (rnnir.program metadata)"),
+    "AL003": FixInfo("AL003", "safe", "gives every slot of the group its own storage (rnnir.program metadata)"),
+    "OR001": FixInfo("OR001", "safe", "makes the Return wait for the slot's stores (rnnir.program metadata)"),
+    "OR002": FixInfo("OR002", "safe", "loads the slot as a private copy, so its store cannot clobber a reader (rnnir.program metadata)"),
 }
 
 
@@ -974,6 +979,8 @@ def _plan_for(model: onnx.ModelProto, program: Program, d: Diagnostic, pairs: Ma
             return _plan_final_state(model, program, d)
         if code == "AL001":
             return _plan_al001(model, d)
+        if code in _STRUCTURE_FIXES:
+            return _plan_store_structure(model, d)
         if code == "SD001":
             return _plan_sd001(model, program, d, label)
         if code == "SD007":
@@ -1382,6 +1389,81 @@ def _plan_al001(model: onnx.ModelProto, d: Diagnostic) -> _Plan | Edit:
         True,
         f"slot {d.slot!r}: the output store reads the final state (fan-out), not the slot store's result",
     )
+    return _Plan(edit, apply)
+
+
+# OR001 / OR002 / SD004 / AL002 / AL003: the store structure in rnnir.program -------------------------
+
+_STRUCTURE_MESSAGES = {
+    "OR001": "the call's Return waits for the slot store",
+    "OR002": "the slot is loaded as a copy",
+    "SD004": "one store per call",
+    "AL002": "the slot has its own storage",
+    "AL003": "every state instance has its own storage",
+}
+_STRUCTURE_FIXES = tuple(_STRUCTURE_MESSAGES)
+
+
+def _plan_store_structure(model: onnx.ModelProto, d: Diagnostic) -> _Plan | Edit:
+    """Edits of the store structure an rnnir export records (onnxruntime ignores it: outputs never change)."""
+    raw = metadata(model).get(META_PROGRAM)
+    if raw is None:
+        return _no_fix(d, "the store structure is not recorded in rnnir.program metadata (a lowering policy, not the model)")
+    spec = json.loads(raw)
+    slot = d.slot
+    slots = spec.setdefault("slots", {})
+    stores: list[dict[str, Any]] = spec.setdefault("stores", [])
+    ret = spec.setdefault("return", {})
+    mine = [st for st in stores if st.get("dest") == f"slot:{slot}"]
+    what, before, after = "", "", ""
+    if d.code == "OR001":
+        waits = ret.get("waits")
+        missing = [st["id"] for st in mine if waits is not None and st["id"] not in waits]
+        if not missing:
+            return _no_fix(d, "the Return already lists the slot's stores; the missing wait is not in rnnir.program")
+        what, before = "return waits", json.dumps(waits)
+        ret["waits"] = [*waits, *missing]
+        after = json.dumps(ret["waits"])
+    elif d.code == "OR002":
+        if slots.get(slot, {}).get("load") != "view":
+            return _no_fix(d, "the slot is not loaded as a view in rnnir.program")
+        what, before, after = f"slot {slot!r} load", '"view"', '"copy" (a private copy: the store cannot clobber a reader)'
+        del slots[slot]["load"]
+    elif d.code == "SD004":
+        if len({st.get("reads") for st in mine}) != 1:
+            return _no_fix(d, "the stores write different values: which one is the state is not certain")
+        extra = {st["id"] for st in mine[1:]}
+        what, before, after = f"stores into slot {slot!r}", ", ".join(st["id"] for st in mine), mine[0]["id"]
+        spec["stores"] = [st for st in stores if st["id"] not in extra]
+        if ret.get("waits") is not None:
+            ret["waits"] = [w for w in ret["waits"] if w not in extra]
+        spec["order"] = [pair for pair in spec.get("order", []) if not extra & set(pair)]
+    elif d.code == "AL002":
+        alias = slots.get(slot, {}).get("alias_of", "")
+        out_store = next((st for st in stores if st.get("dest") == alias), None)
+        if not alias.startswith("out:") or out_store is None:
+            return _no_fix(d, "the slot is not declared an alias of a stored output in rnnir.program")
+        sid = f"fix_st_{slot}"
+        what, before, after = f"slot {slot!r}", f"alias_of {alias!r}", f"own storage, store {sid!r} reads {out_store['reads']!r}"
+        del slots[slot]["alias_of"]
+        stores.append({"id": sid, "reads": out_store["reads"], "dest": f"slot:{slot}", "result": "token"})
+        if ret.get("waits") is not None:
+            ret["waits"].append(sid)
+    elif d.code == "AL003":
+        group = [n for n in d.data.get("slots", [slot]) if isinstance(n, str)]
+        shared = [n for n in group if "address" in slots.get(n, {}) or str(slots.get(n, {}).get("alias_of", "")).startswith("slot:")]
+        if not shared:
+            return _no_fix(d, "the shared storage is not declared in rnnir.program")
+        what, before, after = f"slots {', '.join(map(repr, group))}", "one storage", "one storage each"
+        for n in shared:
+            slots[n].pop("address", None)
+            if str(slots[n].get("alias_of", "")).startswith("slot:"):
+                del slots[n]["alias_of"]
+
+    def apply() -> None:
+        _set_meta(model, META_PROGRAM, json.dumps(spec, sort_keys=True))
+
+    edit = Edit(d.code, f"{META_PROGRAM} {what}", before, after, True, f"slot {slot!r}: {_STRUCTURE_MESSAGES[d.code]}")
     return _Plan(edit, apply)
 
 

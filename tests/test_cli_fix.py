@@ -156,7 +156,7 @@ def test_explain_mentions_the_fix(capsys) -> None:
     assert "Fix (safe: `rnnir lint --fix`)" in capsys.readouterr().out
     assert main(["explain", "SD003"]) == 0
     assert "`--unsafe-fixes` for the unsafe case" in capsys.readouterr().out
-    assert main(["explain", "SD004"]) == 0
+    assert main(["explain", "SD005"]) == 0
     assert "Fix (" not in capsys.readouterr().out
 
 
