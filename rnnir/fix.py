@@ -177,8 +177,8 @@ FIXES: dict[str, FixInfo] = {
         "SD001",
         "safe",
         "when a state input is read by forward ops and no output returns their final state: adds that output, named "
-        "so it pairs with the input (h0 -> hn), through If branches like --expose-state; a state handed straight "
-        "back has no automatic fix",
+        "so it pairs with the input (h0 -> hn), through If branches like --expose-state; when the state is handed "
+        "straight back: returns the final state of the op that reads each slice instead",
     ),
     "SD007": FixInfo(
         "SD007",
@@ -1042,8 +1042,8 @@ def _plan_sd001(model: onnx.ModelProto, program: Program, d: Diagnostic, label: 
     if d.slot is None:
         return _no_fix(d, "the finding names no slot")
     pair = program.pair(d.slot)
-    if pair.output is not None:
-        return _no_fix(d, f"the slot is paired with {pair.output!r}, which hands back something else: which final state is meant is not certain")
+    if pair.output is not None:  # the state is handed straight back: return the reading op's final state instead
+        return _plan_final_state(model, program, d)
     if len(pair.slices) != 1 or pair.slices[0].index != ():
         return _no_fix(d, "the slot is read in slices (packed state): rnnir does not assemble a new packed output")
     entries = [e for e in pair.slices[0].entry if e.note != "derived"]
@@ -1272,8 +1272,12 @@ def _plan_final_state(model: onnx.ModelProto, program: Program, d: Diagnostic) -
     branches = {bp for sm in pair.slices for bp in sm.exit_kind}
     if branches - {""}:
         return _no_fix(d, "the value written back differs by If branch; rnnir does not rewrite branches here")
-    if kinds - {"final", "sequence", "constant"}:
-        return _no_fix(d, f"the value written back is {', '.join(sorted(kinds - {'final', 'sequence', 'constant'}))}, not a step or final state rnnir can replace")
+    if kinds - {"final", "sequence", "constant", "passthrough"}:
+        odd = ", ".join(sorted(kinds - {"final", "sequence", "constant", "passthrough"}))
+        return _no_fix(d, f"the value written back is {odd}, not a step, final state or live-in value rnnir can replace")
+    handed_back = kinds == {"passthrough"} and all(
+        sm.exit_slot_refs.get(bp) == (pair.slot.name, sm.index) for sm in pair.slices for bp in sm.exit_kind
+    )
     expected = _expected_exits(program, pair)
     finals: list[tuple[Recurrent, str]] = []  # (op, final port) per slice, in slice order
     for sm in sorted(pair.slices, key=lambda s: s.index):
@@ -1291,7 +1295,7 @@ def _plan_final_state(model: onnx.ModelProto, program: Program, d: Diagnostic) -
     if len(finals) > 1 and any(len(sm.index) != 1 for sm in pair.slices):
         return _no_fix(d, "the slot's slices are not one per position of its first axis")
     written_by = {r.node_id for sm in pair.slices for r in sm.exit}
-    own = written_by and written_by <= {rec.id for rec, _ in finals} and "constant" not in kinds
+    own = handed_back or (written_by and written_by <= {rec.id for rec, _ in finals} and not kinds & {"constant", "passthrough"})
     out_name = pair.output
     graph = model.graph
     if not any(o.name == out_name for o in graph.output) or not any(out_name in n.output for n in graph.node):

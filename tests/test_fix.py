@@ -483,7 +483,7 @@ def test_other_op_fix_is_unsafe() -> None:
     assert _errors(forced.model) == []
 
 
-@pytest.mark.parametrize("name", ["sd001_state_passthrough", "sd005_fp16_state", "sd006_bilstm", "sd007_zero_init"])
+@pytest.mark.parametrize("name", ["sd005_fp16_state", "sd006_bilstm", "sd007_zero_init", "sd010_constant_init"])
 def test_rules_without_a_fix_are_left_alone(name: str) -> None:
     path = str(SAMPLES / f"{name}.onnx")
     result = fix(path)
@@ -856,12 +856,37 @@ def test_sd007_feeding_the_state_input_is_unsafe_and_works() -> None:
 
 
 def test_unfixable_findings_say_so() -> None:
-    result = fix(str(SAMPLES / "sd001_state_passthrough.onnx"))
+    result = fix(str(SAMPLES / "sd010_constant_init.onnx"), unsafe=True)
     assert [str(e) for e in result.skipped] == [
-        "SD001 [no fix] SD001 on slot 'state': the slot is paired with 'stateN', which hands back something else: "
-        "which final state is meant is not certain"
+        "SD010 [no fix] SD010 on RNN 'rnn' starts afresh on every call: rnn.initial_h: its initial state is a non-zero "
+        "constant initializer 'h_init': a required state input would start from zeros; pass state_defaults=True "
+        "(--state-defaults) to keep it as the new input's default"
     ]
     assert result.skipped[0].to_json()["fixable"] is False
+
+
+def test_state_handed_straight_back_is_replaced_by_the_final_state() -> None:
+    path = SAMPLES / "sd001_state_passthrough.onnx"
+    result = fix(str(path))
+    assert [str(e) for e in result.edits] == [
+        "SD001 [safe] slot 'state': returned the final state of the op that reads it: output 'stateN': "
+        "Identity 'state_passthrough'(state) -> lstm.Y_h, lstm.Y_c"
+    ]
+    assert _errors(result.model) == []
+    correct = onnx.load(str(path))  # by hand: stateN = Concat(Y_h, Y_c) of the LSTM
+    g = correct.graph
+    lstm = next(n for n in g.node if n.op_type == "LSTM")
+    lstm.output.extend(["Y_h", "Y_c"])
+    passthrough = next(n for n in g.node if n.name == "state_passthrough")
+    g.node.remove(passthrough)
+    g.node.append(helper.make_node("Concat", ["Y_h", "Y_c"], ["stateN"], name="concat_state", axis=0))
+    x = _x_for(str(path), T=6)
+    fixed, right, broken = (_chunks(StatefulSession(m), x, 2) for m in (result.model, correct, str(path)))
+    np.testing.assert_array_equal(fixed[0]["y"], broken[0]["y"])
+    for a, b in zip(fixed, right):
+        for k in b:
+            np.testing.assert_allclose(a[k], b[k], atol=1e-6)
+    assert np.abs(broken[2]["y"] - right[2]["y"]).max() > 1e-4
 
 
 # -- the store structure an export records (rnnir.program): simulated, never run by onnxruntime ----------
