@@ -5,6 +5,7 @@
     print(prog)                          # readable text
     prog.state_pairs                     # which input/output pairs carry state, and why
     model = rnnir.export(prog)           # back to ONNX, with the pairing in metadata_props
+    result = rnnir.fix("model.onnx", expose_state=True)   # edited model + the edits that made it
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from .builder import Builder
 from .errors import ExportError, IRError, ModelError, PairingError, RnnirError, StateError
 
-# Imported eagerly so that the name ``rnnir.export`` is the function, not the submodule.
+# Imported eagerly so that the names ``rnnir.export`` and ``rnnir.fix`` are the functions, not the submodules.
 from .export import export  # noqa: E402
+from .fix import fix  # noqa: E402
 from .ir import (
     Compute,
     LoadKind,
@@ -70,6 +72,7 @@ __all__ = [
     "TensorType",
     "Value",
     "export",
+    "fix",
     "load",
 ]
 

@@ -294,6 +294,13 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
         if t.error is None:
             ignore = settings.ignore + tuple(c for c in settings.config.ignores_for(Path(t.path)) if c not in settings.ignore)
             jobs.append(LintJob(t.path, settings.select, ignore, settings.pairs, settings.entry, settings.exit, rules, cost, settings.strict))
+    fix_status = 0
+    if getattr(args, "fix", False) or getattr(args, "diff", False):  # rnnir/cli_fix.py: rewrite (or diff) first, then lint what is left
+        from .cli_fix import lint_fixes
+
+        fix_status = lint_fixes(args, [j.path for j in jobs], settings.select, {j.path: j.ignore for j in jobs}, settings.pairs)
+        if args.diff:
+            return fix_status
     workers = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
     progress = Progress(len(jobs))
     try:
@@ -312,7 +319,7 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     else:
         text = _cost_text(result)
     _emit(text, args.output)
-    return result.exit_code
+    return max(result.exit_code, fix_status)
 
 
 def _cost_text(result: LintResult) -> str:
@@ -382,7 +389,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if code not in backend.RULES:
         raise UsageError(f"unknown rule code {args.code!r}; known codes: {', '.join(sorted(backend.RULES))}")
     text = backend.explain(code)
-    _emit(text if text.endswith("\n") else text + "\n", None)
+    from .cli_fix import explain_fix  # the automatic fix, where the rule has one
+
+    text = (text if text.endswith("\n") else text + "\n") + explain_fix(code)
+    _emit(text, None)
     return 0
 
 
@@ -472,6 +482,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in N worker processes (0: one per CPU)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     _add_model_options(p)
+    from .cli_fix import add_fix_command, add_lint_fix_options
+
+    add_lint_fix_options(p)
     p.set_defaults(func=cmd_lint)
 
     p = sub.add_parser("cost", help="per-call cost: bytes written to slots and outputs, copies, slot lifetimes")
@@ -506,6 +519,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     _add_model_options(p)
     p.set_defaults(func=cmd_run)
+
+    add_fix_command(sub, _add_model_options)
     return parser
 
 

@@ -1,0 +1,228 @@
+"""The command line of :mod:`rnnir.fix`: ``rnnir fix`` and the ``--fix``/``--diff`` options of ``rnnir lint``.
+
+    rnnir fix MODEL --expose-state [--packed] [--state-defaults] -o OUT
+    rnnir fix MODEL [--select SD002,AL001] [--unsafe-fixes] (-o OUT | --in-place | --diff) [--format text|json]
+    rnnir lint PATH... --fix [--unsafe-fixes]      # rewrite each linted file, then report what is left
+    rnnir lint PATH... --diff [--unsafe-fixes]     # show the fixes as diffs, write nothing
+
+Like Ruff, ``lint --fix`` rewrites the files it lints (atomically: a temporary file in the same folder,
+then a rename) and refuses a file it cannot write; ``rnnir fix`` writes only where ``-o`` says, or over
+the model with ``--in-place``.  ``--diff`` exits 1 when there is something to fix, 0 otherwise.
+A model that keeps its weights in external data is written with a new data file beside the output;
+it is never rewritten in place (its data file would have to change under it).
+
+Kept apart from :mod:`rnnir.cli` so the main command line only needs a small hook.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import stat
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import onnx
+
+from .errors import ModelError, RnnirError
+
+__all__ = ["add_fix_command", "add_lint_fix_options", "cmd_fix", "explain_fix", "lint_fixes"]
+
+
+class FixUsageError(RnnirError):
+    """``rnnir fix`` was asked for something it cannot do (no output named, an unwritable file)."""
+
+
+# -- writing models --------------------------------------------------------------------------
+
+
+def _has_external_data(path: Path) -> bool:
+    from .lower.source import read_model
+
+    return read_model(path).has_external_data
+
+
+def write_model(model: onnx.ModelProto, dest: Path, *, external: bool, keep_mode_of: Path | None = None) -> None:
+    """Write ``model`` to ``dest`` atomically (a temporary file in the same folder, then a rename)."""
+    folder = dest.parent if str(dest.parent) else Path(".")
+    if not os.access(folder, os.W_OK):
+        raise FixUsageError(f"{dest}: cannot write into folder {str(folder)!r}")
+    if dest.exists() and not (os.access(dest, os.W_OK) and dest.stat().st_mode & stat.S_IWUSR):
+        # the mode bit too: root may write anything, but a file marked read-only was marked so on purpose
+        raise FixUsageError(f"{dest}: the file is not writable; nothing was changed")
+    if external:
+        data_name = dest.name + ".data"
+        with tempfile.TemporaryDirectory(dir=folder, prefix=".rnnir-fix-") as tmp:
+            tmp_model = Path(tmp) / dest.name
+            onnx.save_model(model, str(tmp_model), save_as_external_data=True, all_tensors_to_one_file=True, location=data_name, size_threshold=1024)
+            if (Path(tmp) / data_name).exists():
+                os.replace(Path(tmp) / data_name, folder / data_name)
+            os.replace(tmp_model, dest)
+        return
+    data = model.SerializeToString()
+    fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{dest.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        if keep_mode_of is not None and keep_mode_of.exists():
+            shutil.copymode(keep_mode_of, tmp_name)
+        os.replace(tmp_name, dest)
+    except BaseException:
+        if os.path.exists(tmp_name):
+            os.unlink(tmp_name)
+        raise
+
+
+# -- rnnir fix -------------------------------------------------------------------------------
+
+
+def add_fix_command(sub: Any, add_model_options: Any) -> None:
+    p = sub.add_parser(
+        "fix",
+        help="edit a model: expose hidden recurrent state, repair write-back findings",
+        description="Edit an ONNX model: --expose-state gives every hidden recurrent state an input/output pair; "
+        "without it, the safe fixes of the selected rules are applied (see `rnnir explain CODE`).",
+    )
+    p.add_argument("model", metavar="MODEL")
+    p.add_argument("--expose-state", action="store_true", help="add a state input and output for every recurrence that starts from zeros and returns no state")
+    p.add_argument("--packed", action="store_true", help="with --expose-state: one packed 'state' tensor (silero-style) instead of h0/c0 per op")
+    p.add_argument("--state-defaults", action="store_true", help="with --expose-state: give each new state input a zeros initializer as its default (onnxruntime's IOBinding cannot feed such inputs)")
+    p.add_argument("--select", action="append", metavar="CODES", help="rule codes whose findings are repaired (default: every fixable rule; --select none for none)")
+    p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that are not certain")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--output", "-o", metavar="OUT", help="write the edited model to OUT")
+    out.add_argument("--in-place", action="store_true", help="rewrite MODEL itself")
+    out.add_argument("--diff", action="store_true", help="show the edits as a diff and write nothing (exit 1 when there is something to fix)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_model_options(p)
+    p.set_defaults(func=cmd_fix)
+
+
+def _codes(select: list[str] | None) -> list[str] | None:
+    if not select:
+        return None
+    codes = [c.strip().upper() for v in select for c in v.split(",") if c.strip()]
+    return [] if codes == ["NONE"] else codes
+
+
+def cmd_fix(args: argparse.Namespace) -> int:
+    from .fix import FixError, fix, render_diff
+    from .lower.source import read_model
+
+    if not (args.output or args.in_place or args.diff):
+        raise FixUsageError("say where the edited model goes: -o OUT, --in-place, or --diff to only show it")
+    from .cli import _settings  # --pair, [tool.rnnir] pairs, --config/--no-config: as every other command reads them
+
+    pairs = _settings(args).pairs
+    src = Path(args.model)
+    try:
+        result = fix(str(src), expose_state=args.expose_state, codes=_codes(args.select), unsafe=args.unsafe_fixes, packed=args.packed, state_defaults=args.state_defaults, pairs=pairs)
+    except FixError as exc:
+        raise FixUsageError(str(exc)) from None
+    original = read_model(str(src)).model
+    dest = src if args.in_place else Path(args.output) if args.output else None
+    write = dest is not None and (result.changed or dest != src)  # -o always produces OUT; --in-place only when changed
+    if args.format == "json":
+        doc = {
+            "version": 1,
+            "model": str(src),
+            "output": None if dest is None else str(dest),
+            "written": write,
+            "edits": [e.to_json() for e in result.edits],
+            "skipped": [e.to_json() for e in result.skipped],
+        }
+        text = json.dumps(doc, indent=2) + "\n"
+    elif args.diff:
+        text = render_diff(original, result.model, str(src), result.edits)
+        text += "".join(f"# {e}\n" for e in result.skipped)
+    else:
+        text = "".join(f"{src}: {e}\n" for e in [*result.edits, *result.skipped])
+    if write and dest is not None:
+        if dest == src and _has_external_data(src):
+            raise FixUsageError(f"{src}: keeps its weights in external data; write the edited model elsewhere with -o OUT")
+        write_model(result.model, dest, external=_has_external_data(src), keep_mode_of=src)
+        if args.format == "text":
+            text += f"wrote {dest} ({len(result.edits)} edit{'s' if len(result.edits) != 1 else ''}, {len(result.skipped)} not applied)\n"
+    elif args.format == "text" and not result.changed:
+        text += f"{src}: nothing to change\n"
+    sys.stdout.write(text)
+    sys.stdout.flush()
+    if args.diff:
+        return 1 if result.changed else 0
+    return 0
+
+
+# -- rnnir lint --fix / --diff --------------------------------------------------------------
+
+
+def add_lint_fix_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--fix", action="store_true", help="apply the safe fixes to each linted file (rewritten in place), then report what is left")
+    p.add_argument("--diff", action="store_true", help="show the fixes --fix would make as diffs and write nothing (exit 1 when there is something to fix)")
+    p.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also apply fixes that are not certain")
+
+
+def lint_fixes(args: argparse.Namespace, paths: list[str], select: tuple[str, ...] | None, ignores: dict[str, tuple[str, ...]], pairs: Any) -> int:
+    """Fix (or, with ``--diff``, show the fixes of) every file in ``paths``; returns an exit status.
+
+    ``--diff``: 1 when some file has something to fix, else 0 (2 when a file could not be fixed).
+    ``--fix``: 0, or 2 when a file could not be read or written (the lint that follows reports the rest).
+    """
+    from passes import RULES
+    from passes.manager import selected_codes
+
+    from .fix import FIXES, fix, render_diff
+    from .lower.source import read_model
+
+    status = 0
+    changed = False
+    out: list[str] = []
+    fixed_files = fixed_findings = 0
+    for path in paths:
+        codes = sorted(selected_codes(RULES, select, ignores.get(path, ())) & set(FIXES))
+        try:
+            result = fix(path, codes=codes, unsafe=args.unsafe_fixes, pairs=pairs)
+            if args.diff:
+                text = render_diff(read_model(path).model, result.model, path, result.edits)
+                out.append(text)
+                changed = changed or result.changed
+                continue
+            if result.changed:
+                if _has_external_data(Path(path)):
+                    raise FixUsageError(f"{path}: keeps its weights in external data; fix it with `rnnir fix {path} -o OUT`")
+                write_model(result.model, Path(path), external=False, keep_mode_of=Path(path))
+            for e in result.edits:
+                print(f"{path}: fixed: {e}", file=sys.stderr)
+            for e in result.skipped:
+                if e.reason.startswith("not certain"):
+                    print(f"{path}: not fixed: {e}", file=sys.stderr)
+            fixed_files += bool(result.edits)
+            fixed_findings += len(result.edits)
+        except ModelError:
+            continue  # an unreadable model: the lint that follows reports it, once
+        except (RnnirError, OSError) as exc:
+            print(f"rnnir: error: {path}: cannot fix: {exc}", file=sys.stderr)
+            status = 2
+    if args.diff:
+        sys.stdout.write("".join(out))
+        sys.stdout.flush()
+        return max(status, 1 if changed else 0)
+    if fixed_findings:
+        print(f"fixed {fixed_findings} finding{'s' if fixed_findings != 1 else ''} in {fixed_files} file{'s' if fixed_files != 1 else ''}", file=sys.stderr)
+    return status
+
+
+def explain_fix(code: str) -> str:
+    """The ``Fix`` section ``rnnir explain`` appends for a rule that has an automatic fix ("" otherwise)."""
+    from .fix import FIXES
+
+    info = FIXES.get(code)
+    if info is None:
+        return ""
+    how = "`rnnir lint --fix`" + (", `--unsafe-fixes` for the unsafe case" if info.safe != "safe" else "")
+    body = textwrap.fill(info.text, width=96, initial_indent="    ", subsequent_indent="    ")
+    return f"\nFix ({info.safe}: {how})\n{body}\n"
