@@ -69,7 +69,7 @@ import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import onnx
@@ -356,7 +356,7 @@ def _initializer(ref: _GraphRef, name: str) -> onnx.TensorProto | None:
     while r is not None:
         for t in r.graph.initializer:
             if t.name == name:
-                return t
+                return cast(onnx.TensorProto, t)  # protobuf messages are untyped here
         r = r.parent
     return None
 
@@ -627,9 +627,10 @@ def _default(shape: list[int | str | None], value: np.ndarray | None) -> np.ndar
     if value is None:
         return np.zeros(dims, np.float32)
     try:
-        return np.broadcast_to(value.astype(np.float32), dims).copy()
+        out: np.ndarray = np.broadcast_to(value.astype(np.float32), dims).copy()
     except ValueError:
         return None
+    return out
 
 
 def _group_alternatives(found: list[tuple[onnx.NodeProto, _GraphRef, list[StatePlan]]]) -> list[StatePlan]:
@@ -773,7 +774,7 @@ def _returned_output(model: onnx.ModelProto, plan: StatePlan, paired: set[str | 
         return final
     for n in model.graph.node:
         if n.op_type == "Identity" and list(n.input) == [final] and n.output[0] in outs:
-            return n.output[0]
+            return str(n.output[0])
     return None
 
 
