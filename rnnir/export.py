@@ -36,11 +36,11 @@ from .ir import (
     TensorType,
     Value,
 )
-from .lower.pairing import META_PAIRS, META_PROGRAM
 from .lower.source import graph_fingerprint, iter_graphs
+from .metadata import META_FINGERPRINT, META_PAIRS, META_PROGRAM, META_SLOTS
+from .metadata import drop as _drop_meta
+from .metadata import write as _set_meta
 
-META_SLOTS = "rnnir.slots"
-META_FINGERPRINT = "rnnir.fingerprint"
 _INLINE_INIT = 65536  # elements of a constant initial value written inline as JSON
 
 __all__ = ["export", "META_SLOTS", "META_FINGERPRINT"]
@@ -82,14 +82,6 @@ def export(program: Program, path: str | Path | None = None, *, check: bool = Tr
 
 
 # -- shared metadata -------------------------------------------------------------------------
-
-
-def _set_meta(model: onnx.ModelProto, key: str, value: str) -> None:
-    for p in model.metadata_props:
-        if p.key == key:
-            p.value = value
-            return
-    model.metadata_props.add(key=key, value=value)
 
 
 def _slot_meta(program: Program, out_names: Mapping[str, str | None]) -> dict[str, Any]:
@@ -205,12 +197,6 @@ def _onnx_name(v: Value | None) -> str:
     if v is None:
         raise ExportError("a store reads no value")
     return v.name.split("@", 1)[0]
-
-
-def _drop_meta(model: onnx.ModelProto, key: str) -> None:
-    keep = [p for p in model.metadata_props if p.key != key]
-    del model.metadata_props[:]
-    model.metadata_props.extend(keep)
 
 
 def _constant_to_input(graph: onnx.GraphProto, name: str, slot: Slot | None) -> None:

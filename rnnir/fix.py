@@ -77,8 +77,12 @@ from onnx import helper, numpy_helper
 
 from .errors import RnnirError
 from .ir import Compute, Program, Recurrent, Value
-from .lower.pairing import META_PAIRS, META_PROGRAM, metadata
 from .lower.source import graph_fingerprint, iter_graphs, read_model
+from .metadata import META_FINGERPRINT as _META_FINGERPRINT
+from .metadata import META_PAIRS, META_PROGRAM
+from .metadata import META_SLOTS as _META_SLOTS
+from .metadata import read as metadata
+from .metadata import write as _set_meta
 
 if TYPE_CHECKING:
     from passes.diagnostics import Diagnostic
@@ -88,8 +92,6 @@ if TYPE_CHECKING:
 __all__ = ["FIXES", "Edit", "FixError", "FixInfo", "FixResult", "StatePlan", "fix", "render_diff"]
 
 EXPOSE = "EXPOSE"
-_META_SLOTS = "rnnir.slots"
-_META_FINGERPRINT = "rnnir.fingerprint"
 _MAX_ROUNDS = 32
 
 
@@ -247,14 +249,6 @@ def fix(
 
 
 # -- small ONNX helpers ------------------------------------------------------------------------
-
-
-def _set_meta(model: onnx.ModelProto, key: str, value: str) -> None:
-    for p in model.metadata_props:
-        if p.key == key:
-            p.value = value
-            return
-    model.metadata_props.add(key=key, value=value)
 
 
 def _check_error(model: onnx.ModelProto) -> str | None:

@@ -37,10 +37,12 @@ from ..ir import (
     TensorType,
     Value,
 )
+from ..metadata import META_PROGRAM
+from ..metadata import read as metadata
 from ..optraits import OpTrait, ops_with
 from ..pairs import PairSource, StatePair
 from ..recurrence import RecurrenceKind, kind_for_op
-from .pairing import META_PROGRAM, find_pairs, looks_like_state, metadata
+from .pairing import find_pairs, looks_like_state
 from .scope import Definition, ModelIndex, Scope
 from .source import ModelSource
 

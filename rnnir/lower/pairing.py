@@ -16,10 +16,9 @@ from pathlib import Path
 import onnx
 
 from ..errors import ModelError, PairingError
+from ..metadata import META_PAIRS
+from ..metadata import read as metadata
 from ..pairs import PairSource, StatePair
-
-META_PAIRS = "rnnir.pairs"
-META_PROGRAM = "rnnir.program"
 
 # (input pattern, output templates); \g<s> is the shared stem.  First match wins.
 _NAME_RULES: list[tuple[str, tuple[str, ...]]] = [
@@ -75,10 +74,6 @@ def _compatible(a: GraphIO, b: GraphIO) -> bool:
             if isinstance(x, int) and isinstance(y, int) and x and y and x != y:
                 return False
     return True
-
-
-def metadata(model: onnx.ModelProto) -> dict[str, str]:
-    return {p.key: p.value for p in model.metadata_props}
 
 
 def _meta_pairs(model: onnx.ModelProto, label: str) -> dict[str, str | None]:
