@@ -20,7 +20,7 @@ from typing import Any
 
 from rnnir.ir import Program
 
-from .catalogue import PASSES, RULES, explain
+from .catalogue import PASSES, RULES, explain, rule_for
 from .cost import CostReport, cost
 from .coverage import STRICT_CODES, RecurrenceState, RecurrenceVerdict, SliceVerdict, Verdict, recurrence_verdicts, slice_verdicts
 from .diagnostics import Diagnostic, Location, Rule, Severity
@@ -45,6 +45,7 @@ __all__ = [
     "Verification",
     "cost",
     "explain",
+    "rule_for",
     "run",
     "verify",
 ]

@@ -13,7 +13,7 @@ from .manager import AnalysisPass
 from .ordering import Ordering
 from .store_destinations import StoreDestinations
 
-__all__ = ["PASSES", "RETIRED", "RULES", "explain"]
+__all__ = ["PASSES", "RETIRED", "RULES", "explain", "rule_for"]
 
 #: the default pipeline, in run order
 PASSES: tuple[AnalysisPass, ...] = (StoreDestinations(), Aliasing(), Ordering(), StateCoverage())
@@ -25,12 +25,25 @@ RULES: dict[str, Rule] = {r.code: r for p in PASSES for r in type(p).rules}
 RETIRED: dict[str, str] = {}
 
 
+def rule_for(code_or_name: str) -> Rule:
+    """The rule a code (``SD002``) or a name (``wrong-slot``) refers to, either case-insensitively."""
+    key = code_or_name.strip() if isinstance(code_or_name, str) else code_or_name
+    if isinstance(key, str):
+        by_code = RULES.get(key.upper())
+        if by_code is not None:
+            return by_code
+        by_name = next((r for r in RULES.values() if r.name == key.lower().replace("_", "-")), None)
+        if by_name is not None:
+            return by_name
+        if key.upper() in RETIRED:
+            raise ValueError(f"rule {key.upper()} is retired: {RETIRED[key.upper()]}")
+    known = ", ".join(f"{r.code} {r.name}" for r in RULES.values())
+    raise ValueError(f"unknown rule code {code_or_name!r}: neither a rule code nor a rule name; known rules: {known}")
+
+
 def explain(code: str) -> str:
-    """The rule's docstring: what it finds, why it matters, a bad example and the fixed one."""
-    key = code.strip().upper() if isinstance(code, str) else code
-    rule = RULES.get(key)
-    if rule is None:
-        if key in RETIRED:
-            raise ValueError(f"rule {key} is retired: {RETIRED[key]}")
-        raise ValueError(f"unknown rule code {code!r}; known codes: {', '.join(RULES)}")
-    return rule.doc
+    """The rule's docstring: what it finds, why it matters, a bad example and the fixed one.
+
+    ``code`` is a rule code (``SD002``) or its name (``wrong-slot``), in any case.
+    """
+    return rule_for(code).doc
