@@ -3,7 +3,7 @@
     rnnir lint PATH... [--format text|json|sarif|github] [--select SD,OR] [--ignore SD006]
                        [--pair h0=hn ...] [--entry dynamic|constant] [--exit fanout|chain|reuse-single-store]
                        [--cost] [--jobs N] [--output FILE] [--config pyproject.toml | --no-config]
-    rnnir show MODEL [--format text|dot|mermaid|json]
+    rnnir show MODEL [--format text|dot|mermaid|json] [--full] [-o FILE.svg|.png|.pdf|.dot|.mmd]
     rnnir rules [--format text|json]
     rnnir explain CODE
     rnnir cost PATH... [--format text|json] [--jobs N] [--output FILE]
@@ -34,6 +34,8 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
+import subprocess
 import sys
 import traceback
 from collections.abc import Callable, Mapping, Sequence
@@ -349,11 +351,33 @@ def _load(args: argparse.Namespace) -> tuple[Program, Settings]:
     return rnnir.load(args.model, pairs=settings.pairs, entry=settings.entry, exit=settings.exit), settings
 
 
+#: ``rnnir show -o FILE``: suffixes Graphviz renders, and suffixes that choose a text format
+_IMAGE_SUFFIXES = (".svg", ".png", ".pdf")
+_TEXT_SUFFIXES = {".dot": "dot", ".gv": "dot", ".mmd": "mermaid", ".json": "json", ".txt": "text"}
+
+
 def cmd_show(args: argparse.Namespace) -> int:
+    from .journey import journey_text
     from .printer import print_program, to_dot, to_mermaid
 
+    output: str | None = args.output
+    suffix = Path(output).suffix.lower() if output else ""
+    fmt = args.format or _TEXT_SUFFIXES.get(suffix, "text")
+    if suffix in _IMAGE_SUFFIXES:
+        dot = shutil.which("dot")  # before loading: a missing Graphviz is the user's first thing to fix
+        if dot is None:
+            raise UsageError(
+                f"{output}: rendering {suffix[1:].upper()} needs Graphviz's `dot` program, which is not on PATH; install Graphviz "
+                "(apt-get install graphviz, brew install graphviz, choco install graphviz) or write DOT text with -o FILE.dot / --format dot"
+            )
+        if args.format not in (None, "dot"):
+            raise UsageError(f"{output}: an image is rendered from the DOT picture; --format {args.format} does not apply")
     program, _ = _load(args)
-    if args.format == "json":
+    journey = not args.full
+    if suffix in _IMAGE_SUFFIXES:
+        _render_image(to_dot(program, journey=journey), dot, suffix[1:], output)  # type: ignore[arg-type]
+        return 0
+    if fmt == "json":
         doc = {
             "version": 1,
             "path": args.model,
@@ -361,10 +385,23 @@ def cmd_show(args: argparse.Namespace) -> int:
             "suggested_pairs": [p.to_json() for p in program.suggested_pairs],
         }
         text = json.dumps(doc, indent=2)
+    elif fmt == "text":
+        text = print_program(program) if args.full else journey_text(program)
     else:
-        text = {"text": print_program, "dot": to_dot, "mermaid": to_mermaid}[args.format](program)
-    _emit(text + "\n", None)
+        text = {"dot": to_dot, "mermaid": to_mermaid}[fmt](program, journey=journey)
+    _emit(text + "\n", output)
     return 0
+
+
+def _render_image(dot_text: str, dot: str, kind: str, output: str) -> None:
+    """Run Graphviz's ``dot -T<kind>`` on ``dot_text`` into ``output``."""
+    try:
+        done = subprocess.run([dot, f"-T{kind}", "-o", output], input=dot_text, text=True, capture_output=True, timeout=300)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"{output}: Graphviz's dot could not run: {exc}") from None
+    if done.returncode != 0:
+        detail = (done.stderr or "").strip().splitlines()
+        raise UsageError(f"{output}: Graphviz's dot failed (exit {done.returncode}){': ' + detail[-1] if detail else ''}")
 
 
 def cmd_rules(args: argparse.Namespace) -> int:
@@ -385,10 +422,11 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     backend = _passes()
-    code = args.code.strip().upper()
-    if code not in backend.RULES:
-        raise UsageError(f"unknown rule code {args.code!r}; known codes: {', '.join(sorted(backend.RULES))}")
-    text = backend.explain(code)
+    try:
+        text = backend.explain(args.code)  # a code (SD002) or a name (wrong-slot), any case
+        code = backend.rule_for(args.code).code
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     from .cli_fix import explain_fix  # the automatic fix, where the rule has one
 
     text = (text if text.endswith("\n") else text + "\n") + explain_fix(code)
@@ -462,6 +500,17 @@ def _add_model_options(p: argparse.ArgumentParser, *, config: bool = True) -> No
         group.add_argument("--no-config", action="store_true", help="ignore any pyproject.toml")
 
 
+class _SubcommandParser(argparse.ArgumentParser):
+    """A subcommand's parser: an argument it does not know is reported with *its* usage (``rnnir lint
+    --bogus`` shows how to call ``lint``), not with the top level's, which says nothing about ``lint``."""
+
+    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
+        parsed, extras = super().parse_known_args(args, namespace)
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rnnir",
@@ -469,12 +518,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="exit codes: 0 clean, 1 error-level findings, 2 the tool could not do its job",
     )
     parser.add_argument("--version", action="version", version=f"rnnir {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_SubcommandParser)
     sub.required = True
 
     p = sub.add_parser("lint", help="check models for state-persistence bugs", description="Check ONNX models (files, or folders searched recursively for *.onnx) for state-persistence bugs.")
-    p.add_argument("paths", nargs="+", metavar="PATH")
-    p.add_argument("--format", choices=FORMATS, default="text")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="ONNX files, or folders searched recursively for *.onnx")
+    p.add_argument("--format", choices=FORMATS, default="text", help="report format (default: text)")
     p.add_argument("--select", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to run (default: all)")
     p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to skip")
     p.add_argument("--cost", action="store_true", help="add the per-call cost analysis")
@@ -488,34 +537,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_lint)
 
     p = sub.add_parser("cost", help="per-call cost: bytes written to slots and outputs, copies, slot lifetimes")
-    p.add_argument("paths", nargs="+", metavar="MODEL")
-    p.add_argument("--format", choices=("text", "json"), default="text")
-    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N")
-    p.add_argument("--output", "-o", metavar="FILE")
+    p.add_argument("paths", nargs="+", metavar="MODEL", help="ONNX files, or folders searched recursively for *.onnx")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="analyse in N worker processes (0: one per CPU)")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     _add_model_options(p)
     p.set_defaults(func=cmd_cost, select=None, ignore=None)
 
-    p = sub.add_parser("show", help="print a model's IR, its fan-out picture or its state pairs")
-    p.add_argument("model", metavar="MODEL")
-    p.add_argument("--format", choices=("text", "dot", "mermaid", "json"), default="text")
+    p = sub.add_parser(
+        "show",
+        help="draw the state's journey through a call (the fan-out), or print the IR or the state pairs",
+        description="Show the state's journey through one call: slots, loads, recurrences, the stores of the fan-out and "
+        "outputs, with layout-only ops and If nests folded into labelled arrows.  --full shows every node.",
+    )
+    p.add_argument("model", metavar="MODEL", help="the ONNX model to show")
+    p.add_argument(
+        "--format", choices=("text", "dot", "mermaid", "json"), default=None,
+        help="text (default), dot (Graphviz), mermaid (for Markdown) or json (the state pairs); default: from -o's suffix, else text",
+    )
+    p.add_argument("--full", action="store_true", help="the whole program (every node), not only the state's journey")
+    p.add_argument(
+        "--output", "-o", metavar="FILE",
+        help="write to FILE; .svg, .png and .pdf are rendered with Graphviz's dot, .dot/.gv, .mmd, .json, .txt choose the format",
+    )
     _add_model_options(p)
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("rules", help="list the rule catalogue")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="catalogue format (default: text)")
     p.set_defaults(func=cmd_rules)
 
     p = sub.add_parser("explain", help="print what a rule finds, why it matters, a bad and a fixed example")
-    p.add_argument("code", metavar="CODE")
+    p.add_argument("code", metavar="RULE", help="a rule code (SD002) or name (wrong-slot), in any case")
     p.set_defaults(func=cmd_explain)
 
     p = sub.add_parser("run", help="run a model across calls and check that its state persists")
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help="the ONNX model to run")
     p.add_argument("--calls", type=int, default=200, help="calls to run (default: 200)")
     p.add_argument("--chunk", type=int, default=16, help="time steps per call (default: 16; models without a time axis take one frame per call)")
     p.add_argument("--shape", action="append", metavar="INPUT=D0,D1,...", help="shape of one call of a generated input whose dims the model leaves open (repeatable)")
     p.add_argument("--value", action="append", metavar="INPUT=NUMBER", help="feed a generated input this value on every call, e.g. --value sr=16000 (repeatable)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     _add_model_options(p)
     p.set_defaults(func=cmd_run)

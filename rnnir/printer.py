@@ -1,8 +1,15 @@
-"""Renderings of a Program: its IR text (see :mod:`rnnir.irtext`), Graphviz and Mermaid pictures."""
+"""Renderings of a Program: its IR text (see :mod:`rnnir.irtext`), Graphviz and Mermaid pictures.
+
+``to_dot`` / ``to_mermaid`` draw the whole program by default; ``journey=True`` draws only the
+state's journey (:mod:`rnnir.journey`), which is what ``rnnir show`` draws unless ``--full``.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
+
+from .journey import ArrowKind, BoxKind, Picture, full_picture
+from .journey import journey as state_journey
 
 if TYPE_CHECKING:
     from .ir import Program
@@ -15,60 +22,68 @@ def print_program(program: Program) -> str:
     return print_ir(program)
 
 
-def _picture(program: Program) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str]]]:
-    """The fan-out picture both renderers draw: boxes ``(key, kind, label)`` and arrows ``(from, to, kind)``.
+def _chosen(program: Program, journey_only: bool) -> Picture:
+    return state_journey(program) if journey_only else full_picture(program)
 
-    Box kinds: slot, output, load, recurrent, store, compute, other.  Arrow kinds: data, order
-    (explicit ordering), read (a slot into its load), write (a store into its slot or output).
+
+_DOT_SHAPES = {
+    BoxKind.SLOT: 'shape=cylinder, style=filled, fillcolor="#fde9c4"',
+    BoxKind.OUTPUT: 'shape=box, style="rounded,filled", fillcolor="#d9ead3"',
+    BoxKind.LOAD: 'shape=invhouse, style=filled, fillcolor="#fff8e1"',
+    BoxKind.RECURRENT: 'shape=box3d, style=filled, fillcolor="#dbe8f7"',
+    BoxKind.STORE: 'shape=house, style=filled, fillcolor="#f4e1f5"',
+    BoxKind.COMPUTE: "shape=ellipse",
+    BoxKind.OTHER: "shape=octagon",
+}
+_DOT_ARROWS = {
+    ArrowKind.DATA: "",
+    ArrowKind.CHANGED: 'color="#c0392b", fontcolor="#c0392b", style=bold',
+    ArrowKind.ORDER: "style=dashed",
+    ArrowKind.READ: "style=dotted",
+    ArrowKind.WRITE: "style=bold",
+}
+
+
+def to_dot(program: Program, *, journey: bool = False) -> str:
+    """Graphviz text: slots and outputs as boxes, stores drawn so a fan-out (or a chain) is visible.
+
+    ``journey=True``: only the state's journey, layout-only ops and If nests folded into arrow labels.
     """
-    from .ir import Compute, LoadSlot, Recurrent, Store
-
-    boxes = [(f"slot:{s.name}", "slot", f"slot {s.name}") for s in program.slots]
-    boxes += [(f"out:{o.name}", "output", f"output {o.name}") for o in program.outputs]
-    arrows: list[tuple[str, str, str]] = []
-    for node in program.nodes:
-        kind = {LoadSlot: "load", Recurrent: "recurrent", Store: "store", Compute: "compute"}.get(type(node), "other")
-        label = f"store {node._attrs_text()}" if isinstance(node, Store) else node.opname
-        boxes.append((node.id, kind, f"{label}\n{node.describe()}"))
-        if isinstance(node, LoadSlot) and node.slot is not None:
-            arrows.append((f"slot:{node.slot.name}", node.id, "read"))
-        if isinstance(node, Store) and node.dest is not None:
-            arrows.append((node.id, ("slot:" if node.to_slot else "out:") + node.dest.name, "write"))
-    edges = [(u, v, "data" if d.get("kind") == "data" else "order") for u, v, d in program.graph.edges(data=True)]
-    return boxes, edges + arrows
-
-
-def to_dot(program: Program) -> str:
-    """Graphviz text: slots and outputs as boxes, stores drawn so a fan-out (or a chain) is visible."""
-    shapes = {"slot": "shape=cylinder", "output": "shape=box, style=rounded", "load": "shape=invhouse",
-              "recurrent": "shape=box3d", "store": "shape=house", "compute": "shape=ellipse", "other": "shape=octagon"}
-    styles = {"data": "", "order": " [style=dashed]", "read": " [style=dotted]", "write": " [style=bold]"}
 
     def q(s: str) -> str:
-        return '"' + s.replace('"', '\\"').replace("\n", "\\n") + '"'
+        return '"' + s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
-    boxes, arrows = _picture(program)
-    lines = [f"digraph {q(program.name)} {{", "  rankdir=LR;", "  node [fontname=monospace];"]
-    lines += [f"  {q(key)} [{shapes[kind]}, label={q(label)}];" for key, kind, label in boxes]
-    lines += [f"  {q(u)} -> {q(v)}{styles[kind]};" for u, v, kind in arrows]
+    pic = _chosen(program, journey)
+    lines = [f"digraph {q(pic.name)} {{", "  rankdir=LR;", "  fontname=monospace;", "  node [fontname=monospace];"]
+    if journey:
+        lines += ['  edge [fontname=monospace, fontsize=10];', '  nodesep=0.4; ranksep=0.9;', f"  label={q(f'state journey of @{pic.name} (rnnir show --full: every node)')};", "  labelloc=t;"]
+    lines += [f"  {q(b.key)} [{_DOT_SHAPES[b.kind]}, label={q(b.label)}];" for b in pic.boxes]
+    for a in pic.arrows:
+        attrs = [x for x in (_DOT_ARROWS[a.kind], f"label={q(a.label)}" if a.label else "") if x]
+        lines.append(f"  {q(a.source)} -> {q(a.target)}" + (f" [{', '.join(attrs)}]" if attrs else "") + ";")
     lines.append("}")
     return "\n".join(lines)
 
 
-def to_mermaid(program: Program) -> str:
-    """Mermaid flowchart text of the same picture as :func:`to_dot`."""
+def to_mermaid(program: Program, *, journey: bool = False) -> str:
+    """Mermaid flowchart text of the same picture as :func:`to_dot` (for Markdown)."""
     ids: dict[str, str] = {}
 
     def nid(key: str) -> str:
         return ids.setdefault(key, f"n{len(ids)}")
 
-    def box(kind: str, text: str) -> str:
-        text = text.replace('"', "#quot;").replace("\n", "<br/>")
-        return {"slot": f'[("{text}")]', "output": f'(["{text}"])'}.get(kind, f'["{text}"]')
+    def text(s: str) -> str:
+        return s.replace('"', "#quot;").replace("\n", "<br/>")
 
-    arrow = {"data": "-->", "order": "-.->", "read": "-.->", "write": "==>"}
-    boxes, arrows = _picture(program)
+    def box(kind: BoxKind, label: str) -> str:
+        t = text(label)
+        return {BoxKind.SLOT: f'[("{t}")]', BoxKind.OUTPUT: f'(["{t}"])'}.get(kind, f'["{t}"]')
+
+    arrow = {ArrowKind.DATA: "-->", ArrowKind.CHANGED: "-->", ArrowKind.ORDER: "-.->", ArrowKind.READ: "-.->", ArrowKind.WRITE: "==>"}
+    pic = _chosen(program, journey)
     lines = ["flowchart LR"]
-    lines += [f"  {nid(key)}{box(kind, label)}" for key, kind, label in boxes]
-    lines += [f"  {nid(u)} {arrow[kind]} {nid(v)}" for u, v, kind in arrows]
+    lines += [f"  {nid(b.key)}{box(b.kind, b.label)}" for b in pic.boxes]
+    for a in pic.arrows:
+        label = f'|"{text(a.label)}"|' if a.label else ""
+        lines.append(f"  {nid(a.source)} {arrow[a.kind]}{label} {nid(a.target)}")
     return "\n".join(lines)

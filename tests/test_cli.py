@@ -547,16 +547,16 @@ def test_rules_as_json(capsys):
     assert set(doc["rules"][0]) == {"code", "name", "severity", "summary"}
 
 
-@pytest.mark.parametrize("fmt,start", [("text", "program @"), ("dot", "digraph "), ("mermaid", "flowchart LR")])
+@pytest.mark.parametrize("fmt,start", [("text", "state journey of @"), ("dot", "digraph "), ("mermaid", "flowchart LR")])
 def test_show_prints_the_program(models, capsys, fmt, start):
     assert cli.main(["show", "--no-config", "clean.onnx", "--format", fmt]) == 0
     assert capsys.readouterr().out.startswith(start)
 
 
-def test_show_text_is_the_ir_text(models, capsys):
+def test_show_full_text_is_the_ir_text(models, capsys):
     import rnnir
 
-    assert cli.main(["show", "--no-config", "clean.onnx"]) == 0
+    assert cli.main(["show", "--no-config", "clean.onnx", "--full"]) == 0
     assert capsys.readouterr().out == str(rnnir.load("clean.onnx")) + "\n"
 
 
@@ -568,6 +568,9 @@ def test_show_json_lists_the_pairs(models, capsys):
 
 def test_show_chain_policy_draws_the_chain(models, capsys):
     assert cli.main(["show", "--no-config", "clean.onnx", "--exit", "chain"]) == 0
+    # the journey: the output store reads the slot store's result, not the final state
+    assert "  store → output hn\n    <- store → slot h0: store result\n" in capsys.readouterr().out
+    assert cli.main(["show", "--no-config", "clean.onnx", "--exit", "chain", "--full"]) == 0
     assert "(%store.h0)" in capsys.readouterr().out
 
 
