@@ -127,3 +127,11 @@ class Diagnostic:
 
     def sort_key(self) -> tuple[int, str, str, str]:
         return (-self.severity.rank, self.code, self.slot or "", self.message)
+
+    def __str__(self) -> str:
+        """``node: CODE [severity] message`` and the hint indented under it, as ``rnnir lint`` prints a finding
+        (``print(d)`` in a notebook or a log should read like the tool, not like a dataclass)."""
+        where = next((loc.onnx_node or loc.value for loc in self.locations if loc.onnx_node or loc.value), None)
+        head = f"{where}: " if where else ""
+        text = f"{head}{self.code} [{self.severity.value}] {self.message}"
+        return text + (f"\n  hint: {self.hint}" if self.hint else "")

@@ -191,6 +191,10 @@ class MulticallReport:
             out[name] = min(hits, key=lambda d: (d.call, d.chunk or 0)) if hits else None
         return out
 
+    def __str__(self) -> str:
+        """The readable report (:func:`report_to_text`): ``print(report)`` shows the verdict, not a dataclass."""
+        return report_to_text(self)
+
     def variant(self, name: str, chunk: int | None = None) -> VariantResult:
         for v in self.variants:
             if v.variant == name and (chunk is None or v.chunk == chunk):

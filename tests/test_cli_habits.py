@@ -86,3 +86,32 @@ def test_every_option_of_every_command_has_help_text():
                 missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
     assert missing == []
     assert all(action.help for action in sub._choices_actions)  # and every command
+
+
+# -- str() reads like the tool -------------------------------------------------------------------
+
+
+def test_str_of_a_diagnostic_is_the_finding_as_lint_prints_it():
+    import rnnir
+
+    # samples/al001_chain.expected.json: one AL001 error; the chain's output store is ONNX node store1
+    (d,) = passes.run(rnnir.load(REPO / "samples" / "al001_chain.onnx"))
+    head, hint = str(d).split("\n")
+    assert head == f"store1: AL001 [error] {d.message}"
+    assert hint == f"  hint: {d.hint}" and d.hint
+    assert repr(d).startswith("Diagnostic(code='AL001'")  # repr stays the dataclass's, for debugging
+
+
+def test_str_of_a_diagnostic_without_location_or_hint():
+    d = passes.Diagnostic(code="SD009", name="unverified-state", severity=passes.Severity.INFO, message="slice state[1] not followed")
+    assert str(d) == "SD009 [info] slice state[1] not followed"
+
+
+def test_str_of_a_multicall_report_is_the_text_report():
+    from rnnir.testing import check_multicall, report_to_text
+
+    report = check_multicall(str(REPO / "samples" / "lstm_fanout.onnx"), calls=6, chunk=2)
+    text = str(report)
+    assert text == report_to_text(report)
+    assert text.startswith(f"{report.model}: PASS") and "MulticallReport(" not in text
+    assert f"{report!r}".startswith("MulticallReport(")
