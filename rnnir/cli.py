@@ -7,7 +7,7 @@
     rnnir rules [--format text|json]
     rnnir explain CODE
     rnnir cost PATH... [--format text|json] [--jobs N] [--output FILE]
-    rnnir run MODEL [--calls 200] [--chunk 16] [--shape IN=D0,D1] [--value IN=X] [--format text|json] [--output FILE]
+    rnnir run MODEL [--calls 200] [--chunk 16] [--shape IN=D0,D1] [--value IN=X] [--format text|json] [--output FILE] [--plot run.png]
     rnnir --version
 
 ``show``, ``cost`` and ``run`` take the same ``--pair``/``--entry``/``--exit``/``--config``/
@@ -441,6 +441,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.calls <= 0 or args.chunk <= 0:
         raise UsageError("--calls and --chunk must be positive")
+    if args.plot:
+        from .plot import require_matplotlib
+
+        require_matplotlib()  # before the run: a missing optional extra is the first thing to fix
     settings = _settings(args)
     model: Any = args.model
     pairs = settings.pairs
@@ -463,6 +467,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         text = testing.report_to_text(report)
         text = text if text.endswith("\n") else text + "\n"
     _emit(text, args.output)
+    if args.plot:
+        from .plot import plot_report
+
+        plot_report(report, args.plot)
     return 1 if report.status == "fail" else 0
 
 
@@ -579,6 +587,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--value", action="append", metavar="INPUT=NUMBER", help="feed a generated input this value on every call, e.g. --value sr=16000 (repeatable)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("--plot", metavar="FILE", help="also draw the run per call (variants, their divergence, state norms) into FILE (.png, .svg, .pdf); needs rnnir[plot]")
     _add_model_options(p)
     p.set_defaults(func=cmd_run)
 

@@ -97,6 +97,10 @@ class VariantResult:
     max_abs_diff: float
     per_output: dict[str, float] = field(default_factory=dict)
     note: str = ""
+    #: per call: max |diff| from the reference over every output (broken variants; empty for ``persistent``)
+    per_call: list[float] = field(default_factory=list)
+    #: per call: the mean of the report's ``watched`` output (what ``rnnir run --plot`` draws)
+    trace: list[float] = field(default_factory=list)
 
     @property
     def diverges(self) -> bool:
@@ -173,6 +177,7 @@ class MulticallReport:
     notes: list[str] = field(default_factory=list)
     health: dict[str, SlotHealth] = field(default_factory=dict)
     tol: float = 1e-5
+    watched: str | None = None  # the output each variant's ``trace`` follows: the first output that is not state
 
     @property
     def ok(self) -> bool:
@@ -339,6 +344,7 @@ def check_multicall(
         notes=notes,
         health=health,
         tol=tol,
+        watched=runner.watched,
     )
     _judge(report, session)
     return report
@@ -600,6 +606,14 @@ class _Runner:
         self.slots = session.slots
         self.writers = [s for s in self.slots if s.output is not None]
         self.swaps = _hc_swaps(session)
+        state_outputs = {s.output for s in self.writers}
+        names = session.output_names
+        self.watched: str | None = next((n for n in names if n not in state_outputs), names[0] if names else None)
+
+    def trace(self, outs: list[dict[str, np.ndarray]]) -> list[float]:
+        """The watched output's mean, call by call (NaN where a call did not return it)."""
+        name = self.watched
+        return [float(np.asarray(o[name], dtype=np.float64).mean()) if name in o and np.size(o[name]) else math.nan for o in outs]
 
     def chunks(self, c: int) -> list[dict[str, np.ndarray]]:
         out = []
@@ -679,17 +693,21 @@ class _Runner:
     def compare_calls(self, name: str, outs: list[dict[str, np.ndarray]], ref: list[dict[str, np.ndarray]], c: int) -> VariantResult:
         first: Divergence | None = None
         per: dict[str, float] = {}
+        per_call: list[float] = []
         for k, (a, b) in enumerate(zip(outs, ref)):
+            worst = 0.0
             for out_name in b:
                 d = _max_diff(a[out_name], b[out_name])
                 per[out_name] = max(per.get(out_name, 0.0), d)
+                worst = max(worst, d)
                 if first is None and d > self.tol:
                     first = Divergence(k, out_name, d, c)
-        return VariantResult(name, c, len(outs), "persistent", first, max(per.values(), default=0.0), per)
+            per_call.append(worst)
+        return VariantResult(name, c, len(outs), "persistent", first, max(per.values(), default=0.0), per, per_call=per_call, trace=self.trace(outs))
 
     def compare_whole(self, outs: list[dict[str, np.ndarray]], whole: Mapping[str, np.ndarray] | None, c: int) -> VariantResult:
         if whole is None:
-            return VariantResult("persistent", c, len(outs), "none", None, 0.0)
+            return VariantResult("persistent", c, len(outs), "none", None, 0.0, trace=self.trace(outs))
         per: dict[str, float] = {}
         first: Divergence | None = None
         notes: list[str] = []
@@ -715,7 +733,7 @@ class _Runner:
                 per[name] = max(per.get(name, 0.0), d)
                 if d > self.tol and (first is None or k < first.call):
                     first = Divergence(k, name, d, c)
-        return VariantResult("persistent", c, len(outs), "whole", first, max(per.values(), default=0.0), per, "; ".join(notes))
+        return VariantResult("persistent", c, len(outs), "whole", first, max(per.values(), default=0.0), per, "; ".join(notes), trace=self.trace(outs))
 
     def _split_like(self, name: str, ref: np.ndarray, got: list[np.ndarray], state_outs: set[str]) -> list[np.ndarray] | None:
         """The whole-stream output cut into the per-call pieces, or None when it has no call/time axis."""
