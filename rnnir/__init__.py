@@ -73,6 +73,7 @@ __all__ = [
     "Value",
     "export",
     "fix",
+    "lint_many",
     "load",
 ]
 
@@ -106,4 +107,8 @@ def __getattr__(name: str) -> Any:
         from .lower import Policy
 
         return Policy
+    if name == "lint_many":  # imported on first use: `import rnnir` stays free of the CLI and the passes
+        from .zoo import lint_many
+
+        return lint_many
     raise AttributeError(f"module 'rnnir' has no attribute {name!r}")

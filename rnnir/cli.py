@@ -291,6 +291,8 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
         _check_selectors(pattern_codes, codes, f"{settings.config.path}: per-file-ignores {pattern!r}")
 
     targets = collect_models(args.paths)
+    if getattr(args, "shard", None):
+        targets = _shard(args.shard).of(targets)
     jobs: list[LintJob] = []
     for t in targets:
         if t.error is None:
@@ -334,6 +336,16 @@ def _cost_text(result: LintResult) -> str:
             lines.extend("  " + line for line in render_cost_text(f.cost or {}))
         lines.append("")
     return "\n".join(lines)
+
+
+def _shard(text: str):  # type: ignore[no-untyped-def]
+    """``--shard I/N`` (see :mod:`rnnir.zoo` for how models are dealt to shards)."""
+    from .zoo import Shard, ShardError
+
+    try:
+        return Shard.parse(text)
+    except ShardError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def cmd_lint(args: argparse.Namespace) -> int:
@@ -538,6 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--strict", action="store_true", help="state rnnir could not verify (SD009) or a model does not expose (SD010) is an error")
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in N worker processes (0: one per CPU)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("--shard", metavar="I/N", help="lint only shard I of N (models dealt round-robin in sorted order), for CI job matrices")
     _add_model_options(p)
     from .cli_fix import add_fix_command, add_lint_fix_options
 

@@ -1,0 +1,145 @@
+"""Linting a model zoo: many models, any ``concurrent.futures.Executor``, and shards for CI job matrices.
+
+    import rnnir
+    results = rnnir.lint_many(["models/"])                      # a process pool, one worker per CPU at most
+    results = rnnir.lint_many(paths, executor=my_executor)      # threads, processes, dask, ray, ...
+    [(r.path, [d.code for d in r.diagnostics], r.error) for r in results]
+
+With dask.distributed, the zoo runs on an existing cluster::
+
+    from distributed import Client
+    with Client("scheduler:8786") as client:
+        results = rnnir.lint_many(paths, executor=client.get_executor())
+
+Results are :class:`rnnir.render.FileResult` objects, one per model, **in input order** (folders
+expanded to their ``*.onnx`` files in sorted order, as ``rnnir lint`` does), and equal to a serial
+run's: each model is linted by the same function, in its own task, with nothing shared between
+tasks.  A model that cannot be read or analysed has ``error`` set; it never stops the others.  A
+task the executor itself loses (a worker process killed, a cluster gone) is reported as that
+model's ``InternalError``.
+
+Configuration is explicit here (``select``/``ignore``/``pairs``/``strict``...): a library call does
+not read ``pyproject.toml``.
+
+Sharding for CI job matrices
+----------------------------
+``rnnir lint models/ --shard 2/4`` (or ``lint_many(..., shard=Shard(2, 4))``) lints the second of
+four disjoint shards: the models, collected and ordered as above, dealt round-robin (model k goes to
+shard ``k mod 4 + 1``).  Every job of the matrix passes the same paths and changes only ``I``; the
+union of the shards is the whole zoo, each model in exactly one.  GitHub Actions::
+
+    strategy:
+      matrix:
+        shard: [1, 2, 3, 4]
+    steps:
+      - run: rnnir lint models/ --shard ${{ matrix.shard }}/4 --format sarif -o rnnir-${{ matrix.shard }}.sarif
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, TypeVar
+
+from .errors import RnnirError
+
+if TYPE_CHECKING:
+    from .render import FileResult
+
+__all__ = ["Shard", "ShardError", "lint_many"]
+
+T = TypeVar("T")
+
+
+class ShardError(RnnirError, ValueError):
+    """A shard that is not ``I/N`` with ``1 <= I <= N``."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count``: items k with ``k mod count == index - 1``."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.index, int) and isinstance(self.count, int) and 1 <= self.index <= self.count):
+            raise ShardError(f"a shard is I/N with 1 <= I <= N, got {self.index}/{self.count}")
+
+    @classmethod
+    def parse(cls, text: str) -> Shard:
+        """``"2/4"`` → ``Shard(2, 4)``."""
+        index, sep, count = text.partition("/")
+        try:
+            if not sep:
+                raise ValueError
+            return cls(int(index), int(count))
+        except ValueError:
+            raise ShardError(f"--shard takes I/N with 1 <= I <= N (e.g. 2/4), got {text!r}") from None
+
+    def of(self, items: Sequence[T]) -> list[T]:
+        """This shard's items, in their order."""
+        return [item for k, item in enumerate(items) if k % self.count == self.index - 1]
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def lint_many(
+    paths: Iterable[str | os.PathLike[str]],
+    executor: Executor | None = None,
+    *,
+    select: Sequence[str] | None = None,
+    ignore: Sequence[str] = (),
+    pairs: Mapping[str, str | None] | None = None,
+    strict: bool = False,
+    cost: bool = False,
+    entry: str = "dynamic",
+    exit: str = "fanout",
+    max_workers: int | None = None,
+    shard: Shard | None = None,
+) -> list[FileResult]:
+    """Lint every model under ``paths`` with ``executor`` (see the module docstring).
+
+    ``executor=None`` makes a process pool of ``max_workers`` processes (default: one per CPU),
+    clamped to the CPU count and to the number of models; ``max_workers=1`` lints in this process.
+    An executor the caller passes is used as is and left running.
+    """
+    from .cli import LintJob, collect_models, lint_one
+    from .render import FileResult
+
+    targets = collect_models([os.fspath(p) for p in paths])
+    if shard is not None:
+        targets = shard.of(targets)
+    select_t = None if select is None else tuple(c.strip().upper() for c in select)
+    ignore_t = tuple(c.strip().upper() for c in ignore)
+    jobs = [LintJob(t.path, select_t, ignore_t, pairs, entry, exit, True, cost, strict) for t in targets if t.error is None]
+
+    if executor is None:
+        cpus = os.cpu_count() or 1
+        workers = min(max_workers or cpus, cpus, len(jobs))
+        if workers <= 1:
+            done = iter([lint_one(job) for job in jobs])
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                done = iter(_collect(pool, jobs, lint_one))
+    else:
+        done = iter(_collect(executor, jobs, lint_one))
+    return [FileResult(t.path, error=t.error) if t.error is not None else next(done) for t in targets]
+
+
+def _collect(executor: Executor, jobs: Sequence[object], task: object) -> list[FileResult]:
+    """Submit every job, then wait for each in order; a lost task becomes that model's error."""
+    from .render import FileResult
+
+    futures: list[Future[FileResult]] = [executor.submit(task, job) for job in jobs]  # type: ignore[arg-type]
+    results: list[FileResult] = []
+    for job, future in zip(jobs, futures):
+        try:
+            results.append(future.result())
+        except Exception as exc:  # noqa: BLE001 - the executor lost the task (dead worker, cluster gone): report it, go on
+            path = getattr(job, "path", "?")
+            results.append(FileResult(path, error={"type": "InternalError", "message": f"the executor lost this model's task: {type(exc).__name__}: {exc}"}))
+    return results
