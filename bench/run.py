@@ -676,7 +676,7 @@ class Stateful(Approach):
         self.s.reset()
 
     def step(self, feed):
-        return self.s.run(feed, self.outputs)[self.first]
+        return self.s.run_dict(feed, self.outputs)[self.first]
 
     def bytes_per_call(self) -> int:
         st = self.s.stats

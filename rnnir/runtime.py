@@ -2,7 +2,10 @@
 
     from rnnir.runtime import StatefulSession
     s = StatefulSession("model.onnx")        # finds the state pairs like rnnir.load
-    out = s.run({"x": chunk})                # state inputs may be omitted: they come from the slots
+    out = s.run_dict({"x": chunk})           # state inputs may be omitted: they come from the slots
+    y, = s.run(None, {"x": chunk})           # onnxruntime's signature: a list; the state stays inside
+    s.get_inputs(); s.get_outputs()          # onnxruntime's NodeArgs, state inputs/outputs hidden
+    s.state; s.state = {"h0": h}             # read or set the state explicitly
     s.reset()                                # back to the initial state
     t = s.fork()                             # independent instance: own slots, same ORT session
     s.save_state("vad.state"); s.load_state("vad.state")   # bound to the model's fingerprint
@@ -348,8 +351,8 @@ class _PublicBinding:
     def clear_outputs(self) -> None:
         self._b.clear_binding_outputs()
 
-    def run(self) -> None:
-        self._sess.run_with_iobinding(self._b)  # no RunOptions: constructing one costs ~50us per call
+    def run(self, run_options: ort.RunOptions | None = None) -> None:
+        self._sess.run_with_iobinding(self._b, run_options)  # None by default: constructing RunOptions costs ~50us per call
 
     def outputs(self) -> list[Any]:
         outs: list[Any] = self._b.get_outputs()  # in binding order, not graph order
@@ -405,8 +408,8 @@ class _NativeBinding(_PublicBinding):
     def clear_outputs(self) -> None:
         self._c.clear_binding_outputs()
 
-    def run(self) -> None:
-        self._c_run(self._c, None)
+    def run(self, run_options: ort.RunOptions | None = None) -> None:
+        self._c_run(self._c, run_options)
 
     def outputs(self) -> list[Any]:
         values = self._c.get_outputs()
@@ -553,14 +556,63 @@ class StatefulSession:
         """The onnxruntime session every fork of this instance shares."""
         return self._ort
 
+    # -- onnxruntime's interface: a drop-in InferenceSession whose state inputs/outputs are its own ----
+    def run(
+        self,
+        output_names: Any = None,
+        input_feed: Any = None,
+        run_options: ort.RunOptions | None = None,
+        *,
+        outputs: Iterable[str] | None = None,
+    ) -> Any:
+        """One call, either way it is written:
+
+        * ``run(output_names, input_feed, run_options=None)``, onnxruntime's signature: returns a **list**
+          in ``output_names`` order; ``output_names=None`` means every output :meth:`get_outputs` lists
+          (the state outputs are the session's, as in OpenVINO's stateful models; name one to get it);
+        * ``run(feeds, outputs=None)``: returns a **dict** by name, like :meth:`run_dict`.
+        """
+        if isinstance(output_names, Mapping):  # run(feeds[, outputs]): the dict-returning call
+            return self.run_dict(output_names, input_feed if input_feed is not None else outputs, run_options=run_options)
+        if not isinstance(input_feed, Mapping):
+            raise FeedError(
+                f"{self.label}: run(output_names, input_feed) takes a dict of input name -> array as input_feed, "
+                f"got {type(input_feed).__name__}; or call run_dict(feeds)"
+            )
+        if isinstance(output_names, str):
+            raise FeedError(f"{self.label}: output_names is a list of names, not the string {output_names!r}")
+        names = [n for n in self._model.output_names if n not in self._model.state_outputs] if output_names is None else list(output_names)
+        result = self.run_dict(input_feed, names, run_options=run_options)
+        return [result[n] for n in names]
+
+    def get_inputs(self) -> list[Any]:
+        """onnxruntime's ``NodeArg`` (``.name``, ``.shape``, ``.type``) of every input the caller feeds: state inputs hidden."""
+        return [a for a in self._ort.get_inputs() if a.name not in self._model.slot_by_input]
+
+    def get_outputs(self) -> list[Any]:
+        """onnxruntime's ``NodeArg`` of every output the caller gets by default: state outputs hidden."""
+        return [a for a in self._ort.get_outputs() if a.name not in self._model.state_outputs]
+
+    def get_modelmeta(self) -> Any:
+        return self._ort.get_modelmeta()
+
+    def get_providers(self) -> list[str]:
+        return list(self._ort.get_providers())
+
     # -- calls -------------------------------------------------------------------------------
-    def run(self, feeds: Mapping[str, Any], outputs: Iterable[str] | None = None) -> dict[str, np.ndarray]:
+    def run_dict(
+        self, feeds: Mapping[str, Any], outputs: Iterable[str] | None = None, *, run_options: ort.RunOptions | None = None
+    ) -> dict[str, np.ndarray]:
         """One call.  State inputs may be omitted (taken from the slots); one given explicitly replaces
         that slot's value for this call only, and the call's state output becomes the slot's new value.
-        Returns the requested outputs (all graph outputs by default) by name."""
+        Returns the requested outputs (all graph outputs by default, state outputs included) by name.
+        ``run_options`` (an ``onnxruntime.RunOptions``) goes to onnxruntime for this call."""
         if not self._lock.acquire(blocking=False):
             raise SessionBusyError(self._busy_message("run"))
         try:
+            if run_options is not None:  # the pre-bound fast path runs without options
+                self._steady = None
+                return self._run(feeds, outputs, run_options)
             steady = self._steady
             if steady is not None:
                 result = steady.call(self, feeds, outputs)
@@ -579,7 +631,7 @@ class StatefulSession:
             "stream and is refused, not serialised, when shared - give each thread its own instance with fork()"
         )
 
-    def _run(self, feeds: Mapping[str, Any], outputs: Iterable[str] | None) -> dict[str, np.ndarray]:
+    def _run(self, feeds: Mapping[str, Any], outputs: Iterable[str] | None, run_options: ort.RunOptions | None = None) -> dict[str, np.ndarray]:
         m = self._model
         stats = self.stats
         plain: dict[str, np.ndarray] = {}
@@ -655,7 +707,7 @@ class StatefulSession:
             b.bind_output(name)  # renewed every call: never a buffer a caller still holds
 
         try:
-            b.run()
+            b.run(run_options)
         except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
             self._after_failure(exc)
             raise
@@ -833,9 +885,50 @@ class StatefulSession:
 
     @property
     def state(self) -> dict[str, np.ndarray]:
-        """A read-only snapshot of every slot (state input name -> array), copied out of the slots."""
+        """A read-only snapshot of every slot (state input name -> array), copied out of the slots.
+
+        Assigning sets the state explicitly: ``s.state = {"state": arr}`` replaces the named slots (the
+        others keep theirs) from the next call on; ``s.state = s2.state`` copies another instance's state.
+        """
         with self._lock:
             return self._snapshot()
+
+    @state.setter
+    def state(self, values: Mapping[str, Any]) -> None:
+        m = self._model
+        if not isinstance(values, Mapping):
+            raise StateError(f"{self.label}: state is set from a dict of state input name -> array, not {type(values).__name__}")
+        unknown = [n for n in values if n not in m.slot_by_input]
+        if unknown:
+            raise StateError(f"{self.label}: {unknown} are not state inputs; the state inputs are {sorted(m.slot_by_input)}")
+        arrays: dict[str, np.ndarray] = {}
+        for name, value in values.items():
+            spec = m.slot_by_input[name]
+            arr = np.asarray(value)
+            if arr.dtype != spec.dtype:
+                if not np.can_cast(arr.dtype, spec.dtype, casting="same_kind"):
+                    raise StateError(f"{self.label}: state {name!r} takes {spec.dtype}, got {arr.dtype}")
+                arr = arr.astype(spec.dtype)
+            declared = spec.shape
+            if declared is not None and (
+                len(declared) != arr.ndim or any(isinstance(d, int) and d > 0 and d != n for d, n in zip(declared, arr.shape))
+            ):
+                raise StateError(f"{self.label}: state {name!r} is declared {_shape_text(declared)}, got shape {list(arr.shape)}")
+            arrays[name] = arr
+        if not self._lock.acquire(blocking=False):
+            raise SessionBusyError(self._busy_message("setting state of"))
+        try:
+            self._steady = None
+            for slot in self._slots:
+                given = arrays.get(slot.spec.input)
+                if given is None:
+                    continue
+                slot.current = self._binding.upload(given)
+                slot.spare = None
+                slot.mode = "probe"
+                self._pending_bytes += int(given.nbytes)
+        finally:
+            self._lock.release()
 
     def _snapshot(self) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}

@@ -1,0 +1,170 @@
+"""StatefulSession as a drop-in onnxruntime.InferenceSession: run(output_names, input_feed, run_options),
+get_inputs()/get_outputs() with the state hidden, and session.state read and set explicitly.
+
+Oracle: the same model on a plain onnxruntime.InferenceSession, with the state fed back by hand.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+
+from rnnir import StateError
+from rnnir.runtime import FeedError, StatefulSession
+
+REPO = Path(__file__).resolve().parents[1]
+FANOUT = str(REPO / "samples" / "lstm_fanout.onnx")  # x[T,1,3], h0/c0[1,1,5] -> y[T,1,1,5], hn, cn
+CHUNKS = [np.random.default_rng(k).standard_normal((4, 1, 3)).astype(np.float32) for k in range(5)]
+
+
+def hand_loop(chunks, start=None):
+    """Every call's (y, hn, cn) with onnxruntime, feeding hn/cn back as h0/c0."""
+    sess = ort.InferenceSession(FANOUT, providers=["CPUExecutionProvider"])
+    h = np.zeros((1, 1, 5), np.float32) if start is None else start[0]
+    c = np.zeros((1, 1, 5), np.float32) if start is None else start[1]
+    out = []
+    for x in chunks:
+        y, h, c = sess.run(None, {"x": x, "h0": h, "c0": c})
+        out.append((y, h, c))
+    return out
+
+
+def infer_with_onnxruntime_api(session, x):
+    """Code written for onnxruntime.InferenceSession, unchanged."""
+    name = session.get_inputs()[0].name
+    (first,) = [o.name for o in session.get_outputs()][:1]
+    return session.run([first], {name: x})[0]
+
+
+def test_run_with_onnxruntimes_signature_returns_a_list_and_keeps_the_state():
+    s = StatefulSession(FANOUT)
+    expected = hand_loop(CHUNKS)
+    for x, (y, _, _) in zip(CHUNKS, expected):
+        got = s.run(None, {"x": x})
+        assert isinstance(got, list) and len(got) == 1  # only y: hn/cn are the session's
+        np.testing.assert_allclose(got[0], y, rtol=1e-6, atol=1e-6)
+    # named outputs come back in the order asked, state outputs included when named
+    s2 = StatefulSession(FANOUT)
+    for x, (y, hn, cn) in zip(CHUNKS, expected):
+        got_hn, got_y, got_cn = s2.run(["hn", "y", "cn"], {"x": x}, None)
+        np.testing.assert_allclose(got_hn, hn, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got_y, y, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got_cn, cn, rtol=1e-6, atol=1e-6)
+
+
+def test_code_written_for_onnxruntime_runs_unchanged():
+    plain = ort.InferenceSession(FANOUT, providers=["CPUExecutionProvider"])
+    with pytest.raises(ValueError, match=r"Required inputs \(\['h0', 'c0'\]\) are missing"):
+        infer_with_onnxruntime_api(plain, CHUNKS[0])  # on onnxruntime itself the caller must carry the state
+    s = StatefulSession(FANOUT)
+    got = [infer_with_onnxruntime_api(s, x) for x in CHUNKS]
+    for g, (y, _, _) in zip(got, hand_loop(CHUNKS)):
+        np.testing.assert_allclose(g, y, rtol=1e-6, atol=1e-6)
+
+
+def test_get_inputs_and_outputs_hide_the_state_and_are_onnxruntimes_nodeargs():
+    s = StatefulSession(FANOUT)
+    plain = ort.InferenceSession(FANOUT, providers=["CPUExecutionProvider"])
+    assert [(a.name, a.shape, a.type) for a in s.get_inputs()] == [("x", ["T", 1, 3], "tensor(float)")]
+    assert [(a.name, a.shape, a.type) for a in s.get_outputs()] == [("y", ["T", 1, 1, 5], "tensor(float)")]
+    assert type(s.get_inputs()[0]) is type(plain.get_inputs()[0])
+    assert s.get_providers() == ["CPUExecutionProvider"]
+    assert s.get_modelmeta().graph_name == plain.get_modelmeta().graph_name
+
+
+def test_dict_calls_keep_working_under_both_names():
+    expected = hand_loop(CHUNKS[:2])
+    s = StatefulSession(FANOUT)
+    out = s.run({"x": CHUNKS[0]})  # the old call: a dict with every output
+    assert list(out) == ["y", "hn", "cn"]
+    np.testing.assert_allclose(out["hn"], expected[0][1], rtol=1e-6, atol=1e-6)
+    out = s.run_dict({"x": CHUNKS[1]}, ["hn"])
+    assert list(out) == ["hn"]
+    np.testing.assert_allclose(out["hn"], expected[1][1], rtol=1e-6, atol=1e-6)
+    t = StatefulSession(FANOUT)
+    assert list(t.run({"x": CHUNKS[0]}, ["y"])) == ["y"] and list(t.run({"x": CHUNKS[1]}, outputs=["cn"])) == ["cn"]
+
+
+def test_run_options_reach_onnxruntime_and_a_terminated_call_leaves_the_state():
+    s = StatefulSession(FANOUT)
+    s.run(None, {"x": CHUNKS[0]})
+    before = s.state
+    stop = ort.RunOptions()
+    stop.terminate = True  # onnxruntime refuses to run: proof that the options got there
+    with pytest.raises(Exception, match="(?i)terminat"):
+        s.run(None, {"x": CHUNKS[1]}, stop)
+    after = s.state
+    for k in before:
+        np.testing.assert_array_equal(after[k], before[k])
+    ok = ort.RunOptions()
+    ok.logid = "rnnir-test"
+    (y,) = s.run(None, {"x": CHUNKS[1]}, ok)
+    np.testing.assert_allclose(y, hand_loop(CHUNKS[:2])[1][0], rtol=1e-6, atol=1e-6)
+
+
+def test_state_can_be_read_and_set_explicitly():
+    expected = hand_loop(CHUNKS)
+    s = StatefulSession(FANOUT)
+    _, h2, c2 = expected[2]
+    s.state = {"h0": h2.astype(np.float64), "c0": c2}  # float64 is converted to the slot's float32
+    assert s.state["h0"].dtype == np.float32
+    for x, (y, _, _) in zip(CHUNKS[3:], expected[3:]):  # continues exactly where call 2 left off
+        np.testing.assert_allclose(s.run(None, {"x": x})[0], y, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(s.state["h0"], expected[-1][1], rtol=1e-6, atol=1e-6)
+    # one slot only: the other keeps its value
+    t = StatefulSession(FANOUT)
+    t.run(None, {"x": CHUNKS[0]})
+    c_before = t.state["c0"]
+    t.state = {"h0": np.zeros((1, 1, 5), np.float32)}
+    np.testing.assert_array_equal(t.state["c0"], c_before)
+    np.testing.assert_array_equal(t.state["h0"], np.zeros((1, 1, 5), np.float32))
+
+
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ({"hn": np.zeros((1, 1, 5), np.float32)}, r"\['hn'\] are not state inputs; the state inputs are \['c0', 'h0'\]"),
+        ({"h0": np.zeros((1, 1, 4), np.float32)}, r"'h0' is declared \[1, 1, 5\], got shape \[1, 1, 4\]"),
+        ({"h0": np.zeros((1, 5), np.float32)}, r"declared \[1, 1, 5\]"),
+        ({"h0": np.array([["a"] * 5]).reshape(1, 1, 5)}, r"'h0' takes float32"),
+        ([np.zeros((1, 1, 5))], "dict of state input name"),
+    ],
+)
+def test_setting_a_bad_state_is_a_clear_error(bad, match):
+    s = StatefulSession(FANOUT)
+    with pytest.raises(StateError, match=match):
+        s.state = bad
+
+
+def test_bad_onnxruntime_style_calls_are_clear_errors():
+    s = StatefulSession(FANOUT)
+    with pytest.raises(FeedError, match="takes a dict of input name -> array as input_feed"):
+        s.run(["y"], [CHUNKS[0]])
+    with pytest.raises(FeedError, match="not the string 'y'"):
+        s.run("y", {"x": CHUNKS[0]})
+    with pytest.raises(FeedError, match="no output"):
+        s.run(["nope"], {"x": CHUNKS[0]})
+
+
+@pytest.mark.realmodel
+def test_silero_vad_as_its_users_call_onnxruntime(silero_dir):
+    """The silero-vad loop written for onnxruntime, minus the state it had to carry by hand."""
+    path = str(silero_dir / "silero_vad.onnx")
+    rng = np.random.default_rng(0)
+    frames = [rng.uniform(-0.5, 0.5, (1, 576)).astype(np.float32) for _ in range(8)]
+    sr = np.array(16000, dtype=np.int64)
+    plain = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    state = np.zeros((2, 1, 128), np.float32)
+    expected = []
+    for x in frames:
+        prob, state = plain.run(None, {"input": x, "state": state, "sr": sr})
+        expected.append(prob)
+    s = StatefulSession(path)
+    assert [a.name for a in s.get_inputs()] == ["input", "sr"] and [a.name for a in s.get_outputs()] == ["output"]
+    for x, prob in zip(frames, expected):
+        (got,) = s.run(None, {"input": x, "sr": sr})
+        np.testing.assert_allclose(got, prob, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(s.state["state"], state, rtol=1e-5, atol=1e-6)
