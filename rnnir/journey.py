@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from .optraits import OpTrait, ops_with
+
 if TYPE_CHECKING:
     from .ir import Node, Program, Value
 
@@ -71,7 +73,9 @@ class Picture:
 
 
 #: ops whose result holds none of their input's values (only its shape), so the state does not travel through them
-_SHAPE_ONLY = frozenset({"Shape", "Size", "ConstantOfShape", "EyeLike"})
+_SHAPE_ONLY = ops_with(OpTrait.SHAPE_ONLY) | {"ConstantOfShape", "EyeLike"}
+#: ops that only move elements: folded into an arrow without marking the value changed
+_LAYOUT = ops_with(OpTrait.LAYOUT)
 
 
 @dataclass(frozen=True)
@@ -126,7 +130,6 @@ def _slice_labels(program: Program) -> dict[tuple[str, str], list[str]]:
 def journey(program: Program) -> Picture:
     """The state's journey (see the module docstring)."""
     from .ir import Compute, LoadSlot, Recurrent, Store
-    from .slices import LAYOUT_OPS
 
     reach: dict[int, dict[tuple[str, str], _Way]] = {}  # id(value) -> (box id, port) -> way
 
@@ -162,7 +165,7 @@ def journey(program: Program) -> Picture:
             found: dict[tuple[str, str], _Way] = {}
             for x in operands:
                 for key, way in reach[id(x)].items():
-                    step = way if op == "If" else way.through(op, op in LAYOUT_OPS)
+                    step = way if op == "If" else way.through(op, op in _LAYOUT)
                     found[key] = found[key].merged(step) if key in found else step
             reach[id(v)] = found
             stack.pop()
