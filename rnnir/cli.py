@@ -5,10 +5,10 @@
                        [--cost] [--jobs N] [--output FILE] [--config pyproject.toml | --no-config]
     rnnir show MODEL [--format text|dot|mermaid|json] [--full] [-o FILE.svg|.png|.pdf|.dot|.mmd]
     rnnir rules [--format text|json]
-    rnnir explain CODE
+    rnnir explain CODE-OR-NAME          (SD002, or wrong-slot)
     rnnir cost PATH... [--format text|json] [--jobs N] [--output FILE]
     rnnir run MODEL [--calls 200] [--chunk 16] [--shape IN=D0,D1] [--value IN=X] [--format text|json] [--output FILE] [--plot run.png]
-    rnnir --version
+    rnnir --version                     (python -m rnnir ... is the same command)
 
 ``show``, ``cost`` and ``run`` take the same ``--pair``/``--entry``/``--exit``/``--config``/
 ``--no-config`` options as ``lint``.  ``cost`` is ``lint --cost`` without the rules: the cost table
@@ -457,6 +457,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .plot import require_matplotlib
 
         require_matplotlib()  # before the run: a missing optional extra is the first thing to fix
+        if not Path(args.plot).resolve().parent.is_dir():
+            raise UsageError(f"{args.plot}: cannot write the plot: no folder {str(Path(args.plot).parent)!r}")
     settings = _settings(args)
     model: Any = args.model
     pairs = settings.pairs

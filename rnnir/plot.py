@@ -22,12 +22,16 @@ from .errors import RnnirError
 if TYPE_CHECKING:
     from .testing import MulticallReport
 
-__all__ = ["PlotUnavailable", "plot_report", "require_matplotlib"]
+__all__ = ["PlotError", "PlotUnavailable", "plot_report", "require_matplotlib"]
 
 _STYLES = {"persistent": ("-", "#1f77b4"), "reinit": ("--", "#d62728"), "stale": (":", "#ff7f0e"), "hc-swapped": ("-.", "#9467bd")}
 
 
-class PlotUnavailable(RnnirError):
+class PlotError(RnnirError):
+    """A plot could not be made or written."""
+
+
+class PlotUnavailable(PlotError):
     """matplotlib is not installed: plots are an optional extra."""
 
 
@@ -93,6 +97,6 @@ def plot_report(report: MulticallReport, path: str | os.PathLike[str] | None = N
             fig.savefig(os.fspath(path), dpi=110)
         except (OSError, ValueError) as exc:  # a missing folder, an unknown suffix
             plt.close(fig)
-            raise PlotUnavailable(f"{os.fspath(path)}: cannot write the plot: {exc}") from None
+            raise PlotError(f"{os.fspath(path)}: cannot write the plot: {exc}") from None
         plt.close(fig)  # no pyplot state left behind by a CLI or a loop of reports
     return fig

@@ -115,6 +115,8 @@ def lint_many(
         targets = shard.of(targets)
     select_t = None if select is None else tuple(c.strip().upper() for c in select)
     ignore_t = tuple(c.strip().upper() for c in ignore)
+    _check_codes(select_t or (), "select")  # once, here: not the same error on every one of 100,000 models
+    _check_codes(ignore_t, "ignore")
     jobs = [LintJob(t.path, select_t, ignore_t, pairs, entry, exit, True, cost, strict) for t in targets if t.error is None]
 
     if executor is None:
@@ -128,6 +130,15 @@ def lint_many(
     else:
         done = iter(_collect(executor, jobs, lint_one))
     return [FileResult(t.path, error=t.error) if t.error is not None else next(done) for t in targets]
+
+
+def _check_codes(codes: Sequence[str], what: str) -> None:
+    import passes
+
+    known = list(passes.RULES)
+    unknown = [c for c in codes if not any(k.startswith(c) for k in known)]
+    if unknown:
+        raise ValueError(f"{what}: unknown rule code or prefix {', '.join(map(repr, unknown))}; known codes: {', '.join(known)}")
 
 
 def _collect(executor: Executor, jobs: Sequence[object], task: object) -> list[FileResult]:

@@ -124,3 +124,21 @@ def test_run_without_plot_never_imports_matplotlib():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert done.stdout.strip().splitlines()[-1] == "RESULT 0 False", done.stderr
+
+
+def test_plot_into_a_missing_folder_is_a_clear_error(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "no" / "such" / "run.png"
+    code = cli.main(["run", "--no-config", str(FANOUT), "--calls", "4", "--plot", str(target)])
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""  # refused before the run
+    assert err.startswith(f"rnnir: error: {target}: cannot write the plot: no folder") and err.count("\n") == 1
+
+
+def test_plot_that_matplotlib_cannot_write_is_a_clear_error(tmp_path):
+    pytest.importorskip("matplotlib")
+    from rnnir.plot import PlotError, plot_report
+
+    report = check_multicall(str(FANOUT), {"x": stream(6)}, chunk_sizes=[3])
+    with pytest.raises(PlotError, match="cannot write the plot"):
+        plot_report(report, tmp_path / "run.notaformat")
