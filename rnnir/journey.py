@@ -238,6 +238,10 @@ def journey(program: Program) -> Picture:
             way = way.merged(other)
         heads = list(dict.fromkeys(h for h, _ in parts if h))
         arrows.append(Arrow(src, dst, ArrowKind.CHANGED if way.changed else ArrowKind.DATA, _arrow_label(heads, way)))
+    drawn = {b.key for kind in inner.values() for b in kind}
+    for u, v, d in program.graph.edges(data=True):  # explicit orderings between drawn boxes: what OR rules are about
+        if d.get("kind") != "data" and u in drawn and v in drawn:
+            arrows.append(Arrow(u, v, ArrowKind.ORDER, "runs first"))
     boxes = [Box(f"slot:{s.name}", BoxKind.SLOT, f"slot {s.name}\n{s.type}") for s in program.slots]
     boxes += [b for kind in (BoxKind.LOAD, BoxKind.RECURRENT) for b in inner[kind]]
     boxes += list(junctions.values()) + inner[BoxKind.STORE]
@@ -306,6 +310,8 @@ def journey_text(program: Program) -> str:
     lines = [f"state journey of @{program.name} ({len(program)} nodes; rnnir show --full for all of them)"]
     for pair in program.state_pairs:
         lines.append(f"  pair {pair}")
+    if not program.state_pairs:
+        lines.append("  no state pairs: nothing persists across calls")
     for b in pic.boxes:
         lines.append("  " + b.label.replace("\n", "; "))
         for a in incoming.get(b.key, []):

@@ -183,3 +183,21 @@ def test_journey_text_of_a_builder_program_without_pairs():
     text = journey_text(b.build())
     assert text.startswith("state journey of @nothing")
     assert incoming(text, "store → output y") == []  # Relu of a plain input: no state travels there
+
+
+def test_journey_draws_an_explicit_ordering_and_none_where_nothing_orders(capsys):
+    # gru_view_load_ordered: an ordering edge puts the state_norm store before the slot store (make_samples.py)
+    code, ordered, _ = show(capsys, str(SAMPLES / "gru_view_load_ordered.onnx"))
+    assert code == 0
+    assert "store → output state_norm: runs first" in incoming(ordered, "store → slot state")
+    # or002_view_war: the same model with nothing ordering the two
+    code, unordered, _ = show(capsys, str(SAMPLES / "or002_view_war.onnx"))
+    assert code == 0 and "runs first" not in unordered
+    assert incoming(unordered, "store → output state_norm") == ["load state: via ReduceL2; value changed by ReduceL2"]
+
+
+def test_journey_of_a_model_without_state_says_so(capsys):
+    code, out, _ = show(capsys, str(REPO / "tests" / "data" / "torch" / "gru_encoder_stateless.ts.onnx"))
+    assert code == 0
+    assert out.splitlines()[1] == "  no state pairs: nothing persists across calls"
+    assert "state in: not from a slot" in out
