@@ -88,7 +88,7 @@ def add_fix_command(sub: Any, add_model_options: Any) -> None:
         description="Edit an ONNX model: --expose-state gives every hidden recurrent state an input/output pair; "
         "without it, the safe fixes of the selected rules are applied (see `rnnir explain CODE`).",
     )
-    p.add_argument("model", metavar="MODEL")
+    p.add_argument("model", metavar="MODEL", help="the ONNX model to edit")
     p.add_argument("--expose-state", action="store_true", help="add a state input and output for every recurrence that starts from zeros and returns no state")
     p.add_argument("--packed", action="store_true", help="with --expose-state: one packed 'state' tensor (silero-style) instead of h0/c0 per op")
     p.add_argument("--state-defaults", action="store_true", help="with --expose-state: give each new state input a zeros initializer as its default (onnxruntime's IOBinding cannot feed such inputs)")
@@ -98,7 +98,7 @@ def add_fix_command(sub: Any, add_model_options: Any) -> None:
     out.add_argument("--output", "-o", metavar="OUT", help="write the edited model to OUT")
     out.add_argument("--in-place", action="store_true", help="rewrite MODEL itself")
     out.add_argument("--diff", action="store_true", help="show the edits as a diff and write nothing (exit 1 when there is something to fix)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text", help="how the edits are reported (default: text)")
     add_model_options(p)
     p.set_defaults(func=cmd_fix)
 
