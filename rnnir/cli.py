@@ -53,6 +53,7 @@ from .render import FORMATS, FileResult, LintResult, render, render_cost_text
 
 if TYPE_CHECKING:
     from .ir import Program
+    from .zoo import Shard
 
 __all__ = ["main"]
 
@@ -338,7 +339,7 @@ def _cost_text(result: LintResult) -> str:
     return "\n".join(lines)
 
 
-def _shard(text: str):  # type: ignore[no-untyped-def]
+def _shard(text: str) -> Shard:
     """``--shard I/N`` (see :mod:`rnnir.zoo` for how models are dealt to shards)."""
     from .zoo import Shard, ShardError
 
@@ -526,7 +527,9 @@ class _SubcommandParser(argparse.ArgumentParser):
     """A subcommand's parser: an argument it does not know is reported with *its* usage (``rnnir lint
     --bogus`` shows how to call ``lint``), not with the top level's, which says nothing about ``lint``."""
 
-    def parse_known_args(self, args=None, namespace=None):  # type: ignore[no-untyped-def,override]
+    def parse_known_args(  # type: ignore[override]  # typeshed overloads on the namespace type; one signature suffices here
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
         parsed, extras = super().parse_known_args(args, namespace)
         if extras:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
