@@ -72,7 +72,7 @@ class StatefulModel:
             self.session.reset()
         outs: list[dict[str, np.ndarray]] = []
         for k, (feed, want) in enumerate(zip(calls, expected)):
-            got = self.session.run(feed)
+            got = self.session.run_dict(feed)
             outs.append(got)
             for name, value in want.items():
                 if name not in got:
@@ -90,7 +90,7 @@ class StatefulModel:
         return outs
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        return self.session.run(feeds)
+        return self.session.run_dict(feeds)
 
     def reset(self) -> None:
         self.session.reset()

@@ -654,7 +654,7 @@ class _Runner:
             return None
         s = self.session.fork(reset=True, alias_outputs=False)
         try:
-            return s.run(self.feeds)
+            return s.run_dict(self.feeds)
         except Exception as exc:  # noqa: BLE001 - any runtime failure makes the oracle unavailable, and the report says why
             notes.append(f"one call over the whole stream failed ({type(exc).__name__}: {exc}); persistence judged by the broken variants only")
             return None
@@ -663,7 +663,7 @@ class _Runner:
         s = self.session.fork(reset=True, alias_outputs=False)
         outs, states = [], []
         for feed in chunks:
-            outs.append(s.run(feed))
+            outs.append(s.run_dict(feed))
             states.append(s.state)
         return outs, states
 
@@ -676,14 +676,14 @@ class _Runner:
         for k, feed in enumerate(chunks):
             if name == "reinit":
                 s.reset()
-                outs.append(s.run(feed))
+                outs.append(s.run_dict(feed))
                 continue
             if name == "stale":
                 # call k reads what call k-2 wrote: the store of call k-1 had not landed yet
                 start = initial if k < 2 else self._written(outs[k - 2], initial)
             else:  # hc-swapped: h and c land in each other's place
                 start = initial if k == 0 else _apply_swaps(self._written(outs[k - 1], initial), self.swaps)
-            outs.append(s.run({**feed, **start}))
+            outs.append(s.run_dict({**feed, **start}))
         return outs
 
     def _written(self, out: Mapping[str, np.ndarray], initial: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
