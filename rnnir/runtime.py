@@ -75,7 +75,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import onnx
@@ -557,6 +557,21 @@ class StatefulSession:
         return self._ort
 
     # -- onnxruntime's interface: a drop-in InferenceSession whose state inputs/outputs are its own ----
+    @overload
+    def run(
+        self,
+        output_names: Mapping[str, Any],
+        input_feed: Iterable[str] | None = None,
+        run_options: ort.RunOptions | None = None,
+        *,
+        outputs: Iterable[str] | None = None,
+    ) -> dict[str, np.ndarray]: ...
+
+    @overload
+    def run(
+        self, output_names: Sequence[str] | None, input_feed: Mapping[str, Any], run_options: ort.RunOptions | None = None
+    ) -> list[np.ndarray]: ...
+
     def run(
         self,
         output_names: Any = None,
@@ -564,7 +579,7 @@ class StatefulSession:
         run_options: ort.RunOptions | None = None,
         *,
         outputs: Iterable[str] | None = None,
-    ) -> Any:
+    ) -> dict[str, np.ndarray] | list[np.ndarray]:
         """One call, either way it is written:
 
         * ``run(output_names, input_feed, run_options=None)``, onnxruntime's signature: returns a **list**
