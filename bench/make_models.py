@@ -32,7 +32,8 @@ byte (the protobuf API cannot even build it) to show how each tool rejects
 deeper nesting.
 
 Multi-call workloads: ``lstm_i64_h128.onnx`` (one LSTM layer, input 64, hidden
-128, dynamic sequence length ``T``; ``h0``/``c0`` -> ``hn``/``cn``) and
+128, dynamic sequence length ``T``; ``h0``/``c0`` -> ``hn``/``cn``; ``lstm_i64_h128_b.onnx``
+is the same layer with a free batch dim ``B``, for the session pool) and
 ``cache12.onnx`` (12 layers of streaming caches, ``cache_<l>`` [1, 256, 768]
 f32 -> ``new_cache_<l>``: 9.4 MB of state; each call appends a 4-frame chunk).
 """
@@ -306,16 +307,17 @@ def _with_then(node: onnx.NodeProto, then_bytes: bytes) -> bytes:
 # --------------------------------------------------------------------- multi-call workloads
 
 
-def lstm_layer() -> onnx.ModelProto:
-    """One LSTM layer, input 64, hidden 128, sequence length ``T`` given per call."""
+def lstm_layer(batch: int | str = 1) -> onnx.ModelProto:
+    """One LSTM layer, input 64, hidden 128, sequence length ``T`` given per call; ``batch="B"`` leaves the
+    batch dim free (the same weights), so many streams can share one call (bench/pool.py)."""
     inits = _rnn_weights("LSTM", 0, hidden=LSTM_HIDDEN, inp=LSTM_IN)
     node = helper.make_node("LSTM", ["x", "W0", "R0", "B0", "", "h0", "c0"], ["Y", "hn", "cn"], name="lstm", hidden_size=LSTM_HIDDEN)
     sq = helper.make_node("Squeeze", ["Y", "axes1"], ["y"], name="squeeze")
     graph = helper.make_graph(
         [node, sq],
-        "lstm_i64_h128",
-        [_f32("x", ["T", 1, LSTM_IN]), _f32("h0", [1, 1, LSTM_HIDDEN]), _f32("c0", [1, 1, LSTM_HIDDEN])],
-        [_f32("y", ["T", 1, LSTM_HIDDEN]), _f32("hn", [1, 1, LSTM_HIDDEN]), _f32("cn", [1, 1, LSTM_HIDDEN])],
+        "lstm_i64_h128" if batch == 1 else "lstm_i64_h128_b",
+        [_f32("x", ["T", batch, LSTM_IN]), _f32("h0", [1, batch, LSTM_HIDDEN]), _f32("c0", [1, batch, LSTM_HIDDEN])],
+        [_f32("y", ["T", batch, LSTM_HIDDEN]), _f32("hn", [1, batch, LSTM_HIDDEN]), _f32("cn", [1, batch, LSTM_HIDDEN])],
         inits + [_init("axes1", np.array([1], dtype=np.int64))],
     )
     return _model(graph)
@@ -364,6 +366,7 @@ def build_all(out: pathlib.Path = DEFAULT_OUT, force: bool = False, only: set[st
     makers[f"nested_if_d{NESTED_DEPTH}"] = lambda: nested_if(NESTED_DEPTH)
     makers[f"nested_if_d{NESTED_TOO_DEEP}"] = lambda: nested_if_bytes(NESTED_TOO_DEEP)
     makers["lstm_i64_h128"] = lstm_layer
+    makers["lstm_i64_h128_b"] = lambda: lstm_layer("B")
     makers["cache12"] = cache_model
     paths: dict[str, pathlib.Path] = {}
     for stem, make in makers.items():

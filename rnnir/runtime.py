@@ -81,9 +81,11 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from .context import ContextKeeper, ContextSpec, InputContext, parse_context
 from .errors import ModelError, RnnirError, StateError
 from .ir import Program, SlotInit
 from .pairs import StatePair
+from .versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, model_state_version, reconcile
 
 if TYPE_CHECKING:
     from .lower import ModelSource
@@ -268,6 +270,7 @@ class _Model:
         self.source = src
         self.label = src.label
         self.fingerprint = src.fingerprint
+        self.state_version = model_state_version(src.model)  # rnnir.state_version metadata (versioning.py)
 
         graph = src.model.graph
         inits = {t.name for t in graph.initializer}
@@ -470,10 +473,13 @@ class StatefulSession:
         state_shapes: Mapping[str, Sequence[int]] | None = None,
         cast_state: bool = False,
         native_binding: bool = True,
+        context: ContextSpec | None = None,
         **ort_kwargs: Any,
     ) -> None:
         shared = _Model(model, pairs, session_options, providers, ort_kwargs)
-        self._setup(shared, alias_outputs, state_shapes, native_binding, cast_state)
+        time_axes = {ri.input: ri.time_axis for ri in shared.recurrent_inputs}
+        specs = parse_context(context, shared.inputs, time_axes, set(shared.slot_by_input), shared.label)
+        self._setup(shared, alias_outputs, state_shapes, native_binding, cast_state, specs)
 
     def _setup(
         self,
@@ -482,8 +488,11 @@ class StatefulSession:
         state_shapes: Mapping[str, Sequence[int]] | None,
         native: bool,
         cast_state: bool,
+        context: tuple[InputContext, ...] = (),
     ) -> None:
         self._model = shared
+        # input context kept outside the model (context.py); None on the hot path when none is declared
+        self._context = ContextKeeper(context, {c.input: shared.inputs[c.input].dtype for c in context}) if context else None
         self._ort = shared.ort
         self.alias_outputs = bool(alias_outputs)
         self.cast_state = bool(cast_state)
@@ -529,8 +538,35 @@ class StatefulSession:
 
     @property
     def inputs(self) -> dict[str, IOSpec]:
-        """The inputs the caller feeds every call (state inputs excluded)."""
-        return {n: self._model.inputs[n] for n in self._model.plain_inputs}
+        """The inputs the caller feeds every call (state inputs excluded; less the declared context, when static)."""
+        specs = {n: self._model.inputs[n] for n in self._model.plain_inputs}
+        if self._context is not None:
+            specs = {n: IOSpec(n, s.dtype, self._context.caller_shape(n, s.shape)) for n, s in specs.items()}
+        return specs
+
+    @property
+    def context(self) -> tuple[InputContext, ...]:
+        """The declared input context (``context=``), axes resolved."""
+        return () if self._context is None else self._context.specs
+
+    @property
+    def context_state(self) -> dict[str, np.ndarray]:
+        """The kept input context (input name -> the tail prepended to the next call); empty before the first call."""
+        return {} if self._context is None else {k: v.copy() for k, v in self._context.tails.items()}
+
+    @property
+    def state_version(self) -> str | None:
+        """The state version the model declares (metadata ``rnnir.state_version``), or None."""
+        return self._model.state_version
+
+    @property
+    def state_bytes(self) -> int:
+        """Bytes one stream keeps between calls: every slot (as last resolved) and the kept input context."""
+        total = 0
+        for slot in self._slots:
+            if slot.current is not None:
+                total += int(np.prod(slot.shape() or (), dtype=np.int64)) * slot.spec.dtype.itemsize
+        return total + (0 if self._context is None else self._context.nbytes())
 
     @property
     def optional_inputs(self) -> set[str]:
@@ -625,17 +661,22 @@ class StatefulSession:
         if not self._lock.acquire(blocking=False):
             raise SessionBusyError(self._busy_message("run"))
         try:
+            pending = None
+            context = self._context
+            if context is not None:
+                feeds, pending = context.extend(feeds, self.label)
             if run_options is not None:  # the pre-bound fast path runs without options
                 self._steady = None
-                return self._run(feeds, outputs, run_options)
-            steady = self._steady
-            if steady is not None:
-                result = steady.call(self, feeds, outputs)
-                if result is not None:
-                    return result
-                self._steady = None
-            result = self._run(feeds, outputs)
-            self._steady = _Steady.enter(self, feeds, outputs, result)
+                result = self._run(feeds, outputs, run_options)
+            else:
+                steady = self._steady
+                result = None if steady is None else steady.call(self, feeds, outputs)
+                if result is None:
+                    self._steady = None
+                    result = self._run(feeds, outputs)
+                    self._steady = _Steady.enter(self, feeds, outputs, result)
+            if context is not None and pending is not None:
+                context.commit(pending)  # only once the call succeeded
             return result
         finally:
             self._lock.release()
@@ -895,6 +936,8 @@ class StatefulSession:
             for slot in self._slots:
                 slot.current = slot.spare = None
                 slot.mode = "probe"
+            if self._context is not None:
+                self._context.clear()
         finally:
             self._lock.release()
 
@@ -962,8 +1005,10 @@ class StatefulSession:
         alias = self.alias_outputs if alias_outputs is None else alias_outputs
         with self._lock:
             twin = object.__new__(StatefulSession)
-            twin._setup(self._model, alias, self._state_shapes, self._binding.kind == "native", self.cast_state)
+            twin._setup(self._model, alias, self._state_shapes, self._binding.kind == "native", self.cast_state, self.context)
             if not reset:
+                if self._context is not None and twin._context is not None:
+                    twin._context = self._context.copy()
                 for mine, theirs in zip(self._slots, twin._slots):
                     if mine.current is None:
                         continue
@@ -976,20 +1021,31 @@ class StatefulSession:
         """Write every slot to ``path`` (an .npz file, whatever its name), bound to the model's fingerprint."""
         with self._lock:
             snap = self._snapshot()
+            context = self.context_state
         meta = {
             "format": _STATE_FORMAT,
             "fingerprint": self.fingerprint,
+            "state_version": self.state_version,
             "model": self.label,
             "slots": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in snap.items()},
         }
         target = Path(path)
+        # Any: numpy's stub types **kwds like allow_pickle
+        entries: dict[str, Any] = {f"slot:{k}": v for k, v in snap.items()} | {f"context:{k}": v for k, v in context.items()}
         with open(target, "wb") as f:  # a file object: np.savez would otherwise append ".npz"
-            arrays: dict[str, Any] = {f"slot:{k}": v for k, v in snap.items()}  # Any: numpy's stub types **kwds like allow_pickle
-            np.savez(f, __rnnir_state__=np.array(json.dumps(meta)), **arrays)
+            np.savez(f, __rnnir_state__=np.array(json.dumps(meta)), **entries)
         return target
 
-    def load_state(self, path: str | os.PathLike[str]) -> None:
-        """Replace every slot with the state saved by :meth:`save_state` from the same model."""
+    def load_state(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        on_version_mismatch: VersionPolicy | str = VersionPolicy.REFUSE,
+        migrations: StateMigrations | None = None,
+    ) -> VersionOutcome:
+        """Replace every slot with the state saved by :meth:`save_state` from the same model, or from a model
+        declaring the same state version; otherwise ``on_version_mismatch`` decides (refuse, reset, or migrate
+        with ``migrations``; see :mod:`rnnir.versioning`).  Returns how the state was accepted."""
         target = Path(path)
         try:
             with np.load(target, allow_pickle=False) as z:
@@ -997,18 +1053,20 @@ class StatefulSession:
                     raise StateError(f"{target}: not an rnnir state file (no __rnnir_state__ entry)")
                 meta = json.loads(str(z["__rnnir_state__"]))
                 arrays = {k[len("slot:") :]: z[k] for k in z.files if k.startswith("slot:")}
+                contexts = {k[len("context:") :]: z[k] for k in z.files if k.startswith("context:")}
         except StateError:
             raise
         except (OSError, ValueError, KeyError) as exc:
             raise StateError(f"{target}: cannot read saved state: {exc}") from None
         if meta.get("format") != _STATE_FORMAT:
             raise StateError(f"{target}: unknown state format {meta.get('format')!r} (expected {_STATE_FORMAT})")
-        if meta.get("fingerprint") != self.fingerprint:
-            raise StateError(
-                f"{target} holds the state of model {meta.get('model')!r} (fingerprint {str(meta.get('fingerprint'))[:12]}...), "
-                f"not of {self.label!r} (fingerprint {self.fingerprint[:12]}...): a state only means something to "
-                "the graph that produced it; load it into that model"
-            )
+        saved = StateOrigin(str(meta.get("fingerprint")), meta.get("state_version"), str(meta.get("model")))
+        mine = StateOrigin(self.fingerprint, self.state_version, self.label)
+        outcome, migrated = reconcile(saved, mine, arrays, on_version_mismatch, migrations, where=str(target))
+        if migrated is None:  # VersionPolicy.RESET
+            self.reset()
+            return outcome
+        arrays = migrated
         expected = set(self._model.slot_by_input)
         if set(arrays) != expected:
             raise StateError(f"{target}: saved slots {sorted(arrays)} do not match the model's state inputs {sorted(expected)}")
@@ -1026,8 +1084,12 @@ class StatefulSession:
                 slot.spare = None
                 slot.mode = "probe"
                 self._pending_bytes += int(arr.nbytes)
+            if self._context is not None:
+                self._context.clear()
+                self._context.commit({k: v for k, v in contexts.items() if any(c.input == k for c in self._context.specs)})
         finally:
             self._lock.release()
+        return outcome
 
     def __repr__(self) -> str:
         pairs = ", ".join(f"{s.input}->{s.output}" for s in self._model.slots) or "no state"

@@ -1,0 +1,778 @@
+"""Many streams of one model, keyed by session id, batched into one onnxruntime call.
+
+    from rnnir.pool import SessionPool
+    pool = SessionPool("silero_vad.onnx", context={"input": 64}, idle_timeout=30.0)
+    pool.open("alice"); pool.open("bob")
+    out = pool.run({"alice": {"input": a, "sr": sr}, "bob": {"input": b, "sr": sr}})   # ONE ORT call, 2 rows
+    out["alice"]["output"]                      # equals running alice's stream alone
+    pool.reset("bob"); pool.close("alice"); pool.expire()
+
+The anchor is Triton's sequence batcher with implicit state: the server keeps
+each sequence's state, and requests of different sequences that arrive together
+run as one batch.  Here the requests of one :meth:`SessionPool.run` call are
+the ones that "arrive together"; a serving loop collects them and calls
+``run`` once per tick.
+
+How a batch is made
+-------------------
+Every stream owns one *row* of an arena per state input (and per kept input
+context): ``arena[row]`` is the stream's state with the batch axis removed.  A
+call gathers the rows of the streams in the batch along the model's batch axis
+(one fancy-index per state, whatever the number of streams), stacks the
+streams' inputs, runs once, and scatters the new state rows back.  Inputs
+without a batch axis (silero's ``sr``) are shared by the rows of one call:
+requests that differ in them, or in any input's shape, run as separate calls.
+
+The batch axes come from the model: for each state input its one dynamic dim
+(or a symbol shared with an input); for each plain input the dim sharing that
+symbol, the batch axis of a recurrent op's ``X`` it feeds, or its leading
+dynamic dim; inputs without dynamic dims are shared.  ``batch_axes=`` overrides
+any of them.  Before the first batched call the pool **probes** the model: three
+different rows run as one batch must equal the same rows run one at a time
+(1e-5), which also finds each output's batch axis.  A model whose batch is
+fixed (``state[2, 1, 128]``) or that fails the probe runs one stream per call
+(``pool.batching`` says why): the pool stays correct, only slower.
+
+Streams join (:meth:`open`, or ``run(..., open_missing=True)``) and leave
+(:meth:`close`) at any call; :meth:`reset` puts one stream back to its initial
+state; streams idle for more than ``idle_timeout`` seconds (per ``clock``, which
+tests replace) are closed by :meth:`expire`, which every ``run`` calls first.
+:meth:`upgrade` swaps the model under running streams, carrying their state
+by the rules of :mod:`rnnir.versioning`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .context import ContextSpec, InputContext
+from .errors import RnnirError, StateError
+from .runtime import FeedError, StatefulSession
+from .versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, reconcile
+
+__all__ = ["BatchLayout", "PoolStats", "SessionPool", "UnknownSessionError"]
+
+_PROBE_ROWS = 3
+_PROBE_TOL = 1e-5
+
+
+class UnknownSessionError(RnnirError, KeyError):
+    """A call names a session id the pool does not hold (never opened, closed, or expired)."""
+
+    def __str__(self) -> str:  # KeyError would print the repr of the message
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class BatchLayout:
+    """Where the batch is: plain input -> axis (None: shared by every row), state input -> axis, output -> axis."""
+
+    inputs: dict[str, int | None]
+    states: dict[str, int]
+    outputs: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class PoolStats:
+    """onnxruntime calls made, stream-calls served, and the largest batch so far."""
+
+    ort_calls: int = 0
+    rows: int = 0
+    largest_batch: int = 0
+    expired: int = 0
+
+
+class _Stream:
+    __slots__ = ("sid", "row", "calls", "last_used")
+
+    def __init__(self, sid: Hashable, row: int, now: float) -> None:
+        self.sid = sid
+        self.row = row
+        self.calls = 0
+        self.last_used = now
+
+
+class _Arena:
+    """One state (or context) per row along the batch axis: ``data`` is the batch of every row the pool has.
+
+    ``axis`` None: the model cannot batch; ``data[row]`` holds a stream's whole value.
+    """
+
+    __slots__ = ("axis", "data", "initial", "head")
+
+    def __init__(self, axis: int | None, initial: np.ndarray, capacity: int) -> None:
+        self.axis = axis
+        self.initial = initial  # one stream's starting value, shaped as a solo session's (batch of 1)
+        if axis is None:
+            self.data = np.empty((capacity, *initial.shape), dtype=initial.dtype)
+        else:
+            shape = list(initial.shape)
+            shape[axis] = capacity
+            self.data = np.empty(shape, dtype=initial.dtype)
+        self.head = (slice(None),) * (0 if axis is None else axis)
+
+    def grow(self, capacity: int) -> None:
+        axis = 0 if self.axis is None else self.axis
+        shape = list(self.data.shape)
+        old = shape[axis]
+        shape[axis] = capacity
+        bigger = np.empty(shape, dtype=self.data.dtype)
+        bigger[self.head + (slice(0, old),)] = self.data
+        self.data = bigger
+
+    def gather(self, rows: np.ndarray) -> np.ndarray:
+        if self.axis is None:  # unbatched: exactly one row, stored whole
+            return self.data[int(rows[0])]
+        return np.take(self.data, rows, axis=self.axis)
+
+    def scatter(self, rows: np.ndarray, value: np.ndarray) -> None:
+        if self.axis is None:
+            self.data[int(rows[0])] = value
+        else:
+            self.data[self.head + (rows,)] = value
+
+    def put(self, row: int, value: np.ndarray) -> None:
+        """Set one stream's value (shaped as a solo session's)."""
+        if self.axis is None:
+            self.data[row] = value
+        else:
+            self.data[self.head + (slice(row, row + 1),)] = value
+
+    def row(self, row: int) -> np.ndarray:
+        """A copy of one stream's value, shaped as a solo session's (batch axis of size 1)."""
+        if self.axis is None:
+            return self.data[row].copy()
+        return self.data[self.head + (slice(row, row + 1),)].copy()
+
+
+class SessionPool:
+    """Concurrent streams of one model, each keyed by a session id, run as batched onnxruntime calls.
+
+    ``model``, ``pairs``, ``session_options``, ``providers``, ``state_shapes`` and
+    ``context`` are as for :class:`~rnnir.runtime.StatefulSession` (``context``
+    is kept per stream).  ``batch_axes`` overrides the batch axis of named inputs
+    and state inputs (None: shared input).  ``max_batch`` caps the rows of one
+    onnxruntime call.  ``idle_timeout`` (seconds of ``clock``) closes streams
+    that made no call for that long.  One pool is used by one thread at a time
+    (calls are serialised by a lock); see the module docstring.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        pairs: Mapping[str, str | None] | None = None,
+        *,
+        context: ContextSpec | None = None,
+        batch_axes: Mapping[str, int | None] | None = None,
+        max_batch: int | None = None,
+        idle_timeout: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        session_options: Any = None,
+        providers: Sequence[Any] | None = None,
+        state_shapes: Mapping[str, Sequence[int]] | None = None,
+    ) -> None:
+        if max_batch is not None and max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        if idle_timeout is not None and idle_timeout <= 0:
+            raise ValueError(f"idle_timeout must be positive, got {idle_timeout}")
+        self._options = {"session_options": session_options, "providers": providers, "state_shapes": state_shapes}
+        self._context_arg = context
+        self._batch_axes_arg = dict(batch_axes or {})
+        self.max_batch = max_batch
+        self.idle_timeout = idle_timeout
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._streams: OrderedDict[Hashable, _Stream] = OrderedDict()  # least recently used first
+        self._free: list[int] = []
+        self._capacity = 16
+        self._next_row = 0
+        self._ctx_arenas: dict[str, _Arena] | None = None
+        self.stats = PoolStats()
+        self._install(StatefulSession(model, pairs, context=context, **self._options))
+
+    def _install(self, solo: StatefulSession) -> None:
+        """Use ``solo``'s model from now on (construction and upgrade)."""
+        m = solo._model
+        for slot in m.slots:
+            if slot.output is None:
+                raise StateError(f"{m.label}: state input {slot.input!r} has no paired output: the pool has nothing to carry")
+            if slot.output_dtype is not None and slot.output_dtype != slot.dtype:
+                raise StateError(f"{m.label}: state output {slot.output!r} is {slot.output_dtype}, its input {slot.dtype} (SD005)")
+        self._solo = solo
+        self._model = m
+        self._plain_dtypes = {n: m.inputs[n].dtype for n in m.plain_inputs if m.inputs[n].dtype is not None}
+        self._ort = m.ort
+        self._contexts: tuple[InputContext, ...] = solo.context
+        for c in self._contexts:
+            if self._batch_axes_arg.get(c.input, -1) == c.axis:
+                raise StateError(f"{m.label}: the context of {c.input!r} runs along its batch axis {c.axis}")
+        layout, why = _static_layout(solo, self._batch_axes_arg)
+        self.layout: BatchLayout | None = layout
+        self.batching = why  # "" while batching is possible; why not otherwise
+        self._probed = False
+        self._row_indices: dict[tuple[int, int, int], list[tuple[Any, ...]]] = {}
+        self._arenas: dict[str, _Arena] | None = None
+        self._pending: dict[Hashable, dict[str, np.ndarray] | None] = {}  # states to install when arenas exist
+
+    # -- what the pool holds -----------------------------------------------------------------
+    @property
+    def label(self) -> str:
+        return self._model.label
+
+    @property
+    def fingerprint(self) -> str:
+        return self._model.fingerprint
+
+    @property
+    def state_version(self) -> str | None:
+        return self._model.state_version
+
+    @property
+    def sessions(self) -> list[Hashable]:
+        """Open session ids, least recently used first."""
+        return list(self._streams)
+
+    def __len__(self) -> int:
+        return len(self._streams)
+
+    def __contains__(self, sid: object) -> bool:
+        return sid in self._streams
+
+    def solo(self) -> StatefulSession:
+        """A new single-stream session of the pool's model (same context): what every stream must equal."""
+        return self._solo.fork(reset=True)
+
+    # -- joining, leaving, resetting -----------------------------------------------------------
+    def open(self, sid: Hashable) -> None:
+        """A new stream, starting from the initial state.  Opening an open id is an error (reset() restarts one)."""
+        with self._lock:
+            self._open(sid, self.clock())
+
+    def _open(self, sid: Hashable, now: float) -> _Stream:
+        if sid in self._streams:
+            raise StateError(f"session {sid!r} is already open; reset({sid!r}) restarts it")
+        if self._free:
+            row = self._free.pop()
+        else:
+            row = self._next_row
+            self._next_row += 1
+            if row >= self._capacity:
+                self._capacity *= 2
+                for arena in self._all_arenas():
+                    arena.grow(self._capacity)
+        stream = _Stream(sid, row, now)
+        self._streams[sid] = stream
+        self._init_row(stream, None)
+        return stream
+
+    def _all_arenas(self) -> list[_Arena]:
+        return list((self._arenas or {}).values()) + list((self._ctx_arenas or {}).values())
+
+    def _init_row(self, stream: _Stream, state: dict[str, np.ndarray] | None, *, context: bool = True) -> None:
+        if self._arenas is None:
+            self._pending[stream.sid] = state
+        else:
+            for name, arena in self._arenas.items():
+                if state is None:
+                    arena.put(stream.row, arena.initial)
+                else:
+                    arena.put(stream.row, _row_of(state[name], arena.initial.shape, f"session {stream.sid!r}, state {name!r}"))
+        if context and self._ctx_arenas is not None:
+            for arena in self._ctx_arenas.values():
+                arena.put(stream.row, arena.initial)
+
+    def close(self, sid: Hashable) -> None:
+        """The stream leaves; its row is reused by a later stream (after being reset)."""
+        with self._lock:
+            stream = self._get(sid)
+            del self._streams[sid]
+            self._pending.pop(sid, None)
+            self._free.append(stream.row)
+
+    def reset(self, sid: Hashable) -> None:
+        """This stream (and its kept context) back to the initial state; every other stream untouched."""
+        with self._lock:
+            self._init_row(self._get(sid), None)
+
+    def expire(self) -> list[Hashable]:
+        """Close the streams idle for more than ``idle_timeout``; returns their ids."""
+        with self._lock:
+            return self._expire(self.clock())
+
+    def _expire(self, now: float) -> list[Hashable]:
+        if self.idle_timeout is None:
+            return []
+        gone: list[Hashable] = []
+        while self._streams:
+            sid, stream = next(iter(self._streams.items()))
+            if now - stream.last_used <= self.idle_timeout:
+                break  # least recently used first: the rest are younger
+            del self._streams[sid]
+            self._pending.pop(sid, None)
+            self._free.append(stream.row)
+            gone.append(sid)
+        self.stats.expired += len(gone)
+        return gone
+
+    def _get(self, sid: Hashable) -> _Stream:
+        stream = self._streams.get(sid)
+        if stream is None:
+            raise UnknownSessionError(f"{self.label}: no open session {sid!r} (never opened, closed, or expired after {self.idle_timeout} s idle)")
+        return stream
+
+    def state(self, sid: Hashable) -> dict[str, np.ndarray]:
+        """A copy of one stream's state, shaped as a solo session's (batch of 1)."""
+        with self._lock:
+            stream = self._get(sid)
+            if self._arenas is None:
+                pending = self._pending.get(sid)
+                if pending is not None:
+                    return {k: np.array(v) for k, v in pending.items()}
+                return self._solo.initial_state()
+            return {name: arena.row(stream.row) for name, arena in self._arenas.items()}
+
+    # -- calls -------------------------------------------------------------------------------
+    def run(
+        self,
+        requests: Mapping[Hashable, Mapping[str, Any]],
+        outputs: Sequence[str] | None = None,
+        *,
+        open_missing: bool = False,
+    ) -> dict[Hashable, dict[str, np.ndarray]]:
+        """One call for each stream in ``requests`` (session id -> its feeds, one row each), batched.
+
+        Returns session id -> the requested outputs (every graph output by default), as the stream's
+        solo session would return them.  Unknown ids raise :class:`UnknownSessionError` unless
+        ``open_missing`` (they join first).
+        """
+        with self._lock:
+            now = self.clock()
+            if self.idle_timeout is not None:
+                self._expire(now)
+            feeds = [self._checked(sid, f) for sid, f in requests.items()]  # before anyone joins
+            if outputs is not None:
+                unknown = [n for n in outputs if n not in self._model.output_specs]
+                if unknown:
+                    raise FeedError(f"{self.label}: the model has no output(s) {unknown}; outputs are {self._model.output_names}")
+            get = self._streams.get
+            streams: list[_Stream] = []
+            for sid in requests:
+                stream = get(sid)
+                if stream is None:
+                    if not open_missing:
+                        self._get(sid)  # raises
+                    stream = self._open(sid, now)
+                streams.append(stream)
+            if self._arenas is None and feeds:
+                self._build_arenas(feeds[0])
+            results: dict[Hashable, dict[str, np.ndarray]] = {}
+            limit = 1 if self.batching else (self.max_batch or len(streams))
+            for group in self._groups(streams, feeds):
+                for start in range(0, len(group), limit):
+                    part = group[start : start + limit]
+                    if len(part) == len(streams):
+                        self._run_group(streams, feeds, results, outputs)
+                    else:
+                        self._run_group([streams[i] for i in part], [feeds[i] for i in part], results, outputs)
+            move = self._streams.move_to_end
+            for stream in streams:
+                stream.calls += 1
+                stream.last_used = now
+                move(stream.sid)
+            return results if len(results) == len(requests) and list(results) == list(requests) else {sid: results[sid] for sid in requests}
+
+    def run_one(self, sid: Hashable, feeds: Mapping[str, Any], outputs: Sequence[str] | None = None, *, open_missing: bool = False) -> dict[str, np.ndarray]:
+        return self.run({sid: feeds}, outputs, open_missing=open_missing)[sid]
+
+    def _checked(self, sid: Hashable, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        m = self._model
+        dtypes = self._plain_dtypes
+        if feeds.keys() == dtypes.keys():  # the common case: every plain input, arrays of the right dtype
+            for name, value in feeds.items():
+                if type(value) is not np.ndarray or value.dtype != dtypes[name]:
+                    break
+            else:
+                return feeds if type(feeds) is dict else dict(feeds)
+        out: dict[str, np.ndarray] = {}
+        for name, value in feeds.items():
+            spec = m.inputs.get(name)
+            if spec is None or name in m.slot_by_input:
+                what = "a state input (the pool keeps it)" if spec is not None else "not an input"
+                raise FeedError(f"{m.label}: session {sid!r} feeds {name!r}, {what}; inputs are {m.plain_inputs}")
+            arr = np.asarray(value)
+            if spec.dtype is not None and arr.dtype != spec.dtype:
+                arr = arr.astype(spec.dtype)
+            out[name] = arr
+        missing = [n for n in m.required_inputs if n not in out]
+        if missing:
+            raise FeedError(f"{m.label}: session {sid!r} is missing input(s) {missing}")
+        return out
+
+    def _groups(self, streams: list[_Stream], feeds: list[dict[str, np.ndarray]]) -> list[list[int]]:
+        """Request indices that can share one call: equal shared inputs, equal row shapes."""
+        if len(streams) == 1:
+            return [[0]]
+        axes = self.layout.inputs if self.layout is not None else {}
+        if self._uniform(feeds, axes):
+            return [list(range(len(feeds)))]
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, f in enumerate(feeds):
+            key = tuple(
+                (n, a.dtype.str, a.shape) if axes.get(n) is not None else (n, a.dtype.str, a.shape, a.tobytes())
+                for n, a in f.items()
+            )
+            groups.setdefault(key, []).append(i)
+        return list(groups.values())
+
+    @staticmethod
+    def _uniform(feeds: list[dict[str, np.ndarray]], axes: Mapping[str, int | None]) -> bool:
+        """Every request has the first one's names, shapes and dtypes, and its shared inputs' values (the usual tick)."""
+        first = feeds[0]
+        names = tuple(first)
+        shapes = [(a.shape, a.dtype) for a in first.values()]
+        shared = [(n, a) for n, a in first.items() if axes.get(n) is None]
+        if not axes and len(feeds) > 1:
+            return False  # no batch layout: nothing may share a call
+        for f in feeds[1:]:
+            if tuple(f) != names:
+                return False
+            for (shape, dtype), a in zip(shapes, f.values()):
+                if a.shape != shape or a.dtype != dtype:
+                    return False
+            for n, a in shared:
+                b = f[n]
+                if b is not a and not np.array_equal(a, b):
+                    return False
+        return True
+
+    def _with_context(self, rows: np.ndarray, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        tails: dict[str, np.ndarray] = {}
+        if not self._contexts or self._ctx_arenas is None:
+            return feeds, tails
+        feeds = dict(feeds)
+        for c in self._contexts:
+            if c.input not in feeds:
+                continue
+            arena = self._ctx_arenas[c.input]
+            chunk = feeds[c.input]
+            axis = c.axis if c.axis is not None else chunk.ndim - 1
+            combined = np.concatenate([arena.gather(rows), chunk], axis=axis)
+            index = [slice(None)] * combined.ndim
+            index[axis] = slice(combined.shape[axis] - c.size, None)
+            tails[c.input] = combined[tuple(index)]
+            feeds[c.input] = combined
+        return feeds, tails
+
+    def _run_group(
+        self,
+        streams: list[_Stream],
+        feeds: list[dict[str, np.ndarray]],
+        results: dict[Hashable, dict[str, np.ndarray]],
+        outputs: Sequence[str] | None = None,
+    ) -> None:
+        assert self._arenas is not None
+        rows = np.fromiter((s.row for s in streams), dtype=np.intp, count=len(streams))
+        layout = self.layout
+        n = len(streams)
+        if n == 1:
+            batch = dict(feeds[0])
+        else:
+            assert layout is not None
+            batch = {}
+            for name, arr in feeds[0].items():
+                axis = layout.inputs.get(name)
+                batch[name] = arr if axis is None else np.concatenate([f[name] for f in feeds], axis=axis)
+        if n > 1 and not self._probed:
+            self._probe(batch, rows)
+            if self.batching:  # the probe found the model cannot batch: one stream per call from now on
+                for k, stream in enumerate(streams):
+                    self._run_group([stream], [feeds[k]], results, outputs)
+                return
+            layout = self.layout  # now with the outputs' batch axes
+        batch, tails = self._with_context(rows, batch)
+        for name, arena in self._arenas.items():
+            batch[name] = self._gather(arena, rows)
+        values = self._ort.run(None, batch)
+        self.stats.ort_calls += 1
+        self.stats.rows += n
+        self.stats.largest_batch = max(self.stats.largest_batch, n)
+        out = dict(zip(self._model.output_names, values))
+        m = self._model
+        for slot in m.slots:
+            self._scatter(self._arenas[slot.input], rows, np.asarray(out[slot.output]))
+        if self._ctx_arenas is not None:
+            for name, tail in tails.items():
+                self._ctx_arenas[name].scatter(rows, tail)
+        wanted = out if outputs is None else {name: out[name] for name in outputs}
+        if n == 1:
+            results[streams[0].sid] = {k: np.array(v) for k, v in wanted.items()}
+            return
+        assert layout is not None
+        pieces = [(name, value, self._row_index(value.ndim, layout.outputs[name], n)) for name, value in wanted.items()]
+        for k, stream in enumerate(streams):
+            results[stream.sid] = {name: value[index[k]] for name, value, index in pieces}
+
+    def _row_index(self, ndim: int, axis: int, n: int) -> list[tuple[Any, ...]]:
+        """Index tuples selecting row k (kept as an axis of size 1) of an array batched along ``axis``."""
+        key = (ndim, axis, n)
+        cached = self._row_indices.get(key)
+        if cached is None:
+            head = (slice(None),) * axis
+            cached = [head + (slice(k, k + 1),) for k in range(n)]
+            if len(self._row_indices) > 64:
+                self._row_indices.clear()
+            self._row_indices[key] = cached
+        return cached
+
+    # gather/scatter of state rows: one place each, so tests can check that a shifted row is caught
+    def _gather(self, arena: _Arena, rows: np.ndarray) -> np.ndarray:
+        return arena.gather(rows)
+
+    def _scatter(self, arena: _Arena, rows: np.ndarray, value: np.ndarray) -> None:
+        arena.scatter(rows, value)
+
+    # -- arenas and the probe ----------------------------------------------------------------
+    def _build_arenas(self, feeds: Mapping[str, np.ndarray]) -> None:
+        """Row shapes from the first call's feeds (one row), then every open stream's row."""
+        initial = self._solo.initial_state(self._model_feeds(feeds))
+        layout = self.layout
+        arenas: dict[str, _Arena] = {}
+        for name, value in initial.items():
+            axis = None if layout is None or self.batching else layout.states[name]
+            if axis is not None and value.shape[axis] != 1:
+                raise StateError(f"{self.label}: the initial state {name!r} has {value.shape[axis]} rows along its batch axis {axis}; feed one row per stream")
+            arenas[name] = _Arena(axis, np.ascontiguousarray(value), self._capacity)
+        if self._ctx_arenas is None and self._contexts:
+            ctx: dict[str, _Arena] = {}
+            for c in self._contexts:
+                chunk = feeds.get(c.input)
+                if chunk is None:
+                    continue
+                axis = None if layout is None or self.batching else layout.inputs.get(c.input)
+                c_axis = c.axis if c.axis is not None else chunk.ndim - 1
+                shape = list(chunk.shape)
+                shape[c_axis] = c.size
+                dtype = self._model.inputs[c.input].dtype or chunk.dtype
+                ctx[c.input] = _Arena(axis, np.zeros(shape, dtype=dtype), self._capacity)
+                ctx[c.input].data[...] = 0
+            self._ctx_arenas = ctx
+        self._arenas = arenas
+        for stream in self._streams.values():
+            self._init_row(stream, self._pending.pop(stream.sid, None), context=False)
+        self._pending = {}
+
+    def _model_feeds(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One row's feeds as the model sees them (with a zero context prepended), to resolve state shapes."""
+        out = dict(feeds)
+        for c in self._contexts:
+            if c.input in out:
+                chunk = out[c.input]
+                axis = c.axis if c.axis is not None else chunk.ndim - 1
+                shape = list(chunk.shape)
+                shape[axis] = c.size
+                out[c.input] = np.concatenate([np.zeros(shape, chunk.dtype), chunk], axis=axis)
+        return out
+
+    def _probe(self, batch: Mapping[str, np.ndarray], rows: np.ndarray) -> None:
+        """Run three rows as one batch and one at a time: equal results, and each output's batch axis."""
+        self._probed = True
+        layout = self.layout
+        assert layout is not None and self._arenas is not None
+        one: list[dict[str, np.ndarray]] = []
+        rng = np.random.default_rng(0)
+        for k in range(_PROBE_ROWS):
+            feed: dict[str, np.ndarray] = {}
+            for name, arr in batch.items():
+                axis = layout.inputs.get(name)
+                if axis is None:
+                    feed[name] = arr
+                    continue
+                row = np.take(arr, [min(k, arr.shape[axis] - 1)], axis=axis)
+                if k >= arr.shape[axis] and np.issubdtype(row.dtype, np.floating):
+                    row = (row * (1.0 - 0.5 * k) + 0.1 * rng.standard_normal(row.shape)).astype(row.dtype)
+                feed[name] = row
+            feed = self._model_feeds(feed)
+            for name, arena in self._arenas.items():
+                state = arena.initial
+                if np.issubdtype(state.dtype, np.floating):
+                    state = (state + 0.1 * rng.standard_normal(state.shape)).astype(state.dtype)  # distinct states per row
+                feed[name] = state
+            one.append(feed)
+        try:
+            solo = [dict(zip(self._model.output_names, self._ort.run(None, f))) for f in one]
+            stacked = {
+                name: (one[0][name] if (layout.inputs.get(name) is None and name not in layout.states)
+                       else np.concatenate([f[name] for f in one], axis=layout.states.get(name, layout.inputs.get(name))))
+                for name in one[0]
+            }
+            together = dict(zip(self._model.output_names, self._ort.run(None, stacked)))
+        except Exception as exc:  # noqa: BLE001 - any failure means: do not batch this model
+            self.batching = f"a batch of {_PROBE_ROWS} rows failed in onnxruntime ({type(exc).__name__}: {str(exc)[:160]})"
+            return
+        outputs: dict[str, int] = {}
+        for name, ref in solo[0].items():
+            got = together[name]
+            axis = _grown_axis(np.shape(ref), np.shape(got), _PROBE_ROWS)
+            if axis is None:
+                self.batching = f"output {name!r} has shape {np.shape(ref)} for one row and {np.shape(got)} for {_PROBE_ROWS}: no batch axis to split"
+                return
+            for k in range(_PROBE_ROWS):
+                piece = np.take(got, [k], axis=axis)
+                want = solo[k][name]
+                if piece.shape != np.shape(want) or not np.allclose(piece, want, rtol=0, atol=_PROBE_TOL, equal_nan=True):
+                    diff = float(np.max(np.abs(piece.astype(np.float64) - np.asarray(want, dtype=np.float64)))) if piece.shape == np.shape(want) else float("inf")
+                    self.batching = (
+                        f"row {k} of a batch of {_PROBE_ROWS} differs from the same row run alone on output {name!r} "
+                        f"(max |diff| {diff:.3g}): the model mixes batch rows"
+                    )
+                    return
+            outputs[name] = axis
+        for slot in self._model.slots:
+            if outputs.get(slot.output) != layout.states[slot.input]:
+                self.batching = f"state output {slot.output!r} batches along axis {outputs.get(slot.output)}, its input {slot.input!r} along {layout.states[slot.input]}"
+                return
+        self.layout = BatchLayout(layout.inputs, layout.states, outputs)
+
+    # -- model upgrade -----------------------------------------------------------------------
+    def upgrade(
+        self,
+        model: Any,
+        pairs: Mapping[str, str | None] | None = None,
+        *,
+        policy: VersionPolicy | str = VersionPolicy.REFUSE,
+        migrations: StateMigrations | None = None,
+    ) -> dict[Hashable, VersionOutcome]:
+        """Serve ``model`` from now on, carrying every open stream's state by :func:`rnnir.versioning.reconcile`:
+        kept when the graphs are equal or declare the same state version, else per ``policy``.  Refused
+        (:class:`~rnnir.StateError`) leaves the pool as it was.  Returns each stream's outcome."""
+        solo = StatefulSession(model, pairs, context=self._context_arg, **self._options)
+        with self._lock:
+            old = StateOrigin(self.fingerprint, self.state_version, self.label)
+            new = StateOrigin(solo.fingerprint, solo.state_version, solo.label)
+            carried: dict[Hashable, dict[str, np.ndarray] | None] = {}
+            outcomes: dict[Hashable, VersionOutcome] = {}
+            for sid, stream in self._streams.items():
+                if self._arenas is None:
+                    state = self._pending.get(sid)
+                    if state is None:  # never ran: the initial state, nothing to carry
+                        same = old.fingerprint == new.fingerprint or (old.state_version is not None and old.state_version == new.state_version)
+                        carried[sid], outcomes[sid] = None, VersionOutcome.SAME_MODEL if same else VersionOutcome.RESET
+                        continue
+                else:
+                    state = {name: arena.row(stream.row) for name, arena in self._arenas.items()}
+                outcome, value = reconcile(old, new, state, policy, migrations, where=f"session {sid!r}")
+                if value is not None:
+                    _check_state(value, solo, f"session {sid!r} ({outcome.value})")
+                carried[sid], outcomes[sid] = value, outcome
+            self._install(solo)
+            self._pending = carried
+            if any(o is VersionOutcome.RESET for o in outcomes.values()) and self._ctx_arenas is not None:
+                for sid, o in outcomes.items():
+                    if o is VersionOutcome.RESET:
+                        for arena in self._ctx_arenas.values():
+                            arena.put(self._streams[sid].row, arena.initial)
+            return outcomes
+
+
+def _check_state(state: Mapping[str, np.ndarray], solo: StatefulSession, where: str) -> None:
+    expected = {s.input: s for s in solo.slots}
+    if set(state) != set(expected):
+        raise StateError(f"{where}: state names {sorted(state)}, the new model's state inputs are {sorted(expected)}")
+    for name, value in state.items():
+        spec = expected[name]
+        if value.dtype != spec.dtype:
+            raise StateError(f"{where}: state {name!r} is {value.dtype}, the new model takes {spec.dtype}")
+        if spec.shape is not None:
+            if len(spec.shape) != value.ndim or any(isinstance(d, int) and d > 0 and d != v for d, v in zip(spec.shape, value.shape)):
+                raise StateError(f"{where}: state {name!r} has shape {value.shape}, the new model declares {list(spec.shape)}")
+
+
+def _row_of(value: np.ndarray, shape: tuple[int, ...], where: str) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.shape != shape:
+        raise StateError(f"{where}: shape {arr.shape} is not one stream's state {shape}")
+    return arr
+
+
+def _grown_axis(one: tuple[int, ...], many: tuple[int, ...], rows: int) -> int | None:
+    """The one axis along which ``many`` has ``rows`` where ``one`` has 1, every other dim equal."""
+    if len(one) != len(many):
+        return None
+    found = [k for k, (a, b) in enumerate(zip(one, many)) if a != b]
+    if len(found) == 1 and one[found[0]] == 1 and many[found[0]] == rows:
+        return found[0]
+    if not found:
+        ones = [k for k, a in enumerate(one) if a == 1 and rows == 1]
+        return ones[0] if ones else None
+    return None
+
+
+def _dynamic(shape: Sequence[int | str | None] | None) -> list[int]:
+    return [] if shape is None else [k for k, d in enumerate(shape) if not (isinstance(d, int) and d > 0)]
+
+
+def _static_layout(solo: StatefulSession, explicit: Mapping[str, int | None]) -> tuple[BatchLayout | None, str]:
+    """The batch axes of the state and plain inputs, from the declared shapes (outputs come from the probe)."""
+    m = solo._model
+    unknown = set(explicit) - set(m.inputs)
+    if unknown:
+        raise StateError(f"{m.label}: batch_axes names {sorted(unknown)}, which are not inputs {sorted(m.inputs)}")
+    states: dict[str, int] = {}
+    symbols: set[str] = set()
+    for slot in m.slots:
+        if slot.input in explicit:
+            axis = explicit[slot.input]
+            if axis is None:
+                return None, f"batch_axes says state input {slot.input!r} has no batch axis"
+            states[slot.input] = int(axis)
+            continue
+        dyn = _dynamic(slot.shape)
+        if slot.shape is None:
+            return None, f"state input {slot.input!r} declares no shape: give batch_axes={{{slot.input!r}: AXIS}}"
+        if not dyn:
+            return None, f"state input {slot.input!r} has the static shape {list(slot.shape)}: its batch is fixed"
+        if len(dyn) > 1:
+            named = [k for k in dyn if isinstance(slot.shape[k], str)]
+            shared = [k for k in named if any(slot.shape[k] in (m.inputs[n].shape or ()) for n in m.plain_inputs)]
+            if len(shared) != 1:
+                return None, f"state input {slot.input!r} has several dynamic dims {dyn}: give batch_axes={{{slot.input!r}: AXIS}}"
+            dyn = shared
+        states[slot.input] = dyn[0]
+        if isinstance(slot.shape[dyn[0]], str):
+            symbols.add(str(slot.shape[dyn[0]]))
+    if not states:
+        return None, "the model has no state: nothing to keep per stream"
+    traced = {ri.input: ri.batch_axis for ri in m.recurrent_inputs}
+    inputs: dict[str, int | None] = {}
+    for name in m.plain_inputs:
+        if name in explicit:
+            inputs[name] = explicit[name]
+            continue
+        shape = m.inputs[name].shape
+        by_symbol = [k for k, d in enumerate(shape or ()) if isinstance(d, str) and d in symbols]
+        dyn = _dynamic(shape)
+        if by_symbol:
+            inputs[name] = by_symbol[0]
+        elif name in traced:
+            inputs[name] = traced[name]
+        elif shape is None:
+            return None, f"input {name!r} declares no shape: give batch_axes={{{name!r}: AXIS or None}}"
+        elif dyn and dyn[0] == 0:
+            inputs[name] = 0
+        elif dyn:
+            return None, f"input {name!r} {list(shape)} has no leading dynamic dim: give batch_axes={{{name!r}: AXIS or None}}"
+        else:
+            inputs[name] = None  # static: one value shared by the rows of a call (e.g. a sample rate)
+    return BatchLayout(inputs, states), ""
+
+
+def drive(pool: SessionPool, schedule: Iterable[Mapping[Hashable, Mapping[str, Any]]]) -> list[dict[Hashable, dict[str, np.ndarray]]]:
+    """Run a schedule of calls (one mapping of requests per tick) through ``pool``, opening ids on first use."""
+    return [pool.run(tick, open_missing=True) for tick in schedule]
