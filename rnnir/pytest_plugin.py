@@ -3,6 +3,9 @@
     def test_vad_keeps_its_state(stateful):
         stateful("model.onnx").assert_persistence({"x": stream})
 
+    def test_vad_recovers(stateful):
+        stateful("model.onnx", context={"input": 64}).assert_recovers(chunks, drop=40, reconnect=100, within=200, tol=0.05)
+
 The ``stateful`` fixture returns a factory: ``stateful(model, **session_options)``
 gives a :class:`StatefulModel` around a :class:`~rnnir.runtime.StatefulSession`
 (relative paths are tried against the working directory, then the test file's
@@ -88,6 +91,35 @@ class StatefulModel:
                         pytrace=False,
                     )
         return outs
+
+    def streaming(self, stream: Any = None, **kwargs: Any):
+        """The :class:`~rnnir.streaming.StreamingReport` of ``stream`` (no assertion): ``drop=``, ``reconnect=``,
+        ``burst=(k, n)``, ``long=``, ``tol=`` as for :func:`rnnir.streaming.check_streaming`."""
+        from .streaming import check_streaming
+
+        return check_streaming(self.session, stream, **kwargs)
+
+    def assert_streaming(self, stream: Any = None, **kwargs: Any):
+        """Every requested deployment check passes (recovers within the run, state finite, bounded over
+        ``long=``).  Fails with the rendered report otherwise; returns it when it passes."""
+        from .streaming import streaming_to_text
+
+        report = self.streaming(stream, **kwargs)
+        if not report.ok:
+            pytest.fail("streaming check failed:\n" + streaming_to_text(report), pytrace=False)
+        return report
+
+    def assert_recovers(self, stream: Any = None, *, within: int, **kwargs: Any):
+        """Every requested perturbation (``drop=``, ``reconnect=``, ``burst=``) is healed within ``within`` calls."""
+        from .streaming import streaming_to_text
+
+        report = self.assert_streaming(stream, **kwargs)
+        slow = [c for c in report.checks if c.recovery is None or c.recovery > within]
+        if slow:
+            pytest.fail(
+                f"recovery takes more than {within} calls:\n" + streaming_to_text(report), pytrace=False
+            )
+        return report
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         return self.session.run_dict(feeds)

@@ -652,6 +652,9 @@ class _Runner:
         if self._static_steps():
             notes.append("the model's time axis is static, so one call cannot take the whole stream: persistence is judged by the broken variants only")
             return None
+        if self.session.context:
+            notes.append("an input context is declared: chunked calls see overlapping input that one whole call does not, so there is no whole-stream oracle")
+            return None
         s = self.session.fork(reset=True, alias_outputs=False)
         try:
             return s.run_dict(self.feeds)

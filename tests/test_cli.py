@@ -694,6 +694,14 @@ class FakeReport:
         return {"version": 1, "status": self.status}
 
 
+class FakeStreaming:
+    def __init__(self, ok):
+        self.ok = ok
+
+    def to_json(self):
+        return {"ok": self.ok}
+
+
 @pytest.mark.parametrize("status,code", [("pass", 0), ("fail", 1), ("inconclusive", 0), ("no-state", 0)])
 def test_run_exit_code_follows_the_report_status(models, capsys, monkeypatch, status, code):
     testing = pytest.importorskip("rnnir.testing")
@@ -704,9 +712,12 @@ def test_run_exit_code_follows_the_report_status(models, capsys, monkeypatch, st
         return FakeReport(status)
 
     monkeypatch.setattr(testing, "check_multicall", fake_check)
-    monkeypatch.setattr(testing, "report_to_text", lambda r: f"verdict {r.status}")
+    monkeypatch.setattr(testing, "report_to_text", lambda r: f"verdict {r.status}\n")
+    streaming = pytest.importorskip("rnnir.streaming")
+    monkeypatch.setattr(streaming, "check_streaming", lambda *a, **kw: FakeStreaming(True))
+    monkeypatch.setattr(streaming, "streaming_to_text", lambda r: "streaming pass\n")
     assert cli.main(["run", "--no-config", "clean.onnx", "--calls", "7", "--chunk", "3", "--pair", "h0=hn"]) == code
-    assert capsys.readouterr().out == f"verdict {status}\n"
+    assert capsys.readouterr().out == f"verdict {status}\nstreaming pass\n"
     assert seen == {"model": "clean.onnx", "pairs": {"h0": "hn"}, "calls": 7, "chunk": 3, "input_shapes": {}, "input_values": {}}
 
 
@@ -717,7 +728,9 @@ def test_run_with_a_bad_policy_runs_the_lowered_program(models, capsys, monkeypa
     seen = {}
     monkeypatch.setattr(testing, "check_multicall", lambda model, **kw: seen.update(model=model) or FakeReport("fail"))
     assert cli.main(["run", "--no-config", "clean.onnx", "--exit", "chain", "--format", "json"]) == 1
-    assert json.loads(capsys.readouterr().out) == {"version": 1, "status": "fail"}
+    doc = json.loads(capsys.readouterr().out)
+    assert {k: doc[k] for k in ("version", "status")} == {"version": 1, "status": "fail"}
+    assert doc["streaming"]["state_bytes"] > 0  # the streaming part always rides along
     assert isinstance(seen["model"], rnnir.Program) and seen["model"].policy.exit == "chain"
 
 
