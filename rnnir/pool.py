@@ -55,7 +55,7 @@ import numpy as np
 from .context import ContextSpec, InputContext
 from .errors import RnnirError, StateError
 from .runtime import FeedError, StatefulSession
-from .versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, reconcile
+from .versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, compatible, reconcile
 
 __all__ = ["BatchLayout", "PoolStats", "SessionPool", "UnknownSessionError"]
 
@@ -662,8 +662,7 @@ class SessionPool:
                 if self._arenas is None:
                     state = self._pending.get(sid)
                     if state is None:  # never ran: the initial state, nothing to carry
-                        same = old.fingerprint == new.fingerprint or (old.state_version is not None and old.state_version == new.state_version)
-                        carried[sid], outcomes[sid] = None, VersionOutcome.SAME_MODEL if same else VersionOutcome.RESET
+                        carried[sid], outcomes[sid] = None, compatible(old, new) or VersionOutcome.RESET
                         continue
                 else:
                     state = {name: arena.row(stream.row) for name, arena in self._arenas.items()}

@@ -14,8 +14,12 @@ state of the old one as it is" (same version) or "it does not" (new version).
 
 A state moves to another model when
 
-* the fingerprints are equal (the same graph), or
-* both models declare the same state version (the author vouches for it);
+* both models declare a state version and the versions are equal (the author
+  vouches for it, even across different graphs), or
+* at least one of them declares none, and the fingerprints are equal (the same graph);
+
+so a declared version always decides: bumping it on an unchanged graph (say,
+after changing the preprocessing outside the graph) makes old states foreign.
 
 otherwise the caller's :class:`VersionPolicy` decides: ``REFUSE`` (the default:
 :class:`~rnnir.StateError`), ``RESET`` (start from the new model's initial
@@ -43,6 +47,7 @@ __all__ = [
     "StateOrigin",
     "VersionOutcome",
     "VersionPolicy",
+    "compatible",
     "model_state_version",
     "reconcile",
     "with_state_version",
@@ -151,6 +156,15 @@ def with_state_version(model: onnx.ModelProto, version: str) -> onnx.ModelProto:
     return out
 
 
+def compatible(saved: StateOrigin, target: StateOrigin) -> VersionOutcome | None:
+    """SAME_MODEL / SAME_VERSION when a state of ``saved`` means the same to ``target``; None when a policy must decide."""
+    if saved.state_version is not None and target.state_version is not None:
+        if saved.state_version != target.state_version:
+            return None
+        return VersionOutcome.SAME_MODEL if saved.fingerprint == target.fingerprint else VersionOutcome.SAME_VERSION
+    return VersionOutcome.SAME_MODEL if saved.fingerprint == target.fingerprint else None
+
+
 def reconcile(
     saved: StateOrigin,
     target: StateOrigin,
@@ -163,10 +177,9 @@ def reconcile(
     """Decide whether ``state`` (of ``saved``) may go into ``target``; returns how, and the state to use
     (None: start from the target's initial state).  Raises :class:`~rnnir.StateError` when refused."""
     policy = VersionPolicy(policy)
-    if saved.fingerprint == target.fingerprint:
-        return VersionOutcome.SAME_MODEL, dict(state)
-    if saved.state_version is not None and saved.state_version == target.state_version:
-        return VersionOutcome.SAME_VERSION, dict(state)
+    same = compatible(saved, target)
+    if same is not None:
+        return same, dict(state)
     mismatch = f"{where} belongs to {saved.describe()}, not to {target.describe()}"
     if policy is VersionPolicy.RESET:
         return VersionOutcome.RESET, None

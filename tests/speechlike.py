@@ -51,7 +51,7 @@ def speechlike(seconds: float = 4.0, rate: int = RATE, seed: int = 0) -> np.ndar
 
 
 def write_wav(path: pathlib.Path, samples: np.ndarray, rate: int = RATE) -> pathlib.Path:
-    pcm = np.clip(np.round(samples * 32767), -32768, 32767).astype("<i2")
+    pcm = np.clip(np.round(samples * 32768), -32768, 32767).astype("<i2")
     with wave.open(str(path), "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
