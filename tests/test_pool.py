@@ -1,0 +1,284 @@
+"""SessionPool: many streams batched into one onnxruntime call, each equal to running it alone.
+
+Oracle: every stream is mirrored by its own StatefulSession (batch of one, the pool's code not involved);
+mutant pools that shift a row when gathering or scattering state must be caught by the same comparison.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+import streaming_models as sm
+
+from rnnir import StateError
+from rnnir.pool import SessionPool, UnknownSessionError
+from rnnir.runtime import FeedError, StatefulSession
+from rnnir.versioning import StateMigrations, VersionOutcome, VersionPolicy, with_state_version
+
+TOL = 1e-5
+INP = 3
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _chunk(rng: np.random.Generator, steps: int) -> np.ndarray:
+    return (0.8 * rng.standard_normal((steps, 1, INP))).astype(np.float32)
+
+
+def drive_against_solo(pool: SessionPool, model, *, streams: int = 72, ticks: int = 30, seed: int = 0, peak: list[int] | None = None) -> float:
+    """Random joins, leaves and resets; every stream's outputs against its own solo session. Returns the worst |diff|
+    (and appends the most streams open at once to ``peak``)."""
+    rng = np.random.default_rng(seed)
+    base = StatefulSession(model)
+    solo: dict[int, StatefulSession] = {}
+    next_id = 0
+    worst = 0.0
+    for tick in range(ticks):
+        # join: up to the target, a few at a time, from the very first tick
+        for _ in range(int(rng.integers(0, 12)) if tick else streams // 2):
+            if len(solo) < streams:
+                solo[next_id] = base.fork(reset=True)
+                pool.open(next_id)
+                next_id += 1
+        if solo and rng.random() < 0.5:  # leave
+            for sid in rng.choice(sorted(solo), size=min(len(solo), int(rng.integers(1, 4))), replace=False):
+                pool.close(int(sid))
+                del solo[int(sid)]
+        if solo and rng.random() < 0.5:  # reset one alone
+            sid = int(rng.choice(sorted(solo)))
+            pool.reset(sid)
+            solo[sid].reset()
+        if peak is not None:
+            peak.append(len(solo))
+        callers = [sid for sid in solo if rng.random() < 0.8]  # some streams sit this tick out
+        steps = int(rng.choice([1, 1, 1, 2]))
+        requests = {sid: {"x": _chunk(rng, steps if sid % 5 else 1)} for sid in callers}  # mixed lengths: several groups
+        got = pool.run(requests)
+        for sid, feeds in requests.items():
+            want = solo[sid].run(feeds)
+            for name, value in want.items():
+                worst = max(worst, float(np.max(np.abs(got[sid][name] - value))))
+    return worst
+
+
+def test_every_stream_equals_its_solo_run_whatever_the_interleaving():
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    peak: list[int] = []
+    assert drive_against_solo(pool, model, peak=peak) <= TOL
+    assert max(peak) >= 64
+    assert pool.batching == "" and pool.layout.states == {"h0": 1, "c0": 1} and pool.layout.outputs["Y"] == 2
+    assert pool.stats.largest_batch >= 40  # the streams really shared calls
+    assert pool.stats.ort_calls < pool.stats.rows / 10
+
+
+class ShiftedGather(SessionPool):
+    """Crosstalk: each stream reads the state row of the stream next to it."""
+
+    def _gather(self, arena, rows):
+        return super()._gather(arena, np.roll(rows, 1))
+
+
+class ShiftedScatter(SessionPool):
+    """Crosstalk: each stream's new state lands in its neighbour's row."""
+
+    def _scatter(self, arena, rows, value):
+        super()._scatter(arena, np.roll(rows, 1), value)
+
+
+class SwappedFirstTwo(SessionPool):
+    """Crosstalk between two streams only, only in the first batch of each call."""
+
+    def _gather(self, arena, rows):
+        if len(rows) > 2:
+            rows = rows.copy()
+            rows[[0, 1]] = rows[[1, 0]]
+        return super()._gather(arena, rows)
+
+
+@pytest.mark.parametrize("mutant", [ShiftedGather, ShiftedScatter, SwappedFirstTwo])
+def test_a_pool_that_shifts_a_row_is_caught(mutant):
+    model = sm.lstm_b()
+    assert drive_against_solo(mutant(model), model, ticks=8) > 1e-3
+
+
+def test_silero_streams_batched_with_their_kept_context_equal_solo_sessions(silero_dir):
+    path = silero_dir / "silero_vad.onnx"
+    pool = SessionPool(path, context={"input": 64})
+    rng = np.random.default_rng(1)
+    sr = np.array(16000, np.int64)
+    solo = {sid: StatefulSession(path, context={"input": 64}) for sid in range(8)}
+    for sid in solo:
+        pool.open(sid)
+    for _ in range(5):
+        requests = {sid: {"input": (0.1 * rng.standard_normal((1, 512))).astype(np.float32), "sr": sr} for sid in solo}
+        got = pool.run(requests)
+        for sid, feeds in requests.items():
+            want = solo[sid].run(feeds)
+            assert np.max(np.abs(got[sid]["output"] - want["output"])) <= TOL
+            assert np.max(np.abs(got[sid]["stateN"] - want["stateN"])) <= TOL
+            assert np.array_equal(pool.state(sid)["state"], want["stateN"])
+    assert pool.stats.ort_calls == 5 and pool.stats.largest_batch == 8  # one onnxruntime call per tick
+    assert pool.layout.inputs == {"input": 0, "sr": None} and pool.layout.states == {"state": 1}
+
+
+def test_requests_that_differ_in_a_shared_input_run_as_separate_calls(silero_dir):
+    pool = SessionPool(silero_dir / "silero_vad_16k_op15.onnx")  # reads sr only as sr * 0: any value runs
+    x = np.zeros((1, 576), np.float32)
+    pool.run({"a": {"input": x, "sr": np.array(16000)}, "b": {"input": x, "sr": np.array(16001)}, "c": {"input": x, "sr": np.array(16000)}}, open_missing=True)
+    assert pool.stats.ort_calls == 2 and pool.stats.largest_batch == 2
+
+
+def test_a_model_with_a_fixed_batch_is_served_one_stream_per_call():
+    model = sm.toy("decay")
+    pool = SessionPool(model, sm.PAIRS)
+    assert "static shape" in pool.batching
+    rng = np.random.default_rng(0)
+    solo = {sid: StatefulSession(model, sm.PAIRS) for sid in "abc"}
+    for _ in range(4):
+        requests = {sid: {"x": rng.standard_normal((1, 4)).astype(np.float32)} for sid in solo}
+        got = pool.run(requests, open_missing=True)
+        for sid in solo:
+            assert np.allclose(got[sid]["y"], solo[sid].run(requests[sid])["y"], atol=TOL)
+    assert pool.stats.ort_calls == 12
+
+
+def test_a_model_that_mixes_batch_rows_fails_the_probe_and_stays_correct():
+    model = sm.mixing()
+    pool = SessionPool(model, {"h_in": "h_out"})
+    rng = np.random.default_rng(0)
+    solo = {sid: StatefulSession(model, {"h_in": "h_out"}) for sid in range(4)}
+    for _ in range(3):
+        requests = {sid: {"x": rng.standard_normal((1, 2)).astype(np.float32)} for sid in solo}
+        got = pool.run(requests, open_missing=True)
+        for sid in solo:
+            assert np.allclose(got[sid]["y"], solo[sid].run(requests[sid])["y"], atol=TOL)
+    assert "mixes batch rows" in pool.batching and pool.stats.largest_batch == 1
+
+
+def test_idle_sessions_expire_by_the_injected_clock():
+    clock = Clock()
+    pool = SessionPool(sm.lstm_b(), idle_timeout=10.0, clock=clock)
+    x = np.ones((1, 1, INP), np.float32)
+    pool.run({"a": {"x": x}, "b": {"x": x}}, open_missing=True)
+    clock.now = 6.0
+    pool.run({"a": {"x": x}})
+    clock.now = 10.0
+    assert pool.expire() == []  # b idle exactly 10 s: not more than the timeout
+    clock.now = 10.5
+    assert pool.expire() == ["b"] and pool.sessions == ["a"]
+    with pytest.raises(UnknownSessionError, match="'b'"):
+        pool.run({"b": {"x": x}})
+    fresh = pool.run({"b": {"x": x}}, open_missing=True)["b"]  # rejoins from the initial state
+    first = StatefulSession(sm.lstm_b()).run({"x": x})
+    assert np.allclose(fresh["hn"], first["hn"], atol=TOL)
+    clock.now = 100.0
+    assert sorted(pool.run({"a": {"x": x}}, open_missing=True)) == ["a"] and pool.sessions == ["a"]  # both expired; a rejoins
+    assert pool.stats.expired == 3  # b at 10.5, then a (idle since 6) and b at 100; a rejoined
+
+
+def test_reset_puts_one_stream_back_and_leaves_the_others():
+    pool = SessionPool(sm.lstm_b())
+    x = np.ones((1, 1, INP), np.float32)
+    for _ in range(3):
+        pool.run({"a": {"x": x}, "b": {"x": x}}, open_missing=True)
+    before = pool.state("b")
+    pool.reset("a")
+    assert all(np.array_equal(v, np.zeros_like(v)) for v in pool.state("a").values())
+    assert all(np.array_equal(pool.state("b")[k], before[k]) for k in before)
+
+
+def test_bad_requests_are_clear_errors():
+    pool = SessionPool(sm.lstm_b())
+    x = np.ones((1, 1, INP), np.float32)
+    with pytest.raises(UnknownSessionError):
+        pool.run({"nobody": {"x": x}})
+    pool.open("a")
+    with pytest.raises(StateError, match="already open"):
+        pool.open("a")
+    with pytest.raises(FeedError, match="state input"):
+        pool.run({"a": {"x": x, "h0": np.zeros((1, 1, 5), np.float32)}})
+    with pytest.raises(FeedError, match="missing"):
+        pool.run({"a": {}})
+    with pytest.raises(FeedError, match="no output"):
+        pool.run({"a": {"x": x}}, outputs=["nope"])
+    assert "b" not in pool  # a failed call opens nobody
+    with pytest.raises(FeedError):
+        pool.run({"b": {"y": x}}, open_missing=True)
+    assert pool.sessions == ["a"]
+
+
+# -- upgrading the model under running streams --------------------------------------------------
+
+
+def _versioned(seed: int, version: str | None) -> onnx.ModelProto:
+    model = sm.lstm_b(seed=seed)
+    return model if version is None else with_state_version(model, version)
+
+
+def _warm(pool: SessionPool) -> np.ndarray:
+    x = np.full((1, 1, INP), 0.5, np.float32)
+    for _ in range(3):
+        pool.run({"a": {"x": x}, "b": {"x": x}}, open_missing=True)
+    return x
+
+
+def test_an_upgrade_declaring_the_same_state_version_keeps_every_stream_state():
+    pool = SessionPool(_versioned(0, "1"))
+    x = _warm(pool)
+    kept = pool.state("a")
+    outcomes = pool.upgrade(_versioned(1, "1"))
+    assert outcomes == {"a": VersionOutcome.SAME_VERSION, "b": VersionOutcome.SAME_VERSION}
+    got = pool.run({"a": {"x": x}})["a"]
+    new = StatefulSession(_versioned(1, "1"))
+    want = new.run({"x": x, **kept})  # the new weights from the carried state
+    assert np.allclose(got["hn"], want["hn"], atol=TOL)
+
+
+def test_an_upgrade_to_another_state_version_is_refused_by_default_and_leaves_the_pool_as_it_was():
+    pool = SessionPool(_versioned(0, "1"))
+    x = _warm(pool)
+    before = pool.fingerprint
+    with pytest.raises(StateError, match="state version '1'.*state version '2'"):
+        pool.upgrade(_versioned(1, "2"))
+    assert pool.fingerprint == before
+    pool.run({"a": {"x": x}})
+
+
+def test_an_upgrade_with_policy_reset_restarts_every_stream_on_the_new_model():
+    pool = SessionPool(_versioned(0, "1"))
+    x = _warm(pool)
+    outcomes = pool.upgrade(_versioned(1, "2"), policy=VersionPolicy.RESET)
+    assert set(outcomes.values()) == {VersionOutcome.RESET}
+    got = pool.run({"a": {"x": x}})["a"]
+    want = StatefulSession(_versioned(1, "2")).run({"x": x})
+    assert np.allclose(got["hn"], want["hn"], atol=TOL)
+
+
+def test_an_upgrade_with_a_registered_migration_carries_the_migrated_state():
+    pool = SessionPool(_versioned(0, "1"))
+    x = _warm(pool)
+    kept = pool.state("b")
+    steps = StateMigrations()
+    steps.register("1", "2", lambda s: {"h0": s["h0"] * 0.5, "c0": -s["c0"]})
+    pool.upgrade(_versioned(1, "2"), policy="migrate", migrations=steps)
+    got = pool.run({"b": {"x": x}})["b"]
+    want = StatefulSession(_versioned(1, "2")).run({"x": x, "h0": kept["h0"] * 0.5, "c0": -kept["c0"]})
+    assert np.allclose(got["hn"], want["hn"], atol=TOL) and np.allclose(got["cn"], want["cn"], atol=TOL)
+
+
+def test_a_migration_that_returns_the_wrong_shape_is_refused_before_anything_changes():
+    pool = SessionPool(_versioned(0, "1"))
+    _warm(pool)
+    steps = StateMigrations()
+    steps.register("1", "2", lambda s: {"h0": s["h0"][..., :2], "c0": s["c0"]})
+    with pytest.raises(StateError, match="shape"):
+        pool.upgrade(_versioned(1, "2"), policy="migrate", migrations=steps)
+    assert pool.state_version == "1"
