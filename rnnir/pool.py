@@ -506,6 +506,7 @@ class SessionPool:
         out = dict(zip(self._model.output_names, values))
         m = self._model
         for slot in m.slots:
+            assert slot.output is not None  # _install refuses slots without an output
             self._scatter(self._arenas[slot.input], rows, np.asarray(out[slot.output]))
         if self._ctx_arenas is not None:
             for name, tail in tails.items():
@@ -635,8 +636,9 @@ class SessionPool:
                     return
             outputs[name] = axis
         for slot in self._model.slots:
-            if outputs.get(slot.output) != layout.states[slot.input]:
-                self.batching = f"state output {slot.output!r} batches along axis {outputs.get(slot.output)}, its input {slot.input!r} along {layout.states[slot.input]}"
+            out_axis = outputs.get(slot.output or "")
+            if out_axis != layout.states[slot.input]:
+                self.batching = f"state output {slot.output!r} batches along axis {out_axis}, its input {slot.input!r} along {layout.states[slot.input]}"
                 return
         self.layout = BatchLayout(layout.inputs, layout.states, outputs)
 
@@ -666,7 +668,7 @@ class SessionPool:
                         continue
                 else:
                     state = {name: arena.row(stream.row) for name, arena in self._arenas.items()}
-                outcome, value = reconcile(old, new, state, policy, migrations, where=f"session {sid!r}")
+                outcome, value = reconcile(old, new, state, VersionPolicy(policy), migrations, where=f"session {sid!r}")
                 if value is not None:
                     _check_state(value, solo, f"session {sid!r} ({outcome.value})")
                 carried[sid], outcomes[sid] = value, outcome

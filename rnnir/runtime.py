@@ -1062,7 +1062,7 @@ class StatefulSession:
             raise StateError(f"{target}: unknown state format {meta.get('format')!r} (expected {_STATE_FORMAT})")
         saved = StateOrigin(str(meta.get("fingerprint")), meta.get("state_version"), str(meta.get("model")))
         mine = StateOrigin(self.fingerprint, self.state_version, self.label)
-        outcome, migrated = reconcile(saved, mine, arrays, on_version_mismatch, migrations, where=str(target))
+        outcome, migrated = reconcile(saved, mine, arrays, VersionPolicy(on_version_mismatch), migrations, where=str(target))
         if migrated is None:  # VersionPolicy.RESET
             self.reset()
             return outcome
