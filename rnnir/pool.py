@@ -90,12 +90,11 @@ class PoolStats:
 
 
 class _Stream:
-    __slots__ = ("sid", "row", "calls", "last_used")
+    __slots__ = ("sid", "row", "last_used")
 
     def __init__(self, sid: Hashable, row: int, now: float) -> None:
         self.sid = sid
         self.row = row
-        self.calls = 0
         self.last_used = now
 
 
@@ -356,7 +355,9 @@ class SessionPool:
             now = self.clock()
             if self.idle_timeout is not None:
                 self._expire(now)
-            feeds = [self._checked(sid, f) for sid, f in requests.items()]  # before anyone joins
+            stacked = self._stack_fast(list(requests.values()))
+            # checked before anyone joins; the fast path's checks are the stacking itself
+            feeds = list(requests.values()) if stacked is not None else [self._checked(sid, f) for sid, f in requests.items()]
             if outputs is not None:
                 unknown = [n for n in outputs if n not in self._model.output_specs]
                 if unknown:
@@ -374,22 +375,62 @@ class SessionPool:
                 self._build_arenas(feeds[0])
             results: dict[Hashable, dict[str, np.ndarray]] = {}
             limit = 1 if self.batching else (self.max_batch or len(streams))
-            for group in self._groups(streams, feeds):
+            if stacked is not None and len(streams) <= limit:
+                self._run_group(streams, feeds, results, outputs, stacked)
+                groups = []
+            else:
+                groups = self._groups(streams, feeds)
+            for group in groups:
                 for start in range(0, len(group), limit):
                     part = group[start : start + limit]
                     if len(part) == len(streams):
                         self._run_group(streams, feeds, results, outputs)
                     else:
                         self._run_group([streams[i] for i in part], [feeds[i] for i in part], results, outputs)
-            move = self._streams.move_to_end
-            for stream in streams:
-                stream.calls += 1
-                stream.last_used = now
-                move(stream.sid)
+            if self.idle_timeout is not None:  # keep least-recently-used order only when something expires
+                move = self._streams.move_to_end
+                for stream in streams:
+                    stream.last_used = now
+                    move(stream.sid)
             return results if len(results) == len(requests) and list(results) == list(requests) else {sid: results[sid] for sid in requests}
 
     def run_one(self, sid: Hashable, feeds: Mapping[str, Any], outputs: Sequence[str] | None = None, *, open_missing: bool = False) -> dict[str, np.ndarray]:
         return self.run({sid: feeds}, outputs, open_missing=open_missing)[sid]
+
+    def _stack_fast(self, feeds: list[Mapping[str, Any]]) -> dict[str, np.ndarray] | None:
+        """The batch of a usual tick (every request one row of the same inputs, shapes, dtypes and shared
+        values), stacked without a pass per request per check; None when anything differs (the general
+        path then checks, groups and reports)."""
+        layout = self.layout
+        if layout is None or self.batching or not self._probed or len(feeds) < 2 or self._contexts and self._ctx_arenas is None:
+            return None
+        dtypes = self._plain_dtypes
+        keys = dtypes.keys()
+        first = feeds[0]
+        if not all(f.keys() == keys for f in feeds):
+            return None
+        batch: dict[str, np.ndarray] = {}
+        for name, dtype in dtypes.items():
+            v = first[name]
+            if type(v) is not np.ndarray:
+                return None
+            axis = layout.inputs.get(name)
+            if axis is None:
+                if not all(f[name] is v or np.array_equal(f[name], v) for f in feeds):
+                    return None
+                batch[name] = v if v.dtype == dtype else v.astype(dtype)
+                continue
+            shape = v.shape
+            if len(shape) <= axis or shape[axis] != 1:
+                return None
+            arrays = [f[name] for f in feeds]
+            if not all(type(a) is np.ndarray and a.shape == shape for a in arrays):
+                return None
+            stacked = np.concatenate(arrays, axis=axis)
+            if stacked.dtype != dtype:
+                return None
+            batch[name] = stacked
+        return batch
 
     def _checked(self, sid: Hashable, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
         m = self._model
@@ -476,12 +517,15 @@ class SessionPool:
         feeds: list[dict[str, np.ndarray]],
         results: dict[Hashable, dict[str, np.ndarray]],
         outputs: Sequence[str] | None = None,
+        stacked: dict[str, np.ndarray] | None = None,
     ) -> None:
         assert self._arenas is not None
         rows = np.fromiter((s.row for s in streams), dtype=np.intp, count=len(streams))
         layout = self.layout
         n = len(streams)
-        if n == 1:
+        if stacked is not None:
+            batch = stacked
+        elif n == 1:
             batch = dict(feeds[0])
         else:
             assert layout is not None

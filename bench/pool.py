@@ -1,0 +1,230 @@
+"""Many streams of one model: SessionPool (one batched onnxruntime call per tick) against N StatefulSessions.
+
+    python -m compileall -q rnnir bench && python bench/pool.py [--quick] [--streams 1,8,64,256] [--threads 1]
+
+A *tick* is one call of every stream: the pool gets the N requests in one
+``SessionPool.run`` (one onnxruntime call when the model's batch dim is free);
+the baseline calls N independent ``StatefulSession.run`` one after the other
+(each a fork of one session: same onnxruntime session, own state).  Both ask for
+the plain output only and run with the same intra-op thread count, in
+alternating blocks within one invocation (paired: a slow spell of the shared
+machine hits both); every figure is a median over blocks with its min-max.
+
+Reported per workload and stream count: stream-calls per second, the ratio
+pool / independent, and per-call latency p50/p99: for the pool, the wall time of
+the tick (every stream in it waits for the batch); for the baseline, one
+``StatefulSession.run``.  Before timing, every stream's outputs from the pool are
+checked against its own session (max |diff|, must be <= 1e-5).
+
+Workloads: the LSTM 64->128 of ``bench/make_models.py`` (``lstm_i64_h128_b``,
+the same layer with a free batch dim; one time step per call) and silero-vad
+(``silero_vad.onnx``, 512 new samples per call plus the 64 kept by
+``context={"input": 64}``, as silero's wrapper does).  Writes
+``bench/results/pool.{json,md}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(HERE)]
+
+import make_models  # noqa: E402
+import numpy as np  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+
+from rnnir.pool import SessionPool  # noqa: E402
+from rnnir.runtime import StatefulSession  # noqa: E402
+
+RESULTS = HERE / "results"
+TARGET = 10.0  # pool / independent at 64 streams
+
+
+@dataclass
+class Workload:
+    name: str
+    path: pathlib.Path
+    feed: Callable[[np.random.Generator], dict[str, np.ndarray]]  # one stream's call
+    output: str
+    context: dict[str, int] | None = None
+
+
+def workloads(silero: pathlib.Path | None) -> list[Workload]:
+    models = make_models.build_all(only={"lstm_i64_h128_b"}, log=lambda m: None)
+    out = [Workload(
+        "LSTM in 64 hidden 128, seq 1", models["lstm_i64_h128_b"],
+        lambda rng: {"x": (0.5 * rng.standard_normal((1, 1, make_models.LSTM_IN))).astype(np.float32)}, "y")]
+    if silero is not None:
+        sr = np.array(16000, dtype=np.int64)
+        out.append(Workload(
+            "silero_vad.onnx, 512 samples + 64 context", silero / "silero_vad.onnx",
+            lambda rng: {"input": (0.1 * rng.standard_normal((1, 512))).astype(np.float32), "sr": sr}, "output", {"input": 64}))
+    return out
+
+
+def _options(threads: int) -> ort.SessionOptions:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.log_severity_level = 3
+    return opts
+
+
+def _silero_dir() -> pathlib.Path | None:
+    try:
+        import realmodels
+
+        return realmodels.silero_vad_dir()
+    except Exception as exc:  # noqa: BLE001 - no wheel, no silero rows; the report says so
+        print(f"silero-vad unavailable: {exc}", file=sys.stderr)
+        return None
+
+
+def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) -> dict[str, Any]:
+    rng = np.random.default_rng(n)
+    ticks = [{sid: w.feed(rng) for sid in range(n)} for _ in range(4)]
+    pool = SessionPool(w.path, context=w.context, session_options=_options(threads))
+    base = StatefulSession(w.path, session_options=_options(threads), context=w.context)
+    solo = [base.fork(reset=True) for _ in range(n)]
+    for sid in range(n):
+        pool.open(sid)
+    # equality first: every stream against its own session, full outputs
+    worst = 0.0
+    for tick in ticks:
+        got = pool.run(tick)
+        for sid, feeds in tick.items():
+            want = solo[sid].run(feeds)
+            worst = max(worst, max(float(np.max(np.abs(got[sid][k] - v))) for k, v in want.items()))
+    outputs = [w.output]
+
+    def pool_tick(tick: dict[int, dict[str, np.ndarray]]) -> None:
+        pool.run(tick, outputs)
+
+    def solo_tick(tick: dict[int, dict[str, np.ndarray]]) -> None:
+        for sid, feeds in tick.items():
+            solo[sid].run(feeds, outputs)
+
+    def timed_block(step: Callable[[dict[int, dict[str, np.ndarray]]], None], reps: int) -> list[float]:
+        times = []
+        clock = time.perf_counter
+        for r in range(reps):
+            t = clock()
+            step(ticks[r & 3])
+            times.append(clock() - t)
+        return times
+
+    # ticks per block from a short calibration of the slower side
+    per = max(statistics.median(timed_block(pool_tick, 3)), statistics.median(timed_block(solo_tick, 3)))
+    reps = int(min(2000, max(5, block_s / per)))
+    tick_pool: list[float] = []
+    tick_solo: list[float] = []
+    call_solo: list[float] = []
+    thr_pool: list[float] = []
+    thr_solo: list[float] = []
+    for b in range(blocks):
+        order = ("pool", "solo") if b % 2 == 0 else ("solo", "pool")
+        for which in order:
+            if which == "pool":
+                t = timed_block(pool_tick, reps)
+                tick_pool += t
+                thr_pool.append(n * len(t) / sum(t))
+            else:
+                t = timed_block(solo_tick, reps)
+                tick_solo += t
+                thr_solo.append(n * len(t) / sum(t))
+    # the baseline's per-call latency: one StatefulSession.run, timed alone
+    clock = time.perf_counter
+    for r in range(min(2000, reps * n)):
+        sid = r % n
+        t = clock()
+        solo[sid].run(ticks[(r // n) & 3][sid], outputs)
+        call_solo.append(clock() - t)
+    ratios = [p / s for p, s in zip(thr_pool, thr_solo)]
+
+    def pct(xs: list[float], q: float) -> float:
+        return float(np.percentile(np.asarray(xs) * 1e6, q))
+
+    return {
+        "workload": w.name, "streams": n, "max_abs_diff": worst, "ticks_per_block": reps, "blocks": blocks,
+        "pool_calls_per_s": statistics.median(thr_pool), "pool_calls_per_s_range": [min(thr_pool), max(thr_pool)],
+        "solo_calls_per_s": statistics.median(thr_solo), "solo_calls_per_s_range": [min(thr_solo), max(thr_solo)],
+        "ratio": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+        "pool_tick_p50_us": pct(tick_pool, 50), "pool_tick_p99_us": pct(tick_pool, 99),
+        "solo_tick_p50_us": pct(tick_solo, 50), "solo_call_p50_us": pct(call_solo, 50), "solo_call_p99_us": pct(call_solo, 99),
+        "ort_calls_per_tick": pool.stats.ort_calls / max(1, pool.stats.rows / n), "batching": pool.batching or "batched",
+    }
+
+
+def markdown(report: dict[str, Any]) -> str:
+    lines = [
+        f"Session pool vs independent sessions ({report['machine']}; onnxruntime {report['onnxruntime']}, "
+        f"{report['threads']} intra-op thread; {report['blocks']} paired blocks of ~{report['block_s']} s; commit {report['commit']})",
+        "",
+        "| workload | streams | pool stream-calls/s | independent stream-calls/s | pool / independent | pool tick p50 / p99 | independent call p50 / p99 | max \\|diff\\| |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in report["rows"]:
+        mark = " ✗" if r["streams"] == 64 and r["ratio"] < TARGET else (" ✓" if r["streams"] == 64 else "")
+        lines.append(
+            f"| {r['workload']} | {r['streams']} | {r['pool_calls_per_s']:,.0f} ({r['pool_calls_per_s_range'][0]:,.0f}–{r['pool_calls_per_s_range'][1]:,.0f}) "
+            f"| {r['solo_calls_per_s']:,.0f} ({r['solo_calls_per_s_range'][0]:,.0f}–{r['solo_calls_per_s_range'][1]:,.0f}) "
+            f"| **{r['ratio']:.1f}×**{mark} ({r['ratio_range'][0]:.1f}–{r['ratio_range'][1]:.1f}) "
+            f"| {r['pool_tick_p50_us']:,.0f} / {r['pool_tick_p99_us']:,.0f} µs | {r['solo_call_p50_us']:,.0f} / {r['solo_call_p99_us']:,.0f} µs "
+            f"| {r['max_abs_diff']:.1e} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="shorter blocks (about a minute)")
+    ap.add_argument("--streams", default="1,8,64,256")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--models", default="", help="keep workloads whose name contains one of these comma-separated fragments")
+    ap.add_argument("--out", type=pathlib.Path, default=RESULTS)
+    args = ap.parse_args(argv)
+    counts = [int(x) for x in args.streams.split(",") if x.strip()]
+    blocks, block_s = (3, 0.15) if args.quick else (7, 0.4)
+    frags = [f for f in args.models.split(",") if f]
+    ws = [w for w in workloads(_silero_dir()) if not frags or any(f in w.name for f in frags)]
+    import platform
+    import subprocess
+
+    try:
+        commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        commit = "?"
+    import os
+
+    report: dict[str, Any] = {
+        "command": "python bench/pool.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "machine": f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python {platform.python_version()}",
+        "onnxruntime": ort.__version__, "threads": args.threads, "blocks": blocks, "block_s": block_s, "commit": commit, "rows": [],
+    }
+    for w in ws:
+        for n in counts:
+            row = bench_one(w, n, args.threads, blocks, block_s)
+            report["rows"].append(row)
+            print(f"{w.name}, {n} streams: pool {row['pool_calls_per_s']:,.0f}/s, independent {row['solo_calls_per_s']:,.0f}/s, "
+                  f"x{row['ratio']:.1f}, max |diff| {row['max_abs_diff']:.1e}", file=sys.stderr, flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "pool.json").write_text(json.dumps(report, indent=1) + "\n")
+    md = markdown(report)
+    (args.out / "pool.md").write_text(md + "\n")
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
