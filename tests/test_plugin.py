@@ -127,3 +127,28 @@ def test_a_relative_model_path_is_found_beside_the_test_file(pytester, suite):
 def test_the_plugin_is_registered_as_a_pytest11_entry_point():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
     assert project["project"]["entry-points"]["pytest11"] == {"rnnir": "rnnir.pytest_plugin"}
+
+
+def test_streaming_assertions_pass_a_forgetting_model_and_fail_an_integrator_with_the_report(pytester, suite):
+    import streaming_models
+
+    onnx.save(streaming_models.toy("integrator"), str(pytester.path / "integrator.onnx"))
+    result = suite(
+        """
+        import numpy as np
+        X = {"x": (0.3 * np.random.default_rng(0).standard_normal((40, 1, 1))).astype(np.float32)}
+        Y = [{"x": (0.3 * np.random.default_rng(k).standard_normal((1, 4))).astype(np.float32)} for k in range(40)]
+
+        def test_seed_recovers(stateful):
+            report = stateful("seed.onnx").assert_recovers(X, drop=5, reconnect=10, within=15, chunk=1)
+            assert report.check("drop").recovery <= 15
+
+        def test_seed_is_slower_than_asked(stateful):
+            stateful("seed.onnx").assert_recovers(X, drop=5, within=2, chunk=1, drop_mode="zero")
+
+        def test_integrator_never_recovers(stateful):
+            stateful("integrator.onnx", pairs={"h_in": "h_out"}).assert_streaming(Y, drop=5)
+        """
+    )
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["*recovery takes more than 2 calls*", "*streaming check failed*", "*never back within 0.001*"])
