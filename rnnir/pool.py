@@ -540,21 +540,7 @@ class SessionPool:
                     self._run_group([stream], [feeds[k]], results, outputs)
                 return
             layout = self.layout  # now with the outputs' batch axes
-        batch, tails = self._with_context(rows, batch)
-        for name, arena in self._arenas.items():
-            batch[name] = self._gather(arena, rows)
-        values = self._ort.run(None, batch)
-        self.stats.ort_calls += 1
-        self.stats.rows += n
-        self.stats.largest_batch = max(self.stats.largest_batch, n)
-        out = dict(zip(self._model.output_names, values))
-        m = self._model
-        for slot in m.slots:
-            assert slot.output is not None  # _install refuses slots without an output
-            self._scatter(self._arenas[slot.input], rows, np.asarray(out[slot.output]))
-        if self._ctx_arenas is not None:
-            for name, tail in tails.items():
-                self._ctx_arenas[name].scatter(rows, tail)
+        out = self._execute(rows, batch)
         wanted = out if outputs is None else {name: out[name] for name in outputs}
         if n == 1:
             results[streams[0].sid] = {k: np.array(v) for k, v in wanted.items()}
@@ -563,6 +549,114 @@ class SessionPool:
         pieces = [(name, value, self._row_index(value.ndim, layout.outputs[name], n)) for name, value in wanted.items()]
         for k, stream in enumerate(streams):
             results[stream.sid] = {name: value[index[k]] for name, value, index in pieces}
+
+    def _execute(self, rows: np.ndarray, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """One onnxruntime call for ``rows``: context prepended, state gathered, new state and context scattered."""
+        assert self._arenas is not None
+        batch, tails = self._with_context(rows, batch)
+        for name, arena in self._arenas.items():
+            batch[name] = self._gather(arena, rows)
+        values = self._ort.run(None, batch)
+        n = len(rows)
+        self.stats.ort_calls += 1
+        self.stats.rows += n
+        self.stats.largest_batch = max(self.stats.largest_batch, n)
+        out = dict(zip(self._model.output_names, values))
+        for slot in self._model.slots:
+            assert slot.output is not None  # _install refuses slots without an output
+            self._scatter(self._arenas[slot.input], rows, np.asarray(out[slot.output]))
+        if self._ctx_arenas is not None:
+            for name, tail in tails.items():
+                self._ctx_arenas[name].scatter(rows, tail)
+        return out
+
+    def run_batch(
+        self,
+        ids: Sequence[Hashable],
+        feeds: Mapping[str, Any],
+        outputs: Sequence[str] | None = None,
+        *,
+        open_missing: bool = False,
+    ) -> dict[str, np.ndarray]:
+        """The stacked form of :meth:`run`, for a server that already holds a tick's inputs as arrays:
+        ``feeds`` carry the rows of ``ids`` (in that order) along each input's batch axis; returns the
+        outputs stacked the same way.  No per-stream Python work beyond finding each stream's row.
+        Falls back to :meth:`run` (split, then stacked again) before the first batched call, when the
+        model cannot batch, or when ``max_batch`` is smaller than the tick."""
+        ids = list(ids)
+        if len(set(ids)) != len(ids):
+            raise FeedError(f"{self.label}: run_batch got a session id twice in one tick")
+        layout = self.layout
+        usable = layout is not None and self._probed and not self.batching and (self.max_batch is None or len(ids) <= self.max_batch)
+        if not usable or len(ids) < 2:
+            return self._split_and_run(ids, feeds, outputs, open_missing)
+        assert layout is not None
+        m = self._model
+        batch: dict[str, np.ndarray] = {}
+        for name, value in feeds.items():
+            spec = m.inputs.get(name)
+            if spec is None or name in m.slot_by_input:
+                raise FeedError(f"{m.label}: run_batch feeds {name!r}, which is not a plain input; inputs are {m.plain_inputs}")
+            arr = np.asarray(value)
+            if spec.dtype is not None and arr.dtype != spec.dtype:
+                arr = arr.astype(spec.dtype)
+            axis = layout.inputs.get(name)
+            if axis is not None and (arr.ndim <= axis or arr.shape[axis] != len(ids)):
+                raise FeedError(f"{m.label}: input {name!r} has shape {arr.shape}; its batch axis {axis} must hold one row per id ({len(ids)})")
+            batch[name] = arr
+        missing = [n for n in m.required_inputs if n not in batch]
+        if missing:
+            raise FeedError(f"{m.label}: run_batch is missing input(s) {missing}")
+        if outputs is not None and any(n not in m.output_specs for n in outputs):
+            raise FeedError(f"{m.label}: the model has no output(s) {[n for n in outputs if n not in m.output_specs]}")
+        with self._lock:
+            now = self.clock()
+            if self.idle_timeout is not None:
+                self._expire(now)
+            get = self._streams.get
+            streams = []
+            for sid in ids:
+                stream = get(sid)
+                if stream is None:
+                    if not open_missing:
+                        self._get(sid)
+                    stream = self._open(sid, now)
+                streams.append(stream)
+            rows = np.fromiter((s.row for s in streams), dtype=np.intp, count=len(streams))
+            out = self._execute(rows, batch)
+            if self.idle_timeout is not None:
+                for stream in streams:
+                    stream.last_used = now
+                    self._streams.move_to_end(stream.sid)
+        return out if outputs is None else {name: out[name] for name in outputs}
+
+    def _split_and_run(self, ids: list[Hashable], feeds: Mapping[str, Any], outputs: Sequence[str] | None, open_missing: bool) -> dict[str, np.ndarray]:
+        layout = self.layout
+        axes = dict(layout.inputs) if layout is not None else {}
+        requests: dict[Hashable, dict[str, np.ndarray]] = {}
+        for k, sid in enumerate(ids):
+            row: dict[str, np.ndarray] = {}
+            for name, value in feeds.items():
+                arr = np.asarray(value)
+                if layout is None:  # no batch layout: rows along the leading axis, anything else shared
+                    axis = 0 if arr.ndim >= 1 and arr.shape[0] == len(ids) and len(ids) > 1 else None
+                else:
+                    axis = axes.get(name)
+                if axis is None:
+                    row[name] = arr
+                    continue
+                if arr.ndim <= axis or arr.shape[axis] != len(ids):
+                    raise FeedError(f"{self.label}: input {name!r} has shape {arr.shape}; its batch axis {axis} must hold one row per id ({len(ids)})")
+                row[name] = np.take(arr, [k], axis=axis)
+            requests[sid] = row
+        results = self.run(requests, outputs, open_missing=open_missing)
+        out_axes = self.layout.outputs if self.layout is not None and self.layout.outputs else None
+        names = list(results[ids[0]])
+        stacked: dict[str, np.ndarray] = {}
+        for name in names:
+            axis = out_axes.get(name, 0) if out_axes else 0
+            stacked[name] = np.concatenate([results[sid][name] for sid in ids], axis=axis) if len(ids) > 1 else results[ids[0]][name]
+        return stacked
 
     def _row_index(self, ndim: int, axis: int, n: int) -> list[tuple[Any, ...]]:
         """Index tuples selecting row k (kept as an axis of size 1) of an array batched along ``axis``."""

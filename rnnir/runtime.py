@@ -8,7 +8,8 @@
     s.state; s.state = {"h0": h}             # read or set the state explicitly
     s.reset()                                # back to the initial state
     t = s.fork()                             # independent instance: own slots, same ORT session
-    s.save_state("vad.state"); s.load_state("vad.state")   # bound to the model's fingerprint
+    s.save_state("vad.state"); s.load_state("vad.state")   # bound to the model's fingerprint and state version
+    v = StatefulSession("silero_vad.onnx", context={"input": 64})   # keeps input the model does not (context.py)
 
 How state is kept
 -----------------

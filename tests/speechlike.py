@@ -85,3 +85,11 @@ def espeak_wav(path: pathlib.Path, text: str = "voice activity detection keeps i
         t = np.arange(int(len(samples) * RATE / rate)) / RATE
         samples = np.interp(t, np.arange(len(samples)) / rate, samples).astype(np.float32)
     return write_wav(path, samples)
+
+
+if __name__ == "__main__":  # python tests/speechlike.py speech.wav [seconds]: the README's stream
+    import sys
+
+    target = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "speech.wav")
+    write_wav(target, speechlike(float(sys.argv[2]) if len(sys.argv) > 2 else 20.0))
+    print(target)

@@ -282,3 +282,36 @@ def test_a_migration_that_returns_the_wrong_shape_is_refused_before_anything_cha
     with pytest.raises(StateError, match="shape"):
         pool.upgrade(_versioned(1, "2"), policy="migrate", migrations=steps)
     assert pool.state_version == "1"
+
+
+# -- the stacked form ---------------------------------------------------------------------------
+
+
+def test_run_batch_takes_and_returns_stacked_rows_equal_to_solo_runs():
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    rng = np.random.default_rng(4)
+    ids = ["a", "b", "c", "d"]
+    solo = {sid: StatefulSession(model) for sid in ids}
+    for tick in range(5):
+        order = ids if tick % 2 else ids[::-1]  # rows follow the ids, whatever their order
+        x = (0.8 * rng.standard_normal((1, len(order), INP))).astype(np.float32)
+        out = pool.run_batch(order, {"x": x}, open_missing=True)
+        assert out["hn"].shape == (1, len(order), 5)
+        for k, sid in enumerate(order):
+            want = solo[sid].run({"x": x[:, k : k + 1]})
+            assert np.max(np.abs(out["hn"][:, k : k + 1] - want["hn"])) <= TOL
+            assert np.max(np.abs(out["Y"][:, :, k : k + 1] - want["Y"])) <= TOL
+    assert pool.stats.ort_calls == 5
+
+
+def test_run_batch_on_a_model_that_cannot_batch_falls_back_and_stays_correct():
+    model = sm.toy("decay")
+    pool = SessionPool(model, sm.PAIRS)
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    out = pool.run_batch(["a", "b"], {"x": x}, open_missing=True)
+    assert out["y"].tolist() == x.tolist()  # h starts at 0: y = x, row by row
+    out = pool.run_batch(["a", "b"], {"x": x})
+    assert out["y"].tolist() == (1.5 * x).tolist()
+    with pytest.raises(FeedError, match="twice"):
+        pool.run_batch(["a", "a"], {"x": x})
