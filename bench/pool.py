@@ -10,8 +10,13 @@ the plain output only and run with the same intra-op thread count, in
 alternating blocks within one invocation (paired: a slow spell of the shared
 machine hits both); every figure is a median over blocks with its min-max.
 
-Reported per workload and stream count: stream-calls per second, the ratio
-pool / independent, and per-call latency p50/p99: for the pool, the wall time of
+The pool is measured twice: ``SessionPool.run`` (one dict of feeds per stream
+in, one dict of outputs per stream out: the per-stream Python a server pays
+when requests arrive one by one) and ``SessionPool.run_batch`` (the tick's
+inputs already stacked, as a server holding a frame buffer has them).
+
+Reported per workload and stream count: stream-calls per second, the ratios
+to independent sessions, and per-call latency p50/p99: for the pool, the wall time of
 the tick (every stream in it waits for the batch); for the baseline, one
 ``StatefulSession.run``.  Before timing, every stream's outputs from the pool are
 checked against its own session (max |diff|, must be <= 1e-5).
@@ -107,6 +112,19 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
             want = solo[sid].run(feeds)
             worst = max(worst, max(float(np.max(np.abs(got[sid][k] - v))) for k, v in want.items()))
     outputs = [w.output]
+    ids = list(range(n))
+    layout = pool.layout
+    stacked_ticks = []
+    for tick in ticks:
+        stacked_ticks.append({
+            name: (tick[0][name] if layout is None or layout.inputs.get(name) is None
+                   else np.concatenate([tick[sid][name] for sid in ids], axis=layout.inputs[name]))
+            for name in tick[0]
+        })
+    batch_of = {id(t): st for t, st in zip(ticks, stacked_ticks)}
+
+    def batch_tick(tick: dict[int, dict[str, np.ndarray]]) -> None:
+        pool.run_batch(ids, batch_of[id(tick)], outputs)
 
     def pool_tick(tick: dict[int, dict[str, np.ndarray]]) -> None:
         pool.run(tick, outputs)
@@ -128,21 +146,20 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
     per = max(statistics.median(timed_block(pool_tick, 3)), statistics.median(timed_block(solo_tick, 3)))
     reps = int(min(2000, max(5, block_s / per)))
     tick_pool: list[float] = []
+    tick_batch: list[float] = []
     tick_solo: list[float] = []
     call_solo: list[float] = []
     thr_pool: list[float] = []
+    thr_batch: list[float] = []
     thr_solo: list[float] = []
+    sides = {"pool": (pool_tick, tick_pool, thr_pool), "batch": (batch_tick, tick_batch, thr_batch), "solo": (solo_tick, tick_solo, thr_solo)}
+    names = list(sides)
     for b in range(blocks):
-        order = ("pool", "solo") if b % 2 == 0 else ("solo", "pool")
-        for which in order:
-            if which == "pool":
-                t = timed_block(pool_tick, reps)
-                tick_pool += t
-                thr_pool.append(n * len(t) / sum(t))
-            else:
-                t = timed_block(solo_tick, reps)
-                tick_solo += t
-                thr_solo.append(n * len(t) / sum(t))
+        for which in names[b % 3:] + names[: b % 3]:  # rotate the order: no side always runs first
+            step, ticks_of, thr_of = sides[which]
+            t = timed_block(step, reps)
+            ticks_of += t
+            thr_of.append(n * len(t) / sum(t))
     # the baseline's per-call latency: one StatefulSession.run, timed alone
     clock = time.perf_counter
     for r in range(min(2000, reps * n)):
@@ -151,6 +168,7 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
         solo[sid].run(ticks[(r // n) & 3][sid], outputs)
         call_solo.append(clock() - t)
     ratios = [p / s for p, s in zip(thr_pool, thr_solo)]
+    batch_ratios = [p / s for p, s in zip(thr_batch, thr_solo)]
 
     def pct(xs: list[float], q: float) -> float:
         return float(np.percentile(np.asarray(xs) * 1e6, q))
@@ -160,6 +178,8 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
         "pool_calls_per_s": statistics.median(thr_pool), "pool_calls_per_s_range": [min(thr_pool), max(thr_pool)],
         "solo_calls_per_s": statistics.median(thr_solo), "solo_calls_per_s_range": [min(thr_solo), max(thr_solo)],
         "ratio": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+        "batch_calls_per_s": statistics.median(thr_batch), "batch_ratio": statistics.median(batch_ratios),
+        "batch_ratio_range": [min(batch_ratios), max(batch_ratios)], "batch_tick_p50_us": pct(tick_batch, 50), "batch_tick_p99_us": pct(tick_batch, 99),
         "pool_tick_p50_us": pct(tick_pool, 50), "pool_tick_p99_us": pct(tick_pool, 99),
         "solo_tick_p50_us": pct(tick_solo, 50), "solo_call_p50_us": pct(call_solo, 50), "solo_call_p99_us": pct(call_solo, 99),
         "ort_calls_per_tick": pool.stats.ort_calls / max(1, pool.stats.rows / n), "batching": pool.batching or "batched",
@@ -171,15 +191,18 @@ def markdown(report: dict[str, Any]) -> str:
         f"Session pool vs independent sessions ({report['machine']}; onnxruntime {report['onnxruntime']}, "
         f"{report['threads']} intra-op thread; {report['blocks']} paired blocks of ~{report['block_s']} s; commit {report['commit']})",
         "",
-        "| workload | streams | pool stream-calls/s | independent stream-calls/s | pool / independent | pool tick p50 / p99 | independent call p50 / p99 | max \\|diff\\| |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| workload | streams | independent stream-calls/s | pool.run stream-calls/s | pool.run / independent | pool.run_batch / independent | pool.run tick p50 / p99 | independent call p50 / p99 | max \\|diff\\| |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in report["rows"]:
-        mark = " ✗" if r["streams"] == 64 and r["ratio"] < TARGET else (" ✓" if r["streams"] == 64 else "")
+        def mark(x: float) -> str:
+            return (" ✗" if x < TARGET else " ✓") if r["streams"] == 64 else ""
+
         lines.append(
-            f"| {r['workload']} | {r['streams']} | {r['pool_calls_per_s']:,.0f} ({r['pool_calls_per_s_range'][0]:,.0f}–{r['pool_calls_per_s_range'][1]:,.0f}) "
-            f"| {r['solo_calls_per_s']:,.0f} ({r['solo_calls_per_s_range'][0]:,.0f}–{r['solo_calls_per_s_range'][1]:,.0f}) "
-            f"| **{r['ratio']:.1f}×**{mark} ({r['ratio_range'][0]:.1f}–{r['ratio_range'][1]:.1f}) "
+            f"| {r['workload']} | {r['streams']} | {r['solo_calls_per_s']:,.0f} ({r['solo_calls_per_s_range'][0]:,.0f}–{r['solo_calls_per_s_range'][1]:,.0f}) "
+            f"| {r['pool_calls_per_s']:,.0f} ({r['pool_calls_per_s_range'][0]:,.0f}–{r['pool_calls_per_s_range'][1]:,.0f}) "
+            f"| **{r['ratio']:.1f}×**{mark(r['ratio'])} ({r['ratio_range'][0]:.1f}–{r['ratio_range'][1]:.1f}) "
+            f"| **{r['batch_ratio']:.1f}×**{mark(r['batch_ratio'])} ({r['batch_ratio_range'][0]:.1f}–{r['batch_ratio_range'][1]:.1f}) "
             f"| {r['pool_tick_p50_us']:,.0f} / {r['pool_tick_p99_us']:,.0f} µs | {r['solo_call_p50_us']:,.0f} / {r['solo_call_p99_us']:,.0f} µs "
             f"| {r['max_abs_diff']:.1e} |"
         )
