@@ -194,15 +194,15 @@ def markdown(report: dict[str, Any]) -> str:
         "| workload | streams | independent stream-calls/s | pool.run stream-calls/s | pool.run / independent | pool.run_batch / independent | pool.run tick p50 / p99 | independent call p50 / p99 | max \\|diff\\| |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for r in report["rows"]:
-        def mark(x: float) -> str:
-            return (" ✗" if x < TARGET else " ✓") if r["streams"] == 64 else ""
+    def mark(x: float, streams: int) -> str:
+        return (" ✗" if x < TARGET else " ✓") if streams == 64 else ""
 
+    for r in report["rows"]:
         lines.append(
             f"| {r['workload']} | {r['streams']} | {r['solo_calls_per_s']:,.0f} ({r['solo_calls_per_s_range'][0]:,.0f}–{r['solo_calls_per_s_range'][1]:,.0f}) "
             f"| {r['pool_calls_per_s']:,.0f} ({r['pool_calls_per_s_range'][0]:,.0f}–{r['pool_calls_per_s_range'][1]:,.0f}) "
-            f"| **{r['ratio']:.1f}×**{mark(r['ratio'])} ({r['ratio_range'][0]:.1f}–{r['ratio_range'][1]:.1f}) "
-            f"| **{r['batch_ratio']:.1f}×**{mark(r['batch_ratio'])} ({r['batch_ratio_range'][0]:.1f}–{r['batch_ratio_range'][1]:.1f}) "
+            f"| **{r['ratio']:.1f}×**{mark(r['ratio'], r['streams'])} ({r['ratio_range'][0]:.1f}–{r['ratio_range'][1]:.1f}) "
+            f"| **{r['batch_ratio']:.1f}×**{mark(r['batch_ratio'], r['streams'])} ({r['batch_ratio_range'][0]:.1f}–{r['batch_ratio_range'][1]:.1f}) "
             f"| {r['pool_tick_p50_us']:,.0f} / {r['pool_tick_p99_us']:,.0f} µs | {r['solo_call_p50_us']:,.0f} / {r['solo_call_p99_us']:,.0f} µs "
             f"| {r['max_abs_diff']:.1e} |"
         )

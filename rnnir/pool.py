@@ -46,7 +46,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -243,10 +243,6 @@ class SessionPool:
 
     def __contains__(self, sid: object) -> bool:
         return sid in self._streams
-
-    def solo(self) -> StatefulSession:
-        """A new single-stream session of the pool's model (same context): what every stream must equal."""
-        return self._solo.fork(reset=True)
 
     # -- joining, leaving, resetting -----------------------------------------------------------
     def open(self, sid: Hashable) -> None:
@@ -911,7 +907,3 @@ def _static_layout(solo: StatefulSession, explicit: Mapping[str, int | None]) ->
             inputs[name] = None  # static: one value shared by the rows of a call (e.g. a sample rate)
     return BatchLayout(inputs, states), ""
 
-
-def drive(pool: SessionPool, schedule: Iterable[Mapping[Hashable, Mapping[str, Any]]]) -> list[dict[Hashable, dict[str, np.ndarray]]]:
-    """Run a schedule of calls (one mapping of requests per tick) through ``pool``, opening ids on first use."""
-    return [pool.run(tick, open_missing=True) for tick in schedule]
