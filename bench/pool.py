@@ -15,6 +15,10 @@ in, one dict of outputs per stream out: the per-stream Python a server pays
 when requests arrive one by one) and ``SessionPool.run_batch`` (the tick's
 inputs already stacked, as a server holding a frame buffer has them).
 
+A third column is the ceiling: one bare ``InferenceSession.run`` on the stacked
+tick with state from fixed arrays (no pool, no gather or scatter): what batching
+alone can buy on this machine.
+
 Reported per workload and stream count: stream-calls per second, the ratios
 to independent sessions, and per-call latency p50/p99: for the pool, the wall time of
 the tick (every stream in it waits for the batch); for the baseline, one
@@ -126,6 +130,22 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
     def batch_tick(tick: dict[int, dict[str, np.ndarray]]) -> None:
         pool.run_batch(ids, batch_of[id(tick)], outputs)
 
+    # the ceiling: onnxruntime alone on the stacked tick, state fed from fixed arrays (no pool, no bookkeeping)
+    sess = pool._ort
+    zeros = {name: np.repeat(arena.initial, n, axis=arena.axis) if arena.axis is not None else arena.initial
+             for name, arena in (pool._arenas or {}).items()}
+    bare_feeds = {id(t): {**st, **zeros} for t, st in zip(ticks, stacked_ticks)}
+    if w.context:
+        for f in bare_feeds.values():
+            for name, size in w.context.items():
+                axis = f[name].ndim - 1
+                pad = list(f[name].shape)
+                pad[axis] = size
+                f[name] = np.concatenate([np.zeros(pad, f[name].dtype), f[name]], axis=axis)
+
+    def bare_tick(tick: dict[int, dict[str, np.ndarray]]) -> None:
+        sess.run(outputs, bare_feeds[id(tick)])
+
     def pool_tick(tick: dict[int, dict[str, np.ndarray]]) -> None:
         pool.run(tick, outputs)
 
@@ -146,16 +166,19 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
     per = max(statistics.median(timed_block(pool_tick, 3)), statistics.median(timed_block(solo_tick, 3)))
     reps = int(min(2000, max(5, block_s / per)))
     tick_pool: list[float] = []
+    tick_bare: list[float] = []
+    thr_bare: list[float] = []
     tick_batch: list[float] = []
     tick_solo: list[float] = []
     call_solo: list[float] = []
     thr_pool: list[float] = []
     thr_batch: list[float] = []
     thr_solo: list[float] = []
-    sides = {"pool": (pool_tick, tick_pool, thr_pool), "batch": (batch_tick, tick_batch, thr_batch), "solo": (solo_tick, tick_solo, thr_solo)}
+    sides = {"pool": (pool_tick, tick_pool, thr_pool), "batch": (batch_tick, tick_batch, thr_batch), "solo": (solo_tick, tick_solo, thr_solo),
+             "bare": (bare_tick, tick_bare, thr_bare)}
     names = list(sides)
     for b in range(blocks):
-        for which in names[b % 3:] + names[: b % 3]:  # rotate the order: no side always runs first
+        for which in names[b % len(names):] + names[: b % len(names)]:  # rotate the order: no side always runs first
             step, ticks_of, thr_of = sides[which]
             t = timed_block(step, reps)
             ticks_of += t
@@ -169,6 +192,7 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
         call_solo.append(clock() - t)
     ratios = [p / s for p, s in zip(thr_pool, thr_solo)]
     batch_ratios = [p / s for p, s in zip(thr_batch, thr_solo)]
+    bare_ratios = [p / s for p, s in zip(thr_bare, thr_solo)]
 
     def pct(xs: list[float], q: float) -> float:
         return float(np.percentile(np.asarray(xs) * 1e6, q))
@@ -178,6 +202,7 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
         "pool_calls_per_s": statistics.median(thr_pool), "pool_calls_per_s_range": [min(thr_pool), max(thr_pool)],
         "solo_calls_per_s": statistics.median(thr_solo), "solo_calls_per_s_range": [min(thr_solo), max(thr_solo)],
         "ratio": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+        "bare_ratio": statistics.median(bare_ratios), "bare_ratio_range": [min(bare_ratios), max(bare_ratios)],
         "batch_calls_per_s": statistics.median(thr_batch), "batch_ratio": statistics.median(batch_ratios),
         "batch_ratio_range": [min(batch_ratios), max(batch_ratios)], "batch_tick_p50_us": pct(tick_batch, 50), "batch_tick_p99_us": pct(tick_batch, 99),
         "pool_tick_p50_us": pct(tick_pool, 50), "pool_tick_p99_us": pct(tick_pool, 99),
@@ -191,8 +216,8 @@ def markdown(report: dict[str, Any]) -> str:
         f"Session pool vs independent sessions ({report['machine']}; onnxruntime {report['onnxruntime']}, "
         f"{report['threads']} intra-op thread; {report['blocks']} paired blocks of ~{report['block_s']} s; commit {report['commit']})",
         "",
-        "| workload | streams | independent stream-calls/s | pool.run stream-calls/s | pool.run / independent | pool.run_batch / independent | pool.run tick p50 / p99 | independent call p50 / p99 | max \\|diff\\| |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| workload | streams | independent stream-calls/s | pool.run stream-calls/s | pool.run / independent | pool.run_batch / independent | ceiling: bare batched ORT call / independent | pool.run tick p50 / p99 | independent call p50 / p99 | max \\|diff\\| |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     def mark(x: float, streams: int) -> str:
         return (" ✗" if x < TARGET else " ✓") if streams == 64 else ""
@@ -203,6 +228,7 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {r['pool_calls_per_s']:,.0f} ({r['pool_calls_per_s_range'][0]:,.0f}–{r['pool_calls_per_s_range'][1]:,.0f}) "
             f"| **{r['ratio']:.1f}×**{mark(r['ratio'], r['streams'])} ({r['ratio_range'][0]:.1f}–{r['ratio_range'][1]:.1f}) "
             f"| **{r['batch_ratio']:.1f}×**{mark(r['batch_ratio'], r['streams'])} ({r['batch_ratio_range'][0]:.1f}–{r['batch_ratio_range'][1]:.1f}) "
+            f"| {r['bare_ratio']:.1f}× ({r['bare_ratio_range'][0]:.1f}–{r['bare_ratio_range'][1]:.1f}) "
             f"| {r['pool_tick_p50_us']:,.0f} / {r['pool_tick_p99_us']:,.0f} µs | {r['solo_call_p50_us']:,.0f} / {r['solo_call_p99_us']:,.0f} µs "
             f"| {r['max_abs_diff']:.1e} |"
         )
