@@ -214,9 +214,11 @@ def test_silero_recovers_from_a_lost_chunk_and_a_burst_on_speech(silero_dir, spe
     sr = np.array(16000, np.int64)
     chunks = [{"input": samples[i : i + 512][None], "sr": sr} for i in range(0, len(samples) - 511, 512)]
     session = StatefulSession(silero_dir / "silero_vad.onnx", context={"input": 64})
-    report = check_streaming(session, chunks, drop=40, burst=(100, 10), long=600, tol=0.05)
+    report = check_streaming(session, chunks, drop=40, reconnect=60, burst=(100, 10), long=600, tol=0.05)
     assert report.ok, streaming_to_text(report)
     assert report.check("drop").recovery <= 5 and report.check("burst").recovery <= 100
+    # its LSTM remembers for long: a reconnecting client differs by far more than 0.05 at first, for seconds
+    assert report.check("reconnect").departure["output"] > 0.2 and 20 <= report.check("reconnect").recovery <= 120
     assert report.state_bytes == 2 * 128 * 4 + 64 * 4  # the LSTM's h and c, and the 64 kept samples
     assert report.long.slots["state"].trend != "growing" and math.isfinite(report.long.slots["state"].peak_abs)
 
