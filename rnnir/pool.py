@@ -531,11 +531,11 @@ class SessionPool:
                 batch[name] = arr if axis is None else np.concatenate([f[name] for f in feeds], axis=axis)
         if n > 1 and not self._probed:
             self._probe(batch, rows)
-            if self.batching:  # the probe found the model cannot batch: one stream per call from now on
-                for k, stream in enumerate(streams):
-                    self._run_group([stream], [feeds[k]], results, outputs)
-                return
             layout = self.layout  # now with the outputs' batch axes
+        if n > 1 and self.batching:  # the probe found the model cannot batch: one stream per call from now on
+            for k, stream in enumerate(streams):
+                self._run_group([stream], [feeds[k]], results, outputs)
+            return
         out = self._execute(rows, batch)
         wanted = out if outputs is None else {name: out[name] for name in outputs}
         if n == 1:

@@ -63,16 +63,19 @@ def lstm_b(inp: int = 3, hidden: int = 5, seed: int = 0, name: str = "lstm_b") -
 
 
 def mixing(hidden: int = 2) -> onnx.ModelProto:
-    """h' = tanh(h + x); y = h' - mean over the batch of h': every row depends on the others."""
+    """h' = tanh(h + g x); y = h' - mean over the batch of h': every row depends on the others.
+    ``g`` is a scalar shared by the rows of a call, like silero's ``sr``."""
     nodes = [
-        helper.make_node("Add", ["h_in", "x"], ["s"]),
+        helper.make_node("Mul", ["x", "g"], ["gx"]),
+        helper.make_node("Add", ["h_in", "gx"], ["s"]),
         helper.make_node("Tanh", ["s"], ["h_out"]),
         helper.make_node("ReduceMean", ["h_out"], ["m"], axes=[0], keepdims=1),
         helper.make_node("Sub", ["h_out", "m"], ["y"]),
     ]
     graph = helper.make_graph(
         nodes, "mixing",
-        [helper.make_tensor_value_info("x", F, ["B", hidden]), helper.make_tensor_value_info("h_in", F, ["B", hidden])],
+        [helper.make_tensor_value_info("x", F, ["B", hidden]), helper.make_tensor_value_info("h_in", F, ["B", hidden]),
+         helper.make_tensor_value_info("g", F, [])],
         [helper.make_tensor_value_info("y", F, ["B", hidden]), helper.make_tensor_value_info("h_out", F, ["B", hidden])],
     )
     return _model(graph, opset=13)

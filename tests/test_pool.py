@@ -156,7 +156,7 @@ def test_a_model_that_mixes_batch_rows_fails_the_probe_and_stays_correct():
     rng = np.random.default_rng(0)
     solo = {sid: StatefulSession(model, {"h_in": "h_out"}) for sid in range(4)}
     for _ in range(3):
-        requests = {sid: {"x": rng.standard_normal((1, 2)).astype(np.float32)} for sid in solo}
+        requests = {sid: {"x": rng.standard_normal((1, 2)).astype(np.float32), "g": np.array(1.0, np.float32)} for sid in solo}
         got = pool.run(requests, open_missing=True)
         for sid in solo:
             assert np.allclose(got[sid]["y"], solo[sid].run(requests[sid])["y"], atol=TOL)
@@ -315,3 +315,17 @@ def test_run_batch_on_a_model_that_cannot_batch_falls_back_and_stays_correct():
     assert out["y"].tolist() == (1.5 * x).tolist()
     with pytest.raises(FeedError, match="twice"):
         pool.run_batch(["a", "a"], {"x": x})
+
+
+def test_groups_after_a_failed_probe_in_the_same_tick_also_run_one_stream_per_call():
+    model = sm.mixing()
+    pool = SessionPool(model, {"h_in": "h_out"})
+    solo = {sid: StatefulSession(model, {"h_in": "h_out"}) for sid in range(6)}
+    rng = np.random.default_rng(2)
+    # two groups in one tick: the shared input g differs; the probe runs (and fails) on the first group
+    g = [np.array(1.0, np.float32), np.array(0.5, np.float32)]
+    requests = {sid: {"x": rng.standard_normal((1, 2)).astype(np.float32), "g": g[sid // 3]} for sid in range(6)}
+    got = pool.run(requests, open_missing=True)
+    for sid, feeds in requests.items():
+        assert np.allclose(got[sid]["y"], solo[sid].run(feeds)["y"], atol=TOL)
+    assert pool.stats.largest_batch == 1
