@@ -38,7 +38,8 @@ Streams join (:meth:`open`, or ``run(..., open_missing=True)``) and leave
 state; streams idle for more than ``idle_timeout`` seconds (per ``clock``, which
 tests replace) are closed by :meth:`expire`, which every ``run`` calls first.
 :meth:`upgrade` swaps the model under running streams, carrying their state
-by the rules of :mod:`rnnir.versioning`.
+by the rules of :mod:`rnnir.versioning`.  :class:`Batcher` batches calls that
+arrive from many threads within a short window into ticks.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -57,7 +58,7 @@ from .errors import RnnirError, StateError
 from .runtime import FeedError, StatefulSession
 from .versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, compatible, reconcile
 
-__all__ = ["BatchLayout", "PoolStats", "SessionPool", "UnknownSessionError"]
+__all__ = ["BatchLayout", "Batcher", "PoolStats", "SessionPool", "UnknownSessionError"]
 
 _PROBE_ROWS = 3
 _PROBE_TOL = 1e-5
@@ -353,7 +354,10 @@ class SessionPool:
                 self._expire(now)
             stacked = self._stack_fast(list(requests.values()))
             # checked before anyone joins; the fast path's checks are the stacking itself
-            feeds = list(requests.values()) if stacked is not None else [self._checked(sid, f) for sid, f in requests.items()]
+            feeds: list[dict[str, np.ndarray]] = (
+                cast("list[dict[str, np.ndarray]]", list(requests.values())) if stacked is not None
+                else [self._checked(sid, f) for sid, f in requests.items()]
+            )
             if outputs is not None:
                 unknown = [n for n in outputs if n not in self._model.output_specs]
                 if unknown:
@@ -907,3 +911,120 @@ def _static_layout(solo: StatefulSession, explicit: Mapping[str, int | None]) ->
             inputs[name] = None  # static: one value shared by the rows of a call (e.g. a sample rate)
     return BatchLayout(inputs, states), ""
 
+
+
+class _Pending:
+    __slots__ = ("sid", "feeds", "outputs", "done", "result", "error")
+
+    def __init__(self, sid: Hashable, feeds: Mapping[str, Any], outputs: Sequence[str] | None) -> None:
+        self.sid = sid
+        self.feeds = feeds
+        self.outputs = outputs
+        self.done = threading.Event()
+        self.result: dict[str, np.ndarray] | None = None
+        self.error: BaseException | None = None
+
+
+class Batcher:
+    """Calls arriving from many threads, batched into pool ticks (Triton's dynamic batching, in-process).
+
+        batcher = Batcher(pool, max_delay=0.002)
+        out = batcher.call("alice", {"input": chunk, "sr": sr})   # from any thread; blocks until its tick ran
+        batcher.close()
+
+    A worker thread takes the first waiting call, waits up to ``max_delay`` seconds for more (or until
+    ``max_batch`` streams wait), and runs them as one :meth:`SessionPool.run`.  A stream's calls stay in
+    order: a second call of a stream already in the tick waits for the next tick.  Streams are opened on
+    their first call.  When a tick is refused before it runs (a bad feed), each of its calls is retried
+    alone, so the error reaches only the caller that caused it; an error while running reaches every
+    caller of the tick (part of it may have run, so nothing is retried).
+    """
+
+    def __init__(self, pool: SessionPool, *, max_delay: float = 0.002, max_batch: int | None = None) -> None:
+        if max_delay < 0:
+            raise ValueError(f"max_delay must not be negative, got {max_delay}")
+        self.pool = pool
+        self.max_delay = max_delay
+        self.max_batch = max_batch
+        self._queue: list[_Pending] = []
+        self._cond = threading.Condition()
+        self._closed = False
+        self.ticks = 0
+        self._worker = threading.Thread(target=self._loop, name="rnnir-batcher", daemon=True)
+        self._worker.start()
+
+    def call(self, sid: Hashable, feeds: Mapping[str, Any], outputs: Sequence[str] | None = None, timeout: float | None = None) -> dict[str, np.ndarray]:
+        item = _Pending(sid, feeds, outputs)
+        with self._cond:
+            if self._closed:
+                raise StateError("the batcher is closed")
+            self._queue.append(item)
+            self._cond.notify()
+        if not item.done.wait(timeout):
+            raise TimeoutError(f"session {sid!r}: no result within {timeout} s")
+        if item.error is not None:
+            raise item.error
+        assert item.result is not None
+        return item.result
+
+    def close(self) -> None:
+        """Finish the waiting calls, then stop the worker."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._worker.join()
+
+    def __enter__(self) -> Batcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _take(self) -> list[_Pending]:
+        """The next tick: one call per stream, oldest first, after waiting up to max_delay for company."""
+        with self._cond:
+            while not self._queue and not self._closed:
+                self._cond.wait()
+            if not self._queue:
+                return []
+            deadline = time.monotonic() + self.max_delay
+            limit = self.max_batch or 1 << 30
+            while len({p.sid for p in self._queue}) < limit and not self._closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            tick: list[_Pending] = []
+            seen: set[Hashable] = set()
+            rest: list[_Pending] = []
+            for item in self._queue:
+                if item.sid in seen or len(tick) >= limit:
+                    rest.append(item)  # its stream already has a call in this tick: the next one
+                else:
+                    seen.add(item.sid)
+                    tick.append(item)
+            self._queue = rest
+            return tick
+
+    def _loop(self) -> None:
+        while True:
+            tick = self._take()
+            if not tick:
+                return
+            self.ticks += 1
+            outputs = tick[0].outputs if all(p.outputs == tick[0].outputs for p in tick) else None
+            try:
+                results = self.pool.run({p.sid: p.feeds for p in tick}, outputs, open_missing=True)
+                for p in tick:
+                    p.result = results[p.sid] if p.outputs is None or outputs is not None else {k: results[p.sid][k] for k in p.outputs}
+            except (FeedError, UnknownSessionError):  # raised before anything ran: isolate the failing call
+                for p in tick:
+                    try:
+                        p.result = self.pool.run({p.sid: p.feeds}, p.outputs, open_missing=True)[p.sid]
+                    except Exception as exc:  # noqa: BLE001 - handed to the caller that made the call
+                        p.error = exc
+            except Exception as exc:  # noqa: BLE001 - part of the tick may have run: every caller hears of it, none is retried
+                for p in tick:
+                    p.error = exc
+            for p in tick:
+                p.done.set()

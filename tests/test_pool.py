@@ -329,3 +329,64 @@ def test_groups_after_a_failed_probe_in_the_same_tick_also_run_one_stream_per_ca
     for sid, feeds in requests.items():
         assert np.allclose(got[sid]["y"], solo[sid].run(feeds)["y"], atol=TOL)
     assert pool.stats.largest_batch == 1
+
+
+# -- calls from many threads --------------------------------------------------------------------
+
+
+def test_calls_from_many_threads_are_batched_and_each_stream_equals_its_solo_run():
+    import threading
+
+    from rnnir.pool import Batcher
+
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    streams, calls = 16, 8
+    rng = np.random.default_rng(7)
+    inputs = {sid: [_chunk(rng, 1) for _ in range(calls)] for sid in range(streams)}
+    got: dict[int, list[np.ndarray]] = {sid: [] for sid in range(streams)}
+    start = threading.Barrier(streams)
+
+    def client(sid: int) -> None:
+        start.wait()
+        for x in inputs[sid]:
+            got[sid].append(batcher.call(sid, {"x": x}, ["hn"])["hn"])
+
+    with Batcher(pool, max_delay=0.02) as batcher:
+        threads = [threading.Thread(target=client, args=(sid,)) for sid in range(streams)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    for sid in range(streams):
+        solo = StatefulSession(model)
+        for x, hn in zip(inputs[sid], got[sid]):
+            assert np.max(np.abs(solo.run({"x": x})["hn"] - hn)) <= TOL  # in order, and nobody else's state
+    assert pool.stats.rows == streams * calls and pool.stats.largest_batch > 1
+    assert batcher.ticks < streams * calls
+
+
+def test_a_bad_call_in_a_batched_tick_fails_only_its_caller():
+    from rnnir.pool import Batcher
+
+    pool = SessionPool(sm.lstm_b())
+    x = np.ones((1, 1, INP), np.float32)
+    with Batcher(pool, max_delay=0.05) as batcher:
+        import threading
+
+        errors: list[BaseException] = []
+        ok: list[dict] = []
+
+        def bad() -> None:
+            try:
+                batcher.call("bad", {"nope": x})
+            except FeedError as exc:
+                errors.append(exc)
+
+        t = threading.Thread(target=bad)
+        t.start()
+        ok.append(batcher.call("good", {"x": x}))
+        t.join()
+    assert len(errors) == 1 and "nope" in str(errors[0])
+    assert np.allclose(ok[0]["hn"], StatefulSession(sm.lstm_b()).run({"x": x})["hn"], atol=TOL)
+    assert "bad" not in pool
