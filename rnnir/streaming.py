@@ -469,7 +469,7 @@ def check_streaming(
             raise StreamError("context= applies to a new session; declare it on the StatefulSession passed in")
 
         def rebuild() -> StatefulSession:
-            return StatefulSession(session.program, context={c.input: c for c in session.context})
+            return StatefulSession(session.program, cast_state=session.cast_state, context={c.input: c for c in session.context})
     else:
         session = StatefulSession(model, pairs=pairs, cast_state=True, context=context)
 

@@ -114,7 +114,8 @@ def test_silero_streams_batched_with_their_kept_context_equal_solo_sessions(sile
     pool = SessionPool(path, context={"input": 64})
     rng = np.random.default_rng(1)
     sr = np.array(16000, np.int64)
-    solo = {sid: StatefulSession(path, context={"input": 64}) for sid in range(8)}
+    base = StatefulSession(path, context={"input": 64})
+    solo = {sid: base.fork(reset=True) for sid in range(8)}  # one onnxruntime session, eight streams
     for sid in solo:
         pool.open(sid)
     for _ in range(5):
