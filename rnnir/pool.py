@@ -44,18 +44,21 @@ arrive from many threads within a short window into ticks.
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
 from .context import ContextSpec, InputContext
 from .errors import RnnirError, StateError
-from .runtime import FeedError, StatefulSession
+from .runtime import _STATE_FORMAT, FeedError, StatefulSession
 from .versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, compatible, reconcile
 
 __all__ = ["BatchLayout", "Batcher", "PoolStats", "SessionPool", "UnknownSessionError"]
@@ -333,6 +336,77 @@ class SessionPool:
                     return {k: np.array(v) for k, v in pending.items()}
                 return self._solo.initial_state()
             return {name: arena.row(stream.row) for name, arena in self._arenas.items()}
+
+    # -- a stream's state on disk: bound to the model, its state version and the session -----
+    def save_state(self, sid: Hashable, path: str | os.PathLike) -> Path:
+        """Write one stream's state (and kept context) in :meth:`StatefulSession.save_state`'s format,
+        naming the session: :meth:`load_state` puts it back into that session only."""
+        with self._lock:
+            stream = self._get(sid)
+            if self._arenas is None:
+                pending = self._pending.get(sid)
+                snap = {k: np.array(v) for k, v in pending.items()} if pending is not None else None
+            else:
+                snap = {name: arena.row(stream.row) for name, arena in self._arenas.items()}
+            context = {name: arena.row(stream.row) for name, arena in (self._ctx_arenas or {}).items()}
+        if snap is None:
+            raise StateError(f"session {sid!r} has not run yet: its state is the initial state, nothing to save")
+        meta = {
+            "format": _STATE_FORMAT, "fingerprint": self.fingerprint, "state_version": self.state_version, "model": self.label,
+            "session": str(sid), "slots": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in snap.items()},
+        }
+        target = Path(path)
+        entries = {f"slot:{k}": v for k, v in snap.items()} | {f"context:{k}": v for k, v in context.items()}
+        with open(target, "wb") as f:  # a file object: np.savez would otherwise append ".npz"
+            np.savez(f, __rnnir_state__=np.array(json.dumps(meta)), **entries)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
+        return target
+
+    def load_state(
+        self,
+        sid: Hashable,
+        path: str | os.PathLike,
+        *,
+        on_version_mismatch: VersionPolicy | str = VersionPolicy.REFUSE,
+        migrations: StateMigrations | None = None,
+        from_session: Hashable | None = None,
+    ) -> VersionOutcome:
+        """Put a saved state into stream ``sid`` (opened if needed).  A state saved from a pool names its
+        session: it loads into that session only, unless ``from_session`` names it (a deliberate move;
+        another stream's state is otherwise exactly the leak the pool must not allow).  A state saved by a
+        StatefulSession names none.  Model and version as for :meth:`StatefulSession.load_state`."""
+        target = Path(path)
+        try:
+            with np.load(target, allow_pickle=False) as z:
+                if "__rnnir_state__" not in z.files:
+                    raise StateError(f"{target}: not an rnnir state file (no __rnnir_state__ entry)")
+                meta = json.loads(str(z["__rnnir_state__"]))
+                arrays = {k[len("slot:") :]: z[k] for k in z.files if k.startswith("slot:")}
+                contexts = {k[len("context:") :]: z[k] for k in z.files if k.startswith("context:")}
+        except StateError:
+            raise
+        except (OSError, ValueError, KeyError) as exc:
+            raise StateError(f"{target}: cannot read saved state: {exc}") from None
+        if not isinstance(meta, dict) or meta.get("format") != _STATE_FORMAT:
+            raise StateError(f"{target}: not a state file of format {_STATE_FORMAT}")
+        owner = meta.get("session")
+        if owner is not None and owner != str(sid) and (from_session is None or str(from_session) != owner):
+            raise StateError(
+                f"{target} holds the state of session {owner!r}, not of {sid!r}: one stream's state must not reach "
+                "another; pass from_session= to move it deliberately"
+            )
+        saved = StateOrigin(str(meta.get("fingerprint")), meta.get("state_version"), str(meta.get("model")))
+        mine = StateOrigin(self.fingerprint, self.state_version, self.label)
+        outcome, state = reconcile(saved, mine, arrays, VersionPolicy(on_version_mismatch), migrations, where=str(target))
+        if state is not None:
+            _check_state(state, self._solo, str(target))
+        with self._lock:
+            stream = self._streams.get(sid) or self._open(sid, self.clock())
+            self._init_row(stream, state)  # None (reset policy): the initial state, and the context cleared
+            if state is not None and self._ctx_arenas is not None:
+                for name, arena in self._ctx_arenas.items():
+                    if name in contexts:
+                        arena.put(stream.row, _row_of(contexts[name], arena.initial.shape, f"{target}: context {name!r}"))
+        return outcome
 
     # -- calls -------------------------------------------------------------------------------
     def run(

@@ -391,3 +391,46 @@ def test_a_bad_call_in_a_batched_tick_fails_only_its_caller():
     assert len(errors) == 1 and "nope" in str(errors[0])
     assert np.allclose(ok[0]["hn"], StatefulSession(sm.lstm_b()).run({"x": x})["hn"], atol=TOL)
     assert "bad" not in pool
+
+
+# -- a stream's state on disk -------------------------------------------------------------------
+
+
+def test_a_saved_stream_state_goes_back_into_its_own_session_only(tmp_path):
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    solo = StatefulSession(model)
+    rng = np.random.default_rng(9)
+    xs = [_chunk(rng, 1) for _ in range(6)]
+    for x in xs[:3]:
+        pool.run({"alice": {"x": x}, "bob": {"x": -x}}, open_missing=True)
+        solo.run({"x": x})
+    path = pool.save_state("alice", tmp_path / "alice.state")
+
+    fresh = SessionPool(model)
+    with pytest.raises(StateError, match="session 'alice', not of 'bob'"):
+        fresh.load_state("bob", path)
+    assert fresh.load_state("alice", path) is VersionOutcome.SAME_MODEL
+    for x in xs[3:]:
+        got = fresh.run({"alice": {"x": x}})["alice"]
+        assert np.max(np.abs(got["hn"] - solo.run({"x": x})["hn"])) <= TOL  # continues where it left off
+    assert fresh.load_state("carol", path, from_session="alice") is VersionOutcome.SAME_MODEL  # a deliberate move
+
+    # the same file format as StatefulSession's, both ways
+    other = StatefulSession(model)
+    assert other.load_state(path) is VersionOutcome.SAME_MODEL
+    solo_path = solo.save_state(tmp_path / "solo.state")
+    assert fresh.load_state("dave", solo_path) is VersionOutcome.SAME_MODEL  # a state saved alone names no session
+    assert np.array_equal(fresh.state("dave")["h0"], solo.state["h0"])
+
+
+def test_a_saved_stream_state_follows_the_version_policy(tmp_path):
+    pool = SessionPool(_versioned(0, "1"))
+    _warm(pool)
+    path = pool.save_state("a", tmp_path / "a.state")
+    newer = SessionPool(_versioned(1, "2"))
+    with pytest.raises(StateError, match="state version"):
+        newer.load_state("a", path)
+    assert newer.load_state("a", path, on_version_mismatch="reset") is VersionOutcome.RESET
+    with pytest.raises(StateError, match="not run yet"):
+        newer.save_state("a", tmp_path / "b.state")
