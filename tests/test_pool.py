@@ -434,3 +434,41 @@ def test_a_saved_stream_state_follows_the_version_policy(tmp_path):
     assert newer.load_state("a", path, on_version_mismatch="reset") is VersionOutcome.RESET
     with pytest.raises(StateError, match="not run yet"):
         newer.save_state("a", tmp_path / "b.state")
+
+
+def test_max_batch_splits_a_tick_into_calls_of_at_most_that_many_rows():
+    model = sm.lstm_b()
+    pool = SessionPool(model, max_batch=4)
+    base = StatefulSession(model)
+    solo = {sid: base.fork(reset=True) for sid in range(10)}
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        requests = {sid: {"x": _chunk(rng, 1)} for sid in solo}
+        got = pool.run(requests, open_missing=True)
+        for sid, feeds in requests.items():
+            assert np.max(np.abs(got[sid]["hn"] - solo[sid].run(feeds)["hn"])) <= TOL
+    assert pool.stats.largest_batch == 4 and pool.stats.ort_calls == 3 * 3
+
+
+def test_a_reused_row_starts_clean_state_and_context_included():
+    model = sm.context_probe(6)
+    pool = SessionPool(model, {"h_in": "h_out"}, context={"x": 2}, batch_axes={"x": None, "h_in": None})
+    x = np.array([[1, 2, 3, 4]], np.float32)
+    pool.run({"old": {"x": x}}, open_missing=True)
+    pool.close("old")
+    out = pool.run({"new": {"x": x}}, open_missing=True)["new"]  # takes the row "old" left
+    assert out["seen"].tolist() == [[0, 0, 1, 2, 3, 4]] and out["h_out"].tolist() == [[10.0]]
+
+
+def test_a_reused_row_starts_clean_in_a_batched_pool_with_context():
+    model = sm.lstm_b()
+    pool = SessionPool(model, context={"x": 1})  # one kept time step along the LSTM's time axis
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        pool.run({sid: {"x": _chunk(rng, 2)} for sid in ("a", "b", "c")}, open_missing=True)
+    assert pool.batching == ""
+    pool.close("b")
+    x = {sid: _chunk(rng, 2) for sid in ("a", "new", "c")}
+    got = pool.run({sid: {"x": v} for sid, v in x.items()}, open_missing=True)  # "new" takes b's row
+    want = StatefulSession(model, context={"x": 1}).run({"x": x["new"]})
+    assert np.max(np.abs(got["new"]["Y"] - want["Y"])) <= TOL and np.max(np.abs(got["new"]["cn"] - want["cn"])) <= TOL
