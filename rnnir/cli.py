@@ -9,7 +9,7 @@
     rnnir cost PATH... [--format text|json] [--jobs N] [--output FILE]
     rnnir run MODEL [--calls 200] [--chunk 16] [--shape IN=D0,D1] [--value IN=X] [--wav IN=FILE] [--context IN=N[:AXIS]]
                     [--drop K [--drop-mode skip|zero]] [--reconnect K] [--burst K:N [--burst-kind noise|silence]]
-                    [--long N] [--recovery-tol X] [--format text|json] [--output FILE] [--plot run.png]
+                    [--long N] [--streams N] [--recovery-tol X] [--format text|json] [--output FILE] [--plot run.png]
     rnnir --version                     (python -m rnnir ... is the same command)
 
 ``show``, ``cost`` and ``run`` take the same ``--pair``/``--entry``/``--exit``/``--config``/
@@ -471,6 +471,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     burst = _burst(args.burst, args.calls) if args.burst else None
     if args.long is not None and args.long < 4:
         raise UsageError("--long needs at least 4 calls")
+    if args.streams is not None and args.streams < 2:
+        raise UsageError("--streams needs at least 2 streams")
     if args.recovery_tol < 0:
         raise UsageError("--recovery-tol must not be negative")
     settings = _settings(args)
@@ -491,7 +493,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stream_report = streaming.check_streaming(
         model, stream, pairs=pairs, calls=args.calls, chunk=args.chunk, input_shapes=shapes, input_values=values,
         drop=args.drop, drop_mode=args.drop_mode, reconnect=args.reconnect, burst=burst, burst_kind=args.burst_kind,
-        long=args.long, tol=args.recovery_tol,
+        long=args.long, tol=args.recovery_tol, streams=args.streams,
     )
     if args.format == "json":
         doc = report.to_json()
@@ -678,6 +680,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--burst", metavar="K:N", help="replace calls K..K+N-1 by a burst: recovery afterwards and state health")
     p.add_argument("--burst-kind", choices=("noise", "silence"), default="noise")
     p.add_argument("--long", type=int, metavar="N", help="run the stream repeated to N calls: state trend, saturation, float16 headroom, latency (100000: minutes)")
+    p.add_argument("--streams", type=int, metavar="N", help="serve N streams from one batched session pool and check each equals its solo run (no leak between rows)")
     p.add_argument("--recovery-tol", type=float, default=1e-3, metavar="X", help="max |diff| that counts as recovered (default 1e-3)")
     p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")

@@ -57,6 +57,7 @@ from .testing import _FP16_MAX, StreamError, _InputHints, _max_diff, _prepare_st
 
 __all__ = [
     "ColdStart",
+    "Isolation",
     "Latency",
     "LongRun",
     "Recovery",
@@ -221,6 +222,36 @@ class LongRun:
 
 
 @dataclass
+class Isolation:
+    """N streams served by one :class:`~rnnir.pool.SessionPool` against each stream run alone."""
+
+    streams: int
+    calls: int
+    batching: str  # "batched", or why the pool runs one stream per call
+    ort_calls: int
+    max_abs_diff: float
+    worst_stream: int | None
+    tol: float = 1e-5
+
+    @property
+    def ok(self) -> bool:
+        return self.max_abs_diff <= self.tol
+
+    def summary(self) -> str:
+        how = "batched" if self.batching == "batched" else f"one stream per call ({self.batching})"
+        verdict = (
+            f"every stream equals its solo run (max |diff| {_fmt(self.max_abs_diff)})"
+            if self.ok
+            else f"FAIL: stream {self.worst_stream} differs from its solo run by {_fmt(self.max_abs_diff)} (> {self.tol:g}): rows leak into each other"
+        )
+        return f"pool of {self.streams} streams x {self.calls} calls, {how}, {self.ort_calls} onnxruntime calls: {verdict}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"streams": self.streams, "calls": self.calls, "batching": self.batching, "ort_calls": self.ort_calls,
+                "max_abs_diff": _num(self.max_abs_diff), "worst_stream": self.worst_stream, "tol": self.tol, "ok": self.ok}
+
+
+@dataclass
 class StreamingReport:
     """Everything :func:`check_streaming` measured; render with :func:`streaming_to_text` or :meth:`to_json`."""
 
@@ -233,6 +264,7 @@ class StreamingReport:
     burst_health: dict[str, SlotTrend] = field(default_factory=dict)
     cold_start: ColdStart | None = None
     long: LongRun | None = None
+    isolation: Isolation | None = None
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -241,6 +273,7 @@ class StreamingReport:
             all(c.ok for c in self.checks)
             and all(h.finite for h in self.burst_health.values())  # growth is judged over a long run, not a burst
             and (self.long is None or self.long.ok)
+            and (self.isolation is None or self.isolation.ok)
         )
 
     @property
@@ -266,6 +299,7 @@ class StreamingReport:
             "burst_health": {k: v.to_json() for k, v in self.burst_health.items()},
             "cold_start": None if self.cold_start is None else self.cold_start.to_json(),
             "long": None if self.long is None else self.long.to_json(),
+            "isolation": None if self.isolation is None else self.isolation.to_json(),
             "notes": list(self.notes),
         }
 
@@ -448,6 +482,7 @@ def check_streaming(
     input_values: Mapping[str, float] | None = None,
     streamed: Sequence[str] | None = None,
     cold_start: bool | None = None,
+    streams: int | None = None,
 ) -> StreamingReport:
     """Run the requested deployment checks on ``stream`` (see the module docstring).
 
@@ -455,7 +490,9 @@ def check_streaming(
     ``stream``: as for :func:`~rnnir.testing.check_multicall` (generated when omitted, ``calls`` calls
     of ``chunk`` steps), or a list of per-call feeds.  ``streamed`` names the inputs a drop or burst
     replaces (default: the ones that change from call to call).  ``cold_start`` (default: when
-    ``reconnect`` is asked) times a new session and a new stream.
+    ``reconnect`` is asked) times a new session and a new stream.  ``streams`` serves that many
+    streams from one :class:`~rnnir.pool.SessionPool` (batched when the model allows) and compares
+    each with its solo run: a leak between rows fails.
     """
     if drop_mode not in ("skip", "zero"):
         raise StreamError(f"drop_mode must be 'skip' or 'zero', got {drop_mode!r}")
@@ -543,7 +580,31 @@ def check_streaming(
 
     if long is not None:
         report.long = _long_run(session, chunks, int(long))
+    if streams is not None:
+        report.isolation = _isolation(session, chunks, int(streams))
     return report
+
+
+def _isolation(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]], streams: int) -> Isolation:
+    """``streams`` streams through one pool, stream i fed the chunks from offset 7i (so rows differ), every
+    call compared with the same stream on its own fork."""
+    from .pool import SessionPool  # imported only when asked
+
+    if streams < 2:
+        raise StreamError(f"an isolation check needs at least 2 streams, got {streams}")
+    pool = SessionPool(session.program, context={c.input: c for c in session.context})
+    solo = [session.fork(reset=True) for _ in range(streams)]
+    n = len(chunks)
+    worst, who = 0.0, None
+    for t in range(n):
+        requests = {i: chunks[(t + 7 * i) % n] for i in range(streams)}
+        got = pool.run(requests, open_missing=True)
+        for i, feeds in requests.items():
+            want = solo[i].run(feeds)
+            d = max((_max_diff(got[i][k], v) for k, v in want.items()), default=0.0)
+            if not d <= worst:
+                worst, who = d, i
+    return Isolation(streams, n, pool.batching or "batched", pool.stats.ort_calls, worst, who)
 
 
 def _long_run(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]], calls: int) -> LongRun:
@@ -586,6 +647,8 @@ def streaming_to_text(report: StreamingReport) -> str:
         lines.append("  state health through the burst:")
         for h in report.burst_health.values():
             lines.append("    " + h.summary(judge_growth=False))
+    if report.isolation is not None:
+        lines.append("  " + report.isolation.summary())
     if report.long is not None:
         lr = report.long
         lines.append(

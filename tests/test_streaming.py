@@ -190,7 +190,7 @@ def test_cli_drop_and_reconnect_fail_on_an_integrator_and_pass_on_a_decaying_sta
 
 @pytest.mark.parametrize(
     "extra,message",
-    [(["--burst", "59:5"], "--burst 59:5"), (["--burst", "a:b"], "K:N"), (["--drop", "59"], "--drop 59"),
+    [(["--burst", "59:5"], "--burst 59:5"), (["--streams", "1"], "--streams"), (["--burst", "a:b"], "K:N"), (["--drop", "59"], "--drop 59"),
      (["--long", "2"], "--long"), (["--wav", "x=missing.wav"], "--shape x="), (["--context", "nope=4"], "nope")],
 )
 def test_cli_bad_streaming_flags_exit_2(toys, capsys, extra, message):
@@ -241,3 +241,25 @@ def test_speechlike_wav_round_trips_through_the_wave_module(tmp_path):
     y, rate = speechlike.read_wav(speechlike.write_wav(pathlib.Path(tmp_path) / "a.wav", x))
     assert rate == 16000 and len(y) == len(x)
     assert np.max(np.abs(y - x)) <= 0.5 / 32768 + 1e-9  # 16-bit rounding, nothing else
+
+
+# -- many streams from one pool -----------------------------------------------------------------
+
+
+def test_streams_served_by_a_pool_equal_their_solo_runs_batched_or_not():
+    batched = check_streaming(StatefulSession(sm.lstm_b()), [{"x": np.full((1, 1, 3), v, np.float32)} for v in np.linspace(-1, 1, 12)], streams=6)
+    serial = check_streaming(_session("decay"), _stream(12), streams=3)
+    assert batched.isolation.ok and batched.isolation.batching == "batched" and batched.isolation.ort_calls == 12
+    assert serial.isolation.ok and "static shape" in serial.isolation.batching and serial.isolation.ort_calls == 36
+    assert batched.ok and "every stream equals its solo run" in streaming_to_text(batched)
+
+
+def test_a_pool_that_leaks_rows_fails_the_isolation_check(monkeypatch):
+    from rnnir.pool import SessionPool
+
+    original = SessionPool._gather
+    monkeypatch.setattr(SessionPool, "_gather", lambda self, arena, rows: original(self, arena, np.roll(rows, 1)))
+    chunks = [{"x": np.full((1, 1, 3), v, np.float32)} for v in np.linspace(-1, 1, 12)]
+    report = check_streaming(StatefulSession(sm.lstm_b()), chunks, streams=4)
+    assert not report.isolation.ok and not report.ok
+    assert "rows leak into each other" in streaming_to_text(report)
