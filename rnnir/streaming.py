@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -597,7 +597,7 @@ def _isolation(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarra
     n = len(chunks)
     worst, who = 0.0, None
     for t in range(n):
-        requests = {i: chunks[(t + 7 * i) % n] for i in range(streams)}
+        requests: dict[Hashable, Mapping[str, Any]] = {i: chunks[(t + 7 * i) % n] for i in range(streams)}
         got = pool.run(requests, open_missing=True)
         for i, feeds in requests.items():
             want = solo[i].run(feeds)
