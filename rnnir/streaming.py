@@ -597,10 +597,11 @@ def _isolation(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarra
     n = len(chunks)
     worst, who = 0.0, None
     for t in range(n):
-        requests: dict[Hashable, Mapping[str, Any]] = {i: chunks[(t + 7 * i) % n] for i in range(streams)}
+        feeds = [chunks[(t + 7 * i) % n] for i in range(streams)]
+        requests: dict[Hashable, Mapping[str, Any]] = dict(enumerate(feeds))
         got = pool.run(requests, open_missing=True)
-        for i, feeds in requests.items():
-            want = solo[i].run(feeds)
+        for i, feed in enumerate(feeds):
+            want = solo[i].run(feed)
             d = max((_max_diff(got[i][k], v) for k, v in want.items()), default=0.0)
             if not d <= worst:
                 worst, who = d, i
