@@ -217,6 +217,9 @@ class SessionPool:
             if self._batch_axes_arg.get(c.input, -1) == c.axis:
                 raise StateError(f"{m.label}: the context of {c.input!r} runs along its batch axis {c.axis}")
         layout, why = _static_layout(solo, self._batch_axes_arg)
+        for c in self._contexts:
+            if layout is not None and layout.inputs.get(c.input) == c.axis:
+                layout, why = None, f"the context of {c.input!r} runs along what looks like its batch axis {c.axis}"
         self.layout: BatchLayout | None = layout
         self.batching = why  # "" while batching is possible; why not otherwise
         self._probed = False
@@ -239,7 +242,7 @@ class SessionPool:
 
     @property
     def sessions(self) -> list[Hashable]:
-        """Open session ids, least recently used first."""
+        """Open session ids: least recently used first when ``idle_timeout`` is set, else in order of joining."""
         return list(self._streams)
 
     def __len__(self) -> int:
