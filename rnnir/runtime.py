@@ -458,9 +458,10 @@ class StatefulSession:
     A state output whose dtype differs from its input's is refused with
     :class:`~rnnir.StateError` (SD005), unless ``cast_state=True``: then it is
     converted through numpy every call (counted in ``python_state_bytes``).
-    ``session_options``, ``providers`` and ``**ort_kwargs`` go to
-    ``onnxruntime.InferenceSession``.  See the module docstring for buffering,
-    dynamic shapes, aliasing and threads.
+    ``context={"input": 64}`` keeps the tail of an input and prepends it to the
+    next call (:mod:`rnnir.context`).  ``session_options``, ``providers`` and
+    ``**ort_kwargs`` go to ``onnxruntime.InferenceSession``.  See the module
+    docstring for buffering, dynamic shapes, aliasing and threads.
     """
 
     def __init__(
