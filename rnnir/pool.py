@@ -132,7 +132,7 @@ class _Arena:
 
     def gather(self, rows: np.ndarray) -> np.ndarray:
         if self.axis is None:  # unbatched: exactly one row, stored whole
-            return self.data[int(rows[0])]
+            return np.asarray(self.data[int(rows[0])])
         return np.take(self.data, rows, axis=self.axis)
 
     def scatter(self, rows: np.ndarray, value: np.ndarray) -> None:
@@ -151,8 +151,8 @@ class _Arena:
     def row(self, row: int) -> np.ndarray:
         """A copy of one stream's value, shaped as a solo session's (batch axis of size 1)."""
         if self.axis is None:
-            return self.data[row].copy()
-        return self.data[self.head + (slice(row, row + 1),)].copy()
+            return np.array(self.data[row])
+        return np.array(self.data[self.head + (slice(row, row + 1),)])
 
 
 class SessionPool:
@@ -341,7 +341,7 @@ class SessionPool:
             return {name: arena.row(stream.row) for name, arena in self._arenas.items()}
 
     # -- a stream's state on disk: bound to the model, its state version and the session -----
-    def save_state(self, sid: Hashable, path: str | os.PathLike) -> Path:
+    def save_state(self, sid: Hashable, path: str | os.PathLike[str]) -> Path:
         """Write one stream's state (and kept context) in :meth:`StatefulSession.save_state`'s format,
         naming the session: :meth:`load_state` puts it back into that session only."""
         with self._lock:
@@ -367,7 +367,7 @@ class SessionPool:
     def load_state(
         self,
         sid: Hashable,
-        path: str | os.PathLike,
+        path: str | os.PathLike[str],
         *,
         on_version_mismatch: VersionPolicy | str = VersionPolicy.REFUSE,
         migrations: StateMigrations | None = None,

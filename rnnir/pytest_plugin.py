@@ -25,6 +25,7 @@ import numpy as np
 import pytest
 
 if TYPE_CHECKING:
+    from .streaming import StreamingReport
     from .testing import MulticallReport
 
 __all__ = ["StatefulModel", "stateful"]
@@ -92,14 +93,14 @@ class StatefulModel:
                     )
         return outs
 
-    def streaming(self, stream: Any = None, **kwargs: Any):
+    def streaming(self, stream: Any = None, **kwargs: Any) -> StreamingReport:
         """The :class:`~rnnir.streaming.StreamingReport` of ``stream`` (no assertion): ``drop=``, ``reconnect=``,
         ``burst=(k, n)``, ``long=``, ``tol=`` as for :func:`rnnir.streaming.check_streaming`."""
         from .streaming import check_streaming
 
         return check_streaming(self.session, stream, **kwargs)
 
-    def assert_streaming(self, stream: Any = None, **kwargs: Any):
+    def assert_streaming(self, stream: Any = None, **kwargs: Any) -> StreamingReport:
         """Every requested deployment check passes (recovers within the run, state finite, bounded over
         ``long=``).  Fails with the rendered report otherwise; returns it when it passes."""
         from .streaming import streaming_to_text
@@ -109,7 +110,7 @@ class StatefulModel:
             pytest.fail("streaming check failed:\n" + streaming_to_text(report), pytrace=False)
         return report
 
-    def assert_recovers(self, stream: Any = None, *, within: int, **kwargs: Any):
+    def assert_recovers(self, stream: Any = None, *, within: int, **kwargs: Any) -> StreamingReport:
         """Every requested perturbation (``drop=``, ``reconnect=``, ``burst=``) is healed within ``within`` calls."""
         from .streaming import streaming_to_text
 

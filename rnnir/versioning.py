@@ -141,7 +141,7 @@ def model_state_version(model: onnx.ModelProto) -> str | None:
     """The state version the model declares in its metadata, or None."""
     for prop in model.metadata_props:
         if prop.key == STATE_VERSION_KEY:
-            return prop.value
+            return str(prop.value)
     return None
 
 
