@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import onnx
 
-__all__ = ["META_FINGERPRINT", "META_PAIRS", "META_PROGRAM", "META_SLOTS", "drop", "read", "write"]
+__all__ = ["META_FINGERPRINT", "META_PAIRS", "META_PROGRAM", "META_SLOTS", "META_STATE_VERSION", "drop", "read", "write"]
 
 #: JSON ``{state input: state output or null}``: the caller's contract (written by export and fix)
 META_PAIRS = "rnnir.pairs"
@@ -20,6 +20,8 @@ META_SLOTS = "rnnir.slots"
 META_PROGRAM = "rnnir.program"
 #: sha256 of the graph a saved state belongs to
 META_FINGERPRINT = "rnnir.fingerprint"
+#: the state version the model declares: a saved state loads across graphs of the same version (versioning.py)
+META_STATE_VERSION = "rnnir.state_version"
 
 
 def read(model: onnx.ModelProto) -> dict[str, str]:

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
+from . import metadata
 from .errors import StateError
 
 __all__ = [
@@ -53,7 +54,7 @@ __all__ = [
     "with_state_version",
 ]
 
-STATE_VERSION_KEY = "rnnir.state_version"
+STATE_VERSION_KEY = metadata.META_STATE_VERSION
 
 Migration = Callable[[dict[str, np.ndarray]], Mapping[str, np.ndarray]]
 
@@ -139,20 +140,15 @@ class StateMigrations:
 
 def model_state_version(model: onnx.ModelProto) -> str | None:
     """The state version the model declares in its metadata, or None."""
-    for prop in model.metadata_props:
-        if prop.key == STATE_VERSION_KEY:
-            return str(prop.value)
-    return None
+    return metadata.read(model).get(STATE_VERSION_KEY)
 
 
 def with_state_version(model: onnx.ModelProto, version: str) -> onnx.ModelProto:
     """A copy of ``model`` declaring ``version`` (metadata only: the graph, and so the fingerprint, is unchanged)."""
     out = onnx.ModelProto()
     out.CopyFrom(model)
-    kept = [p for p in out.metadata_props if p.key != STATE_VERSION_KEY]
-    del out.metadata_props[:]
-    out.metadata_props.extend(kept)
-    out.metadata_props.add(key=STATE_VERSION_KEY, value=str(version))
+    metadata.drop(out, STATE_VERSION_KEY)
+    metadata.write(out, STATE_VERSION_KEY, str(version))
     return out
 
 
