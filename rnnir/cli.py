@@ -678,7 +678,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drop-mode", choices=("skip", "zero"), default="skip", help="a lost chunk is skipped (default) or replaced by zeros")
     p.add_argument("--reconnect", type=int, metavar="K", help="restart from the initial state at call K: calls until agreement, and the cold-start time")
     p.add_argument("--burst", metavar="K:N", help="replace calls K..K+N-1 by a burst: recovery afterwards and state health")
-    p.add_argument("--burst-kind", choices=("noise", "silence"), default="noise")
+    p.add_argument("--burst-kind", choices=("noise", "silence"), default="noise", help="the burst is loud noise (default, 4x the stream's spread) or silence")
     p.add_argument("--long", type=int, metavar="N", help="run the stream repeated to N calls: state trend, saturation, float16 headroom, latency (100000: minutes)")
     p.add_argument("--streams", type=int, metavar="N", help="serve N streams from one batched session pool and check each equals its solo run (no leak between rows)")
     p.add_argument("--recovery-tol", type=float, default=1e-3, metavar="X", help="max |diff| that counts as recovered (default 1e-3)")

@@ -672,8 +672,10 @@ class StatefulSession:
                 result = self._run(feeds, outputs, run_options)
             else:
                 steady = self._steady
-                result = None if steady is None else steady.call(self, feeds, outputs)
-                if result is None:
+                fast = None if steady is None else steady.call(self, feeds, outputs)
+                if fast is not None:
+                    result = fast
+                else:
                     self._steady = None
                     result = self._run(feeds, outputs)
                     self._steady = _Steady.enter(self, feeds, outputs, result)
