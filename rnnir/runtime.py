@@ -329,6 +329,9 @@ class _PublicBinding:
     def __init__(self, sess: ort.InferenceSession) -> None:
         self._sess = sess
         self._b = sess.io_binding()
+        # a graph input with a same-name initializer (a default, as `rnnir fix --state-defaults` writes) is not in
+        # get_inputs(), and binding a numpy array to it fails ("Failed to find NodeArg"): bind an OrtValue instead
+        self._overridable = frozenset(a.name for a in sess.get_overridable_initializers())
 
     def upload(self, array: np.ndarray) -> Any:
         """A value owning a private copy of ``array`` (ORT would otherwise wrap numpy memory)."""
@@ -338,7 +341,10 @@ class _PublicBinding:
         return ort.OrtValue.ortvalue_from_shape_and_type(list(shape), dtype, *_DEVICE)
 
     def bind_array(self, name: str, array: np.ndarray) -> None:
-        self._b.bind_cpu_input(name, array)
+        if name in self._overridable:
+            self._b.bind_ortvalue_input(name, ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array)))
+        else:
+            self._b.bind_cpu_input(name, array)
 
     def bind_value(self, name: str, value: Any) -> None:
         self._b.bind_ortvalue_input(name, value)
@@ -395,7 +401,10 @@ class _NativeBinding(_PublicBinding):
         return self._new(list(shape), dtype, self._dev)
 
     def bind_array(self, name: str, array: np.ndarray) -> None:
-        self._c.bind_input(name, array)
+        if name in self._overridable:
+            self._c.bind_ortvalue_input(name, self.upload(array))
+        else:
+            self._c.bind_input(name, array)
 
     def bind_value(self, name: str, value: Any) -> None:
         self._c.bind_ortvalue_input(name, value)
