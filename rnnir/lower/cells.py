@@ -1,0 +1,1257 @@
+"""Recognise recurrent cells written as plain ONNX ops, and confirm each one by running it.
+
+Exporters write LSTM, GRU and RNN cells as ``Gemm``/``MatMul``, ``Split``/``Slice``,
+``Sigmoid``/``Tanh``, ``Mul``, ``Add`` and ``Sub`` (PyTorch's ``nn.LSTMCell`` with the dynamo
+exporter, silero-vad's ``silero_vad_op18_ifless.onnx``, hand-written time loops). This module
+finds them and says exactly which values are the cell's state entries and exits.
+
+How, in three steps, all restricted to the *state cone* (values that depend on a state source):
+
+1. **Structure.** Anchors are the nonlinear skeleton, found by role, never by name or gate
+   order: an LSTM is ``c' = f*c + i*g`` with ``h' = o*act(c')`` (``f`` the sigmoid that
+   multiplies a state input, ``i`` the one that multiplies the candidate ``g``, ``o`` the one
+   that multiplies ``act(c')``); a GRU is a ``tanh`` ``n`` whose input holds a sigmoid-gated
+   product (the reset gate ``r``), blended with a state input ``h`` by a second sigmoid ``z``
+   through ``Add``/``Sub``/``Mul``/``Neg`` in any algebraic arrangement; an RNN is
+   ``act(affine(x, h))`` with a matmul on ``h``.
+2. **Cut.** From each gate's pre-activation the recogniser walks back through affine and
+   layout-only ops (``Gemm``, ``MatMul``, ``Add``, ``Sub``, ``Concat``, ``Split``, ``Slice``,
+   ``Gather``, ``Reshape``, ...). The walk stops at constants, at *state views* (values a
+   layout-only chain derives from a state source: ``Squeeze(Gather(state, 0))``), and at values
+   that do not depend on state (the cell input ``x``; a constant-weight projection of ``x`` is
+   walked through so that ``W`` is the model's input weight). State views of one source that
+   hold the same elements (decided by running their layout chains on random data) are one
+   state input, so a GRU that reads ``h`` through two different rearrangements has one ``h``.
+3. **Execution.** The pre-activations are affine in (x, h): probing them with zeros and unit
+   vectors reads ``W``, ``R`` and ``b`` per gate off the model. Those weights, put in ONNX gate
+   order, build :mod:`rnnir.reference`'s cell (LSTM/GRU/RNN, one step); the matched subgraph
+   run alone on fresh random inputs must give the same new state. GRU roles that structure
+   cannot fix (reset before or after the matmul, ``z`` as keep or write ratio) are tried and
+   the one that reproduces the model is kept.
+
+A structure that looks like a cell but does not compute one is returned as a
+:class:`CellCandidate` with a reason, never as a match. Execution uses
+:mod:`rnnir.lower.evaluate` (numpy): ``rnnir lint`` never imports onnxruntime.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from .. import reference
+from .evaluate import EVALUABLE_OPS, EvalError, run_op
+from .scope import RECURRENT_OPS, Definition, ModelIndex, Scope
+
+__all__ = ["CellCandidate", "CellMatch", "CellScan", "CellWeights", "find_cells"]
+
+Key = tuple[int, str]  # (id of the defining scope, value name): one ONNX value, scope-exact
+
+#: layout-only ops a state view may pass through (one data input, constant parameters)
+VIEW_OPS = frozenset({"Identity", "Cast", "CastLike", "Gather", "Slice", "Split", "Squeeze", "Unsqueeze", "Reshape", "Transpose", "Flatten"})
+#: ops whose parameters (inputs after the first) must be constants for the op to be a view/affine
+_PARAM_OPS = frozenset({"Gather", "Slice", "Split", "Squeeze", "Unsqueeze", "Reshape", "Expand"})
+_LINEAR_OPS = frozenset({"Add", "Sub", "Neg", "Identity", "Cast", "CastLike", "Concat", "Transpose", "Flatten"})
+_BLEND_OPS = frozenset({"Add", "Sub", "Mul", "Neg"})
+_GATE_ACT = "Sigmoid"
+_CANDIDATE_ACTS = ("Tanh", "Relu")
+_ANY_ACTS = ("Sigmoid", "HardSigmoid", "Tanh", "Relu")
+_MAX_PROBES = 8192  # unit-vector runs per cell: input + hidden size
+_MAX_RUN_NODES = 4096  # nodes one execution may evaluate before it is considered runaway
+_TOL = 1e-4
+
+
+@dataclass(frozen=True)
+class CellWeights:
+    """A recognised cell's parameters as the ONNX op takes them (one direction, ONNX gate order)."""
+
+    W: np.ndarray = field(repr=False)  # [1, G*H, input]
+    R: np.ndarray = field(repr=False)  # [1, G*H, H]
+    B: np.ndarray = field(repr=False)  # [1, 2*G*H]
+    activations: tuple[str, ...]
+    linear_before_reset: int = 0
+
+
+@dataclass(frozen=True)
+class CellMatch:
+    """A cell confirmed by execution: its state enters at ``h_in``/``c_in`` and leaves at ``h_out``/``c_out``.
+
+    ``h_views``/``c_views`` are every value through which the cell reads that state (one slice,
+    possibly rearranged differently); ``h_in``/``c_in`` is the first of them. ``x`` are the values
+    the cell reads as input, in the column order of ``weights.W``. ``h_source``/``c_source`` name the
+    state source each view is a layout-only rearrangement of.
+    """
+
+    kind: str  # "LSTM" | "GRU" | "RNN"
+    scope_path: tuple[str, ...]
+    nodes: tuple[str, ...]
+    x: tuple[str, ...]
+    h_in: str
+    c_in: str | None
+    h_out: str
+    c_out: str | None
+    hidden_size: int
+    weights: CellWeights
+    h_views: tuple[str, ...] = ()
+    c_views: tuple[str, ...] = ()
+    h_source: str = ""
+    c_source: str | None = None
+    max_error: float = 0.0
+    scope: Scope | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def anchor(self) -> str:
+        return self.nodes[0] if self.nodes else self.h_out
+
+
+@dataclass(frozen=True)
+class CellCandidate:
+    """Looked like a cell, was not confirmed: ``reason`` says why (for an *unverified* verdict)."""
+
+    kind: str
+    anchor: str
+    reason: str
+    scope_path: tuple[str, ...] = ()
+
+
+@dataclass
+class CellScan:
+    matches: list[CellMatch] = field(default_factory=list)
+    candidates: list[CellCandidate] = field(default_factory=list)
+
+
+class _NotACell(Exception):
+    """Raised inside a check: the structure is not this kind of cell (reason for a candidate)."""
+
+
+# -----------------------------------------------------------------------------------------
+# the model seen by value keys
+# -----------------------------------------------------------------------------------------
+
+
+def _symbolic_to_one(vi: onnx.ValueInfoProto | None) -> tuple[int, ...] | None:
+    if vi is None or not vi.type.HasField("tensor_type") or not vi.type.tensor_type.HasField("shape"):
+        return None
+    dims: list[int] = []
+    for d in vi.type.tensor_type.shape.dim:
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        elif d.dim_param:
+            dims.append(1)  # a named dim is the batch (or a length): run with 1
+        else:
+            return None
+    return tuple(dims)
+
+
+class _Net:
+    """Producers, consumers, constants and concrete (batch 1) shapes of one model, by value key."""
+
+    def __init__(self, index: ModelIndex) -> None:
+        self.index = index
+        self.defs: dict[Key, Definition] = {}
+        self._consts: dict[Key, np.ndarray | None] = {}
+        self._shapes: dict[Key, tuple[int, ...] | None] = {}
+        self._inferred: dict[int, dict[str, onnx.ValueInfoProto]] | None = None
+        self._node_scope: dict[int, Scope] = {}
+
+    def key(self, scope: Scope, name: str) -> Key:
+        d = scope.resolve(name)
+        k = (id(d.scope), d.name)
+        self.defs.setdefault(k, d)
+        return k
+
+    def d(self, k: Key) -> Definition:
+        return self.defs[k]
+
+    def name(self, k: Key) -> str:
+        return k[1]
+
+    def node(self, k: Key) -> onnx.NodeProto | None:
+        d = self.defs[k]
+        return d.node if d.kind == "node" else None
+
+    def inputs(self, k: Key) -> list[Key | None]:
+        """Keys of the inputs of the node producing ``k``."""
+        d = self.defs[k]
+        assert d.node is not None
+        return [self.key(d.scope, n) if n else None for n in d.node.input]
+
+    def outputs_of(self, node: onnx.NodeProto, scope: Scope) -> list[Key | None]:
+        return [self.key(scope, o) if o else None for o in node.output]
+
+    def node_name(self, node: onnx.NodeProto) -> str:
+        return self.index.node_name(node)
+
+    def scope_of(self, node: onnx.NodeProto, start: Scope) -> Scope | None:
+        """The scope ``node`` lives in: ``start`` or one of its subgraphs (a reader of a name is never outside)."""
+        hit = self._node_scope.get(id(node))
+        if hit is not None:
+            return hit
+        out = next((o for o in node.output if o), None)
+        if out is None:
+            return None
+        stack = [start]
+        while stack:
+            sc = stack.pop()
+            p = sc.producers.get(out)
+            if p is not None and p[0] is node:
+                self._node_scope[id(node)] = sc
+                return sc
+            stack.extend(sc.children.values())
+        return None
+
+    def consumers(self, k: Key) -> list[tuple[onnx.NodeProto, Scope]]:
+        d = self.defs[k]
+        out: list[tuple[onnx.NodeProto, Scope]] = []
+        for node in self.index.consumers.get(d.name, ()):
+            sc = self.scope_of(node, d.scope)
+            if sc is not None and self.key(sc, d.name) == k:
+                out.append((node, sc))
+        return out
+
+    def owner_outputs(self, k: Key) -> list[Key]:
+        """Outputs of an If/Loop/Scan whose subgraph yields ``k``."""
+        d = self.defs[k]
+        out: list[Key] = []
+        for owner, pos in self.index.subgraph_outputs.get(d.name, ()):
+            stack = [d.scope]
+            while stack:
+                sc = stack.pop()
+                if sc.owner is owner and self.key(sc, d.name) == k and sc.parent is not None:
+                    if owner.op_type == "If":
+                        if pos < len(owner.output) and owner.output[pos]:
+                            out.append(self.key(sc.parent, owner.output[pos]))
+                    else:
+                        out.extend(self.key(sc.parent, o) for o in owner.output if o)
+                    break
+                stack.extend(sc.children.values())
+        return out
+
+    # -- constants ----------------------------------------------------------------------
+    def const(self, k: Key, _depth: int = 0) -> np.ndarray | None:
+        """The value of ``k`` when it is a constant (initializer, Constant, or ops over constants and static shapes)."""
+        if k in self._consts:
+            return self._consts[k]
+        self._consts[k] = None  # provisional: breaks cycles
+        d = self.defs[k]
+        val: np.ndarray | None = None
+        if d.kind == "initializer" and d.tensor is not None:
+            val = _to_array(d.tensor)
+        elif d.kind == "node" and d.node is not None and _depth < 64:
+            node = d.node
+            if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
+                shape = self.shape(self.key(d.scope, node.input[0])) if node.input else None
+                if shape is not None:
+                    val = run_op(node, [np.zeros(shape)])[0] if node.op_type == "Shape" else np.asarray(int(np.prod(shape)), dtype=np.int64)
+            elif node.op_type in EVALUABLE_OPS and node.domain in ("", "ai.onnx"):
+                ins: list[np.ndarray | None] = []
+                ok = True
+                for name in node.input:
+                    if not name:
+                        ins.append(None)
+                        continue
+                    v = self.const(self.key(d.scope, name), _depth + 1)
+                    if v is None:
+                        ok = False
+                        break
+                    ins.append(v)
+                if ok:
+                    try:
+                        val = run_op(node, ins)[d.index]
+                    except EvalError:
+                        val = None
+        self._consts[k] = val
+        return val
+
+    # -- shapes (batch 1) ---------------------------------------------------------------
+    def shape(self, k: Key) -> tuple[int, ...] | None:
+        if k in self._shapes:
+            return self._shapes[k]
+        self._shapes[k] = None
+        d = self.defs[k]
+        shape: tuple[int, ...] | None = None
+        if d.kind == "initializer" and d.tensor is not None:
+            shape = tuple(int(x) for x in d.tensor.dims)
+        else:
+            c = self._consts.get(k)
+            if c is not None:
+                shape = tuple(c.shape)
+            else:
+                shape = _symbolic_to_one(d.info or d.scope.info(d.name))
+                if shape is None:
+                    shape = _symbolic_to_one(self._inferred_info(d.scope, d.name))
+        self._shapes[k] = shape
+        return shape
+
+    def _inferred_info(self, scope: Scope, name: str) -> onnx.ValueInfoProto | None:
+        """Shape inference over the whole model, run once and only when a needed shape is not declared."""
+        if self._inferred is None:
+            self._inferred = {}
+            try:
+                inferred = onnx.shape_inference.infer_shapes(self.index.model)
+            except Exception:  # noqa: BLE001 - inference is a best effort: no shape, no probing
+                return None
+            self._pair_graphs(self.index.model.graph, inferred.graph)
+        infos = self._inferred.get(id(scope.graph), {})
+        return infos.get(name)
+
+    def _pair_graphs(self, orig: onnx.GraphProto, inf: onnx.GraphProto) -> None:
+        assert self._inferred is not None
+        self._inferred[id(orig)] = {vi.name: vi for vi in (*inf.input, *inf.value_info, *inf.output)}
+        for n_orig, n_inf in zip(orig.node, inf.node):
+            for a_orig, a_inf in zip(n_orig.attribute, n_inf.attribute):
+                if a_orig.type == onnx.AttributeProto.GRAPH:
+                    self._pair_graphs(a_orig.g, a_inf.g)
+
+
+def _to_array(t: onnx.TensorProto) -> np.ndarray | None:
+    if t.data_location == onnx.TensorProto.EXTERNAL and not t.raw_data:
+        return None
+    try:
+        a = numpy_helper.to_array(t)
+    except Exception:  # noqa: BLE001 - an unreadable tensor is not a usable constant
+        return None
+    return a.astype(np.float64) if np.issubdtype(a.dtype, np.floating) else a
+
+
+# -----------------------------------------------------------------------------------------
+# walks
+# -----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Walk:
+    """The affine part of a cell: nodes walked, leaves reached, and whether state meets a matmul."""
+
+    nodes: list[onnx.NodeProto] = field(default_factory=list)
+    x_leaves: list[Key] = field(default_factory=list)
+    state_leaves: list[Key] = field(default_factory=list)
+    matmul_on_state: bool = False
+
+
+@dataclass
+class _StateClass:
+    """State views of one source holding the same elements: one state input of a cell."""
+
+    source: Key
+    leaves: list[Key]
+    shapes: dict[Key, tuple[int, ...]]
+    size: int
+
+
+class _Runner:
+    """Evaluates values of the cell's subgraph from leaf feeds (memo per run; constants shared)."""
+
+    def __init__(self, net: _Net) -> None:
+        self.net = net
+
+    def run(self, feeds: dict[Key, np.ndarray], wanted: Sequence[Key]) -> list[np.ndarray]:
+        net = self.net
+        memo: dict[Key, np.ndarray] = dict(feeds)
+        budget = _MAX_RUN_NODES
+        for target in wanted:
+            stack: list[tuple[Key, bool]] = [(target, False)]
+            while stack:
+                k, ready = stack.pop()
+                if k in memo:
+                    continue
+                c = net.const(k)
+                if c is not None:
+                    memo[k] = c
+                    continue
+                d = net.d(k)
+                if d.kind != "node" or d.node is None:
+                    raise EvalError(f"value {d.name!r} is not an input of the cell")
+                ins = net.inputs(k)
+                if not ready:
+                    stack.append((k, True))
+                    stack.extend((i, False) for i in ins if i is not None and i not in memo)
+                    continue
+                budget -= 1
+                if budget < 0:
+                    raise EvalError("the cell's subgraph is larger than expected")
+                res = run_op(d.node, [memo[i] if i is not None else None for i in ins])
+                for ok, r in zip(net.outputs_of(d.node, d.scope), res):
+                    if ok is not None:
+                        memo[ok] = r
+        return [memo[k] for k in wanted]
+
+
+def _flat(a: np.ndarray) -> np.ndarray:
+    return np.asarray(a, dtype=np.float64).ravel()
+
+
+# -----------------------------------------------------------------------------------------
+# the recogniser
+# -----------------------------------------------------------------------------------------
+
+
+class _Recogniser:
+    def __init__(self, index: ModelIndex, sources: Iterable[tuple[Scope, str]]) -> None:
+        self.net = _Net(index)
+        self.sources: dict[Key, str] = {}  # source key -> "input" | cell output role ("h"/"c")
+        self.cell_of_source: dict[Key, CellMatch] = {}
+        for scope, name in sources:
+            self.sources[self.net.key(scope, name)] = "input"
+        self.cone = self._forward_cone(list(self.sources))
+        self._views: dict[Key, Key | None] = {}
+        self.claimed: set[int] = set()  # ids of activation nodes that belong to an LSTM/GRU structure
+        self.done: set[int] = set()  # anchors checked by execution (confirmed or not): never checked again
+        self.rng = np.random.default_rng(0)
+
+    # -- cone and views -----------------------------------------------------------------
+    def _forward_cone(self, seeds: list[Key]) -> set[Key]:
+        net = self.net
+        seen = set(seeds)
+        stack = list(seeds)
+        while stack:
+            k = stack.pop()
+            for node, sc in net.consumers(k):
+                if node.op_type in RECURRENT_OPS and node.domain in ("", "ai.onnx"):
+                    continue  # its own state ports are handled by lowering; its results are not this cone
+                for ok in net.outputs_of(node, sc):
+                    if ok is not None and ok not in seen:
+                        seen.add(ok)
+                        stack.append(ok)
+            for ok in net.owner_outputs(k):
+                if ok not in seen:
+                    seen.add(ok)
+                    stack.append(ok)
+        return seen
+
+    def view_source(self, k: Key) -> Key | None:
+        """The state source ``k`` is a layout-only rearrangement of, or None."""
+        if k in self._views:
+            return self._views[k]
+        chain: list[Key] = []
+        cur: Key | None = k
+        found: Key | None = None
+        while cur is not None:
+            if cur in self._views:
+                found = self._views[cur]
+                break
+            if cur in self.sources:
+                found = cur
+                break
+            chain.append(cur)
+            if cur not in self.cone:
+                break
+            node = self.net.node(cur)
+            if node is None or node.op_type not in VIEW_OPS or not node.input:
+                break
+            ins = self.net.inputs(cur)
+            if any(i is not None and self.net.const(i) is None for i in ins[1:]):
+                break
+            cur = ins[0]
+        for c in chain:
+            self._views[c] = found
+        return found
+
+    # -- anchors ------------------------------------------------------------------------
+    def _cone_nodes(self) -> list[tuple[onnx.NodeProto, Scope, Key]]:
+        """Each node producing a cone value, once, in a stable order (scope path, position)."""
+        seen: set[int] = set()
+        out: list[tuple[onnx.NodeProto, Scope, Key]] = []
+        for k in self.cone:
+            d = self.net.d(k)
+            if d.kind != "node" or d.node is None or id(d.node) in seen:
+                continue
+            seen.add(id(d.node))
+            out.append((d.node, d.scope, self.net.key(d.scope, next(o for o in d.node.output if o))))
+        out.sort(key=lambda t: (t[1].path, t[1].positions.get(t[2][1], 0)))
+        return out
+
+    def scan(self) -> CellScan:
+        result = CellScan()
+        failures: dict[int, CellCandidate] = {}
+        while True:
+            new = self._pass(result, failures)
+            if not new:
+                break
+            for m in new:  # a confirmed cell's outputs are state sources for the next step of an unrolled loop
+                assert m.scope is not None
+                self.sources[self.net.key(m.scope, m.h_out)] = "h"
+                self.cell_of_source[self.net.key(m.scope, m.h_out)] = m
+                if m.c_out is not None:
+                    self.sources[self.net.key(m.scope, m.c_out)] = "c"
+                    self.cell_of_source[self.net.key(m.scope, m.c_out)] = m
+            self._views = {}
+        confirmed = {m.anchor for m in result.matches}
+        result.candidates = [c for c in failures.values() if c.anchor not in confirmed]
+        return result
+
+    def _pass(self, result: CellScan, failures: dict[int, CellCandidate]) -> list[CellMatch]:
+        new: list[CellMatch] = []
+        nodes = self._cone_nodes()
+        for kind, check in (("LSTM", self._lstm), ("GRU", self._gru), ("RNN", self._rnn)):
+            for node, scope, k in nodes:
+                if id(node) in self.done:
+                    continue
+                try:
+                    m = check(node, scope, k)
+                except _NotACell as exc:
+                    failures[id(node)] = CellCandidate(kind, self.net.node_name(node), str(exc), scope.path)
+                    continue
+                except _Retry as exc:
+                    failures[id(node)] = CellCandidate(kind, self.net.node_name(node), str(exc), scope.path)
+                    continue
+                if m is not None:
+                    failures.pop(id(node), None)
+                    self.done.add(id(node))
+                    result.matches.append(m)
+                    new.append(m)
+        return new
+
+    # -- role helpers -------------------------------------------------------------------
+    def _producer_op(self, k: Key | None) -> str | None:
+        if k is None:
+            return None
+        n = self.net.node(k)
+        return n.op_type if n is not None and n.domain in ("", "ai.onnx") else None
+
+    def _describe(self, k: Key) -> str:
+        n = self.net.node(k)
+        if n is None:
+            return f"{self.net.d(k).kind} {k[1]!r}"
+        return f"{n.op_type} {self.net.node_name(n)!r}"
+
+    # -- LSTM ---------------------------------------------------------------------------
+    def _lstm(self, node: onnx.NodeProto, scope: Scope, k: Key) -> CellMatch | None:
+        if node.op_type != "Add" or len(node.input) != 2 or node.domain not in ("", "ai.onnx"):
+            return None
+        net = self.net
+        terms = [t for t in net.inputs(k) if t is not None]
+        if len(terms) != 2 or any(self._producer_op(t) != "Mul" for t in terms):
+            return None
+        roles = None
+        is_act = lambda v: self._producer_op(v) in _ANY_ACTS  # noqa: E731
+        is_sig = lambda v: self._producer_op(v) == _GATE_ACT  # noqa: E731
+        is_cand = lambda v: self._producer_op(v) in _CANDIDATE_ACTS  # noqa: E731
+        for forget, inp in ((terms[0], terms[1]), (terms[1], terms[0])):
+            fa, fb = net.inputs(forget)[:2]
+            ia, ib = net.inputs(inp)[:2]
+            f_gate, c_term = _pick(fa, fb, is_act, lambda v: not is_act(v))
+            i_gate, g_val = _pick(ia, ib, is_sig, is_cand)
+            if i_gate is None:
+                i_gate, g_val = _pick(ia, ib, is_act, is_cand)
+            if f_gate is not None and i_gate is not None and c_term is not None and g_val is not None and f_gate != i_gate:
+                roles = (forget, inp, f_gate, c_term, i_gate, g_val)
+                break
+        if roles is None:
+            return None
+        forget, inp, f_gate, c_term, i_gate, g_val = roles
+        anchor = net.node_name(node)
+        for g in (f_gate, i_gate, g_val):
+            gn = net.node(g)
+            if gn is not None:
+                self.claimed.add(id(gn))
+        for role, gate in (("forget", f_gate), ("input", i_gate)):
+            if not is_sig(gate):
+                self.done.add(id(node))
+                raise _NotACell(f"LSTM-like structure at node {anchor!r}: its {role} gate {self._describe(gate)} is not a sigmoid")
+        # h' = o * act(c')
+        h_out = o_gate = h_act = None
+        for cons, sc in net.consumers(k):
+            if cons.op_type in _CANDIDATE_ACTS:
+                act_key = net.outputs_of(cons, sc)[0]
+                assert act_key is not None
+                for cons2, sc2 in net.consumers(act_key):
+                    if cons2.op_type != "Mul":
+                        continue
+                    out2 = net.outputs_of(cons2, sc2)[0]
+                    assert out2 is not None
+                    op_a, op_b = net.inputs(out2)[:2]
+                    o, _ = _pick(op_a, op_b, is_sig, lambda v, act=act_key: v == act)
+                    if o is not None:
+                        h_out, o_gate, h_act = out2, o, cons
+                        break
+            if h_out is not None:
+                break
+        if h_out is None or o_gate is None or h_act is None:
+            self.done.add(id(node))
+            raise _NotACell(self._lstm_no_h(k, anchor, c_term, f_gate, i_gate, g_val))
+        self.claimed.add(id(h_act))
+        on = net.node(o_gate)
+        if on is not None:
+            self.claimed.add(id(on))
+        c_src = self.view_source(c_term)
+        if c_src is None:
+            raise _Retry(f"LSTM-like structure at node {anchor!r}: the cell-state operand of the forget product is {self._describe(c_term)}, not a state input")
+        pres = {"i": self._pre(i_gate), "o": self._pre(o_gate), "f": self._pre(f_gate), "g": self._pre(g_val)}
+        walk = self._affine_walk(list(pres.values()), frozenset(), anchor)
+        classes = self._classes([*walk.state_leaves, c_term], anchor)
+        c_class = next(c for c in classes if c_term in c.leaves)
+        if any(leaf in c_class.leaves for leaf in walk.state_leaves):
+            self.done.add(id(node))
+            raise _NotACell(f"LSTM-like structure at node {anchor!r}: its gates read the cell state {c_term[1]!r} (peepholes or a swapped state)")
+        h_choices = self._h_order([c for c in classes if c is not c_class], c_class)
+        if not h_choices:
+            raise _Retry(f"LSTM-like structure at node {anchor!r}: its gates read no state input besides the cell state")
+        self.done.add(id(node))
+        acts = ("Sigmoid", self._producer_op(g_val) or "Tanh", h_act.op_type)
+        nodes = self._provenance([node, net.node(forget), net.node(inp), h_act, net.node(h_out)], walk)
+        last = ""
+        for h_class in h_choices:
+            x_leaves = walk.x_leaves + [leaf for c in classes if c is not h_class and c is not c_class for leaf in c.leaves[:1]]
+            try:
+                feeds = self._feeder(x_leaves, h_class, c_class, anchor)
+                H = h_class.size
+                lin = self._probe(feeds, [pres[g] for g in "iofg"], H)
+                W = np.concatenate([lin[j][0] for j in range(4)])
+                R = np.concatenate([lin[j][1] for j in range(4)])
+                b = np.concatenate([lin[j][2] for j in range(4)])
+                if W.shape[0] != 4 * H or R.shape != (4 * H, H):
+                    raise _NotACell(f"LSTM-like structure at node {anchor!r}: gate sizes {[len(lin[j][2]) for j in range(4)]} do not match the state size {H}")
+                weights = CellWeights(W[None], R[None], np.concatenate([b, np.zeros_like(b)])[None], acts)
+                err = self._verify_lstm(feeds, weights, h_out, k, H)
+            except EvalError as exc:
+                raise _NotACell(f"LSTM-like structure at node {anchor!r} could not be run: {exc}") from None
+            if err <= _TOL:
+                if not self._threads(h_class, "LSTM", weights):
+                    last = f"LSTM-like structure at node {anchor!r} reads the output of another cell as its state"
+                    continue
+                return self._match("LSTM", scope, nodes, x_leaves, h_class, c_class, h_out, k, H, weights, err)
+            last = f"LSTM-like structure at node {anchor!r} does not compute an LSTM cell: the new state differs from o*tanh(c'), c' = f*c + i*g with the extracted weights by {err:.3g}"
+        raise _NotACell(last)
+
+    def _lstm_no_h(self, c_new: Key, anchor: str, c_term: Key, f_gate: Key, i_gate: Key, g_val: Key) -> str:
+        """Why an LSTM update c' = f*c + i*g has no h' = o*act(c'): name what the output product reads instead."""
+        net = self.net
+        scope = net.d(c_new).scope
+        for k in sorted(self.cone):
+            d = net.d(k)
+            if d.scope is not scope or d.node is None or d.node.op_type != "Mul":
+                continue
+            a, b = net.inputs(k)[:2]
+            o, t = _pick(a, b, lambda v: self._producer_op(v) == _GATE_ACT, lambda v: self._producer_op(v) in _CANDIDATE_ACTS)
+            if o is None or t is None or o in (f_gate, i_gate) or t == g_val:
+                continue
+            t_in = net.inputs(t)[0]
+            if t_in is None:
+                continue
+            diff = ""
+            try:
+                leaves = self._affine_walk([self._pre(o), self._pre(f_gate), self._pre(i_gate), self._pre(g_val)], frozenset(), anchor)
+                classes = self._classes([*leaves.state_leaves, c_term, t_in] if self.view_source(t_in) else [*leaves.state_leaves, c_term], anchor)
+                feeds = self._feeder(leaves.x_leaves, *self._two_classes(classes, c_term), anchor)
+                x, h, c = self._random_inputs(feeds)
+                got, og, cn = self.runner.run(feeds.make(x, h, c), [k, o, c_new])
+                want = og * np.tanh(cn)
+                diff = f" by {float(np.max(np.abs(_flat(got) - _flat(want)))):.3g}"
+            except (EvalError, _NotACell, _Retry, ValueError):
+                pass
+            return f"LSTM-like structure at node {anchor!r} does not compute an LSTM cell: h' at node {net.node_name(d.node)!r} is o*tanh({t_in[1]!r}), not o*tanh(c'); it differs from o*tanh(c'){diff}"
+        return f"LSTM-like structure at node {anchor!r} (c' = f*c + i*g) has no output h' = o*tanh(c')"
+
+    def _two_classes(self, classes: list[_StateClass], c_term: Key) -> tuple[_StateClass, _StateClass]:
+        c_class = next(c for c in classes if c_term in c.leaves)
+        others = [c for c in classes if c is not c_class]
+        if not others:
+            raise _NotACell("no h")
+        return others[0], c_class
+
+    def _verify_lstm(self, feeds: _Feeder, w: CellWeights, h_out: Key, c_out: Key, H: int) -> float:
+        x, h, c = self._random_inputs(feeds)
+        assert c is not None
+        got_h, got_c = self.runner.run(feeds.make(x, h, c), [h_out, c_out])
+        _, y_h, y_c = reference.lstm(x[None, None, :], w.W, w.R, w.B, initial_h=h[None, None, :], initial_c=c[None, None, :], hidden_size=H, activations=list(w.activations))
+        return _err([got_h, got_c], [y_h, y_c])
+
+    # -- GRU ----------------------------------------------------------------------------
+    def _gru(self, node: onnx.NodeProto, scope: Scope, k: Key) -> CellMatch | None:
+        if node.op_type not in _CANDIDATE_ACTS or id(node) in self.claimed:
+            return None
+        net = self.net
+        pre_n = net.inputs(k)[0]
+        if pre_n is None:
+            return None
+        blends = self._blends(k, None)
+        if not blends:
+            if any(self.view_source(v) is None for v in self._blend_state_terms(k)):
+                raise _Retry(f"GRU-like structure at node {net.node_name(node)!r}: its output blend reads no state input")
+            return None
+        anchor = net.node_name(node)
+        resets = self._reset_gates(pre_n)
+        self.claimed.add(id(node))
+        if len(resets) != 1:
+            self.done.add(id(node))
+            what = "no reset gate" if not resets else f"{len(resets)} gated products, not one reset gate"
+            raise _NotACell(f"GRU-like structure at node {anchor!r}: its candidate n = {node.op_type}(...) has {what}")
+        r_gate = resets[0]
+        rn = net.node(r_gate)
+        if rn is not None:
+            self.claimed.add(id(rn))
+        blends = [b for b in blends if b[1] != r_gate]
+        self.done.add(id(node))
+        last = f"GRU-like structure at node {anchor!r} does not compute a GRU cell"
+        for h_out, z_gate, h_terms in blends[:3]:
+            zn = net.node(z_gate)
+            if zn is not None:
+                self.claimed.add(id(zn))
+            pres = {"z": self._pre(z_gate), "r": self._pre(r_gate), "n": pre_n}
+            walk = self._affine_walk(list(pres.values()), frozenset({r_gate}), anchor)
+            classes = self._classes([*walk.state_leaves, *h_terms], anchor)
+            h_class = next(c for c in classes if h_terms[0] in c.leaves)
+            if any(t not in h_class.leaves for t in h_terms):
+                raise _NotACell(f"GRU-like structure at node {anchor!r}: its output blend reads two different state slices")
+            if not any(leaf in h_class.leaves for leaf in walk.state_leaves) and walk.state_leaves:
+                other = walk.state_leaves[0][1]
+                raise _NotACell(
+                    f"GRU-like structure at node {anchor!r}: its output blend keeps {h_terms[0][1]!r} but its gates read {other!r}, a different state slice"
+                )
+            x_leaves = walk.x_leaves + [c.leaves[0] for c in classes if c is not h_class]
+            try:
+                feeds = self._feeder(x_leaves, h_class, None, anchor)
+                H = h_class.size
+                (r_shape,) = [a.shape for a in self.runner.run(feeds.make(*self._zeros(feeds)), [pres["r"]])]
+                ones = {r_gate: np.ones(r_shape)}
+                lin = self._probe(feeds, [pres["z"], pres["r"], pres["n"]], H, extra=ones)
+                x0, h0, _ = self._zeros(feeds)
+                (bn_r0,) = self.runner.run({**feeds.make(x0, h0, None), r_gate: np.zeros(r_shape)}, [pres["n"]])
+                bn_r0 = _flat(bn_r0)
+                (Wz, Rz, bz), (Wr, Rr, br), (Wn, Rn, bn) = lin
+                if Wz.shape[0] != H or Rn.shape != (H, H):
+                    raise _NotACell(f"GRU-like structure at node {anchor!r}: gate sizes do not match the state size {H}")
+                best: tuple[float, CellWeights] | None = None
+                for lbr in (1, 0):
+                    for pol in (1.0, -1.0):
+                        W = np.concatenate([pol * Wz, Wr, Wn])[None]
+                        R = np.concatenate([pol * Rz, Rr, Rn])[None]
+                        zero = np.zeros(H)
+                        if lbr:
+                            B = np.concatenate([pol * bz, br, bn_r0, zero, zero, bn - bn_r0])[None]
+                        else:
+                            B = np.concatenate([pol * bz, br, bn, zero, zero, zero])[None]
+                        w = CellWeights(W, R, B, ("Sigmoid", node.op_type), lbr)
+                        err = self._verify_gru(feeds, w, h_out, H)
+                        if best is None or err < best[0]:
+                            best = (err, w)
+                        if err <= _TOL:
+                            break
+                    if best is not None and best[0] <= _TOL:
+                        break
+            except EvalError as exc:
+                raise _NotACell(f"GRU-like structure at node {anchor!r} could not be run: {exc}") from None
+            assert best is not None
+            err, w = best
+            if err <= _TOL:
+                if not self._threads(h_class, "GRU", w):
+                    last = f"GRU-like structure at node {anchor!r} reads the output of another cell as its state"
+                    continue
+                nodes = self._provenance([node, net.node(h_out), net.node(z_gate), net.node(r_gate)], walk)
+                return self._match("GRU", scope, nodes, x_leaves, h_class, None, h_out, None, H, w, err)
+            last = f"GRU-like structure at node {anchor!r} does not compute a GRU cell: the new state at {h_out[1]!r} differs from (1-z)*n + z*h with the extracted weights by {err:.3g}"
+        raise _NotACell(last)
+
+    def _verify_gru(self, feeds: _Feeder, w: CellWeights, h_out: Key, H: int) -> float:
+        x, h, _ = self._random_inputs(feeds)
+        (got,) = self.runner.run(feeds.make(x, h, None), [h_out])
+        _, y_h = reference.gru(x[None, None, :], w.W, w.R, w.B, initial_h=h[None, None, :], hidden_size=H, activations=list(w.activations), linear_before_reset=w.linear_before_reset)
+        return _err([got], [y_h])
+
+    def _reset_gates(self, pre_n: Key) -> list[Key]:
+        """Sigmoid outputs that gate a product inside the candidate's pre-activation (the reset gate)."""
+        net = self.net
+        found: list[Key] = []
+        stack = [pre_n]
+        seen: set[Key] = set()
+        while stack and len(seen) < 64:
+            k = stack.pop()
+            if k in seen or k not in self.cone or self.view_source(k) is not None or net.const(k) is not None:
+                continue
+            seen.add(k)
+            node = net.node(k)
+            if node is None:
+                continue
+            ins = [i for i in net.inputs(k) if i is not None]
+            if node.op_type == "Mul" and len(ins) == 2:
+                g, other = _pick(ins[0], ins[1], lambda v: self._producer_op(v) == _GATE_ACT, lambda v: True)
+                if g is not None and other is not None and net.const(other) is None:
+                    if g not in found:
+                        found.append(g)
+                    stack.append(other)
+                    continue
+            if node.op_type in _LINEAR_OPS or node.op_type in _PARAM_OPS or node.op_type in ("Gemm", "MatMul", "Mul", "Div", "Split"):
+                stack.extend(ins[:1] if node.op_type in _PARAM_OPS else ins)
+        return found
+
+    def _blend_cone(self, k: Key, n_key: Key) -> tuple[set[Key], list[Key], list[Key]] | None:
+        """Leaves of the Add/Sub/Mul/Neg expression at ``k``: sigmoids, state views (and the candidate ``n``)."""
+        net = self.net
+        sigmoids: set[Key] = set()
+        states: list[Key] = []
+        has_n = False
+        stack = [k]
+        seen: set[Key] = set()
+        while stack:
+            v = stack.pop()
+            if v in seen:
+                continue
+            seen.add(v)
+            if len(seen) > 32:
+                return None
+            if v == n_key:
+                has_n = True
+                continue
+            if net.const(v) is not None:
+                continue
+            if self._producer_op(v) == _GATE_ACT:
+                sigmoids.add(v)
+                continue
+            if self.view_source(v) is not None:
+                states.append(v)
+                continue
+            op = self._producer_op(v)
+            if op not in _BLEND_OPS:
+                return None
+            stack.extend(i for i in net.inputs(v) if i is not None)
+        if not has_n:
+            return None
+        return sigmoids, states, []
+
+    def _blends(self, n_key: Key, r_gate: Key | None) -> list[tuple[Key, Key, list[Key]]]:
+        """Candidate new states: values reached from ``n`` through blend ops that read n, one z and a state view."""
+        net = self.net
+        out: list[tuple[Key, Key, list[Key]]] = []
+        frontier = [n_key]
+        seen = {n_key}
+        for _depth in range(4):
+            nxt: list[Key] = []
+            for v in frontier:
+                for cons, sc in net.consumers(v):
+                    if cons.op_type not in _BLEND_OPS:
+                        continue
+                    ok = net.outputs_of(cons, sc)[0]
+                    if ok is None or ok in seen:
+                        continue
+                    seen.add(ok)
+                    nxt.append(ok)
+                    cone = self._blend_cone(ok, n_key)
+                    if cone is None:
+                        continue
+                    sig, states, _ = cone
+                    if r_gate is not None:
+                        sig.discard(r_gate)
+                    if len(sig) == 1 and states:
+                        out.append((ok, next(iter(sig)), states))
+            frontier = nxt
+        return out
+
+    def _blend_state_terms(self, n_key: Key) -> list[Key]:
+        """Non-gate, non-constant values the blends of ``n`` read (to tell 'no state yet' from 'not a GRU')."""
+        net = self.net
+        out: list[Key] = []
+        for cons, sc in net.consumers(n_key):
+            if cons.op_type in _BLEND_OPS:
+                ok = net.outputs_of(cons, sc)[0]
+                if ok is None:
+                    continue
+                for cons2, sc2 in net.consumers(ok):
+                    if cons2.op_type in _BLEND_OPS:
+                        for i in net.inputs(net.outputs_of(cons2, sc2)[0] or ok):
+                            if i is not None and i != ok and net.const(i) is None and self._producer_op(i) not in (_GATE_ACT, "Sub"):
+                                out.append(i)
+        return out
+
+    # -- RNN ----------------------------------------------------------------------------
+    def _rnn(self, node: onnx.NodeProto, scope: Scope, k: Key) -> CellMatch | None:
+        if node.op_type not in _CANDIDATE_ACTS or id(node) in self.claimed:
+            return None
+        net = self.net
+        pre = net.inputs(k)[0]
+        if pre is None:
+            return None
+        anchor = net.node_name(node)
+        for cons, sc in net.consumers(k):
+            if cons.op_type == "Mul":
+                other = [i for i in (net.key(sc, nm) for nm in cons.input if nm) if i != k]
+                if any(net.const(i) is None for i in other):
+                    return None  # gated by another run-time value: part of a larger cell, not an RNN's new state
+        try:
+            walk = self._affine_walk([pre], frozenset(), anchor)
+        except _NotACell:
+            return None  # act(something not affine in the state): not an RNN cell, and nothing that looks like one
+        if not walk.matmul_on_state or not walk.state_leaves:
+            return None
+        classes = self._classes(walk.state_leaves, anchor)
+        pre_shape = None
+        self.done.add(id(node))
+        last = ""
+        for h_class in self._h_order(classes, None):
+            x_leaves = walk.x_leaves + [c.leaves[0] for c in classes if c is not h_class]
+            try:
+                feeds = self._feeder(x_leaves, h_class, None, anchor)
+                H = h_class.size
+                ((W, R, b),) = self._probe(feeds, [pre], H)
+                pre_shape = len(b)
+                if pre_shape != H:
+                    last = f"RNN-like structure at node {anchor!r}: its output has {pre_shape} elements, the state {H}"
+                    continue
+                w = CellWeights(W[None], R[None], np.concatenate([b, np.zeros(H)])[None], (node.op_type,))
+                x, h, _ = self._random_inputs(feeds)
+                (got,) = self.runner.run(feeds.make(x, h, None), [k])
+                _, y_h = reference.rnn(x[None, None, :], w.W, w.R, w.B, initial_h=h[None, None, :], hidden_size=H, activations=[node.op_type])
+                err = _err([got], [y_h])
+            except EvalError as exc:
+                raise _NotACell(f"RNN-like structure at node {anchor!r} could not be run: {exc}") from None
+            if err <= _TOL and self._threads(h_class, "RNN", w):
+                return self._match("RNN", scope, self._provenance([node], walk), x_leaves, h_class, None, k, None, H, w, err)
+            if err > _TOL:
+                last = f"RNN-like structure at node {anchor!r} does not compute an RNN cell: differs from {node.op_type}(Wx + Rh + b) by {err:.3g}"
+        if last:
+            raise _NotACell(last)
+        return None
+
+    # -- shared machinery ---------------------------------------------------------------
+    @property
+    def runner(self) -> _Runner:
+        return _Runner(self.net)
+
+    def _pre(self, act_out: Key) -> Key:
+        pre = self.net.inputs(act_out)[0]
+        if pre is None:
+            raise _NotACell(f"activation {act_out[1]!r} has no input")
+        return pre
+
+    def _affine_walk(self, starts: list[Key], overrides: frozenset[Key], anchor: str) -> _Walk:
+        net = self.net
+        walk = _Walk()
+        stack: list[tuple[Key, bool]] = [(s, False) for s in starts]
+        seen: set[Key] = set()
+        while stack:
+            k, via_matmul = stack.pop()
+            if k in seen:
+                if via_matmul and self.view_source(k) is not None:
+                    walk.matmul_on_state = True
+                continue
+            seen.add(k)
+            if k in overrides:
+                continue
+            if self.view_source(k) is not None:
+                walk.state_leaves.append(k)
+                walk.matmul_on_state |= via_matmul
+                continue
+            if net.const(k) is not None:
+                continue
+            node = net.node(k)
+            if k not in self.cone:
+                if node is not None and self._extends(k):
+                    walk.nodes.append(node)
+                    stack.extend((i, False) for i in net.inputs(k) if i is not None and net.const(i) is None)
+                else:
+                    walk.x_leaves.append(k)
+                continue
+            if node is None:
+                raise _NotACell(f"cell-like structure at node {anchor!r} reads {k[1]!r}, which is not a state input")
+            op = node.op_type
+            ins = net.inputs(k)
+            where = f"{op} {net.node_name(node)!r}"
+            if op in ("Gemm", "MatMul"):
+                data = [i for i in ins[:2] if i is not None and net.const(i) is None]
+                if len(data) == 2:
+                    raise _NotACell(f"cell-like structure at node {anchor!r}: the weights of {where} are not constants ({data[1][1]!r} is a run-time value)")
+                stack.extend((i, True) for i in data)
+                if len(ins) > 2 and ins[2] is not None:
+                    stack.append((ins[2], False))
+            elif op in ("Mul", "Div"):
+                live = [i for i in ins if i is not None and net.const(i) is None and i not in overrides]
+                if len(live) != 1 or (op == "Div" and ins[1] in live):
+                    raise _NotACell(f"cell-like structure at node {anchor!r}: the state reaches {where}, which multiplies two values that change at run time")
+                stack.append((live[0], via_matmul))
+            elif op in _LINEAR_OPS or op == "Sum":
+                stack.extend((i, via_matmul) for i in ins if i is not None)
+            elif op in _PARAM_OPS:
+                if any(i is not None and net.const(i) is None for i in ins[1:]):
+                    raise _NotACell(f"cell-like structure at node {anchor!r}: {where} has a parameter computed at run time")
+                if ins[0] is not None:
+                    stack.append((ins[0], via_matmul))
+            else:
+                raise _NotACell(f"cell-like structure at node {anchor!r}: the state reaches {where}, which is not affine")
+            walk.nodes.append(node)
+        return walk
+
+    def _extends(self, k: Key) -> bool:
+        """A state-free value that is a constant-weight projection: walk through it so W is the model's input weight."""
+        net = self.net
+        node = net.node(k)
+        if node is None or node.domain not in ("", "ai.onnx"):
+            return False
+        ins = net.inputs(k)
+        if node.op_type in ("Gemm", "MatMul"):
+            return len(ins) >= 2 and ins[1] is not None and net.const(ins[1]) is not None and (len(ins) < 3 or ins[2] is None or net.const(ins[2]) is not None)
+        if node.op_type in ("Add", "Sub") and len(ins) == 2:
+            live = [i for i in ins if i is not None and net.const(i) is None]
+            return len(live) == 1 and self._extends(live[0])
+        if node.op_type in ("Split", "Slice", "Gather") and ins and ins[0] is not None:
+            # the gates of a stacked input projection: walk back to the projection when it is one
+            return all(i is None or net.const(i) is not None for i in ins[1:]) and self._extends(ins[0])
+        return False
+
+    def _classes(self, leaves: list[Key], anchor: str) -> list[_StateClass]:
+        """Group state views into state inputs: same source and same elements (run on random data)."""
+        net = self.net
+        by_source: dict[Key, list[Key]] = {}
+        for leaf in leaves:
+            src = self.view_source(leaf)
+            if src is None:
+                raise _Retry(f"cell-like structure at node {anchor!r}: {leaf[1]!r} is not a state input")
+            lst = by_source.setdefault(src, [])
+            if leaf not in lst:
+                lst.append(leaf)
+        out: list[_StateClass] = []
+        for src, group in by_source.items():
+            src_shape = net.shape(src)
+            arrays: dict[Key, np.ndarray] = {}
+            if src_shape is not None:
+                data = self.rng.standard_normal(src_shape)
+                try:
+                    arrays = dict(zip(group, self.runner.run({src: data}, group)))
+                except EvalError:
+                    arrays = {}
+            classes: list[_StateClass] = []
+            for leaf in group:
+                shape = tuple(arrays[leaf].shape) if leaf in arrays else net.shape(leaf)
+                if shape is None:
+                    raise _NotACell(f"cell-like structure at node {anchor!r}: the shape of state view {leaf[1]!r} is unknown")
+                hit = None
+                for c in classes:
+                    first = c.leaves[0]
+                    if leaf in arrays and first in arrays and arrays[leaf].size == arrays[first].size and np.array_equal(_flat(arrays[leaf]), _flat(arrays[first])):
+                        hit = c
+                        break
+                if hit is None:
+                    classes.append(_StateClass(src, [leaf], {leaf: shape}, int(np.prod(shape))))
+                else:
+                    hit.leaves.append(leaf)
+                    hit.shapes[leaf] = shape
+            out.extend(classes)
+        return out
+
+    def _h_order(self, classes: list[_StateClass], c_class: _StateClass | None) -> list[_StateClass]:
+        """Which state input to try as h first: a graph/loop state input, then the cell that produced c, then other cells."""
+        c_cell = self.cell_of_source.get(c_class.source) if c_class is not None else None
+
+        def rank(c: _StateClass) -> int:
+            if self.sources.get(c.source) == "input":
+                return 0
+            cell = self.cell_of_source.get(c.source)
+            if c_cell is not None and cell is c_cell:
+                return 1
+            return 2
+
+        return sorted(classes, key=rank)
+
+    def _threads(self, h_class: _StateClass, kind: str, w: CellWeights) -> bool:
+        """A cell output read as state must come from the same cell one step earlier (same kind and weights)."""
+        cell = self.cell_of_source.get(h_class.source)
+        if cell is None:
+            return True
+        a, b = cell.weights, w
+        return cell.kind == kind and a.W.shape == b.W.shape and a.R.shape == b.R.shape and bool(np.allclose(a.W, b.W, atol=1e-6) and np.allclose(a.R, b.R, atol=1e-6) and np.allclose(a.B, b.B, atol=1e-6))
+
+    def _feeder(self, x_leaves: list[Key], h: _StateClass, c: _StateClass | None, anchor: str) -> _Feeder:
+        shapes: list[tuple[int, ...]] = []
+        for leaf in x_leaves:
+            s = self.net.shape(leaf)
+            if s is None:
+                raise _NotACell(f"cell-like structure at node {anchor!r}: the shape of its input {leaf[1]!r} is unknown")
+            shapes.append(s)
+        return _Feeder(x_leaves, shapes, h, c)
+
+    def _zeros(self, feeds: _Feeder) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        return np.zeros(feeds.x_size), np.zeros(feeds.h.size), None if feeds.c is None else np.zeros(feeds.c.size)
+
+    def _random_inputs(self, feeds: _Feeder) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+        r = self.rng
+        return r.standard_normal(feeds.x_size), r.standard_normal(feeds.h.size), None if feeds.c is None else r.standard_normal(feeds.c.size)
+
+    def _probe(self, feeds: _Feeder, pres: list[Key], H: int, extra: dict[Key, np.ndarray] | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """W, R, b of each pre-activation, read off with zeros and unit vectors (they are affine in x and h).
+
+        All probes run at once, stacked on axis 0 (the batch of a batch-1 cell); a graph that does not
+        take that (a fixed reshape, a squeeze of axis 0) is probed one vector at a time. Either way the
+        weights are only trusted after the single-batch run agrees with the reference cell.
+        """
+        n_x = feeds.x_size
+        if n_x + H > _MAX_PROBES:
+            raise EvalError(f"input {n_x} + hidden {H} is too large to probe")
+        extra = extra or {}
+        x0, h0, c0 = self._zeros(feeds)
+        base = [_flat(a) for a in self.runner.run({**feeds.make(x0, h0, c0), **extra}, pres)]
+        P = 1 + n_x + H
+        xs = np.zeros((P, n_x))
+        xs[1 : 1 + n_x] = np.eye(n_x)
+        hs = np.zeros((P, H))
+        hs[1 + n_x :] = np.eye(H)
+        rows = self._probe_stacked(feeds, pres, xs, hs, extra, base)
+        if rows is None:
+            rows = []
+            for p in range(len(pres)):
+                rows.append(np.zeros((P, len(base[p]))))
+            for j in range(1, P):
+                for p, v in enumerate(self.runner.run({**feeds.make(xs[j], hs[j], c0), **extra}, pres)):
+                    rows[p][j] = _flat(v)
+            for p in range(len(pres)):
+                rows[p][0] = base[p]
+        out = []
+        for p in range(len(pres)):
+            delta = rows[p] - base[p][None, :]
+            out.append((delta[1 : 1 + n_x].T.copy(), delta[1 + n_x :].T.copy(), base[p]))
+        return out
+
+    def _probe_stacked(
+        self, feeds: _Feeder, pres: list[Key], xs: np.ndarray, hs: np.ndarray, extra: dict[Key, np.ndarray], base: list[np.ndarray]
+    ) -> list[np.ndarray] | None:
+        P = xs.shape[0]
+        stacked: dict[Key, np.ndarray] = {}
+        c0 = None if feeds.c is None else np.zeros((P, feeds.c.size))
+        for k, v in feeds.make_rows(xs, hs, c0).items():
+            if v is None:
+                return None
+            stacked[k] = v
+        for k, v in extra.items():
+            if v.ndim == 0 or v.shape[0] != 1:
+                return None
+            stacked[k] = np.broadcast_to(v, (P, *v.shape[1:])).copy()
+        try:
+            outs = self.runner.run(stacked, pres)
+        except EvalError:
+            return None
+        rows = []
+        for p, o in enumerate(outs):
+            if o.ndim == 0 or o.shape[0] != P or o.size != P * len(base[p]):
+                return None
+            r = o.reshape(P, -1).astype(np.float64)
+            if not np.allclose(r[0], base[p], atol=1e-9):
+                return None
+            rows.append(r)
+        return rows
+
+    def _provenance(self, core: list[onnx.NodeProto | None], walk: _Walk) -> tuple[str, ...]:
+        names: list[str] = []
+        for n in [*core, *walk.nodes]:
+            if n is not None:
+                nm = self.net.node_name(n)
+                if nm not in names:
+                    names.append(nm)
+        return tuple(names)
+
+    def _match(
+        self,
+        kind: str,
+        scope: Scope,
+        nodes: tuple[str, ...],
+        x_leaves: list[Key],
+        h: _StateClass,
+        c: _StateClass | None,
+        h_out: Key,
+        c_out: Key | None,
+        H: int,
+        w: CellWeights,
+        err: float,
+    ) -> CellMatch:
+        return CellMatch(
+            kind=kind,
+            scope_path=scope.path,
+            nodes=nodes,
+            x=tuple(k[1] for k in x_leaves),
+            h_in=h.leaves[0][1],
+            c_in=None if c is None else c.leaves[0][1],
+            h_out=h_out[1],
+            c_out=None if c_out is None else c_out[1],
+            hidden_size=H,
+            weights=w,
+            h_views=tuple(k[1] for k in h.leaves),
+            c_views=() if c is None else tuple(k[1] for k in c.leaves),
+            h_source=h.source[1],
+            c_source=None if c is None else c.source[1],
+            max_error=err,
+            scope=scope,
+        )
+
+
+class _Retry(Exception):
+    """The structure needs a state input that is not known yet (an unrolled loop's previous step): try again later."""
+
+
+@dataclass
+class _Feeder:
+    """Turns flat (x, h, c) vectors into feeds for every leaf of the cell's subgraph."""
+
+    x_leaves: list[Key]
+    x_shapes: list[tuple[int, ...]]
+    h: _StateClass
+    c: _StateClass | None
+
+    @property
+    def x_size(self) -> int:
+        return int(sum(int(np.prod(s)) for s in self.x_shapes))
+
+    def make(self, x: np.ndarray, h: np.ndarray, c: np.ndarray | None) -> dict[Key, np.ndarray]:
+        feeds: dict[Key, np.ndarray] = {}
+        pos = 0
+        for leaf, shape in zip(self.x_leaves, self.x_shapes):
+            n = int(np.prod(shape))
+            feeds[leaf] = x[pos : pos + n].reshape(shape)
+            pos += n
+        for leaf in self.h.leaves:
+            feeds[leaf] = h.reshape(self.h.shapes[leaf])
+        if self.c is not None and c is not None:
+            for leaf in self.c.leaves:
+                feeds[leaf] = c.reshape(self.c.shapes[leaf])
+        return feeds
+
+    def make_rows(self, xs: np.ndarray, hs: np.ndarray, cs: np.ndarray | None) -> dict[Key, np.ndarray | None]:
+        """Feeds for P probes at once, stacked on axis 0 of each leaf (None where axis 0 is not a batch of 1)."""
+        P = xs.shape[0]
+
+        def stack(rows: np.ndarray, shape: tuple[int, ...]) -> np.ndarray | None:
+            if not shape or shape[0] != 1:
+                return None
+            return rows.reshape((P, *shape[1:]))
+
+        feeds: dict[Key, np.ndarray | None] = {}
+        pos = 0
+        for leaf, shape in zip(self.x_leaves, self.x_shapes):
+            n = int(np.prod(shape))
+            feeds[leaf] = stack(xs[:, pos : pos + n], shape)
+            pos += n
+        for leaf in self.h.leaves:
+            feeds[leaf] = stack(hs, self.h.shapes[leaf])
+        if self.c is not None and cs is not None:
+            for leaf in self.c.leaves:
+                feeds[leaf] = stack(cs, self.c.shapes[leaf])
+        return feeds
+
+
+def _pick(a: Key | None, b: Key | None, first, second) -> tuple[Key | None, Key | None]:  # noqa: ANN001 - two predicates
+    """(a, b) or (b, a), whichever satisfies (first, second); (None, None) otherwise."""
+    if a is not None and b is not None:
+        if first(a) and second(b):
+            return a, b
+        if first(b) and second(a):
+            return b, a
+    return None, None
+
+
+def _err(got: list[np.ndarray], want: list[np.ndarray]) -> float:
+    worst = 0.0
+    for g, w in zip(got, want):
+        g, w = _flat(g), _flat(w)
+        if g.size != w.size:
+            return float("inf")
+        scale = max(1.0, float(np.max(np.abs(w))) if w.size else 1.0)
+        worst = max(worst, float(np.max(np.abs(g - w))) / scale if g.size else 0.0)
+    return worst
+
+
+def find_cells(index: ModelIndex, sources: Iterable[tuple[Scope, str]]) -> CellScan:
+    """Cells in the cone of ``sources`` (state inputs, as (scope, name)): confirmed matches and unconfirmed candidates."""
+    rec = _Recogniser(index, sources)
+    if len(rec.cone) <= len(rec.sources):
+        return CellScan()
+    return rec.scan()
