@@ -507,6 +507,7 @@ class Program:
         self.externals: dict[str, Value] = {}
         self.state_pairs: list[Any] = []  # rnnir.lower.pairing.StatePair
         self.suggested_pairs: list[Any] = []
+        self.recurrence_candidates: list[Any] = []  # rnnir.lower.cells.CellCandidate: looked like a recurrence, not confirmed
         self.source: Any = None  # rnnir.lower.ModelSource, when lowered from ONNX
         self.policy: Any = None
         self._ids: dict[str, int] = {}

@@ -6,11 +6,12 @@ import json
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx_models import const, lstm_h0c0, lstm_weights, model, packed_lstm_in_if, vi
 
 import rnnir
 from rnnir import LoadSlot, PairSource, Recurrent, StoreResult
+from rnnir.recurrence import Recognition
 
 
 def _slices(prog, name):
@@ -188,8 +189,8 @@ def test_stacked_layers_map_per_layer():
     assert [(e.onnx_node, e.port) for e in s["h0[1]"].exit] == [("gru1", "Y_h")]
 
 
-def test_unrolled_cell_records_its_dependency_path():
-    # h' = tanh(h @ R + x @ W): no recurrent node, the pair is still found and its path recorded
+def test_plain_rnn_cell_becomes_a_recognised_recurrence():
+    # h' = tanh(h @ R + x @ W): no recurrent node; recognised as an RNN cell (issue 8), its slice verified
     H = 3
     rng = np.random.default_rng(2)
     nodes = [
@@ -206,9 +207,16 @@ def test_unrolled_cell_records_its_dependency_path():
     )
     prog = rnnir.load(m)
     pair = prog.pair("h")
-    assert pair.output == "h_out" and prog.recurrents == []
-    assert pair.plain_recurrence == ["loadslot0", "rec_matmul", "add", "tanh"]
-    assert pair.slices[0].exit_kind == {"": "derived"}
+    (rec,) = prog.recurrents
+    assert pair.output == "h_out" and rec.kind == "RNN" and rec.recognition is Recognition.CELL
+    assert set(rec.recognised_from) >= {"tanh", "add", "rec_matmul"}
+    # the weights the cell was confirmed with: R as the model stores it, transposed to ONNX's [H, H] layout
+    R = next(t for t in m.graph.initializer if t.name == "R")
+    np.testing.assert_allclose(rec.port("R").const[0], numpy_helper.to_array(R).T, atol=1e-6)
+    (sm,) = pair.slices
+    assert [(e.port, e.node_id) for e in sm.entry] == [("initial_h", rec.id)]
+    assert [(e.port, e.node_id) for e in sm.exit] == [("Y_h", rec.id)] and sm.exit_kind == {"": "final"}
+    assert pair.plain_recurrence is None
 
 
 def test_state_named_input_without_output_becomes_an_unwritten_slot():

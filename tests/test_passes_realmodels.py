@@ -150,12 +150,11 @@ def test_silero_reset_branch_is_not_a_finding(name):
     assert not {c for c, _ in findings(load(name))} & {"SD001", "SD003", "SD007"} - ({"SD003"} if "op15" in name else set())
 
 
-def test_silero_plain_cell_is_not_state_ignored_but_reported_unverified():
+def test_silero_plain_cell_is_recognised_and_clean():
     prog = load("silero_vad_op18_ifless.onnx")
-    diags = passes.run(prog)
-    assert not prog.recurrents and {d.code for d in diags} == {"SD009"}
-    # no recurrence reads it, so the packed state is not split into slices: one slice, the whole slot
-    assert {d.data["slice"] for d in diags} == {"state"} and "Gemm" in diags[0].message
+    # one LSTM cell written as plain ops per If branch, recognised and confirmed by execution
+    assert [(r.kind, r.recognition.value) for r in prog.recurrents] == [("LSTM", "cell"), ("LSTM", "cell")]
+    assert findings(prog) == []
 
 
 @pytest.mark.parametrize("name", ["bilstm_stream.ts", "bilstm_stream.dynamo"])

@@ -21,9 +21,16 @@ def test_silero_packed_state_maps_to_h_and_c(silero_dir, name):
     assert (pair.input, pair.output) == ("state", "stateN")
     s = _slices(pair)
     if name == "silero_vad_op18_ifless.onnx":
-        # no LSTM node: a hand-written cell; the pair is found and its dependency path recorded
-        assert prog.recurrents == []
-        assert pair.plain_recurrence and pair.plain_recurrence[0] == prog.loads_of(pair.slot)[0].id
+        # no LSTM node: a hand-written cell per branch, recognised (issue 8); its ports are the ground truth's
+        cells = {r.provenance.branch[-1]: r for r in prog.recurrents}
+        assert sorted(cells) == ["node_cond__1.else_branch", "node_cond__1.then_branch"]
+        for label, port, final in (("state[0]", "initial_h", "Y_h"), ("state[1]", "initial_c", "Y_c")):
+            assert sorted((e.node_id, e.port) for e in s[label].entry) == sorted((r.id, port) for r in cells.values())
+            assert sorted((e.node_id, e.port) for e in s[label].exit) == sorted((r.id, final) for r in cells.values())
+            assert set(s[label].exit_kind.values()) == {"final"}
+        then = cells["node_cond__1.then_branch"]
+        # tests/realmodels.py: state[0] is read by the weight_hh Gemm, state[1] by the forget product
+        assert {"node_linear", "node_mul_168", "node_mul_182"} <= set(then.recognised_from)
         return
     sites = [site for site in realmodels.SILERO_RECURRENT_SITES[name] if site["reads_state"]]
     for label, port, final in (("state[0]", "initial_h", "Y_h"), ("state[1]", "initial_c", "Y_c")):

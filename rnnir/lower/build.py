@@ -41,8 +41,9 @@ from ..metadata import META_PROGRAM
 from ..metadata import read as metadata
 from ..optraits import OpTrait, ops_with
 from ..pairs import PairSource, StatePair
-from ..recurrence import RecurrenceKind, kind_for_op
+from ..recurrence import RecurrenceKind, kind_for_op, kind_named
 from .pairing import find_pairs, looks_like_state
+from .recognise import Recognised, RecurrenceSite, recognise
 from .scope import Definition, ModelIndex, Scope
 from .source import ModelSource
 
@@ -161,6 +162,8 @@ class _Lowering:
         self.slot_inputs: dict[str, Slot] = {}
         self.names_used: set[str] = set()
         self.rec_nodes: dict[int, Recurrent] = {}
+        self.recognised = Recognised()  # recurrences written as plain ops (cells, unrolled loops, Loops)
+        self.site_nodes: dict[int, Recurrent] = {}
         self.const_slots: dict[tuple[int, str], Slot] = {}  # constants the entry=constant policy made slots
 
     # -- names and values ----------------------------------------------------------------
@@ -213,6 +216,11 @@ class _Lowering:
         """What a defined value depends on, for the taint walk (recurrent outputs depend on nothing)."""
         if d.kind != "node" or d.node is None:
             return []
+        site = self.recognised.by_key.get(self._key(d))
+        if site is not None:  # a recognised recurrence: like a recurrent op, only its state entries count
+            return site.deps
+        if id(d.node) in self.recognised.replaced:
+            return []  # an output of a Loop that a recognised recurrence stands for, carrying no state of it
         node = d.node
         if node.op_type == "If":
             # every output's yields: the If node is built once, for all its outputs
@@ -237,6 +245,8 @@ class _Lowering:
             return True
         if self._key(d) in self.const_slots:
             return True
+        if self._key(d) in self.recognised.by_key:
+            return self.recognised.by_key[self._key(d)].exits[self._key(d)] != "none"
         return d.kind == "node" and d.node is not None and kind_for_op(d.node.op_type, d.node.domain) is not None
 
     def _const_pairs(self, pairs: list[StatePair]) -> list[StatePair]:
@@ -265,6 +275,9 @@ class _Lowering:
         for _, node in index.recurrent:
             for o in node.output:
                 add(o, not through_recurrent_results)
+        for site in self.recognised.sites:
+            for _scope, name in site.exit_names.values():
+                add(name, not through_recurrent_results)
         while queue:
             name, layout_only = queue.pop()
             for node in index.consumers.get(name, ()):
@@ -329,6 +342,15 @@ class _Lowering:
             return
         node = d.node
         if node is None:
+            self.external_value(d)
+            return
+        site = self.recognised.by_key.get(key)
+        if site is not None:
+            self.build_site(site)
+            if key not in self.values:  # an output of a replaced Loop that carries none of its state
+                self.external_value(d)
+            return
+        if id(node) in self.recognised.replaced:
             self.external_value(d)
             return
         if kind_for_op(node.op_type, node.domain) is not None:
@@ -423,6 +445,128 @@ class _Lowering:
         self.program.add(r)
         self.rec_nodes[id(node)] = r
 
+    # -- recurrences written as plain ops -----------------------------------------------
+    def _recognise(self, pairs: list[StatePair]) -> None:
+        """Cells, unrolled loops and Loops in the cone of the state inputs (rnnir.lower.recognise)."""
+        root = self.index.root
+        sources = [(root, p.input) for p in pairs if p.input in root.inputs]
+        if not sources:
+            return
+        self.recognised = recognise(self.index, sources, {p.output for p in pairs if p.output is not None})
+        self.program.recurrence_candidates = list(self.recognised.candidates)
+
+    def _site_input(self, site: RecurrenceSite) -> Value | None:
+        """X as the op takes it, [steps, batch, input]: each step's cell inputs ([batch, i] each) side by side, steps stacked.
+
+        A cell whose inputs are not [batch, i] matrices keeps X absent: its state is still checked, only the
+        simulator cannot run it.
+        """
+        if site.x is not None:  # a Loop: the sequence its body slices
+            return self.operand(*site.x)
+        prov = Provenance(node=site.anchor, branch=site.scope.path)
+        steps: list[Value] = []
+        for m in site.cells:
+            if not m.x or any(len(shape) != 2 for shape in m.x_shapes):
+                return None
+            assert m.scope is not None
+            parts = [self.operand(m.scope, name) for name in m.x]
+            if any(p is None for p in parts):
+                return None
+            x = parts[0]
+            if len(parts) > 1:
+                x = Value(name=self._fresh_name(f"{site.anchor}.x", site.scope))
+                self.program.add(Compute(op="Concat", attributes={"axis": 1}, inputs=list(parts), outputs=[x], provenance=prov))
+            assert x is not None
+            axes = self.program.external(self._fresh_name(f"{site.anchor}.axes0", site.scope), TensorType("int64", (1,)), np.array([0], dtype=np.int64))
+            step = Value(name=self._fresh_name(f"{site.anchor}.X", site.scope))
+            self.program.add(Compute(op="Unsqueeze", inputs=[x, axes], outputs=[step], provenance=prov))
+            steps.append(step)
+        if len(steps) == 1:
+            return steps[0]
+        seq = Value(name=self._fresh_name(f"{site.anchor}.X", site.scope))
+        self.program.add(Compute(op="Concat", attributes={"axis": 0}, inputs=list(steps), outputs=[seq], provenance=prov))
+        return seq
+
+    def build_site(self, site: RecurrenceSite) -> None:
+        """A recognised recurrence as one Recurrent: entries from the state views, exits for its new state."""
+        if id(site) in self.site_nodes:
+            return
+        kind = kind_named(site.kind)
+        ins: list[Value | None] = [None] * len(kind.inputs)
+
+        def put(port: str, v: Value | None) -> None:
+            i = kind.input_index(port)
+            if i is not None:
+                ins[i] = v
+
+        put("X", self._site_input(site))
+        w = site.weights
+        for port, arr in (("W", w.W), ("R", w.R), ("B", w.B)):
+            a = arr.astype(np.float32)
+            put(port, self.program.external(self._fresh_name(f"{site.anchor}.{port}", site.scope), TensorType("float32", tuple(a.shape)), a))
+        prov = Provenance(node=site.anchor, branch=site.scope.path)
+        axes0 = self.program.external(self._fresh_name(f"{site.anchor}.axes0", site.scope), TensorType("int64", (1,)), np.array([0], dtype=np.int64))
+        for port, (scope, name) in site.entries.items():
+            # a cell's state is [batch, hidden]; the op's port is [directions=1, batch, hidden]
+            state = self.operand(scope, name)
+            wrapped = Value(name=self._fresh_name(f"{site.anchor}.{port}", site.scope))
+            self.program.add(Compute(op="Unsqueeze", inputs=[state, axes0], outputs=[wrapped], provenance=prov))
+            put(port, wrapped)
+        outs: list[Value | None] = [None] * len(kind.outputs)
+        steps: list[tuple[Value, str]] = []
+        unwrap: list[tuple[Value, Value]] = []
+        for key, role in site.exits.items():
+            if role == "none":
+                continue
+            scope, name = site.exit_names[key]
+            v = Value(name=self._fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+            self.values[key] = v
+            if "@" in role:
+                steps.append((v, role))
+                continue
+            i = kind.output_index(role)
+            if i is not None:
+                port_value = Value(name=self._fresh_name(f"{site.anchor}.{role}", site.scope))
+                outs[i] = port_value
+                unwrap.append((port_value, v))
+        y_index = kind.output_index(kind.sequence_output)
+        if steps and y_index is not None and outs[y_index] is None:
+            outs[y_index] = Value(name=self._fresh_name(f"{site.anchor}.Y", site.scope))
+        r = Recurrent(
+            kind=kind.name,
+            direction="forward",
+            hidden_size=site.hidden_size,
+            activations=w.activations,
+            linear_before_reset=w.linear_before_reset,
+            inputs=ins,
+            outputs=outs,
+            recognition=site.recognition,
+            recognised_from=site.recognised_from,
+            provenance=Provenance(node=site.anchor, branch=site.scope.path),
+        )
+        self.program.add(r)
+        self.site_nodes[id(site)] = r
+        for port_value, v in unwrap:
+            self.program.add(Compute(op="Squeeze", inputs=[port_value, axes0], outputs=[v], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path)))
+        if not steps or y_index is None:
+            return
+        y = outs[y_index]
+        assert y is not None
+        for v, role in steps:
+            which, t = role.split("@")
+            if which == "h":
+                # h after inner step t of the unrolled loop is Y[t] (one direction: squeeze it away)
+                at = self.program.external(self._fresh_name(f"{site.anchor}.step{t}", site.scope), TensorType("int64", ()), np.array(int(t), dtype=np.int64))
+                axes = axes0
+                mid = Value(name=self._fresh_name(f"{v.name}.Y", site.scope))
+                self.program.add(Compute(op="Gather", attributes={"axis": 0}, inputs=[y, at], outputs=[mid], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path)))
+                self.program.add(Compute(op="Squeeze", inputs=[mid, axes], outputs=[v], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path)))
+            else:
+                # c after an inner step has no ONNX port: a value derived from the recurrence
+                self.program.add(
+                    Compute(op="CellState", domain="rnnir", attributes={"step": int(t)}, inputs=[y], outputs=[v], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path))
+                )
+
     # -- the whole lowering --------------------------------------------------------------
     def run(self) -> Program:
         model = self.src.model
@@ -446,6 +590,7 @@ class _Lowering:
             self.slot_inputs[p.input] = slot
         const_entries = self._constant_entries(pairs) if self.policy.entry == "constant" else []
         prog.state_pairs = pairs
+        self._recognise(pairs)
 
         # 1. the state's own journey: paired outputs and recurrent state inputs, through any op
         paired_out = {p.output for p in pairs if p.output is not None} | {p.output for p in self._const_pairs(pairs)}
@@ -454,6 +599,8 @@ class _Lowering:
             for i in _kind(node).state_inputs:
                 if i < len(node.input) and node.input[i]:
                     demands.append((scope, node.input[i]))
+        for site in self.recognised.sites:
+            demands.extend(site.deps)
         for p in pairs:
             demands.append((root, p.input))
         self.reachable = self._forward_taint(through_recurrent_results=True)
@@ -466,6 +613,8 @@ class _Lowering:
             self.build_value(d)
         for scope, node in self.index.recurrent:
             self.build_recurrent(scope, node)
+        for site in self.recognised.sites:
+            self.build_site(site)
         for p in pairs:  # a slot nobody reads is still loaded: SD007 reports it
             self.build_value(root.resolve(p.input))
         self._stores(pairs, const_entries)

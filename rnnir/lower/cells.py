@@ -44,8 +44,9 @@ import onnx
 from onnx import numpy_helper
 
 from .. import reference
+from ..recurrence import kind_for_op
 from .evaluate import EVALUABLE_OPS, EvalError, run_op
-from .scope import RECURRENT_OPS, Definition, ModelIndex, Scope
+from .scope import Definition, ModelIndex, Scope
 
 __all__ = ["CellCandidate", "CellMatch", "CellScan", "CellWeights", "find_cells"]
 
@@ -101,6 +102,7 @@ class CellMatch:
     h_source: str = ""
     c_source: str | None = None
     max_error: float = 0.0
+    x_shapes: tuple[tuple[int, ...], ...] = ()  # of the x values, batch 1
     scope: Scope | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -120,8 +122,27 @@ class CellCandidate:
 
 @dataclass
 class CellScan:
+    """What :func:`find_cells` found: confirmed cells, unconfirmed look-alikes, and the Loop bodies state enters.
+
+    ``loop_carried`` maps a Loop body input that carries state (as (body scope, name)) to the Loop node, the
+    Loop's scope and the carried slot; ``view_source`` answers which state source a value is a layout-only
+    rearrangement of (state inputs and confirmed cells' outputs).
+    """
+
     matches: list[CellMatch] = field(default_factory=list)
     candidates: list[CellCandidate] = field(default_factory=list)
+    loop_carried: dict[tuple[Scope, str], tuple[onnx.NodeProto, Scope, int]] = field(default_factory=dict)
+    _rec: _Recogniser | None = field(default=None, repr=False)
+
+    def view_source(self, scope: Scope, name: str) -> tuple[Scope, str] | None:
+        if self._rec is None:
+            return None
+        k = self._rec.net.key(scope, name)
+        src = self._rec.view_source(k)
+        if src is None:
+            return None
+        d = self._rec.net.d(src)
+        return d.scope, d.name
 
 
 class _NotACell(Exception):
@@ -395,6 +416,7 @@ class _Recogniser:
         self.net = _Net(index)
         self.sources: dict[Key, str] = {}  # source key -> "input" | cell output role ("h"/"c")
         self.cell_of_source: dict[Key, CellMatch] = {}
+        self.loop_carried: dict[Key, tuple[onnx.NodeProto, Scope, int]] = {}  # body input -> (Loop, its scope, carried slot)
         for scope, name in sources:
             self.sources[self.net.key(scope, name)] = "input"
         self.cone = self._forward_cone(list(self.sources))
@@ -411,8 +433,19 @@ class _Recogniser:
         while stack:
             k = stack.pop()
             for node, sc in net.consumers(k):
-                if node.op_type in RECURRENT_OPS and node.domain in ("", "ai.onnx"):
+                if kind_for_op(node.op_type, node.domain) is not None:
                     continue  # its own state ports are handled by lowering; its results are not this cone
+                if node.op_type == "Loop" and node.domain in ("", "ai.onnx"):
+                    # a state value carried into a Loop enters its body as a body input: a state source there
+                    body = sc.children.get((id(node), "body"))
+                    for pos, name in enumerate(node.input):
+                        if pos >= 2 and name == k[1] and body is not None and pos < len(body.graph.input):
+                            carried = net.key(body, body.graph.input[pos].name)
+                            self.loop_carried[carried] = (node, sc, pos - 2)
+                            self.sources.setdefault(carried, "input")
+                            if carried not in seen:
+                                seen.add(carried)
+                                stack.append(carried)
                 for ok in net.outputs_of(node, sc):
                     if ok is not None and ok not in seen:
                         seen.add(ok)
@@ -1170,6 +1203,7 @@ class _Recogniser:
             h_source=h.source[1],
             c_source=None if c is None else c.source[1],
             max_error=err,
+            x_shapes=tuple(self.net.shape(k) or () for k in x_leaves),
             scope=scope,
         )
 
@@ -1253,5 +1287,10 @@ def find_cells(index: ModelIndex, sources: Iterable[tuple[Scope, str]]) -> CellS
     """Cells in the cone of ``sources`` (state inputs, as (scope, name)): confirmed matches and unconfirmed candidates."""
     rec = _Recogniser(index, sources)
     if len(rec.cone) <= len(rec.sources):
-        return CellScan()
-    return rec.scan()
+        return CellScan(_rec=rec)
+    scan = rec.scan()
+    scan._rec = rec
+    for k, where in rec.loop_carried.items():
+        d = rec.net.d(k)
+        scan.loop_carried[(d.scope, d.name)] = where
+    return scan

@@ -1,0 +1,357 @@
+"""Recurrences written as plain ops, turned into sites that lowering builds as :class:`rnnir.ir.Recurrent` nodes.
+
+:func:`rnnir.lower.cells.find_cells` finds and confirms cells. This module decides what each one stands
+for in the IR:
+
+- **a cell** (one time step): a ``Recurrent`` whose ``initial_h``/``initial_c`` are the state views the cell
+  reads and whose ``Y_h``/``Y_c`` are the values of its new state;
+- **an unrolled loop**: cells with the same weights threaded ``h -> h`` and ``c -> c`` become *one*
+  ``Recurrent`` from the first step's state to the last step's. A step's state read anywhere else is that
+  recurrence at an inner step: ``h`` after step ``t`` is ``Y[t]`` (so writing it back is SD003, "the state
+  after step t ... not its final state"); ``c`` after an inner step has no ONNX port and is a value derived
+  from the recurrence (SD003 as a warning when written back). Steps threaded any other way (``c`` read
+  from the previous step's ``h``) stay separate recurrences, so the write-back comes from one that never read
+  the slot: SD003 again;
+- **a Loop carrying state**: its body's cell reads loop-carried values; the ``Recurrent`` stands for the whole
+  Loop: ``initial_h``/``initial_c`` are the Loop inputs carried into the cell's ``h``/``c``, ``Y_h``/``Y_c`` the
+  Loop outputs whose body yields are the cell's new ``h``/``c``, ``Y`` a scan output that collects ``h``.
+  A body that yields ``(c', h')`` in the carried slots of ``(h, c)`` therefore makes the Loop's first output
+  ``Y_c``: returning it as ``h`` is SD002 by the existing rules. A carried state the body transforms in a way
+  no recognised cell explains is reported as a candidate (unverified), naming the Loop and the body node.
+
+Keys are lowering's value keys: ``(id(defining scope), name)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+
+from ..recurrence import Recognition
+from .cells import CellCandidate, CellMatch, CellScan, CellWeights, find_cells
+from .scope import ModelIndex, Scope
+
+__all__ = ["RecurrenceSite", "Recognised", "recognise"]
+
+Key = tuple[int, str]
+
+#: ops through which a new state may travel to where it is returned (for "is this cell's output state?")
+_CARRY_OPS = frozenset({"Identity", "Cast", "CastLike", "Gather", "Slice", "Split", "Squeeze", "Unsqueeze", "Reshape", "Concat", "Transpose", "Flatten"})
+
+
+@dataclass(eq=False)
+class RecurrenceSite:
+    """One recurrence found in plain ops, ready to be built as a ``Recurrent``.
+
+    ``entries`` maps an entry port (initial_h/initial_c) to the (scope, name) of the value it reads;
+    ``exits`` maps a value key to the role it plays: ``Y``, ``Y_h``, ``Y_c``, ``h@t`` / ``c@t`` (the state
+    after inner step ``t`` of an unrolled loop) or ``none`` (an output of a replaced Loop that carries no
+    recognised state: an external value).
+    """
+
+    kind: str
+    recognition: Recognition
+    scope: Scope
+    anchor: str
+    recognised_from: tuple[str, ...]
+    weights: CellWeights
+    hidden_size: int
+    x: tuple[Scope, str] | None  # a Loop's sequence input, sliced per iteration by its body
+    entries: dict[str, tuple[Scope, str]]
+    exits: dict[Key, str] = field(default_factory=dict)
+    exit_names: dict[Key, tuple[Scope, str]] = field(default_factory=dict)
+    steps: int = 1
+    cells: tuple[CellMatch, ...] = ()
+
+    @property
+    def deps(self) -> list[tuple[Scope, str]]:
+        """What the site's results depend on in the state analysis: its state entries only."""
+        return list(self.entries.values())
+
+
+@dataclass
+class Recognised:
+    sites: list[RecurrenceSite] = field(default_factory=list)
+    candidates: list[CellCandidate] = field(default_factory=list)
+    by_key: dict[Key, RecurrenceSite] = field(default_factory=dict)
+    replaced: set[int] = field(default_factory=set)  # ids of Loop nodes a site stands for
+
+    def role(self, key: Key) -> tuple[RecurrenceSite, str] | None:
+        site = self.by_key.get(key)
+        return None if site is None else (site, site.exits[key])
+
+
+def _key(scope: Scope, name: str) -> Key:
+    d = scope.resolve(name)
+    return (id(d.scope), d.name)
+
+
+def _same_cell(a: CellMatch, b: CellMatch) -> bool:
+    wa, wb = a.weights, b.weights
+    return (
+        a.kind == b.kind
+        and wa.activations == wb.activations
+        and wa.linear_before_reset == wb.linear_before_reset
+        and wa.W.shape == wb.W.shape
+        and bool(np.allclose(wa.W, wb.W, atol=1e-6) and np.allclose(wa.R, wb.R, atol=1e-6) and np.allclose(wa.B, wb.B, atol=1e-6))
+    )
+
+
+class _Builder:
+    def __init__(self, index: ModelIndex, scan: CellScan, state_outputs: set[str]) -> None:
+        self.index = index
+        self.scan = scan
+        self.state_outputs = state_outputs
+        self.out = Recognised(candidates=list(scan.candidates))
+
+    def _scope_of(self, m: CellMatch) -> Scope:
+        assert m.scope is not None
+        return m.scope
+
+    def _out_key(self, m: CellMatch, name: str | None) -> Key | None:
+        return None if name is None else _key(self._scope_of(m), name)
+
+    def _feeds_state(self, m: CellMatch, cell_sources: set[Key]) -> bool:
+        """An RNN match only counts when its new state goes somewhere state goes (LSTM/GRU shapes are specific enough)."""
+        if m.kind != "RNN":
+            return True
+        start = self._out_key(m, m.h_out)
+        assert start is not None
+        stack = [start]
+        seen: set[Key] = set()
+        consumers = self.index.consumers
+        while stack and len(seen) < 64:
+            k = stack.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            if k in cell_sources or (k[0] == id(self.index.root) and k[1] in self.state_outputs):
+                return True
+            name = k[1]
+            for owner, _pos in self.index.subgraph_outputs.get(name, ()):
+                if owner.op_type in ("Loop", "If"):
+                    return True  # yielded as a loop-carried or branch result: state leaves through it
+            for node in consumers.get(name, ()):
+                if node.op_type in _CARRY_OPS:
+                    for sc in self._scopes_under(m):
+                        if sc.producers.get(node.output[0], (None,))[0] is node:
+                            stack.extend(_key(sc, o) for o in node.output if o)
+                            break
+        return False
+
+    def _scopes_under(self, m: CellMatch) -> list[Scope]:
+        out = []
+        stack = [self._scope_of(m)]
+        while stack:
+            sc = stack.pop()
+            out.append(sc)
+            stack.extend(sc.children.values())
+        return out
+
+    def build(self) -> Recognised:
+        matches = self.scan.matches
+        cell_sources = {_key(self._scope_of(m), m.h_source) for m in matches} | {_key(self._scope_of(m), m.c_source) for m in matches if m.c_source}
+        matches = [m for m in matches if self._feeds_state(m, cell_sources)]
+        # unrolled loops: link each cell to the one whose outputs it reads as h and c, when it is the same cell
+        by_out: dict[Key, CellMatch] = {}
+        for m in matches:
+            by_out[self._out_key(m, m.h_out)] = m  # type: ignore[index]
+        pred: dict[int, CellMatch] = {}
+        succ: dict[int, list[CellMatch]] = {}
+        for m in matches:
+            p = by_out.get(_key(self._scope_of(m), m.h_source))
+            if p is None or not _same_cell(p, m):
+                continue
+            if m.kind == "LSTM" and (m.c_source is None or p.c_out is None or _key(self._scope_of(m), m.c_source) != self._out_key(p, p.c_out)):
+                continue
+            pred[id(m)] = p
+            succ.setdefault(id(p), []).append(m)
+        in_loop = {k for k in self.scan.loop_carried}
+        loop_cells: list[CellMatch] = []
+        for m in matches:
+            if id(m) in pred:
+                continue
+            chain = [m]
+            while len(succ.get(id(chain[-1]), [])) == 1:
+                chain.append(succ[id(chain[-1])][0])
+            if (self._scope_of(m), m.h_source) in in_loop or any(self.scan.view_source(self._scope_of(m), m.h_source) == k for k in in_loop):
+                loop_cells.append(m)
+                continue
+            self._chain_site(chain)
+        self._loop_sites(loop_cells)
+        return self.out
+
+    def _register(self, site: RecurrenceSite, key: Key | None, role: str, scope: Scope, name: str) -> None:
+        if key is None:
+            return
+        site.exits[key] = role
+        site.exit_names[key] = (scope, name)
+        self.out.by_key[key] = site
+
+    def _chain_site(self, chain: list[CellMatch]) -> None:
+        first, last = chain[0], chain[-1]
+        scope = self._scope_of(first)
+        entries = {"initial_h": (scope, first.h_in)}
+        if first.c_in is not None:
+            entries["initial_c"] = (scope, first.c_in)
+        nodes: list[str] = []
+        for m in chain:
+            nodes.extend(n for n in m.nodes if n not in nodes)
+        site = RecurrenceSite(
+            kind=first.kind,
+            recognition=Recognition.CELL if len(chain) == 1 else Recognition.UNROLLED,
+            scope=self._scope_of(last),
+            anchor=first.anchor,
+            recognised_from=tuple(nodes),
+            weights=first.weights,
+            hidden_size=first.hidden_size,
+            x=None,
+            entries=entries,
+            steps=len(chain),
+            cells=tuple(chain),
+        )
+        for t, m in enumerate(chain):
+            ms = self._scope_of(m)
+            final = t == len(chain) - 1
+            self._register(site, self._out_key(m, m.h_out), "Y_h" if final else f"h@{t}", ms, m.h_out)
+            if m.c_out is not None:
+                self._register(site, self._out_key(m, m.c_out), "Y_c" if final else f"c@{t}", ms, m.c_out)
+        self.out.sites.append(site)
+
+    def _loop_sites(self, cells: Iterable[CellMatch]) -> None:
+        by_loop: dict[int, list[CellMatch]] = {}
+        loops: dict[int, tuple[onnx.NodeProto, Scope]] = {}
+        for m in cells:
+            src = self.scan.view_source(self._scope_of(m), m.h_source)
+            where = self.scan.loop_carried.get(src) if src is not None else None
+            if where is None:
+                continue
+            loop, lscope, _slot = where
+            by_loop.setdefault(id(loop), []).append(m)
+            loops[id(loop)] = (loop, lscope)
+        # Loops that carry state but hold no recognised cell: say what stopped understanding
+        carried_by_loop: dict[int, list[tuple[Scope, str, int]]] = {}
+        for (bscope, bname), (loop, lscope, slot) in self.scan.loop_carried.items():
+            carried_by_loop.setdefault(id(loop), []).append((bscope, bname, slot))
+            loops.setdefault(id(loop), (loop, lscope))
+        for lid, (loop, lscope) in loops.items():
+            ms = by_loop.get(lid, [])
+            if len(ms) != 1:
+                for bscope, bname, _slot in carried_by_loop.get(lid, []):
+                    self.out.candidates.append(
+                        CellCandidate(
+                            "Loop",
+                            self.index.node_name(loop),
+                            f"state carried by Loop {self.index.node_name(loop)!r} as {bname!r} "
+                            + ("reaches no recognised recurrence in its body" if not ms else f"reaches {len(ms)} recurrences in its body"),
+                            bscope.path,
+                        )
+                    )
+                continue
+            self._loop_site(loop, lscope, ms[0], carried_by_loop.get(lid, []))
+
+    def _loop_site(self, loop: onnx.NodeProto, lscope: Scope, m: CellMatch, carried: list[tuple[Scope, str, int]]) -> None:
+        body = lscope.child(loop, "body")
+        n_carried = len(loop.input) - 2
+        lname = self.index.node_name(loop)
+        yields = [o.name for o in body.graph.output]
+        slot_of = {bname: slot for _bs, bname, slot in carried}
+
+        def carried_slot(name: str | None) -> int | None:
+            if name is None:
+                return None
+            src = self.scan.view_source(body, name)
+            return slot_of.get(src[1]) if src is not None and src[0] is body else None
+
+        h_slot = carried_slot(m.h_in)
+        c_slot = carried_slot(m.c_in)
+        entries = {}
+        if h_slot is not None:
+            entries["initial_h"] = (lscope, loop.input[2 + h_slot])
+        if c_slot is not None:
+            entries["initial_c"] = (lscope, loop.input[2 + c_slot])
+        site = RecurrenceSite(
+            kind=m.kind,
+            recognition=Recognition.LOOP,
+            scope=lscope,
+            anchor=lname,
+            recognised_from=(lname, *m.nodes),
+            weights=m.weights,
+            hidden_size=m.hidden_size,
+            x=self._loop_sequence(body, m),
+            entries=entries,
+            cells=(m,),
+        )
+        h_key, c_key = _key(body, m.h_out), (None if m.c_out is None else _key(body, m.c_out))
+        mapped: set[int] = set()
+        for j in range(n_carried):
+            y = yields[1 + j] if 1 + j < len(yields) else None
+            if y is None or j >= len(loop.output) or not loop.output[j]:
+                continue
+            role = self._yield_role(body, y, h_key, c_key)
+            out_key = _key(lscope, loop.output[j])
+            if role is not None:
+                self._register(site, out_key, role, lscope, loop.output[j])
+                mapped.add(j)
+            else:
+                self._register(site, out_key, "none", lscope, loop.output[j])
+        for k, y in enumerate(yields[1 + n_carried :]):
+            pos = n_carried + k
+            if pos < len(loop.output) and loop.output[pos]:
+                role = self._yield_role(body, y, h_key, None)
+                self._register(site, _key(lscope, loop.output[pos]), "Y" if role == "Y_h" else "none", lscope, loop.output[pos])
+        # a carried state slot the recognised cell does not explain: unverified
+        for bscope, bname, slot in carried:
+            if slot in mapped:
+                continue
+            y = yields[1 + slot] if 1 + slot < len(yields) else None
+            src = self.scan.view_source(body, y) if y else None
+            if src is not None and src[1] == bname:
+                continue  # carried through unchanged
+            prod = body.producers.get(y or "")
+            what = f"{prod[0].op_type} {self.index.node_name(prod[0])!r}" if prod else repr(y)
+            self.out.candidates.append(
+                CellCandidate("Loop", lname, f"state carried by Loop {lname!r} as {bname!r} is transformed in its body by {what}, which rnnir does not understand", bscope.path)
+            )
+        self.out.replaced.add(id(loop))
+        self.out.sites.append(site)
+
+    def _loop_sequence(self, body: Scope, m: CellMatch) -> tuple[Scope, str] | None:
+        """The tensor a Loop body reads one step of as the cell's input: x[t] = Gather(seq, iteration) on axis 0."""
+        if len(m.x) != 1 or not body.graph.input:
+            return None
+        d = body.resolve(m.x[0])
+        node = d.node
+        if node is None or node.op_type != "Gather" or len(node.input) < 2 or int(next((a.i for a in node.attribute if a.name == "axis"), 0)) != 0:
+            return None
+        if node.input[1] != body.graph.input[0].name:
+            return None
+        seq = body.resolve(node.input[0])
+        return (seq.scope, seq.name) if seq.scope is not body else None
+
+    def _yield_role(self, body: Scope, y: str, h_key: Key, c_key: Key | None) -> str | None:
+        """Y_h / Y_c when the body yields (a layout view of) the cell's new h / c."""
+        k = _key(body, y)
+        seen = 0
+        while seen < 16:
+            seen += 1
+            if k == h_key:
+                return "Y_h"
+            if c_key is not None and k == c_key:
+                return "Y_c"
+            d = body.resolve(k[1]) if k[0] == id(body) else None
+            if d is None or d.node is None or d.node.op_type not in ("Identity", "Cast", "CastLike") or not d.node.input:
+                return None
+            k = _key(d.scope, d.node.input[0])
+        return None
+
+
+def recognise(index: ModelIndex, sources: Iterable[tuple[Scope, str]], state_outputs: Iterable[str] = ()) -> Recognised:
+    """Recurrences written as plain ops in the cone of ``sources``, as sites for lowering (see the module doc)."""
+    scan = find_cells(index, sources)
+    if not scan.matches and not scan.candidates and not scan.loop_carried:
+        return Recognised()
+    return _Builder(index, scan, set(state_outputs)).build()
