@@ -311,13 +311,24 @@ class _Builder:
             src = self.scan.view_source(body, y) if y else None
             if src is not None and src[1] == bname:
                 continue  # carried through unchanged
-            prod = body.producers.get(y or "")
-            what = f"{prod[0].op_type} {self.index.node_name(prod[0])!r}" if prod else repr(y)
+            what = self._first_compute(body, y) if y else "nothing"
             self.out.candidates.append(
                 CellCandidate("Loop", lname, f"state carried by Loop {lname!r} as {bname!r} is transformed in its body by {what}, which rnnir does not understand", bscope.path)
             )
         self.out.replaced.add(id(loop))
         self.out.sites.append(site)
+
+    def _first_compute(self, body: Scope, name: str) -> str:
+        """The first op on the way back from a yield that is not a layout-only rearrangement (what changed the state)."""
+        d = body.resolve(name)
+        for _ in range(32):
+            node = d.node
+            if node is None:
+                return f"{d.kind} {d.name!r}"
+            if node.op_type not in _CARRY_OPS or not node.input or not node.input[0]:
+                return f"{node.op_type} {self.index.node_name(node)!r}"
+            d = d.scope.resolve(node.input[0])
+        return repr(name)
 
     def _loop_sequence(self, body: Scope, m: CellMatch) -> tuple[Scope, str] | None:
         """The tensor a Loop body reads one step of as the cell's input: x[t] = Gather(seq, iteration) on axis 0."""

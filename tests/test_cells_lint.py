@@ -1,0 +1,158 @@
+"""Recurrences written as plain ops, linted end to end: the correct model is clean and its slices resolve to the
+recognised recurrence's ports; planted wiring bugs get the code the existing rules give ONNX recurrent ops.
+
+Expected codes come from what each mutant does to the state (the rule catalogue's definitions), not from
+running the code under test first: an h/c swap is SD002, writing back a state the recurrence has moved past
+is SD003.
+"""
+
+from __future__ import annotations
+
+import _cell_models as cm
+import onnx
+import pytest
+
+import passes
+import rnnir
+from rnnir import cli
+from rnnir.recurrence import Recognition
+
+
+def _findings(model):
+    return sorted({(d.code, d.severity.value) for d in passes.run(rnnir.load(model))})
+
+
+def _slices(prog, pair_input):
+    return {sm.label: sm for sm in prog.pair(pair_input).slices}
+
+
+def _ports(refs):
+    return sorted((r.node_id, r.port) for r in refs)
+
+
+# -- one cell ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: cm.lstm_cell(packed=True)[0],
+        lambda: cm.lstm_cell(order="onnx", proj="joint", split="slice")[0],
+        lambda: cm.gru_cell(packed=True, blend_view="other_path")[0],
+        lambda: cm.gru_cell(lbr=0, blend="c", order="onnx")[0],
+        lambda: cm.rnn_cell(act="Relu")[0],
+    ],
+    ids=["lstm-packed", "lstm-joint", "gru-two-views", "gru-write-ratio", "rnn-relu"],
+)
+def test_correct_cell_is_clean_and_every_slice_resolves_to_its_ports(build):
+    model = build()
+    prog = rnnir.load(model)
+    (rec,) = prog.recurrents
+    assert rec.recognition is Recognition.CELL and rec.recognised_from
+    assert prog.recurrence_candidates == []
+    for pair in prog.state_pairs:
+        for sm in pair.slices:
+            assert len(sm.entry) == 1 and sm.entry[0].node_id == rec.id and sm.entry[0].port in ("initial_h", "initial_c")
+            (ex,) = sm.exit
+            assert ex.node_id == rec.id and ex.port == {"initial_h": "Y_h", "initial_c": "Y_c"}[sm.entry[0].port]
+            assert set(sm.exit_kind.values()) == {"final"}
+    assert passes.run(prog) == []
+
+
+def test_cell_with_h_and_c_written_back_swapped_is_sd002():
+    model, _ = cm.lstm_cell(mutant="swap_out")
+    assert _findings(model) == [("SD002", "error")]
+
+
+def test_cell_that_is_not_an_lstm_is_not_a_recurrence_and_says_why():
+    model, _ = cm.lstm_cell(mutant="tanh_cprev")
+    prog = rnnir.load(model)
+    assert prog.recurrents == []
+    (cand,) = prog.recurrence_candidates
+    assert cand.kind == "LSTM" and "not o*tanh(c')" in cand.reason
+
+
+# -- unrolled steps and Loops -----------------------------------------------------------------
+
+
+def test_unrolled_loop_is_one_recurrence_from_the_first_step_to_the_last():
+    prog = rnnir.load(cm.unrolled_lstm(T=3))
+    (rec,) = prog.recurrents
+    assert rec.recognition is Recognition.UNROLLED
+    for slot, entry, final in (("h0", "initial_h", "Y_h"), ("c0", "initial_c", "Y_c")):
+        (sm,) = prog.pair(slot).slices
+        assert _ports(sm.entry) == [(rec.id, entry)] and _ports(sm.exit) == [(rec.id, final)]
+    assert passes.run(prog) == []
+
+
+def test_unrolled_loop_writing_back_the_previous_step_is_sd003():
+    # h after step T-2 of a T-step recurrence is Y at an inner step: "not its final state"
+    diags = passes.run(rnnir.load(cm.unrolled_lstm(T=3, thread="write_prev")))
+    h = [d for d in diags if d.slot == "h0"]
+    assert [(d.code, d.severity.value) for d in h] == [("SD003", "error")] and "the state after step 't=1'" in h[0].message
+    assert {d.code for d in diags if d.slot == "c0"} == {"SD003"}
+
+
+def test_unrolled_steps_threaded_h_into_c_write_back_a_state_that_never_read_the_slot():
+    assert _findings(cm.unrolled_lstm(T=3, thread="swap_hc")) == [("SD003", "error")]
+
+
+def test_loop_carrying_state_is_checked_through_its_body():
+    prog = rnnir.load(cm.lstm_loop())
+    (rec,) = prog.recurrents
+    assert rec.recognition is Recognition.LOOP and rec.describe() == "time_loop"
+    (h,) = prog.pair("h0").slices
+    assert _ports(h.entry) == [(rec.id, "initial_h")] and _ports(h.exit) == [(rec.id, "Y_h")]
+    assert passes.run(prog) == []
+
+
+def test_loop_whose_body_swaps_the_carried_values_is_sd002():
+    assert _findings(cm.lstm_loop(swap_carried=True)) == [("SD002", "error")]
+
+
+def test_loop_whose_body_does_something_else_with_the_state_is_a_candidate():
+    model = cm.lstm_loop()
+    body = model.graph.node[-1].attribute[0].g
+    # the carried c leaves through a MatMul instead of as the cell's new c
+    yield_c = next(n for n in body.node if n.name == "yield_c")
+    body.initializer.append(onnx.numpy_helper.from_array(__import__("numpy").eye(4, dtype="float32"), "M"))
+    body.node.insert(len(body.node) - 1, onnx.helper.make_node("MatMul", [yield_c.input[0], "M"], ["c_mixed"], name="mix_c"))
+    yield_c.input[0] = "c_mixed"
+    prog = rnnir.load(model)
+    reasons = [c.reason for c in prog.recurrence_candidates]
+    assert any("Loop 'time_loop'" in r and "MatMul 'mix_c'" in r for r in reasons), reasons
+
+
+# -- silero-vad op18: the real model ----------------------------------------------------------
+
+
+def _op18(silero_dir) -> onnx.ModelProto:
+    return onnx.load(silero_dir / "silero_vad_op18_ifless.onnx")
+
+
+def _swap_stack_in(model: onnx.ModelProto, branch: str) -> onnx.ModelProto:
+    if_node = next(n for n in model.graph.node if n.op_type == "If")
+    g = next(a.g for a in if_node.attribute if a.name == branch)
+    stack = next(n for n in g.node if n.op_type == "Concat" and n.output[0] == g.output[1].name)
+    stack.input[0], stack.input[1] = stack.input[1], stack.input[0]
+    return model
+
+
+@pytest.mark.realmodel
+def test_silero_op18_lints_clean_with_every_slice_on_a_recognised_cell(silero_dir, capsys):
+    assert cli.main(["lint", "--no-config", str(silero_dir / "silero_vad_op18_ifless.onnx")]) == 0
+    prog = rnnir.load(_op18(silero_dir))
+    s = _slices(prog, "state")
+    assert sorted(s) == ["state[0]", "state[1]"]
+    for label, entry, final in (("state[0]", "initial_h", "Y_h"), ("state[1]", "initial_c", "Y_c")):
+        assert {(e.port, e.branch[-1]) for e in s[label].entry} == {(entry, "node_cond__1.then_branch"), (entry, "node_cond__1.else_branch")}
+        assert {(e.port, e.branch[-1]) for e in s[label].exit} == {(final, "node_cond__1.then_branch"), (final, "node_cond__1.else_branch")}
+
+
+@pytest.mark.realmodel
+@pytest.mark.parametrize("branch", ["then_branch", "else_branch"])
+def test_silero_op18_with_h_and_c_swapped_in_one_branch_is_sd002(silero_dir, branch):
+    diags = passes.run(rnnir.load(_swap_stack_in(_op18(silero_dir), branch)))
+    assert sorted({d.code for d in diags}) == ["SD002"]
+    assert all(f"node_cond__1.{branch}" in d.message for d in diags)
+    assert not any(f"node_cond__1.{'else' if branch == 'then_branch' else 'then'}_branch" in d.message for d in diags)
