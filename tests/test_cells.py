@@ -256,6 +256,9 @@ _EVAL_CASES = [
     ("Gemm", [_A, _B.T.copy(), _R.standard_normal(4).astype(np.float32)], {"transB": 1, "alpha": 0.5, "beta": 2.0}),
     ("Gemm", [_A.T.copy(), _B], {"transA": 1}),
     ("MatMul", [_A, _B], {}),
+    # unit-vector probes (one nonzero per row, some rows zero) take the evaluator's gather path
+    ("MatMul", [(np.eye(7, 3, k=-2) * np.arange(1, 8)[:, None]).astype(np.float32), _B], {}),
+    ("Gemm", [(np.eye(6, 4, k=-1) * 3).astype(np.float32), _B, _R.standard_normal(3).astype(np.float32)], {"transB": 1}),
     ("Add", [_A, _R.standard_normal(3).astype(np.float32)], {}),
     ("Sub", [_A, _A[::-1].copy()], {}),
     ("Mul", [_A, _A], {}),
