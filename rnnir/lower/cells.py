@@ -631,9 +631,9 @@ class _Recogniser:
         for h_class in h_choices:
             x_leaves = walk.x_leaves + [leaf for c in classes if c is not h_class and c is not c_class for leaf in c.leaves[:1]]
             try:
-                feeds = self._feeder(x_leaves, h_class, c_class, anchor)
-                H = h_class.size
-                lin = self._probe(feeds, [pres[g] for g in "iofg"], H)
+                H = self._gate_width(x_leaves, [h_class, c_class], pres["f"], anchor)
+                feeds = self._feeder(x_leaves, h_class, c_class, anchor, H)
+                lin = self._probe(feeds, [pres[g] for g in "iofg"])
                 W = np.concatenate([lin[j][0] for j in range(4)])
                 R = np.concatenate([lin[j][1] for j in range(4)])
                 b = np.concatenate([lin[j][2] for j in range(4)])
@@ -670,7 +670,9 @@ class _Recogniser:
             try:
                 leaves = self._affine_walk([self._pre(o), self._pre(f_gate), self._pre(i_gate), self._pre(g_val)], frozenset(), anchor)
                 classes = self._classes([*leaves.state_leaves, c_term, t_in] if self.view_source(t_in) else [*leaves.state_leaves, c_term], anchor)
-                feeds = self._feeder(leaves.x_leaves, *self._two_classes(classes, c_term), anchor)
+                hc = self._two_classes(classes, c_term)
+                H = self._gate_width(leaves.x_leaves, list(hc), self._pre(f_gate), anchor)
+                feeds = self._feeder(leaves.x_leaves, *hc, anchor, H)
                 x, h, c = self._random_inputs(feeds)
                 got, og, cn = self.runner.run(feeds.make(x, h, c), [k, o, c_new])
                 want = og * np.tanh(cn)
@@ -691,7 +693,7 @@ class _Recogniser:
         x, h, c = self._random_inputs(feeds)
         assert c is not None
         got_h, got_c = self.runner.run(feeds.make(x, h, c), [h_out, c_out])
-        _, y_h, y_c = reference.lstm(x[None, None, :], w.W, w.R, w.B, initial_h=h[None, None, :], initial_c=c[None, None, :], hidden_size=H, activations=list(w.activations))
+        _, y_h, y_c = reference.lstm(x[None], w.W, w.R, w.B, initial_h=h[None], initial_c=c[None], hidden_size=H, activations=list(w.activations))
         return _err([got_h, got_c], [y_h, y_c])
 
     # -- GRU ----------------------------------------------------------------------------
@@ -738,14 +740,14 @@ class _Recogniser:
                 )
             x_leaves = walk.x_leaves + [c.leaves[0] for c in classes if c is not h_class]
             try:
-                feeds = self._feeder(x_leaves, h_class, None, anchor)
-                H = h_class.size
+                H = self._gate_width(x_leaves, [h_class], pres["z"], anchor)
+                feeds = self._feeder(x_leaves, h_class, None, anchor, H)
                 (r_shape,) = [a.shape for a in self.runner.run(feeds.make(*self._zeros(feeds)), [pres["r"]])]
                 ones = {r_gate: np.ones(r_shape)}
-                lin = self._probe(feeds, [pres["z"], pres["r"], pres["n"]], H, extra=ones)
+                lin = self._probe(feeds, [pres["z"], pres["r"], pres["n"]], extra=ones)
                 x0, h0, _ = self._zeros(feeds)
                 (bn_r0,) = self.runner.run({**feeds.make(x0, h0, None), r_gate: np.zeros(r_shape)}, [pres["n"]])
-                bn_r0 = _flat(bn_r0)
+                bn_r0 = _flat(bn_r0).reshape(feeds.batch, -1)[0]
                 (Wz, Rz, bz), (Wr, Rr, br), (Wn, Rn, bn) = lin
                 if Wz.shape[0] != H or Rn.shape != (H, H):
                     raise _NotACell(f"GRU-like structure at node {anchor!r}: gate sizes do not match the state size {H}")
@@ -783,7 +785,7 @@ class _Recogniser:
     def _verify_gru(self, feeds: _Feeder, w: CellWeights, h_out: Key, H: int) -> float:
         x, h, _ = self._random_inputs(feeds)
         (got,) = self.runner.run(feeds.make(x, h, None), [h_out])
-        _, y_h = reference.gru(x[None, None, :], w.W, w.R, w.B, initial_h=h[None, None, :], hidden_size=H, activations=list(w.activations), linear_before_reset=w.linear_before_reset)
+        _, y_h = reference.gru(x[None], w.W, w.R, w.B, initial_h=h[None], hidden_size=H, activations=list(w.activations), linear_before_reset=w.linear_before_reset)
         return _err([got], [y_h])
 
     def _reset_gates(self, pre_n: Key) -> list[Key]:
@@ -917,9 +919,9 @@ class _Recogniser:
         for h_class in self._h_order(classes, None):
             x_leaves = walk.x_leaves + [c.leaves[0] for c in classes if c is not h_class]
             try:
-                feeds = self._feeder(x_leaves, h_class, None, anchor)
-                H = h_class.size
-                ((W, R, b),) = self._probe(feeds, [pre], H)
+                H = self._gate_width(x_leaves, [h_class], pre, anchor)
+                feeds = self._feeder(x_leaves, h_class, None, anchor, H)
+                ((W, R, b),) = self._probe(feeds, [pre])
                 pre_shape = len(b)
                 if pre_shape != H:
                     last = f"RNN-like structure at node {anchor!r}: its output has {pre_shape} elements, the state {H}"
@@ -927,7 +929,7 @@ class _Recogniser:
                 w = CellWeights(W[None], R[None], np.concatenate([b, np.zeros(H)])[None], (node.op_type,))
                 x, h, _ = self._random_inputs(feeds)
                 (got,) = self.runner.run(feeds.make(x, h, None), [k])
-                _, y_h = reference.rnn(x[None, None, :], w.W, w.R, w.B, initial_h=h[None, None, :], hidden_size=H, activations=[node.op_type])
+                _, y_h = reference.rnn(x[None], w.W, w.R, w.B, initial_h=h[None], hidden_size=H, activations=[node.op_type])
                 err = _err([got], [y_h])
             except EvalError as exc:
                 raise _NotACell(f"RNN-like structure at node {anchor!r} could not be run: {exc}") from None
@@ -1086,48 +1088,79 @@ class _Recogniser:
         a, b = cell.weights, w
         return cell.kind == kind and a.W.shape == b.W.shape and a.R.shape == b.R.shape and bool(np.allclose(a.W, b.W, atol=1e-6) and np.allclose(a.R, b.R, atol=1e-6) and np.allclose(a.B, b.B, atol=1e-6))
 
-    def _feeder(self, x_leaves: list[Key], h: _StateClass, c: _StateClass | None, anchor: str) -> _Feeder:
+    def _x_shapes(self, x_leaves: list[Key], anchor: str) -> list[tuple[int, ...]]:
         shapes: list[tuple[int, ...]] = []
         for leaf in x_leaves:
             s = self.net.shape(leaf)
             if s is None:
                 raise _NotACell(f"cell-like structure at node {anchor!r}: the shape of its input {leaf[1]!r} is unknown")
             shapes.append(s)
-        return _Feeder(x_leaves, shapes, h, c)
+        return shapes
+
+    def _gate_width(self, x_leaves: list[Key], classes: list[_StateClass], pre: Key, anchor: str, extra: dict[Key, np.ndarray] | None = None) -> int:
+        """The hidden size: the last axis of a gate's pre-activation, run once on zeros."""
+        feeds = {leaf: np.zeros(shape) for leaf, shape in zip(x_leaves, self._x_shapes(x_leaves, anchor))}
+        for c in classes:
+            feeds.update({leaf: np.zeros(c.shapes[leaf]) for leaf in c.leaves})
+        (a,) = self.runner.run({**feeds, **(extra or {})}, [pre])
+        if a.ndim == 0 or a.shape[-1] == 0:
+            raise _NotACell(f"cell-like structure at node {anchor!r}: its gate {pre[1]!r} is a scalar")
+        return int(a.shape[-1])
+
+    def _feeder(self, x_leaves: list[Key], h: _StateClass, c: _StateClass | None, anchor: str, H: int) -> _Feeder:
+        shapes = self._x_shapes(x_leaves, anchor)
+        if H <= 0 or h.size % H or (c is not None and c.size != h.size):
+            raise _NotACell(f"cell-like structure at node {anchor!r}: its state ({h.size} elements) is not a batch of gates {H} wide")
+        B = h.size // H
+        if any(int(np.prod(s)) % B for s in shapes):
+            raise _NotACell(f"cell-like structure at node {anchor!r}: its inputs are not a batch of {B} rows like its state")
+        return _Feeder(x_leaves, shapes, h, c, B)
 
     def _zeros(self, feeds: _Feeder) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-        return np.zeros(feeds.x_size), np.zeros(feeds.h.size), None if feeds.c is None else np.zeros(feeds.c.size)
+        B, H = feeds.batch, feeds.hidden
+        return np.zeros((B, feeds.x_size)), np.zeros((B, H)), None if feeds.c is None else np.zeros((B, H))
 
     def _random_inputs(self, feeds: _Feeder) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
         r = self.rng
-        return r.standard_normal(feeds.x_size), r.standard_normal(feeds.h.size), None if feeds.c is None else r.standard_normal(feeds.c.size)
+        B, H = feeds.batch, feeds.hidden
+        return r.standard_normal((B, feeds.x_size)), r.standard_normal((B, H)), None if feeds.c is None else r.standard_normal((B, H))
 
-    def _probe(self, feeds: _Feeder, pres: list[Key], H: int, extra: dict[Key, np.ndarray] | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    def _probe(self, feeds: _Feeder, pres: list[Key], extra: dict[Key, np.ndarray] | None = None) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
         """W, R, b of each pre-activation, read off with zeros and unit vectors (they are affine in x and h).
 
         All probes run at once, stacked on axis 0 (the batch of a batch-1 cell); a graph that does not
         take that (a fixed reshape, a squeeze of axis 0) is probed one vector at a time. Either way the
-        weights are only trusted after the single-batch run agrees with the reference cell.
+        weights are only trusted after the single-batch run agrees with the reference cell. A fixed batch of
+        B rows is probed through its first row (the others zero) and checked on all B rows.
         """
-        n_x = feeds.x_size
+        n_x, H, B = feeds.x_size, feeds.hidden, feeds.batch
         if n_x + H > _MAX_PROBES:
             raise EvalError(f"input {n_x} + hidden {H} is too large to probe")
         extra = extra or {}
         x0, h0, c0 = self._zeros(feeds)
-        base = [_flat(a) for a in self.runner.run({**feeds.make(x0, h0, c0), **extra}, pres)]
+
+        def row0(a: np.ndarray) -> np.ndarray:
+            f = _flat(a)
+            if f.size % B:
+                raise EvalError(f"a gate of {f.size} elements is not a batch of {B} rows")
+            return f.reshape(B, -1)[0]
+
+        base = [row0(a) for a in self.runner.run({**feeds.make(x0, h0, c0), **extra}, pres)]
         P = 1 + n_x + H
         xs = np.zeros((P, n_x))
         xs[1 : 1 + n_x] = np.eye(n_x)
         hs = np.zeros((P, H))
         hs[1 + n_x :] = np.eye(H)
-        rows = self._probe_stacked(feeds, pres, xs, hs, extra, base)
+        rows = self._probe_stacked(feeds, pres, xs, hs, extra, base) if B == 1 else None
         if rows is None:
             rows = []
             for p in range(len(pres)):
                 rows.append(np.zeros((P, len(base[p]))))
             for j in range(1, P):
-                for p, v in enumerate(self.runner.run({**feeds.make(xs[j], hs[j], c0), **extra}, pres)):
-                    rows[p][j] = _flat(v)
+                x, h = x0.copy(), h0.copy()
+                x[0], h[0] = xs[j], hs[j]
+                for p, v in enumerate(self.runner.run({**feeds.make(x, h, c0), **extra}, pres)):
+                    rows[p][j] = row0(v)
             for p in range(len(pres)):
                 rows[p][0] = base[p]
         out = []
@@ -1141,7 +1174,7 @@ class _Recogniser:
     ) -> list[np.ndarray] | None:
         P = xs.shape[0]
         stacked: dict[Key, np.ndarray] = {}
-        c0 = None if feeds.c is None else np.zeros((P, feeds.c.size))
+        c0 = None if feeds.c is None else np.zeros((P, feeds.hidden))
         for k, v in feeds.make_rows(xs, hs, c0).items():
             if v is None:
                 return None
@@ -1214,23 +1247,35 @@ class _Retry(Exception):
 
 @dataclass
 class _Feeder:
-    """Turns flat (x, h, c) vectors into feeds for every leaf of the cell's subgraph."""
+    """Turns (x, h, c) batches, [batch, size] each, into feeds for every leaf of the cell's subgraph.
+
+    Leaves hold their batch rows first (row-major), which is how exporters lay out [batch, features];
+    a model that does otherwise fails the reference check, it is never mis-confirmed.
+    """
 
     x_leaves: list[Key]
     x_shapes: list[tuple[int, ...]]
     h: _StateClass
     c: _StateClass | None
+    batch: int = 1
 
     @property
     def x_size(self) -> int:
-        return int(sum(int(np.prod(s)) for s in self.x_shapes))
+        """Input features per batch row (all x leaves side by side)."""
+        return int(sum(int(np.prod(s)) for s in self.x_shapes)) // self.batch
+
+    @property
+    def hidden(self) -> int:
+        return self.h.size // self.batch
 
     def make(self, x: np.ndarray, h: np.ndarray, c: np.ndarray | None) -> dict[Key, np.ndarray]:
+        B = self.batch
+        x = x.reshape(B, -1)
         feeds: dict[Key, np.ndarray] = {}
         pos = 0
         for leaf, shape in zip(self.x_leaves, self.x_shapes):
-            n = int(np.prod(shape))
-            feeds[leaf] = x[pos : pos + n].reshape(shape)
+            n = int(np.prod(shape)) // B
+            feeds[leaf] = x[:, pos : pos + n].reshape(shape)
             pos += n
         for leaf in self.h.leaves:
             feeds[leaf] = h.reshape(self.h.shapes[leaf])
