@@ -217,8 +217,9 @@ class _Lowering:
         if d.kind != "node" or d.node is None:
             return []
         site = self.recognised.by_key.get(self._key(d))
-        if site is not None:  # a recognised recurrence: like a recurrent op, only its state entries count
-            return site.deps
+        if site is not None:  # a recognised recurrence: like a recurrent op, only its state entries count,
+            # and an input that is another recognised recurrence's output (a stacked layer), so it is built first
+            return site.deps + [(sc, nm) for sc, nm in site.inputs if self._key(sc.resolve(nm)) in self.recognised.by_key]
         if id(d.node) in self.recognised.replaced:
             return []  # an output of a Loop that a recognised recurrence stands for, carrying no state of it
         node = d.node
@@ -455,6 +456,14 @@ class _Lowering:
         self.recognised = recognise(self.index, sources, {p.output for p in pairs if p.output is not None})
         self.program.recurrence_candidates = list(self.recognised.candidates)
 
+    def _site_operand(self, scope: Scope, name: str) -> Value | None:
+        """An input of a recognised recurrence: the output of another one (a stacked layer) is built first."""
+        d = scope.resolve(name)
+        other = self.recognised.by_key.get(self._key(d))
+        if other is not None and self._key(d) not in self.values:
+            self.build_site(other)
+        return self.operand(scope, name)
+
     def _site_input(self, site: RecurrenceSite) -> Value | None:
         """X as the op takes it, [steps, batch, input]: each step's cell inputs ([batch, i] each) side by side, steps stacked.
 
@@ -462,14 +471,14 @@ class _Lowering:
         simulator cannot run it.
         """
         if site.x is not None:  # a Loop: the sequence its body slices
-            return self.operand(*site.x)
+            return self._site_operand(*site.x)
         prov = Provenance(node=site.anchor, branch=site.scope.path)
         steps: list[Value] = []
         for m in site.cells:
             if not m.x or any(len(shape) != 2 for shape in m.x_shapes):
                 return None
             assert m.scope is not None
-            parts = [self.operand(m.scope, name) for name in m.x]
+            parts = [self._site_operand(m.scope, name) for name in m.x]
             if any(p is None for p in parts):
                 return None
             x = parts[0]

@@ -421,7 +421,8 @@ class _Recogniser:
             self.sources[self.net.key(scope, name)] = "input"
         self.cone = self._forward_cone(list(self.sources))
         self._views: dict[Key, Key | None] = {}
-        self.claimed: set[int] = set()  # ids of activation nodes that belong to an LSTM/GRU structure
+        self.claimed: set[int] = set()  # ids of activation nodes that belong to an LSTM/GRU structure (never an RNN)
+        self.lstm_claimed: set[int] = set()  # ... to an LSTM structure (never a GRU)
         self.done: set[int] = set()  # anchors checked by execution (confirmed or not): never checked again
         self.rng = np.random.default_rng(0)
 
@@ -530,6 +531,7 @@ class _Recogniser:
                     failures[id(node)] = CellCandidate(kind, self.net.node_name(node), str(exc), scope.path)
                     continue
                 except _Retry as exc:
+                    self.done.discard(id(node))  # checked again once a new cell's outputs are state sources
                     failures[id(node)] = CellCandidate(kind, self.net.node_name(node), str(exc), scope.path)
                     continue
                 if m is not None:
@@ -582,6 +584,7 @@ class _Recogniser:
             gn = net.node(g)
             if gn is not None:
                 self.claimed.add(id(gn))
+                self.lstm_claimed.add(id(gn))
         for role, gate in (("forget", f_gate), ("input", i_gate)):
             if not is_sig(gate):
                 self.done.add(id(node))
@@ -608,9 +611,11 @@ class _Recogniser:
             self.done.add(id(node))
             raise _NotACell(self._lstm_no_h(k, anchor, c_term, f_gate, i_gate, g_val))
         self.claimed.add(id(h_act))
+        self.lstm_claimed.add(id(h_act))
         on = net.node(o_gate)
         if on is not None:
             self.claimed.add(id(on))
+            self.lstm_claimed.add(id(on))
         c_src = self.view_source(c_term)
         if c_src is None:
             raise _Retry(f"LSTM-like structure at node {anchor!r}: the cell-state operand of the forget product is {self._describe(c_term)}, not a state input")
@@ -698,7 +703,7 @@ class _Recogniser:
 
     # -- GRU ----------------------------------------------------------------------------
     def _gru(self, node: onnx.NodeProto, scope: Scope, k: Key) -> CellMatch | None:
-        if node.op_type not in _CANDIDATE_ACTS or id(node) in self.claimed:
+        if node.op_type not in _CANDIDATE_ACTS or id(node) in self.lstm_claimed:
             return None
         net = self.net
         pre_n = net.inputs(k)[0]
@@ -810,7 +815,18 @@ class _Recogniser:
                         found.append(g)
                     stack.append(other)
                     continue
-            if node.op_type in _LINEAR_OPS or node.op_type in _PARAM_OPS or node.op_type in ("Gemm", "MatMul", "Mul", "Div", "Split"):
+            if node.op_type in ("Gemm", "MatMul"):
+                # reset before the matmul (R (r*h)) is a gated product right at a matmul's data operand; further
+                # back lies the cell's input, which may be another cell (a stacked layer): never search there
+                for d in net.inputs(k)[:2]:
+                    if d is None or net.const(d) is not None or self._producer_op(d) != "Mul":
+                        continue
+                    a, b = net.inputs(d)[:2]
+                    g, other = _pick(a, b, lambda v: self._producer_op(v) == _GATE_ACT, lambda v: True)
+                    if g is not None and other is not None and net.const(other) is None and g not in found:
+                        found.append(g)
+                continue
+            if node.op_type in _LINEAR_OPS or node.op_type in _PARAM_OPS or node.op_type in ("Mul", "Div", "Split"):
                 stack.extend(ins[:1] if node.op_type in _PARAM_OPS else ins)
         return found
 
@@ -908,7 +924,7 @@ class _Recogniser:
                     return None  # gated by another run-time value: part of a larger cell, not an RNN's new state
         try:
             walk = self._affine_walk([pre], frozenset(), anchor)
-        except _NotACell:
+        except (_NotACell, _Retry):
             return None  # act(something not affine in the state): not an RNN cell, and nothing that looks like one
         if not walk.matmul_on_state or not walk.state_leaves:
             return None
@@ -1005,7 +1021,8 @@ class _Recogniser:
                 if ins[0] is not None:
                     stack.append((ins[0], via_matmul))
             else:
-                raise _NotACell(f"cell-like structure at node {anchor!r}: the state reaches {where}, which is not affine")
+                # retryable: in an unrolled or stacked model this may be a cell confirmed in a later pass
+                raise _Retry(f"cell-like structure at node {anchor!r}: the state reaches {where}, which is not affine")
             walk.nodes.append(node)
         return walk
 

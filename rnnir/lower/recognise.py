@@ -71,6 +71,13 @@ class RecurrenceSite:
         """What the site's results depend on in the state analysis: its state entries only."""
         return list(self.entries.values())
 
+    @property
+    def inputs(self) -> list[tuple[Scope, str]]:
+        """The values the site reads as X (each step's cell inputs, or a Loop's sequence)."""
+        if self.x is not None:
+            return [self.x]
+        return [(m.scope, name) for m in self.cells if m.scope is not None for name in m.x]
+
 
 @dataclass
 class Recognised:
