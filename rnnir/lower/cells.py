@@ -134,6 +134,12 @@ class CellScan:
     loop_carried: dict[tuple[Scope, str], tuple[onnx.NodeProto, Scope, int]] = field(default_factory=dict)
     _rec: _Recogniser | None = field(default=None, repr=False)
 
+    def const(self, scope: Scope, name: str) -> np.ndarray | None:
+        """The value of ``name`` when it is a constant (initializer, Constant or ops over them)."""
+        if self._rec is None or not name:
+            return None
+        return self._rec.net.const(self._rec.net.key(scope, name))
+
     def view_source(self, scope: Scope, name: str) -> tuple[Scope, str] | None:
         if self._rec is None:
             return None
@@ -436,13 +442,16 @@ class _Recogniser:
             for node, sc in net.consumers(k):
                 if kind_for_op(node.op_type, node.domain) is not None:
                     continue  # its own state ports are handled by lowering; its results are not this cone
-                if node.op_type == "Loop" and node.domain in ("", "ai.onnx"):
-                    # a state value carried into a Loop enters its body as a body input: a state source there
+                layout = carry_layout(node)
+                if layout is not None:
+                    # a state value carried into a Loop/Scan enters its body as a body input: a state source there
                     body = sc.children.get((id(node), "body"))
-                    for pos, name in enumerate(node.input):
-                        if pos >= 2 and name == k[1] and body is not None and pos < len(body.graph.input):
-                            carried = net.key(body, body.graph.input[pos].name)
-                            self.loop_carried[carried] = (node, sc, pos - 2)
+                    n_carried, in_off, body_in_off, _bo, _oo = layout
+                    for j in range(n_carried):
+                        pos = in_off + j
+                        if pos < len(node.input) and node.input[pos] == k[1] and body is not None and body_in_off + j < len(body.graph.input):
+                            carried = net.key(body, body.graph.input[body_in_off + j].name)
+                            self.loop_carried[carried] = (node, sc, j)
                             self.sources.setdefault(carried, "input")
                             if carried not in seen:
                                 seen.add(carried)
@@ -1322,6 +1331,19 @@ class _Feeder:
             for leaf in self.c.leaves:
                 feeds[leaf] = stack(cs, self.c.shapes[leaf])
         return feeds
+
+
+def carry_layout(node: onnx.NodeProto) -> tuple[int, int, int, int, int] | None:
+    """How a Loop or Scan carries values: (number carried, first carried node input, first carried body input,
+    first carried body output, first carried node output). None for any other node."""
+    if node.domain not in ("", "ai.onnx"):
+        return None
+    if node.op_type == "Loop":  # inputs (M, cond, v...), body (iter, cond, v...) -> (cond, v..., scans...)
+        return max(0, len(node.input) - 2), 2, 2, 1, 0
+    if node.op_type == "Scan":  # inputs (states..., scanned...), body (states..., elements...) -> (states..., scans...)
+        n_scan = next((int(a.i) for a in node.attribute if a.name == "num_scan_inputs"), 0)
+        return max(0, len(node.input) - n_scan), 0, 0, 0, 0
+    return None
 
 
 def _pick(a: Key | None, b: Key | None, first, second) -> tuple[Key | None, Key | None]:  # noqa: ANN001 - two predicates

@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
-from ..recurrence import Recognition
-from .cells import CellCandidate, CellMatch, CellScan, CellWeights, find_cells
+from ..recurrence import Recognition, kind_for_op
+from .cells import CellCandidate, CellMatch, CellScan, CellWeights, carry_layout, find_cells
 from .scope import ModelIndex, Scope
 
 __all__ = ["RecurrenceSite", "Recognised", "recognise"]
@@ -40,6 +40,20 @@ Key = tuple[int, str]
 
 #: ops through which a new state may travel to where it is returned (for "is this cell's output state?")
 _CARRY_OPS = frozenset({"Identity", "Cast", "CastLike", "Gather", "Slice", "Split", "Squeeze", "Unsqueeze", "Reshape", "Concat", "Transpose", "Flatten"})
+_SAME_DATA_OPS = frozenset({"Identity", "Cast", "CastLike", "Squeeze", "Unsqueeze", "Reshape", "Flatten"})  # one input, same elements
+_DEFAULT_ACTS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
+
+
+def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
+    for a in node.attribute:
+        if a.name == name:
+            v = onnx.helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                return v.decode()
+            if isinstance(v, list) and v and isinstance(v[0], bytes):
+                return [x.decode() for x in v]
+            return v
+    return default
 
 
 @dataclass(eq=False)
@@ -239,6 +253,19 @@ class _Builder:
             loop, lscope, _slot = where
             by_loop.setdefault(id(loop), []).append(m)
             loops[id(loop)] = (loop, lscope)
+        # an ONNX recurrent op in a Loop body that reads carried state (TorchScript's aten::lstm_cell in a scripted loop)
+        for scope, node in self.index.recurrent:
+            owner = scope.owner
+            if owner is None or carry_layout(owner) is None or scope.parent is None:
+                continue
+            m = self._op_as_cell(scope, node)
+            if m is None:
+                continue
+            src = self.scan.view_source(scope, m.h_in)
+            where = self.scan.loop_carried.get(src) if src is not None else None
+            if where is not None and where[0] is owner:
+                by_loop.setdefault(id(owner), []).append(m)
+                loops[id(owner)] = (owner, scope.parent)
         # Loops that carry state but hold no recognised cell: say what stopped understanding
         carried_by_loop: dict[int, list[tuple[Scope, str, int]]] = {}
         for (bscope, bname), (loop, lscope, slot) in self.scan.loop_carried.items():
@@ -262,8 +289,16 @@ class _Builder:
 
     def _loop_site(self, loop: onnx.NodeProto, lscope: Scope, m: CellMatch, carried: list[tuple[Scope, str, int]]) -> None:
         body = lscope.child(loop, "body")
-        n_carried = len(loop.input) - 2
+        layout = carry_layout(loop)
+        assert layout is not None
+        n_carried, in_off, _body_in_off, body_out_off, out_off = layout
         lname = self.index.node_name(loop)
+        if loop.op_type == "Scan" and any(
+            a.name in ("scan_input_directions", "scan_output_directions") and any(onnx.helper.get_attribute_value(a)) for a in loop.attribute
+        ):
+            for bscope, bname, _slot in carried:
+                self.out.candidates.append(CellCandidate("Loop", lname, f"state carried by Scan {lname!r} as {bname!r} runs over a reversed sequence", bscope.path))
+            return
         yields = [o.name for o in body.graph.output]
         slot_of = {bname: slot for _bs, bname, slot in carried}
 
@@ -277,9 +312,9 @@ class _Builder:
         c_slot = carried_slot(m.c_in)
         entries = {}
         if h_slot is not None:
-            entries["initial_h"] = (lscope, loop.input[2 + h_slot])
+            entries["initial_h"] = (lscope, loop.input[in_off + h_slot])
         if c_slot is not None:
-            entries["initial_c"] = (lscope, loop.input[2 + c_slot])
+            entries["initial_c"] = (lscope, loop.input[in_off + c_slot])
         site = RecurrenceSite(
             kind=m.kind,
             recognition=Recognition.LOOP,
@@ -288,25 +323,25 @@ class _Builder:
             recognised_from=(lname, *m.nodes),
             weights=m.weights,
             hidden_size=m.hidden_size,
-            x=self._loop_sequence(body, m),
+            x=self._loop_sequence(loop, lscope, body, m),
             entries=entries,
             cells=(m,),
         )
         h_key, c_key = _key(body, m.h_out), (None if m.c_out is None else _key(body, m.c_out))
         mapped: set[int] = set()
         for j in range(n_carried):
-            y = yields[1 + j] if 1 + j < len(yields) else None
-            if y is None or j >= len(loop.output) or not loop.output[j]:
+            y = yields[body_out_off + j] if body_out_off + j < len(yields) else None
+            out = loop.output[out_off + j] if out_off + j < len(loop.output) else ""
+            if y is None or not out:
                 continue
             role = self._yield_role(body, y, h_key, c_key)
-            out_key = _key(lscope, loop.output[j])
             if role is not None:
-                self._register(site, out_key, role, lscope, loop.output[j])
+                self._register(site, _key(lscope, out), role, lscope, out)
                 mapped.add(j)
             else:
-                self._register(site, out_key, "none", lscope, loop.output[j])
-        for k, y in enumerate(yields[1 + n_carried :]):
-            pos = n_carried + k
+                self._register(site, _key(lscope, out), "none", lscope, out)
+        for k, y in enumerate(yields[body_out_off + n_carried :]):
+            pos = out_off + n_carried + k
             if pos < len(loop.output) and loop.output[pos]:
                 role = self._yield_role(body, y, h_key, None)
                 self._register(site, _key(lscope, loop.output[pos]), "Y" if role == "Y_h" else "none", lscope, loop.output[pos])
@@ -314,7 +349,7 @@ class _Builder:
         for bscope, bname, slot in carried:
             if slot in mapped:
                 continue
-            y = yields[1 + slot] if 1 + slot < len(yields) else None
+            y = yields[body_out_off + slot] if body_out_off + slot < len(yields) else None
             src = self.scan.view_source(body, y) if y else None
             if src is not None and src[1] == bname:
                 continue  # carried through unchanged
@@ -324,6 +359,49 @@ class _Builder:
             )
         self.out.replaced.add(id(loop))
         self.out.sites.append(site)
+
+    def _op_as_cell(self, scope: Scope, node: onnx.NodeProto) -> CellMatch | None:
+        """A one-direction ONNX RNN/GRU/LSTM with constant weights, described like a recognised cell."""
+        kind = kind_for_op(node.op_type, node.domain)
+        if kind is None or not kind.onnx or _attr(node, "direction", "forward") != "forward" or _attr(node, "layout", 0):
+            return None
+        ins = list(node.input) + [""] * (len(kind.inputs) - len(node.input))
+        port = {p: ins[i] for i, p in enumerate(kind.inputs)}
+        if port.get("sequence_lens") or port.get("P") or _attr(node, "clip") is not None or _attr(node, "input_forget", 0):
+            return None
+        W, R = self.scan.const(scope, port["W"]), self.scan.const(scope, port["R"])
+        hidden = _attr(node, "hidden_size")
+        if W is None or R is None or not isinstance(hidden, int) or not port.get("initial_h"):
+            return None
+        gates = W.shape[1]
+        B = self.scan.const(scope, port["B"]) if port.get("B") else np.zeros((1, 2 * gates))
+        if B is None:
+            return None
+        acts = _attr(node, "activations") or _DEFAULT_ACTS[kind.name]
+        outs = list(node.output) + ["", "", ""]
+        h_in = port["initial_h"]
+        c_in = port.get("initial_c") or None
+        return CellMatch(
+            kind=kind.name,
+            scope_path=scope.path,
+            nodes=(self.index.node_name(node),),
+            x=(port["X"],),
+            h_in=self._strip_unsqueeze(scope, h_in),
+            c_in=None if c_in is None else self._strip_unsqueeze(scope, c_in),
+            h_out=outs[1],
+            c_out=outs[2] or None if kind.name == "LSTM" else None,
+            hidden_size=hidden,
+            weights=CellWeights(W.astype(np.float64), R.astype(np.float64), B.astype(np.float64), tuple(acts), int(_attr(node, "linear_before_reset", 0) or 0)),
+            h_source="",
+            scope=scope,
+        )
+
+    def _strip_unsqueeze(self, scope: Scope, name: str) -> str:
+        """The [batch, hidden] value an op's [1, batch, hidden] initial state unsqueezes (the site adds the axis back)."""
+        d = scope.resolve(name)
+        if d.node is not None and d.node.op_type == "Unsqueeze" and d.node.input:
+            return d.node.input[0]
+        return name
 
     def _first_compute(self, body: Scope, name: str) -> str:
         """The first op on the way back from a yield that is not a layout-only rearrangement (what changed the state)."""
@@ -337,11 +415,23 @@ class _Builder:
             d = d.scope.resolve(node.input[0])
         return repr(name)
 
-    def _loop_sequence(self, body: Scope, m: CellMatch) -> tuple[Scope, str] | None:
-        """The tensor a Loop body reads one step of as the cell's input: x[t] = Gather(seq, iteration) on axis 0."""
+    def _loop_sequence(self, loop: onnx.NodeProto, lscope: Scope, body: Scope, m: CellMatch) -> tuple[Scope, str] | None:
+        """The tensor the body reads one step of as the cell's input: a Scan's scanned input (axis 0), or in a Loop
+        x[t] = Gather(seq, iteration) on axis 0."""
         if len(m.x) != 1 or not body.graph.input:
             return None
+        if loop.op_type == "Scan":
+            layout = carry_layout(loop)
+            assert layout is not None
+            names = [vi.name for vi in body.graph.input]
+            pos = names.index(m.x[0]) if m.x[0] in names else -1
+            axes = next((list(onnx.helper.get_attribute_value(a)) for a in loop.attribute if a.name == "scan_input_axes"), [])
+            if pos < layout[0] or any(axes) or pos >= len(loop.input):
+                return None
+            return (lscope, loop.input[pos])
         d = body.resolve(m.x[0])
+        while d.node is not None and d.node.op_type in ("Unsqueeze", "Identity") and d.node.input:
+            d = body.resolve(d.node.input[0])
         node = d.node
         if node is None or node.op_type != "Gather" or len(node.input) < 2 or int(next((a.i for a in node.attribute if a.name == "axis"), 0)) != 0:
             return None
@@ -361,7 +451,7 @@ class _Builder:
             if c_key is not None and k == c_key:
                 return "Y_c"
             d = body.resolve(k[1]) if k[0] == id(body) else None
-            if d is None or d.node is None or d.node.op_type not in ("Identity", "Cast", "CastLike") or not d.node.input:
+            if d is None or d.node is None or d.node.op_type not in _SAME_DATA_OPS or not d.node.input:
                 return None
             k = _key(d.scope, d.node.input[0])
         return None
