@@ -396,3 +396,77 @@ def lstm_loop(*, T: int = 3, I: int = 3, H: int = 4, seed: int = 4, swap_carried
     m.ir_version = 9
     onnx.checker.check_model(m)
     return m
+
+
+def lstm_scan(*, T: int = 3, I: int = 3, H: int = 4, seed: int = 5, swap_carried: bool = False, reverse: bool = False) -> onnx.ModelProto:
+    """A Scan over x[T, 1, I] whose body is one LSTM cell carrying (h, c); swap_carried yields (c', h') in the (h, c) slots."""
+    rng = np.random.default_rng(seed)
+    Wx = _f32(rng.standard_normal((4 * H, I)) * 0.5)
+    Rh = _f32(rng.standard_normal((4 * H, H)) * 0.5)
+    b = _f32(rng.standard_normal(4 * H) * 0.3)
+    body = _G()
+    allg = body.op("Add", [body.op("Gemm", ["x_t", body.const(Wx), body.const(b)], transB=1), body.op("Gemm", ["h_t", body.const(Rh)], transB=1)])
+    i, f, gg, o = body.op("Split", [allg], n_out=4, axis=1, num_outputs=4)  # type: ignore[misc]
+    c_new = body.op("Add", [body.op("Mul", [body.op("Sigmoid", [f]), "c_t"]), body.op("Mul", [body.op("Sigmoid", [i]), body.op("Tanh", [gg])])])
+    h_new = body.op("Mul", [body.op("Sigmoid", [o]), body.op("Tanh", [c_new])])
+    yields = [c_new, h_new] if swap_carried else [h_new, c_new]
+    body.nodes.append(helper.make_node("Identity", [yields[0]], ["h_next"], name="yield_h"))
+    body.nodes.append(helper.make_node("Identity", [yields[1]], ["c_next"], name="yield_c"))
+    body.nodes.append(helper.make_node("Identity", [h_new], ["y_t"], name="yield_y"))
+    vi = helper.make_tensor_value_info
+    bgraph = helper.make_graph(
+        body.nodes,
+        "body",
+        [vi("h_t", TensorProto.FLOAT, [1, H]), vi("c_t", TensorProto.FLOAT, [1, H]), vi("x_t", TensorProto.FLOAT, [1, I])],
+        [vi("h_next", TensorProto.FLOAT, [1, H]), vi("c_next", TensorProto.FLOAT, [1, H]), vi("y_t", TensorProto.FLOAT, [1, H])],
+        body.inits,
+    )
+    attrs = {"num_scan_inputs": 1}
+    if reverse:
+        attrs["scan_input_directions"] = [1]
+    node = helper.make_node("Scan", ["h0", "c0", "x"], ["hn", "cn", "y"], name="time_scan", body=bgraph, **attrs)
+    inputs = [vi("x", TensorProto.FLOAT, [T, 1, I]), vi("h0", TensorProto.FLOAT, [1, H]), vi("c0", TensorProto.FLOAT, [1, H])]
+    outputs = [vi("hn", TensorProto.FLOAT, [1, H]), vi("cn", TensorProto.FLOAT, [1, H]), vi("y", TensorProto.FLOAT, [T, 1, H])]
+    m = helper.make_model(helper.make_graph([node], "scan", inputs, outputs), opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 9
+    onnx.checker.check_model(m)
+    return m
+
+
+def lstm_op_loop(*, T: int = 3, I: int = 3, H: int = 4, seed: int = 6, swap_carried: bool = False) -> onnx.ModelProto:
+    """A Loop whose body runs a one-step ONNX LSTM node on the carried (h, c), as TorchScript exports a scripted
+    loop over nn.LSTMCell; swap_carried yields (c', h') in the (h, c) slots."""
+    rng = np.random.default_rng(seed)
+    body = _G()
+    W = body.const(_f32(rng.standard_normal((1, 4 * H, I)) * 0.5))
+    R = body.const(_f32(rng.standard_normal((1, 4 * H, H)) * 0.5))
+    B = body.const(_f32(rng.standard_normal((1, 8 * H)) * 0.3))
+    ax0 = body.const(np.array([0], dtype=np.int64), "ax0")
+    xt = body.op("Unsqueeze", [body.op("Gather", ["x", "it"], axis=0), ax0])
+    h1 = body.op("Unsqueeze", ["h_it", ax0])
+    c1 = body.op("Unsqueeze", ["c_it", ax0])
+    _, yh, yc = body.op("LSTM", [xt, W, R, B, "", h1, c1], n_out=3, hidden_size=H)  # type: ignore[misc]
+    h_new = body.op("Squeeze", [yh, ax0])
+    c_new = body.op("Squeeze", [yc, ax0])
+    body.nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"], name="cond_pass"))
+    yields = [c_new, h_new] if swap_carried else [h_new, c_new]
+    body.nodes.append(helper.make_node("Identity", [yields[0]], ["h_next"], name="yield_h"))
+    body.nodes.append(helper.make_node("Identity", [yields[1]], ["c_next"], name="yield_c"))
+    vi = helper.make_tensor_value_info
+    bgraph = helper.make_graph(
+        body.nodes,
+        "body",
+        [vi("it", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("h_it", TensorProto.FLOAT, [1, H]), vi("c_it", TensorProto.FLOAT, [1, H])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("h_next", TensorProto.FLOAT, [1, H]), vi("c_next", TensorProto.FLOAT, [1, H])],
+        body.inits,
+    )
+    g = _G()
+    trip = g.const(np.array(T, dtype=np.int64), "trip")
+    cond = g.const(np.array(True), "cond")
+    g.nodes.append(helper.make_node("Loop", [trip, cond, "h0", "c0"], ["hn", "cn"], name="time_loop", body=bgraph))
+    inputs = [vi("x", TensorProto.FLOAT, [T, 1, I]), vi("h0", TensorProto.FLOAT, [1, H]), vi("c0", TensorProto.FLOAT, [1, H])]
+    outputs = [vi("hn", TensorProto.FLOAT, [1, H]), vi("cn", TensorProto.FLOAT, [1, H])]
+    m = helper.make_model(helper.make_graph(g.nodes, "oploop", inputs, outputs, g.inits), opset_imports=[helper.make_opsetid("", OPSET)])
+    m.ir_version = 9
+    onnx.checker.check_model(m)
+    return m

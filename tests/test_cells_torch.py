@@ -34,7 +34,7 @@ EXPECTED = {
     "lstm_cell_keras": ([("LSTM", "cell")], {"h0": "hn", "c0": "cn"}),
     "lstm_cell_packed": ([("LSTM", "cell")], {"state": "stateN"}),
     "lstm_cell_unrolled": ([("LSTM", "unrolled")], {"h0": "hn", "c0": "cn"}),
-    "lstm_cell_loop": ([("LSTM", "loop"), ("LSTM", "op")], {"h0": "hn", "c0": "cn"}),  # the body's one-step LSTM node stays
+    "lstm_cell_loop": ([("LSTM", "loop")], {"h0": "hn", "c0": "cn"}),  # the Loop stands for its body's one-step LSTM node
     "lstm_hand_loop": ([("LSTM", "loop")], {"h0": "hn", "c0": "cn"}),
     "lstm_cell_scan": ([("LSTM", "loop")], {"h0": "hn", "c0": "cn"}),
     "rnn_cell": ([("RNN", "cell")], {"h0": "hn"}),

@@ -347,6 +347,9 @@ class _Lowering:
             return
         site = self.recognised.by_key.get(key)
         if site is not None:
+            if "@" in site.exits[key]:
+                self.build_step(site, key)
+                return
             self.build_site(site)
             if key not in self.values:  # an output of a replaced Loop that carries none of its state
                 self.external_value(d)
@@ -456,6 +459,15 @@ class _Lowering:
         self.recognised = recognise(self.index, sources, {p.output for p in pairs if p.output is not None})
         self.program.recurrence_candidates = list(self.recognised.candidates)
 
+    def _inside_replaced(self, scope: Scope) -> bool:
+        """In the body of a Loop/Scan that a recognised recurrence stands for (its own recurrent op is that recurrence)."""
+        sc: Scope | None = scope
+        while sc is not None:
+            if sc.owner is not None and id(sc.owner) in self.recognised.replaced:
+                return True
+            sc = sc.parent
+        return False
+
     def _site_operand(self, scope: Scope, name: str) -> Value | None:
         """An input of a recognised recurrence: the output of another one (a stacked layer) is built first."""
         d = scope.resolve(name)
@@ -522,17 +534,14 @@ class _Lowering:
             self.program.add(Compute(op="Unsqueeze", inputs=[state, axes0], outputs=[wrapped], provenance=prov))
             put(port, wrapped)
         outs: list[Value | None] = [None] * len(kind.outputs)
-        steps: list[tuple[Value, str]] = []
+        steps = any("@" in role for role in site.exits.values())
         unwrap: list[tuple[Value, Value]] = []
         for key, role in site.exits.items():
-            if role == "none":
+            if role == "none" or "@" in role:  # inner steps are built when something reads them (build_step)
                 continue
             scope, name = site.exit_names[key]
             v = Value(name=self._fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
             self.values[key] = v
-            if "@" in role:
-                steps.append((v, role))
-                continue
             i = kind.output_index(role)
             if i is not None:
                 port_value = Value(name=self._fresh_name(f"{site.anchor}.{role}", site.scope))
@@ -556,25 +565,37 @@ class _Lowering:
         self.program.add(r)
         self.site_nodes[id(site)] = r
         for port_value, v in unwrap:
-            self.program.add(Compute(op="Squeeze", inputs=[port_value, axes0], outputs=[v], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path)))
-        if not steps or y_index is None:
+            # Y_h/Y_c are [directions, batch, hidden]; Y is [steps, directions, batch, hidden]: drop the directions axis
+            axes = axes0
+            if y_index is not None and port_value is outs[y_index]:
+                axes = self.program.external(self._fresh_name(f"{site.anchor}.axes1", site.scope), TensorType("int64", (1,)), np.array([1], dtype=np.int64))
+            self.program.add(Compute(op="Squeeze", inputs=[port_value, axes], outputs=[v], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path)))
+
+    def build_step(self, site: RecurrenceSite, key: tuple[int, str]) -> None:
+        """A state after an inner step of an unrolled loop, read outside the chain of steps."""
+        self.build_site(site)
+        r = self.site_nodes[id(site)]
+        y = r.port(r.spec.sequence_output)
+        if y is None or key in self.values:
             return
-        y = outs[y_index]
-        assert y is not None
-        for v, role in steps:
-            which, t = role.split("@")
-            if which == "h":
-                # h after inner step t of the unrolled loop is Y[t] (one direction: squeeze it away)
-                at = self.program.external(self._fresh_name(f"{site.anchor}.step{t}", site.scope), TensorType("int64", ()), np.array(int(t), dtype=np.int64))
-                axes = axes0
-                mid = Value(name=self._fresh_name(f"{v.name}.Y", site.scope))
-                self.program.add(Compute(op="Gather", attributes={"axis": 0}, inputs=[y, at], outputs=[mid], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path)))
-                self.program.add(Compute(op="Squeeze", inputs=[mid, axes], outputs=[v], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path)))
-            else:
-                # c after an inner step has no ONNX port: a value derived from the recurrence
-                self.program.add(
-                    Compute(op="CellState", domain="rnnir", attributes={"step": int(t)}, inputs=[y], outputs=[v], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path))
-                )
+        role = site.exits[key]
+        scope, name = site.exit_names[key]
+        v = Value(name=self._fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+        self.values[key] = v
+        axes0 = self.program.external(self._fresh_name(f"{site.anchor}.axes0", site.scope), TensorType("int64", (1,)), np.array([0], dtype=np.int64))
+        which, t = role.split("@")
+        if which == "h":
+            # h after inner step t of the unrolled loop is Y[t] (one direction: squeeze it away)
+            at = self.program.external(self._fresh_name(f"{site.anchor}.step{t}", site.scope), TensorType("int64", ()), np.array(int(t), dtype=np.int64))
+            axes = axes0
+            mid = Value(name=self._fresh_name(f"{v.name}.Y", site.scope))
+            self.program.add(Compute(op="Gather", attributes={"axis": 0}, inputs=[y, at], outputs=[mid], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path)))
+            self.program.add(Compute(op="Squeeze", inputs=[mid, axes], outputs=[v], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path)))
+        else:
+            # c after an inner step has no ONNX port: a value derived from the recurrence
+            self.program.add(
+                Compute(op="CellState", domain="rnnir", attributes={"step": int(t)}, inputs=[y], outputs=[v], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path))
+            )
 
     # -- the whole lowering --------------------------------------------------------------
     def run(self) -> Program:
@@ -621,7 +642,8 @@ class _Lowering:
         for d in order:
             self.build_value(d)
         for scope, node in self.index.recurrent:
-            self.build_recurrent(scope, node)
+            if not self._inside_replaced(scope):
+                self.build_recurrent(scope, node)
         for site in self.recognised.sites:
             self.build_site(site)
         for p in pairs:  # a slot nobody reads is still loaded: SD007 reports it
