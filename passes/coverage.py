@@ -211,6 +211,18 @@ def _first_consumer(loads: Sequence[LoadSlot]) -> Node | None:
     return None
 
 
+def _look_alikes(facts: ProgramFacts, node: Node) -> str:
+    """Why the recurrence-like structures near ``node`` (same scope, or the Loop/Scan's body) are not recurrences."""
+    where = tuple(node.provenance.branch)
+    reasons = []
+    for cand in getattr(facts.program, "recurrence_candidates", ()):
+        path = tuple(cand.scope_path)
+        if path == where or (isinstance(node, Compute) and node.op in ("Loop", "Scan") and path[: len(where)] == where):
+            if cand.reason not in reasons:
+                reasons.append(cand.reason)
+    return "".join(f"; {r}" for r in reasons[:2])
+
+
 def _why_unverified(facts: ProgramFacts, pair: StatePair, sm: SliceMap) -> _Unresolved | None:
     """None when the slice is resolved end to end; else what stopped the trace, and where."""
     ops = {r.id: r for r in facts.recurrents}
@@ -231,9 +243,9 @@ def _why_unverified(facts: ProgramFacts, pair: StatePair, sm: SliceMap) -> _Unre
             return _Unresolved(f"state {label!r} reaches {derived.op} {derived.onnx_node!r} only{via}, which changes its values", node or ops.get(derived.node_id))
         node = _first_consumer(facts.loads_of(pair.slot))
         if node is not None and isinstance(node, Compute) and node.op in ("Loop", "Scan"):
-            return _Unresolved(f"state {label!r} reaches {_op_text(node)} whose body is not understood", node)
+            return _Unresolved(f"state {label!r} reaches {_op_text(node)} whose body is not understood{_look_alikes(facts, node)}", node)
         if node is not None:
-            return _Unresolved(f"state {label!r} reaches {_op_text(node)} and no recurrence rnnir recognises", node)
+            return _Unresolved(f"state {label!r} reaches {_op_text(node)} and no recurrence rnnir recognises{_look_alikes(facts, node)}", node)
         if all(k == "passthrough" for k in sm.exit_kind.values()):
             return _Unresolved(f"state {label!r} is handed back without reaching any recurrence")
         return _Unresolved(f"state {label!r} is read by no recurrence")

@@ -72,6 +72,22 @@ def test_cell_that_is_not_an_lstm_is_not_a_recurrence_and_says_why():
     assert cand.kind == "LSTM" and "not o*tanh(c')" in cand.reason
 
 
+@pytest.mark.parametrize(
+    ("model", "why"),
+    [
+        (lambda: cm.lstm_cell(mutant="tanh_cprev")[0], "does not compute an LSTM cell: h' at node"),
+        (lambda: cm.lstm_cell(mutant="runtime_R")[0], "the weights of Gemm"),
+        (lambda: cm.gru_cell(mutant="no_reset_mul")[0], "has no reset gate"),
+    ],
+    ids=["o-tanh-c-prev", "runtime-weights", "gru-without-reset"],
+)
+def test_a_look_alike_leaves_its_slices_unverified_and_says_why(model, why):
+    v = passes.verify(rnnir.load(model()))
+    assert v.slices and all(s.verdict.value == "unverified" for s in v.slices)
+    assert all(why in s.reason for s in v.slices), [s.reason for s in v.slices]
+    assert {d.code for d in v.diagnostics} == {"SD009"}
+
+
 # -- unrolled steps and Loops -----------------------------------------------------------------
 
 
