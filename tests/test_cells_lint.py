@@ -222,3 +222,30 @@ def test_simulated_ir_of_a_recognised_recurrence_equals_onnxruntime_on_the_model
     got = Simulator(rnnir.load(model)).run(feeds)
     for name, value in want.items():
         np.testing.assert_allclose(np.asarray(got[name], np.float64), value, atol=1e-5)
+
+
+def test_a_check_that_breaks_leaves_the_anchor_unconfirmed_and_the_lint_running(monkeypatch):
+    from rnnir.lower import cells
+
+    def broken(self, node, scope, k):
+        if node.op_type == "Add":
+            raise ValueError("operands could not be broadcast together")
+        return None
+
+    monkeypatch.setattr(cells._Recogniser, "_lstm", broken)
+    model, _ = cm.lstm_cell()
+    prog = rnnir.load(model)
+    assert prog.recurrents == []
+    assert any("could not be checked: operands could not be broadcast" in c.reason for c in prog.recurrence_candidates)
+    assert {d.code for d in passes.run(prog)} == {"SD009"}
+
+
+def test_recognition_that_fails_outright_lowers_the_model_as_before(monkeypatch):
+    from rnnir.lower import build
+
+    def broken(*args, **kwargs):
+        raise IndexError("index 3 is out of bounds")
+
+    monkeypatch.setattr(build, "recognise", broken)
+    prog = rnnir.load(cm.lstm_cell()[0])
+    assert prog.recurrents == [] and "failed: index 3 is out of bounds" in prog.recurrence_candidates[0].reason

@@ -42,6 +42,7 @@ from ..metadata import read as metadata
 from ..optraits import OpTrait, ops_with
 from ..pairs import PairSource, StatePair
 from ..recurrence import RecurrenceKind, kind_for_op, kind_named
+from .cells import CellCandidate
 from .pairing import find_pairs, looks_like_state
 from .recognise import Recognised, RecurrenceSite, recognise
 from .scope import Definition, ModelIndex, Scope
@@ -456,7 +457,11 @@ class _Lowering:
         sources = [(root, p.input) for p in pairs if p.input in root.inputs]
         if not sources:
             return
-        self.recognised = recognise(self.index, sources, {p.output for p in pairs if p.output is not None})
+        try:
+            self.recognised = recognise(self.index, sources, {p.output for p in pairs if p.output is not None})
+        except (ValueError, IndexError, TypeError, KeyError, ArithmeticError) as exc:
+            # recognition is an addition to lowering: a model it cannot cope with is lowered as before, and says so
+            self.recognised = Recognised(candidates=[CellCandidate("recurrence", "model", f"recognising recurrences written as plain ops failed: {exc}")])
         self.program.recurrence_candidates = list(self.recognised.candidates)
 
     def _inside_replaced(self, scope: Scope) -> bool:
