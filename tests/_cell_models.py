@@ -140,8 +140,9 @@ def lstm_cell(
     H: int = 4,
     seed: int = 0,
     mutant: str = "",
+    gate_act: str = "Sigmoid",
 ) -> tuple[onnx.ModelProto, Expected]:
-    """c' = f*c + i*g, h' = o*tanh(c'). mutants: 'tanh_cprev' (h' = o*tanh(c)), 'gate_tanh' (forget gate a Tanh),
+    """c' = f*c + i*g, h' = o*tanh(c'); gate_act 'HardSigmoid' (alpha 0.25, beta 0.45) as legacy Keras writes it. mutants: 'tanh_cprev' (h' = o*tanh(c)), 'gate_tanh' (forget gate a Tanh),
     'runtime_R' (the recurrent weight is a graph input), 'swap_out' (h'/c' leave in each other's place),
     'c_through_matmul' (the cell state operand is c @ M)."""
     rng = np.random.default_rng(seed)
@@ -171,7 +172,10 @@ def lstm_cell(
         gx = _project(g, x, Wx, bx, proj, swap)
         allg = g.binop("Add", gx, gh, swap)  # type: ignore[arg-type]
     parts = dict(zip(gates, _split(g, allg, 4, H, split)))
-    act = {k: g.op("Sigmoid", [parts[k]]) for k in "ifo"}
+    hard = {"alpha": 0.25, "beta": 0.45} if gate_act == "HardSigmoid" else {}
+    act = {k: g.op(gate_act, [parts[k]], **hard) for k in "ifo"}
+    if mutant == "mixed_gates":
+        act["o"] = g.op("Sigmoid" if gate_act == "HardSigmoid" else "HardSigmoid", [parts["o"]])
     if mutant == "gate_tanh":
         act["f"] = g.op("Tanh", [parts["f"]])
     act["g"] = g.op("Tanh", [parts["g"]])

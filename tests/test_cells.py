@@ -51,6 +51,9 @@ def _onnx_op_model(m: CellMatch, I: int) -> onnx.ModelProto:  # noqa: E741
     attrs: dict = {"hidden_size": H, "activations": list(w.activations)}
     if m.kind == "GRU":
         attrs["linear_before_reset"] = w.linear_before_reset
+    if w.activation_alpha is not None:
+        attrs["activation_alpha"] = list(w.activation_alpha)
+        attrs["activation_beta"] = list(w.activation_beta or ())
     node = helper.make_node(m.kind, ins, outs, **attrs)
     inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 1, I]), helper.make_tensor_value_info("h0", TensorProto.FLOAT, [1, 1, H])]
     if m.kind == "LSTM":
@@ -337,3 +340,18 @@ def test_silero_op18_holds_one_lstm_cell_per_branch(silero_dir):
         np.testing.assert_allclose(m.weights.R[0], inits[f"{prefix}.decoder.rnn.weight_hh"][to_onnx], atol=1e-5)
         bias = inits[f"{prefix}.decoder.rnn.bias_ih"] + inits[f"{prefix}.decoder.rnn.bias_hh"]
         np.testing.assert_allclose(m.weights.B[0, :512] + m.weights.B[0, 512:], bias[to_onnx], atol=1e-5)
+
+
+def test_lstm_with_hard_sigmoid_gates_keeps_their_alpha_and_beta():
+    model, exp = cm.lstm_cell(gate_act="HardSigmoid", order="keras", proj="joint")
+    m = _only(_scan(model, ["h0", "c0"]), "LSTM")
+    _check_weights(m, exp)
+    assert m.weights.activations == ("HardSigmoid", "Tanh", "Tanh")
+    assert m.weights.activation_alpha == pytest.approx((0.25,)) and m.weights.activation_beta == pytest.approx((0.45,))
+    _assert_same_as_onnx_op(model, m, exp, packed=False)
+
+
+def test_lstm_whose_gates_use_different_activations_is_a_candidate():
+    model, _ = cm.lstm_cell(gate_act="HardSigmoid", mutant="mixed_gates")
+    scan = _scan(model, ["h0", "c0"])
+    assert scan.matches == [] and "different activations" in scan.candidates[0].reason

@@ -560,6 +560,8 @@ class _Lowering:
             direction="forward",
             hidden_size=site.hidden_size,
             activations=w.activations,
+            activation_alpha=w.activation_alpha,
+            activation_beta=w.activation_beta,
             linear_before_reset=w.linear_before_reset,
             inputs=ins,
             outputs=outs,

@@ -58,7 +58,7 @@ VIEW_OPS = frozenset({"Identity", "Cast", "CastLike", "Gather", "Slice", "Split"
 _PARAM_OPS = frozenset({"Gather", "Slice", "Split", "Squeeze", "Unsqueeze", "Reshape", "Expand"})
 _LINEAR_OPS = frozenset({"Add", "Sub", "Neg", "Identity", "Cast", "CastLike", "Concat", "Transpose", "Flatten"})
 _BLEND_OPS = frozenset({"Add", "Sub", "Mul", "Neg"})
-_GATE_ACT = "Sigmoid"
+_GATE_ACTS = ("Sigmoid", "HardSigmoid")  # a gate squashes to [0, 1]; HardSigmoid is legacy Keras' recurrent_activation
 _CANDIDATE_ACTS = ("Tanh", "Relu")
 _ANY_ACTS = ("Sigmoid", "HardSigmoid", "Tanh", "Relu")
 _MAX_PROBES = 8192  # unit-vector runs per cell: input + hidden size
@@ -75,6 +75,15 @@ class CellWeights:
     B: np.ndarray = field(repr=False)  # [1, 2*G*H]
     activations: tuple[str, ...]
     linear_before_reset: int = 0
+    activation_alpha: tuple[float, ...] | None = None  # for HardSigmoid gates, in ONNX's order (activations that take one)
+    activation_beta: tuple[float, ...] | None = None
+
+    def reference_kwargs(self) -> dict:
+        kw: dict = {"activations": list(self.activations)}
+        if self.activation_alpha is not None:
+            kw["activation_alpha"] = list(self.activation_alpha)
+            kw["activation_beta"] = list(self.activation_beta or ())
+        return kw
 
 
 @dataclass(frozen=True)
@@ -579,7 +588,7 @@ class _Recogniser:
             return None
         roles = None
         is_act = lambda v: self._producer_op(v) in _ANY_ACTS  # noqa: E731
-        is_sig = lambda v: self._producer_op(v) == _GATE_ACT  # noqa: E731
+        is_sig = lambda v: self._producer_op(v) in _GATE_ACTS  # noqa: E731
         is_cand = lambda v: self._producer_op(v) in _CANDIDATE_ACTS  # noqa: E731
         for forget, inp in ((terms[0], terms[1]), (terms[1], terms[0])):
             fa, fb = net.inputs(forget)[:2]
@@ -645,7 +654,8 @@ class _Recogniser:
         if not h_choices:
             raise _Retry(f"LSTM-like structure at node {anchor!r}: its gates read no state input besides the cell state")
         self.done.add(id(node))
-        acts = ("Sigmoid", self._producer_op(g_val) or "Tanh", h_act.op_type)
+        gate_act = self._gate_activation([f_gate, i_gate, o_gate], anchor, "LSTM")
+        acts = (gate_act[0], self._producer_op(g_val) or "Tanh", h_act.op_type)
         nodes = self._provenance([node, net.node(forget), net.node(inp), h_act, net.node(h_out)], walk)
         last = ""
         for h_class in h_choices:
@@ -659,7 +669,7 @@ class _Recogniser:
                 b = np.concatenate([lin[j][2] for j in range(4)])
                 if W.shape[0] != 4 * H or R.shape != (4 * H, H):
                     raise _NotACell(f"LSTM-like structure at node {anchor!r}: gate sizes {[len(lin[j][2]) for j in range(4)]} do not match the state size {H}")
-                weights = CellWeights(W[None], R[None], np.concatenate([b, np.zeros_like(b)])[None], acts)
+                weights = CellWeights(W[None], R[None], np.concatenate([b, np.zeros_like(b)])[None], acts, 0, *gate_act[1:])
                 err = self._verify_lstm(feeds, weights, h_out, k, H)
             except EvalError as exc:
                 raise _NotACell(f"LSTM-like structure at node {anchor!r} could not be run: {exc}") from None
@@ -671,6 +681,23 @@ class _Recogniser:
             last = f"LSTM-like structure at node {anchor!r} does not compute an LSTM cell: the new state differs from o*tanh(c'), c' = f*c + i*g with the extracted weights by {err:.3g}"
         raise _NotACell(last)
 
+    def _gate_activation(self, gates: list[Key], anchor: str, kind: str) -> tuple[str, tuple[float, ...] | None, tuple[float, ...] | None]:
+        """The one activation ONNX applies to every gate: the gates must agree (op and HardSigmoid's alpha/beta)."""
+        seen: set[tuple[str, float | None, float | None]] = set()
+        for g in gates:
+            n = self.net.node(g)
+            assert n is not None
+            if n.op_type == "HardSigmoid":
+                alpha = float(next((a.f for a in n.attribute if a.name == "alpha"), 0.2))
+                beta = float(next((a.f for a in n.attribute if a.name == "beta"), 0.5))
+                seen.add(("HardSigmoid", alpha, beta))
+            else:
+                seen.add((n.op_type, None, None))
+        if len(seen) != 1:
+            raise _NotACell(f"{kind}-like structure at node {anchor!r}: its gates use different activations ({', '.join(sorted(str(x[0]) for x in seen))})")
+        op, a, b = seen.pop()
+        return (op, None, None) if a is None or b is None else (op, (a,), (b,))
+
     def _lstm_no_h(self, c_new: Key, anchor: str, c_term: Key, f_gate: Key, i_gate: Key, g_val: Key) -> str:
         """Why an LSTM update c' = f*c + i*g has no h' = o*act(c'): name what the output product reads instead."""
         net = self.net
@@ -680,7 +707,7 @@ class _Recogniser:
             if d.scope is not scope or d.node is None or d.node.op_type != "Mul":
                 continue
             a, b = net.inputs(k)[:2]
-            o, t = _pick(a, b, lambda v: self._producer_op(v) == _GATE_ACT, lambda v: self._producer_op(v) in _CANDIDATE_ACTS)
+            o, t = _pick(a, b, lambda v: self._producer_op(v) in _GATE_ACTS, lambda v: self._producer_op(v) in _CANDIDATE_ACTS)
             if o is None or t is None or o in (f_gate, i_gate) or t == g_val:
                 continue
             t_in = net.inputs(t)[0]
@@ -713,7 +740,7 @@ class _Recogniser:
         x, h, c = self._random_inputs(feeds)
         assert c is not None
         got_h, got_c = self.runner.run(feeds.make(x, h, c), [h_out, c_out])
-        _, y_h, y_c = reference.lstm(x[None], w.W, w.R, w.B, initial_h=h[None], initial_c=c[None], hidden_size=H, activations=list(w.activations))
+        _, y_h, y_c = reference.lstm(x[None], w.W, w.R, w.B, initial_h=h[None], initial_c=c[None], hidden_size=H, **w.reference_kwargs())
         return _err([got_h, got_c], [y_h, y_c])
 
     # -- GRU ----------------------------------------------------------------------------
@@ -748,6 +775,7 @@ class _Recogniser:
             if zn is not None:
                 self.claimed.add(id(zn))
             pres = {"z": self._pre(z_gate), "r": self._pre(r_gate), "n": pre_n}
+            gate_act = self._gate_activation([z_gate, r_gate], anchor, "GRU")
             walk = self._affine_walk(list(pres.values()), frozenset({r_gate}), anchor)
             classes = self._classes([*walk.state_leaves, *h_terms], anchor)
             h_class = next(c for c in classes if h_terms[0] in c.leaves)
@@ -781,7 +809,7 @@ class _Recogniser:
                             B = np.concatenate([pol * bz, br, bn_r0, zero, zero, bn - bn_r0])[None]
                         else:
                             B = np.concatenate([pol * bz, br, bn, zero, zero, zero])[None]
-                        w = CellWeights(W, R, B, ("Sigmoid", node.op_type), lbr)
+                        w = CellWeights(W, R, B, (gate_act[0], node.op_type), lbr, *gate_act[1:])
                         err = self._verify_gru(feeds, w, h_out, H)
                         if best is None or err < best[0]:
                             best = (err, w)
@@ -805,7 +833,7 @@ class _Recogniser:
     def _verify_gru(self, feeds: _Feeder, w: CellWeights, h_out: Key, H: int) -> float:
         x, h, _ = self._random_inputs(feeds)
         (got,) = self.runner.run(feeds.make(x, h, None), [h_out])
-        _, y_h = reference.gru(x[None], w.W, w.R, w.B, initial_h=h[None], hidden_size=H, activations=list(w.activations), linear_before_reset=w.linear_before_reset)
+        _, y_h = reference.gru(x[None], w.W, w.R, w.B, initial_h=h[None], hidden_size=H, linear_before_reset=w.linear_before_reset, **w.reference_kwargs())
         return _err([got], [y_h])
 
     def _reset_gates(self, pre_n: Key) -> list[Key]:
@@ -824,7 +852,7 @@ class _Recogniser:
                 continue
             ins = [i for i in net.inputs(k) if i is not None]
             if node.op_type == "Mul" and len(ins) == 2:
-                g, other = _pick(ins[0], ins[1], lambda v: self._producer_op(v) == _GATE_ACT, lambda v: True)
+                g, other = _pick(ins[0], ins[1], lambda v: self._producer_op(v) in _GATE_ACTS, lambda v: True)
                 if g is not None and other is not None and net.const(other) is None:
                     if g not in found:
                         found.append(g)
@@ -837,7 +865,7 @@ class _Recogniser:
                     if d is None or net.const(d) is not None or self._producer_op(d) != "Mul":
                         continue
                     a, b = net.inputs(d)[:2]
-                    g, other = _pick(a, b, lambda v: self._producer_op(v) == _GATE_ACT, lambda v: True)
+                    g, other = _pick(a, b, lambda v: self._producer_op(v) in _GATE_ACTS, lambda v: True)
                     if g is not None and other is not None and net.const(other) is None and g not in found:
                         found.append(g)
                 continue
@@ -865,7 +893,7 @@ class _Recogniser:
                 continue
             if net.const(v) is not None:
                 continue
-            if self._producer_op(v) == _GATE_ACT:
+            if self._producer_op(v) in _GATE_ACTS:
                 sigmoids.add(v)
                 continue
             if self.view_source(v) is not None:
@@ -919,7 +947,7 @@ class _Recogniser:
                 for cons2, sc2 in net.consumers(ok):
                     if cons2.op_type in _BLEND_OPS:
                         for i in net.inputs(net.outputs_of(cons2, sc2)[0] or ok):
-                            if i is not None and i != ok and net.const(i) is None and self._producer_op(i) not in (_GATE_ACT, "Sub"):
+                            if i is not None and i != ok and net.const(i) is None and self._producer_op(i) not in (*_GATE_ACTS, "Sub"):
                                 out.append(i)
         return out
 

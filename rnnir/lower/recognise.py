@@ -258,13 +258,13 @@ class _Builder:
             owner = scope.owner
             if owner is None or carry_layout(owner) is None or scope.parent is None:
                 continue
-            m = self._op_as_cell(scope, node)
-            if m is None:
+            op_cell = self._op_as_cell(scope, node)
+            if op_cell is None:
                 continue
-            src = self.scan.view_source(scope, m.h_in)
+            src = self.scan.view_source(scope, op_cell.h_in)
             where = self.scan.loop_carried.get(src) if src is not None else None
             if where is not None and where[0] is owner:
-                by_loop.setdefault(id(owner), []).append(m)
+                by_loop.setdefault(id(owner), []).append(op_cell)
                 loops[id(owner)] = (owner, scope.parent)
         # Loops that carry state but hold no recognised cell: say what stopped understanding
         carried_by_loop: dict[int, list[tuple[Scope, str, int]]] = {}
@@ -391,7 +391,15 @@ class _Builder:
             h_out=outs[1],
             c_out=outs[2] or None if kind.name == "LSTM" else None,
             hidden_size=hidden,
-            weights=CellWeights(W.astype(np.float64), R.astype(np.float64), B.astype(np.float64), tuple(acts), int(_attr(node, "linear_before_reset", 0) or 0)),
+            weights=CellWeights(
+                W.astype(np.float64),
+                R.astype(np.float64),
+                B.astype(np.float64),
+                tuple(acts),  # type: ignore[arg-type]
+                int(_attr(node, "linear_before_reset", 0) or 0),  # type: ignore[call-overload]
+                None if _attr(node, "activation_alpha") is None else tuple(_attr(node, "activation_alpha")),  # type: ignore[arg-type]
+                None if _attr(node, "activation_beta") is None else tuple(_attr(node, "activation_beta")),  # type: ignore[arg-type]
+            ),
             h_source="",
             scope=scope,
         )
