@@ -36,7 +36,7 @@ A structure that looks like a cell but does not compute one is returned as a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -78,12 +78,6 @@ class CellWeights:
     activation_alpha: tuple[float, ...] | None = None  # for HardSigmoid gates, in ONNX's order (activations that take one)
     activation_beta: tuple[float, ...] | None = None
 
-    def reference_kwargs(self) -> dict:
-        kw: dict = {"activations": list(self.activations)}
-        if self.activation_alpha is not None:
-            kw["activation_alpha"] = list(self.activation_alpha)
-            kw["activation_beta"] = list(self.activation_beta or ())
-        return kw
 
 
 @dataclass(frozen=True)
@@ -587,9 +581,15 @@ class _Recogniser:
         if len(terms) != 2 or any(self._producer_op(t) != "Mul" for t in terms):
             return None
         roles = None
-        is_act = lambda v: self._producer_op(v) in _ANY_ACTS  # noqa: E731
-        is_sig = lambda v: self._producer_op(v) in _GATE_ACTS  # noqa: E731
-        is_cand = lambda v: self._producer_op(v) in _CANDIDATE_ACTS  # noqa: E731
+        def is_act(v: Key) -> bool:
+            return self._producer_op(v) in _ANY_ACTS
+
+        def is_sig(v: Key) -> bool:
+            return self._producer_op(v) in _GATE_ACTS
+
+        def is_cand(v: Key) -> bool:
+            return self._producer_op(v) in _CANDIDATE_ACTS
+
         for forget, inp in ((terms[0], terms[1]), (terms[1], terms[0])):
             fa, fb = net.inputs(forget)[:2]
             ia, ib = net.inputs(inp)[:2]
@@ -625,7 +625,12 @@ class _Recogniser:
                     out2 = net.outputs_of(cons2, sc2)[0]
                     assert out2 is not None
                     op_a, op_b = net.inputs(out2)[:2]
-                    o, _ = _pick(op_a, op_b, is_sig, lambda v, act=act_key: v == act)
+                    activated: Key = act_key
+
+                    def is_activated(v: Key, act: Key = activated) -> bool:
+                        return v == act
+
+                    o, _ = _pick(op_a, op_b, is_sig, is_activated)
                     if o is not None:
                         h_out, o_gate, h_act = out2, o, cons
                         break
@@ -740,7 +745,7 @@ class _Recogniser:
         x, h, c = self._random_inputs(feeds)
         assert c is not None
         got_h, got_c = self.runner.run(feeds.make(x, h, c), [h_out, c_out])
-        _, y_h, y_c = reference.lstm(x[None], w.W, w.R, w.B, initial_h=h[None], initial_c=c[None], hidden_size=H, **w.reference_kwargs())
+        _, y_h, y_c = reference.lstm(x[None], w.W, w.R, w.B, initial_h=h[None], initial_c=c[None], hidden_size=H, activations=list(w.activations), activation_alpha=w.activation_alpha, activation_beta=w.activation_beta)
         return _err([got_h, got_c], [y_h, y_c])
 
     # -- GRU ----------------------------------------------------------------------------
@@ -833,7 +838,7 @@ class _Recogniser:
     def _verify_gru(self, feeds: _Feeder, w: CellWeights, h_out: Key, H: int) -> float:
         x, h, _ = self._random_inputs(feeds)
         (got,) = self.runner.run(feeds.make(x, h, None), [h_out])
-        _, y_h = reference.gru(x[None], w.W, w.R, w.B, initial_h=h[None], hidden_size=H, linear_before_reset=w.linear_before_reset, **w.reference_kwargs())
+        _, y_h = reference.gru(x[None], w.W, w.R, w.B, initial_h=h[None], hidden_size=H, linear_before_reset=w.linear_before_reset, activations=list(w.activations), activation_alpha=w.activation_alpha, activation_beta=w.activation_beta)
         return _err([got], [y_h])
 
     def _reset_gates(self, pre_n: Key) -> list[Key]:
@@ -1203,7 +1208,8 @@ class _Recogniser:
             f = _flat(a)
             if f.size % B:
                 raise EvalError(f"a gate of {f.size} elements is not a batch of {B} rows")
-            return f.reshape(B, -1)[0]
+            row: np.ndarray = f.reshape(B, -1)[0]
+            return row
 
         base = [row0(a) for a in self.runner.run({**feeds.make(x0, h0, c0), **extra}, pres)]
         P = 1 + n_x + H
@@ -1380,7 +1386,7 @@ def carry_layout(node: onnx.NodeProto) -> tuple[int, int, int, int, int] | None:
     return None
 
 
-def _pick(a: Key | None, b: Key | None, first, second) -> tuple[Key | None, Key | None]:  # noqa: ANN001 - two predicates
+def _pick(a: Key | None, b: Key | None, first: Callable[[Key], bool], second: Callable[[Key], bool]) -> tuple[Key | None, Key | None]:
     """(a, b) or (b, a), whichever satisfies (first, second); (None, None) otherwise."""
     if a is not None and b is not None:
         if first(a) and second(b):

@@ -44,7 +44,8 @@ def _float(a: _Arr) -> _Arr:
 
 def _sigmoid(x: _Arr) -> _Arr:
     e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    out: _Arr = np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    return out
 
 
 def _matmul(a: _Arr, b: _Arr) -> _Arr:
@@ -55,8 +56,10 @@ def _matmul(a: _Arr, b: _Arr) -> _Arr:
         if int(nz.sum(axis=1).max(initial=0)) <= 1:
             idx = nz.argmax(axis=1)
             vals = a[np.arange(a.shape[0]), idx]
-            return vals[:, None] * b[idx]
-    return np.matmul(a, b)
+            gathered: _Arr = vals[:, None] * b[idx]
+            return gathered
+    product: _Arr = np.matmul(a, b)
+    return product
 
 
 def _gemm(node: onnx.NodeProto, ins: list[Any]) -> list[_Arr]:
@@ -220,8 +223,10 @@ def _unary(fn: Callable[[_Arr], _Arr]) -> _OpFn:
 
 def _div(a: _Arr, b: _Arr) -> _Arr:
     if np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer):
-        return np.trunc(a / b).astype(a.dtype)
-    return a / b
+        whole: _Arr = np.trunc(a / b).astype(a.dtype)
+        return whole
+    quotient: _Arr = a / b
+    return quotient
 
 
 _OPS: dict[str, _OpFn] = {

@@ -273,16 +273,13 @@ class _Builder:
             loops.setdefault(id(loop), (loop, lscope))
         for lid, (loop, lscope) in loops.items():
             ms = by_loop.get(lid, [])
-            if len(ms) != 1:
+            if not ms:
+                continue  # no recurrence in the body: the unverified verdict already says the body is not understood
+            if len(ms) > 1:
+                lname = self.index.node_name(loop)
                 for bscope, bname, _slot in carried_by_loop.get(lid, []):
                     self.out.candidates.append(
-                        CellCandidate(
-                            "Loop",
-                            self.index.node_name(loop),
-                            f"state carried by Loop {self.index.node_name(loop)!r} as {bname!r} "
-                            + ("reaches no recognised recurrence in its body" if not ms else f"reaches {len(ms)} recurrences in its body"),
-                            bscope.path,
-                        )
+                        CellCandidate("Loop", lname, f"state carried by Loop {lname!r} as {bname!r} reaches {len(ms)} recurrences in its body", bscope.path)
                     )
                 continue
             self._loop_site(loop, lscope, ms[0], carried_by_loop.get(lid, []))
@@ -408,7 +405,8 @@ class _Builder:
         """The [batch, hidden] value an op's [1, batch, hidden] initial state unsqueezes (the site adds the axis back)."""
         d = scope.resolve(name)
         if d.node is not None and d.node.op_type == "Unsqueeze" and d.node.input:
-            return d.node.input[0]
+            inner: str = d.node.input[0]
+            return inner
         return name
 
     def _first_compute(self, body: Scope, name: str) -> str:
