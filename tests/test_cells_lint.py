@@ -249,3 +249,29 @@ def test_recognition_that_fails_outright_lowers_the_model_as_before(monkeypatch)
     monkeypatch.setattr(build, "recognise", broken)
     prog = rnnir.load(cm.lstm_cell()[0])
     assert prog.recurrents == [] and "failed: index 3 is out of bounds" in prog.recurrence_candidates[0].reason
+
+
+@pytest.mark.realmodel
+def test_faster_whisper_silero_v5_decoder_is_one_verified_lstm_cell_with_its_own_weights():
+    import numpy as np
+    import realmodels
+
+    try:
+        path = realmodels.faster_whisper_path("silero_decoder_v5.onnx")
+    except realmodels.RealModelUnavailable as exc:
+        pytest.skip(f"faster-whisper wheel unavailable: {exc}")
+    model = onnx.load(path)
+    prog = rnnir.load(model)
+    (rec,) = prog.recurrents
+    assert rec.kind == "LSTM" and rec.recognition is Recognition.CELL
+    v = passes.verify(prog)
+    assert v.diagnostics == [] and {s.slice: s.verdict.value for s in v.slices} == {"state[0]": "verified", "state[1]": "verified"}
+    inits = {t.name: onnx.numpy_helper.to_array(t) for t in model.graph.initializer}
+    w_ih, w_hh, b_ih, b_hh = (inits[n] for n in realmodels.FASTER_WHISPER_DECODER_WEIGHTS)
+    H = w_hh.shape[1]
+    # PyTorch i, f, g, o -> ONNX i, o, f, g (tests/realmodels.py: the split is in PyTorch order)
+    order = np.concatenate([np.arange(0, H), np.arange(3 * H, 4 * H), np.arange(H, 2 * H), np.arange(2 * H, 3 * H)])
+    np.testing.assert_allclose(rec.port("W").const[0], w_ih[order], atol=1e-5)
+    np.testing.assert_allclose(rec.port("R").const[0], w_hh[order], atol=1e-5)
+    b = rec.port("B").const[0]
+    np.testing.assert_allclose(b[: 4 * H] + b[4 * H :], (b_ih + b_hh)[order], atol=1e-5)
