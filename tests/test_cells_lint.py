@@ -275,3 +275,29 @@ def test_faster_whisper_silero_v5_decoder_is_one_verified_lstm_cell_with_its_own
     np.testing.assert_allclose(rec.port("R").const[0], w_hh[order], atol=1e-5)
     b = rec.port("B").const[0]
     np.testing.assert_allclose(b[: 4 * H] + b[4 * H :], (b_ih + b_hh)[order], atol=1e-5)
+
+
+def test_recognising_a_long_unrolled_loop_costs_one_pass():
+    # every step is confirmed as soon as the previous one is: checks grow with the steps, not with their square
+    from rnnir.lower import cells
+    from rnnir.lower.scope import ModelIndex
+
+    calls = {"n": 0}
+    real = cells._Recogniser._lstm
+
+    def counting(self, node, scope, k):
+        calls["n"] += 1
+        return real(self, node, scope, k)
+
+    for T in (8, 32):
+        calls["n"] = 0
+        model = cm.unrolled_lstm(T=T)
+        index = ModelIndex(model, "t")
+        cells._Recogniser._lstm = counting
+        try:
+            scan = cells.find_cells(index, [(index.root, "h0"), (index.root, "c0")])
+        finally:
+            cells._Recogniser._lstm = real
+        assert len(scan.matches) == T
+        nodes_per_step = len(model.graph.node) / T
+        assert calls["n"] <= 1.5 * nodes_per_step * T  # one look at each cone node, not one per step and node

@@ -512,29 +512,45 @@ class _Recogniser:
         return out
 
     def scan(self) -> CellScan:
+        """Every cone node once per kind; then, while new cells appear, only the anchors that waited for one.
+
+        A confirmed cell's outputs become state sources at once, so the steps of an unrolled loop (in graph
+        order) are all found in the first pass: the cost stays linear in the number of steps.
+        """
         result = CellScan()
         failures: dict[int, CellCandidate] = {}
+        nodes = self._cone_nodes()
+        todo = {kind: nodes for kind in ("LSTM", "GRU", "RNN")}
         while True:
-            new = self._pass(result, failures)
-            if not new:
+            retry: dict[str, list[tuple[onnx.NodeProto, Scope, Key]]] = {kind: [] for kind in todo}
+            new = self._pass(result, failures, todo, retry)
+            if not new or not any(retry.values()):
                 break
-            for m in new:  # a confirmed cell's outputs are state sources for the next step of an unrolled loop
-                assert m.scope is not None
-                self.sources[self.net.key(m.scope, m.h_out)] = "h"
-                self.cell_of_source[self.net.key(m.scope, m.h_out)] = m
-                if m.c_out is not None:
-                    self.sources[self.net.key(m.scope, m.c_out)] = "c"
-                    self.cell_of_source[self.net.key(m.scope, m.c_out)] = m
-            self._views = {}
+            todo = retry
         confirmed = {m.anchor for m in result.matches}
         result.candidates = [c for c in failures.values() if c.anchor not in confirmed]
         return result
 
-    def _pass(self, result: CellScan, failures: dict[int, CellCandidate]) -> list[CellMatch]:
+    def _add_sources(self, m: CellMatch) -> None:
+        """A confirmed cell's outputs are state sources for the next step of an unrolled loop."""
+        assert m.scope is not None
+        self.sources[self.net.key(m.scope, m.h_out)] = "h"
+        self.cell_of_source[self.net.key(m.scope, m.h_out)] = m
+        if m.c_out is not None:
+            self.sources[self.net.key(m.scope, m.c_out)] = "c"
+            self.cell_of_source[self.net.key(m.scope, m.c_out)] = m
+        self._views = {}
+
+    def _pass(
+        self,
+        result: CellScan,
+        failures: dict[int, CellCandidate],
+        todo: dict[str, list[tuple[onnx.NodeProto, Scope, Key]]],
+        retry: dict[str, list[tuple[onnx.NodeProto, Scope, Key]]],
+    ) -> list[CellMatch]:
         new: list[CellMatch] = []
-        nodes = self._cone_nodes()
         for kind, check in (("LSTM", self._lstm), ("GRU", self._gru), ("RNN", self._rnn)):
-            for node, scope, k in nodes:
+            for node, scope, k in todo[kind]:
                 if id(node) in self.done:
                     continue
                 try:
@@ -548,15 +564,20 @@ class _Recogniser:
                 except _NotACell as exc:
                     failures[id(node)] = CellCandidate(kind, self.net.node_name(node), str(exc), scope.path)
                     continue
+                except _SilentRetry:
+                    retry[kind].append((node, scope, k))
+                    continue
                 except _Retry as exc:
                     self.done.discard(id(node))  # checked again once a new cell's outputs are state sources
                     failures[id(node)] = CellCandidate(kind, self.net.node_name(node), str(exc), scope.path)
+                    retry[kind].append((node, scope, k))
                     continue
                 if m is not None:
                     failures.pop(id(node), None)
                     self.done.add(id(node))
                     result.matches.append(m)
                     new.append(m)
+                    self._add_sources(m)
         return new
 
     # -- role helpers -------------------------------------------------------------------
@@ -972,7 +993,9 @@ class _Recogniser:
                     return None  # gated by another run-time value: part of a larger cell, not an RNN's new state
         try:
             walk = self._affine_walk([pre], frozenset(), anchor)
-        except (_NotACell, _Retry):
+        except _Retry as exc:
+            raise _SilentRetry(str(exc)) from None
+        except _NotACell:
             return None  # act(something not affine in the state): not an RNN cell, and nothing that looks like one
         if not walk.matmul_on_state or not walk.state_leaves:
             return None
@@ -1309,6 +1332,10 @@ class _Recogniser:
 
 class _Retry(Exception):
     """The structure needs a state input that is not known yet (an unrolled loop's previous step): try again later."""
+
+
+class _SilentRetry(_Retry):
+    """As _Retry, for a structure too common to report when it never becomes a cell (act(affine) for RNNs)."""
 
 
 @dataclass
