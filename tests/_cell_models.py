@@ -474,3 +474,29 @@ def lstm_op_loop(*, T: int = 3, I: int = 3, H: int = 4, seed: int = 6, swap_carr
     m.ir_version = 9
     onnx.checker.check_model(m)
     return m
+
+
+def unrolled_gru(*, T: int = 3, I: int = 3, H: int = 4, seed: int = 7, write_prev: bool = False) -> onnx.ModelProto:
+    """T steps of one PyTorch-style GRU cell (r, z, n; reset after the matmul) threaded h -> h; x [T, 1, I]."""
+    rng = np.random.default_rng(seed)
+    Wx = _f32(rng.standard_normal((3 * H, I)) * 0.5)
+    Rh = _f32(rng.standard_normal((3 * H, H)) * 0.5)
+    bx = _f32(rng.standard_normal(3 * H) * 0.3)
+    bh = _f32(rng.standard_normal(3 * H) * 0.3)
+    g = _G()
+    wx, rh, bbx, bbh = g.const(Wx), g.const(Rh), g.const(bx), g.const(bh)
+    one = g.const(np.array(1.0, dtype=np.float32), "one")
+    h = "h0"
+    states = [h]
+    for t in range(T):
+        xt = g.op("Gather", ["x", g.const(np.array(t, dtype=np.int64), "t")], axis=0)
+        xr, xz, xn = g.op("Split", [g.op("Gemm", [xt, wx, bbx], transB=1)], n_out=3, axis=1, num_outputs=3)  # type: ignore[misc]
+        hr, hz, hn = g.op("Split", [g.op("Gemm", [h, rh, bbh], transB=1)], n_out=3, axis=1, num_outputs=3)  # type: ignore[misc]
+        r = g.op("Sigmoid", [g.op("Add", [xr, hr])])
+        z = g.op("Sigmoid", [g.op("Add", [xz, hz])])
+        n = g.op("Tanh", [g.op("Add", [xn, g.op("Mul", [r, hn])])])
+        h = g.op("Add", [g.op("Mul", [g.op("Sub", [one, z]), n]), g.op("Mul", [z, h])])  # type: ignore[assignment]
+        states.append(h)
+    out = states[-2] if write_prev else h
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, 1, I]), helper.make_tensor_value_info("h0", TensorProto.FLOAT, [1, H])]
+    return _finish(g, inputs, [out], False, 1, H)

@@ -109,6 +109,17 @@ def test_unrolled_loop_writing_back_the_previous_step_is_sd003():
     assert {d.code for d in diags if d.slot == "c0"} == {"SD003"}
 
 
+def test_unrolled_gru_is_one_recurrence_and_writing_back_an_inner_step_is_sd003():
+    prog = rnnir.load(cm.unrolled_gru(T=4))
+    (rec,) = prog.recurrents
+    assert (rec.kind, rec.recognition) == ("GRU", Recognition.UNROLLED) and rec.linear_before_reset == 1
+    (sm,) = prog.pair("h0").slices
+    assert _ports(sm.entry) == [(rec.id, "initial_h")] and _ports(sm.exit) == [(rec.id, "Y_h")]
+    assert passes.run(prog) == []
+    diags = passes.run(rnnir.load(cm.unrolled_gru(T=4, write_prev=True)))
+    assert [(d.code, d.severity.value) for d in diags] == [("SD003", "error")] and "the state after step 't=2'" in diags[0].message
+
+
 def test_unrolled_steps_threaded_h_into_c_write_back_a_state_that_never_read_the_slot():
     assert _findings(cm.unrolled_lstm(T=3, thread="swap_hc")) == [("SD003", "error")]
 
