@@ -312,3 +312,32 @@ def test_recognising_a_long_unrolled_loop_costs_one_pass():
         assert len(scan.matches) == T
         nodes_per_step = len(model.graph.node) / T
         assert calls["n"] <= 1.5 * nodes_per_step * T  # one look at each cone node, not one per step and node
+
+
+def test_a_residual_stack_on_the_state_is_no_cell_and_costs_no_execution(monkeypatch):
+    # act(W h) with no input, repeated: an MLP on the state, not an RNN; recognising it once made every later
+    # layer an "RNN" reading all earlier ones (quadratic); now nothing is even probed
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    from rnnir.lower import cells
+
+    H, L = 4, 60
+    nodes, cur = [], "h0"
+    for i in range(L):
+        nodes += [helper.make_node("MatMul", [cur, "W"], [f"m{i}"]), helper.make_node("Relu", [f"m{i}"], [f"r{i}"]), helper.make_node("Add", [cur, f"r{i}"], [f"a{i}"])]
+        cur = f"a{i}"
+    nodes.append(helper.make_node("Identity", [cur], ["hn"]))
+    W = numpy_helper.from_array((np.random.default_rng(0).standard_normal((H, H)) * 0.1).astype(np.float32), "W")
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, H]) for n in ("h0", "hn")]
+    model = helper.make_model(helper.make_graph(nodes, "residual", vi[:1], vi[1:], [W]), opset_imports=[helper.make_opsetid("", 18)])
+    probes = {"n": 0}
+    real = cells._Recogniser._probe
+
+    def counting(self, *args, **kwargs):
+        probes["n"] += 1
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(cells._Recogniser, "_probe", counting)
+    prog = rnnir.load(model)
+    assert prog.recurrents == [] and prog.recurrence_candidates == [] and probes["n"] == 0

@@ -539,7 +539,7 @@ class _Lowering:
             self.program.add(Compute(op="Unsqueeze", inputs=[state, axes0], outputs=[wrapped], provenance=prov))
             put(port, wrapped)
         outs: list[Value | None] = [None] * len(kind.outputs)
-        steps = any("@" in role for role in site.exits.values())
+        has_inner_steps = any("@" in role for role in site.exits.values())
         unwrap: list[tuple[Value, Value]] = []
         for key, role in site.exits.items():
             if role == "none" or "@" in role:  # inner steps are built when something reads them (build_step)
@@ -553,7 +553,7 @@ class _Lowering:
                 outs[i] = port_value
                 unwrap.append((port_value, v))
         y_index = kind.output_index(kind.sequence_output)
-        if steps and y_index is not None and outs[y_index] is None:
+        if has_inner_steps and y_index is not None and outs[y_index] is None:
             outs[y_index] = Value(name=self._fresh_name(f"{site.anchor}.Y", site.scope))
         r = Recurrent(
             kind=kind.name,

@@ -63,6 +63,8 @@ _CANDIDATE_ACTS = ("Tanh", "Relu")
 _ANY_ACTS = ("Sigmoid", "HardSigmoid", "Tanh", "Relu")
 _MAX_PROBES = 8192  # unit-vector runs per cell: input + hidden size
 _MAX_RUN_NODES = 4096  # nodes one execution may evaluate before it is considered runaway
+_MAX_STATE_INPUTS = 4  # h, c, and a stacked layer's input or two
+_MAX_AFFINE = 512  # values a gate's affine part may span: a cell's is tens; a residual stack's would be the whole model
 _TOL = 1e-4
 
 
@@ -779,7 +781,8 @@ class _Recogniser:
             return None
         blends = self._blends(k, None)
         if not blends:
-            if any(self.view_source(v) is None for v in self._blend_state_terms(k)):
+            # worth waiting for a state input only when the candidate has its reset-gated product already
+            if self._reset_gates(pre_n) and any(self.view_source(v) is None for v in self._blend_state_terms(k)):
                 raise _Retry(f"GRU-like structure at node {net.node_name(node)!r}: its output blend reads no state input")
             return None
         anchor = net.node_name(node)
@@ -997,8 +1000,8 @@ class _Recogniser:
             raise _SilentRetry(str(exc)) from None
         except _NotACell:
             return None  # act(something not affine in the state): not an RNN cell, and nothing that looks like one
-        if not walk.matmul_on_state or not walk.state_leaves:
-            return None
+        if not walk.matmul_on_state or not walk.state_leaves or not walk.x_leaves:
+            return None  # an RNN cell reads an input that is not state: act(W h) alone is an MLP layer on the state
         classes = self._classes(walk.state_leaves, anchor)
         pre_shape = None
         self.done.add(id(node))
@@ -1051,6 +1054,8 @@ class _Recogniser:
                     walk.matmul_on_state = True
                 continue
             seen.add(k)
+            if len(seen) > _MAX_AFFINE:
+                raise _NotACell(f"cell-like structure at node {anchor!r}: its gates are affine over more than {_MAX_AFFINE} values, not a cell's matmuls")
             if k in overrides:
                 continue
             if self.view_source(k) is not None:
@@ -1152,6 +1157,8 @@ class _Recogniser:
                     hit.leaves.append(leaf)
                     hit.shapes[leaf] = shape
             out.extend(classes)
+        if len(out) > _MAX_STATE_INPUTS:
+            raise _NotACell(f"cell-like structure at node {anchor!r} reads {len(out)} different state inputs, more than a cell's h and c (and an input)")
         return out
 
     def _h_order(self, classes: list[_StateClass], c_class: _StateClass | None) -> list[_StateClass]:
