@@ -44,6 +44,7 @@ import onnx
 from onnx import numpy_helper
 
 from .. import reference
+from ..optraits import OpTrait, ops_with
 from ..recurrence import kind_for_op
 from .evaluate import EVALUABLE_OPS, EvalError, run_op
 from .scope import Definition, ModelIndex, Scope
@@ -52,8 +53,9 @@ __all__ = ["CellCandidate", "CellMatch", "CellScan", "CellWeights", "find_cells"
 
 Key = tuple[int, str]  # (id of the defining scope, value name): one ONNX value, scope-exact
 
-#: layout-only ops a state view may pass through (one data input, constant parameters)
-VIEW_OPS = frozenset({"Identity", "Cast", "CastLike", "Gather", "Slice", "Split", "Squeeze", "Unsqueeze", "Reshape", "Transpose", "Flatten"})
+#: layout-only ops a state view may pass through: one data input (not Concat) whose elements it keeps or
+#: selects without repeating them (not Expand), with constant parameters
+VIEW_OPS = ops_with(OpTrait.LAYOUT) - {"Concat", "Expand"}
 #: ops whose parameters (inputs after the first) must be constants for the op to be a view/affine
 _PARAM_OPS = frozenset({"Gather", "Slice", "Split", "Squeeze", "Unsqueeze", "Reshape", "Expand"})
 _LINEAR_OPS = frozenset({"Add", "Sub", "Neg", "Identity", "Cast", "CastLike", "Concat", "Transpose", "Flatten"})

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import onnx
 
+from ..optraits import OpTrait, ops_with
 from ..recurrence import Recognition, kind_for_op
 from .cells import CellCandidate, CellMatch, CellScan, CellWeights, carry_layout, find_cells
 from .scope import ModelIndex, Scope
@@ -39,7 +40,7 @@ __all__ = ["RecurrenceSite", "Recognised", "recognise"]
 Key = tuple[int, str]
 
 #: ops through which a new state may travel to where it is returned (for "is this cell's output state?")
-_CARRY_OPS = frozenset({"Identity", "Cast", "CastLike", "Gather", "Slice", "Split", "Squeeze", "Unsqueeze", "Reshape", "Concat", "Transpose", "Flatten"})
+_CARRY_OPS = ops_with(OpTrait.LAYOUT) - {"Expand"}
 _SAME_DATA_OPS = frozenset({"Identity", "Cast", "CastLike", "Squeeze", "Unsqueeze", "Reshape", "Flatten"})  # one input, same elements
 _DEFAULT_ACTS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
 
