@@ -32,6 +32,14 @@ How, in three steps, all restricted to the *state cone* (values that depend on a
 A structure that looks like a cell but does not compute one is returned as a
 :class:`CellCandidate` with a reason, never as a match. Execution uses
 :mod:`rnnir.lower.evaluate` (numpy): ``rnnir lint`` never imports onnxruntime.
+
+Details that matter on real exports: gates may be ``Sigmoid`` or ``HardSigmoid`` (one kind for all gates, as
+the ONNX ops require); a fixed batch (dynamo's static batch 2) is probed through its first row and checked on
+every row, the hidden size being a gate's width; a confirmed cell's outputs are state sources at once, so the
+steps of an unrolled loop and the layers of a stack are found in one pass. What keeps it cheap and honest:
+only the state cone is scanned, each anchor is executed at most once, an RNN cell must read an input that is
+not state (``act(W h)`` alone is an MLP layer on the state), a cell reads at most four state inputs, and a
+gate's affine part spans at most a few hundred values.
 """
 
 from __future__ import annotations
