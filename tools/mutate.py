@@ -1,0 +1,685 @@
+"""Mutation testing for the code that decides rnnir's verdicts.
+
+    python tools/mutate.py                       # every target module, 2 processes
+    python tools/mutate.py rnnir/slices.py       # one module (or several)
+    python tools/mutate.py passes/ --sample 40   # a random 40 mutants per module while iterating
+
+Each mutant is one small planted bug of the kind a developer makes: a flipped comparison, `and`/`or`
+swapped, a negated condition, an int constant off by one, a dropped statement or condition, two call
+arguments swapped, a return value replaced. It is applied to the AST in memory (the tree on disk is
+never touched: a forked child imports the mutated module through an import hook) and the tests that
+execute the mutated line run against it with ``-x -q -p no:cacheprovider`` and a timeout. Which tests
+execute which line comes from one traced run of the whole suite, cached in ``.mutation/`` until a
+source or test file changes. A mutant no test executes survives.
+
+Survivors that cannot change behaviour are listed in ``tools/mutation-equivalent.txt``, matched by
+module, operator and the mutated line's text (not its number, so small edits elsewhere keep them
+matched); the score excludes them. Everything else that survives is printed, for a new test to kill.
+
+Not part of ``.ci/run``: a full run takes tens of minutes on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import enum
+import hashlib
+import json
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE_DIR = ROOT / ".mutation"
+EQUIVALENT_FILE = ROOT / "tools" / "mutation-equivalent.txt"
+# the code that decides verdicts: the passes, slice tracing, lowering, the multi-call runtime and checks
+DEFAULT_TARGETS = ("passes", "rnnir/slices.py", "rnnir/lower", "rnnir/runtime.py", "rnnir/testing.py")
+
+
+class Operator(enum.Enum):
+    COMPARE = "flip-compare"
+    BOOLOP = "swap-and-or"
+    NEGATE = "negate-condition"
+    INT = "int-off-by-one"
+    DROP_STATEMENT = "drop-statement"
+    DROP_CONDITION = "drop-condition"
+    SWAP_ARGS = "swap-args"
+    RETURN = "replace-return"
+
+
+class Outcome(enum.Enum):
+    KILLED = "killed"
+    TIMEOUT = "timeout"  # counts as killed: the bug is noticed (the suite hangs)
+    SURVIVED = "survived"
+    NO_COVERAGE = "no-coverage"  # survived: no test executes the line
+    EQUIVALENT = "equivalent"  # survived, and listed as unable to change behaviour
+
+
+@dataclasses.dataclass(frozen=True)
+class Mutant:
+    module: str  # path relative to the repository, e.g. "rnnir/slices.py"
+    index: int  # position among the module's mutants, in source order
+    operator: Operator
+    line: int
+    end_line: int
+    description: str  # e.g. "`<` -> `>=`"
+    source_line: str  # the mutated line's text, stripped
+    function: str | None = None  # the module-level function or method holding the mutation (None: module-level code)
+    function_line: int = 0  # that function's first line (its first decorator's), as in its code object
+
+    @property
+    def key(self) -> str:
+        return f"{self.module}:{self.line} {self.operator.value} {self.description}"
+
+
+_COMPARE_FLIP: dict[type[ast.cmpop], type[ast.cmpop]] = {
+    ast.Eq: ast.NotEq,
+    ast.NotEq: ast.Eq,
+    ast.Lt: ast.GtE,
+    ast.GtE: ast.Lt,
+    ast.Gt: ast.LtE,
+    ast.LtE: ast.Gt,
+    ast.Is: ast.IsNot,
+    ast.IsNot: ast.Is,
+    ast.In: ast.NotIn,
+    ast.NotIn: ast.In,
+}
+_COMPARE_TEXT = {
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.Lt: "<",
+    ast.GtE: ">=",
+    ast.Gt: ">",
+    ast.LtE: "<=",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+    ast.In: "in",
+    ast.NotIn: "not in",
+}
+
+
+_NO_SWAP = frozenset({"isinstance", "issubclass", "getattr", "hasattr", "setattr", "super"})
+_SWAPPABLE = (ast.Name, ast.Attribute, ast.Subscript)
+
+
+def _short(node: ast.AST, limit: int = 40) -> str:
+    text = ast.unparse(node).replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+class _Site:
+    """One place a mutation can be applied: a path of (field, index) steps from the module root."""
+
+    def __init__(self, path: tuple[tuple[str, int | None], ...], operator: Operator, choice: int, node: ast.AST, description: str):
+        self.path = path
+        self.operator = operator
+        self.choice = choice
+        self.node = node
+        self.description = description
+
+
+def _walk(node: ast.AST, path: tuple[tuple[str, int | None], ...] = ()) -> Iterator[tuple[ast.AST, tuple[tuple[str, int | None], ...]]]:
+    yield node, path
+    for field, value in ast.iter_fields(node):
+        if isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, ast.AST):
+                    yield from _walk(item, path + ((field, i),))
+        elif isinstance(value, ast.AST):
+            yield from _walk(value, path + ((field, None),))
+
+
+def _skipped_subtrees(tree: ast.Module) -> set[int]:
+    """ids of nodes not worth mutating: annotations, docstrings, `if TYPE_CHECKING`, `__repr__`/`__str__`."""
+    skipped: set[int] = set()
+
+    def skip(node: ast.AST | None) -> None:
+        if node is not None:
+            skipped.update(id(n) for n in ast.walk(node))
+
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for decorator in node.decorator_list:  # rule registrations and dataclass options: metadata, not logic
+                skip(decorator)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            skip(node.returns)
+            for arg in node.args.args + node.args.kwonlyargs + node.args.posonlyargs:
+                skip(arg.annotation)
+            if node.name in ("__repr__", "__str__"):
+                skip(node)
+        elif isinstance(node, ast.AnnAssign):
+            skip(node.annotation)
+        elif isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            skip(node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("TypeVar", "cast"):
+            skip(node)
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.stmt) and _is_docstring(body[0]):
+            skip(body[0])
+    return skipped
+
+
+def _sites(tree: ast.Module) -> list[_Site]:
+    skipped = _skipped_subtrees(tree)
+    sites: list[_Site] = []
+    for node, path in _walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Compare):
+            for i, op in enumerate(node.ops):
+                if type(op) in _COMPARE_FLIP:
+                    new = _COMPARE_FLIP[type(op)]
+                    sites.append(_Site(path, Operator.COMPARE, i, node, f"`{_COMPARE_TEXT[type(op)]}` -> `{_COMPARE_TEXT[new]}`"))
+        elif isinstance(node, ast.BoolOp):
+            other = "or" if isinstance(node.op, ast.And) else "and"
+            sites.append(_Site(path, Operator.BOOLOP, 0, node, f"`{'and' if other == 'or' else 'or'}` -> `{other}`"))
+            for i, value in enumerate(node.values):
+                sites.append(_Site(path, Operator.DROP_CONDITION, i, node, f"drop `{_short(value)}`"))
+        elif isinstance(node, (ast.If, ast.While, ast.IfExp)):
+            if isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 and type(node.test.ops[0]) in _COMPARE_FLIP:
+                continue  # `not (a < b)` is the flipped comparison again
+            sites.append(_Site(path, Operator.NEGATE, 0, node, f"not ({_short(node.test)})"))
+        elif isinstance(node, ast.comprehension):
+            for i, cond in enumerate(node.ifs):
+                sites.append(_Site(path, Operator.NEGATE, i, node, f"not ({_short(cond)})"))
+        elif isinstance(node, ast.Constant) and type(node.value) is int:
+            sites.append(_Site(path, Operator.INT, 0, node, f"{node.value} -> {node.value + 1}"))
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+            pass  # -1 is handled through its Constant child (-(1+1) == -2)
+        elif isinstance(node, ast.Call) and not (isinstance(node.func, ast.Name) and node.func.id in _NO_SWAP):
+            args = node.args
+            for i in range(len(args) - 1):
+                # two values of the same kind swapped (ports, operands): a constant or a call swapped in mostly just crashes
+                if all(isinstance(a, _SWAPPABLE) for a in args[i : i + 2]) and ast.dump(args[i]) != ast.dump(args[i + 1]):
+                    sites.append(_Site(path, Operator.SWAP_ARGS, i, node, f"swap `{_short(args[i], 20)}`, `{_short(args[i + 1], 20)}`"))
+        elif isinstance(node, ast.Return) and node.value is not None:
+            value = node.value
+            if isinstance(value, ast.Constant) and value.value is None:
+                continue
+            if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+                sites.append(_Site(path, Operator.RETURN, 0, node, f"return {not value.value}"))
+            else:
+                sites.append(_Site(path, Operator.RETURN, 0, node, f"return None instead of `{_short(value)}`"))
+        if isinstance(node, (ast.Expr, ast.AugAssign, ast.Assign, ast.Raise, ast.Continue, ast.Break)) and not _is_docstring(node):  # type: ignore[arg-type]
+            if isinstance(node, ast.Assign) and not isinstance(node.targets[0], (ast.Subscript, ast.Attribute)):
+                continue  # dropping `x = ...` mostly leaves a NameError: only stores into containers/attributes count
+            sites.append(_Site(path, Operator.DROP_STATEMENT, 0, node, f"drop `{_short(node)}`"))
+    return sites
+
+
+def _enclosing_function(tree: ast.Module, path: tuple[tuple[str, int | None], ...]) -> tuple[str | None, int]:
+    """The outermost def holding the node at path, if it is reached only through classes and module-level blocks.
+
+    Its code object is what a forked test process swaps in; a mutation in a default value or a decorator runs at
+    import time, so it has none.
+    """
+    node: ast.AST = tree
+    for depth, (field, index) in enumerate(path):
+        value = getattr(node, field)
+        node = value[index] if index is not None else value
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            if path[depth + 1 : depth + 2] and path[depth + 1][0] != "body":
+                return None, 0
+            return node.name, min([node.lineno] + [d.lineno for d in node.decorator_list])
+    return None, 0
+
+
+def _resolve(tree: ast.AST, path: tuple[tuple[str, int | None], ...]) -> tuple[ast.AST, str, int | None]:
+    """The parent of the node at path, and the field/index where it hangs."""
+    parent = tree
+    for field, index in path[:-1]:
+        value = getattr(parent, field)
+        parent = value[index] if index is not None else value
+    field, index = path[-1]
+    return parent, field, index
+
+
+def _apply(tree: ast.Module, site: _Site) -> ast.Module:
+    """The tree with one mutation applied (tree itself is mutated: pass a fresh parse)."""
+    parent, field, index = _resolve(tree, site.path)
+    node = getattr(parent, field)[index] if index is not None else getattr(parent, field)
+
+    def replace(new: ast.AST) -> None:
+        ast.copy_location(new, node)
+        if index is not None:
+            getattr(parent, field)[index] = new
+        else:
+            setattr(parent, field, new)
+
+    op = site.operator
+    if op is Operator.COMPARE:
+        assert isinstance(node, ast.Compare)
+        node.ops[site.choice] = _COMPARE_FLIP[type(node.ops[site.choice])]()
+    elif op is Operator.BOOLOP:
+        assert isinstance(node, ast.BoolOp)
+        node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+    elif op is Operator.DROP_CONDITION:
+        assert isinstance(node, ast.BoolOp)
+        del node.values[site.choice]
+        if len(node.values) == 1:
+            replace(node.values[0])
+    elif op is Operator.NEGATE:
+        if isinstance(node, ast.comprehension):
+            node.ifs[site.choice] = ast.UnaryOp(op=ast.Not(), operand=node.ifs[site.choice])
+        else:
+            assert isinstance(node, (ast.If, ast.While, ast.IfExp))
+            node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
+    elif op is Operator.INT:
+        assert isinstance(node, ast.Constant)
+        replace(ast.Constant(value=node.value + 1))
+    elif op is Operator.SWAP_ARGS:
+        assert isinstance(node, ast.Call)
+        i = site.choice
+        node.args[i], node.args[i + 1] = node.args[i + 1], node.args[i]
+    elif op is Operator.RETURN:
+        assert isinstance(node, ast.Return) and node.value is not None
+        value = node.value
+        node.value = ast.Constant(value=not value.value) if isinstance(value, ast.Constant) and isinstance(value.value, bool) else ast.Constant(value=None)
+    elif op is Operator.DROP_STATEMENT:
+        replace(ast.Pass())
+    return ast.fix_missing_locations(tree)
+
+
+def module_name(module: str) -> str:
+    return module[: -len(".py")].replace("/", ".").removesuffix(".__init__")
+
+
+def mutants_of(module: str) -> list[Mutant]:
+    source = (ROOT / module).read_text()
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    found = []
+    for i, site in enumerate(_sites(tree)):
+        line = getattr(site.node, "lineno", 1)
+        end = getattr(site.node, "end_lineno", line) or line
+        if isinstance(site.node, (ast.If, ast.While)):
+            end = site.node.test.end_lineno or line  # the condition, not the whole block
+        if isinstance(site.node, ast.comprehension):
+            line = site.node.ifs[site.choice].lineno
+            end = site.node.ifs[site.choice].end_lineno or line
+        function, function_line = _enclosing_function(tree, site.path)
+        found.append(Mutant(module, i, site.operator, line, end, site.description, lines[line - 1].strip(), function, function_line))
+    return found
+
+
+def mutated_code(mutant: Mutant):  # -> CodeType
+    path = ROOT / mutant.module
+    tree = ast.parse(path.read_text())
+    site = _sites(tree)[mutant.index]
+    return compile(_apply(tree, site), str(path), "exec")
+
+
+# ---------------------------------------------------------------- equivalents
+
+
+@dataclasses.dataclass(frozen=True)
+class Equivalent:
+    module: str
+    operator: str
+    line_text: str
+    description: str
+    reason: str
+
+
+def read_equivalents(path: Path = EQUIVALENT_FILE) -> list[Equivalent]:
+    """Lines `module | operator | mutated line text | description | reason`; `#` starts a comment."""
+    found = []
+    if not path.exists():
+        return found
+    for raw in path.read_text().splitlines():
+        if not raw.strip() or raw.lstrip().startswith("#"):
+            continue
+        parts = [p.strip() for p in raw.split(" | ")]
+        if len(parts) != 5:
+            raise SystemExit(f"{path}: expected `module | operator | line text | description | reason`: {raw!r}")
+        found.append(Equivalent(*parts))
+    return found
+
+
+def is_equivalent(mutant: Mutant, equivalents: list[Equivalent]) -> bool:
+    return any(
+        e.module == mutant.module and e.operator == mutant.operator.value and e.line_text == mutant.source_line and e.description == mutant.description
+        for e in equivalents
+    )
+
+
+# ---------------------------------------------------------------- which tests execute which line
+
+
+def _tree_digest(targets: list[str]) -> str:
+    h = hashlib.sha256()
+    for folder in ("rnnir", "passes", "tests"):
+        for p in sorted((ROOT / folder).rglob("*.py")):
+            h.update(str(p.relative_to(ROOT)).encode())
+            h.update(p.read_bytes())
+    h.update(" ".join(sorted(targets)).encode())
+    return h.hexdigest()[:16]
+
+
+def line_coverage(modules: list[str], jobs: int) -> tuple[dict[str, dict[int, list[str]]], dict[str, float]]:
+    """For each module, line -> ids of the tests that execute it; and each test's duration in seconds.
+
+    One traced run of the whole suite (cached until rnnir/, passes/ or tests/ change). Lines executed
+    outside any test (imports, session fixtures) map to every test.
+    """
+    all_targets = sorted(set(modules) | set(_expand(list(DEFAULT_TARGETS))))
+    digest = _tree_digest(all_targets)
+    cache = CACHE_DIR / f"coverage-{digest}.json"
+    if not cache.exists():
+        CACHE_DIR.mkdir(exist_ok=True)
+        print(f"tracing which tests execute which lines (one run of the suite, cached in {cache.relative_to(ROOT)}) ...", flush=True)
+        env = dict(os.environ, MUTATE_TRACE_OUT=str(cache), MUTATE_TRACE_FILES=os.pathsep.join(str(ROOT / m) for m in all_targets))
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tools"), env.get("PYTHONPATH", "")]))
+        import subprocess
+
+        rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutate_plugin", "-x"], cwd=ROOT, env=env)
+        if rc != 0 or not cache.exists():
+            raise SystemExit("the suite must pass unmutated before mutants mean anything")
+    data = json.loads(cache.read_text())
+    coverage: dict[str, dict[int, list[str]]] = {}
+    tests = data["tests"]
+    for module in modules:
+        per_line: dict[int, list[str]] = {}
+        for line, ids in data["lines"].get(str(ROOT / module), {}).items():
+            per_line[int(line)] = tests if ids == "*" else [tests[i] for i in ids]
+        coverage[module] = per_line
+    return coverage, data["durations"]
+
+
+# ---------------------------------------------------------------- running mutants
+
+
+def _child(mutant: Mutant, test_ids: list[str], select_file: Path) -> None:
+    """In a forked child: import the mutant instead of the module, run the selected tests, exit with pytest's code."""
+    import importlib.abc
+    import importlib.machinery
+    import importlib.util
+
+    code = mutated_code(mutant)
+    name = module_name(mutant.module)
+    origin = str(ROOT / mutant.module)
+
+    class Loader(importlib.machinery.SourceFileLoader):
+        def get_code(self, fullname):  # type: ignore[override]
+            return code
+
+    class Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, fullname, path, target=None):
+            if fullname != name:
+                return None
+            is_package = origin.endswith("__init__.py")
+            return importlib.util.spec_from_file_location(
+                fullname, origin, loader=Loader(fullname, origin), submodule_search_locations=[str(Path(origin).parent)] if is_package else None
+            )
+
+    sys.meta_path.insert(0, Finder())
+    select_file.write_text("\n".join(test_ids))
+    os.environ["MUTATE_SELECT"] = str(select_file)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    import pytest
+
+    files = sorted({t.split("::")[0] for t in test_ids})
+    rc = pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-p", "mutate_plugin", "--rootdir", str(ROOT), *files])
+    os._exit(int(rc))
+
+
+@dataclasses.dataclass
+class Result:
+    mutant: Mutant
+    outcome: Outcome
+    seconds: float
+    tests: int
+
+
+def _budget(ids: list[str], durations: dict[str, float]) -> float:
+    # durations were measured under the line tracer (slower than a plain run), so 3x is generous
+    return 20.0 + 3.0 * sum(durations.get(t, 1.0) for t in ids)
+
+
+def _outcome(mutant: Mutant, code: int, equivalents: list[Equivalent]) -> Outcome:
+    if code == 0:
+        return Outcome.EQUIVALENT if is_equivalent(mutant, equivalents) else Outcome.SURVIVED
+    if code == -9:
+        return Outcome.TIMEOUT
+    if code == 5:  # no tests collected: the selection went stale
+        return Outcome.NO_COVERAGE
+    return Outcome.KILLED
+
+
+def _run_fork_server(plan: list[tuple[Mutant, list[str]]], durations: dict[str, float], jobs: int) -> dict[str, tuple[int, float]]:
+    """Collect the tests once, then fork per mutant and swap the mutated function's code in: key -> (exit code, seconds)."""
+    if not plan:
+        return {}
+    import subprocess
+
+    CACHE_DIR.mkdir(exist_ok=True)
+    jobs_file, results_file = CACHE_DIR / "jobs.json", CACHE_DIR / "results.jsonl"
+    payload = []
+    for m, ids in plan:
+        job = dataclasses.asdict(m)
+        job.update(operator=m.operator.value, key=m.key, tests=ids, budget=_budget(ids, durations))
+        payload.append(job)
+    jobs_file.write_text(json.dumps(payload))
+    files = sorted({t.split("::")[0] for _, ids in plan for t in ids})
+    env = dict(os.environ, MUTATE_SERVER=str(jobs_file), MUTATE_RESULTS=str(results_file), MUTATE_PARALLEL=str(jobs))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tools"), env.get("PYTHONPATH", "")]))
+    subprocess.call([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "mutate_plugin", *files], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
+    found = {}
+    for line in results_file.read_text().splitlines():
+        r = json.loads(line)
+        found[r["key"]] = (r["code"], r["seconds"])
+    return found
+
+
+def select_tests(ids: set[str], durations: dict[str, float], budget: float) -> list[str]:
+    """The tests a mutant runs: the fastest that execute its line, up to ``budget`` seconds of test time, plus the
+    fastest of each test file among them (so every kind of test gets a say); all of them when budget is 0."""
+    if not budget:
+        return sorted(ids)
+    by_speed = sorted(ids, key=lambda t: (durations.get(t, 1.0), t))
+    chosen: set[str] = set()
+    files: set[str] = set()
+    spent = 0.0
+    for t in by_speed:
+        f = t.split("::")[0]
+        if spent < budget or f not in files:
+            chosen.add(t)
+            files.add(f)
+            spent += durations.get(t, 1.0)
+    return sorted(chosen)
+
+
+def run_mutants(mutants: list[Mutant], coverage, durations, jobs: int, equivalents: list[Equivalent], test_budget: float = 0.0) -> list[Result]:
+    results: list[Result] = []
+    plan: list[tuple[Mutant, list[str]]] = []
+    for m in mutants:
+        ids: set[str] = set()
+        for line in range(m.line, m.end_line + 1):
+            ids.update(coverage[m.module].get(line, ()))
+        if not ids:
+            results.append(Result(m, Outcome.EQUIVALENT if is_equivalent(m, equivalents) else Outcome.NO_COVERAGE, 0.0, 0))
+        else:
+            plan.append((m, select_tests(ids, durations, test_budget)))
+    served = _run_fork_server([(m, ids) for m, ids in plan if m.function], durations, jobs)
+    rest = []
+    for m, ids in plan:
+        code_seconds = served.get(m.key)
+        if code_seconds is None or code_seconds[0] in (3, 4):  # module-level code, or the function was not live
+            rest.append((m, ids))
+        else:
+            results.append(Result(m, _outcome(m, code_seconds[0], equivalents), code_seconds[1], len(ids)))
+    results.extend(_run_with_import_hook(rest, durations, jobs, equivalents))
+    return results
+
+
+def _run_with_import_hook(plan: list[tuple[Mutant, list[str]]], durations, jobs: int, equivalents: list[Equivalent]) -> list[Result]:
+    """Mutants in module-level code: a forked child imports the mutated module and runs its tests (slower: collects per mutant)."""
+    if not plan:
+        return []
+    print(f"{len(plan)} mutants in module-level code, one pytest run each ...", flush=True)
+    os.chdir(ROOT)
+    sys.path.insert(0, str(ROOT / "tools"))
+    sys.path.insert(0, str(ROOT / "tests"))
+    # imported once here, so each forked child starts with them loaded; rnnir and passes are not (the child imports the mutant)
+    import numpy  # noqa: F401
+    import onnx  # noqa: F401
+    import pytest  # noqa: F401
+
+    results: list[Result] = []
+    queue = list(plan)
+    tmp = CACHE_DIR / "select"
+    tmp.mkdir(parents=True, exist_ok=True)
+    running: dict[int, tuple[Mutant, list[str], float, float]] = {}
+    while queue or running:
+        while queue and len(running) < jobs:
+            m, ids = queue.pop(0)
+            pid = os.fork()
+            if pid == 0:
+                try:
+                    _child(m, ids, tmp / f"{os.getpid()}.txt")
+                finally:
+                    os._exit(3)
+            running[pid] = (m, ids, time.monotonic(), _budget(ids, durations) + 10.0)
+        time.sleep(0.05)
+        for pid, (m, ids, started, budget) in list(running.items()):
+            waited, status = os.waitpid(pid, os.WNOHANG)
+            elapsed = time.monotonic() - started
+            if waited == 0 and elapsed < budget:
+                continue
+            if waited == 0:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                code = -9
+            else:
+                code = os.waitstatus_to_exitcode(status)
+            del running[pid]
+            (tmp / f"{pid}.txt").unlink(missing_ok=True)
+            results.append(Result(m, _outcome(m, code, equivalents), elapsed, len(ids)))
+    return results
+
+
+# ---------------------------------------------------------------- reporting
+
+
+@dataclasses.dataclass
+class Score:
+    module: str
+    mutants: int = 0
+    killed: int = 0
+    survived: int = 0
+    equivalent: int = 0
+
+    @property
+    def percent(self) -> float:
+        counted = self.mutants - self.equivalent
+        return 100.0 * self.killed / counted if counted else 100.0
+
+
+def scores(results: list[Result]) -> list[Score]:
+    by_module: dict[str, Score] = {}
+    for r in results:
+        s = by_module.setdefault(r.mutant.module, Score(r.mutant.module))
+        s.mutants += 1
+        if r.outcome in (Outcome.KILLED, Outcome.TIMEOUT):
+            s.killed += 1
+        elif r.outcome is Outcome.EQUIVALENT:
+            s.equivalent += 1
+        else:
+            s.survived += 1
+    return [by_module[m] for m in sorted(by_module)]
+
+
+def table(rows: list[Score]) -> str:
+    out = ["| module | mutants | killed | survived | equivalent | score |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    total = Score("**all**")
+    for s in rows:
+        out.append(f"| `{s.module}` | {s.mutants} | {s.killed} | {s.survived} | {s.equivalent} | {s.percent:.1f}% |")
+        total.mutants += s.mutants
+        total.killed += s.killed
+        total.survived += s.survived
+        total.equivalent += s.equivalent
+    out.append(f"| {total.module} | {total.mutants} | {total.killed} | {total.survived} | {total.equivalent} | {total.percent:.1f}% |")
+    return "\n".join(out)
+
+
+def _expand(targets: list[str]) -> list[str]:
+    modules: list[str] = []
+    for t in targets:
+        p = (ROOT / t).resolve()
+        if p.is_dir():
+            modules.extend(str(q.relative_to(ROOT)) for q in sorted(p.rglob("*.py")))
+        else:
+            modules.append(str(p.relative_to(ROOT)))
+    return modules
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("targets", nargs="*", default=list(DEFAULT_TARGETS), help="files or folders (default: the verdict code)")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
+    parser.add_argument("--sample", type=int, default=0, help="at most N random mutants per module (0: all)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--line", type=int, default=0, help="only mutants on this line (with one module)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--json", type=Path, help="also write every result here")
+    parser.add_argument(
+        "--test-budget",
+        type=float,
+        default=5.0,
+        help="seconds of (traced) test time per mutant: its fastest covering tests up to this, plus the fastest per file; 0: every covering test",
+    )
+    parser.add_argument("--keep-killed", type=Path, help="a --json file of an earlier run: mutants it killed (same key) are not run again")
+    args = parser.parse_args(argv)
+    modules = _expand(args.targets)
+    mutants: list[Mutant] = []
+    rng = random.Random(args.seed)
+    for module in modules:
+        found = mutants_of(module)
+        if args.line:
+            found = [m for m in found if m.line <= args.line <= m.end_line]
+        if args.sample and len(found) > args.sample:
+            found = sorted(rng.sample(found, args.sample), key=lambda m: m.index)
+        mutants.extend(found)
+    if args.list:
+        for m in mutants:
+            print(f"{m.key}    {m.source_line}")
+        return 0
+    equivalents = read_equivalents()
+    coverage, durations = line_coverage(modules, args.jobs)
+    started = time.monotonic()
+    earlier: list[Result] = []
+    if args.keep_killed:
+        killed = {r["key"] for r in json.loads(args.keep_killed.read_text()) if r["outcome"] in ("killed", "timeout")}
+        earlier = [Result(m, Outcome.KILLED, 0.0, 0) for m in mutants if m.key in killed]
+        mutants = [m for m in mutants if m.key not in killed]
+    results = earlier + run_mutants(mutants, coverage, durations, max(1, min(args.jobs, 2)), equivalents, args.test_budget)
+    survivors = [r for r in results if r.outcome in (Outcome.SURVIVED, Outcome.NO_COVERAGE)]
+    for r in sorted(survivors, key=lambda r: (r.mutant.module, r.mutant.line)):
+        print(f"{r.outcome.value:11} {r.mutant.key}    {r.mutant.source_line}")
+    print()
+    print(table(scores(results)))
+    print(f"\n{len(results)} mutants in {time.monotonic() - started:.0f} s")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                [{"key": r.mutant.key, "line_text": r.mutant.source_line, "outcome": r.outcome.value, "seconds": round(r.seconds, 2), "tests": r.tests} for r in results],
+                indent=1,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
