@@ -390,7 +390,9 @@ def line_coverage(modules: list[str], jobs: int) -> tuple[dict[str, dict[int, li
     tests = data["tests"]
     for module in modules:
         per_line: dict[int, list[str]] = {}
-        for line, ids in data["lines"].get(str(ROOT / module), {}).items():
+        # keyed by absolute path at tracing time: match by the repository-relative tail, so a moved checkout still matches
+        traced = next((v for k, v in data["lines"].items() if k == str(ROOT / module) or k.endswith(os.sep + module)), {})
+        for line, ids in traced.items():
             per_line[int(line)] = tests if ids == "*" else [tests[i] for i in ids]
         coverage[module] = per_line
     return coverage, data["durations"]
