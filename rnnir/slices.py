@@ -287,6 +287,17 @@ def _axes(node: Compute, tr: Tracer, input_index: int, attr: str = "axes") -> li
     return [int(x) for x in np.asarray(c).ravel()]
 
 
+def _front_axis(node: Compute, axis: int) -> int:
+    """``axis`` counted from the front: ONNX counts a negative axis from the data's rank (``-3`` of ``[2, B, H]`` is 0)."""
+    if axis < 0:
+        # the data input's rank; Concat's other inputs and output have it too (Gather's indices and Split's sizes do not)
+        values = (*node.inputs, *node.outputs) if node.op == "Concat" else node.inputs[:1]
+        known = [v.type.rank for v in values if v is not None and v.type.rank is not None]
+        if known:
+            return axis + known[0]
+    return axis
+
+
 def _identity(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs]:
     if node.op in ("Cast", "CastLike"):
         to = node.attributes.get("to")
@@ -319,7 +330,7 @@ def _unsqueeze(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] |
 
 
 def _gather(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
-    axis = int(node.attributes.get("axis", 0))
+    axis = _front_axis(node, int(node.attributes.get("axis", 0)))
     idx = tr._const(node, 1)
     if idx is None:
         return None
@@ -397,7 +408,7 @@ def _slice(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | Non
 
 
 def _split(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
-    axis = int(node.attributes.get("axis", 0))
+    axis = _front_axis(node, int(node.attributes.get("axis", 0)))
     n = len(node.outputs)
     if axis != 0:
         return [Abs(a.kind, a.whole, a.elems, cast=a.cast, partial=True, changed=a.changed)] * n
@@ -422,7 +433,7 @@ def _split(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | Non
 
 
 def _concat(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
-    axis = int(node.attributes.get("axis", 0))
+    axis = _front_axis(node, int(node.attributes.get("axis", 0)))
     parts = [x for x, v in zip(ins, node.inputs) if v is not None]
     if axis != 0:
         return None
