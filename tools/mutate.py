@@ -488,15 +488,25 @@ def _run_fork_server(plan: list[tuple[Mutant, list[str]]], durations: dict[str, 
 
 
 def select_tests(ids: set[str], durations: dict[str, float], budget: float) -> list[str]:
-    """The tests a mutant runs: the fastest that execute its line, up to ``budget`` seconds of test time, plus the
-    fastest of each test file among them (so every kind of test gets a say); all of them when budget is 0."""
+    """The tests a mutant runs: one of each test function that executes its line (its fastest parametrization),
+    fastest first, up to ``budget`` seconds of (traced) test time, and at least the fastest test of each file; every
+    covering test when budget is 0. One per function because the parametrizations of one test mostly check one thing
+    on other data, while each function checks something else."""
     if not budget:
         return sorted(ids)
-    by_speed = sorted(ids, key=lambda t: (durations.get(t, 1.0), t))
+
+    def cost(t: str) -> tuple[float, str]:
+        return (durations.get(t, 1.0), t)
+
+    per_function: dict[str, str] = {}
+    for t in ids:
+        fn = t.split("[", 1)[0]
+        if fn not in per_function or cost(t) < cost(per_function[fn]):
+            per_function[fn] = t
     chosen: set[str] = set()
     files: set[str] = set()
     spent = 0.0
-    for t in by_speed:
+    for t in sorted(per_function.values(), key=cost):
         f = t.split("::")[0]
         if spent < budget or f not in files:
             chosen.add(t)
