@@ -1,0 +1,165 @@
+"""Aliasing rules at the edges of their scope (mutation survivors of passes/aliasing.py): how far a chain is followed
+through view ops, which stores and slots each rule looks at, and what each finding points at. Programs are built
+with rnnir.Builder; the expected findings are read off each program by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import passes
+import rnnir
+
+H, I, T = 4, 3, 5
+
+
+def cell(load="copy", slot_kw=None):
+    b = rnnir.Builder("cell")
+    h = b.slot("h", "float32", (1, 1, H), **(slot_kw or {}))
+    x = b.input("x", "float32", (T, 1, I))
+    h0 = b.load(h, load)
+    rng = np.random.default_rng(1)
+    w = b.const("W", rng.standard_normal((1, H, I)).astype(np.float32))
+    r = b.const("R", rng.standard_normal((1, H, H)).astype(np.float32))
+    _, hn = b.recurrent("RNN", x, w, r, initial_h=h0, hidden_size=H, name="rnn", outputs=["Y", "hn"])
+    return b, h, h0, hn
+
+
+def shape(b):
+    return b.const("shape", np.array([1, 1, H], np.int64))
+
+
+def codes(diags):
+    return [d.code for d in diags]
+
+
+def test_a_chain_is_followed_through_several_view_ops_in_a_row():
+    b, h, _, hn = cell()
+    res = b.store(hn, h, "value")
+    v = b.compute("Identity", [b.compute("Reshape", [b.compute("Squeeze", [res]), shape(b)])])
+    b.store(v, b.output("out"), "value")
+    (d,) = passes.run(b.build())
+    assert d.code == "AL001"
+    assert "%hn" in d.message and "out:out" in d.message
+    assert [loc.value for loc in d.locations] == [v.name, "hn"]  # the output store reads v; the slot store reads hn
+
+
+def test_a_value_computed_from_a_slot_store_result_is_no_chain():
+    # Add makes a new tensor: the output holds a sum, not the store's result (the model may be odd, but not AL001)
+    b, h, _, hn = cell()
+    res = b.store(hn, h, "value")
+    b.store(b.compute("Add", [res, b.const("one", np.ones((1, 1, H), np.float32))]), b.output("out"), "value")
+    assert "AL001" not in codes(passes.run(b.build()))
+
+
+def test_a_slot_store_reading_another_slot_store_is_not_an_output_chain():
+    b, h, _, hn = cell()
+    g = b.slot("g", "float32", (1, 1, H))
+    b.store(b.store(hn, h, "value"), g)
+    b.store(hn, b.output("out"), "value")
+    assert "AL001" not in codes(passes.run(b.build()))
+
+
+def test_an_output_store_reading_another_output_store_is_not_a_slot_chain():
+    b, h, _, hn = cell()
+    b.store(hn, h)
+    first = b.store(hn, b.output("out"), "alias")
+    b.store(first, b.output("out2"), "alias")
+    assert [c for c in codes(passes.run(b.build())) if c.startswith("AL")] == []
+
+
+def test_a_slot_living_in_an_output_points_at_the_store_into_that_output():
+    b, h, _, hn = cell()
+    out = b.output("hn_out")
+    h.alias_of = out
+    st = b.store(hn, out, "value")
+    (d,) = [d for d in passes.run(b.build()) if d.code == "AL002"]
+    assert [loc.node for loc in d.locations] == [st.producer.id]
+    assert "'h'" in d.message and "'hn_out'" in d.message
+
+
+def test_a_slot_living_in_an_output_nothing_stores_points_at_the_output():
+    b, h, _, hn = cell()
+    h.alias_of = b.output("hn_out")
+    b.store(hn, h)
+    (d,) = [d for d in passes.run(b.build()) if d.code == "AL002"]
+    assert [(loc.node, loc.value) for loc in d.locations] == [(None, "hn_out")]
+
+
+def test_a_slot_store_of_a_view_load_with_an_alias_result_is_not_an_output_alias():
+    b, h, h0, hn = cell(load="view")
+    g = b.slot("g", "float32", (1, 1, H))
+    b.store(hn, h)
+    b.store(h0, g, "alias")  # slot-to-slot: AL002 is about graph outputs
+    assert "AL002" not in codes(passes.run(b.build()))
+
+
+def test_an_output_stored_as_an_alias_of_an_output_store_alias_result_is_not_AL002():
+    b, h, _, hn = cell()
+    b.store(hn, h)
+    first = b.store(hn, b.output("out"), "alias")
+    b.store(first, b.output("out2"), "alias")
+    assert "AL002" not in codes(passes.run(b.build()))
+
+
+def test_view_load_stored_as_an_alias_output_names_the_slot_and_the_store():
+    b, h, h0, hn = cell(load="view")
+    b.store(hn, h)
+    st = b.store(h0, b.output("h_prev"), "alias")
+    (d,) = [d for d in passes.run(b.build()) if d.code == "AL002"]
+    assert d.slot == "h"
+    assert "VIEW load of slot 'h'" in d.message
+    assert [loc.node for loc in d.locations] == [st.producer.id]
+
+
+# -- AL003 ---------------------------------------------------------------------------------------
+
+
+def lstm_slots(address_c="arena:16", alias=None, extra=()):
+    b = rnnir.Builder("two")
+    hs = b.slot("h", "float32", (1, 1, H), address="arena:0")
+    cs = b.slot("c", "float32", (1, 1, H), address=address_c, alias_of=hs if alias == "h" else alias)
+    x = b.input("x", "float32", (T, 1, I))
+    w, r = b.const("W", np.ones((1, 4 * H, I), np.float32)), b.const("R", np.ones((1, 4 * H, H), np.float32))
+    _, yh, yc = b.recurrent("LSTM", x, w, r, initial_h=b.load(hs), initial_c=b.load(cs), hidden_size=H, name="lstm")
+    b.store(yh, hs)
+    b.store(yc, cs)
+    for name, address in extra:
+        s = b.slot(name, "float32", (1, 1, H), address=address)
+        b.store(b.load(s), s)
+    return b.build()
+
+
+def al003(prog):
+    return [d for d in passes.run(prog) if d.code == "AL003"]
+
+
+def test_same_address_names_both_slots_and_the_address():
+    (d,) = al003(lstm_slots(address_c="arena:0"))
+    assert d.data["slots"] == ["h", "c"] and d.slot == "h"
+    assert "'h' and 'c' have the same address 'arena:0'" in d.message
+    assert [loc.value for loc in d.locations] == ["h", "c"]
+
+
+def test_a_declared_alias_is_named_as_the_reason():
+    (d,) = al003(lstm_slots(address_c="arena:16", alias="h"))
+    assert d.data["slots"] == ["h", "c"]
+    assert "'c' is declared an alias of 'h'" in d.message and "same address" not in d.message
+
+
+def test_an_alias_of_a_slot_of_another_program_is_not_shared_storage_here():
+    foreign = rnnir.Builder("other").slot("h", "float32", (1, 1, H), address="arena:99")
+    assert al003(lstm_slots(address_c="arena:16", alias=foreign)) == []
+
+
+def test_three_slots_chained_by_address_and_alias_are_one_group():
+    # g shares h's address; c aliases h: h, c and g are one storage, reported once, every reason given
+    (d,) = al003(lstm_slots(address_c="arena:16", alias="h", extra=[("g", "arena:0")]))
+    assert d.data["slots"] == ["h", "c", "g"]
+    assert "'c' is declared an alias of 'h'" in d.message and "'h' and 'g' have the same address 'arena:0'" in d.message
+
+
+@pytest.mark.parametrize("extra", [[("g", "arena:32")], [("g", "arena:32"), ("k", "arena:48")]])
+def test_distinct_addresses_are_separate_groups(extra):
+    groups = [d.data["slots"] for d in al003(lstm_slots(address_c="arena:0", extra=extra))]
+    assert groups == [["h", "c"]]
