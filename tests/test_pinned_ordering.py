@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 
 import numpy as np
-import pytest
 
 import passes
 import rnnir
@@ -103,6 +102,29 @@ def test_a_computed_value_of_a_view_load_is_no_view_of_it():
     assert readers_in(d) == 1  # Add (the RNN runs before the store of its hn)
 
 
+def test_a_gather_indexed_by_a_view_load_reads_it_but_its_result_is_no_view_of_it():
+    # an int slot 'pos' (VIEW) indexes a table: Gather reads pos, the store of the gathered row does not
+    b = rnnir.Builder("lookup")
+    pos = b.slot("pos", "int64", (1,))
+    p = b.load(pos, "view")
+    row = b.compute("Gather", [b.const("table", np.zeros((8, H), np.float32)), p])
+    b.store(row, b.output("row"), "value")
+    b.store(b.compute("Add", [p, b.const("one", np.ones(1, np.int64))]), pos)
+    (d,) = found(b.build(), "OR002")
+    assert readers_in(d) == 1 and "Gather" in d.message
+
+
+def test_a_racing_reader_without_a_first_output_is_located_by_its_node():
+    # the RNN reads the VIEW load, its Y is not produced, and the slot is written with something it does not feed
+    b, h, h0, hn = cell("view")
+    rnn = hn.producer
+    rnn.outputs[0] = None
+    b.store(b.input("h_new", "float32", (1, 1, H)), h)
+    b.store(hn, b.output("hn"), "value")
+    (d,) = found(b.build(), "OR002")
+    assert [(loc.node, loc.value) for loc in d.locations][1] == (rnn.id, None)
+
+
 def test_a_view_op_that_takes_the_load_as_its_second_input_is_no_view_of_it():
     # Gather(table, indices=h0 as ints): the result is a view of the table, not of the slot
     b, h, h0, hn = cell("view")
@@ -114,8 +136,15 @@ def test_a_view_op_that_takes_the_load_as_its_second_input_is_no_view_of_it():
     assert readers_in(d) == 1  # Cast (no view op): neither Gather nor its user read the slot's memory
 
 
-@pytest.mark.parametrize(("echoes", "ellipsis"), [(4, False), (5, True)])
-def test_at_most_four_readers_are_named(echoes, ellipsis):
+def test_four_readers_are_all_named():
+    check_named_readers(4, ellipsis=False)
+
+
+def test_five_readers_name_four_and_an_ellipsis():
+    check_named_readers(5, ellipsis=True)
+
+
+def check_named_readers(echoes, ellipsis):
     b, h, h0, hn = cell("view")
     for k in range(echoes):
         b.store(h0, b.output(f"echo{k}"), "value")

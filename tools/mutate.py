@@ -358,44 +358,102 @@ def is_equivalent(mutant: Mutant, equivalents: list[Equivalent]) -> bool:
 # ---------------------------------------------------------------- which tests execute which line
 
 
-def _tree_digest(targets: list[str]) -> str:
+def _is_test_file(p: Path) -> bool:
+    return p.parent.name == "tests" and p.name.startswith("test_")
+
+
+def _source_digest(targets: list[str]) -> str:
+    """The code under test and the tests' shared helpers: when these change, every test's lines may change."""
     h = hashlib.sha256()
     for folder in ("rnnir", "passes", "tests"):
         for p in sorted((ROOT / folder).rglob("*.py")):
+            if _is_test_file(p):
+                continue
             h.update(str(p.relative_to(ROOT)).encode())
             h.update(p.read_bytes())
     h.update(" ".join(sorted(targets)).encode())
     return h.hexdigest()[:16]
 
 
+def _test_file_digests() -> dict[str, str]:
+    return {str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in sorted((ROOT / "tests").glob("test_*.py"))}
+
+
+def _trace(targets: list[str], files: list[str], out: Path) -> dict:
+    """Run ``files`` (all tests when empty) under the line tracer; the plugin writes tests, lines and durations to out."""
+    import subprocess
+
+    env = dict(os.environ, MUTATE_TRACE_OUT=str(out), MUTATE_TRACE_FILES=os.pathsep.join(str(ROOT / m) for m in targets))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tools"), env.get("PYTHONPATH", "")]))
+    out.unlink(missing_ok=True)
+    rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutate_plugin", "-x", *files], cwd=ROOT, env=env)
+    if rc != 0 or not out.exists():
+        raise SystemExit("the suite must pass unmutated before mutants mean anything")
+    data = json.loads(out.read_text())
+    out.unlink()
+    return _from_disk(data)
+
+
+def _to_disk(data: dict) -> dict:
+    """Test ids once, lines as indices into them (ids repeated per line would make the file hundreds of MB)."""
+    tests = sorted(data["durations"])
+    index = {t: i for i, t in enumerate(tests)}
+    lines = {f: {line: ("*" if "*" in ids else [index[t] for t in ids if t in index]) for line, ids in per.items()} for f, per in data["lines"].items()}
+    return {"files": data["files"], "tests": tests, "durations": data["durations"], "lines": lines}
+
+
+def _from_disk(disk: dict) -> dict:
+    tests = disk["tests"]
+    lines = {f: {line: (["*"] if ids == "*" else [tests[i] for i in ids]) for line, ids in per.items()} for f, per in disk["lines"].items()}
+    return {"files": disk.get("files", {}), "durations": disk["durations"], "lines": lines}
+
+
 def line_coverage(modules: list[str], jobs: int) -> tuple[dict[str, dict[int, list[str]]], dict[str, float]]:
     """For each module, line -> ids of the tests that execute it; and each test's duration in seconds.
 
-    One traced run of the whole suite (cached until rnnir/, passes/ or tests/ change). Lines executed
-    outside any test (imports, session fixtures) map to every test.
+    One traced run of the whole suite, cached in .mutation/ until rnnir/, passes/ or the tests' helpers change;
+    a test file added or edited since is traced alone and merged in. Lines executed outside any test
+    (imports, session fixtures) map to every test.
     """
     all_targets = sorted(set(modules) | set(_expand(list(DEFAULT_TARGETS))))
-    digest = _tree_digest(all_targets)
-    cache = CACHE_DIR / f"coverage-{digest}.json"
-    if not cache.exists():
-        CACHE_DIR.mkdir(exist_ok=True)
+    CACHE_DIR.mkdir(exist_ok=True)
+    cache = CACHE_DIR / f"coverage-{_source_digest(all_targets)}.json"
+    now = _test_file_digests()
+    if cache.exists():
+        data = _from_disk(json.loads(cache.read_text()))
+    else:
         print(f"tracing which tests execute which lines (one run of the suite, cached in {cache.relative_to(ROOT)}) ...", flush=True)
-        env = dict(os.environ, MUTATE_TRACE_OUT=str(cache), MUTATE_TRACE_FILES=os.pathsep.join(str(ROOT / m) for m in all_targets))
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tools"), env.get("PYTHONPATH", "")]))
-        import subprocess
-
-        rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutate_plugin", "-x"], cwd=ROOT, env=env)
-        if rc != 0 or not cache.exists():
-            raise SystemExit("the suite must pass unmutated before mutants mean anything")
-    data = json.loads(cache.read_text())
+        data = {"files": now, **_trace(all_targets, [], CACHE_DIR / "trace.json")}
+    stale = sorted(f for f in set(now) | set(data["files"]) if now.get(f) != data["files"].get(f))
+    if stale:
+        gone = tuple(f + "::" for f in stale)
+        data["durations"] = {t: d for t, d in data["durations"].items() if not t.startswith(gone)}
+        for per_line in data["lines"].values():
+            for line in list(per_line):
+                per_line[line] = [t for t in per_line[line] if not t.startswith(gone)]
+        present = [f for f in stale if f in now]
+        if present:
+            print(f"tracing the test files changed since: {' '.join(present)} ...", flush=True)
+            fresh = _trace(all_targets, present, CACHE_DIR / "trace.json")
+            data["durations"].update(fresh["durations"])
+            for file, per_line in fresh["lines"].items():
+                mine = data["lines"].setdefault(file, {})
+                for line, ids in per_line.items():
+                    if ids != ["*"]:  # import-time lines were already everybody's
+                        mine[line] = sorted(set(mine.get(line, [])) | set(ids))
+                    elif line not in mine:
+                        mine[line] = ["*"]
+        data["files"] = now
+    if stale or not cache.exists():
+        cache.write_text(json.dumps(_to_disk(data)))
+    everybody = sorted(data["durations"])
     coverage: dict[str, dict[int, list[str]]] = {}
-    tests = data["tests"]
     for module in modules:
         per_line: dict[int, list[str]] = {}
         # keyed by absolute path at tracing time: match by the repository-relative tail, so a moved checkout still matches
         traced = next((v for k, v in data["lines"].items() if k == str(ROOT / module) or k.endswith(os.sep + module)), {})
         for line, ids in traced.items():
-            per_line[int(line)] = tests if ids == "*" else [tests[i] for i in ids]
+            per_line[int(line)] = everybody if "*" in ids else ids
         coverage[module] = per_line
     return coverage, data["durations"]
 
