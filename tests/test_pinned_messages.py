@@ -176,3 +176,67 @@ def test_the_whole_state_handed_back_is_one_SD001_for_the_slot():
     m = model(nodes, [vi("x", [T, 1, I]), vi("state", [2, 1, H])], [vi("y", [T, 1, 1, H]), vi("stateN", [2, 1, H])], [*weights("LSTM"), const("sizes", [1, 1])])
     d = one(passes.run(rnnir.load(m)), "SD001")
     assert d.message.startswith("slot 'state' is written back with its own live-in value on every call path (the state is handed straight back)")
+
+
+# -- SD005: the dtype a Cast on the exit path converts to ---------------------------------------
+
+
+def test_a_cast_on_the_exit_path_is_named_by_its_numpy_dtype():
+    # one test over every ONNX type code rnnir names (the names are numpy's, bfloat16 aside: numpy has none)
+    from onnx.helper import tensor_dtype_to_np_dtype
+
+    codes = [1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16]
+    for code in codes:
+        expected = "bfloat16" if code == TensorProto.BFLOAT16 else tensor_dtype_to_np_dtype(code).name
+        to = code if code != TensorProto.FLOAT else TensorProto.DOUBLE  # a Cast to the slot's own dtype is no mismatch
+        want = "float64" if code == TensorProto.FLOAT else expected
+        nodes = [
+            helper.make_node("GRU", ["x", "W", "R", "", "", "h0"], ["Y", "Yh"], hidden_size=H, name="gru"),
+            helper.make_node("Cast", ["Yh"], ["hn"], to=to),
+        ]
+        m = model(nodes, [vi("x", [T, 1, I]), vi("h0", [1, 1, H])], [vi("hn", [1, 1, H], to)], weights("GRU"))
+        d = one(passes.run(rnnir.load(m, pairs={"h0": "hn"})), "SD005")
+        assert f"a Cast to {want} sits on the exit path" in d.message, (code, d.message)
+
+
+# -- SD002: live-in values swapped, and another state's final state in one branch ------------------
+
+
+def test_live_in_slices_written_back_swapped_name_the_final_state_each_slice_needs():
+    nodes = [
+        helper.make_node("Split", ["state", "sizes"], ["h0", "c0"], axis=0),
+        helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "c0"], ["Y", "Yh", "Yc"], hidden_size=H, name="lstm"),
+        helper.make_node("Concat", ["c0", "h0"], ["stateN"], axis=0),
+        helper.make_node("Identity", ["Y"], ["y"]),
+    ]
+    m = model(nodes, [vi("x", [T, 1, I]), vi("state", [2, 1, H])], [vi("y", [T, 1, 1, H]), vi("stateN", [2, 1, H])], [*weights("LSTM"), const("sizes", [1, 1])])
+    d = one(passes.run(rnnir.load(m)), "SD002")
+    assert "slice state[0] (initial_h of LSTM 'lstm') is written with the live-in value of state[1] (initial_c of LSTM 'lstm')" in d.message
+    assert d.hint == "write the final state of LSTM 'lstm'.Y_h into state[0]; write the final state of LSTM 'lstm'.Y_c into state[1]"
+
+
+def test_a_branch_writing_the_final_state_of_another_states_op_is_SD002_not_a_reset():
+    # h0 -> GRU 'a' (then branch writes a's Y_h into h0); g0 -> GRU 'b' -> gn; the else branch writes b's Y_h into h0:
+    # b reads a state (g0), so it is no reset: h0 gets g0's recurrence
+    ws_a = weights("GRU", prefix="a_")
+    then_g = helper.make_graph(
+        [
+            *[helper.make_node("Constant", [], [w.name], value=w) for w in ws_a],
+            helper.make_node("GRU", ["x", "a_W", "a_R", "", "", "h0"], ["a_Y", "a_Yh"], hidden_size=H, name="a"),
+            helper.make_node("Identity", ["a_Yh"], ["t_out"]),
+        ],
+        "then",
+        [],
+        [vi("t_out", [1, 1, H])],
+    )
+    else_g = helper.make_graph([helper.make_node("Identity", ["b_Yh"], ["e_out"])], "else", [], [vi("e_out", [1, 1, H])])
+    nodes = [
+        helper.make_node("GRU", ["x", "b_W", "b_R", "", "", "g0"], ["b_Y", "b_Yh"], hidden_size=H, name="b"),
+        helper.make_node("Identity", ["b_Yh"], ["gn"]),
+        helper.make_node("If", ["go"], ["hn"], then_branch=then_g, else_branch=else_g, name="gate"),
+    ]
+    ins = [vi("x", [T, 1, I]), vi("h0", [1, 1, H]), vi("g0", [1, 1, H]), vi("go", [], TensorProto.BOOL)]
+    m = model(nodes, ins, [vi("hn", [1, 1, H]), vi("gn", [1, 1, H])], weights("GRU", prefix="b_"))
+    diags = passes.run(rnnir.load(m, pairs={"h0": "hn", "g0": "gn"}))
+    d = one(diags, "SD002")
+    assert d.slot == "h0" and "GRU 'b'.Y_h" in d.message and "g0" in d.message and "gate.else_branch" in d.message

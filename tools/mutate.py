@@ -570,6 +570,11 @@ def select_tests(ids: set[str], durations: dict[str, float], budget: float) -> l
             chosen.add(t)
             files.add(f)
             spent += durations.get(t, 1.0)
+    for t in sorted(ids - chosen, key=cost):  # budget left: the other parametrizations, cheapest first
+        if spent >= budget:
+            break
+        chosen.add(t)
+        spent += durations.get(t, 1.0)
     return sorted(chosen)
 
 
