@@ -3,20 +3,28 @@
     python tools/mutate.py                       # every target module, 2 processes
     python tools/mutate.py rnnir/slices.py       # one module (or several)
     python tools/mutate.py passes/ --sample 40   # a random 40 mutants per module while iterating
+    python tools/mutate.py passes/aliasing.py --keep-killed last.json --json now.json   # rerun only last run's survivors
 
 Each mutant is one small planted bug of the kind a developer makes: a flipped comparison, `and`/`or`
 swapped, a negated condition, an int constant off by one, a dropped statement or condition, two call
-arguments swapped, a return value replaced. It is applied to the AST in memory (the tree on disk is
-never touched: a forked child imports the mutated module through an import hook) and the tests that
-execute the mutated line run against it with ``-x -q -p no:cacheprovider`` and a timeout. Which tests
-execute which line comes from one traced run of the whole suite, cached in ``.mutation/`` until a
-source or test file changes. A mutant no test executes survives.
+arguments swapped, a return value replaced (f-strings, annotations, docstrings and decorators are left
+alone). It is applied to the AST in memory; the tree on disk is never touched. Which tests execute which
+line comes from one traced run of the suite, cached in ``.mutation/`` (a test file changed since is
+traced alone and merged in; a change to rnnir/, passes/ or the tests' helpers retraces everything).
+Then pytest collects once, and for each mutant a forked child swaps the mutated function's code object
+in and runs the mutant's tests with ``-x`` semantics and a timeout, two children at a time (mutants in
+module-level code get a forked pytest run of their own that imports the mutated module). The tests a
+mutant runs: one of each test function that executes its line, fastest first, within ``--test-budget``
+seconds (measured under the tracer), at least the fastest of each test file, then more
+parametrizations while budget is left; ``--test-budget 0`` runs every covering test. A mutant no test
+executes survives.
 
 Survivors that cannot change behaviour are listed in ``tools/mutation-equivalent.txt``, matched by
-module, operator and the mutated line's text (not its number, so small edits elsewhere keep them
-matched); the score excludes them. Everything else that survives is printed, for a new test to kill.
+module, operator, the mutated line's text and the mutant's description (not its line number, so edits
+elsewhere keep them matched); the score excludes them. Every other survivor is printed, for a new test
+to kill.
 
-Not part of ``.ci/run``: a full run takes tens of minutes on two cores.
+Not part of ``.ci/run``: a full run takes over an hour on two shared cores.
 """
 
 from __future__ import annotations
@@ -277,7 +285,7 @@ def _apply(tree: ast.Module, site: _Site) -> ast.Module:
             assert isinstance(node, (ast.If, ast.While, ast.IfExp))
             node.test = ast.UnaryOp(op=ast.Not(), operand=node.test)
     elif op is Operator.INT:
-        assert isinstance(node, ast.Constant)
+        assert isinstance(node, ast.Constant) and isinstance(node.value, int)
         replace(ast.Constant(value=node.value + 1))
     elif op is Operator.SWAP_ARGS:
         assert isinstance(node, ast.Call)
@@ -335,7 +343,7 @@ class Equivalent:
 
 def read_equivalents(path: Path = EQUIVALENT_FILE) -> list[Equivalent]:
     """Lines `module | operator | mutated line text | description | reason`; `#` starts a comment."""
-    found = []
+    found: list[Equivalent] = []
     if not path.exists():
         return found
     for raw in path.read_text().splitlines():
@@ -449,12 +457,12 @@ def line_coverage(modules: list[str], jobs: int) -> tuple[dict[str, dict[int, li
     everybody = sorted(data["durations"])
     coverage: dict[str, dict[int, list[str]]] = {}
     for module in modules:
-        per_line: dict[int, list[str]] = {}
+        lines_of: dict[int, list[str]] = {}
         # keyed by absolute path at tracing time: match by the repository-relative tail, so a moved checkout still matches
-        traced = next((v for k, v in data["lines"].items() if k == str(ROOT / module) or k.endswith(os.sep + module)), {})
+        traced: dict[str, list[str]] = next((v for k, v in data["lines"].items() if k == str(ROOT / module) or k.endswith(os.sep + module)), {})
         for line, ids in traced.items():
-            per_line[int(line)] = everybody if "*" in ids else ids
-        coverage[module] = per_line
+            lines_of[int(line)] = everybody if "*" in ids else ids
+        coverage[module] = lines_of
     return coverage, data["durations"]
 
 
@@ -582,13 +590,13 @@ def run_mutants(mutants: list[Mutant], coverage, durations, jobs: int, equivalen
     results: list[Result] = []
     plan: list[tuple[Mutant, list[str]]] = []
     for m in mutants:
-        ids: set[str] = set()
+        covering: set[str] = set()
         for line in range(m.line, m.end_line + 1):
-            ids.update(coverage[m.module].get(line, ()))
-        if not ids:
+            covering.update(coverage[m.module].get(line, ()))
+        if not covering:
             results.append(Result(m, Outcome.EQUIVALENT if is_equivalent(m, equivalents) else Outcome.NO_COVERAGE, 0.0, 0))
         else:
-            plan.append((m, select_tests(ids, durations, test_budget)))
+            plan.append((m, select_tests(covering, durations, test_budget)))
     served = _run_fork_server([(m, ids) for m, ids in plan if m.function], durations, jobs)
     rest = []
     for m, ids in plan:
