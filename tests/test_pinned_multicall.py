@@ -63,6 +63,10 @@ def test_stale_variant_first_diverges_at_call_1_by_one_half_and_never_by_more():
     assert reinit.max_abs_diff == 0.96875
     assert report.first_divergence == {"reinit": Divergence(1, "y", 0.5, 1), "stale": Divergence(1, "y", 0.5, 1)}
     assert report.persistent_matches_whole is True and report.status == "pass"
+    # exact arithmetic (halves): chunked and whole agree exactly on every output, the final state included
+    assert report.variant("persistent", 1).per_output == {"y": 0.0, "hn": 0.0}
+    # a lost state shows from call 1: no note about calls before the onset
+    assert not any("makes no difference" in n for n in report.notes)
 
 
 def test_first_divergence_is_the_earliest_over_chunk_sizes():
