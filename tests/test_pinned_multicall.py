@@ -158,3 +158,14 @@ def test_places_of_different_shapes_are_not_swapped():
 def test_max_diff(a, b, expected):
     with np.errstate(invalid="ignore"):  # inf - inf
         assert _max_diff(np.array(a), np.array(b)) == expected
+
+
+def test_h_and_c_swapped_between_calls_diverges_from_call_1_on():
+    # packed state[2,1,H] = (h, c) of one LSTM: call 0 starts from zeros in both runs, so it is identical; from call 1
+    # the swapped run starts from (c, h), which differs (h = o * tanh(c) is not c)
+    from test_pinned_verdicts import packed
+
+    x = np.random.default_rng(0).standard_normal((20, 1, 3)).astype(np.float32)  # the model takes 5 steps per call
+    report = check_multicall(packed("split", 0), {"x": x}, chunk_sizes=[5], variants=["persistent", "hc-swapped"])
+    swapped = report.variant("hc-swapped", 5)
+    assert swapped.first_divergence is not None and swapped.first_divergence.call == 1
