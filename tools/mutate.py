@@ -394,7 +394,9 @@ def _trace(targets: list[str], files: list[str], out: Path) -> dict:
     env = dict(os.environ, MUTATE_TRACE_OUT=str(out), MUTATE_TRACE_FILES=os.pathsep.join(str(ROOT / m) for m in targets))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tools"), env.get("PYTHONPATH", "")]))
     out.unlink(missing_ok=True)
-    rc = subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "mutate_plugin", "-x", *files], cwd=ROOT, env=env)
+    args = ["-q", "-p", "no:cacheprovider", "-p", "mutate_plugin", "-x", *files]
+    bootstrap = f"import sys, mutate_plugin; sys.exit(mutate_plugin.trace_main({args!r}))"
+    rc = subprocess.call([sys.executable, "-c", bootstrap], cwd=ROOT, env=env)
     if rc != 0 or not out.exists():
         raise SystemExit("the suite must pass unmutated before mutants mean anything")
     data = json.loads(out.read_text())

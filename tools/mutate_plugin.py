@@ -16,6 +16,21 @@ import time
 import pytest
 
 _OUTSIDE = "<outside any test>"
+_STARTED: list[_Tracer] = []  # the tracer trace_main() started, handed to the plugin instance pytest makes later
+
+
+def _start() -> _Tracer:
+    tracer = _Tracer(set(os.environ.get("MUTATE_TRACE_FILES", "").split(os.pathsep)) - {""})
+    sys.settrace(tracer.global_trace)
+    threading.settrace(tracer.global_trace)
+    return tracer
+
+
+def trace_main(args: list[str]) -> int:
+    """pytest.main with the tracer already on: pytest imports rnnir (its plugin entry point) before any conftest,
+    and module-level code runs once, at that import."""
+    _STARTED.append(_start())
+    return int(pytest.main(args))
 
 
 class _Tracer:
@@ -44,12 +59,10 @@ class MutatePlugin:
         self.out = os.environ.get("MUTATE_TRACE_OUT")
         select = os.environ.get("MUTATE_SELECT")
         self.selected = set(open(select).read().split("\n")) if select else None
-        self.tracer = _Tracer(set(os.environ.get("MUTATE_TRACE_FILES", "").split(os.pathsep)) - {""}) if self.out else None
+        # started by trace_main() before pytest imported rnnir's entry-point plugin, so import-time lines count
+        self.tracer = _STARTED[0] if _STARTED else (_start() if self.out else None)
         self.durations: dict[str, float] = {}
         self.tests: list[str] = []
-        if self.tracer:
-            sys.settrace(self.tracer.global_trace)
-            threading.settrace(self.tracer.global_trace)
 
     def pytest_collection_modifyitems(self, config, items):
         if self.selected is None:
