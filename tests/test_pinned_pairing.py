@@ -124,3 +124,55 @@ def test_compatible_ignores_unknown_dtype_rank_and_dims_but_not_known_difference
     assert _compatible(u, v)  # no shape at all: nothing to disagree with
     assert _compatible(k, w)  # a 0 dim is unknown
     assert not _compatible(v, w)
+
+
+def test_an_output_taken_by_one_name_pair_is_not_taken_again_by_a_state_named_input():
+    # h_in -> h_out (compatible) first; h -> h_out would be a "types differ" pair, but h_out is taken
+    ins = [vi("x", [1]), vi("h_in", [1, 4]), vi("h", [1, 8])]
+    outs = [vi("y", [1]), vi("h_out", [1, 4])]
+    assert pairs_of(ins, outs) == [("h_in", "h_out", PairSource.NAME)]
+
+
+def test_an_output_paired_by_metadata_is_not_paired_again_by_name():
+    from rnnir.metadata import META_PAIRS
+
+    m = identity_model([vi("x", [1]), vi("a", [1, 4]), vi("b_in", [1, 4])], [vi("y", [1]), vi("b_out", [1, 4]), vi("z", [4])])
+    m.metadata_props.add(key=META_PAIRS, value='{"a": "b_out"}')
+    got = [(p.input, p.output, p.source) for p in find_pairs(m, label="m")]
+    assert got == [("a", "b_out", PairSource.METADATA)]
+
+
+@pytest.mark.parametrize("raw", ['{"h0": 5}', '["h0", "hn"]', '{"h0": ["hn"]}', "not json"])
+def test_malformed_pair_metadata_is_a_model_error(raw):
+    from rnnir import ModelError
+    from rnnir.metadata import META_PAIRS
+
+    m = identity_model([vi("x", [1]), vi("h0", [1, 4])], [vi("y", [1]), vi("hn", [1, 4])])
+    m.metadata_props.add(key=META_PAIRS, value=raw)
+    with pytest.raises(ModelError, match="is not valid"):
+        find_pairs(m, label="m")
+
+
+def test_pair_metadata_with_no_output_is_a_pair_without_output():
+    from rnnir.metadata import META_PAIRS
+
+    m = identity_model([vi("x", [1]), vi("h0", [1, 4])], [vi("y", [1]), vi("hn", [1, 4])])
+    m.metadata_props.add(key=META_PAIRS, value='{"h0": null}')
+    assert pairs_of_model(m) == [("h0", None, PairSource.METADATA)]
+
+
+def pairs_of_model(m):
+    return [(p.input, p.output, p.source) for p in find_pairs(m, label="m")]
+
+
+def test_position_refuses_an_unknown_dtype_against_a_known_one():
+    # elem_type 0 (undefined) is no evidence of the same type: position needs equal dtypes, not merely compatible ones
+    assert pairs_of([vi("x", [1]), vi("a", [2, 4], 0)], [vi("y", [1]), vi("b", [2, 4])]) == []
+
+
+def test_graph_io_of_a_value_that_is_no_tensor_has_no_dtype_or_shape():
+    seq = helper.make_tensor_sequence_value_info("s", F32, [2])
+    m = identity_model([vi("x", [1])], [vi("y", [1])])
+    m.graph.input.append(seq)
+    ins, _ = graph_io(m)
+    assert (ins[1].name, ins[1].dtype, ins[1].rank, ins[1].dims) == ("s", 0, None, None)
