@@ -182,3 +182,30 @@ def test_a_parsed_protobuf_that_is_no_usable_model(mutate, message):
     mutate(m)
     with pytest.raises(ModelError, match=message):
         read_model(m.SerializeToString())
+
+
+def test_bytes_that_do_not_parse_say_so_with_the_given_label():
+    with pytest.raises(ModelError, match=r"^mine: not a readable ONNX model"):
+        read_model(b"\xff\xff\xff\xff", label="mine")
+    with pytest.raises(ModelError, match=r"^mine: file is empty"):
+        read_model(b"", label="mine")
+    with pytest.raises(ModelError, match=r"^<bytes>: file is empty"):
+        read_model(b"")
+
+
+def test_a_location_that_resolves_to_the_folder_itself_does_not_leave_it(tmp_path):
+    path = tmp_path / "m.onnx"
+    onnx.save_model(with_initializer(external("w", "sub/..")), str(path))
+    assert read_model(path).has_external_data  # odd, but inside: reading it later fails on its own terms
+
+
+def test_external_data_in_a_graphs_attribute_of_a_custom_node_is_checked():
+    body = helper.make_graph(
+        [helper.make_node("Constant", [], ["k"], value=external("kv", "../kv.bin"))], "body", [], [helper.make_tensor_value_info("k", TensorProto.FLOAT, [1, 1, 1])]
+    )
+    node = helper.make_node("Fancy", ["x"], ["y"], domain="com.example", bodies=[body])
+    g = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.example", 1)])
+    m.ir_version = 8
+    with pytest.raises(ModelError, match="climbs out"):
+        read_model(m)
