@@ -40,8 +40,10 @@ import random
 import signal
 import sys
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = ROOT / ".mutation"
@@ -220,7 +222,7 @@ def _sites(tree: ast.Module) -> list[_Site]:
                 sites.append(_Site(path, Operator.RETURN, 0, node, f"return {not value.value}"))
             else:
                 sites.append(_Site(path, Operator.RETURN, 0, node, f"return None instead of `{_short(value)}`"))
-        if isinstance(node, (ast.Expr, ast.AugAssign, ast.Assign, ast.Raise, ast.Continue, ast.Break)) and not _is_docstring(node):  # type: ignore[arg-type]
+        if isinstance(node, (ast.Expr, ast.AugAssign, ast.Assign, ast.Raise, ast.Continue, ast.Break)) and not _is_docstring(node):
             if isinstance(node, ast.Assign) and not isinstance(node.targets[0], (ast.Subscript, ast.Attribute)):
                 continue  # dropping `x = ...` mostly leaves a NameError: only stores into containers/attributes count
             sites.append(_Site(path, Operator.DROP_STATEMENT, 0, node, f"drop `{_short(node)}`"))
@@ -322,7 +324,7 @@ def mutants_of(module: str) -> list[Mutant]:
     return found
 
 
-def mutated_code(mutant: Mutant):  # -> CodeType
+def mutated_code(mutant: Mutant) -> types.CodeType:
     path = ROOT / mutant.module
     tree = ast.parse(path.read_text())
     site = _sites(tree)[mutant.index]
@@ -387,7 +389,7 @@ def _test_file_digests() -> dict[str, str]:
     return {str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in sorted((ROOT / "tests").glob("test_*.py"))}
 
 
-def _trace(targets: list[str], files: list[str], out: Path) -> dict:
+def _trace(targets: list[str], files: list[str], out: Path) -> dict[str, Any]:
     """Run ``files`` (all tests when empty) under the line tracer; the plugin writes tests, lines and durations to out."""
     import subprocess
 
@@ -404,7 +406,11 @@ def _trace(targets: list[str], files: list[str], out: Path) -> dict:
     return _from_disk(data)
 
 
-def _to_disk(data: dict) -> dict:
+#: the covering tests of a line run only at import time: every test (the same list object, so a caller can tell)
+IMPORT_TIME: list[str] = []
+
+
+def _to_disk(data: dict[str, Any]) -> dict[str, Any]:
     """Test ids once, lines as indices into them (ids repeated per line would make the file hundreds of MB)."""
     tests = sorted(data["durations"])
     index = {t: i for i, t in enumerate(tests)}
@@ -412,7 +418,7 @@ def _to_disk(data: dict) -> dict:
     return {"files": data["files"], "tests": tests, "durations": data["durations"], "lines": lines}
 
 
-def _from_disk(disk: dict) -> dict:
+def _from_disk(disk: dict[str, Any]) -> dict[str, Any]:
     tests = disk["tests"]
     lines = {f: {line: (["*"] if ids == "*" else [tests[i] for i in ids]) for line, ids in per.items()} for f, per in disk["lines"].items()}
     return {"files": disk.get("files", {}), "durations": disk["durations"], "lines": lines}
@@ -457,13 +463,14 @@ def line_coverage(modules: list[str], jobs: int) -> tuple[dict[str, dict[int, li
     if stale or not cache.exists():
         cache.write_text(json.dumps(_to_disk(data)))
     everybody = sorted(data["durations"])
+    IMPORT_TIME[:] = everybody
     coverage: dict[str, dict[int, list[str]]] = {}
     for module in modules:
         lines_of: dict[int, list[str]] = {}
         # keyed by absolute path at tracing time: match by the repository-relative tail, so a moved checkout still matches
         traced: dict[str, list[str]] = next((v for k, v in data["lines"].items() if k == str(ROOT / module) or k.endswith(os.sep + module)), {})
         for line, ids in traced.items():
-            lines_of[int(line)] = everybody if "*" in ids else ids
+            lines_of[int(line)] = IMPORT_TIME if ids == ["*"] else everybody if "*" in ids else ids
         coverage[module] = lines_of
     return coverage, data["durations"]
 
@@ -482,11 +489,11 @@ def _child(mutant: Mutant, test_ids: list[str], select_file: Path) -> None:
     origin = str(ROOT / mutant.module)
 
     class Loader(importlib.machinery.SourceFileLoader):
-        def get_code(self, fullname):  # type: ignore[override]
+        def get_code(self, fullname: str) -> types.CodeType:
             return code
 
     class Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, fullname, path, target=None):
+        def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
             if fullname != name:
                 return None
             is_package = origin.endswith("__init__.py")
@@ -588,7 +595,7 @@ def select_tests(ids: set[str], durations: dict[str, float], budget: float) -> l
     return sorted(chosen)
 
 
-def run_mutants(mutants: list[Mutant], coverage, durations, jobs: int, equivalents: list[Equivalent], test_budget: float = 0.0) -> list[Result]:
+def run_mutants(mutants: list[Mutant], coverage: dict[str, dict[int, list[str]]], durations: dict[str, float], jobs: int, equivalents: list[Equivalent], test_budget: float = 0.0) -> list[Result]:
     results: list[Result] = []
     plan: list[tuple[Mutant, list[str]]] = []
     for m in mutants:
@@ -599,7 +606,10 @@ def run_mutants(mutants: list[Mutant], coverage, durations, jobs: int, equivalen
             results.append(Result(m, Outcome.EQUIVALENT if is_equivalent(m, equivalents) else Outcome.NO_COVERAGE, 0.0, 0))
         else:
             plan.append((m, select_tests(covering, durations, test_budget)))
-    served = _run_fork_server([(m, ids) for m, ids in plan if m.function], durations, jobs)
+    # a function that only runs at import (a decorator, a table built at import) must be imported mutated:
+    # swapping its code after collection would change nothing
+    at_import = {id(m) for m, _ in plan if all(coverage[m.module].get(line) is IMPORT_TIME for line in range(m.line, m.end_line + 1))}
+    served = _run_fork_server([(m, ids) for m, ids in plan if m.function and id(m) not in at_import], durations, jobs)
     rest = []
     for m, ids in plan:
         code_seconds = served.get(m.key)
@@ -611,7 +621,7 @@ def run_mutants(mutants: list[Mutant], coverage, durations, jobs: int, equivalen
     return results
 
 
-def _run_with_import_hook(plan: list[tuple[Mutant, list[str]]], durations, jobs: int, equivalents: list[Equivalent]) -> list[Result]:
+def _run_with_import_hook(plan: list[tuple[Mutant, list[str]]], durations: dict[str, float], jobs: int, equivalents: list[Equivalent]) -> list[Result]:
     """Mutants in module-level code: a forked child imports the mutated module and runs its tests (slower: collects per mutant)."""
     if not plan:
         return []

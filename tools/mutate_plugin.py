@@ -12,10 +12,13 @@ import os
 import sys
 import threading
 import time
+from types import FrameType
+from typing import Any
 
 import pytest
 
 _OUTSIDE = "<outside any test>"
+_err = sys.__stderr__ or sys.stderr  # progress marks, past pytest's capture
 _STARTED: list[_Tracer] = []  # the tracer trace_main() started, handed to the plugin instance pytest makes later
 
 
@@ -39,18 +42,18 @@ class _Tracer:
         self.current = _OUTSIDE
         self.hits: dict[str, dict[int, set[str]]] = {f: {} for f in files}
 
-    def global_trace(self, frame, event, arg):
+    def global_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         if frame.f_code.co_filename in self.files:
             self._record(frame)
             return self.local_trace
         return None
 
-    def local_trace(self, frame, event, arg):
+    def local_trace(self, frame: FrameType, event: str, arg: Any) -> Any:
         if event == "line":
             self._record(frame)
         return self.local_trace
 
-    def _record(self, frame) -> None:
+    def _record(self, frame: FrameType) -> None:
         self.hits[frame.f_code.co_filename].setdefault(frame.f_lineno, set()).add(self.current)
 
 
@@ -64,7 +67,7 @@ class MutatePlugin:
         self.durations: dict[str, float] = {}
         self.tests: list[str] = []
 
-    def pytest_collection_modifyitems(self, config, items):
+    def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
         if self.selected is None:
             return
         keep = [i for i in items if i.nodeid in self.selected]
@@ -74,7 +77,7 @@ class MutatePlugin:
         items[:] = keep
 
     @pytest.hookimpl(hookwrapper=True)
-    def pytest_runtest_protocol(self, item, nextitem):
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Any:
         started = time.perf_counter()
         if self.tracer:
             self.tracer.current = item.nodeid
@@ -84,11 +87,11 @@ class MutatePlugin:
         self.durations[item.nodeid] = time.perf_counter() - started
         self.tests.append(item.nodeid)
 
-    def pytest_sessionfinish(self, session, exitstatus):
-        if not self.tracer or exitstatus != 0:
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if not self.tracer or not self.out or exitstatus != 0:
             return
         sys.settrace(None)
-        threading.settrace(None)  # type: ignore[arg-type]
+        threading.settrace(None)
         index = {t: n for n, t in enumerate(self.tests)}
         lines: dict[str, dict[int, object]] = {}
         for file, per_line in self.tracer.hits.items():
@@ -104,7 +107,7 @@ class MutatePlugin:
 # ---------------------------------------------------------------- fork server (MUTATE_SERVER=jobs.json)
 
 
-def _swap_code(job: dict) -> int:
+def _swap_code(job: dict[str, Any]) -> int:
     """Give every live function object of the mutated function the mutant's code; returns how many were swapped."""
     import gc
     import types
@@ -150,9 +153,9 @@ class ForkServer:
         self.parallel = parallel
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtestloop(self, session):
+    def pytest_runtestloop(self, session: pytest.Session) -> bool:
         by_id = {item.nodeid: item for item in session.items}
-        running: dict[int, tuple[dict, float]] = {}
+        running: dict[int, tuple[dict[str, Any], float]] = {}
         queue = list(self.jobs)
         done = 0
         with open(self.results_file, "w") as out:
@@ -185,13 +188,13 @@ class ForkServer:
                     out.flush()
                     done += 1
                     mark = {0: "S", 1: ".", 4: "?", -9: "T"}.get(code, "?" if code >= 3 else ".")
-                    sys.__stderr__.write(mark if done % 80 else f"{mark} {done}/{len(self.jobs)}\n")
-                    sys.__stderr__.flush()
-        sys.__stderr__.write("\n")
+                    _err.write(mark if done % 80 else f"{mark} {done}/{len(self.jobs)}\n")
+                    _err.flush()
+        _err.write("\n")
         return True
 
     @staticmethod
-    def _child(session, job: dict, items: list) -> int:
+    def _child(session: pytest.Session, job: dict[str, Any], items: list[pytest.Item]) -> int:
         if not os.environ.get("MUTATE_DEBUG"):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, 1)
@@ -211,7 +214,7 @@ class ForkServer:
         return 0
 
 
-def pytest_configure(config):
+def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(MutatePlugin(), "mutate-plugin-instance")
     jobs = os.environ.get("MUTATE_SERVER")
     if jobs:
