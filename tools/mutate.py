@@ -439,7 +439,7 @@ def line_coverage(modules: list[str], jobs: int) -> tuple[dict[str, dict[int, li
         data = _from_disk(json.loads(cache.read_text()))
     else:
         print(f"tracing which tests execute which lines (one run of the suite, cached in {cache.relative_to(ROOT)}) ...", flush=True)
-        data = {"files": now, **_trace(all_targets, [], CACHE_DIR / "trace.json")}
+        data = {**_trace(all_targets, [], CACHE_DIR / "trace.json"), "files": now}
     stale = sorted(f for f in set(now) | set(data["files"]) if now.get(f) != data["files"].get(f))
     if stale:
         gone = tuple(f + "::" for f in stale)
