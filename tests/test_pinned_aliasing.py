@@ -163,3 +163,29 @@ def test_three_slots_chained_by_address_and_alias_are_one_group():
 def test_distinct_addresses_are_separate_groups(extra):
     groups = [d.data["slots"] for d in al003(lstm_slots(address_c="arena:0", extra=extra))]
     assert groups == [["h", "c"]]
+
+
+# -- diagnostics: severity order and the JSON of a finding ----------------------------------------
+
+
+def test_severities_are_strictly_ordered_error_warning_info():
+    s = passes.Severity
+    assert s.ERROR.rank > s.WARNING.rank > s.INFO.rank
+
+
+def test_findings_sort_errors_first_then_by_code_and_slot():
+    from passes.diagnostics import Diagnostic
+
+    def diag(code, severity, slot=None):
+        return Diagnostic(code=code, name="x", severity=severity, message="m", slot=slot)
+
+    found = [diag("AL001", passes.Severity.INFO), diag("SD006", passes.Severity.WARNING), diag("SD002", passes.Severity.ERROR, "b"), diag("SD002", passes.Severity.ERROR, "a"), diag("AL001", passes.Severity.WARNING)]
+    ordered = sorted(found, key=lambda d: d.sort_key())
+    assert [(d.code, d.severity.value, d.slot) for d in ordered] == [
+        ("SD002", "error", "a"),
+        ("SD002", "error", "b"),
+        ("AL001", "warning", None),
+        ("SD006", "warning", None),
+        ("AL001", "info", None),
+    ]
+    assert "slot" not in diag("AL001", passes.Severity.INFO).to_json() and diag("SD002", passes.Severity.ERROR, "a").to_json()["slot"] == "a"
