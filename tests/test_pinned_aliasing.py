@@ -189,3 +189,33 @@ def test_findings_sort_errors_first_then_by_code_and_slot():
         ("AL001", "info", None),
     ]
     assert "slot" not in diag("AL001", passes.Severity.INFO).to_json() and diag("SD002", passes.Severity.ERROR, "a").to_json()["slot"] == "a"
+
+
+def test_a_location_in_json_names_the_onnx_node_the_ir_node_the_value_and_the_branch():
+    from passes.diagnostics import Location
+
+    loc = Location(node="n3", onnx_node="lstm", value="Y_h", branch=("gate.then_branch", "inner.else_branch"))
+    assert loc.to_json() == {"node": "lstm", "ir_node": "n3", "value": "Y_h", "branch": "gate.then_branch/inner.else_branch"}
+
+
+@pytest.mark.parametrize(("hint", "ok"), [("write Y_h into h", True), ("", False), ("two\nlines", False)])
+def test_every_finding_needs_a_one_line_hint(hint, ok):
+    from passes.catalogue import RULES
+
+    if ok:
+        assert RULES["SD002"].diagnostic("m", hint=hint).hint == hint
+    else:
+        with pytest.raises(ValueError, match="one-line hint"):
+            RULES["SD002"].diagnostic("m", hint=hint)
+
+
+def test_a_rule_keeps_its_cleaned_documentation_and_refuses_none():
+    from passes.diagnostics import Rule, rule
+
+    made = rule("XX001", "made-up", passes.Severity.WARNING, "a rule made in a test", """
+        What it finds
+            nothing.
+        """)
+    assert made == Rule("XX001", "made-up", passes.Severity.WARNING, "a rule made in a test", "What it finds\n    nothing.")
+    with pytest.raises(ValueError, match="rule XX002 has no documentation"):
+        rule("XX002", "undocumented", passes.Severity.ERROR, "no doc", "   \n  ")
