@@ -218,4 +218,4 @@ def test_a_rule_keeps_its_cleaned_documentation_and_refuses_none():
         """)
     assert made == Rule("XX001", "made-up", passes.Severity.WARNING, "a rule made in a test", "What it finds\n    nothing.")
     with pytest.raises(ValueError, match="rule XX002 has no documentation"):
-        rule("XX002", "undocumented", passes.Severity.ERROR, "no doc", "   \n  ")
+        rule("XX002", "undocumented", passes.Severity.ERROR, "no doc", "")
