@@ -296,3 +296,13 @@ def test_state_packed_along_a_negative_axis_is_traced_slice_by_slice(unpack, pac
 @pytest.mark.parametrize("pack_axis", [0, -3])
 def test_h_and_c_swapped_along_a_negative_axis_is_SD002(unpack, pack_axis):
     assert findings(packed(unpack, pack_axis, swap=True)) == [("SD002", "error")]
+
+
+# -- per-slice verdicts: all verified or not ----------------------------------------------------------
+
+
+def test_all_verified_holds_for_a_correct_packed_state_and_not_for_a_swapped_one():
+    good = passes.verify(rnnir.load(packed("split", 0)))
+    bad = passes.verify(rnnir.load(packed("split", 0, swap=True)))
+    assert good.all_verified is True and good.count(passes.Verdict.VERIFIED) == 2
+    assert bad.all_verified is False and bad.count(passes.Verdict.VERIFIED) == 0
