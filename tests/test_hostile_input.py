@@ -332,3 +332,387 @@ def test_external_data_inside_the_folder_near_miss(tmp_path, make):
     p.parent.mkdir()
     p.write_bytes(make("data.bin").SerializeToString())
     assert rnnir.load(p) is not None
+
+
+# -- 2. one bad name never blanks a report ----------------------------------------------------
+
+_SARIF_SCHEMAS = [REPO.parent / "shared" / "schemas" / "sarif-schema-2.1.0.json", REPO.parent.parent / "shared" / "schemas" / "sarif-schema-2.1.0.json"]
+
+
+def _bad_name_folder(tmp_path: Path) -> Path:
+    """Good models, one whose value name is not UTF-8, and good models with hostile file names."""
+    d = tmp_path / "models"
+    d.mkdir()
+    for k in range(3):
+        shutil.copy(SAMPLE, d / f"good{k}.onnx")
+    (d / "bad_name.onnx").write_bytes(_bytes_replaced(b"hn", b"\xffn"))
+    if _POSIX:
+        shutil.copy(SAMPLE, os.fsdecode(bytes(d) + b"/file\xff.onnx"))  # a name that is not UTF-8
+        shutil.copy(SAMPLE, d / "evil\n\x1b[31mred.onnx")
+    return d
+
+
+def _validate_sarif(doc: dict) -> None:
+    schema_path = next((p for p in _SARIF_SCHEMAS if p.is_file()), None)
+    jsonschema = pytest.importorskip("jsonschema")
+    if schema_path is not None:
+        jsonschema.validate(doc, json.loads(schema_path.read_text()))
+
+
+@pytest.mark.parametrize("fmt", ["json", "sarif"])
+def test_a_bad_name_is_that_files_error_and_the_report_is_complete(tmp_path, monkeypatch, capsys, fmt):
+    d = _bad_name_folder(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(capsys, "lint", "models", "--no-config", "--format", fmt)
+    assert code == 2
+    out.encode("utf-8")  # valid Unicode throughout: no lone surrogate
+    doc = json.loads(out)
+    n_files = len(os.listdir(d))
+    if fmt == "json":
+        assert len(doc["files"]) == n_files
+        errors = {Path(f["path"]).name: f["error"] for f in doc["files"] if f["error"]}
+        assert list(errors) == ["bad_name.onnx"] and "UTF-8" in errors["bad_name.onnx"]["message"]
+        if _POSIX:
+            assert any(f["path"].endswith("file\\xff.onnx") for f in doc["files"])
+    else:
+        run = doc["runs"][0]
+        assert len(run["artifacts"]) == n_files
+        assert [n["message"]["text"] for n in run["invocations"][0]["toolExecutionNotifications"] if "bad_name" in n["message"]["text"]]
+        if _POSIX:
+            assert any(a["location"]["uri"].endswith("file%FF.onnx") for a in run["artifacts"])
+        _validate_sarif(doc)
+    assert "internal error" not in err
+
+
+@pytest.mark.skipif(not _POSIX, reason="POSIX file names")
+@pytest.mark.parametrize("fmt", ["text", "github"])
+def test_text_output_escapes_newlines_and_escape_codes_from_names(tmp_path, monkeypatch, capsys, fmt):
+    _bad_name_folder(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(capsys, "lint", "models", "--no-config", "--format", fmt)
+    assert code == 2
+    assert "\x1b" not in out and "\x1b" not in err
+    assert "\udcff" not in out + err
+    if fmt == "text":  # github lists only findings and errors; the clean files do not appear
+        assert "evil\\n\\x1b[31mred.onnx" in out and "file\\xff.onnx" in out
+        assert "[31mred.onnx" not in out.splitlines()
+
+
+def test_printable_leaves_ordinary_text_alone_near_miss():
+    from rnnir.render import printable
+
+    assert printable("models/vad é 16k.onnx") == "models/vad é 16k.onnx"
+    assert printable("a\u202eb") == "a\\u202eb"  # a bidi override is not shown raw either
+
+
+def test_show_escapes_names_in_every_format(tmp_path, capsys):
+    m = om.lstm_h0c0(names=("h0", "c0", "h\x1b[31m\nn", "cn"))
+    p = tmp_path / "weird.onnx"
+    p.write_bytes(m.SerializeToString())
+    for fmt in ("text", "dot", "mermaid", "json"):
+        code, out, err = run_main(capsys, "show", str(p), "--no-config", "--pair", "h0=h\x1b[31m\nn", "--pair", "c0=cn", "--format", fmt)
+        assert code == 0, err
+        assert "\x1b" not in out
+        if fmt == "json":
+            assert json.loads(out)["state_pairs"][0]["output"] == "h\x1b[31m\nn"
+
+
+def test_renderer_quarantines_a_record_it_cannot_write(capsys):
+    from passes import RULES
+    from rnnir.render import FileResult, LintResult, render
+
+    good = FileResult("good.onnx", state_pairs=[{"input": "h0", "output": "hn", "source": "name", "slices": []}])
+    odd = FileResult("odd.onnx", state_pairs=[{"input": b"\xff", "output": "hn", "source": "name", "slices": []}])
+    result = LintResult([good, odd], RULES, "0")
+    doc = json.loads(render(result, "json"))
+    assert doc["files"][0]["error"] is None and doc["files"][0]["state_pairs"]
+    assert doc["files"][1]["error"]["type"] == "RenderError"
+    assert doc["summary"]["exit_code"] == 2
+
+
+# -- 3, 4, 5. state files: validated, atomic, bounded --------------------------------------------
+
+
+@pytest.fixture
+def session(tmp_path):
+    from rnnir.runtime import StatefulSession
+
+    p = tmp_path / "lstm.onnx"
+    p.write_bytes(om.lstm_h0c0().SerializeToString())
+    s = StatefulSession(p)
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        s.run({"x": rng.standard_normal((2, 1, 3)).astype(np.float32)})
+    return s
+
+
+def _state_file(tmp_path: Path, name: str, **arrays) -> Path:
+    p = tmp_path / name
+    with open(p, "wb") as f:
+        np.savez(f, **arrays)
+    return p
+
+
+def _meta(s, slots=None) -> np.ndarray:
+    return np.array(json.dumps({"format": "rnnir.state/1", "fingerprint": s.fingerprint, "model": s.label, "slots": slots or {}}))
+
+
+def _bad_state_files(s, tmp_path: Path) -> dict[str, Path]:
+    good = tmp_path / "good.state"
+    s.save_state(good)
+    data = good.read_bytes()
+    files = {
+        "empty": tmp_path / "empty.state",
+        "truncated": tmp_path / "truncated.state",
+        "not_npz": tmp_path / "not_npz.state",
+        "npy": tmp_path / "plain.npy",
+    }
+    files["empty"].write_bytes(b"")
+    files["truncated"].write_bytes(data[: len(data) // 2])
+    files["not_npz"].write_bytes(b"this is not a zip archive at all" * 10)
+    np.save(files["npy"], np.zeros(3))
+    h = np.zeros((1, 1, 4), np.float32)
+    files["meta_list"] = _state_file(tmp_path, "meta_list.state", __rnnir_state__=np.array("[1, 2]"), **{"slot:h0": h, "slot:c0": h})
+    files["meta_garbage"] = _state_file(tmp_path, "meta_garbage.state", __rnnir_state__=np.array("{not json"), **{"slot:h0": h, "slot:c0": h})
+    files["meta_numeric"] = _state_file(tmp_path, "meta_numeric.state", __rnnir_state__=np.zeros(3), **{"slot:h0": h, "slot:c0": h})
+    files["wrong_shape"] = _state_file(tmp_path, "wrong_shape.state", __rnnir_state__=_meta(s), **{"slot:h0": np.zeros((1, 1, 5), np.float32), "slot:c0": h})
+    files["wrong_rank"] = _state_file(tmp_path, "wrong_rank.state", __rnnir_state__=_meta(s), **{"slot:h0": np.zeros((4,), np.float32), "slot:c0": h})
+    files["wrong_dtype"] = _state_file(tmp_path, "wrong_dtype.state", __rnnir_state__=_meta(s), **{"slot:h0": h.astype(np.float64), "slot:c0": h})
+    bomb = tmp_path / "bomb.state"
+    with open(bomb, "wb") as f:  # compresses to ~100 KB, expands to 100 MB: over what two 16-byte slots may hold
+        np.savez_compressed(f, __rnnir_state__=_meta(s), **{"slot:h0": np.zeros((25_000_000,), np.float32), "slot:c0": h})
+    files["zip_bomb"] = bomb
+    return files
+
+
+def test_a_bad_state_file_is_a_state_error_and_the_live_state_survives(session, tmp_path):
+    before = {k: v.copy() for k, v in session.state.items()}
+    x = np.ones((2, 1, 3), np.float32)
+    for why, path in _bad_state_files(session, tmp_path).items():
+        with pytest.raises(rnnir.StateError) as ei:
+            session.load_state(path)
+        assert str(path) in str(ei.value), why
+        now = session.state
+        assert all(np.array_equal(now[k], before[k]) for k in before), why
+    # and the stream goes on from the state it had
+    twin = session.fork()
+    assert np.array_equal(session.run({"x": x})["hn"], twin.run({"x": x})["hn"])
+
+
+def test_zip_bomb_is_refused_before_decompressing(session, tmp_path):
+    bomb = _bad_state_files(session, tmp_path)["zip_bomb"]
+    assert bomb.stat().st_size < 2_000_000
+    with pytest.raises(rnnir.StateError, match="expands to"):
+        session.load_state(bomb)
+
+
+def test_a_state_file_that_is_a_fifo_is_refused_without_blocking(session, tmp_path):
+    if not _POSIX:
+        pytest.skip("POSIX FIFOs")
+    os.mkfifo(tmp_path / "pipe.state")
+    with pytest.raises(rnnir.StateError, match="regular file"):
+        session.load_state(tmp_path / "pipe.state")
+
+
+def test_a_good_state_file_round_trips_near_miss(session, tmp_path):
+    session.save_state(tmp_path / "s.state")
+    other = session.fork(reset=True)
+    other.load_state(tmp_path / "s.state")
+    assert all(np.array_equal(other.state[k], session.state[k]) for k in session.state)
+
+
+_FSIZE_CHILD = """
+import sys, resource, numpy as np
+from rnnir.runtime import StatefulSession
+s = StatefulSession(sys.argv[1], max_slot_bytes=2**30, state_shapes={"h0": (1, 1, 4), "c0": (1, 1, 4)})
+s.run({"x": np.ones((2, 1, 3), np.float32)})
+resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))   # a full disk, for this process
+try:
+    s.save_state(sys.argv[2])
+except Exception as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_save_state_is_atomic_under_a_full_disk(session, tmp_path):
+    target = tmp_path / "keep.state"
+    session.save_state(target)
+    good = target.read_bytes()
+    model = tmp_path / "lstm.onnx"
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", _FSIZE_CHILD, str(model), str(target)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.stdout.startswith("StateError"), proc.stdout + proc.stderr
+    assert target.read_bytes() == good  # the old state is intact and loadable
+    session.load_state(target)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # no temporary file left behind
+
+
+def test_save_state_failing_midway_keeps_the_previous_file(session, tmp_path, monkeypatch):
+    target = tmp_path / "keep.state"
+    session.save_state(target)
+    good = target.read_bytes()
+
+    def broken_savez(f, **arrays):
+        f.write(b"PK partial")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "savez", broken_savez)
+    with pytest.raises(rnnir.StateError, match="No space left"):
+        session.save_state(target)
+    assert target.read_bytes() == good
+
+
+def _big_state_model(dims) -> onnx.ModelProto:
+    m = om.lstm_h0c0()
+    for vi in (m.graph.input[1], m.graph.input[2]):
+        shape = vi.type.tensor_type.shape
+        for d, n in zip(shape.dim, dims):
+            d.dim_value = n
+    return m
+
+
+@pytest.mark.parametrize("dims", [(40_000, 10_000, 4), (10**9, 10**9, 4)])
+def test_an_absurd_declared_state_is_refused_before_allocating(tmp_path, dims):
+    from rnnir.runtime import StatefulSession
+
+    s = StatefulSession(_big_state_model(dims))
+    with pytest.raises(rnnir.StateError, match="over the .*-byte limit per slot"):
+        s.run({"x": np.ones((2, 1, 3), np.float32)})
+
+
+def test_state_bound_can_be_raised_near_miss():
+    from rnnir.runtime import StatefulSession
+
+    m = _big_state_model((1, 1, 4))
+    s = StatefulSession(m, max_slot_bytes=15)  # the 16-byte slot is over a 15-byte bound
+    with pytest.raises(rnnir.StateError, match="limit per slot"):
+        s.initial_state()
+    assert StatefulSession(m, max_slot_bytes=16).initial_state()["h0"].shape == (1, 1, 4)
+
+
+def test_rnnir_run_refuses_an_absurd_state_with_a_clear_message(tmp_path):
+    (tmp_path / "big.onnx").write_bytes(_big_state_model((40_000, 10_000, 4)).SerializeToString())
+    proc = run_cli("run", "big.onnx", "--no-config", "--calls", "3", "--chunk", "2", cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert b"limit per slot" in proc.stderr and b"--max-slot-mb" in proc.stderr
+    assert b"internal error" not in proc.stderr
+
+
+def test_rnnir_run_reports_an_onnxruntime_failure_as_the_models_problem(tmp_path, capsys):
+    m = om.lstm_h0c0()
+    next(a for a in m.graph.node[0].attribute if a.name == "hidden_size").i = 5  # W says 4
+    (tmp_path / "m.onnx").write_bytes(m.SerializeToString())
+    code, out, err = run_main(capsys, "run", str(tmp_path / "m.onnx"), "--no-config", "--calls", "3", "--chunk", "2")
+    assert code == 2
+    assert "onnxruntime cannot run the model" in err and "internal error" not in err
+
+
+# -- 7. an empty selection is a usage error ---------------------------------------------------
+
+
+@pytest.mark.parametrize("select", ["", ",", " , "])
+def test_empty_select_flag_is_a_usage_error(capsys, select):
+    code, out, err = run_main(capsys, "lint", str(SAMPLE), "--no-config", "--select", select)
+    assert code == 2 and "--select" in err
+
+
+@pytest.mark.parametrize("body", ["select = []", 'select = [""]'])
+def test_empty_select_in_pyproject_is_a_config_error(tmp_path, monkeypatch, capsys, body):
+    (tmp_path / "pyproject.toml").write_text(f"[tool.rnnir]\n{body}\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(capsys, "lint", str(SAMPLE))
+    assert code == 2 and "select" in err and "internal error" not in err
+
+
+def test_non_empty_select_near_miss(capsys):
+    code, out, err = run_main(capsys, "lint", str(SAMPLE), "--no-config", "--select", "SD,")
+    assert code == 0, err
+
+
+# -- 10. --jobs, -o, configuration, Triton -------------------------------------------------------
+
+
+@pytest.mark.parametrize("jobs", ["-1", "0"])
+def test_jobs_below_one_is_a_usage_error(capsys, jobs):
+    code, out, err = run_main(capsys, "lint", str(SAMPLE), "--no-config", "--jobs", jobs)
+    assert code == 2 and "--jobs" in err
+
+
+def test_jobs_is_clamped_to_files_and_cpus_and_says_so(tmp_path, monkeypatch, capsys):
+    for k in range(3):
+        shutil.copy(SAMPLE, tmp_path / f"m{k}.onnx")
+    started: list[int] = []
+
+    class CountingPool(cli.ProcessPoolExecutor):
+        def __init__(self, max_workers=None, **kw):
+            started.append(max_workers)
+            super().__init__(max_workers=max_workers, **kw)
+
+    monkeypatch.setattr(cli, "ProcessPoolExecutor", CountingPool)
+    code, out, err = run_main(capsys, "lint", str(tmp_path), "--no-config", "--jobs", "1000", "--format", "json")
+    assert code == 0
+    expected = min(3, os.cpu_count() or 1)
+    assert started in ([expected], []) and (started or expected == 1)
+    assert f"using {expected} worker" in err
+
+
+def test_output_over_a_linted_model_is_refused(tmp_path, capsys):
+    model = tmp_path / "m.onnx"
+    shutil.copy(SAMPLE, model)
+    before = model.read_bytes()
+    code, out, err = run_main(capsys, "lint", str(model), "--no-config", "-o", str(model))
+    assert code == 2 and "--output" in err
+    assert model.read_bytes() == before
+    code, out, err = run_main(capsys, "lint", str(tmp_path), "--no-config", "-o", str(tmp_path / "." / "m.onnx"))
+    assert code == 2 and model.read_bytes() == before
+
+
+def test_output_beside_the_model_near_miss(tmp_path, capsys):
+    shutil.copy(SAMPLE, tmp_path / "m.onnx")
+    code, out, err = run_main(capsys, "lint", str(tmp_path / "m.onnx"), "--no-config", "-o", str(tmp_path / "report.txt"))
+    assert code == 0 and "no findings" in (tmp_path / "report.txt").read_text()
+
+
+@pytest.mark.parametrize("body", ["tool = 5", 'tool = "rnnir"'])
+def test_tool_not_a_table_is_a_config_error(tmp_path, monkeypatch, capsys, body):
+    (tmp_path / "pyproject.toml").write_text(body + "\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_main(capsys, "lint", str(SAMPLE))
+    assert code == 2 and "tool" in err and "must be a table" in err and "internal error" not in err
+
+
+def _triton_layout(root: Path, version_folder: str, config_at: str) -> Path:
+    m = om.lstm_h0c0(names=("IN_H", "IN_C", "OUT_H", "OUT_C"))
+    d = root / "lstm" / version_folder
+    d.mkdir(parents=True)
+    (d / "model.onnx").write_bytes(m.SerializeToString())
+    cfg = d / "config.pbtxt" if config_at == "beside" else root / "lstm" / "config.pbtxt"
+    cfg.write_text('sequence_batching { state [ { input_name: "IN_H" output_name: "OUT_C" }, { input_name: "IN_C" output_name: "OUT_H" } ] }')
+    return d / "model.onnx"
+
+
+def _sources(path: Path) -> set[tuple[str, str | None, str]]:
+    return {(p.input, p.output, p.source.value) for p in rnnir.load(path).state_pairs}
+
+
+def test_triton_config_beside_the_model_is_read(tmp_path):
+    assert ("IN_H", "OUT_C", "triton") in _sources(_triton_layout(tmp_path, "anything", "beside"))
+
+
+def test_triton_config_above_a_numbered_version_folder_is_read(tmp_path):
+    assert ("IN_H", "OUT_C", "triton") in _sources(_triton_layout(tmp_path, "3", "parent"))
+
+
+def test_triton_config_above_an_ordinary_folder_is_not_read(tmp_path):
+    # models/lstm/config.pbtxt does not describe models/lstm/exports/model.onnx: names decide instead
+    assert all(src != "triton" for _, _, src in _sources(_triton_layout(tmp_path, "exports", "parent")))
+
+
+def test_triton_config_that_is_a_fifo_is_not_opened(tmp_path):
+    if not _POSIX:
+        pytest.skip("POSIX FIFOs")
+    d = tmp_path / "lstm" / "1"
+    d.mkdir(parents=True)
+    (d / "model.onnx").write_bytes(om.lstm_h0c0().SerializeToString())
+    os.mkfifo(d / "config.pbtxt")
+    assert {p.input for p in rnnir.load(d / "model.onnx").state_pairs} == {"h0", "c0"}
