@@ -45,6 +45,8 @@ class _OpRules:
     attr_types: dict[str, int]
     required_attrs: tuple[str, ...]
     required_inputs: tuple[int, ...]  # positions that must be present and non-empty
+    max_inputs: int
+    max_outputs: int
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,8 @@ class ModelIndex:
                     self._check_op(node, sc)
                 rules = self._rules.get((op, dom))
                 if rules is not None:
+                    if len(node.input) > rules.max_inputs or len(node.output) > rules.max_outputs:
+                        self._too_many_ports(node, sc, rules)
                     if rules.required_inputs and (len(node.input) <= rules.required_inputs[-1] or "" in node.input):
                         self._check_required_inputs(node, sc, rules)
                     if node.attribute or rules.required_attrs:
@@ -293,6 +297,8 @@ class ModelIndex:
             attr_types={name: int(a.type.value) for name, a in schema.attributes.items()},
             required_attrs=tuple(name for name, a in schema.attributes.items() if a.required),
             required_inputs=tuple(required),
+            max_inputs=schema.max_input,
+            max_outputs=schema.max_output,
         )
 
     def _check_required_inputs(self, node: onnx.NodeProto, sc: Scope, rules: _OpRules) -> None:
@@ -305,6 +311,14 @@ class ModelIndex:
                     where=self._where(sc, node),
                 )
 
+    def _too_many_ports(self, node: onnx.NodeProto, sc: Scope, rules: _OpRules) -> None:
+        raise ModelError(
+            f"{node.op_type} node has {len(node.input)} input(s) and {len(node.output)} output(s); "
+            f"its schema allows at most {rules.max_inputs} and {rules.max_outputs}",
+            model=self.label,
+            where=self._where(sc, node),
+        )
+
     def _check_attributes(self, node: onnx.NodeProto, sc: Scope, rules: _OpRules) -> None:
         """Each attribute the schema knows has the schema's type; required ones are present; text is UTF-8."""
         seen: set[str] = set()
@@ -312,7 +326,13 @@ class ModelIndex:
             if type(attr.name) is not str:
                 self._not_text("attribute name", node, sc, attr.name)
             expected = rules.attr_types.get(attr.name)
-            if expected is not None and attr.type != expected:
+            if expected is None:
+                raise ModelError(
+                    f"attribute {attr.name!r} is not an attribute of {node.op_type} (as onnx.checker and onnxruntime also refuse)",
+                    model=self.label,
+                    where=self._where(sc, node),
+                )
+            if attr.type != expected:
                 raise ModelError(
                     f"attribute {attr.name!r} is {_attr_type_name(attr.type)}, the {node.op_type} schema wants {_attr_type_name(expected)}",
                     model=self.label,
