@@ -13,7 +13,8 @@ Seeds are the bundled samples (``samples/*.onnx``) and the committed PyTorch exp
   nest the graph in Ifs.
 
 A case is linted in-process exactly as ``rnnir lint`` lints one file (:func:`rnnir.cli.lint_one`), then
-rendered in every report format (each must be complete: JSON/SARIF parse back, no lone surrogate).
+rendered in every report format (each must be complete: JSON/SARIF parse back, no lone surrogate);
+a third of the models that lint also go through ``rnnir show`` in every format.
 Outcomes: ``ok`` (linted, maybe with findings) or ``error`` (the model's error record); anything
 else — an ``InternalError`` record, an exception escaping, a case slower than ``--case-seconds`` —
 is a failure, printed with the seed and case number that reproduce it.
@@ -22,7 +23,9 @@ is a failure, printed with the seed and case number that reproduce it.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import json
 import os
 import random
@@ -384,6 +387,18 @@ def check_case(case: Case, path: Path) -> tuple[str, str | None]:
                 json.loads(text)
         except BaseException as exc:  # noqa: BLE001
             return "render", f"{fmt}: {type(exc).__name__}: {exc}"
+    if result.error is None and len(case.data) % 3 == 0:  # a third of the good ones also through `rnnir show`
+        for fmt in ("text", "dot", "mermaid", "json"):
+            out, err = io.StringIO(), io.StringIO()
+            try:
+                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                    code = cli.main(["show", str(path), "--no-config", "--format", fmt])
+            except BaseException as exc:  # noqa: BLE001
+                return "show", f"{fmt}: {type(exc).__name__}: {exc}"
+            if code != 0 or "\x1b" in out.getvalue():
+                return "show", f"{fmt}: exit {code}: {err.getvalue()[:300]}"
+            if fmt == "json":
+                json.loads(out.getvalue())
     return ("error" if result.error is not None else "ok"), None
 
 
