@@ -197,6 +197,13 @@ def _error_message(exc: BaseException, path: str) -> str:
 
 def lint_one(job: LintJob) -> FileResult:
     """Lower and analyse one model; every failure becomes ``FileResult.error``, never an exception."""
+    from .gcpause import paused_gc
+
+    with paused_gc():  # lowering and the passes build a large, long-lived heap: see rnnir.gcpause
+        return _lint_one(job)
+
+
+def _lint_one(job: LintJob) -> FileResult:
     import rnnir
 
     result = FileResult(path=job.path)

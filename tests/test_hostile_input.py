@@ -207,6 +207,12 @@ def _bytes_replaced(old: bytes, new: bytes) -> bytes:
     return data.replace(old, new)
 
 
+def _with_metadata_bytes() -> bytes:
+    m = om.lstm_h0c0(names=("a", "b", "p", "q"))
+    m.metadata_props.add(key="rnnir.pairs", value='{"a": "p"}')
+    return m.SerializeToString().replace(b"rnnir.pairs", b"rnnir.pair\xff")
+
+
 def deep_if(depth: int) -> onnx.ModelProto:
     """If nested ``depth`` deep, built in memory top-down (protobuf cannot parse it from bytes)."""
     m = helper.make_model(
@@ -244,6 +250,8 @@ FUZZED = {
     "non_utf8_op_type": (lambda: _bytes_replaced(b"LSTM", b"\xffSTM"), "UTF-8", "lstm"),
     "non_utf8_node_name": (lambda: _bytes_replaced(b"\x1a\x04lstm", b"\x1a\x04\xffstm"), "UTF-8", "xffstm"),
     "non_utf8_value_name": (lambda: _bytes_replaced(b"hn", b"\xffn"), "UTF-8", "xffn"),
+    "non_utf8_graph_name": (lambda: _bytes_replaced(b"\x12\x01g", b"\x12\x01\xff"), "UTF-8", "graph name"),
+    "non_utf8_metadata": (lambda: _with_metadata_bytes(), "UTF-8", "metadata"),
     "non_utf8_direction": (lambda: _set_attr(om.lstm_h0c0(), "LSTM", "direction", b"\xff"), "UTF-8", "direction"),
     "duplicated_graph_output": (_duplicated_output, "twice", "hn"),
     "if_1000_deep": (lambda: deep_if(1000), "nested", "if0"),
@@ -746,3 +754,69 @@ def test_triton_config_that_is_a_fifo_is_not_opened(tmp_path):
     (d / "model.onnx").write_bytes(om.lstm_h0c0().SerializeToString())
     os.mkfifo(d / "config.pbtxt")
     assert {p.input for p in rnnir.load(d / "model.onnx").state_pairs} == {"h0", "c0"}
+
+
+# -- 9. long state paths: linear work ------------------------------------------------------------
+# Speed is measured in bench/long_path.py; here the *work* is counted, so the test cannot flake on a
+# busy machine yet fails the day a visit becomes quadratic in the path length.
+
+
+def chain_on_state_path(n: int) -> onnx.ModelProto:
+    """LSTM -> Y_h -> n Relu nodes -> hn: every Relu is on the state's way back to its slot."""
+    H = 4
+    nodes = [helper.make_node("LSTM", ["x", "W", "R", "B", "", "h0", "c0"], ["Y", "e0", "cn"], hidden_size=H, name="lstm")]
+    nodes += [helper.make_node("Relu", [f"e{i}"], [f"e{i + 1}"], name=f"relu{i}") for i in range(n)]
+    nodes.append(helper.make_node("Identity", [f"e{n}"], ["hn"]))
+    return om.model(
+        nodes,
+        [om.vi("x", ["T", 1, 3]), om.vi("h0", [1, 1, H]), om.vi("c0", [1, 1, H])],
+        [om.vi("Y", ["T", 1, 1, H]), om.vi("hn", [1, 1, H]), om.vi("cn", [1, 1, H])],
+        om.lstm_weights(H=H),
+    )
+
+
+def _count_work(monkeypatch, n: int) -> dict[str, int]:
+    import passes
+    from rnnir import digraph, slices
+    from rnnir.lower import scope
+
+    counts: dict[str, int] = {}
+
+    def counting(cls, name):
+        original = getattr(cls, name)
+
+        def wrapper(*args, **kwargs):
+            counts[name] = counts.get(name, 0) + 1
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(cls, name, wrapper)
+
+    for cls, name in ((scope.Scope, "resolve"), (slices.Tracer, "_eval"), (digraph.DiGraph, "add_edge"), (digraph.DiGraph, "successors")):
+        counting(cls, name)
+    passes.run(rnnir.load(chain_on_state_path(n)))
+    monkeypatch.undo()
+    return counts
+
+
+def test_work_on_a_long_state_path_grows_linearly(monkeypatch):
+    small, large = _count_work(monkeypatch, 500), _count_work(monkeypatch, 2000)
+    for name, count in large.items():
+        assert count <= 4.4 * max(small.get(name, 0), 1) + 50, (name, small.get(name), count)
+    assert large["_eval"] >= 2000  # each node on the path is traced, not skipped
+
+
+def test_gc_is_paused_while_lowering_and_resumed_after():
+    import gc
+
+    from rnnir.gcpause import paused_gc
+
+    assert gc.isenabled()
+    with paused_gc():
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner block does not resume what the outer one paused
+    assert gc.isenabled()
+    with pytest.raises(rnnir.ModelError):
+        rnnir.load(b"junk")
+    assert gc.isenabled()  # resumed after a failure too

@@ -154,6 +154,8 @@ class ModelIndex:
                     model=self.label,
                     where=sc.path[0],
                 )
+            if type(g.name) is not str:
+                self._not_text("graph name", None, sc, g.name)
             for t in g.initializer:
                 self._check_tensor(t, sc)
                 sc.initializers[t.name] = t

@@ -289,3 +289,9 @@ def _check_shape(proto: onnx.ModelProto, label: str) -> None:
         raise ModelError("not a usable ONNX model: it imports no opset", model=label)
     if len(proto.graph.output) == 0:
         raise ModelError("the graph has no outputs (truncated file?)", model=label)
+    for entry in proto.metadata_props:  # protobuf hands back bytes for text that is not UTF-8
+        if type(entry.key) is not str or type(entry.value) is not str:
+            raise ModelError(f"metadata entry {entry.key!r} is not valid UTF-8 text, as ONNX requires", model=label, where="metadata_props")
+    for op in proto.opset_import:
+        if type(op.domain) is not str:
+            raise ModelError(f"opset domain {op.domain!r} is not valid UTF-8 text", model=label, where="opset_import")
