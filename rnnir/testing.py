@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from .errors import RnnirError
-from .runtime import StatefulSession, _shape_text
+from .runtime import DEFAULT_MAX_SLOT_BYTES, StatefulSession, _shape_text
 
 __all__ = [
     "Divergence",
@@ -254,7 +254,7 @@ def check_multicall(
     providers: Sequence[Any] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     input_values: Mapping[str, float] | None = None,
-    max_slot_bytes: int | None = None,
+    max_slot_bytes: int = DEFAULT_MAX_SLOT_BYTES,
 ) -> MulticallReport:
     """Run ``stream`` through ``model`` whole, chunked with persistence, and with each persistence bug.
 
@@ -270,9 +270,9 @@ def check_multicall(
     with one value every call (e.g. a sample rate).  ``max_slot_bytes`` raises (or lowers) the
     runtime's bound on one slot's size (:data:`rnnir.runtime.DEFAULT_MAX_SLOT_BYTES`).
     """
-    limits = {} if max_slot_bytes is None else {"max_slot_bytes": max_slot_bytes}
     session = model if isinstance(model, StatefulSession) else StatefulSession(
-        model, pairs=pairs, session_options=session_options, providers=providers, state_shapes=state_shapes, cast_state=True, **limits
+        model, pairs=pairs, session_options=session_options, providers=providers, state_shapes=state_shapes, cast_state=True,
+        max_slot_bytes=max_slot_bytes,
     )
     sizes = [int(chunk)] if chunk is not None else [int(c) for c in chunk_sizes]
     if not sizes or any(c <= 0 for c in sizes):

@@ -296,7 +296,7 @@ class ModelIndex:
                 break  # an optional or variadic input: the rest may be absent
             required.append(k)
         self._rules[key] = _OpRules(
-            attr_types={name: int(a.type.value) for name, a in schema.attributes.items()},
+            attr_types={name: int(a.type) for name, a in schema.attributes.items()},  # type: ignore[call-overload]  # AttrType is an int enum the stub does not say is SupportsInt
             required_attrs=tuple(name for name, a in schema.attributes.items() if a.required),
             required_inputs=tuple(required),
             max_inputs=schema.max_input,
@@ -488,7 +488,7 @@ class ModelIndex:
 
 def _attr_type_name(code: int) -> str:
     try:
-        return onnx.AttributeProto.AttributeType.Name(code)
+        return str(onnx.AttributeProto.AttributeType.Name(code))
     except ValueError:
         return f"attribute type {code}"
 
