@@ -820,3 +820,12 @@ def test_gc_is_paused_while_lowering_and_resumed_after():
     with pytest.raises(rnnir.ModelError):
         rnnir.load(b"junk")
     assert gc.isenabled()  # resumed after a failure too
+
+
+@pytest.mark.parametrize("fmt", ["text", "dot", "mermaid", "json"])
+def test_show_of_a_model_with_a_non_utf8_name_is_a_model_error(tmp_path, capsys, fmt):
+    p = tmp_path / "bad.onnx"
+    p.write_bytes(_bytes_replaced(b"hn", b"\xffn"))
+    code, out, err = run_main(capsys, "show", str(p), "--no-config", "--format", fmt)
+    assert code == 2 and out == ""
+    assert "not valid UTF-8" in err and "internal error" not in err
