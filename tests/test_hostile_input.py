@@ -829,3 +829,17 @@ def test_show_of_a_model_with_a_non_utf8_name_is_a_model_error(tmp_path, capsys,
     code, out, err = run_main(capsys, "show", str(p), "--no-config", "--format", fmt)
     assert code == 2 and out == ""
     assert "not valid UTF-8" in err and "internal error" not in err
+
+
+def test_if_branch_with_fewer_outputs_than_the_if_is_a_model_error():
+    # found by the 100,000-case fuzz run: the slice tracer indexed past the else branch's outputs
+    m = _copy(om.packed_lstm_in_if())
+    node = next(n for n in m.graph.node if n.op_type == "If")
+    node.output.append("extra")  # two outputs, each branch yields one
+    with pytest.raises(rnnir.ModelError, match="branch has 0 input.*1 output.*need 0 and 2") as ei:
+        rnnir.load(m)
+    assert "sr_if" in str(ei.value)
+
+
+def test_if_branches_matching_the_if_near_miss():
+    assert rnnir.load(om.packed_lstm_in_if()).state_pairs

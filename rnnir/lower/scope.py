@@ -217,6 +217,8 @@ class ModelIndex:
                             subs = [attr.g]
                         elif attr.type == onnx.AttributeProto.GRAPHS:
                             subs = list(attr.graphs)
+                        if dom in _DEFAULT_DOMAINS and len(subs) == 1:
+                            self._check_body_arity(node, attr.name, subs[0], sc)
                         for k, sub in enumerate(subs):
                             tag = attr.name if len(subs) == 1 else f"{attr.name}[{k}]"
                             child = Scope(graph=sub, path=sc.path + (f"{self.node_name(node)}.{tag}",), parent=sc, owner=node)
@@ -312,6 +314,25 @@ class ModelIndex:
                     model=self.label,
                     where=self._where(sc, node),
                 )
+
+    def _check_body_arity(self, node: onnx.NodeProto, attr: str, body: onnx.GraphProto, sc: Scope) -> None:
+        """A branch or body has the inputs and outputs its owner's signature implies (the ONNX spec's rules)."""
+        op = node.op_type
+        want_in: int | None = None
+        want_out: int | None = None
+        if op == "If" and attr in ("then_branch", "else_branch"):
+            want_in, want_out = 0, len(node.output)
+        elif op == "Loop" and attr == "body":
+            want_in, want_out = len(node.input), 1 + len(node.output)  # (iteration, cond, carried...) -> (cond, carried..., scans...)
+        elif op == "Scan" and attr == "body":  # inputs differ between opset 8 (sequence_lens) and 9+
+            want_out = len(node.output)
+        if want_out is not None and len(body.output) != want_out or want_in is not None and len(body.input) != want_in:
+            raise ModelError(
+                f"{op} {attr} has {len(body.input)} input(s) and {len(body.output)} output(s); the node's "
+                f"{len(node.input)} input(s) and {len(node.output)} output(s) need {want_in} and {want_out}",
+                model=self.label,
+                where=self._where(sc, node),
+            )
 
     def _too_many_ports(self, node: onnx.NodeProto, sc: Scope, rules: _OpRules) -> None:
         raise ModelError(
