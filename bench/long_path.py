@@ -1,6 +1,6 @@
 """Benchmark: linting a long chain of elementwise nodes on the state path vs the same chain off it.
 
-    python bench/long_path.py [--sizes 20000,50000,100000] [--at-gc]
+    python bench/long_path.py [--sizes 20000,50000,100000] [--with-gc]
 
 Each model is an LSTM whose final hidden state passes through N ``Relu`` nodes before it becomes
 ``hn`` (on the path: every node is lowered, traced and analysed), or the same N nodes hanging off
