@@ -9,7 +9,7 @@
     rnnir cost PATH... [--format text|json] [--jobs N] [--output FILE]
     rnnir run MODEL [--calls 200] [--chunk 16] [--shape IN=D0,D1] [--value IN=X] [--wav IN=FILE] [--context IN=N[:AXIS]]
                     [--drop K [--drop-mode skip|zero]] [--reconnect K] [--burst K:N [--burst-kind noise|silence]]
-                    [--long N] [--streams N] [--recovery-tol X] [--format text|json] [--output FILE] [--plot run.png]
+                    [--long N] [--streams N] [--recovery-tol X] [--max-slot-mb 256] [--format text|json] [--output FILE] [--plot run.png]
     rnnir --version                     (python -m rnnir ... is the same command)
 
 ``show``, ``cost`` and ``run`` take the same ``--pair``/``--entry``/``--exit``/``--config``/
