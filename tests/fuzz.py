@@ -388,11 +388,11 @@ def check_case(case: Case, path: Path) -> tuple[str, str | None]:
         except BaseException as exc:  # noqa: BLE001
             return "render", f"{fmt}: {type(exc).__name__}: {exc}"
     if result.error is None and len(case.data) % 3 == 0:  # a third of the good ones also through `rnnir show`
-        for fmt in ("text", "dot", "mermaid", "json"):
+        for fmt, extra in (("text", []), ("text", ["--full"]), ("dot", []), ("mermaid", []), ("json", [])):
             out, err = io.StringIO(), io.StringIO()
             try:
                 with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                    code = cli.main(["show", str(path), "--no-config", "--format", fmt])
+                    code = cli.main(["show", str(path), "--no-config", "--format", fmt, *extra])
             except BaseException as exc:  # noqa: BLE001
                 return "show", f"{fmt}: {type(exc).__name__}: {exc}"
             if code != 0 or "\x1b" in out.getvalue():

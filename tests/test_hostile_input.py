@@ -252,6 +252,7 @@ FUZZED = {
     "non_utf8_value_name": (lambda: _bytes_replaced(b"hn", b"\xffn"), "UTF-8", "xffn"),
     "non_utf8_graph_name": (lambda: _bytes_replaced(b"\x12\x01g", b"\x12\x01\xff"), "UTF-8", "graph name"),
     "non_utf8_metadata": (lambda: _with_metadata_bytes(), "UTF-8", "metadata"),
+    "non_utf8_dim_param": (lambda: _bytes_replaced(b"\x12\x01T", b"\x12\x01\xff"), "UTF-8", "a dim of value"),
     "non_utf8_direction": (lambda: _set_attr(om.lstm_h0c0(), "LSTM", "direction", b"\xff"), "UTF-8", "direction"),
     "duplicated_graph_output": (_duplicated_output, "twice", "hn"),
     "if_1000_deep": (lambda: deep_if(1000), "nested", "if0"),

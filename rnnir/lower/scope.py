@@ -264,6 +264,8 @@ class ModelIndex:
         if elem not in _ELEM_TYPES:
             raise ModelError(f"value {vi.name!r} has unknown element type {elem}", model=self.label, where=self._where(sc))
         for d in vi.type.tensor_type.shape.dim:
+            if type(d.dim_param) is not str:
+                self._not_text(f"a dim of value {vi.name!r}", None, sc, d.dim_param)
             if d.HasField("dim_value") and d.dim_value < 0:
                 raise ModelError(
                     f"value {vi.name!r} has a negative dimension ({d.dim_value})",
