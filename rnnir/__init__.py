@@ -96,10 +96,12 @@ def load(
     :class:`ModelError` for any model that cannot be read, :class:`PairingError`
     for a declaration that names unknown inputs or outputs.
     """
+    from .gcpause import paused_gc
     from .lower import Policy, lower, read_model
 
-    src = read_model(model, label=label)
-    return lower(src, pairs, Policy(entry=entry, exit=exit))
+    with paused_gc():  # see rnnir.gcpause: the collector's rescans cost ~40 % on long state paths
+        src = read_model(model, label=label)
+        return lower(src, pairs, Policy(entry=entry, exit=exit))
 
 
 def __getattr__(name: str) -> Any:

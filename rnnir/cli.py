@@ -9,7 +9,7 @@
     rnnir cost PATH... [--format text|json] [--jobs N] [--output FILE]
     rnnir run MODEL [--calls 200] [--chunk 16] [--shape IN=D0,D1] [--value IN=X] [--wav IN=FILE] [--context IN=N[:AXIS]]
                     [--drop K [--drop-mode skip|zero]] [--reconnect K] [--burst K:N [--burst-kind noise|silence]]
-                    [--long N] [--streams N] [--recovery-tol X] [--format text|json] [--output FILE] [--plot run.png]
+                    [--long N] [--streams N] [--recovery-tol X] [--max-slot-mb 256] [--format text|json] [--output FILE] [--plot run.png]
     rnnir --version                     (python -m rnnir ... is the same command)
 
 ``show``, ``cost`` and ``run`` take the same ``--pair``/``--entry``/``--exit``/``--config``/
@@ -51,7 +51,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from . import __version__
 from .config import ENTRY_POLICIES, EXIT_POLICIES, Config, ConfigError, find_config, load_config, parse_pair
 from .errors import ModelError, RnnirError
-from .render import FORMATS, FileResult, LintResult, render, render_cost_text
+from .render import FORMATS, FileResult, LintResult, printable, render, render_cost_text, unicode_text
 
 if TYPE_CHECKING:
     from .ir import Program
@@ -103,6 +103,9 @@ def _settings(args: argparse.Namespace) -> Settings:
         found = find_config(Path.cwd())
         config = load_config(found) if found else Config()
     select = _split_codes(args.select) if getattr(args, "select", None) is not None else config.select
+    if select is not None and not select:
+        # an empty selection would lint nothing and exit 0: a CI job that checks nothing must not pass
+        raise UsageError("--select names no rule code; give codes or prefixes such as --select SD,OR (or leave it out to run every rule)")
     ignore = _split_codes(args.ignore) if getattr(args, "ignore", None) is not None else (config.ignore or ())
     pairs: Mapping[str, str | None] | None = config.pairs
     if getattr(args, "pair", None):
@@ -194,6 +197,13 @@ def _error_message(exc: BaseException, path: str) -> str:
 
 def lint_one(job: LintJob) -> FileResult:
     """Lower and analyse one model; every failure becomes ``FileResult.error``, never an exception."""
+    from .gcpause import paused_gc
+
+    with paused_gc():  # lowering and the passes build a large, long-lived heap: see rnnir.gcpause
+        return _lint_one(job)
+
+
+def _lint_one(job: LintJob) -> FileResult:
     import rnnir
 
     result = FileResult(path=job.path)
@@ -234,7 +244,7 @@ class Progress:
     def step(self, path: str) -> None:
         self.done += 1
         if self.enabled:
-            self.stream.write(f"\r\x1b[K[{self.done}/{self.total}] {path}")
+            self.stream.write(f"\r\x1b[K[{self.done}/{self.total}] {printable(path)}")
             self.stream.flush()
 
     def close(self) -> None:
@@ -296,6 +306,7 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     targets = collect_models(args.paths)
     if getattr(args, "shard", None):
         targets = _shard(args.shard).of(targets)
+    _refuse_output_over_a_model(args.output, targets)
     jobs: list[LintJob] = []
     for t in targets:
         if t.error is None:
@@ -308,7 +319,7 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
         fix_status = lint_fixes(args, [j.path for j in jobs], settings.select, {j.path: j.ignore for j in jobs}, settings.pairs)
         if args.diff:
             return fix_status
-    workers = args.jobs if args.jobs > 0 else (os.cpu_count() or 1)
+    workers = _workers(args.jobs, len(jobs))
     progress = Progress(len(jobs))
     try:
         linted = iter(run_jobs(jobs, workers, progress))
@@ -317,8 +328,9 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     files = [FileResult(t.path, error=t.error) if t.error is not None else next(linted) for t in targets]
 
     result = LintResult(files=files, rules=backend.RULES, version=__version__, with_cost=cost)
+    result.quarantine()
     for f in result.failed:
-        print(f"rnnir: error: {f.path}: {(f.error or {}).get('message')}", file=sys.stderr)
+        print(printable(f"rnnir: error: {f.path}: {(f.error or {}).get('message')}"), file=sys.stderr)
     if rules:
         text = render(result, args.format)
     elif args.format == "json":
@@ -327,6 +339,31 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
         text = _cost_text(result)
     _emit(text, args.output)
     return max(result.exit_code, fix_status)
+
+
+def _workers(requested: int, files: int) -> int:
+    """``--jobs N`` clamped to the files and CPUs there are (more processes only cost memory), said on stderr."""
+    if requested < 1:
+        raise UsageError(f"--jobs {requested}: give a number of worker processes, 1 or more")
+    cpus = os.cpu_count() or 1
+    workers = max(1, min(requested, files, cpus))
+    if workers < requested and files > 1:
+        print(f"rnnir: --jobs {requested}: using {workers} worker process(es) ({files} files, {cpus} CPUs)", file=sys.stderr)
+    return workers
+
+
+def _refuse_output_over_a_model(output: str | None, targets: Sequence[Target]) -> None:
+    """``-o model.onnx`` would overwrite a model being linted with the report."""
+    if not output:
+        return
+    out = Path(output)
+    for t in targets:
+        try:
+            same = out.exists() and os.path.samefile(out, t.path)
+        except OSError:
+            same = os.path.normcase(os.path.abspath(output)) == os.path.normcase(os.path.abspath(t.path))
+        if same:
+            raise UsageError(f"--output {output}: that is one of the models being linted; write the report elsewhere")
 
 
 def _cost_text(result: LintResult) -> str:
@@ -338,7 +375,7 @@ def _cost_text(result: LintResult) -> str:
         else:
             lines.extend("  " + line for line in render_cost_text(f.cost or {}))
         lines.append("")
-    return "\n".join(lines)
+    return "\n".join(map(printable, lines))
 
 
 def _shard(text: str) -> Shard:
@@ -395,7 +432,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     if fmt == "json":
         doc = {
             "version": 1,
-            "path": args.model,
+            "path": unicode_text(args.model),
             "state_pairs": [p.to_json() for p in program.state_pairs],
             "suggested_pairs": [p.to_json() for p in program.suggested_pairs],
         }
@@ -404,6 +441,8 @@ def cmd_show(args: argparse.Namespace) -> int:
         text = print_program(program) if args.full else journey_text(program)
     else:
         text = {"dot": to_dot, "mermaid": to_mermaid}[fmt](program, journey=journey)
+    if fmt != "json":  # names come from the model: no raw escape sequence reaches the terminal
+        text = "\n".join(map(printable, text.split("\n")))
     _emit(text + "\n", output)
     return 0
 
@@ -455,7 +494,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ``inconclusive`` and ``no-state`` exit 0 with the verdict printed.  Per-call latency and the
     state bytes per session are always measured (the ``streaming`` part of the report)."""
     from . import streaming, testing  # imports onnxruntime: only this command pays for it
-    from .runtime import StatefulSession
+    from .runtime import DEFAULT_MAX_SLOT_BYTES, StatefulSession
 
     if args.calls <= 0 or args.chunk <= 0:
         raise UsageError("--calls and --chunk must be positive")
@@ -483,18 +522,33 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         # A non-default lowering policy is a property of the Program: run the Program itself.
         model, pairs = rnnir.load(args.model, pairs=settings.pairs, entry=settings.entry, exit=settings.exit), None
+    if not args.max_slot_mb > 0:
+        raise UsageError("--max-slot-mb must be positive")
+    slot_limit = int(args.max_slot_mb * 2**20)
     context = _parse_assignments(args.context or [], "--context", _context_size)
-    if context:
-        model, pairs = StatefulSession(model, pairs=pairs, cast_state=True, context=context), None
     shapes = _parse_assignments(args.shape or [], "--shape", _dims)
     values = _parse_assignments(args.value or [], "--value", float)
     stream = _wav_stream(_parse_assignments(args.wav or [], "--wav", str), shapes, args.calls)
-    report = testing.check_multicall(model, stream=stream, pairs=pairs, calls=args.calls, chunk=args.chunk, input_shapes=shapes, input_values=values)
-    stream_report = streaming.check_streaming(
-        model, stream, pairs=pairs, calls=args.calls, chunk=args.chunk, input_shapes=shapes, input_values=values,
-        drop=args.drop, drop_mode=args.drop_mode, reconnect=args.reconnect, burst=burst, burst_kind=args.burst_kind,
-        long=args.long, tol=args.recovery_tol, streams=args.streams,
-    )
+    try:
+        if context or slot_limit != DEFAULT_MAX_SLOT_BYTES:  # one session carries the options into both checks
+            model, pairs = StatefulSession(model, pairs=pairs, cast_state=True, context=context or None, max_slot_bytes=slot_limit), None
+        report = testing.check_multicall(
+            model, stream=stream, pairs=pairs, calls=args.calls, chunk=args.chunk, input_shapes=shapes, input_values=values
+        )
+        stream_report = streaming.check_streaming(
+            model, stream, pairs=pairs, calls=args.calls, chunk=args.chunk, input_shapes=shapes, input_values=values,
+            drop=args.drop, drop_mode=args.drop_mode, reconnect=args.reconnect, burst=burst, burst_kind=args.burst_kind,
+            long=args.long, tol=args.recovery_tol, streams=args.streams,
+        )
+    except RnnirError:
+        raise
+    except MemoryError:
+        raise ModelError("running the model needs more memory than there is (its state or outputs are too large)", model=args.model) from None
+    except Exception as exc:
+        if not _onnxruntime_failure(exc):
+            raise
+        # the model linted but onnxruntime cannot execute it (e.g. hidden_size disagreeing with W): the model's problem
+        raise ModelError(f"onnxruntime cannot run the model: {_first_line(exc)}", model=args.model) from None
     if args.format == "json":
         doc = report.to_json()
         doc["streaming"] = stream_report.to_json()
@@ -556,6 +610,19 @@ def _burst(text: str, calls: int) -> tuple[int, int]:
     if at < 0 or n < 1 or at + n >= calls:
         raise UsageError(f"--burst {text}: calls {at}..{at + n - 1} must end before the last of --calls {calls}")
     return at, n
+
+
+def _onnxruntime_failure(exc: BaseException) -> bool:
+    """An exception raised by onnxruntime while running a session (its own types, or the RuntimeError of its C++ binding)."""
+    if type(exc).__module__.startswith("onnxruntime"):
+        return True
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and (text.startswith("Error in execution") or "[ONNXRuntimeError]" in text)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def _dims(text: str) -> tuple[int, ...]:
@@ -622,7 +689,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to skip")
     p.add_argument("--cost", action="store_true", help="add the per-call cost analysis")
     p.add_argument("--strict", action="store_true", help="state rnnir could not verify (SD009) or a model does not expose (SD010) is an error")
-    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in N worker processes (0: one per CPU)")
+    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in up to N worker processes (at most one per file and per CPU)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--shard", metavar="I/N", help="lint only shard I of N (models dealt round-robin in sorted order), for CI job matrices")
     _add_model_options(p)
@@ -685,6 +752,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--plot", metavar="FILE", help="also draw the run per call (variants, their divergence, state norms) into FILE (.png, .svg, .pdf); needs rnnir[plot]")
+    p.add_argument(
+        "--max-slot-mb", type=float, default=256, metavar="MB", help="refuse a state slot larger than MB mebibytes (default: 256)"
+    )
     _add_model_options(p)
     p.set_defaults(func=cmd_run)
 
@@ -721,7 +791,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (RnnirError, OSError) as exc:
         if _debug():
             traceback.print_exc()
-        print(f"rnnir: error: {_edge_message(exc, args)}", file=sys.stderr)
+        print(printable(f"rnnir: error: {_edge_message(exc, args)}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("rnnir: interrupted", file=sys.stderr)
@@ -729,7 +799,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if _debug():
             traceback.print_exc()
-        print(f"rnnir: internal error: {type(exc).__name__}: {exc} ({_REPORT_HINT})", file=sys.stderr)
+        print(printable(f"rnnir: internal error: {type(exc).__name__}: {exc} ({_REPORT_HINT})"), file=sys.stderr)
         return 2
 
 

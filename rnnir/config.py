@@ -84,7 +84,7 @@ def find_config(start: Path) -> Path | None:
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
-            if "rnnir" in _read_toml(candidate).get("tool", {}):
+            if "rnnir" in _tool_table(_read_toml(candidate), candidate):
                 return candidate
     return None
 
@@ -92,7 +92,7 @@ def find_config(start: Path) -> Path | None:
 def load_config(path: Path) -> Config:
     """Read ``[tool.rnnir]`` from ``path``; a file without the table gives an empty :class:`Config`."""
     data = _read_toml(path)
-    table = data.get("tool", {}).get("rnnir", {})
+    table = _tool_table(data, path).get("rnnir", {})
     where = f"{path}: [tool.rnnir]"
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
@@ -100,6 +100,8 @@ def load_config(path: Path) -> Config:
     if unknown:
         raise ConfigError(f"{where} has unknown key(s) {', '.join(map(repr, unknown))}; known keys: {', '.join(_KEYS)}")
     select = _codes(table, "select", where)
+    if select is not None and not select:
+        raise ConfigError(f'{where} select is empty, which would run no rule at all; name codes or prefixes (select = ["SD", "OR"]) or drop the key')
     ignore = _codes(table, "ignore", where)
     pairs = None
     if "pairs" in table:
@@ -142,6 +144,13 @@ def parse_pair(text: str) -> tuple[str, str | None]:
     return name, (out or None)
 
 
+def _tool_table(data: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{path}: tool = {tool!r} must be a table ([tool]), as in every pyproject.toml")
+    return tool
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as fh:
@@ -149,7 +158,7 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return table
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 

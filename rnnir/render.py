@@ -48,6 +48,7 @@ from passes.diagnostics import Diagnostic, Rule, Severity
 
 __all__ = [
     "FORMATS",
+    "printable",
     "JSON_SCHEMA_VERSION",
     "FileResult",
     "LintResult",
@@ -65,6 +66,51 @@ INFORMATION_URI = "https://pypi.org/project/rnnir/"
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 SRCROOT = "%SRCROOT%"
 _FINGERPRINT_KEY = "rnnirFingerprint/v1"
+
+
+def printable(text: str) -> str:
+    """``text`` safe to print on a terminal: control characters (newlines, ESC, bidi overrides) and bytes
+    that were not valid UTF-8 in a file name (surrogate escapes) become visible backslash escapes."""
+    if text.isprintable():
+        return text
+    out: list[str] = []
+    for ch in text:
+        code = ord(ch)
+        if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for an undecodable byte
+            out.append(f"\\x{code - 0xDC00:02x}")
+        elif ch.isprintable():
+            out.append(ch)
+        elif code < 0x100:
+            out.append({"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(ch, f"\\x{code:02x}"))
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return "".join(out)
+
+
+def unicode_text(text: str) -> str:
+    """``text`` as valid Unicode for JSON/SARIF: an undecodable file-name byte becomes the text ``\\xNN``."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _json_default(value: Any) -> Any:
+    """Last resort for values no renderer expects (bytes from a protobuf string field): readable text."""
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8", "backslashreplace")
+    return str(value)
+
+
+def _renderable(record: dict[str, Any]) -> bool:
+    try:
+        json.dumps(record, ensure_ascii=False).encode("utf-8")
+    except (TypeError, ValueError, UnicodeError, RecursionError):
+        return False
+    return True
 
 
 @dataclass
@@ -102,6 +148,15 @@ class LintResult:
     version: str
     with_cost: bool = False
     cwd: Path = field(default_factory=Path.cwd)
+
+    def quarantine(self) -> None:
+        """Turn a file whose record cannot be written as JSON into that file's error record, so one bad
+        name never blanks the whole report (idempotent; :func:`render` calls it)."""
+        for k, f in enumerate(self.files):
+            if f.error is None and not _renderable({**f.to_json(with_cost=self.with_cost), "path": unicode_text(f.path)}):
+                self.files[k] = FileResult(
+                    f.path, error={"type": "RenderError", "message": "the analysis holds text that cannot be written as JSON (a name that is not valid UTF-8?)"}
+                )
 
     @property
     def failed(self) -> list[FileResult]:
@@ -147,6 +202,7 @@ class LintResult:
 def render(result: LintResult, fmt: str) -> str:
     """Render ``result`` in ``fmt`` (one of :data:`FORMATS`); the text ends with a newline."""
     renderer = {"text": render_text, "json": render_json, "sarif": render_sarif, "github": render_github}[fmt]
+    result.quarantine()
     return renderer(result)
 
 
@@ -181,7 +237,8 @@ def render_text(result: LintResult) -> str:
             lines.extend("    " + line for line in render_cost_text(f.cost))
         lines.append("")
     lines.append(_summary_line(result))
-    return "\n".join(lines) + "\n"
+    # names come from models: a newline or an escape sequence in one must not reach the terminal raw
+    return "\n".join(map(printable, lines)) + "\n"
 
 
 def _pair_lines(kind: str, pair: Mapping[str, Any]) -> list[str]:
@@ -277,10 +334,10 @@ def render_json(result: LintResult) -> str:
     doc = {
         "version": JSON_SCHEMA_VERSION,
         "tool": {"name": "rnnir", "version": result.version},
-        "files": [f.to_json(with_cost=result.with_cost) for f in result.files],
+        "files": [{**f.to_json(with_cost=result.with_cost), "path": unicode_text(f.path)} for f in result.files],
         "summary": result.summary(),
     }
-    return json.dumps(doc, indent=2) + "\n"
+    return json.dumps(doc, indent=2, default=_json_default) + "\n"
 
 
 # -- SARIF 2.1.0 -----------------------------------------------------------------------------
@@ -298,8 +355,9 @@ def _artifact_location(path: str, cwd: Path) -> dict[str, Any]:
     try:
         rel = resolved.relative_to(cwd.resolve())
     except ValueError:
-        return {"uri": resolved.as_uri()}
-    return {"uri": quote(rel.as_posix()), "uriBaseId": SRCROOT}
+        return {"uri": "file://" + quote(os.fsencode(resolved.as_posix()))}
+    # percent-encode the file name's bytes: a name that is not valid UTF-8 still makes a valid URI
+    return {"uri": quote(os.fsencode(rel.as_posix())), "uriBaseId": SRCROOT}
 
 
 def _fingerprint(d: Diagnostic, uri: str) -> str:
@@ -353,7 +411,7 @@ def render_sarif(result: LintResult) -> str:
             notifications.append(
                 {
                     "level": "error",
-                    "message": {"text": f"{f.path}: {f.error['message']}"},
+                    "message": {"text": unicode_text(f"{f.path}: {f.error['message']}")},
                     "descriptor": {"id": f.error["type"]},
                     "locations": [{"physicalLocation": physical(f.path)}],
                 }
@@ -407,7 +465,7 @@ def render_sarif(result: LintResult) -> str:
         "columnKind": "unicodeCodePoints",
     }
     doc = {"$schema": SARIF_SCHEMA_URI, "version": "2.1.0", "runs": [run]}
-    return json.dumps(doc, indent=2) + "\n"
+    return json.dumps(doc, indent=2, default=_json_default) + "\n"
 
 
 # -- GitHub workflow commands -----------------------------------------------------------------
@@ -416,7 +474,8 @@ _GITHUB_COMMAND = {Severity.ERROR: "error", Severity.WARNING: "warning", Severit
 
 
 def _gh_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    # GitHub's own escapes for %, CR and LF; any other control character (ESC) made visible
+    return "%0A".join("%0D".join(printable(part.replace("%", "%25")) for part in line.split("\r")) for line in text.split("\n"))
 
 
 def _gh_property(text: str) -> str:

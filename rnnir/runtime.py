@@ -72,7 +72,10 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import tempfile
 import threading
+import zipfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,6 +106,10 @@ __all__ = [
 
 _STATE_FORMAT = "rnnir.state/1"
 _DEVICE = ("cpu", 0)
+# A slot larger than this is refused (StatefulSession(max_slot_bytes=...), `rnnir run --max-slot-mb`):
+# a 200-byte model can declare a state of terabytes, and allocating it would take the machine down.
+DEFAULT_MAX_SLOT_BYTES = 256 * 2**20
+_STATE_META_BYTES = 2**20  # room for a state file's metadata entry and zip headers
 
 
 class SessionBusyError(StateError):
@@ -235,6 +242,8 @@ def _length_inputs(model: onnx.ModelProto, program: Program) -> list[str]:
 
 class _Model:
     """What every instance of one model shares: the ORT session, the pairs, the interface."""
+
+    max_slot_bytes: int = DEFAULT_MAX_SLOT_BYTES
 
     def __init__(
         self,
@@ -469,7 +478,9 @@ class StatefulSession:
     converted through numpy every call (counted in ``python_state_bytes``).
     ``context={"input": 64}`` keeps the tail of an input and prepends it to the
     next call (:mod:`rnnir.context`).  ``session_options``, ``providers`` and
-    ``**ort_kwargs`` go to ``onnxruntime.InferenceSession``.  See the module
+    ``**ort_kwargs`` go to ``onnxruntime.InferenceSession``.  A slot whose initial
+    or loaded value would exceed ``max_slot_bytes`` (default 256 MiB) is refused
+    with :class:`~rnnir.StateError` before anything is allocated.  See the module
     docstring for buffering, dynamic shapes, aliasing and threads.
     """
 
@@ -485,9 +496,11 @@ class StatefulSession:
         cast_state: bool = False,
         native_binding: bool = True,
         context: ContextSpec | None = None,
+        max_slot_bytes: int = DEFAULT_MAX_SLOT_BYTES,
         **ort_kwargs: Any,
     ) -> None:
         shared = _Model(model, pairs, session_options, providers, ort_kwargs)
+        shared.max_slot_bytes = int(max_slot_bytes)
         time_axes = {ri.input: ri.time_axis for ri in shared.recurrent_inputs}
         specs = parse_context(context, shared.inputs, time_axes, set(shared.slot_by_input), shared.label)
         self._setup(shared, alias_outputs, state_shapes, native_binding, cast_state, specs)
@@ -879,11 +892,43 @@ class StatefulSession:
         if spec.init.kind == "caller":
             raise StateError(f"{self.label}: state input {spec.input!r} has no initial value; pass it in the first call's feeds")
         shape, guess = self._resolve_shape(spec, plain)
+        self._check_slot_size(spec, shape)
         if spec.init.kind == "constant" and spec.init.value is not None:
             value = np.array(np.broadcast_to(np.asarray(spec.init.value, dtype=spec.dtype), shape))
         else:
             value = np.zeros(shape, dtype=spec.dtype)
         return value, guess
+
+    def _state_file_limit(self, exact: bool = True) -> int:
+        """The most a state file of this model may expand to: each slot's exact size when its shape is fixed
+        (``exact``: the file must come from this state layout), else the per-slot bound; plus the input
+        context, if any, and room for the metadata."""
+        total = _STATE_META_BYTES
+        for spec in self._model.slots:
+            dims = spec.shape
+            if exact and dims is not None and all(isinstance(d, int) and d > 0 for d in dims):
+                size = spec.dtype.itemsize
+                for d in dims:
+                    size *= int(d)  # type: ignore[arg-type]  # all ints: checked just above
+                total += min(size, self._model.max_slot_bytes)
+            else:
+                total += self._model.max_slot_bytes * (1 if exact else 2)  # a migration may read an older, larger layout
+        if self._context is not None:
+            total += self._model.max_slot_bytes
+        return total
+
+    def _check_slot_size(self, spec: SlotSpec, shape: Sequence[int], what: str = "") -> None:
+        """Refuse a slot over ``max_slot_bytes`` before allocating it (Python ints: no overflow)."""
+        size = spec.dtype.itemsize
+        for d in shape:
+            size *= int(d)
+        limit = self._model.max_slot_bytes
+        if size > limit:
+            raise StateError(
+                f"{what or self.label}: state input {spec.input!r} of shape {_shape_text(tuple(shape))} would take {size:,} bytes, "
+                f"over the {limit:,}-byte limit per slot; raise it with StatefulSession(max_slot_bytes=...) "
+                "or `rnnir run --max-slot-mb` if the model really keeps that much state"
+            )
 
     def _resolve_shape(self, spec: SlotSpec, plain: Mapping[str, np.ndarray]) -> tuple[tuple[int, ...], str]:
         """The slot's shape and, when a dim had to be guessed from the batch, how."""
@@ -1031,7 +1076,12 @@ class StatefulSession:
             return twin
 
     def save_state(self, path: str | os.PathLike[str]) -> Path:
-        """Write every slot to ``path`` (an .npz file, whatever its name), bound to the model's fingerprint."""
+        """Write every slot to ``path`` (an .npz file, whatever its name), bound to the model's fingerprint.
+
+        The write is atomic: a temporary file in the same folder, flushed to disk, then renamed over
+        ``path``; if anything fails (a full disk) the previous file at ``path`` is left as it was and
+        :class:`~rnnir.StateError` says why.
+        """
         with self._lock:
             snap = self._snapshot()
             context = self.context_state
@@ -1045,8 +1095,7 @@ class StatefulSession:
         target = Path(path)
         # Any: numpy's stub types **kwds like allow_pickle
         entries: dict[str, Any] = {f"slot:{k}": v for k, v in snap.items()} | {f"context:{k}": v for k, v in context.items()}
-        with open(target, "wb") as f:  # a file object: np.savez would otherwise append ".npz"
-            np.savez(f, __rnnir_state__=np.array(json.dumps(meta)), **entries)
+        _write_atomically(target, lambda f: np.savez(f, __rnnir_state__=np.array(json.dumps(meta)), **entries))
         return target
 
     def load_state(
@@ -1060,22 +1109,15 @@ class StatefulSession:
         declaring the same state version; otherwise ``on_version_mismatch`` decides (refuse, reset, or migrate
         with ``migrations``; see :mod:`rnnir.versioning`).  Returns how the state was accepted."""
         target = Path(path)
-        try:
-            with np.load(target, allow_pickle=False) as z:
-                if "__rnnir_state__" not in z.files:
-                    raise StateError(f"{target}: not an rnnir state file (no __rnnir_state__ entry)")
-                meta = json.loads(str(z["__rnnir_state__"]))
-                arrays = {k[len("slot:") :]: z[k] for k in z.files if k.startswith("slot:")}
-                contexts = {k[len("context:") :]: z[k] for k in z.files if k.startswith("context:")}
-        except StateError:
-            raise
-        except (OSError, ValueError, KeyError) as exc:
-            raise StateError(f"{target}: cannot read saved state: {exc}") from None
+        policy = VersionPolicy(on_version_mismatch)
+        meta, entries = _read_state_file(target, self._state_file_limit(exact=policy is VersionPolicy.REFUSE and migrations is None))
+        arrays = {k[len("slot:") :]: v for k, v in entries.items() if k.startswith("slot:")}
+        contexts = {k[len("context:") :]: v for k, v in entries.items() if k.startswith("context:")}
         if meta.get("format") != _STATE_FORMAT:
             raise StateError(f"{target}: unknown state format {meta.get('format')!r} (expected {_STATE_FORMAT})")
         saved = StateOrigin(str(meta.get("fingerprint")), meta.get("state_version"), str(meta.get("model")))
         mine = StateOrigin(self.fingerprint, self.state_version, self.label)
-        outcome, migrated = reconcile(saved, mine, arrays, VersionPolicy(on_version_mismatch), migrations, where=str(target))
+        outcome, migrated = reconcile(saved, mine, arrays, policy, migrations, where=str(target))
         if migrated is None:  # VersionPolicy.RESET
             self.reset()
             return outcome
@@ -1084,9 +1126,11 @@ class StatefulSession:
         if set(arrays) != expected:
             raise StateError(f"{target}: saved slots {sorted(arrays)} do not match the model's state inputs {sorted(expected)}")
         for name, arr in arrays.items():
-            dtype = self._model.slot_by_input[name].dtype
-            if arr.dtype != dtype:
-                raise StateError(f"{target}: slot {name!r} was saved as {arr.dtype}, the model's state input is {dtype}")
+            spec = self._model.slot_by_input[name]
+            if arr.dtype != spec.dtype:
+                raise StateError(f"{target}: slot {name!r} was saved as {arr.dtype}, the model's state input is {spec.dtype}")
+            _check_saved_shape(target, spec, arr.shape)
+            self._check_slot_size(spec, arr.shape, str(target))
         if not self._lock.acquire(blocking=False):
             raise SessionBusyError(self._busy_message("load_state"))
         try:
@@ -1218,6 +1262,91 @@ class _Steady:
         if self.state_out:  # back to the caller's order (state outputs were read first)
             result = {n: result[n] for n in self.wanted}
         return result
+
+
+def _write_atomically(target: Path, write: Any) -> None:
+    """``write(file)`` into a temporary file beside ``target``, fsync it, rename it over ``target``."""
+    folder = target.parent
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise StateError(f"{target}: cannot write state: {exc.strerror or exc}") from None
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as f:  # a file object: np.savez would otherwise append ".npz"
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise StateError(f"{target}: cannot write state ({exc.strerror or exc}); the previous file, if any, is unchanged") from None
+        raise
+    try:  # make the rename itself durable; not every platform can open a folder
+        dir_fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def _read_state_file(target: Path, limit: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The metadata and the entries (``slot:NAME``, ``context:NAME``) of a state file; every way the file can be
+    bad is a StateError.
+
+    Only a regular file is opened (a FIFO would block); the archive's declared sizes are summed
+    before anything is decompressed, so a small file that expands to gigabytes is refused.
+    """
+    try:
+        st = os.stat(target)
+    except OSError as exc:
+        raise StateError(f"{target}: cannot read saved state: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise StateError(f"{target}: not a regular file; a saved state is a file written by save_state")
+    if st.st_size == 0:
+        raise StateError(f"{target}: the file is empty, not a saved state")
+    try:
+        with open(target, "rb") as fh, zipfile.ZipFile(fh) as zf:
+            infos = zf.infolist()
+            names = [i.filename for i in infos]
+            if "__rnnir_state__.npy" not in names:
+                raise StateError(f"{target}: not an rnnir state file (no __rnnir_state__ entry)")
+            expanded = sum(i.file_size for i in infos)
+            if expanded > limit:
+                raise StateError(f"{target}: the archive expands to {expanded:,} bytes, more than this model's slots may hold ({limit:,})")
+            entries: dict[str, np.ndarray] = {}
+            for info in infos:
+                if not info.filename.endswith(".npy"):
+                    raise StateError(f"{target}: unexpected entry {info.filename!r}; not a file written by save_state")
+                with zf.open(info) as member:
+                    entries[info.filename[: -len(".npy")]] = np.lib.format.read_array(member, allow_pickle=False)
+    except StateError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as exc:
+        raise StateError(f"{target}: cannot read saved state (truncated, or not a state file): {exc}") from None
+    raw = entries.pop("__rnnir_state__")
+    try:
+        meta = json.loads(str(raw[()])) if raw.shape == () else None
+    except (ValueError, TypeError):
+        meta = None
+    if not isinstance(meta, dict):
+        raise StateError(f"{target}: the state file's metadata is not what save_state writes")
+    return meta, entries
+
+
+def _check_saved_shape(target: Path, spec: SlotSpec, shape: tuple[int, ...]) -> None:
+    """A saved slot has the declared rank and every fixed dim; symbolic dims may take any size."""
+    declared = spec.shape
+    if declared is None:
+        return
+    fixed_ok = all(not (isinstance(d, int) and d > 0) or d == n for d, n in zip(declared, shape))
+    if len(declared) != len(shape) or not fixed_ok:
+        raise StateError(f"{target}: slot {spec.input!r} was saved with shape {_shape_text(shape)}, the model declares {_shape_text(declared)}")
 
 
 def _shape_text(shape: Sequence[int | str | None] | None) -> str:

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from .errors import RnnirError
-from .runtime import StatefulSession, _shape_text
+from .runtime import DEFAULT_MAX_SLOT_BYTES, StatefulSession, _shape_text
 
 __all__ = [
     "Divergence",
@@ -254,6 +254,7 @@ def check_multicall(
     providers: Sequence[Any] | None = None,
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     input_values: Mapping[str, float] | None = None,
+    max_slot_bytes: int = DEFAULT_MAX_SLOT_BYTES,
 ) -> MulticallReport:
     """Run ``stream`` through ``model`` whole, chunked with persistence, and with each persistence bug.
 
@@ -266,10 +267,12 @@ def check_multicall(
     ``calls`` frames, default 48).  ``whole``: an oracle for the whole stream (see module docstring).
     ``input_shapes`` gives generated inputs a shape where the model leaves dims unknown (one call's
     shape; the time axis, if any, is sized by the stream); ``input_values`` fills a generated input
-    with one value every call (e.g. a sample rate).
+    with one value every call (e.g. a sample rate).  ``max_slot_bytes`` raises (or lowers) the
+    runtime's bound on one slot's size (:data:`rnnir.runtime.DEFAULT_MAX_SLOT_BYTES`).
     """
     session = model if isinstance(model, StatefulSession) else StatefulSession(
-        model, pairs=pairs, session_options=session_options, providers=providers, state_shapes=state_shapes, cast_state=True
+        model, pairs=pairs, session_options=session_options, providers=providers, state_shapes=state_shapes, cast_state=True,
+        max_slot_bytes=max_slot_bytes,
     )
     sizes = [int(chunk)] if chunk is not None else [int(c) for c in chunk_sizes]
     if not sizes or any(c <= 0 for c in sizes):

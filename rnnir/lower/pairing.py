@@ -1,14 +1,17 @@
 """Deciding the state pairs from what the caller sees.
 
 Order of precedence: explicit declaration (``pairs=``), rnnir metadata written
-by :func:`rnnir.export`, a Triton ``config.pbtxt`` beside the model, naming
+by :func:`rnnir.export`, a Triton ``config.pbtxt`` beside the model (or above its numbered
+version folder, Triton's own layout), naming
 conventions, then position.  Each pair records its source and the reason.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,32 +99,50 @@ _TRITON_IN = re.compile(r"input_name\s*:\s*\"(?P<v>[^\"]+)\"")
 _TRITON_OUT = re.compile(r"output_name\s*:\s*\"(?P<v>[^\"]+)\"")
 
 
-def triton_pairs(model_path: Path | None) -> dict[str, str]:
-    """State pairs from a Triton ``config.pbtxt`` (``sequence_batching { state [ {input_name, output_name} ] }``).
+_TRITON_CONFIG_MAX_BYTES = 2**20  # a config.pbtxt is a few KiB; a larger file is not one
 
-    Triton keeps models as ``<repo>/<model>/<version>/model.onnx`` with the config in ``<repo>/<model>/``,
-    so both the model's folder and its parent are looked at.
-    """
+
+def _triton_config(model_path: Path) -> Path | None:
+    """The ``config.pbtxt`` that describes ``model_path``: beside the model, or one level up when the model
+    sits in a numbered version folder, Triton's layout ``<repo>/<model>/<version>/model.onnx``.  Any other
+    parent folder's config belongs to something else and is not read."""
+    folders = [model_path.parent]
+    if model_path.parent.name.isdigit():
+        folders.append(model_path.parent.parent)
+    for folder in folders:
+        cfg = folder / "config.pbtxt"
+        try:
+            st = os.stat(cfg)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_size <= _TRITON_CONFIG_MAX_BYTES:
+            return cfg  # a FIFO or device is never opened; an oversized file is not a Triton config
+    return None
+
+
+def triton_pairs(model_path: Path | None) -> dict[str, str]:
+    """State pairs from a Triton ``config.pbtxt`` (``sequence_batching { state [ {input_name, output_name} ] }``),
+    found by :func:`_triton_config`."""
     if model_path is None:
         return {}
-    for folder in (model_path.parent, model_path.parent.parent):
-        cfg = folder / "config.pbtxt"
-        if cfg.is_file():
-            try:
-                text = cfg.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                return {}
-            if "sequence_batching" not in text:
-                return {}
-            out: dict[str, str] = {}
-            for body in _state_blocks(text):
-                for ent in _TRITON_ENTRY.finditer(body):
-                    i = _TRITON_IN.search(ent.group("e"))
-                    o = _TRITON_OUT.search(ent.group("e"))
-                    if i and o:
-                        out[i.group("v")] = o.group("v")
-            return out
-    return {}
+    cfg = _triton_config(model_path)
+    if cfg is None:
+        return {}
+    try:
+        with open(cfg, "rb") as fh:
+            text = fh.read(_TRITON_CONFIG_MAX_BYTES).decode("utf-8", errors="replace")
+    except OSError:
+        return {}
+    if "sequence_batching" not in text:
+        return {}
+    out: dict[str, str] = {}
+    for body in _state_blocks(text):
+        for ent in _TRITON_ENTRY.finditer(body):
+            i = _TRITON_IN.search(ent.group("e"))
+            o = _TRITON_OUT.search(ent.group("e"))
+            if i and o:
+                out[i.group("v")] = o.group("v")
+    return out
 
 
 def _state_blocks(text: str) -> list[str]:

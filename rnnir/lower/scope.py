@@ -20,6 +20,33 @@ from ..recurrence import kind_for_op
 
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 _DEFAULT_DOMAINS = ("", "ai.onnx")
+_ELEM_TYPES = frozenset(onnx.TensorProto.DataType.values())
+_RECURRENT_DIRECTIONS = ("forward", "reverse", "bidirectional")
+_RECURRENT_ATTR_TYPES = {
+    "hidden_size": onnx.AttributeProto.INT,
+    "direction": onnx.AttributeProto.STRING,
+    "layout": onnx.AttributeProto.INT,
+    "activations": onnx.AttributeProto.STRINGS,
+    "activation_alpha": onnx.AttributeProto.FLOATS,
+    "activation_beta": onnx.AttributeProto.FLOATS,
+    "clip": onnx.AttributeProto.FLOAT,
+    "linear_before_reset": onnx.AttributeProto.INT,
+    "input_forget": onnx.AttributeProto.INT,
+}
+# Python's protobuf cannot parse more than 100 nested messages, about 31 levels of If, so no model read
+# from a file comes near this; a deeper one built in memory would exhaust Python's recursion limit.
+MAX_SUBGRAPH_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class _OpRules:
+    """What the schema of one standard op demands of a node: attribute types, required attributes and inputs."""
+
+    attr_types: dict[str, int]
+    required_attrs: tuple[str, ...]
+    required_inputs: tuple[int, ...]  # positions that must be present and non-empty
+    max_inputs: int
+    max_outputs: int
 
 
 @dataclass(frozen=True)
@@ -92,6 +119,7 @@ class ModelIndex:
         self.opsets.setdefault("ai.onnx", self.opsets.get("", 0))
         self.recurrent: list[tuple[Scope, onnx.NodeProto]] = []
         self._schema_ok: set[tuple[str, str]] = set()
+        self._rules: dict[tuple[str, str], _OpRules] = {}
         self._outer: dict[int, frozenset[str]] = {}
         # forward links, by name: who reads a value, and which owner output a subgraph output becomes
         self.consumers: dict[str, list[onnx.NodeProto]] = {}
@@ -120,9 +148,19 @@ class ModelIndex:
         while work:
             sc = work.pop()
             g = sc.graph
+            if len(sc.path) > MAX_SUBGRAPH_DEPTH:
+                raise ModelError(
+                    f"subgraphs nested {len(sc.path)} deep; rnnir analyses at most {MAX_SUBGRAPH_DEPTH} levels of If/Loop/Scan",
+                    model=self.label,
+                    where=sc.path[0],
+                )
+            if type(g.name) is not str:
+                self._not_text("graph name", None, sc, g.name)
             for t in g.initializer:
+                self._check_tensor(t, sc)
                 sc.initializers[t.name] = t
             for st in g.sparse_initializer:
+                self._check_tensor(st.values, sc)
                 sc.initializers[st.values.name] = st.values
             for vi in g.input:
                 self._check_dims(vi, sc)
@@ -138,6 +176,8 @@ class ModelIndex:
             positions = sc.positions
             checked = self._schema_ok
             for pos, node in enumerate(g.node):
+                if type(node.name) is not str:
+                    self._not_text("node name", node, sc)
                 for i in node.input:
                     if i:
                         lst = consumers.get(i)
@@ -149,6 +189,16 @@ class ModelIndex:
                 dom = node.domain
                 if (op, dom) not in checked:
                     self._check_op(node, sc)
+                rules = self._rules.get((op, dom))
+                if rules is not None:
+                    if len(node.input) > rules.max_inputs or len(node.output) > rules.max_outputs:
+                        self._too_many_ports(node, sc, rules)
+                    if rules.required_inputs and (len(node.input) <= rules.required_inputs[-1] or "" in node.input):
+                        self._check_required_inputs(node, sc, rules)
+                    if node.attribute or rules.required_attrs:
+                        self._check_attributes(node, sc, rules)
+                elif node.attribute:
+                    self._check_attribute_text(node, sc)
                 for i, out in enumerate(node.output):
                     if not out:
                         continue
@@ -167,13 +217,17 @@ class ModelIndex:
                             subs = [attr.g]
                         elif attr.type == onnx.AttributeProto.GRAPHS:
                             subs = list(attr.graphs)
+                        if dom in _DEFAULT_DOMAINS and len(subs) == 1:
+                            self._check_body_arity(node, attr.name, subs[0], sc)
                         for k, sub in enumerate(subs):
                             tag = attr.name if len(subs) == 1 else f"{attr.name}[{k}]"
                             child = Scope(graph=sub, path=sc.path + (f"{self.node_name(node)}.{tag}",), parent=sc, owner=node)
                             sc.children[(id(node), attr.name)] = child
                             work.append(child)
                 if kind_for_op(op, dom) is not None:
+                    self._check_recurrent(node, sc)
                     self.recurrent.append((sc, node))
+        self._check_names(scope)
         self._check_defs(scope)
         return scope
 
@@ -184,10 +238,34 @@ class ModelIndex:
             yield sc
             stack.extend(sc.children.values())
 
+    def _where(self, sc: Scope, node: onnx.NodeProto | None = None) -> str:
+        graph = sc.branch_path or "main graph"
+        if node is None:
+            return graph
+        return f"node {self.node_name(node)!r}" + (f" in {sc.branch_path}" if sc.path else "")
+
+    def _not_text(self, what: str, node: onnx.NodeProto | None, sc: Scope, value: object = None) -> None:
+        """Protobuf hands back ``bytes`` for a string field that is not valid UTF-8: refuse the model, naming where."""
+        shown = f" {value!r}" if value is not None else ""
+        raise ModelError(f"{what}{shown} is not valid UTF-8 text, as ONNX requires", model=self.label, where=self._where(sc, node))
+
+    def _check_tensor(self, t: onnx.TensorProto, sc: Scope) -> None:
+        if type(t.name) is not str:
+            self._not_text("initializer name", None, sc, t.name)
+        if t.data_type not in _ELEM_TYPES:
+            raise ModelError(f"initializer {t.name!r} has unknown data type {t.data_type}", model=self.label, where=self._where(sc))
+
     def _check_dims(self, vi: onnx.ValueInfoProto, sc: Scope) -> None:
+        if type(vi.name) is not str:
+            self._not_text("value name", None, sc, vi.name)
         if not vi.type.HasField("tensor_type"):
             return
+        elem = vi.type.tensor_type.elem_type
+        if elem not in _ELEM_TYPES:
+            raise ModelError(f"value {vi.name!r} has unknown element type {elem}", model=self.label, where=self._where(sc))
         for d in vi.type.tensor_type.shape.dim:
+            if type(d.dim_param) is not str:
+                self._not_text(f"a dim of value {vi.name!r}", None, sc, d.dim_param)
             if d.HasField("dim_value") and d.dim_value < 0:
                 raise ModelError(
                     f"value {vi.name!r} has a negative dimension ({d.dim_value})",
@@ -196,6 +274,8 @@ class ModelIndex:
                 )
 
     def _check_op(self, node: onnx.NodeProto, sc: Scope) -> None:
+        if type(node.op_type) is not str or type(node.domain) is not str:
+            self._not_text("op type or domain", node, sc, node.op_type if type(node.op_type) is not str else node.domain)
         domain = node.domain or ""
         if domain not in _DEFAULT_DOMAINS:
             self._schema_ok.add((node.op_type, node.domain))
@@ -205,7 +285,7 @@ class ModelIndex:
             return
         version = self.opsets.get(domain, self.opsets.get("", 0))
         try:
-            onnx.defs.get_schema(node.op_type, version, domain)
+            schema = onnx.defs.get_schema(node.op_type, version, domain)
         except onnx.defs.SchemaError:
             raise ModelError(
                 f"unknown op {node.op_type!r} in the standard ONNX domain at opset {version}",
@@ -213,6 +293,154 @@ class ModelIndex:
                 where=f"node {self.node_name(node)!r}" + (f" in {sc.branch_path}" if sc.path else ""),
             ) from None
         self._schema_ok.add(key)
+        single = onnx.defs.OpSchema.FormalParameterOption.Single
+        required: list[int] = []
+        for k, formal in enumerate(schema.inputs):
+            if formal.option != single:
+                break  # an optional or variadic input: the rest may be absent
+            required.append(k)
+        self._rules[key] = _OpRules(
+            attr_types={name: int(a.type) for name, a in schema.attributes.items()},  # type: ignore[call-overload]  # AttrType is an int enum the stub does not say is SupportsInt
+            required_attrs=tuple(name for name, a in schema.attributes.items() if a.required),
+            required_inputs=tuple(required),
+            max_inputs=schema.max_input,
+            max_outputs=schema.max_output,
+        )
+
+    def _check_required_inputs(self, node: onnx.NodeProto, sc: Scope, rules: _OpRules) -> None:
+        names = list(node.input)
+        for k in rules.required_inputs:
+            if k >= len(names) or not names[k]:
+                raise ModelError(
+                    f"{node.op_type} node lacks its required input #{k} (it has {len(names)} input(s))",
+                    model=self.label,
+                    where=self._where(sc, node),
+                )
+
+    def _check_body_arity(self, node: onnx.NodeProto, attr: str, body: onnx.GraphProto, sc: Scope) -> None:
+        """A branch or body has the inputs and outputs its owner's signature implies (the ONNX spec's rules)."""
+        op = node.op_type
+        want_in: int | None = None
+        want_out: int | None = None
+        if op == "If" and attr in ("then_branch", "else_branch"):
+            want_in, want_out = 0, len(node.output)
+        elif op == "Loop" and attr == "body":
+            want_in, want_out = len(node.input), 1 + len(node.output)  # (iteration, cond, carried...) -> (cond, carried..., scans...)
+        elif op == "Scan" and attr == "body":  # inputs differ between opset 8 (sequence_lens) and 9+
+            want_out = len(node.output)
+        if want_out is not None and len(body.output) != want_out or want_in is not None and len(body.input) != want_in:
+            raise ModelError(
+                f"{op} {attr} has {len(body.input)} input(s) and {len(body.output)} output(s); the node's "
+                f"{len(node.input)} input(s) and {len(node.output)} output(s) need {want_in} and {want_out}",
+                model=self.label,
+                where=self._where(sc, node),
+            )
+
+    def _too_many_ports(self, node: onnx.NodeProto, sc: Scope, rules: _OpRules) -> None:
+        raise ModelError(
+            f"{node.op_type} node has {len(node.input)} input(s) and {len(node.output)} output(s); "
+            f"its schema allows at most {rules.max_inputs} and {rules.max_outputs}",
+            model=self.label,
+            where=self._where(sc, node),
+        )
+
+    def _check_attributes(self, node: onnx.NodeProto, sc: Scope, rules: _OpRules) -> None:
+        """Each attribute the schema knows has the schema's type; required ones are present; text is UTF-8."""
+        seen: set[str] = set()
+        for attr in node.attribute:
+            if type(attr.name) is not str:
+                self._not_text("attribute name", node, sc, attr.name)
+            expected = rules.attr_types.get(attr.name)
+            if expected is None:
+                raise ModelError(
+                    f"attribute {attr.name!r} is not an attribute of {node.op_type} (as onnx.checker and onnxruntime also refuse)",
+                    model=self.label,
+                    where=self._where(sc, node),
+                )
+            if attr.type != expected:
+                raise ModelError(
+                    f"attribute {attr.name!r} is {_attr_type_name(attr.type)}, the {node.op_type} schema wants {_attr_type_name(expected)}",
+                    model=self.label,
+                    where=self._where(sc, node),
+                )
+            if attr.name in seen:
+                raise ModelError(f"attribute {attr.name!r} is given twice", model=self.label, where=self._where(sc, node))
+            seen.add(attr.name)
+            self._check_text_value(attr, node, sc)
+        missing = [a for a in rules.required_attrs if a not in seen]
+        if missing:
+            raise ModelError(
+                f"{node.op_type} node lacks required attribute(s) {', '.join(map(repr, missing))}",
+                model=self.label,
+                where=self._where(sc, node),
+            )
+
+    def _check_attribute_text(self, node: onnx.NodeProto, sc: Scope) -> None:
+        for attr in node.attribute:
+            if type(attr.name) is not str:
+                self._not_text("attribute name", node, sc, attr.name)
+            self._check_text_value(attr, node, sc)
+
+    def _check_text_value(self, attr: onnx.AttributeProto, node: onnx.NodeProto, sc: Scope) -> None:
+        if attr.type == onnx.AttributeProto.STRING:
+            values: Iterable[bytes] = (attr.s,)
+        elif attr.type == onnx.AttributeProto.STRINGS:
+            values = attr.strings
+        else:
+            return
+        for v in values:
+            try:
+                v.decode("utf-8")
+            except UnicodeDecodeError:
+                self._not_text(f"attribute {attr.name!r} value", node, sc, v)
+
+    def _check_recurrent(self, node: onnx.NodeProto, sc: Scope) -> None:
+        """The attributes lowering relies on, for every recurrent kind (custom-domain ones included, which
+        no schema checks): their types, a positive hidden size, a known direction and layout."""
+        attrs = {a.name: a for a in node.attribute}
+        where = self._where(sc, node)
+        for name, expected in _RECURRENT_ATTR_TYPES.items():
+            if name in attrs and attrs[name].type != expected:
+                raise ModelError(
+                    f"attribute {name!r} is {_attr_type_name(attrs[name].type)}, a {node.op_type} wants {_attr_type_name(expected)}",
+                    model=self.label,
+                    where=where,
+                )
+            if name in attrs:
+                self._check_text_value(attrs[name], node, sc)
+        if "hidden_size" in attrs and attrs["hidden_size"].i <= 0:
+            raise ModelError(f"hidden_size {attrs['hidden_size'].i} is not positive", model=self.label, where=where)
+        if "direction" in attrs and attrs["direction"].s.decode() not in _RECURRENT_DIRECTIONS:
+            raise ModelError(
+                f"direction {attrs['direction'].s.decode()!r} is not one of {', '.join(_RECURRENT_DIRECTIONS)}", model=self.label, where=where
+            )
+        if "layout" in attrs and attrs["layout"].i not in (0, 1):
+            raise ModelError(f"layout {attrs['layout'].i} is not 0 or 1", model=self.label, where=where)
+
+    def _check_names(self, root: Scope) -> None:
+        """Every value name is text (protobuf gives ``bytes`` for invalid UTF-8); the main graph's outputs are
+        defined, each once.  Checked on the dictionaries built anyway, so a clean model pays one pass over types."""
+        for sc in self._all(root):
+            for table, what in ((sc.producers, "node output"), (sc.inputs, "graph input"), (sc.initializers, "initializer"), (sc.infos, "value")):
+                if len(set(map(type, table))) > 1 or (table and type(next(iter(table))) is not str):
+                    bad = next(k for k in table if type(k) is not str)
+                    self._not_text(f"{what} name", None, sc, bad)
+        bad_reads = [k for k in self.consumers if type(k) is not str]
+        if bad_reads:
+            self._not_text("input name", self.consumers[bad_reads[0]][0], root, bad_reads[0])
+        seen: set[str] = set()
+        for vi in root.graph.output:
+            if vi.name in seen:
+                raise ModelError(f"graph output {vi.name!r} is listed twice", model=self.label, where="main graph")
+            seen.add(vi.name)
+        for sc in self._all(root):
+            for vi in sc.graph.output:
+                if vi.name and sc.resolve(vi.name).kind == "missing":
+                    raise ModelError(
+                        f"graph output {vi.name!r} is not defined by any node, graph input or initializer",
+                        model=self.label,
+                        where=self._where(sc),
+                    )
 
     def _check_defs(self, root: Scope) -> None:
         """Every input name resolves; within a graph, nodes form no cycle."""
@@ -279,6 +507,13 @@ class ModelIndex:
                 model=self.label,
                 where=sc.branch_path or "main graph",
             )
+
+
+def _attr_type_name(code: int) -> str:
+    try:
+        return str(onnx.AttributeProto.AttributeType.Name(code))
+    except ValueError:
+        return f"attribute type {code}"
 
 
 def _reads(node: onnx.NodeProto, outer: Callable[[onnx.GraphProto], Iterable[str]] | None = None) -> Iterator[str]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,11 +79,13 @@ def graph_fingerprint(model: onnx.ModelProto) -> str:
 
 
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+# standard ops with a tensor attribute (Constant.value/sparse_value, ConstantOfShape.value)
+_TENSOR_ATTR_OPS = frozenset({"Constant", "ConstantOfShape"})
 
 
 def _may_hold_attrs(node: onnx.NodeProto) -> bool:
     # only these carry subgraphs or tensors as attributes in practice; skipping the rest keeps big graphs cheap
-    return node.op_type in _SUBGRAPH_OPS or node.op_type == "Constant" or node.domain not in ("", "ai.onnx")
+    return node.op_type in _SUBGRAPH_OPS or node.op_type in _TENSOR_ATTR_OPS or node.domain not in ("", "ai.onnx")
 
 
 def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
@@ -102,10 +105,13 @@ def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 
 
 def iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+    """Every tensor that may keep its bytes in an external file: initializers, both halves of sparse
+    tensors (values and indices), and tensor attributes (Constant, ConstantOfShape, custom ops)."""
     for g in iter_graphs(model.graph):
         yield from g.initializer
         for s in g.sparse_initializer:
             yield s.values
+            yield s.indices
         for node in g.node:
             if not _may_hold_attrs(node):
                 continue
@@ -114,6 +120,13 @@ def iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
                     yield attr.t
                 elif attr.type == onnx.AttributeProto.TENSORS:
                     yield from attr.tensors
+                elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                    yield attr.sparse_tensor.values
+                    yield attr.sparse_tensor.indices
+                elif attr.type == onnx.AttributeProto.SPARSE_TENSORS:
+                    for st in attr.sparse_tensors:
+                        yield st.values
+                        yield st.indices
 
 
 def _is_external(t: onnx.TensorProto) -> bool:
@@ -128,9 +141,15 @@ def _check_external_paths(model: onnx.ModelProto, base_dir: Path | None, label: 
         entries = {e.key: e.value for e in t.external_data}
         loc = entries.get("location", "")
         where = f"tensor {t.name!r}"
+        if not isinstance(loc, str) or not all(isinstance(k, str) and isinstance(v, str) for k, v in entries.items()):
+            raise ModelError("external data entry is not valid UTF-8 text", model=label, where=where)
         if not loc:
             raise ModelError("external data entry without a location", model=label, where=where)
+        if "\0" in loc:
+            raise ModelError(f"external data path {loc!r} holds a NUL byte; no file has such a name", model=label, where=where)
         p = Path(loc)
+        if not p.parts or p.parts[-1] in (".", ".."):
+            raise ModelError(f"external data path {loc!r} names a folder, not a data file", model=label, where=where)
         if p.is_absolute() or loc.startswith(("/", "\\")) or ":" in p.parts[0]:
             raise ModelError(
                 f"external data path {loc!r} is absolute; rnnir only reads data files inside the model's folder",
@@ -138,13 +157,17 @@ def _check_external_paths(model: onnx.ModelProto, base_dir: Path | None, label: 
                 where=where,
             )
         if root is not None:
-            target = (root / p).resolve()
-            if target != root and root not in target.parents:
+            try:
+                target = (root / p).resolve()
+            except (OSError, RuntimeError, ValueError) as exc:  # a symlink loop, a name the OS refuses
+                raise ModelError(f"external data path {loc!r} cannot be resolved: {exc}", model=label, where=where) from None
+            if target == root or root not in target.parents:
                 raise ModelError(
                     f"external data path {loc!r} leaves the model's folder {str(root)!r}; refusing to follow it",
                     model=label,
                     where=where,
                 )
+            _check_data_file(target, loc, label, where)
         elif ".." in p.parts:
             raise ModelError(f"external data path {loc!r} climbs out of the model's folder", model=label, where=where)
         for key in ("offset", "length"):
@@ -154,6 +177,77 @@ def _check_external_paths(model: onnx.ModelProto, base_dir: Path | None, label: 
                         raise ValueError
                 except ValueError:
                     raise ModelError(f"external data {key} {entries[key]!r} is not a non-negative integer", model=label, where=where) from None
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular file is, for messages; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def _check_data_file(target: Path, loc: str, label: str, where: str) -> None:
+    """An external data file that exists must be a regular file: a FIFO would block a reader, /dev/zero never ends.
+
+    A missing file is not an error here: linting never reads the bytes, and loading them says so.
+    """
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ModelError(f"external data path {loc!r} cannot be examined: {exc.strerror or exc}", model=label, where=where) from None
+    kind = _file_kind(mode)
+    if kind is not None:
+        raise ModelError(f"external data path {loc!r} is {kind}, not a regular file; refusing to read it", model=label, where=where)
+
+
+def read_regular_file(path: Path, label: str, limit: int = _MAX_PROTO_BYTES) -> bytes:
+    """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes.
+
+    A FIFO, a device (``/dev/zero``, also through a symlink) or a socket is refused from ``os.stat``
+    before anything opens it; the open itself is non-blocking (a regular file swapped for a FIFO in
+    between cannot block it) and is checked again with ``fstat``, and the read is bounded.
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ModelError("no such file", model=label) from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        raise ModelError(f"cannot read file: {getattr(exc, 'strerror', None) or exc}", model=label) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise ModelError("is a folder, not an .onnx file", model=label)
+    kind = _file_kind(st.st_mode)
+    if kind is not None:
+        raise ModelError(f"is {kind}, not a regular file; only regular files are read as models", model=label)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        raise ModelError(f"cannot read file: {exc.strerror or exc}", model=label) from None
+    with os.fdopen(fd, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        kind = _file_kind(st.st_mode)
+        if kind is not None:
+            raise ModelError(f"is {kind}, not a regular file; only regular files are read as models", model=label)
+        if st.st_size > limit:
+            raise ModelError(f"file is {st.st_size} bytes, over the {limit}-byte limit; save weights as external data", model=label)
+        try:
+            data = fh.read(limit + 1)
+        except OSError as exc:
+            raise ModelError(f"cannot read file: {exc.strerror or exc}", model=label) from None
+    if len(data) > limit:
+        raise ModelError(f"file grew past the {limit}-byte limit while being read", model=label)
+    return data
 
 
 def read_model(model: ModelLike, *, label: str | None = None) -> ModelSource:
@@ -168,18 +262,7 @@ def read_model(model: ModelLike, *, label: str | None = None) -> ModelSource:
     elif isinstance(model, (str, os.PathLike)):
         path = Path(model)
         label = label or str(path)
-        if not path.exists():
-            raise ModelError("no such file", model=label)
-        if path.is_dir():
-            raise ModelError("is a folder, not an .onnx file", model=label)
-        try:
-            size = path.stat().st_size
-            if size > _MAX_PROTO_BYTES:
-                raise ModelError(f"file is {size} bytes, over protobuf's 2 GiB limit; save weights as external data", model=label)
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ModelError(f"cannot read file: {exc.strerror or exc}", model=label) from None
-        proto = _parse(data, label)
+        proto = _parse(read_regular_file(path, label), label)
     else:
         raise ModelError(f"expected a path, bytes or onnx.ModelProto, got {type(model).__name__}")
     _check_shape(proto, label)
@@ -206,3 +289,9 @@ def _check_shape(proto: onnx.ModelProto, label: str) -> None:
         raise ModelError("not a usable ONNX model: it imports no opset", model=label)
     if len(proto.graph.output) == 0:
         raise ModelError("the graph has no outputs (truncated file?)", model=label)
+    for entry in proto.metadata_props:  # protobuf hands back bytes for text that is not UTF-8
+        if type(entry.key) is not str or type(entry.value) is not str:
+            raise ModelError(f"metadata entry {entry.key!r} is not valid UTF-8 text, as ONNX requires", model=label, where="metadata_props")
+    for op in proto.opset_import:
+        if type(op.domain) is not str:
+            raise ModelError(f"opset domain {op.domain!r} is not valid UTF-8 text", model=label, where="opset_import")
