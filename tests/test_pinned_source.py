@@ -193,10 +193,12 @@ def test_bytes_that_do_not_parse_say_so_with_the_given_label():
         read_model(b"")
 
 
-def test_a_location_that_resolves_to_the_folder_itself_does_not_leave_it(tmp_path):
+def test_a_location_that_resolves_to_the_folder_itself_is_refused_as_a_folder(tmp_path):
+    # inside the model's folder, but a folder is no data file: refused up front (issue 10), naming the tensor
     path = tmp_path / "m.onnx"
     onnx.save_model(with_initializer(external("w", "sub/..")), str(path))
-    assert read_model(path).has_external_data  # odd, but inside: reading it later fails on its own terms
+    with pytest.raises(ModelError, match=r"external data path 'sub/\.\.' names a folder, not a data file \(at tensor 'w'\)"):
+        read_model(path)
 
 
 def test_external_data_in_a_graphs_attribute_of_a_custom_node_is_checked():
