@@ -37,11 +37,8 @@ PLAIN_OP = {k for k in mu.CATALOGUE if k.startswith(("torch_cells/", "ort/")) an
 
 
 def _expected_codes(key: str, mutant: mu.Mutant) -> set[str]:
-    # a plain-op cell fed zeros_like(state) instead of the state is a cell with a constant initial state, which the
-    # recogniser does not look for (it starts from the state's cone): the write-back is then "not the final state
-    # of the op that read the slot" (SD003) rather than "the state never reaches the op" (SD007) -- both say it
-    if mutant.rule is mu.Rule.STATE_IGNORED and key in PLAIN_OP:
-        return {"SD007", "SD003"}
+    # a plain-op cell fed zeros_like(state) is recognised as a cell starting from a constant, so the caller's state
+    # never reaching it is SD007 for every model, as for the ONNX ops
     return {mutant.rule.value}
 
 

@@ -454,9 +454,8 @@ class _Lowering:
     def _recognise(self, pairs: list[StatePair]) -> None:
         """Cells, unrolled loops and Loops in the cone of the state inputs (rnnir.lower.recognise)."""
         root = self.index.root
+        # no paired state input is no reason to stop: a cell starting from zeros is still a recurrence (SD010)
         sources = [(root, p.input) for p in pairs if p.input in root.inputs]
-        if not sources:
-            return
         try:
             self.recognised = recognise(self.index, sources, {p.output for p in pairs if p.output is not None})
         except (ValueError, IndexError, TypeError, KeyError, ArithmeticError) as exc:

@@ -76,6 +76,13 @@ _MAX_RUN_NODES = 4096  # nodes one execution may evaluate before it is considere
 _MAX_STATE_INPUTS = 4  # h, c, and a stacked layer's input or two
 _MAX_AFFINE = 512  # values a gate's affine part may span: a cell's is tens; a residual stack's would be the whole model
 _TOL = 1e-4
+#: a constant initial state is looked for only this close to the graph's outputs (node hops back, values visited)
+_OUTPUT_DEPTH = 24
+_OUTPUT_VALUES = 1024
+#: ops through which a zero initial state reaches the cell that reads it, and where it meets run-time data
+_STATE_READS = frozenset({"Mul", "MatMul", "Gemm", "Concat"})
+#: how exporters write a zero initial state (torch.zeros, zeros_like): besides an initializer, the only producers of one
+_ZERO_MAKERS = frozenset({"ConstantOfShape", "Constant", "Expand", "Tile"})
 
 
 @dataclass(frozen=True)
@@ -155,6 +162,12 @@ class CellScan:
             return None
         return self._rec.net.const(self._rec.net.key(scope, name))
 
+    def starts_from_constant(self, m: CellMatch) -> bool:
+        """The cell's h is a constant initial state (zeros), not a state input or another cell's output."""
+        if self._rec is None or m.scope is None:
+            return False
+        return self._rec.sources.get(self._rec.net.key(m.scope, m.h_source)) == "constant"
+
     def view_source(self, scope: Scope, name: str) -> tuple[Scope, str] | None:
         if self._rec is None:
             return None
@@ -199,6 +212,18 @@ class _Net:
         self._shapes: dict[Key, tuple[int, ...] | None] = {}
         self._inferred: dict[int, dict[str, onnx.ValueInfoProto]] | None = None
         self._node_scope: dict[int, Scope] = {}
+        self._free: frozenset[Key] = frozenset()
+
+    def set_free(self, keys: Iterable[Key]) -> None:
+        """Treat ``keys`` as run-time values although they are constants: a cell's constant initial state is one
+        input of the cell's check like any state (its shape is kept; values computed from it are no longer folded)."""
+        free = frozenset(keys)
+        for k in free:
+            c = self.const(k)
+            if c is not None:
+                self._shapes[k] = tuple(c.shape)
+        self._free = free
+        self._consts.clear()
 
     def key(self, scope: Scope, name: str) -> Key:
         d = scope.resolve(name)
@@ -278,6 +303,8 @@ class _Net:
         """The value of ``k`` when it is a constant (initializer, Constant, or ops over constants and static shapes)."""
         if k in self._consts:
             return self._consts[k]
+        if k in self._free:
+            return None
         self._consts[k] = None  # provisional: breaks cycles
         d = self.defs[k]
         val: np.ndarray | None = None
@@ -440,15 +467,97 @@ class _Recogniser:
         self.loop_carried: dict[Key, tuple[onnx.NodeProto, Scope, int]] = {}  # body input -> (Loop, its scope, carried slot)
         for scope, name in sources:
             self.sources[self.net.key(scope, name)] = "input"
+        # constant initial states (zeros) near the outputs are state sources too, so a cell that starts from one is
+        # found and confirmed like any other; their cone stays inside the region walked back from the outputs
+        region = self._output_region()
+        constant_states = self._constant_states(region)
+        self.net.set_free(constant_states)
         self.cone = self._forward_cone(list(self.sources))
+        if constant_states:
+            for k in constant_states:
+                self.sources.setdefault(k, "constant")
+            self.cone |= self._forward_cone([k for k in constant_states if k not in self.cone], within=region)
         self._views: dict[Key, Key | None] = {}
         self.claimed: set[int] = set()  # ids of activation nodes that belong to an LSTM/GRU structure (never an RNN)
         self.lstm_claimed: set[int] = set()  # ... to an LSTM structure (never a GRU)
         self.done: set[int] = set()  # anchors checked by execution (confirmed or not): never checked again
         self.rng = np.random.default_rng(0)
 
+    # -- constant initial states ---------------------------------------------------------
+    def _output_region(self) -> set[Key]:
+        """Values at most ``_OUTPUT_DEPTH`` ops back from the main graph's outputs (at most ``_OUTPUT_VALUES``).
+
+        A cell whose new state is returned (SD010) or written back (SD007) lies a few ops before an output; looking
+        only here keeps the search for constant initial states bounded, whatever the model's size.
+        """
+        net = self.net
+        root = net.index.root
+        frontier = [net.key(root, o.name) for o in root.graph.output if o.name]
+        seen = set(frontier)
+        for _ in range(_OUTPUT_DEPTH):
+            nxt: list[Key] = []
+            for k in frontier:
+                d = net.d(k)
+                if d.kind != "node" or d.node is None:
+                    continue
+                ins = net.inputs(k)
+                if d.node.op_type == "If":  # what the branches yield in this output's place (silero's cells are in one)
+                    for attr in ("then_branch", "else_branch"):
+                        branch = d.scope.children.get((id(d.node), attr))
+                        if branch is not None and d.index < len(branch.graph.output):
+                            ins.append(net.key(branch, branch.graph.output[d.index].name))
+                for i in ins:
+                    if i is None or i in seen:
+                        continue
+                    if len(seen) >= _OUTPUT_VALUES:
+                        return seen
+                    seen.add(i)
+                    nxt.append(i)
+            frontier = nxt
+        return seen
+
+    def _constant_states(self, region: set[Key]) -> list[Key]:
+        """Float constants of zeros, at least [batch, hidden], that reach a product or a concatenation through
+        layout-only ops: the initial state a cell is given when the model keeps no state (or ignores the caller's).
+
+        Only zeros: a constant that is not zero is a weight or a bias, never a state the model forgot. The topmost
+        values made by ``ConstantOfShape``/``Constant``/``Expand``/``Tile`` or held in an initializer count: a zero
+        computed from them (``R @ 0``, ``Unsqueeze(0)``) is a view or a part of the cell, not another state.
+        """
+        net = self.net
+        found: list[Key] = []
+        for k in sorted(region):
+            if k in self.sources:
+                continue
+            c = net.const(k)
+            if c is None or not np.issubdtype(c.dtype, np.floating) or c.ndim < 2 or c.size == 0 or np.any(c):
+                continue
+            node = net.node(k)
+            if node is not None and node.op_type not in _ZERO_MAKERS:
+                continue  # computed from zeros (R @ 0 is zeros too): the zeros it is computed from are the state
+            if self._read_as_state(k):
+                found.append(k)
+        return found
+
+    def _read_as_state(self, k: Key) -> bool:
+        """``k`` meets run-time data in a product, a matmul's data operand or a concatenation, maybe through views."""
+        net = self.net
+        frontier = [k]
+        for _ in range(4):
+            nxt: list[Key] = []
+            for v in frontier:
+                for node, sc in net.consumers(v):
+                    if node.domain not in ("", "ai.onnx"):
+                        continue
+                    if node.op_type in _STATE_READS and (node.op_type not in ("MatMul", "Gemm") or net.key(sc, node.input[0]) == v):
+                        return True
+                    if node.op_type in VIEW_OPS and node.input and net.key(sc, node.input[0]) == v:
+                        nxt.extend(o for o in net.outputs_of(node, sc) if o is not None)
+            frontier = nxt
+        return False
+
     # -- cone and views -----------------------------------------------------------------
-    def _forward_cone(self, seeds: list[Key]) -> set[Key]:
+    def _forward_cone(self, seeds: list[Key], within: set[Key] | None = None) -> set[Key]:
         net = self.net
         seen = set(seeds)
         stack = list(seeds)
@@ -458,7 +567,7 @@ class _Recogniser:
                 if kind_for_op(node.op_type, node.domain) is not None:
                     continue  # its own state ports are handled by lowering; its results are not this cone
                 layout = carry_layout(node)
-                if layout is not None:
+                if layout is not None and within is None:  # a constant carried into a Loop is not looked for
                     # a state value carried into a Loop/Scan enters its body as a body input: a state source there
                     body = sc.children.get((id(node), "body"))
                     n_carried, in_off, body_in_off, _bo, _oo = layout
@@ -472,11 +581,11 @@ class _Recogniser:
                                 seen.add(carried)
                                 stack.append(carried)
                 for ok in net.outputs_of(node, sc):
-                    if ok is not None and ok not in seen:
+                    if ok is not None and ok not in seen and (within is None or ok in within):
                         seen.add(ok)
                         stack.append(ok)
             for ok in net.owner_outputs(k):
-                if ok not in seen:
+                if ok not in seen and (within is None or ok in within):
                     seen.add(ok)
                     stack.append(ok)
         return seen
@@ -1176,7 +1285,7 @@ class _Recogniser:
         c_cell = self.cell_of_source.get(c_class.source) if c_class is not None else None
 
         def rank(c: _StateClass) -> int:
-            if self.sources.get(c.source) == "input":
+            if self.sources.get(c.source) in ("input", "constant"):
                 return 0
             cell = self.cell_of_source.get(c.source)
             if c_cell is not None and cell is c_cell:

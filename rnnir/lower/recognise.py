@@ -127,6 +127,7 @@ class _Builder:
         self.index = index
         self.scan = scan
         self.state_outputs = state_outputs
+        self.graph_outputs = {o.name for o in index.root.graph.output}
         self.out = Recognised(candidates=list(scan.candidates))
 
     def _scope_of(self, m: CellMatch) -> Scope:
@@ -152,6 +153,8 @@ class _Builder:
             seen.add(k)
             if k in cell_sources or (k[0] == id(self.index.root) and k[1] in self.state_outputs):
                 return True
+            if k[0] == id(self.index.root) and k[1] in self.graph_outputs and self.scan.starts_from_constant(m):
+                return True  # a cell that starts from zeros and returns its new state: a state the model does not expose
             name = k[1]
             for owner, _pos in self.index.subgraph_outputs.get(name, ()):
                 if owner.op_type in ("Loop", "If"):
