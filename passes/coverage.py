@@ -20,6 +20,7 @@ from rnnir.ir import Compute, LoadSlot, Node, Output, Recurrent, Store, Value
 from rnnir.optraits import OpTrait, ops_with
 from rnnir.pairs import SliceMap, StatePair
 from rnnir.recurrence import Recognition
+from rnnir.slices import Abs, Ref
 
 from .diagnostics import Diagnostic, Location, Severity, rule
 from .manager import AnalysisPass, ProgramFacts
@@ -293,14 +294,29 @@ def _starts_fresh(facts: ProgramFacts, rec: Recurrent) -> bool:
 # -- recurrence verdicts -------------------------------------------------------------------------
 
 
-def _start_text(values: list[Value | None]) -> str:
+def _start_text(values: list[Value | None], facts: ProgramFacts | None = None) -> str:
     given = [v for v in values if v is not None]
     if not given:
         return "not given (zeros)"
-    if all(v.const is not None or (v.producer is not None and isinstance(v.producer, Compute) and v.producer.op in ("ConstantOfShape", "Constant")) for v in given):
+
+    def constant(v: Value) -> bool:
+        if v.const is not None or (v.producer is not None and isinstance(v.producer, Compute) and v.producer.op in ("ConstantOfShape", "Constant")):
+            return True
+        # a recognised cell's entry is its state view rearranged for the op's port: constant when what it reads is
+        return facts is not None and facts.tracer.trace(v).kind == "const"
+
+    if all(constant(v) for v in given):
         return "a constant"
     names = ", ".join(repr(v.name) for v in given)
     return f"{names}, which comes from no paired state input (an unpaired graph input or a computed value)"
+
+
+def _exact_refs(a: Abs) -> list[Ref]:
+    """The state parts ``a`` holds as they are (per branch); a value merely computed from state (a linear head on
+    h') is not the state returned."""
+    if a.kind == "alt":
+        return [r for _, alt in a.alts for r in _exact_refs(alt)]
+    return list(a.refs()) if a.kind == "exact" else []
 
 
 def _returned_exits(facts: ProgramFacts, rec: Recurrent) -> dict[str, list[str]]:
@@ -309,7 +325,7 @@ def _returned_exits(facts: ProgramFacts, rec: Recurrent) -> dict[str, list[str]]
     for st in facts.stores:
         if not isinstance(st.dest, Output) or st.value is None:
             continue
-        for ref in facts.tracer.trace(st.value).refs():
+        for ref in _exact_refs(facts.tracer.trace(st.value)):
             if ref.origin[0] == "port" and ref.origin[1] == rec.id and ref.origin[2] in rec.spec.exits:
                 names = out.setdefault(ref.origin[2], [])
                 if st.dest.name not in names:
@@ -347,7 +363,7 @@ def recurrence_verdicts(facts: ProgramFacts) -> list[RecurrenceVerdict]:
             if state.exit in returned and (rec.id, state.exit) not in written and not _reads_state(facts, rec.port(state.entry))
         ]
         if lost:
-            parts = [f"its {st.entry} is {_start_text([rec.port(st.entry)])} while {st.exit} is returned as {', '.join(map(repr, outs))}" for st, outs in lost]
+            parts = [f"its {st.entry} is {_start_text([rec.port(st.entry)], facts)} while {st.exit} is returned as {', '.join(map(repr, outs))}" for st, outs in lost]
             state, reason = RecurrenceState.NOT_EXPOSED, "; ".join(parts)
         elif rec.id in readers or rec.id in writers:
             how = "reads a state input" if rec.id in readers else "writes a state output"

@@ -593,7 +593,113 @@ def _plan_states(model: onnx.ModelProto, program: Program, skipped: list[Edit], 
                 plans.append(StatePlan(role, spec.name, label, dtype, list(shape), [alt], default, layout, constant=kind == "constant"))
             if plans:
                 found.append((node, ref, plans))
+    found.extend(_plan_cells(model, program, refs[0], types, fallback_batch, skipped))
     return _group_alternatives(found)
+
+
+#: ops through which a recognised cell's zero start reaches the cell's own ops (its readers' outputs lead there)
+_CELL_READER_HOPS = 8
+
+
+def _plan_cells(
+    model: onnx.ModelProto, program: Program, root: _GraphRef, types: dict[str, onnx.TypeProto], fallback_batch: int | str, skipped: list[Edit]
+) -> list[tuple[onnx.NodeProto, _GraphRef, list[StatePlan]]]:
+    """Plans for cells written as plain ops in the main graph that start from zeros (rnnir.lower.cells).
+
+    The zeros the cell reads are replaced by the new state input at every reader, so the input has the zeros'
+    own shape ([batch, hidden] as the cell reads it); zeros shared with something other than this cell's state
+    (an LSTM's h and c made from one tensor, or any reader whose result does not flow into the cell's new state)
+    are left alone and reported, since rewiring them would feed the state where no state was read.
+    """
+    from .lower.recognise import recognise
+    from .lower.scope import ModelIndex
+
+    index = ModelIndex(model, "fix")
+    sources = [(index.root, p.input) for p in program.state_pairs if p.input in index.root.inputs]
+    try:
+        recognised = recognise(index, sources, {p.output for p in program.state_pairs if p.output is not None})
+    except (ValueError, IndexError, TypeError, KeyError, ArithmeticError):
+        return []
+    written = {
+        (r.node_id, r.port)
+        for p in program.state_pairs
+        for sm in p.slices
+        for r in sm.exit
+    }
+    rec_of = {rec.recognised_from: rec for rec in program.recurrents if rec.recognised_from}
+    producers = {o: (n, k) for n in model.graph.node for k, o in enumerate(n.output) if o}
+    consumers: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+    for n in model.graph.node:
+        for k, i in enumerate(n.input):
+            if i:
+                consumers.setdefault(i, []).append((n, k))
+    out: list[tuple[onnx.NodeProto, _GraphRef, list[StatePlan]]] = []
+    for site in recognised.sites:
+        if site.scope is not index.root or site.x is not None or not site.cells:
+            continue
+        first, last = site.cells[0], site.cells[-1]
+        roles = [("h", first.h_source, last.h_out, "Y_h")]
+        if first.c_source is not None and last.c_out is not None:
+            roles.append(("c", first.c_source, last.c_out, "Y_c"))
+        rec = rec_of.get(site.recognised_from)
+        plans: list[StatePlan] = []
+        for role, source, final, exit_port in roles:
+            label = f"{site.kind} {site.anchor!r}.initial_{role}"
+            kind, value, before = _classify_initial(root, source)
+            if kind != "zeros":
+                continue  # a cell that reads a state input (or a computed value) keeps its state already
+            if rec is not None and (rec.id, exit_port) in written:
+                skipped.append(_not_exposed(label, "this final state is already written back by a state pair"))
+                continue
+            if first.h_source == first.c_source:
+                skipped.append(_not_exposed(label, f"its zeros {source!r} start both h and c: one input cannot become two states"))
+                continue
+            readers = consumers.get(source, [])
+            foreign = [n for n, _ in readers if not _reaches(n, {final}, consumers, _CELL_READER_HOPS)]
+            if foreign or not readers:
+                what = ", ".join(repr(_node_label(n)) for n in foreign) or "nothing"
+                skipped.append(_not_exposed(label, f"its zeros {source!r} are also read by {what}, which is not this cell's state"))
+                continue
+            dims = _dims(types.get(source))
+            if dims is None and value is not None:
+                dims = list(value.shape)
+            if dims and not isinstance(dims[-1], int):
+                dims[-1] = site.hidden_size  # the cell's state is [..., hidden]: what recognition measured
+            if dims is None or len(dims) < 2 or any(not isinstance(d, int) for d in dims[1:]):
+                skipped.append(_not_exposed(label, f"the shape of its zeros {source!r} is unknown"))
+                continue
+            if dims[0] is None or (isinstance(dims[0], str) and dims[0].startswith("unk__")):
+                # the cell's input holds its rows batch first: share its batch symbol, so a caller (and
+                # check_multicall) sizing the input sizes the state alike
+                x_dims = _dims(types.get(first.x[0])) if first.x else None
+                x_batch = x_dims[0] if x_dims else None
+                dims[0] = x_batch if x_batch is not None and not (isinstance(x_batch, str) and x_batch.startswith("unk__")) else fallback_batch
+            t = types.get(final)
+            dtype = t.tensor_type.elem_type if t is not None and t.tensor_type.elem_type else onnx.TensorProto.FLOAT
+            final_node, final_index = producers[final]
+            alt = _Alternative(root, list(readers), final, final_node, final_index, before)
+            plans.append(StatePlan(role, site.kind, site.anchor, dtype, list(dims), [alt], _default(list(dims), value), layout=0))
+        if plans:
+            out.append((plans[0].alternatives[0].final_node, root, plans))
+    return out
+
+
+def _reaches(node: onnx.NodeProto, targets: set[str], consumers: dict[str, list[tuple[onnx.NodeProto, int]]], hops: int) -> bool:
+    """One of ``node``'s results flows into one of ``targets`` within ``hops`` ops."""
+    frontier = [o for o in node.output if o]
+    seen: set[str] = set()
+    for _ in range(hops):
+        if any(o in targets for o in frontier):
+            return True
+        nxt: list[str] = []
+        for v in frontier:
+            if v in seen:
+                continue
+            seen.add(v)
+            for n, _k in consumers.get(v, ()):
+                nxt.extend(o for o in n.output if o)
+        frontier = nxt
+    return any(o in targets for o in frontier)
 
 
 def _fallback_batch(model: onnx.ModelProto) -> int | str:
@@ -681,8 +787,8 @@ def _expose(model: onnx.ModelProto, result: FixResult, *, packed: bool, defaults
     new_pairs: dict[str, str] = {}
     finals: list[str] = []
     if packed:
-        if any(p.layout != 0 for p in plans):
-            raise FixError(f"{label}: --packed needs every exposed op in layout 0 (state [directions, batch, hidden]); expose them separately")
+        if any(p.layout != 0 or len(p.shape) != 3 for p in plans):
+            raise FixError(f"{label}: --packed needs every exposed op in layout 0 (state [directions, batch, hidden], not a cell's [batch, hidden]); expose them separately")
         if len({(p.dtype, tuple(p.shape[1:])) for p in plans}) != 1:
             raise FixError(f"{label}: --packed needs every exposed state of one dtype and shape [1, batch, hidden]; expose them separately")
         state_in = "state" if names.free("state") and names.free("stateN") else names.fresh("rnn_state")
