@@ -44,9 +44,9 @@ shape is fully static (an initializer cannot have a symbolic batch dim); it is
 also the only way a non-zero constant initial state is exposed (as the default).
 
 The wiring is planned on :class:`StatePlan` values (where the initial state is
-consumed, which values are the final state, per If alternative), so a
-recurrence written as plain ops can be exposed the same way once lowering names
-its ports.
+consumed, which values are the final state, per If alternative).  A cell
+written as plain ops that starts from zeros (rnnir.lower.cells) is exposed the
+same way: the new input replaces the zeros at every reader, in the main graph.
 
 Repairing findings
 ------------------

@@ -5,7 +5,8 @@ Exporters write LSTM, GRU and RNN cells as ``Gemm``/``MatMul``, ``Split``/``Slic
 exporter, silero-vad's ``silero_vad_op18_ifless.onnx``, hand-written time loops). This module
 finds them and says exactly which values are the cell's state entries and exits.
 
-How, in three steps, all restricted to the *state cone* (values that depend on a state source):
+How, in three steps, all restricted to the *state cone* (values that depend on a state source; besides the state
+inputs, the zeros a cell starts from, looked for near the graph outputs only: see ``_constant_states``):
 
 1. **Structure.** Anchors are the nonlinear skeleton, found by role, never by name or gate
    order: an LSTM is ``c' = f*c + i*g`` with ``h' = o*act(c')`` (``f`` the sigmoid that
@@ -218,6 +219,8 @@ class _Net:
         """Treat ``keys`` as run-time values although they are constants: a cell's constant initial state is one
         input of the cell's check like any state (its shape is kept; values computed from it are no longer folded)."""
         free = frozenset(keys)
+        if not free and not self._free:
+            return  # nothing changes: the constants folded so far stay valid
         for k in free:
             c = self.const(k)
             if c is not None:
@@ -529,13 +532,17 @@ class _Recogniser:
         for k in sorted(region):
             if k in self.sources:
                 continue
-            c = net.const(k)
-            if c is None or not np.issubdtype(c.dtype, np.floating) or c.ndim < 2 or c.size == 0 or np.any(c):
+            d = net.d(k)
+            if d.kind == "node":
+                if d.node is None or d.node.op_type not in _ZERO_MAKERS or d.node.domain not in ("", "ai.onnx"):
+                    continue  # computed from zeros (R @ 0 is zeros too): the zeros it is computed from are the state
+            elif d.kind != "initializer":
                 continue
-            node = net.node(k)
-            if node is not None and node.op_type not in _ZERO_MAKERS:
-                continue  # computed from zeros (R @ 0 is zeros too): the zeros it is computed from are the state
-            if self._read_as_state(k):
+            # the cheap structural test first: a weight read by a matmul is never read as state, and is never copied
+            if not self._read_as_state(k):
+                continue
+            c = net.const(k)
+            if c is not None and np.issubdtype(c.dtype, np.floating) and c.ndim >= 2 and c.size and not np.any(c):
                 found.append(k)
         return found
 
