@@ -634,20 +634,28 @@ def _plan_cells(
             if i:
                 consumers.setdefault(i, []).append((n, k))
     out: list[tuple[onnx.NodeProto, _GraphRef, list[StatePlan]]] = []
+
     for site in recognised.sites:
-        if site.scope is not index.root or site.x is not None or not site.cells:
-            continue
+        if site.x is not None or not site.cells:
+            continue  # a Loop's recurrence: its carried state is already a Loop input
         first, last = site.cells[0], site.cells[-1]
+        rec = rec_of.get(site.recognised_from)
+        if site.scope is not index.root:
+            if site.zero_starts and not (rec is not None and any(node == rec.id for node, _port in written)):
+                skipped.append(_not_exposed(f"{site.kind} {site.anchor!r}", "a cell inside an If branch or a Loop body is not exposed yet (main graph only)"))
+            continue
         roles = [("h", first.h_source, last.h_out, "Y_h")]
         if first.c_source is not None and last.c_out is not None:
             roles.append(("c", first.c_source, last.c_out, "Y_c"))
-        rec = rec_of.get(site.recognised_from)
         plans: list[StatePlan] = []
         for role, source, final, exit_port in roles:
             label = f"{site.kind} {site.anchor!r}.initial_{role}"
+            if f"initial_{role}" not in site.zero_starts:
+                continue  # a cell that reads a state input (or a computed value) keeps its state already
             kind, value, before = _classify_initial(root, source)
             if kind != "zeros":
-                continue  # a cell that reads a state input (or a computed value) keeps its state already
+                skipped.append(_not_exposed(label, f"its initial state is {before}, not a constant"))
+                continue
             if rec is not None and (rec.id, exit_port) in written:
                 skipped.append(_not_exposed(label, "this final state is already written back by a state pair"))
                 continue

@@ -245,3 +245,29 @@ def test_expose_state_does_not_touch_a_zero_start_whose_state_is_written_back():
     result = rnnir.fix(bad, expose_state=True, codes=[])
     assert not [e for e in result.edits if e.code == "EXPOSE"]
     assert any("already written back" in e.reason for e in result.skipped), [e.reason for e in result.skipped]
+
+
+def test_expose_state_names_a_zero_start_cell_in_an_if_branch_as_not_exposed():
+    # the stateless cell moved into both branches of an If: recognised (SD010), but only main-graph cells are exposed
+    model = _zero_state("gru_cell")
+    g = model.graph
+    then_g = helper.make_graph(list(g.node), "then", [], [helper.make_tensor_value_info(o.name, onnx.TensorProto.FLOAT, None) for o in g.output])
+    else_g = onnx.GraphProto()
+    else_g.CopyFrom(then_g)
+    else_g.name = "else"
+    outs = [o.name for o in g.output]
+    for sub in (then_g, else_g):
+        for n in sub.node:  # branch-local names: a subgraph may not redefine an outer name
+            n.output[:] = [f"{sub.name}_{o}" for o in n.output]
+            n.input[:] = [i if i in ("x",) or any(i == t.name for t in g.initializer) else f"{sub.name}_{i}" for i in n.input]
+        for o in sub.output:
+            o.name = f"{sub.name}_{o.name}"
+    del g.node[:]
+    g.initializer.append(numpy_helper.from_array(np.array(True), "flag"))
+    g.node.append(helper.make_node("If", ["flag"], outs, then_branch=then_g, else_branch=else_g, name="branch"))
+    onnx.checker.check_model(model)
+    v = passes.verify(rnnir.load(model))
+    assert [(r.kind, r.state) for r in v.recurrences] == [("GRU", passes.RecurrenceState.NOT_EXPOSED)] * 2
+    result = rnnir.fix(model, expose_state=True)
+    assert not [e for e in result.edits if e.code == "EXPOSE"]
+    assert any("main graph only" in e.reason for e in result.skipped), [e.reason for e in result.skipped]

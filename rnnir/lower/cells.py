@@ -163,11 +163,11 @@ class CellScan:
             return None
         return self._rec.net.const(self._rec.net.key(scope, name))
 
-    def starts_from_constant(self, m: CellMatch) -> bool:
-        """The cell's h is a constant initial state (zeros), not a state input or another cell's output."""
-        if self._rec is None or m.scope is None:
+    def is_zero_start(self, scope: Scope, source: str) -> bool:
+        """``source`` (a cell's ``h_source``/``c_source``) is zeros the model makes, not a state input or a cell's output."""
+        if self._rec is None or not source:
             return False
-        return self._rec.sources.get(self._rec.net.key(m.scope, m.h_source)) == "constant"
+        return self._rec.sources.get(self._rec.net.key(scope, source)) == "constant"
 
     def view_source(self, scope: Scope, name: str) -> tuple[Scope, str] | None:
         if self._rec is None:

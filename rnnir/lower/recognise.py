@@ -80,6 +80,7 @@ class RecurrenceSite:
     exit_names: dict[Key, tuple[Scope, str]] = field(default_factory=dict)
     steps: int = 1
     cells: tuple[CellMatch, ...] = ()
+    zero_starts: frozenset[str] = frozenset()  # entry ports that read zeros the model makes (not a state input)
 
     @property
     def deps(self) -> list[tuple[Scope, str]]:
@@ -153,7 +154,7 @@ class _Builder:
             seen.add(k)
             if k in cell_sources or (k[0] == id(self.index.root) and k[1] in self.state_outputs):
                 return True
-            if k[0] == id(self.index.root) and k[1] in self.graph_outputs and self.scan.starts_from_constant(m):
+            if k[0] == id(self.index.root) and k[1] in self.graph_outputs and self.scan.is_zero_start(self._scope_of(m), m.h_source):
                 return True  # a cell that starts from zeros and returns its new state: a state the model does not expose
             name = k[1]
             for owner, _pos in self.index.subgraph_outputs.get(name, ()):
@@ -237,6 +238,9 @@ class _Builder:
             entries=entries,
             steps=len(chain),
             cells=tuple(chain),
+            zero_starts=frozenset(
+                port for port, src in (("initial_h", first.h_source), ("initial_c", first.c_source)) if src and self.scan.is_zero_start(scope, src)
+            ),
         )
         for t, m in enumerate(chain):
             ms = self._scope_of(m)
