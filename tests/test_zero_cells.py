@@ -271,3 +271,24 @@ def test_expose_state_names_a_zero_start_cell_in_an_if_branch_as_not_exposed():
     result = rnnir.fix(model, expose_state=True)
     assert not [e for e in result.edits if e.code == "EXPOSE"]
     assert any("main graph only" in e.reason for e in result.skipped), [e.reason for e in result.skipped]
+
+
+def test_zeros_are_looked_for_only_near_the_outputs():
+    # the search walks back a bounded distance from the outputs (README: 24 ops), never the whole graph: the same
+    # stateless cell whose only output 'hn' is 30 Identity ops behind it is out of its reach, 10 are within it
+    def behind(hops: int) -> onnx.ModelProto:
+        model = _zero_state("rnn_cell")
+        g = model.graph
+        g.output.remove(next(o for o in g.output if o.name == "y"))  # the head next to the cell: not returned
+        for n in g.node:  # the cell's own output becomes hn_0; the chain ends in the returned 'hn'
+            n.input[:] = ["hn_0" if i == "hn" else i for i in n.input]
+            n.output[:] = ["hn_0" if o == "hn" else o for o in n.output]
+        for k in range(hops):
+            g.node.append(helper.make_node("Identity", [f"hn_{k}"], [f"hn_{k + 1}" if k + 1 < hops else "hn"]))
+        onnx.checker.check_model(model)
+        return model
+
+    near = passes.verify(rnnir.load(behind(10)))
+    assert [(r.kind, r.state) for r in near.recurrences] == [("RNN", passes.RecurrenceState.NOT_EXPOSED)]
+    far = passes.verify(rnnir.load(behind(30)))
+    assert far.recurrences == []
