@@ -190,7 +190,13 @@ def _shape(node: onnx.NodeProto, ins: list[Any]) -> list[_Arr]:
 def _constant(node: onnx.NodeProto, ins: list[Any]) -> list[_Arr]:
     for a in node.attribute:
         if a.name == "value":
-            return [_float(numpy_helper.to_array(a.t))]
+            if a.t.data_location == onnx.TensorProto.EXTERNAL:
+                # never read a file a model names from inside the evaluator (its location may be hostile or missing)
+                raise EvalError("Constant whose value is stored in an external file")
+            try:
+                return [_float(numpy_helper.to_array(a.t))]
+            except Exception as exc:  # noqa: BLE001 - an unreadable tensor is no constant (onnx raises several kinds)
+                raise EvalError(f"unreadable Constant value: {exc}") from None
         if a.name in ("value_float", "value_int"):
             return [np.asarray(onnx.helper.get_attribute_value(a), dtype=np.float64 if a.name == "value_float" else np.int64)]
         if a.name in ("value_floats", "value_ints"):
