@@ -77,6 +77,7 @@ from onnx import helper, numpy_helper
 
 from .errors import RnnirError
 from .ir import Compute, Program, Recurrent, Value
+from .lower.scope import attribute_value as _attr
 from .lower.source import graph_fingerprint, iter_graphs, read_model
 from .metadata import META_FINGERPRINT as _META_FINGERPRINT
 from .metadata import META_PAIRS, META_PROGRAM
@@ -290,14 +291,6 @@ class _Names:
 
     def free(self, name: str) -> bool:
         return name not in self.used
-
-
-def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
-    for a in node.attribute:
-        if a.name == name:
-            v = helper.get_attribute_value(a)
-            return v.decode() if isinstance(v, bytes) else v
-    return default
 
 
 @dataclass

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from .runtime import StatefulSession
-from .testing import _FP16_MAX, StreamError, _InputHints, _max_diff, _prepare_stream, _Runner, _time_axes, _trend, _usable_chunks
+from .testing import _FP16_MAX, StreamError, _fmt, _InputHints, _max_diff, _num, _prepare_stream, _Runner, _time_axes, _trend, _usable_chunks
 
 __all__ = [
     "ColdStart",
@@ -661,14 +661,3 @@ def streaming_to_text(report: StreamingReport) -> str:
         lines.append(f"  note: {note}")
     return "\n".join(lines) + "\n"
 
-
-def _fmt(x: float) -> str:
-    if isinstance(x, float) and (math.isinf(x) or math.isnan(x)):
-        return str(x)
-    return f"{x:.3g}"
-
-
-def _num(x: float) -> float | str:
-    if isinstance(x, float) and (math.isinf(x) or math.isnan(x)):
-        return str(x)
-    return x

@@ -46,6 +46,7 @@ from .cells import CellCandidate
 from .pairing import find_pairs, looks_like_state
 from .recognise import Recognised, RecurrenceSite, recognise
 from .scope import Definition, ModelIndex, Scope
+from .scope import attribute_value as _attr
 from .source import ModelSource
 
 _SMALL_CONST = 4096  # elements: enough for indices, shapes and small initial states
@@ -116,16 +117,6 @@ def _small_array(t: onnx.TensorProto) -> np.ndarray | None:
         return None
 
 
-def _attr(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
-    for a in node.attribute:
-        if a.name == name:
-            v = onnx.helper.get_attribute_value(a)
-            if isinstance(v, bytes):
-                return v.decode()
-            if isinstance(v, list) and v and isinstance(v[0], bytes):
-                return [x.decode() for x in v]
-            return v
-    return default
 
 
 def _plain_attrs(node: onnx.NodeProto) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from ..optraits import OpTrait, ops_with
 from ..recurrence import Recognition, kind_for_op
 from .cells import CellCandidate, CellMatch, CellScan, CellWeights, carry_layout, find_cells
 from .scope import ModelIndex, Scope
+from .scope import attribute_value as _attr
 
 __all__ = ["RecurrenceSite", "Recognised", "recognise"]
 
@@ -45,16 +46,6 @@ _SAME_DATA_OPS = frozenset({"Identity", "Cast", "CastLike", "Squeeze", "Unsqueez
 _DEFAULT_ACTS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid", "Tanh", "Tanh")}
 
 
-def _attr(node: onnx.NodeProto, name: str, default: object = None) -> object:
-    for a in node.attribute:
-        if a.name == name:
-            v = onnx.helper.get_attribute_value(a)
-            if isinstance(v, bytes):
-                return v.decode()
-            if isinstance(v, list) and v and isinstance(v[0], bytes):
-                return [x.decode() for x in v]
-            return v
-    return default
 
 
 @dataclass(eq=False)
@@ -400,10 +391,10 @@ class _Builder:
                 W.astype(np.float64),
                 R.astype(np.float64),
                 B.astype(np.float64),
-                tuple(acts),  # type: ignore[arg-type]
-                int(_attr(node, "linear_before_reset", 0) or 0),  # type: ignore[call-overload]
-                None if _attr(node, "activation_alpha") is None else tuple(_attr(node, "activation_alpha")),  # type: ignore[arg-type]
-                None if _attr(node, "activation_beta") is None else tuple(_attr(node, "activation_beta")),  # type: ignore[arg-type]
+                tuple(acts),
+                int(_attr(node, "linear_before_reset", 0) or 0),
+                None if _attr(node, "activation_alpha") is None else tuple(_attr(node, "activation_alpha")),
+                None if _attr(node, "activation_beta") is None else tuple(_attr(node, "activation_beta")),
             ),
             h_source="",
             scope=scope,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import onnx
 
@@ -540,3 +541,16 @@ def outer_names(graph: onnx.GraphProto, outer: Callable[[onnx.GraphProto], Itera
         if vi.name not in defined:
             free.add(vi.name)
     return free
+
+
+def attribute_value(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
+    """The value of ``node``'s attribute ``name`` (strings decoded), or ``default`` when it has none."""
+    for a in node.attribute:
+        if a.name == name:
+            v = onnx.helper.get_attribute_value(a)
+            if isinstance(v, bytes):
+                return v.decode()
+            if isinstance(v, list) and v and isinstance(v[0], bytes):
+                return [x.decode() for x in v]
+            return v
+    return default
