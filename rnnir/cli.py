@@ -327,18 +327,34 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
         progress.close()
     files = [FileResult(t.path, error=t.error) if t.error is not None else next(linted) for t in targets]
 
-    result = LintResult(files=files, rules=backend.RULES, version=__version__, with_cost=cost)
+    result = LintResult(files=files, rules=backend.RULES, version=__version__, with_cost=cost, verbose=bool(getattr(args, "verbose", False)))
     result.quarantine()
     for f in result.failed:
         print(printable(f"rnnir: error: {f.path}: {(f.error or {}).get('message')}"), file=sys.stderr)
-    if rules:
+    if rules and args.format == "text" and (getattr(args, "quiet", False) or getattr(args, "statistics", False)):
+        text = _statistics_text(result) if getattr(args, "statistics", False) else render(result, "text").splitlines()[-1] + "\n"
+    elif rules:
         text = render(result, args.format)
     elif args.format == "json":
         text = render(result, "json")
     else:
         text = _cost_text(result)
     _emit(text, args.output)
-    return max(result.exit_code, fix_status)
+    code = max(result.exit_code, fix_status)
+    return 0 if code == 1 and getattr(args, "exit_zero", False) else code
+
+
+def _statistics_text(result: LintResult) -> str:
+    """``--statistics``: findings per rule code, most first (Ruff's layout), then the summary line."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for f in result.files:
+        for d in f.diagnostics:
+            key = (d.code, d.name, d.severity.value)
+            counts[key] = counts.get(key, 0) + 1
+    width = max((len(str(n)) for n in counts.values()), default=1)
+    lines = [f"{n:>{width}}  {code}  [{sev}]  {name}" for (code, name, sev), n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    lines.append(render(result, "text").splitlines()[-1])
+    return "\n".join(lines) + "\n"
 
 
 def _workers(requested: int, files: int) -> int:
@@ -684,7 +700,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("lint", help="check models for state-persistence bugs", description="Check ONNX models (files, or folders searched recursively for *.onnx) for state-persistence bugs.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="ONNX files, or folders searched recursively for *.onnx")
-    p.add_argument("--format", choices=FORMATS, default="text", help="report format (default: text)")
+    p.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="text", help="report format (default: text)")
+    p.add_argument("--verbose", "-v", "--show-pairs", dest="verbose", action="store_true", help="text: also list each model's state pairs and slices, and clean models")
+    p.add_argument("--quiet", "-q", action="store_true", help="text: print only the summary line")
+    p.add_argument("--statistics", action="store_true", help="text: print a count per rule code instead of the findings")
+    p.add_argument("--exit-zero", action="store_true", help="exit 0 even with error-level findings (2 still means the tool failed)")
     p.add_argument("--select", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to run (default: all)")
     p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to skip")
     p.add_argument("--cost", action="store_true", help="add the per-call cost analysis")

@@ -148,6 +148,7 @@ class LintResult:
     version: str
     with_cost: bool = False
     cwd: Path = field(default_factory=Path.cwd)
+    verbose: bool = False  # text: also each model's pairs, slices and "no findings" (rnnir lint -v)
 
     def quarantine(self) -> None:
         """Turn a file whose record cannot be written as JSON into that file's error record, so one bad
@@ -210,6 +211,11 @@ def render(result: LintResult, fmt: str) -> str:
 
 
 def render_text(result: LintResult) -> str:
+    """Concise by default, like Ruff: one line per finding (``path: node: CODE [severity] message``) with its
+    hint indented under it, nothing for a clean file, one summary line.  ``verbose`` adds each model's pairs,
+    slices and "no findings"."""
+    if not result.verbose:
+        return _render_concise(result)
     lines: list[str] = []
     for f in result.files:
         lines.append(f.path)
@@ -238,6 +244,28 @@ def render_text(result: LintResult) -> str:
         lines.append("")
     lines.append(_summary_line(result))
     # names come from models: a newline or an escape sequence in one must not reach the terminal raw
+    return "\n".join(map(printable, lines)) + "\n"
+
+
+def _render_concise(result: LintResult) -> str:
+    lines: list[str] = []
+    for f in result.files:
+        if f.error is not None:
+            lines.append(f"{f.path}: error: {f.error['message']}")
+            continue
+        for d in f.diagnostics:
+            where = next((loc.onnx_node or loc.value for loc in d.locations if loc.onnx_node or loc.value), None)
+            branches = _branches(d)
+            at = f"{where}: " if where else ""
+            lines.append(f"{f.path}: {at}{d.code} [{d.severity.value}] {d.message}" + (f" (in {', '.join(branches)})" if branches else ""))
+            if d.hint:
+                lines.append(f"  hint: {d.hint}")
+        if result.with_cost and f.cost is not None:
+            lines.append(f"{f.path}: cost per call:")
+            lines.extend("  " + line for line in render_cost_text(f.cost))
+    if lines:
+        lines.append("")
+    lines.append(_summary_line(result))
     return "\n".join(map(printable, lines)) + "\n"
 
 

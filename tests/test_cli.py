@@ -91,7 +91,7 @@ def run_subprocess(*argv, cwd=None, env_extra=None):
 def finding_codes(fmt: str, out: str) -> list[str]:
     """The rule codes reported in ``out``, read back from each format independently."""
     if fmt == "text":
-        return re.findall(r"^  \S+: ([A-Z]+\d+) \[", out, re.M)
+        return re.findall(r"^\S+: (?:\S+: )?([A-Z]+\d+) \[", out, re.M)  # path: [node: ]CODE [severity]
     if fmt == "json":
         return [d["code"] for f in json.loads(out)["files"] for d in f["diagnostics"]]
     if fmt == "sarif":
@@ -116,7 +116,7 @@ def test_state_handed_back_exits_1_and_names_SD001_in_every_format(models, capsy
 
 
 def test_text_groups_pairs_findings_hint_and_summary_per_model(models, capsys):
-    code, out, _ = run_main(capsys, "clean.onnx", "broken.onnx")
+    code, out, _ = run_main(capsys, "clean.onnx", "broken.onnx", "-v")  # verbose: the per-model layout
     assert code == 1
     blocks = out.split("\n\n")
     clean = next(b for b in blocks if b.startswith("clean.onnx"))
@@ -763,3 +763,35 @@ def test_pytorch_exports_lint_clean_with_only_bidirectional_warnings(monkeypatch
     for f in doc["files"]:
         expected = {"SD006"} if "bilstm" in f["path"] else set()
         assert {d["code"] for d in f["diagnostics"]} == expected, f["path"]
+
+
+# -- Ruff's habits: concise default, --statistics, --quiet, --exit-zero, --output-format ---------------------
+
+
+def test_default_text_is_concise_and_verbose_adds_pairs(models, capsys):
+    code, out, _ = run_main(capsys, "clean.onnx", "broken.onnx")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("broken.onnx: ") and " SD001 [error] " in lines[0]
+    assert lines[1].startswith("  hint: ")
+    assert "clean.onnx" not in out and "pair " not in out  # nothing for a clean model, no slice map
+    assert lines[-1] == "1 error, 0 warnings in 2 files; 3 of 4 state slices verified"
+    _, verbose, _ = run_main(capsys, "clean.onnx", "broken.onnx", "-v")
+    assert "clean.onnx\n  pair h0 -> hn" in verbose and "no findings" in verbose
+
+
+def test_statistics_quiet_and_exit_zero(models, capsys):
+    code, out, _ = run_main(capsys, "clean.onnx", "broken.onnx", "broken.onnx", "--statistics")
+    assert code == 1
+    assert out.splitlines()[0].split() == ["1", "SD001", "[error]", "slot-never-written"]  # broken.onnx named twice: linted once
+    code, out, _ = run_main(capsys, "clean.onnx", "broken.onnx", "-q")
+    assert code == 1 and out == "1 error, 0 warnings in 2 files; 3 of 4 state slices verified\n"
+    code, _, _ = run_main(capsys, "broken.onnx", "--exit-zero")
+    assert code == 0
+    code, _, _ = run_main(capsys, "missing.onnx", "--exit-zero")
+    assert code == 2  # --exit-zero never hides that the tool failed
+
+
+def test_output_format_is_the_same_option_as_format(models, capsys):
+    code, out, _ = run_main(capsys, "broken.onnx", "--output-format", "json")
+    assert code == 1 and json.loads(out)["summary"]["errors"] == 1

@@ -417,7 +417,7 @@ def test_a_bad_name_is_that_files_error_and_the_report_is_complete(tmp_path, mon
 def test_text_output_escapes_newlines_and_escape_codes_from_names(tmp_path, monkeypatch, capsys, fmt):
     _bad_name_folder(tmp_path)
     monkeypatch.chdir(tmp_path)
-    code, out, err = run_main(capsys, "lint", "models", "--no-config", "--format", fmt)
+    code, out, err = run_main(capsys, "lint", "models", "--no-config", "--format", fmt, *(["-v"] if fmt == "text" else []))
     assert code == 2
     assert "\x1b" not in out and "\x1b" not in err
     assert "\udcff" not in out + err
@@ -708,7 +708,7 @@ def test_output_over_a_linted_model_is_refused(tmp_path, capsys):
 
 def test_output_beside_the_model_near_miss(tmp_path, capsys):
     shutil.copy(SAMPLE, tmp_path / "m.onnx")
-    code, out, err = run_main(capsys, "lint", str(tmp_path / "m.onnx"), "--no-config", "-o", str(tmp_path / "report.txt"))
+    code, out, err = run_main(capsys, "lint", str(tmp_path / "m.onnx"), "--no-config", "-o", str(tmp_path / "report.txt"), "-v")
     assert code == 0 and "no findings" in (tmp_path / "report.txt").read_text()
 
 

@@ -47,17 +47,30 @@ def test_exit_code_ignores_warnings(tmp_path):
     assert result([FileResult("a.onnx", diagnostics=[sd006(), sd001()])], tmp_path).exit_code == 1
 
 
-def test_text_shows_branch_hint_and_pluralised_summary(tmp_path):
+def test_concise_text_is_one_line_per_finding_with_its_hint_and_nothing_for_clean_files(tmp_path):
     d = sd001(branch=("sr_if.then_branch",))
     text = render_text(result([FileResult("a.onnx", diagnostics=[d, sd006()]), FileResult("b.onnx")], tmp_path))
+    node = d.locations[0].onnx_node or d.locations[0].value
+    assert text.splitlines()[0] == f"a.onnx: {node}: SD001 [error] slot 'h0' is live-on-entry but never written back (in sr_if.then_branch)"
+    assert text.splitlines()[1] == "  hint: store Y_h into the slot"
+    assert "b.onnx" not in text and "pair" not in text and "no findings" not in text
+    assert text.endswith("\n\n1 error, 1 warning in 2 files\n")
+    assert render_text(result([FileResult("b.onnx")], tmp_path)) == "0 errors, 0 warnings in 1 file\n"  # clean: the summary only
+
+
+def test_text_shows_branch_hint_and_pluralised_summary(tmp_path):
+    d = sd001(branch=("sr_if.then_branch",))
+    text = render_text(result([FileResult("a.onnx", diagnostics=[d, sd006()]), FileResult("b.onnx")], tmp_path, verbose=True))
     assert "  a.onnx: SD001 [error] slot 'h0' is live-on-entry but never written back\n    in If branch: sr_if.then_branch\n    hint: store Y_h into the slot\n" in text
     assert "  a.onnx: SD006 [warning] reverse direction persisted\n" in text
     assert text.endswith("\n1 error, 1 warning in 2 files\n")
 
 
 def test_text_summary_counts_failed_files(tmp_path):
-    text = render_text(result([FileResult("b.onnx", error={"type": "ModelError", "message": "file is empty"})], tmp_path))
+    text = render_text(result([FileResult("b.onnx", error={"type": "ModelError", "message": "file is empty"})], tmp_path, verbose=True))
     assert "  b.onnx: error: file is empty\n" in text
+    concise = render_text(result([FileResult("b.onnx", error={"type": "ModelError", "message": "file is empty"})], tmp_path))
+    assert concise.startswith("b.onnx: error: file is empty\n")
     assert text.endswith("0 errors, 0 warnings in 1 file; 1 could not be analysed\n")
 
 

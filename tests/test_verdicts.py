@@ -197,7 +197,7 @@ def test_cli_text_summary_counts_verified_slices_and_strict_fails_ci(folder, cap
     out = capsys.readouterr().out
     assert out.rstrip().splitlines()[-1] == "0 errors, 0 warnings, 1 info in 2 files; 2 of 3 state slices verified (1 unverified)"
     assert cli.main(["lint", "--no-config", "--strict", "clean.onnx", "loop.onnx"]) == 1
-    assert "loop.onnx: SD009 [error]" in capsys.readouterr().out
+    assert "loop.onnx: time_loop: SD009 [error]" in capsys.readouterr().out
 
 
 def test_strict_from_pyproject(folder, capsys):
