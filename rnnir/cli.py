@@ -106,7 +106,17 @@ def _settings(args: argparse.Namespace) -> Settings:
     if select is not None and not select:
         # an empty selection would lint nothing and exit 0: a CI job that checks nothing must not pass
         raise UsageError("--select names no rule code; give codes or prefixes such as --select SD,OR (or leave it out to run every rule)")
-    ignore = _split_codes(args.ignore) if getattr(args, "ignore", None) is not None else (config.ignore or ())
+    if select is not None and "ALL" in select:
+        select = None  # Ruff's spelling of "every rule"
+    extend = _split_codes(args.extend_select) if getattr(args, "extend_select", None) else ()
+    if extend and select is not None:
+        select = select + tuple(c for c in extend if c not in select)
+    if getattr(args, "ignore", None) is not None:
+        ignore = _split_codes(args.ignore)
+    elif getattr(args, "select", None) is not None:
+        ignore = ()  # a --select typed on the command line overrides the configured ignore, as in Ruff
+    else:
+        ignore = config.ignore or ()
     pairs: Mapping[str, str | None] | None = config.pairs
     if getattr(args, "pair", None):
         pairs = dict(parse_pair(p) for p in args.pair)
@@ -297,6 +307,8 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     settings = _settings(args)
     backend = _passes()
     codes = list(backend.RULES)
+    if getattr(args, "extend_select", None):
+        _check_selectors(_split_codes(args.extend_select), codes, "--extend-select")
     if settings.select is not None:
         _check_selectors(settings.select, codes, "--select" if args.select is not None else f"{settings.config.path}: select")
     _check_selectors(settings.ignore, codes, "--ignore" if args.ignore is not None else f"{settings.config.path}: ignore")
@@ -705,7 +717,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="text: print only the summary line")
     p.add_argument("--statistics", action="store_true", help="text: print a count per rule code instead of the findings")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even with error-level findings (2 still means the tool failed)")
-    p.add_argument("--select", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to run (default: all)")
+    p.add_argument("--select", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to run (default: all; ALL: every rule)")
+    p.add_argument("--extend-select", action="append", metavar="CODES", help="rule codes or prefixes to run on top of --select or the configured selection")
     p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to skip")
     p.add_argument("--cost", action="store_true", help="add the per-call cost analysis")
     p.add_argument("--strict", action="store_true", help="state rnnir could not verify (SD009) or a model does not expose (SD010) is an error")

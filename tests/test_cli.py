@@ -795,3 +795,23 @@ def test_statistics_quiet_and_exit_zero(models, capsys):
 def test_output_format_is_the_same_option_as_format(models, capsys):
     code, out, _ = run_main(capsys, "broken.onnx", "--output-format", "json")
     assert code == 1 and json.loads(out)["summary"]["errors"] == 1
+
+
+def test_select_all_extend_select_and_a_command_line_select_beats_the_configured_ignore(models, capsys):
+    (models / "pyproject.toml").write_text('[tool.rnnir]\nselect = ["OR"]\nignore = ["SD001"]\n')
+    code, out, _ = run_cli(capsys, "lint", "broken.onnx")
+    assert code == 0  # configured: only OR rules, and SD001 ignored
+    code, out, _ = run_cli(capsys, "lint", "broken.onnx", "--extend-select", "SD001")
+    assert code == 0  # extended, but the configured ignore still applies
+    code, out, _ = run_cli(capsys, "lint", "broken.onnx", "--select", "SD001")
+    assert code == 1 and " SD001 [error] " in out  # the command line overrides the configured ignore
+    code, out, _ = run_cli(capsys, "lint", "broken.onnx", "--select", "ALL")
+    assert code == 1 and " SD001 [error] " in out
+    code, _, err = run_cli(capsys, "lint", "broken.onnx", "--extend-select", "XX9")
+    assert code == 2 and "--extend-select" in err
+
+
+def run_cli(capsys, *argv):
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
