@@ -139,12 +139,12 @@ def _version(mod: str) -> str | None:
 
 
 def _tree_state() -> str:
-    """HEAD plus a hash of uncommitted changes to rnnir/ and passes/: what the timed code was."""
+    """HEAD plus a hash of uncommitted changes to rnnir/: what the timed code was."""
     if SNAPSHOT_REV:
         return f"{SNAPSHOT_REV} (snapshot)"
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
-        diff = subprocess.run(["git", "-C", str(ROOT), "diff", "HEAD", "--", "rnnir", "passes"], capture_output=True, timeout=10).stdout
+        diff = subprocess.run(["git", "-C", str(ROOT), "diff", "HEAD", "--", "rnnir"], capture_output=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return "?"
     import hashlib
@@ -163,8 +163,8 @@ def machine() -> dict[str, Any]:
         if SNAPSHOT_REV:
             raise StopIteration
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "rnnir", "passes"], capture_output=True, text=True, timeout=10).stdout.strip()
-        commit += " (rnnir/passes modified)" if dirty else ""
+        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no", "rnnir"], capture_output=True, text=True, timeout=10).stdout.strip()
+        commit += " (rnnir modified)" if dirty else ""
     except StopIteration:
         commit = f"{SNAPSHOT_REV} (a snapshot of the commit, not the working tree)"
     except (OSError, subprocess.SubprocessError):
@@ -451,8 +451,12 @@ def passes_worker(path: str, reps: int) -> None:
     import gc
 
     t0 = time.perf_counter()
-    import passes
     import rnnir  # noqa: F401
+
+    try:
+        from rnnir import passes
+    except ImportError:  # a snapshot (--at REV) from before the passes moved into rnnir/passes
+        import passes  # type: ignore[no-redef]
     from rnnir.lower import lower, read_model
 
     emit = lambda **kw: print(json.dumps(kw), flush=True)  # noqa: E731
@@ -460,8 +464,8 @@ def passes_worker(path: str, reps: int) -> None:
     prefixes = sorted({code[:2] for code in passes.RULES}, key=lambda p: [c[:2] for c in passes.RULES].index(p))
     manager_nofp = None
     with contextlib.suppress(Exception):
-        from passes.catalogue import PASSES
-        from passes.manager import PassManager
+        from rnnir.passes.catalogue import PASSES
+        from rnnir.passes.manager import PassManager
 
         manager_nofp = PassManager(PASSES, check_immutable=False)
     for rep in range(reps):
@@ -1038,10 +1042,10 @@ def _run_at(rev: str, argv: list[str]) -> int:
         if not a.startswith("--at="):
             rest.append(a)
     with tempfile.TemporaryDirectory(prefix=f"rnnir-{sha}-") as tmp:
-        archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha, "rnnir", "passes", "tests/realmodels.py", "tests/__init__.py"],
-                                 capture_output=True, timeout=60)
-        if archive.returncode != 0:  # tests/__init__.py may not exist
-            archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha, "rnnir", "passes", "tests/realmodels.py"], capture_output=True, timeout=60)
+        # revisions before the move to rnnir/passes kept the passes at the top level; tests/__init__.py may not exist
+        paths = [p for p in ("rnnir", "passes", "tests/realmodels.py", "tests/__init__.py")
+                 if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{sha}:{p}"], capture_output=True, timeout=10).returncode == 0]
+        archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha, *paths], capture_output=True, timeout=60)
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True, timeout=60)
         env = dict(os.environ, RNNIR_BENCH_CODE=tmp, RNNIR_BENCH_REV=sha)
         log(f"benchmarking rnnir and passes as of {sha} from a snapshot in {tmp}")

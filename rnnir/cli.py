@@ -68,7 +68,7 @@ class UsageError(RnnirError):
 
 def _passes() -> ModuleType:
     """The analysis package, imported when first needed (tests may replace this function)."""
-    import passes
+    from rnnir import passes
 
     return passes
 

@@ -172,8 +172,8 @@ def lint_fixes(args: argparse.Namespace, paths: list[str], select: tuple[str, ..
     ``--diff``: 1 when some file has something to fix, else 0 (2 when a file could not be fixed).
     ``--fix``: 0, or 2 when a file could not be read or written (the lint that follows reports the rest).
     """
-    from passes import RULES
-    from passes.manager import selected_codes
+    from rnnir.passes import RULES
+    from rnnir.passes.manager import selected_codes
 
     from .fix import FIXES, fix, render_diff
     from .lower.source import read_model

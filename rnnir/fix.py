@@ -86,7 +86,7 @@ from .metadata import read as metadata
 from .metadata import write as _set_meta
 
 if TYPE_CHECKING:
-    from passes.diagnostics import Diagnostic
+    from rnnir.passes.diagnostics import Diagnostic
 
     from .pairs import PortRef, StatePair
 
@@ -1017,7 +1017,7 @@ class _Plan:
 
 
 def _lint(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, label: str, codes: Sequence[str]) -> tuple[Program, list[Diagnostic]]:
-    import passes
+    from rnnir import passes
 
     from .lower import Policy, lower
 

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from passes.diagnostics import Diagnostic, Rule, Severity
+from rnnir.passes.diagnostics import Diagnostic, Rule, Severity
 
 __all__ = [
     "FORMATS",

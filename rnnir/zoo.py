@@ -133,7 +133,7 @@ def lint_many(
 
 
 def _check_codes(codes: Sequence[str], what: str) -> None:
-    import passes
+    from rnnir import passes
 
     known = list(passes.RULES)
     unknown = [c for c in codes if not any(k.startswith(c) for k in known)]

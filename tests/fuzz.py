@@ -46,8 +46,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-from passes import RULES  # noqa: E402
 from rnnir import __version__, cli  # noqa: E402
+from rnnir.passes import RULES  # noqa: E402
 from rnnir.render import LintResult, render  # noqa: E402
 
 _OPS = ("LSTM", "GRU", "RNN", "If", "Loop", "Scan", "Identity", "Transpose", "Gather", "Concat", "Slice", "Split", "Reshape",

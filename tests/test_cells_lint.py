@@ -12,9 +12,8 @@ import _cell_models as cm
 import onnx
 import pytest
 
-import passes
 import rnnir
-from rnnir import cli
+from rnnir import cli, passes
 from rnnir.recurrence import Recognition
 
 

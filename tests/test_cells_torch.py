@@ -17,8 +17,8 @@ import onnx
 import pytest
 from onnx import helper
 
-import passes
 import rnnir
+from rnnir import passes
 
 pytestmark = pytest.mark.realmodel
 

@@ -477,7 +477,7 @@ def test_sarif_of_a_clean_run_validates_and_reports_success(models, capsys, sari
 
 
 def test_sarif_rules_carry_the_explain_text(models, capsys):
-    from passes import explain
+    from rnnir.passes import explain
 
     _, out, _ = run_main(capsys, "clean.onnx", "--format", "sarif")
     rules = {r["id"]: r for r in json.loads(out)["runs"][0]["tool"]["driver"]["rules"]}
@@ -504,7 +504,7 @@ def test_github_annotations_point_at_the_file(models, capsys):
 
 
 def test_explain_prints_the_rule_docstring_exactly(capsys):
-    from passes import explain
+    from rnnir.passes import explain
 
     assert cli.main(["explain", "SD005"]) == 0  # a rule without an automatic fix: the docstring and nothing else
     out = capsys.readouterr().out
@@ -528,7 +528,7 @@ def test_explain_unknown_code_exits_2_listing_the_known_ones(capsys):
 
 
 def test_rules_prints_one_line_per_rule(capsys):
-    import passes
+    from rnnir import passes
 
     assert cli.main(["rules"]) == 0
     lines = capsys.readouterr().out.splitlines()
@@ -539,7 +539,7 @@ def test_rules_prints_one_line_per_rule(capsys):
 
 
 def test_rules_as_json(capsys):
-    import passes
+    from rnnir import passes
 
     assert cli.main(["rules", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -616,7 +616,7 @@ def test_internal_error_is_one_line_without_traceback(models, capsys, monkeypatc
 
 
 def test_internal_error_in_one_model_keeps_linting_the_others(models, capsys, monkeypatch):
-    import passes
+    from rnnir import passes
 
     real_verify = passes.verify
 

@@ -20,8 +20,8 @@ STATELESS = ROOT / "tests" / "data" / "torch_stateless"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import passes  # noqa: E402
 import rnnir  # noqa: E402
+from rnnir import passes  # noqa: E402
 from rnnir.cli import main  # noqa: E402
 
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import passes
-from rnnir import __version__, cli
+from rnnir import __version__, cli, passes
 
 REPO = Path(__file__).resolve().parents[1]
 

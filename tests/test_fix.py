@@ -27,8 +27,8 @@ STATELESS = ROOT / "tests" / "data" / "torch_stateless"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import passes  # noqa: E402
 import rnnir  # noqa: E402
+from rnnir import passes  # noqa: E402
 from rnnir.fix import FIXES, Edit, FixError, fix, render_diff  # noqa: E402
 from rnnir.runtime import StatefulSession  # noqa: E402
 from rnnir.simulate import Simulator  # noqa: E402

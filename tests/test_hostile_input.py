@@ -264,7 +264,7 @@ def test_fuzzed_models_are_model_errors_naming_the_element(case):
     make, message, element = FUZZED[case]
     with pytest.raises(rnnir.ModelError, match=message) as ei:
         prog = rnnir.load(make())
-        import passes
+        from rnnir import passes
 
         passes.run(prog)  # the clip-as-tensor case used to fail only here
     assert element in str(ei.value)
@@ -446,7 +446,7 @@ def test_show_escapes_names_in_every_format(tmp_path, capsys):
 
 
 def test_renderer_quarantines_a_record_it_cannot_write(capsys):
-    from passes import RULES
+    from rnnir.passes import RULES
     from rnnir.render import FileResult, LintResult, render
 
     good = FileResult("good.onnx", state_pairs=[{"input": "h0", "output": "hn", "source": "name", "slices": []}])
@@ -777,8 +777,7 @@ def chain_on_state_path(n: int) -> onnx.ModelProto:
 
 
 def _count_work(monkeypatch, n: int) -> dict[str, int]:
-    import passes
-    from rnnir import digraph, slices
+    from rnnir import digraph, passes, slices
     from rnnir.lower import scope
 
     counts: dict[str, int] = {}

@@ -1,10 +1,9 @@
-"""Import structure of rnnir and passes: no cycles through module-level imports, and each entry point imports first.
+"""Import structure of rnnir: no cycles through module-level imports, each entry point imports first, one top-level name.
 
 A cycle through module-level imports works only in one import order: whichever module is imported
 first sees the other half-initialised.  Imports inside functions run at call time and imports under
 ``if TYPE_CHECKING:`` never run, so neither can cycle at import time; both are left out of the graph.
-(The packages still depend on each other through function-local imports, ``rnnir.render`` and
-``rnnir.cli`` importing ``passes``: issue 11 plans to install ``passes`` as ``rnnir.passes``.)
+The passes are ``rnnir.passes``: a compiler project with a ``passes`` package of its own must not shadow them.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from pathlib import Path
 import networkx as nx
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("rnnir", "passes")
+PACKAGES = ("rnnir",)
 
 
 def _modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
@@ -85,8 +84,8 @@ def _cycle(graph: nx.DiGraph) -> list[str]:
 
 def test_no_import_cycle_between_modules_of_rnnir_and_passes():
     graph = import_graph(ROOT, PACKAGES)
-    assert {"rnnir.ir", "passes.manager", "rnnir.lower.build"} <= set(graph)  # the scan found the packages
-    assert graph.has_edge("passes.manager", "rnnir.ir")  # and reads their imports
+    assert {"rnnir.ir", "rnnir.passes.manager", "rnnir.lower.build"} <= set(graph)  # the scan found the packages
+    assert graph.has_edge("rnnir.passes.manager", "rnnir.ir")  # and reads their imports
     cycle = _cycle(graph)
     assert not cycle, "module-level import cycle: " + " -> ".join([*cycle, cycle[0]])
 
@@ -132,7 +131,7 @@ _IMPORT_EACH = """
 import importlib, sys, traceback
 failed = []
 for name in sys.argv[1:]:
-    for loaded in [m for m in sys.modules if m.split(".")[0] in ("rnnir", "passes")]:
+    for loaded in [m for m in sys.modules if m.split(".")[0] in ("rnnir",)]:
         del sys.modules[loaded]
     try:
         importlib.import_module(name)
@@ -145,7 +144,7 @@ sys.exit(1 if failed else 0)
 
 #: what a user or a tool imports first (each is imported first, with every rnnir/passes module unloaded
 #: before it); the import graph test above covers the rest without paying ~0.4 s per module here
-ENTRY_POINTS = ["rnnir.export", "rnnir.lower", "rnnir.runtime", "rnnir.cli", "rnnir.simulate", "passes", "passes.coverage"]
+ENTRY_POINTS = ["rnnir.export", "rnnir.lower", "rnnir.runtime", "rnnir.cli", "rnnir.simulate", "rnnir.passes", "rnnir.passes.coverage"]
 
 
 def test_each_entry_point_imports_first_in_a_fresh_set_of_modules():
@@ -153,3 +152,24 @@ def test_each_entry_point_imports_first_in_a_fresh_set_of_modules():
     assert set(ENTRY_POINTS) <= set(_modules(ROOT, PACKAGES))
     done = subprocess.run([sys.executable, "-c", _IMPORT_EACH, *ENTRY_POINTS], capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_users_own_passes_package_does_not_shadow_rnnirs(tmp_path: Path):
+    """A compiler project with its own ``passes/`` runs ``rnnir lint`` from its root: rnnir must not import it."""
+    (tmp_path / "passes").mkdir()
+    (tmp_path / "passes" / "__init__.py").write_text("raise ImportError('the user project passes package was imported')\n")
+    model = ROOT / "samples" / "lstm_fanout.onnx"
+    done = subprocess.run([sys.executable, "-m", "rnnir", "lint", str(model)], capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "user project" not in done.stderr
+    checked = subprocess.run([sys.executable, "-c", "import rnnir.passes, passes; print(passes.__file__, rnnir.passes.__file__)"],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert "the user project passes package was imported" in checked.stderr  # the user's package is the only top-level `passes`
+
+
+def test_no_top_level_passes_is_installed(tmp_path: Path):
+    """Outside the checkout, ``import passes`` finds nothing: the install puts only ``rnnir`` on the path."""
+    done = subprocess.run([sys.executable, "-c", "import importlib.util, rnnir.passes; print(importlib.util.find_spec('passes'))"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "None"

@@ -125,9 +125,9 @@ def test_builder_state_pairs_and_slices():
 
 
 def test_one_op_trait_table_answers_every_module():
-    from passes.aliasing import VIEW_OPS
     from rnnir.lower import LAYOUT_OPS
     from rnnir.optraits import OpTrait, ops_with, traits_of
+    from rnnir.passes.aliasing import VIEW_OPS
     from rnnir.slices import TRACED_OPS
 
     assert VIEW_OPS == ops_with(OpTrait.VIEW) and LAYOUT_OPS == ops_with(OpTrait.LAYOUT)

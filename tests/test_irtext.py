@@ -10,8 +10,8 @@ import re
 
 import pytest
 
-import passes
 import rnnir
+from rnnir import passes
 from rnnir.irtext import IRParseError, iter_programs, parse_program, print_program
 
 HERE = pathlib.Path(__file__).resolve().parent

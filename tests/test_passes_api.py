@@ -12,10 +12,9 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-import passes
-import passes.catalogue
 import rnnir
-from passes.manager import AnalysisPass, PassContractError, PassManager
+from rnnir import passes
+from rnnir.passes.manager import AnalysisPass, PassContractError, PassManager
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 from test_passes_rules import H, I, T, packed_lstm, rnn_builder  # noqa: E402

@@ -15,8 +15,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-import passes
 import rnnir
+from rnnir import passes
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import realmodels as rm  # noqa: E402

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import passes
 import rnnir
+from rnnir import passes
 from rnnir.ir import Provenance, QuantParams, TensorType
 
 H, I, T = 4, 3, 5

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import passes
 import rnnir
+from rnnir import passes
 
 H, I, T = 4, 3, 5
 
@@ -174,7 +174,7 @@ def test_severities_are_strictly_ordered_error_warning_info():
 
 
 def test_findings_sort_errors_first_then_by_code_and_slot():
-    from passes.diagnostics import Diagnostic
+    from rnnir.passes.diagnostics import Diagnostic
 
     def diag(code, severity, slot=None):
         return Diagnostic(code=code, name="x", severity=severity, message="m", slot=slot)
@@ -200,34 +200,34 @@ def test_findings_sort_errors_first_then_by_code_and_slot():
 
 
 def test_a_location_in_json_names_the_onnx_node_the_ir_node_the_value_and_the_branch():
-    from passes.diagnostics import Location
+    from rnnir.passes.diagnostics import Location
 
     loc = Location(node="n3", onnx_node="lstm", value="Y_h", branch=("gate.then_branch", "inner.else_branch"))
     assert loc.to_json() == {"node": "lstm", "ir_node": "n3", "value": "Y_h", "branch": "gate.then_branch/inner.else_branch"}
 
 
 def test_a_one_line_hint_is_kept():
-    from passes.catalogue import RULES
+    from rnnir.passes.catalogue import RULES
 
     assert RULES["SD002"].diagnostic("m", hint="write Y_h into h").hint == "write Y_h into h"
 
 
 def test_an_empty_hint_is_refused():
-    from passes.catalogue import RULES
+    from rnnir.passes.catalogue import RULES
 
     with pytest.raises(ValueError, match="one-line hint"):
         RULES["SD002"].diagnostic("m", hint="")
 
 
 def test_a_hint_of_two_lines_is_refused():
-    from passes.catalogue import RULES
+    from rnnir.passes.catalogue import RULES
 
     with pytest.raises(ValueError, match="one-line hint"):
         RULES["SD002"].diagnostic("m", hint="two\nlines")
 
 
 def test_a_rule_keeps_its_cleaned_documentation_and_refuses_none():
-    from passes.diagnostics import Rule, rule
+    from rnnir.passes.diagnostics import Rule, rule
 
     made = rule("XX001", "made-up", passes.Severity.WARNING, "a rule made in a test", """
         What it finds

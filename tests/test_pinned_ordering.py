@@ -8,8 +8,8 @@ import re
 
 import numpy as np
 
-import passes
 import rnnir
+from rnnir import passes
 
 H, I, T = 4, 3, 5
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import passes
 import rnnir
+from rnnir import passes
 
 H, I, T = 4, 3, 5
 F32 = TensorProto.FLOAT

@@ -10,8 +10,8 @@ import pytest
 from _pinned_models import F32, H, I, T, const, model, vi, weights  # noqa: F401 - shared builders
 from onnx import TensorProto, helper
 
-import passes
 import rnnir
+from rnnir import passes
 
 
 def findings(prog_or_model, **kw):

@@ -398,7 +398,7 @@ def test_constant_entry_load_precedes_its_reader_in_the_graph():
 
 
 def _passes():
-    import passes  # landed: a missing or broken passes package is a failure here, not a skip
+    from rnnir import passes  # landed: a missing or broken passes package is a failure here, not a skip
 
     return passes
 

@@ -117,7 +117,7 @@ def run(program: rnnir.Program, faults: Faults | None = None, output: str = "hn"
 
 
 def static_codes(program: rnnir.Program) -> set[str]:
-    passes = pytest.importorskip("passes")
+    passes = pytest.importorskip("rnnir.passes")
     if not hasattr(passes, "run"):
         pytest.skip("passes.run is not available yet")
     return {d.code for d in passes.run(program)}

@@ -12,9 +12,8 @@ import pytest
 from onnx import TensorProto, helper
 from onnx_models import const, lstm_h0c0, model, packed_lstm_in_if, vi
 
-import passes
 import rnnir
-from rnnir import cli
+from rnnir import cli, passes
 from rnnir.runtime import StatefulSession
 from rnnir.testing import check_multicall
 

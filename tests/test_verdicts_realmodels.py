@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-import passes
 import rnnir
+from rnnir import passes
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import realmodels as rm  # noqa: E402

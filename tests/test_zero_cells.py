@@ -18,8 +18,8 @@ import onnx
 import pytest
 from onnx import helper, numpy_helper
 
-import passes
 import rnnir
+from rnnir import passes
 from rnnir.recurrence import Recognition
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))

@@ -2,15 +2,15 @@
 
     python tools/mutate.py                       # every target module, 2 processes
     python tools/mutate.py rnnir/slices.py       # one module (or several)
-    python tools/mutate.py passes/ --sample 40   # a random 40 mutants per module while iterating
-    python tools/mutate.py passes/aliasing.py --keep-killed last.json --json now.json   # rerun only last run's survivors
+    python tools/mutate.py rnnir/passes/ --sample 40   # a random 40 mutants per module while iterating
+    python tools/mutate.py rnnir/passes/aliasing.py --keep-killed last.json --json now.json   # rerun only last run's survivors
 
 Each mutant is one small planted bug of the kind a developer makes: a flipped comparison, `and`/`or`
 swapped, a negated condition, an int constant off by one, a dropped statement or condition, two call
 arguments swapped, a return value replaced (f-strings, annotations, docstrings and decorators are left
 alone). It is applied to the AST in memory; the tree on disk is never touched. Which tests execute which
 line comes from one traced run of the suite, cached in ``.mutation/`` (a test file changed since is
-traced alone and merged in; a change to rnnir/, passes/ or the tests' helpers retraces everything).
+traced alone and merged in; a change to rnnir/, rnnir/passes/ or the tests' helpers retraces everything).
 Then pytest collects once, and for each mutant a forked child swaps the mutated function's code object
 in and runs the mutant's tests with ``-x`` semantics and a timeout, two children at a time (mutants in
 module-level code get a forked pytest run of their own that imports the mutated module). The tests a
@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = ROOT / ".mutation"
 EQUIVALENT_FILE = ROOT / "tools" / "mutation-equivalent.txt"
 # the code that decides verdicts: the passes, slice tracing, lowering, the multi-call runtime and checks
-DEFAULT_TARGETS = ("passes", "rnnir/slices.py", "rnnir/lower", "rnnir/runtime.py", "rnnir/testing.py")
+DEFAULT_TARGETS = ("rnnir/passes", "rnnir/slices.py", "rnnir/lower", "rnnir/runtime.py", "rnnir/testing.py")
 
 
 class Operator(enum.Enum):
@@ -375,7 +375,7 @@ def _is_test_file(p: Path) -> bool:
 def _source_digest(targets: list[str]) -> str:
     """The code under test and the tests' shared helpers: when these change, every test's lines may change."""
     h = hashlib.sha256()
-    for folder in ("rnnir", "passes", "tests"):
+    for folder in ("rnnir", "tests"):
         for p in sorted((ROOT / folder).rglob("*.py")):
             if _is_test_file(p):
                 continue
@@ -427,7 +427,7 @@ def _from_disk(disk: dict[str, Any]) -> dict[str, Any]:
 def line_coverage(modules: list[str], jobs: int) -> tuple[dict[str, dict[int, list[str]]], dict[str, float]]:
     """For each module, line -> ids of the tests that execute it; and each test's duration in seconds.
 
-    One traced run of the whole suite, cached in .mutation/ until rnnir/, passes/ or the tests' helpers change;
+    One traced run of the whole suite, cached in .mutation/ until rnnir/, rnnir/passes/ or the tests' helpers change;
     a test file added or edited since is traced alone and merged in. Lines executed outside any test
     (imports, session fixtures) map to every test.
     """

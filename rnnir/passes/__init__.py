@@ -1,6 +1,7 @@
 """Analysis passes that find state-persistence bugs in an rnnir Program.
 
-    import rnnir, passes
+    import rnnir
+    from rnnir import passes
     prog = rnnir.load("model.onnx")
     for d in passes.run(prog, ignore=["SD006"]):
         print(d.code, d.severity.value, d.message, "--", d.hint)
