@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -88,7 +89,11 @@ def load(
     exit: str = "fanout",
     label: str | None = None,
 ) -> Program:
-    """Lower an ONNX model (path, bytes or ``onnx.ModelProto``) to a :class:`Program`.
+    """Lower an ONNX model (path, bytes or ``onnx.ModelProto``) to a :class:`Program`, or read IR text.
+
+    A path ending in ``.rnnir`` is IR text (:mod:`rnnir.irtext`): the program as written, with the pairs
+    its ``pair`` lines declare; it is not lowered, so ``entry``/``exit`` do not apply and ``pairs`` must
+    be empty (edit the text's ``pair`` lines instead).
 
     ``pairs`` declares the caller's state contract (``{"h0": "hn"}``) and
     replaces every other way of finding pairs.  ``entry``/``exit`` choose the
@@ -99,6 +104,12 @@ def load(
     from .gcpause import paused_gc
     from .lower import Policy, lower, read_model
 
+    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".rnnir"):
+        from .irtext import read_program
+
+        if pairs:
+            raise PairingError(f"{label or os.fspath(model)}: IR text declares its own state pairs (its `pair` lines); declared pairs apply to ONNX models")
+        return read_program(model, label=label)
     with paused_gc():  # see rnnir.gcpause: the collector's rescans cost ~40 % on long state paths
         src = read_model(model, label=label)
         return lower(src, pairs, Policy(entry=entry, exit=exit))

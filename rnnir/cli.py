@@ -147,7 +147,8 @@ class Target:
 
 
 def collect_models(arguments: Sequence[str]) -> list[Target]:
-    """Files as given, folders searched recursively for ``*.onnx`` in sorted order, duplicates dropped.
+    """Files as given, folders searched recursively for ``*.onnx`` and ``*.rnnir`` (IR text) in sorted order,
+    duplicates dropped.
 
     Hidden folders (``.git``, ``.venv``) below a given folder are skipped, symlinked folders not
     followed.  A folder without any model is an error target, so a mistyped path cannot pass CI.
@@ -167,9 +168,9 @@ def collect_models(arguments: Sequence[str]) -> list[Target]:
             found: list[str] = []
             for folder, dirs, files in os.walk(arg):
                 dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found.extend(os.path.join(folder, f) for f in sorted(files) if f.lower().endswith(".onnx"))
+                found.extend(os.path.join(folder, f) for f in sorted(files) if f.lower().endswith((".onnx", ".rnnir")))
             if not found:
-                targets.append(Target(os.path.normpath(arg), {"type": "NoModelsFound", "message": "no .onnx files in this folder"}))
+                targets.append(Target(os.path.normpath(arg), {"type": "NoModelsFound", "message": "no .onnx or .rnnir files in this folder"}))
             for path in found:
                 add(path)
         else:

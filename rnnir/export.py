@@ -36,8 +36,9 @@ from .ir import (
     TensorType,
     Value,
 )
+from .irtext import print_program
 from .lower.source import graph_fingerprint, iter_graphs
-from .metadata import META_FINGERPRINT, META_PAIRS, META_PROGRAM, META_SLOTS
+from .metadata import META_FINGERPRINT, META_IR, META_PAIRS, META_PROGRAM_V0, META_SLOTS
 from .metadata import drop as _drop_meta
 from .metadata import write as _set_meta
 
@@ -103,45 +104,6 @@ def _slot_meta(program: Program, out_names: Mapping[str, str | None]) -> dict[st
     return slots
 
 
-def _program_meta(program: Program, store_names: dict[int, str], value_name: Callable[[Value | None], str]) -> dict[str, Any]:
-    """The store structure, so re-lowering the exported file rebuilds the same IR (chain, aliasing, order)."""
-    slots: dict[str, Any] = {}
-    for s in program.slots:
-        info: dict[str, Any] = {}
-        loads = program.loads_of(s)
-        if any(ld.kind is LoadKind.VIEW for ld in loads):
-            info["load"] = "view"
-        if s.alias_of is not None:
-            info["alias_of"] = ("slot:" if isinstance(s.alias_of, Slot) else "out:") + s.alias_of.name
-        if s.address != f"slot:{s.name}":
-            info["address"] = s.address
-        slots[s.name] = info
-    stores = []
-    for st in program.stores:
-        v = st.value
-        if v is not None and isinstance(v.producer, Store):
-            reads = "store:" + store_names[id(v.producer)]
-        else:
-            reads = "value:" + value_name(v)
-        dest = ("slot:" if isinstance(st.dest, Slot) else "out:") + (st.dest.name if st.dest else "?")
-        stores.append({"id": store_names[id(st)], "dest": dest, "reads": reads, "result": st.result.value})
-    rets = program.returns
-    ret: dict[str, Any] = {"waits": [], "layer": OrderingLayer.RUNTIME.value}
-    if rets:
-        r = rets[0]
-        ret = {
-            "waits": [store_names[id(w.producer)] for w in r.waits if isinstance(w.producer, Store)],
-            "layer": r.layer.value,
-        }
-    order = []
-    for u, v, data in program.graph.edges(data=True):
-        if data.get("kind") == "order":
-            a, b = program.node(u), program.node(v)
-            if isinstance(a, Store) and isinstance(b, Store):
-                order.append([store_names[id(a)], store_names[id(b)]])
-    return {"slots": slots, "stores": stores, "return": ret, "order": order}
-
-
 def _default_structure(program: Program) -> bool:
     """True when the program's stores are what lowering makes by default (fan-out, copy loads, runtime order)."""
     if any(ld.kind is LoadKind.VIEW for ld in program.loads):
@@ -156,7 +118,7 @@ def _default_structure(program: Program) -> bool:
             return False
     dests: list[Slot | Output] = [*program.slots, *program.outputs]
     for dest in dests:
-        if len(program.stores_to(dest)) > 1:  # e.g. a slot written twice: only rnnir.program can say so
+        if len(program.stores_to(dest)) > 1:  # e.g. a slot written twice: only the IR text can say so
             return False
     rets = program.returns
     if len(rets) != 1 or rets[0].layer is not OrderingLayer.RUNTIME:
@@ -186,17 +148,11 @@ def _export_lowered(program: Program) -> onnx.ModelProto:
     _set_meta(model, META_PAIRS, json.dumps(pairs, sort_keys=True))
     _set_meta(model, META_SLOTS, json.dumps(_slot_meta(program, pairs), sort_keys=True))
     if not _default_structure(program):
-        names = {id(st): f"store{i}" for i, st in enumerate(program.stores)}
-        _set_meta(model, META_PROGRAM, json.dumps(_program_meta(program, names, _onnx_name), sort_keys=True))
+        _set_meta(model, META_IR, print_program(program))
     else:
-        _drop_meta(model, META_PROGRAM)
+        _drop_meta(model, META_IR)
+    _drop_meta(model, META_PROGRAM_V0)
     return model
-
-
-def _onnx_name(v: Value | None) -> str:
-    if v is None:
-        raise ExportError("a store reads no value")
-    return v.name.split("@", 1)[0]
 
 
 def _constant_to_input(graph: onnx.GraphProto, name: str, slot: Slot | None) -> None:
@@ -291,7 +247,8 @@ def _export_built(program: Program) -> onnx.ModelProto:
                 raise ExportError(f"two stores write graph output {out_name!r}")
             used_names.add(out_name)
             src_name = name_of(node.value)
-            nodes.append(helper.make_node("Identity", [src_name], [out_name], name=f"{node.id}.{out_name}"))
+            if src_name != out_name:  # a program lowered from ONNX (or its IR text) names the value as the output
+                nodes.append(helper.make_node("Identity", [src_name], [out_name], name=f"{node.id}.{out_name}"))
             outputs.append(_value_info(out_name, dest.type if dest.type.dtype else (node.value.type if node.value else TensorType())))
     for s in program.slots:
         out_name = pair_out.get(s.name) or f"{s.name}_out"
@@ -306,8 +263,7 @@ def _export_built(program: Program) -> onnx.ModelProto:
     pairs = {s.name: (pair_out.get(s.name) or f"{s.name}_out") for s in program.slots}
     _set_meta(model, META_PAIRS, json.dumps(pairs, sort_keys=True))
     _set_meta(model, META_SLOTS, json.dumps(_slot_meta(program, pairs), sort_keys=True))
-    names = {id(st): f"store{i}" for i, st in enumerate(program.stores)}
-    _set_meta(model, META_PROGRAM, json.dumps(_program_meta(program, names, name_of), sort_keys=True))
+    _set_meta(model, META_IR, print_program(program))
     return model
 
 

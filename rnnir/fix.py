@@ -51,7 +51,7 @@ same way: the new input replaces the zeros at every reader, in the main graph.
 Repairing findings
 ------------------
 Each fixable rule has a planner that turns a diagnostic into an ONNX (or
-``rnnir.program`` metadata) edit; see :data:`FIXES`.  A fix is *safe* when its
+``rnnir.ir`` IR text) edit; see :data:`FIXES`.  A fix is *safe* when its
 result is certain and leaves the first call's other outputs as they were (the
 slices of a Concat put back in the order the slot is read; a chained output
 store re-pointed at the value the slot store reads; the op's own final state
@@ -66,10 +66,11 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 import onnx
@@ -80,7 +81,7 @@ from .ir import Compute, Program, Recurrent, Value
 from .lower.scope import attribute_value as _attr
 from .lower.source import graph_fingerprint, iter_graphs, read_model
 from .metadata import META_FINGERPRINT as _META_FINGERPRINT
-from .metadata import META_PAIRS, META_PROGRAM
+from .metadata import META_IR, META_PAIRS
 from .metadata import META_SLOTS as _META_SLOTS
 from .metadata import read as metadata
 from .metadata import write as _set_meta
@@ -189,7 +190,7 @@ FIXES: dict[str, FixInfo] = {
         "feeds the state input to the initial-state port of the op whose final state it gets, instead of the "
         "constant; unsafe because starting from the constant may be a deliberate reset",
     ),
-    "SD004": FixInfo("SD004", "safe", "keeps one of the slot's stores when they all write the same value (rnnir.program metadata)"),
+    "SD004": FixInfo("SD004", "safe", "keeps one of the slot's stores when they all write the same value (the rnnir.ir IR text)"),
     "SD008": FixInfo("SD008", "safe", "returns Y_h (the final state of every batch entry) instead of Y at the last time step"),
     "SD010": FixInfo(
         "SD010",
@@ -201,12 +202,12 @@ FIXES: dict[str, FixInfo] = {
     "AL001": FixInfo(
         "AL001",
         "safe",
-        "re-points the chained output store at the final state the slot store reads (fan-out), in the rnnir.program metadata",
+        "re-points the chained output store at the final state the slot store reads (fan-out), in the rnnir.ir IR text",
     ),
-    "AL002": FixInfo("AL002", "safe", "gives the slot its own storage and a store of the value the output gets (rnnir.program metadata)"),
-    "AL003": FixInfo("AL003", "safe", "gives every slot of the group its own storage (rnnir.program metadata)"),
-    "OR001": FixInfo("OR001", "safe", "makes the Return wait for the slot's stores (rnnir.program metadata)"),
-    "OR002": FixInfo("OR002", "safe", "loads the slot as a private copy, so its store cannot clobber a reader (rnnir.program metadata)"),
+    "AL002": FixInfo("AL002", "safe", "gives the slot its own storage and a store of the value the output gets (the rnnir.ir IR text)"),
+    "AL003": FixInfo("AL003", "safe", "gives every slot of the group its own storage (the rnnir.ir IR text)"),
+    "OR001": FixInfo("OR001", "safe", "makes the Return wait for the slot's stores (the rnnir.ir IR text)"),
+    "OR002": FixInfo("OR002", "safe", "loads the slot as a private copy, so its store cannot clobber a reader (the rnnir.ir IR text)"),
 }
 
 
@@ -229,6 +230,8 @@ def fix(
     declares the state pairs as for :func:`rnnir.load`.  Raises :class:`ModelError` for an unreadable
     model and :class:`FixError` when an edit would break it.
     """
+    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".rnnir"):
+        raise FixError(f"{os.fspath(model)}: IR text is the program as written: edit it by hand (rnnir fix edits ONNX models)")
     src = read_model(model)  # type: ignore[arg-type]
     work = onnx.ModelProto()
     work.CopyFrom(src.with_external_data())
@@ -975,30 +978,13 @@ def _lift_final(model: onnx.ModelProto, plan: StatePlan, passthrough: str, names
 
 
 def _record_pairs(model: onnx.ModelProto, pairs: dict[str, str | None], label: str) -> None:
-    """Write the complete pairing into ``rnnir.pairs`` / ``rnnir.slots`` / ``rnnir.fingerprint`` as rnnir.export does
-    (and the new slots' stores into ``rnnir.program``, when the model has one)."""
+    """Write the complete pairing into ``rnnir.pairs`` / ``rnnir.slots`` / ``rnnir.fingerprint`` as rnnir.export does.
+
+    A model that records its stores as IR text (``rnnir.ir``) keeps the text: lowering gives a slot the text
+    does not know (the state exposed here) the default fan-out stores."""
     from .export import _slot_meta
     from .lower import Policy, lower
 
-    meta = metadata(model)
-    raw = meta.get(META_PROGRAM)
-    if raw is not None:
-        try:
-            spec = json.loads(raw)
-        except ValueError:
-            spec = None
-        if isinstance(spec, dict):
-            known = {s.get("dest") for s in spec.get("stores", []) if isinstance(s, dict)}
-            waits = spec.setdefault("return", {}).setdefault("waits", [])
-            for i, o in pairs.items():
-                if o is None or f"slot:{i}" in known:
-                    continue
-                for sid, dest, result in ((f"fix_st_{i}", f"slot:{i}", "token"), (f"fix_out_{o}", f"out:{o}", "value")):
-                    if dest in known:  # an output the model already returned keeps its own store
-                        continue
-                    spec.setdefault("stores", []).append({"id": sid, "reads": f"value:{o}", "dest": dest, "result": result})
-                    waits.append(sid)
-            _set_meta(model, META_PROGRAM, json.dumps(spec, sort_keys=True))
     _set_meta(model, META_PAIRS, json.dumps(pairs, sort_keys=True))
     program = lower(read_model(model, label=label), pairs, Policy())
     _set_meta(model, _META_SLOTS, json.dumps(_slot_meta(program, pairs), sort_keys=True))
@@ -1079,10 +1065,8 @@ def _plan_for(model: onnx.ModelProto, program: Program, d: Diagnostic, pairs: Ma
             return _plan_sd002(program, d)
         if code in ("SD003", "SD008"):
             return _plan_final_state(model, program, d)
-        if code == "AL001":
-            return _plan_al001(model, d)
         if code in _STRUCTURE_FIXES:
-            return _plan_store_structure(model, d)
+            return _plan_store_structure(model, program, d, label)
         if code == "SD001":
             return _plan_sd001(model, program, d, label)
         if code == "SD007":
@@ -1454,53 +1438,10 @@ def _producer_text(graph: onnx.GraphProto, name: str) -> str:
     return repr(name)
 
 
-# AL001: re-point the chained output store (rnnir.program metadata) ---------------------------------
-
-
-def _plan_al001(model: onnx.ModelProto, d: Diagnostic) -> _Plan | Edit:
-    raw = metadata(model).get(META_PROGRAM)
-    if raw is None:
-        return _no_fix(d, "the chain is not recorded in rnnir.program metadata")
-    spec = json.loads(raw)
-    stores = {s["id"]: s for s in spec.get("stores", [])}
-    changes: list[tuple[str, str, str]] = []
-    for s in spec.get("stores", []):
-        if not str(s.get("dest", "")).startswith("out:") or not str(s.get("reads", "")).startswith("store:"):
-            continue
-        inner = stores.get(s["reads"][len("store:") :])
-        if inner is None or inner.get("dest") != f"slot:{d.slot}":
-            continue
-        root, hops = inner, 0
-        while str(root.get("reads", "")).startswith("store:") and hops < len(stores):
-            root = stores[root["reads"][len("store:") :]]
-            hops += 1
-        changes.append((s["id"], s["reads"], root["reads"]))
-    if not changes:
-        return _no_fix(d, "no output store in rnnir.program reads the slot store's result")
-
-    def apply() -> None:
-        new = json.loads(raw)
-        for s in new.get("stores", []):
-            for sid, _, after in changes:
-                if s.get("id") == sid:
-                    s["reads"] = after
-        _set_meta(model, META_PROGRAM, json.dumps(new, sort_keys=True))
-
-    sid, before, after = changes[0]
-    edit = Edit(
-        "AL001",
-        f"{META_PROGRAM} store {sid!r}",
-        f"reads {before!r}",
-        f"reads {after!r}",
-        True,
-        f"slot {d.slot!r}: the output store reads the final state (fan-out), not the slot store's result",
-    )
-    return _Plan(edit, apply)
-
-
-# OR001 / OR002 / SD004 / AL002 / AL003: the store structure in rnnir.program -------------------------
+# AL001 / OR001 / OR002 / SD004 / AL002 / AL003: the store structure recorded as IR text (rnnir.ir) ----------
 
 _STRUCTURE_MESSAGES = {
+    "AL001": "the output store reads the final state (fan-out), not the slot store's result",
     "OR001": "the call's Return waits for the slot store",
     "OR002": "the slot is loaded as a copy",
     "SD004": "one store per call",
@@ -1510,66 +1451,86 @@ _STRUCTURE_MESSAGES = {
 _STRUCTURE_FIXES = tuple(_STRUCTURE_MESSAGES)
 
 
-def _plan_store_structure(model: onnx.ModelProto, d: Diagnostic) -> _Plan | Edit:
-    """Edits of the store structure an rnnir export records (onnxruntime ignores it: outputs never change)."""
-    raw = metadata(model).get(META_PROGRAM)
-    if raw is None:
-        return _no_fix(d, "the store structure is not recorded in rnnir.program metadata (a lowering policy, not the model)")
-    spec = json.loads(raw)
+def _plan_store_structure(model: onnx.ModelProto, program: Program, d: Diagnostic, label: str) -> _Plan | Edit:
+    """Edits of the stores an rnnir export records as IR text (onnxruntime ignores them: outputs never change).
+
+    The edit is made on the program's :class:`~rnnir.structure.StoreStructure`; applying it lowers the graph
+    with the edited stores and records the new program's IR text in place of the old."""
+    from .structure import StoreFact, structure_of
+
+    if META_IR not in metadata(model):
+        return _no_fix(d, f"the store structure is not recorded in the model ({META_IR} metadata): it comes from a lowering policy")
+    spec = structure_of(program)
     slot = d.slot
-    slots = spec.setdefault("slots", {})
-    stores: list[dict[str, Any]] = spec.setdefault("stores", [])
-    ret = spec.setdefault("return", {})
-    mine = [st for st in stores if st.get("dest") == f"slot:{slot}"]
+    facts = spec.slots.get(slot or "")
+    mine = spec.stores_into(f"slot:{slot}")
     what, before, after = "", "", ""
-    if d.code == "OR001":
-        waits = ret.get("waits")
-        missing = [st["id"] for st in mine if waits is not None and st["id"] not in waits]
+    if d.code == "AL001":
+        changes: list[tuple[StoreFact, str]] = []
+        for st in spec.stores:
+            inner = spec.store(st.reads) if st.dest.startswith("out:") and st.reads_store else None
+            if inner is None or inner.dest != f"slot:{slot}":
+                continue
+            root, hops = inner, 0
+            while root.reads_store and hops < len(spec.stores):
+                root = spec.store(root.reads) or root
+                hops += 1
+            changes.append((st, root.reads))
+        if not changes:
+            return _no_fix(d, "no recorded output store reads the slot store's result")
+        first, final = changes[0]
+        what, before, after = f"store {first.id!r}", f"reads {first.source()!r}", f"reads {'value:' + final!r}"
+        for st, final in changes:
+            st.reads, st.reads_store = final, False
+    elif d.code == "OR001":
+        missing = [st.id for st in mine if st.id not in spec.waits]
         if not missing:
-            return _no_fix(d, "the Return already lists the slot's stores; the missing wait is not in rnnir.program")
-        what, before = "return waits", json.dumps(waits)
-        ret["waits"] = [*waits, *missing]
-        after = json.dumps(ret["waits"])
+            return _no_fix(d, "the Return already waits for the slot's stores")
+        what, before = "return waits", json.dumps(spec.waits)
+        spec.waits = [*spec.waits, *missing]
+        after = json.dumps(spec.waits)
     elif d.code == "OR002":
-        if slots.get(slot, {}).get("load") != "view":
-            return _no_fix(d, "the slot is not loaded as a view in rnnir.program")
+        if facts is None or not facts.view_load:
+            return _no_fix(d, "the slot is not loaded as a view")
         what, before, after = f"slot {slot!r} load", '"view"', '"copy" (a private copy: the store cannot clobber a reader)'
-        del slots[slot]["load"]
+        facts.view_load = False
     elif d.code == "SD004":
-        if len({st.get("reads") for st in mine}) != 1:
+        if len({(st.reads, st.reads_store) for st in mine}) != 1:
             return _no_fix(d, "the stores write different values: which one is the state is not certain")
-        extra = {st["id"] for st in mine[1:]}
-        what, before, after = f"stores into slot {slot!r}", ", ".join(st["id"] for st in mine), mine[0]["id"]
-        spec["stores"] = [st for st in stores if st["id"] not in extra]
-        if ret.get("waits") is not None:
-            ret["waits"] = [w for w in ret["waits"] if w not in extra]
-        spec["order"] = [pair for pair in spec.get("order", []) if not extra & set(pair)]
+        extra = {st.id for st in mine[1:]}
+        what, before, after = f"stores into slot {slot!r}", ", ".join(st.id for st in mine), mine[0].id
+        spec.stores = [st for st in spec.stores if st.id not in extra]
+        spec.waits = [w for w in spec.waits if w not in extra]
+        spec.order = [pair for pair in spec.order if not extra & set(pair)]
     elif d.code == "AL002":
-        alias = slots.get(slot, {}).get("alias_of", "")
-        out_store = next((st for st in stores if st.get("dest") == alias), None)
-        if not alias.startswith("out:") or out_store is None:
-            return _no_fix(d, "the slot is not declared an alias of a stored output in rnnir.program")
+        alias = facts.alias_of if facts is not None else None
+        out_store = next((st for st in spec.stores if st.dest == alias), None)
+        if facts is None or alias is None or not alias.startswith("out:") or out_store is None:
+            return _no_fix(d, "the slot is not an alias of a stored output")
         sid = f"fix_st_{slot}"
-        what, before, after = f"slot {slot!r}", f"alias_of {alias!r}", f"own storage, store {sid!r} reads {out_store['reads']!r}"
-        del slots[slot]["alias_of"]
-        stores.append({"id": sid, "reads": out_store["reads"], "dest": f"slot:{slot}", "result": "token"})
-        if ret.get("waits") is not None:
-            ret["waits"].append(sid)
+        what, before, after = f"slot {slot!r}", f"alias_of {alias!r}", f"own storage, store {sid!r} reads {out_store.source()!r}"
+        facts.alias_of = None
+        spec.stores.append(StoreFact(sid, f"slot:{slot}", out_store.reads, out_store.reads_store))
+        spec.waits.append(sid)
     elif d.code == "AL003":
         group = [n for n in d.data.get("slots", [slot]) if isinstance(n, str)]
-        shared = [n for n in group if "address" in slots.get(n, {}) or str(slots.get(n, {}).get("alias_of", "")).startswith("slot:")]
+        shared = [spec.slots[n] for n in group if n in spec.slots and (spec.slots[n].address or str(spec.slots[n].alias_of).startswith("slot:"))]
         if not shared:
-            return _no_fix(d, "the shared storage is not declared in rnnir.program")
+            return _no_fix(d, "the shared storage is not recorded")
         what, before, after = f"slots {', '.join(map(repr, group))}", "one storage", "one storage each"
-        for n in shared:
-            slots[n].pop("address", None)
-            if str(slots[n].get("alias_of", "")).startswith("slot:"):
-                del slots[n]["alias_of"]
+        for f in shared:
+            f.address = None
+            if str(f.alias_of).startswith("slot:"):
+                f.alias_of = None
 
     def apply() -> None:
-        _set_meta(model, META_PROGRAM, json.dumps(spec, sort_keys=True))
+        from .irtext import print_program
+        from .lower import Policy, lower
 
-    edit = Edit(d.code, f"{META_PROGRAM} {what}", before, after, True, f"slot {slot!r}: {_STRUCTURE_MESSAGES[d.code]}")
+        fixed = lower(read_model(model, label=label), None, Policy(), structure=spec)
+        _set_meta(model, META_IR, print_program(fixed))
+
+    edit = Edit(d.code, f"{META_IR} {what}", before, after, True, f"slot {slot!r}: {_STRUCTURE_MESSAGES[d.code]}")
     return _Plan(edit, apply)
 
 

@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -54,7 +56,11 @@ from .ir import (
 from .pairs import PairSource, StatePair
 from .recurrence import Recognition
 
-__all__ = ["MAX_PRINTED_ELEMENTS", "IRParseError", "parse_program", "print_program"]
+__all__ = ["IR_SUFFIX", "MAX_PRINTED_ELEMENTS", "IRParseError", "parse_program", "print_program", "read_program"]
+
+#: the file suffix of IR text: ``rnnir.load``, ``rnnir lint`` and ``rnnir show`` read such files as programs
+IR_SUFFIX = ".rnnir"
+_MAX_TEXT_BYTES = 64 << 20  # IR text keeps no weights: a larger file is not IR text rnnir wrote or anyone typed
 
 MAX_PRINTED_ELEMENTS = 4096  # the lowering keeps constants up to this size (indices, shapes, initial states)
 ELIDED_FLOATS = 16  # float constants larger than this print as ``dense<float32[4,8] ...>`` and parse as zeros
@@ -691,6 +697,31 @@ class _Parser:
 def parse_program(text: str) -> Program:
     """Read IR text (format version 1) into a :class:`Program`; its state pairs' slices are traced."""
     return _Parser(text).parse()
+
+
+def read_program(path: str | os.PathLike[str], *, label: str | None = None) -> Program:
+    """The one program of an IR text file (``.rnnir``), read as safely as a model file is.
+
+    Raises :class:`rnnir.ModelError` for a file that cannot be read (a FIFO, a device, too large, not UTF-8)
+    or that holds no program or several, and :class:`IRParseError` (naming the line) for text that does not parse.
+    """
+    from .errors import ModelError
+    from .lower.source import read_regular_file
+
+    label = label or str(path)
+    data = read_regular_file(Path(path), label, limit=_MAX_TEXT_BYTES)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ModelError(f"not IR text: not UTF-8 ({exc.reason} at byte {exc.start})", model=label) from None
+    blocks = sum(1 for line in text.splitlines() if line.startswith("program "))
+    if blocks != 1:
+        what = "no `program @NAME {` line" if blocks == 0 else f"{blocks} programs (a file read as a model holds one)"
+        raise ModelError(f"not one IR program: the file has {what}", model=label)
+    try:
+        return parse_program(text)
+    except IRParseError as exc:
+        raise IRParseError(f"{label}: {exc}") from None
 
 
 def iter_programs(text: str) -> Iterator[str]:

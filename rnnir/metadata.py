@@ -1,8 +1,8 @@
 """Every ``metadata_props`` key rnnir reads or writes, and the three ways it touches them.
 
 rnnir records what it knows about a model in the model itself, so any runtime can run the file and rnnir
-finds the same facts again: the caller's state pairs, each slot's initial value, the store structure an IR
-program had (for bugs plain ONNX cannot express), and a fingerprint that binds saved states to the graph.
+finds the same facts again: the caller's state pairs, each slot's initial value, the IR text of a program whose
+stores plain ONNX cannot express, and a fingerprint that binds saved states to the graph.
 One module owns the keys so their spelling and meaning cannot drift apart between writers and readers.
 """
 
@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import onnx
 
-__all__ = ["META_FINGERPRINT", "META_PAIRS", "META_PROGRAM", "META_SLOTS", "META_STATE_VERSION", "drop", "read", "write"]
+__all__ = ["META_FINGERPRINT", "META_IR", "META_PAIRS", "META_PROGRAM_V0", "META_SLOTS", "META_STATE_VERSION", "drop", "read", "write"]
 
 #: JSON ``{state input: state output or null}``: the caller's contract (written by export and fix)
 META_PAIRS = "rnnir.pairs"
 #: JSON per slot: its initial value and storage facts (written by export and fix)
 META_SLOTS = "rnnir.slots"
-#: JSON store structure (chain, aliases, ordering) of an exported IR program that plain ONNX cannot express
-META_PROGRAM = "rnnir.program"
+#: the IR text (rnnir.irtext, format version 1) of an exported program whose stores plain ONNX cannot express
+#: (chain, aliases, ordering); lowering takes the stores from it (rnnir.structure)
+META_IR = "rnnir.ir"
+#: the JSON store structure rnnir 0.1 wrote before ``rnnir.ir``: refused with a message saying so, never read
+META_PROGRAM_V0 = "rnnir.program"
 #: sha256 of the graph a saved state belongs to
 META_FINGERPRINT = "rnnir.fingerprint"
 #: the state version the model declares: a saved state loads across graphs of the same version (versioning.py)

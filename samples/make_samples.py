@@ -14,10 +14,8 @@ multiset of (code, severity)); correct samples list none.  One sample,
 ``rnnir.load(path, entry="constant")``).
 
 Samples whose store structure cannot be written in plain ONNX (a chain, an
-aliased slot, a missing wait, an in-place load) carry it in the
-``rnnir.program`` metadata that ``rnnir.export`` writes and
-``rnnir.lower.build._stores_from_metadata`` reads; onnxruntime ignores
-metadata, so every sample still runs there.
+aliased slot, a missing wait, an in-place load) are IR text (``<name>.rnnir``,
+:func:`ir_sample`): the GRU/LSTM graph lowered with those stores and printed.
 
 Everything is deterministic: fixed seeds, fixed names, no timestamps, so a
 rerun rewrites byte-identical files.  Models use opset 17 and IR version 8,
@@ -96,6 +94,36 @@ def model_of(g: Graph, doc: str, meta: dict[str, Any] | None = None) -> onnx.Mod
         p.key = key
         p.value = value if isinstance(value, str) else json.dumps(value)
     return m
+
+
+def ir_sample(g: Graph, doc: str, pairs: dict[str, str], spec: dict[str, Any]) -> str:
+    """A store structure plain ONNX cannot express, as the IR text of the graph lowered with those stores.
+
+    ``spec`` lists the stores (``reads`` ``value:NAME`` or ``store:ID``), the slots' storage facts, the Return
+    and the order edges; the sample file is the program's IR text (``.rnnir``), which rnnir reads as it is."""
+    from rnnir.ir import OrderingLayer, StoreResult
+    from rnnir.irtext import print_program
+    from rnnir.lower import Policy, lower, read_model
+    from rnnir.structure import SlotFacts, StoreFact, StoreStructure
+
+    model = model_of(g, doc)
+    onnx.checker.check_model(model, full_check=True)
+    stores = [
+        StoreFact(st["id"], st["dest"], st["reads"].split(":", 1)[1], st["reads"].startswith("store:"), StoreResult(st["result"]))
+        for st in spec["stores"]
+    ]
+    slots = {n: SlotFacts(view_load=f.get("load") == "view", alias_of=f.get("alias_of"), address=f.get("address")) for n, f in spec.get("slots", {}).items()}
+    for name in pairs:
+        slots.setdefault(name, SlotFacts())
+    structure = StoreStructure(
+        slots=slots,
+        outputs=[o.name for o in model.graph.output],
+        stores=stores,
+        waits=list(spec["return"]["waits"]),
+        layer=OrderingLayer(spec["return"]["layer"]),
+        order=[(a, b) for a, b in spec.get("order", [])],
+    )
+    return print_program(lower(read_model(model, label=g.name), pairs, Policy(), structure=structure)) + "\n"
 
 
 def weights(g: Graph, kind: str, stem: str, n_in: int, hidden: int, rng: np.random.Generator, dirs: int = 1, scale: float = 0.5) -> tuple[str, str, str]:
@@ -431,7 +459,7 @@ def gru_view_load_ordered():
         "The fixed form of or002_view_war: the slot is loaded in place (view) and also read by ReduceL2 -> state_norm, "
         "but an ordering edge puts the state_norm store (and so its ReduceL2) before the slot store."
     )
-    return model_of(g, d, {"rnnir.pairs": {"state": "stateN"}, "rnnir.program": prog}), expect(d, {"state": "stateN"})
+    return ir_sample(g, d, {"state": "stateN"}, prog), expect(d, {"state": "stateN"})
 
 
 # -- broken: one (or two) per rule -------------------------------------------------------
@@ -568,8 +596,8 @@ def sd004_double_store():
         ],
         "return": {"layer": "runtime", "waits": ["st_h0_a", "st_h0_b", "out_y", "out_hn"]},
     }
-    d = "rnnir.program metadata records two stores of the final state into slot h0 in one call (unordered, so the slot's value depends on which lands last)."
-    return model_of(g, d, {"rnnir.pairs": {"h0": "hn"}, "rnnir.program": prog}), expect(d, {"h0": "hn"}, [("SD004", "error")])
+    d = "The program records two stores of the final state into slot h0 in one call (unordered, so the slot's value depends on which lands last)."
+    return ir_sample(g, d, {"h0": "hn"}, prog), expect(d, {"h0": "hn"}, [("SD004", "error")])
 
 
 @sample
@@ -695,7 +723,7 @@ def al001_chain():
         "return": {"layer": "runtime", "waits": ["st_h0", "out_hn", "out_y"]},
     }
     d = "Chain: the store of hn into slot h0 returns an alias of the slot, and the output store reads that alias instead of the final state."
-    return model_of(g, d, {"rnnir.pairs": {"h0": "hn"}, "rnnir.program": prog}), expect(d, {"h0": "hn"}, [("AL001", "error")])
+    return ir_sample(g, d, {"h0": "hn"}, prog), expect(d, {"h0": "hn"}, [("AL001", "error")])
 
 
 @sample
@@ -710,7 +738,7 @@ def al002_output_alias():
         "return": {"layer": "runtime", "waits": ["out_y", "out_hn"]},
     }
     d = "Slot h0 lives in the output buffer hn (alias_of out:hn, no slot store): the caller's hn changes under it at the next call."
-    return model_of(g, d, {"rnnir.pairs": {"h0": "hn"}, "rnnir.program": prog}), expect(d, {"h0": "hn"}, [("AL002", "error")])
+    return ir_sample(g, d, {"h0": "hn"}, prog), expect(d, {"h0": "hn"}, [("AL002", "error")])
 
 
 @sample
@@ -736,7 +764,7 @@ def al003_shared_address():
         "return": {"layer": "runtime", "waits": [s["id"] for s in stores]},
     }
     d = "Slots h0 and c0 are given the same storage address (mem:state0) with no alias declared: writing one overwrites the other."
-    return model_of(g, d, {"rnnir.pairs": {"h0": "hn", "c0": "cn"}, "rnnir.program": prog}), expect(d, {"h0": "hn", "c0": "cn"}, [("AL003", "error")])
+    return ir_sample(g, d, {"h0": "hn", "c0": "cn"}, prog), expect(d, {"h0": "hn", "c0": "cn"}, [("AL003", "error")])
 
 
 @sample
@@ -745,7 +773,7 @@ def or001_return_no_wait():
     prog = _fanout_program("h0", "hn", ["y", "hn"])
     prog["return"] = {"layer": "device", "waits": ["out_y", "out_hn"]}
     d = "The call's Return (a device event) waits for the output stores only, not for the store into slot h0: the next call may read stale state."
-    return model_of(g, d, {"rnnir.pairs": {"h0": "hn"}, "rnnir.program": prog}), expect(d, {"h0": "hn"}, [("OR001", "error")])
+    return ir_sample(g, d, {"h0": "hn"}, prog), expect(d, {"h0": "hn"}, [("OR001", "error")])
 
 
 @sample
@@ -756,26 +784,28 @@ def or002_view_war():
         "The slot is loaded in place (view) and read both by the GRU and by ReduceL2 -> state_norm; nothing orders the "
         "ReduceL2 before the slot store, so it may read the new state (write-after-read)."
     )
-    return model_of(g, d, {"rnnir.pairs": {"state": "stateN"}, "rnnir.program": prog}), expect(d, {"state": "stateN"}, [("OR002", "error")])
+    return ir_sample(g, d, {"state": "stateN"}, prog), expect(d, {"state": "stateN"}, [("OR002", "error")])
 
 
 # ---------------------------------------------------------------------------- writing
 
 
-def build_all() -> dict[str, tuple[onnx.ModelProto, dict[str, Any]]]:
-    out: dict[str, tuple[onnx.ModelProto, dict[str, Any]]] = {}
+def build_all() -> dict[str, tuple[onnx.ModelProto | str, dict[str, Any]]]:
+    """Every sample: an ONNX model, or IR text (a ``str``) for store structures ONNX cannot express."""
+    out: dict[str, tuple[onnx.ModelProto | str, dict[str, Any]]] = {}
     for fn in SAMPLES:
         model, exp = fn()
-        onnx.checker.check_model(model, full_check=True)
+        if isinstance(model, onnx.ModelProto):
+            onnx.checker.check_model(model, full_check=True)
         out[fn.__name__] = (model, exp)
     return out
 
 
 README_HEAD = """# samples
 
-Small ONNX models, correct and deliberately broken, each with the findings it
-must produce. **Generated**: edit `make_samples.py` and rerun
-`python samples/make_samples.py` (it rewrites every `.onnx`, every
+Small ONNX models and IR programs, correct and deliberately broken, each with
+the findings it must produce. **Generated**: edit `make_samples.py` and rerun
+`python samples/make_samples.py` (it rewrites every `.onnx`, every `.rnnir`, every
 `.expected.json` and this README, byte for byte the same on every run;
 `tests/test_samples.py` fails when a committed file is stale).
 
@@ -805,10 +835,11 @@ unless said otherwise, H between 1 and 5.
 
 Store structures plain ONNX cannot express (a chain, a slot aliased to an
 output, shared addresses, a `Return` that does not wait, an in-place load) are
-written in the `rnnir.program` metadata that `rnnir.export` writes and the
-lowering reads back; onnxruntime ignores metadata. `rnnir.pairs` metadata is
-written where names alone would not pair (`gru_pairs_metadata`) and beside
-every `rnnir.program`, as an export would.
+IR programs, `<name>.rnnir`, in the text format of `rnnir/irtext.py`: rnnir
+reads them as written (`rnnir lint x.rnnir`, `rnnir.load("x.rnnir")`); they
+have no ONNX graph to run. An exported program with such stores carries the
+same text in its `rnnir.ir` metadata. `rnnir.pairs` metadata is written where
+names alone would not pair (`gru_pairs_metadata`).
 
 Names: a broken sample starts with the lower-cased code of the rule it breaks.
 """
@@ -818,7 +849,7 @@ def _md(text: str) -> str:
     return text.replace("|", "/")
 
 
-def readme(samples: dict[str, tuple[onnx.ModelProto, dict[str, Any]]]) -> str:
+def readme(samples: dict[str, tuple[onnx.ModelProto | str, dict[str, Any]]]) -> str:
     head = "| sample | what it shows | pairs | expected findings |\n| --- | --- | --- | --- |\n"
     rows: dict[bool, list[str]] = {True: [], False: []}
     for name in sorted(samples):
@@ -837,7 +868,10 @@ def write_all(folder: Path = HERE) -> list[str]:
     folder.mkdir(parents=True, exist_ok=True)
     samples = build_all()
     for name, (model, exp) in samples.items():
-        (folder / f"{name}.onnx").write_bytes(model.SerializeToString(deterministic=True))
+        if isinstance(model, str):
+            (folder / f"{name}.rnnir").write_text(model, encoding="utf-8")
+        else:
+            (folder / f"{name}.onnx").write_bytes(model.SerializeToString(deterministic=True))
         (folder / f"{name}.expected.json").write_text(json.dumps(exp, indent=2) + "\n", encoding="utf-8")
     (folder / "README.md").write_text(readme(samples), encoding="utf-8")
     return list(samples)

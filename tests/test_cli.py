@@ -269,7 +269,7 @@ def test_folder_without_models_exits_2(tmp_path, monkeypatch, capsys):
     (tmp_path / "empty").mkdir()
     code, _, err = run_main(capsys, "empty")
     assert code == 2
-    assert "rnnir: error: empty: no .onnx files" in err
+    assert "rnnir: error: empty: no .onnx or .rnnir files" in err
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -678,7 +678,10 @@ def test_lint_samples_as_sarif_validates(monkeypatch, capsys, sarif_validator):
 @needs_samples
 def test_correct_samples_exit_0(monkeypatch, capsys):
     monkeypatch.chdir(REPO)
-    correct = [str(p.with_suffix("").with_suffix(".onnx").relative_to(REPO)) for p in sorted(SAMPLES.glob("*.expected.json")) if json.loads(p.read_text())["correct"]]
+    stems = [p.name[: -len(".expected.json")] for p in sorted(SAMPLES.glob("*.expected.json")) if json.loads(p.read_text())["correct"]]
+    models = [SAMPLES / f"{stem}{suffix}" for stem in stems for suffix in (".onnx", ".rnnir")]
+    correct = [str(m.relative_to(REPO)) for m in models if m.exists()]
+    assert len(correct) == len(stems)
     assert correct
     assert cli.main(["lint", "--no-config", *correct]) == 0, capsys.readouterr().out
 
@@ -815,3 +818,50 @@ def run_cli(capsys, *argv):
     code = cli.main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+# -- IR text (.rnnir) as a model ----------------------------------------------------------------------
+
+
+def test_ir_text_is_linted_as_written_and_found_in_folders(tmp_path, monkeypatch, capsys):
+    """A `.rnnir` file is a program: linted as written, found in folders beside `.onnx` models."""
+    text = (REPO / "samples" / "al001_chain.rnnir").read_text(encoding="utf-8")
+    (tmp_path / "chain.rnnir").write_text(text, encoding="utf-8")
+    fanout = text.replace("%store.hn = store<out:hn, value>(%store.h0)", "%store.hn = store<out:hn, value>(%hn)")
+    fanout = fanout.replace("store<@h0, alias>", "store<@h0, token>")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "fanout.rnnir").write_text(fanout, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["lint", "--no-config", ".", "--format", "json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    found = {f["path"]: [d["code"] for d in f["diagnostics"]] for f in doc["files"]}
+    assert found == {"chain.rnnir": ["AL001"], os.path.join("sub", "fanout.rnnir"): []}
+
+
+def test_ir_text_that_does_not_parse_names_its_line_and_the_others_are_linted(tmp_path, capsys):
+    bad = tmp_path / "bad.rnnir"
+    bad.write_text("program @x {\n  slot @h : float32[1] init=zeros\n  bogus line\n}\n", encoding="utf-8")
+    binary = tmp_path / "binary.rnnir"
+    binary.write_bytes(b"\xff\xfe\x00")
+    two = tmp_path / "two.rnnir"
+    two.write_text("program @a {\n}\nprogram @b {\n}\n", encoding="utf-8")
+    good = REPO / "samples" / "al001_chain.rnnir"
+    assert cli.main(["lint", "--no-config", str(bad), str(binary), str(two), str(good)]) == 2
+    out = capsys.readouterr().out
+    assert f"{bad}: error: line 3: expected '(' at column 9: 'bogus line'" in out
+    assert f"{binary}: error: not IR text: not UTF-8" in out
+    assert f"{two}: error: not one IR program: the file has 2 programs" in out
+    assert "AL001 [error]" in out  # the good file is still reported
+    assert "Traceback" not in out
+
+
+def test_running_ir_text_says_it_has_no_onnx_graph(capsys):
+    assert cli.main(["run", str(REPO / "samples" / "al001_chain.rnnir")]) == 2
+    assert "is IR text (a program, no ONNX graph to run or edit)" in capsys.readouterr().err
+
+
+def test_declared_pairs_do_not_apply_to_ir_text():
+    import rnnir
+
+    with pytest.raises(rnnir.PairingError, match="IR text declares its own state pairs"):
+        rnnir.load(REPO / "samples" / "al001_chain.rnnir", pairs={"h0": "hn"})

@@ -20,6 +20,8 @@ STATELESS = ROOT / "tests" / "data" / "torch_stateless"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from _samples import exported_ir_sample  # noqa: E402  # tests/ is on sys.path (rootdir conftest)
+
 import rnnir  # noqa: E402
 from rnnir import passes  # noqa: E402
 from rnnir.cli import main  # noqa: E402
@@ -103,7 +105,8 @@ def test_fix_in_place(tmp_path: Path, capsys) -> None:
 
 
 def test_lint_fix_rewrites_files_and_reports_the_rest(tmp_path: Path, capsys) -> None:
-    paths = _copy(tmp_path, "al001_chain", "sd002_hc_swap", "sd002_hc_swap_if_branch", "sd002_layer_swap", "sd003_other_op", "gru_fanout")
+    (tmp_path / "al001_chain.onnx").write_bytes(exported_ir_sample("al001_chain").SerializeToString())  # the chain in rnnir.ir
+    paths = [tmp_path / "al001_chain.onnx", *_copy(tmp_path, "sd002_hc_swap", "sd002_hc_swap_if_branch", "sd002_layer_swap", "sd003_other_op", "gru_fanout")]
     clean_before = paths[-1].read_bytes()
     code = main(["lint", str(tmp_path), "--fix"])
     captured = capsys.readouterr()

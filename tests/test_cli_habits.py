@@ -30,7 +30,7 @@ def test_python_dash_m_rnnir_is_the_command():
     assert done.returncode == 0 and done.stdout.strip() == f"rnnir {__version__}"
     done = run_module("lint", "--no-config", str(REPO / "samples" / "lstm_fanout.onnx"))
     assert done.returncode == 0, done.stderr
-    done = run_module("lint", "--no-config", str(REPO / "samples" / "al001_chain.onnx"))
+    done = run_module("lint", "--no-config", str(REPO / "samples" / "al001_chain.rnnir"))
     assert done.returncode == 1 and "AL001" in done.stdout
 
 
@@ -96,7 +96,7 @@ def test_str_of_a_diagnostic_is_the_finding_as_lint_prints_it():
     import rnnir
 
     # samples/al001_chain.expected.json: one AL001 error; the chain's output store is ONNX node store1
-    (d,) = passes.run(rnnir.load(REPO / "samples" / "al001_chain.onnx"))
+    (d,) = passes.run(rnnir.load(REPO / "samples" / "al001_chain.rnnir"))
     head, hint = str(d).split("\n")
     assert head == f"store1: AL001 [error] {d.message}"
     assert hint == f"  hint: {d.hint}" and d.hint

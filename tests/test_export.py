@@ -97,7 +97,7 @@ def test_metadata_records_pairs_slots_and_fingerprint():
     slots = json.loads(meta["rnnir.slots"])
     assert slots["state"]["output"] == "stateN" and slots["state"]["shape"] == [2, 1, 4]
     assert len(meta["rnnir.fingerprint"]) == 64
-    assert "rnnir.program" not in meta  # default fan-out needs no store structure
+    assert "rnnir.ir" not in meta and "rnnir.program" not in meta  # default fan-out needs no store structure
 
 
 def test_chain_policy_survives_export_and_reload():

@@ -10,7 +10,6 @@ correct builders with the broken sample's seed.
 from __future__ import annotations
 
 import importlib.util
-import json
 import sys
 from pathlib import Path
 
@@ -27,9 +26,12 @@ STATELESS = ROOT / "tests" / "data" / "torch_stateless"
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from _samples import exported_ir_sample  # noqa: E402  # tests/ is on sys.path (rootdir conftest)
+
 import rnnir  # noqa: E402
 from rnnir import passes  # noqa: E402
 from rnnir.fix import FIXES, Edit, FixError, fix, render_diff  # noqa: E402
+from rnnir.irtext import print_program  # noqa: E402
 from rnnir.runtime import StatefulSession  # noqa: E402
 from rnnir.simulate import Simulator  # noqa: E402
 from rnnir.testing import check_multicall  # noqa: E402
@@ -394,22 +396,21 @@ def test_sd002_sample_repaired(name: str) -> None:
     assert any(np.abs(b[k] - r[k]).max() > 1e-4 for b, r in zip(broken[1:], right[1:]) for k in r)  # the bug showed
 
 
-def test_al001_sample_repaired_in_metadata() -> None:
-    path = SAMPLES / "al001_chain.onnx"
-    assert _errors(path) == ["AL001"]
-    result = fix(str(path))
+def test_al001_sample_repaired_in_its_ir_text() -> None:
+    broken = exported_ir_sample("al001_chain")  # the chain lives in the export's rnnir.ir IR text
+    assert _errors(broken) == ["AL001"]
+    result = fix(broken)
     assert [str(e) for e in result.edits] == [
         "AL001 [safe] slot 'h0': the output store reads the final state (fan-out), not the slot store's result: "
-        "rnnir.program store 'out_hn': reads 'store:st_h0' -> reads 'value:hn'"
+        "rnnir.ir store 'store.hn': reads 'store:store.h0' -> reads 'value:hn'"
     ]
     assert _errors(result.model) == []
     onnx.checker.check_model(result.model, full_check=True)
-    # correct model: the sample's graph with the fan-out store structure (make_samples' own builder)
-    g = MS._gru_program_model("al001_chain", 213)
-    correct = MS.model_of(g, "correct", {"rnnir.pairs": {"h0": "hn"}, "rnnir.program": MS._fanout_program("h0", "hn", ["hn", "y"])})
-    x = _x_for(str(path), T=3)
+    assert "%store.hn = store<out:hn, value>(%hn)" in {p.key: p.value for p in result.model.metadata_props}["rnnir.ir"]
+    correct = _strip_meta(broken)  # the same graph with no store structure recorded: lowering's default fan-out
+    x = _x_for(broken, T=3)
     feeds = [{"x": x[k : k + 1]} for k in range(3)]
-    for model, stable in ((result.model, True), (correct, True), (onnx.load(str(path)), False)):
+    for model, stable in ((result.model, True), (correct, True), (broken, False)):
         sim = Simulator(rnnir.load(model))
         held, at_return = [], []
         for f in feeds:
@@ -699,23 +700,19 @@ def test_exposed_model_metadata_matches_export_conventions() -> None:
     assert '"init": "zeros"' in meta["rnnir.slots"]
 
 
-def test_store_structure_metadata_gets_the_new_slot() -> None:
-    """A model whose stores are described in rnnir.program: the exposed slot gets its store there too."""
+def test_a_state_exposed_in_a_model_with_recorded_stores_gets_the_default_fan_out() -> None:
+    """The IR text (rnnir.ir) records the stores of the export; a slot exposed afterwards is not in it, so the
+    lowering gives it the default fan-out: the exposed pair is written back (no SD001) and hn keeps its one store."""
     m = onnx.load(str(SAMPLES / "sd010_gru_no_initial_state.onnx"))
-    program = {
-        "stores": [
-            {"id": "out_y", "reads": "value:y", "dest": "out:y", "result": "value"},
-            {"id": "out_hn", "reads": "value:hn", "dest": "out:hn", "result": "value"},
-        ],
-        "return": {"layer": "runtime", "waits": ["out_y", "out_hn"]},
-    }
-    m.metadata_props.add(key="rnnir.program", value=json.dumps(program))
+    recorded = rnnir.load(m)
+    m.metadata_props.add(key="rnnir.ir", value=print_program(recorded))
+    assert _errors(m) == ["SD010"]
     result = fix(m, expose_state=True)
-    assert _errors(result.model) == []  # without the slot's store the new pair would be SD001
-    spec = json.loads({p.key: p.value for p in result.model.metadata_props}["rnnir.program"])
-    assert {"id": "fix_st_h0", "reads": "value:hn", "dest": "slot:h0", "result": "token"} in spec["stores"]
-    assert "fix_st_h0" in spec["return"]["waits"]
-    assert [st["dest"] for st in spec["stores"]].count("out:hn") == 1  # the returned hn keeps its one store
+    assert _errors(result.model) == []
+    program = rnnir.load(result.model)
+    assert [st.dest.name for st in program.stores_to(program.slot("h0"))] == ["h0"]
+    assert len(program.stores_to(program.output("hn"))) == 1
+    assert {p.key: p.value for p in result.model.metadata_props}["rnnir.ir"] == print_program(recorded)  # the text is kept as recorded
 
 
 @pytest.mark.realmodel
@@ -889,17 +886,17 @@ def test_state_handed_straight_back_is_replaced_by_the_final_state() -> None:
     assert np.abs(broken[2]["y"] - right[2]["y"]).max() > 1e-4
 
 
-# -- the store structure an export records (rnnir.program): simulated, never run by onnxruntime ----------
+# -- the store structure an export records (rnnir.ir IR text): simulated, never run by onnxruntime ----------
 
 STRUCTURE_CASES = {
-    "or001_return_no_wait": ("OR001", "OR001 [safe] slot 'h0': the call's Return waits for the slot store: rnnir.program return waits: "
-                             '["out_y", "out_hn"] -> ["out_y", "out_hn", "st_h0"]'),
-    "or002_view_war": ("OR002", "OR002 [safe] slot 'state': the slot is loaded as a copy: rnnir.program slot 'state' load: "
+    "or001_return_no_wait": ("OR001", "OR001 [safe] slot 'h0': the call's Return waits for the slot store: rnnir.ir return waits: "
+                             '["store.y", "store.hn"] -> ["store.y", "store.hn", "store.h0"]'),
+    "or002_view_war": ("OR002", "OR002 [safe] slot 'state': the slot is loaded as a copy: rnnir.ir slot 'state' load: "
                        '"view" -> "copy" (a private copy: the store cannot clobber a reader)'),
-    "sd004_double_store": ("SD004", "SD004 [safe] slot 'h0': one store per call: rnnir.program stores into slot 'h0': st_h0_a, st_h0_b -> st_h0_a"),
-    "al002_output_alias": ("AL002", "AL002 [safe] slot 'h0': the slot has its own storage: rnnir.program slot 'h0': alias_of 'out:hn' -> "
+    "sd004_double_store": ("SD004", "SD004 [safe] slot 'h0': one store per call: rnnir.ir stores into slot 'h0': store.h0, store.h0@ -> store.h0"),
+    "al002_output_alias": ("AL002", "AL002 [safe] slot 'h0': the slot has its own storage: rnnir.ir slot 'h0': alias_of 'out:hn' -> "
                            "own storage, store 'fix_st_h0' reads 'value:hn'"),
-    "al003_shared_address": ("AL003", "AL003 [safe] slot 'h0': every state instance has its own storage: rnnir.program slots 'h0', 'c0': "
+    "al003_shared_address": ("AL003", "AL003 [safe] slot 'c0': every state instance has its own storage: rnnir.ir slots 'c0', 'h0': "
                              "one storage -> one storage each"),
 }
 
@@ -916,14 +913,14 @@ def test_store_structure_sample_repaired(name: str) -> None:
     from rnnir.simulate import Faults
 
     code, text = STRUCTURE_CASES[name]
-    path = SAMPLES / f"{name}.onnx"
-    assert _errors(path) == [code]
-    result = fix(str(path))
+    original = exported_ir_sample(name)
+    assert _errors(original) == [code]
+    result = fix(original)
     assert [str(e) for e in result.edits] == [text]
     assert _errors(result.model) == []
-    assert result.model.graph == onnx.load(str(path)).graph  # only the metadata changed: onnxruntime runs the same graph
-    correct = _strip_meta(onnx.load(str(path)))  # no store structure recorded: the lowering's default fan-out
-    x = _x_for(str(path), T=3)
+    assert result.model.graph == original.graph  # only the metadata changed: onnxruntime runs the same graph
+    correct = _strip_meta(original)  # no store structure recorded: the lowering's default fan-out
+    x = _x_for(original, T=3)
     feeds = [{"x": x[k : k + 1]} for k in range(3)]
     worst = 0.0
     for faults in (Faults(late=True), Faults(schedule="stores-first")):
@@ -932,7 +929,7 @@ def test_store_structure_sample_repaired(name: str) -> None:
             assert set(a) == set(b)
             for k in b:
                 np.testing.assert_allclose(a[k], b[k], atol=1e-6, err_msg=f"{name} {faults} {k}")
-        broken = _simulate(onnx.load(str(path)), feeds, faults)
+        broken = _simulate(original, feeds, faults)
         worst = max(worst, max(float(np.abs(a[k] - b[k]).max()) for a, b in zip(broken, want) for k in b))
     # the original's bug shows as a wrong number under one of the faults (two identical stores into one slot do not)
     assert (worst > 1e-3) is (code != "SD004")

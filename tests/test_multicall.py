@@ -214,8 +214,6 @@ def _expected_status(name: str) -> str:
         return "no-state"  # nothing for the runtime to persist (sd010_constant_init: SD010, it cannot stream)
     if expected["correct"]:
         return "pass"
-    if any(p.key == "rnnir.program" for p in onnx.load(str(SAMPLES / f"{name}.onnx")).metadata_props):
-        return "pass"  # a store structure (chain, alias, ordering) onnxruntime ignores: test_simulate shows it
     if name == "sd008_last_step_seqlens":
         return "pass"  # needs sequences shorter than the call; a generated stream feeds full lengths (noted)
     return "fail"  # the bug is in the graph onnxruntime runs

@@ -490,23 +490,49 @@ def test_return_ordered_by_nobody_is_OR001():
     assert "OR001" in codes(passes.run(b.build()))
 
 
-def test_metadata_return_without_slot_store_is_OR001():
-    import json
+def _record_stores(m, stores, waits=None, layer="runtime", view=()):
+    """``m`` with its store structure recorded as an export records it: the IR text in ``rnnir.ir`` metadata.
 
-    m = packed_lstm()
-    spec = {
-        "stores": [
-            {"id": "s", "reads": "value:stateN", "dest": "slot:state", "result": "token"},
-            {"id": "o", "reads": "value:stateN", "dest": "out:stateN", "result": "value"},
-            {"id": "y", "reads": "value:y", "dest": "out:y", "result": "value"},
-        ],
-        "return": {"waits": ["o", "y"], "layer": "caller"},
-    }
-    helper.set_model_props(m, {"rnnir.program": json.dumps(spec)})
+    ``stores`` are ``(id, dest, ONNX value read)``; ``waits`` the store ids the Return waits for (all by default)."""
+    from rnnir.ir import OrderingLayer, StoreResult
+    from rnnir.irtext import print_program
+    from rnnir.lower import Policy, lower, read_model
+    from rnnir.structure import SlotFacts, StoreFact, StoreStructure
+
+    facts = [StoreFact(i, d, v, False, StoreResult.TOKEN if d.startswith("slot:") else StoreResult.VALUE) for i, d, v in stores]
+    structure = StoreStructure(
+        slots={d[5:]: SlotFacts(view_load=d[5:] in view) for _, d, _ in stores if d.startswith("slot:")},
+        outputs=[o.name for o in m.graph.output],
+        stores=facts,
+        waits=[f.id for f in facts] if waits is None else list(waits),
+        layer=OrderingLayer(layer),
+    )
+    text = print_program(lower(read_model(m), None, Policy(), structure=structure))
+    helper.set_model_props(m, {"rnnir.ir": text})
+    return m
+
+
+def test_recorded_return_without_slot_store_is_OR001():
+    stores = [("s", "slot:state", "stateN"), ("o", "out:stateN", "stateN"), ("y", "out:y", "y")]
+    m = _record_stores(packed_lstm(), stores, waits=["o", "y"], layer="caller")
     assert codes(passes.run(rnnir.load(m))) == ["OR001"]
-    spec["return"]["waits"].append("s")
-    helper.set_model_props(m, {"rnnir.program": json.dumps(spec)})
+    m = _record_stores(packed_lstm(), stores, waits=["o", "y", "s"], layer="caller")
     assert passes.run(rnnir.load(m)) == []
+
+
+def test_the_json_store_structure_of_rnnir_0_1_is_refused_with_what_to_do():
+    m = packed_lstm()
+    helper.set_model_props(m, {"rnnir.program": "{}"})
+    with pytest.raises(rnnir.ModelError, match="no longer read; export the program again with rnnir.export"):
+        rnnir.load(m)
+
+
+def test_recorded_ir_text_naming_a_value_the_graph_lacks_is_a_clear_error():
+    m = _record_stores(packed_lstm(), [("s", "slot:state", "stateN"), ("o", "out:stateN", "stateN")])
+    text = {p.key: p.value for p in m.metadata_props}["rnnir.ir"]
+    helper.set_model_props(m, {"rnnir.ir": text.replace("(%stateN)", "(%gone)")})
+    with pytest.raises(rnnir.ModelError, match="rnnir.ir"):
+        rnnir.load(m)
 
 
 # -- OR002 write-before-last-read ----------------------------------------------------------------
@@ -535,25 +561,16 @@ def test_view_load_with_reader_ordered_before_store_is_not_OR002():
     assert passes.run(_echo("view", ordered=True)) == []
 
 
-def test_metadata_view_load_with_echo_output_is_OR002():
-    import json
+def test_recorded_view_load_with_echo_output_is_OR002():
+    def model():
+        m = packed_lstm()
+        m.graph.node.append(helper.make_node("Identity", ["state"], ["state_echo"]))
+        m.graph.output.append(vi("state_echo", [2, 1, H]))
+        return m
 
-    m = packed_lstm()
-    m.graph.node.append(helper.make_node("Identity", ["state"], ["state_echo"]))
-    m.graph.output.append(vi("state_echo", [2, 1, H]))
-    spec = {
-        "slots": {"state": {"load": "view"}},
-        "stores": [
-            {"id": "s", "reads": "value:stateN", "dest": "slot:state", "result": "token"},
-            {"id": "o", "reads": "value:stateN", "dest": "out:stateN", "result": "value"},
-            {"id": "e", "reads": "value:state_echo", "dest": "out:state_echo", "result": "value"},
-        ],
-    }
-    helper.set_model_props(m, {"rnnir.program": json.dumps(spec)})
-    assert codes(passes.run(rnnir.load(m))) == ["OR002"]
-    spec["slots"]["state"]["load"] = "copy"
-    helper.set_model_props(m, {"rnnir.program": json.dumps(spec)})
-    assert passes.run(rnnir.load(m)) == []
+    stores = [("s", "slot:state", "stateN"), ("o", "out:stateN", "stateN"), ("e", "out:state_echo", "state_echo")]
+    assert codes(passes.run(rnnir.load(_record_stores(model(), stores, view=("state",))))) == ["OR002"]
+    assert passes.run(rnnir.load(_record_stores(model(), stores))) == []
 
 
 # -- layout=1 (batch-first states) ---------------------------------------------------------------

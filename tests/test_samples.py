@@ -27,7 +27,14 @@ if str(ROOT) not in sys.path:
 
 import rnnir  # noqa: E402
 
-NAMES = sorted(p.name[: -len(".onnx")] for p in SAMPLES.glob("*.onnx"))
+ONNX_NAMES = sorted(p.name[: -len(".onnx")] for p in SAMPLES.glob("*.onnx"))
+IR_NAMES = sorted(p.name[: -len(".rnnir")] for p in SAMPLES.glob("*.rnnir"))  # store structures ONNX cannot express
+NAMES = sorted(ONNX_NAMES + IR_NAMES)
+
+
+def _path(name: str) -> Path:
+    """The sample's file: ``.rnnir`` IR text or an ``.onnx`` model."""
+    return SAMPLES / f"{name}.rnnir" if name in IR_NAMES else SAMPLES / f"{name}.onnx"
 RULES = ("SD001", "SD002", "SD003", "SD004", "SD005", "SD006", "SD007", "SD008", "AL001", "AL002", "AL003", "OR001", "OR002", "SD009", "SD010")
 
 
@@ -138,13 +145,29 @@ def test_generator_is_deterministic_and_committed_files_are_current(tmp_path):
     mod = _make_samples_module()
     mod.write_all(tmp_path)
     for name in NAMES:
-        for suffix in (".onnx", ".expected.json"):
+        for suffix in (_path(name).suffix, ".expected.json"):
             fresh = (tmp_path / f"{name}{suffix}").read_bytes()
             assert fresh == (SAMPLES / f"{name}{suffix}").read_bytes(), f"{name}{suffix} is stale: rerun python samples/make_samples.py"
     assert (tmp_path / "README.md").read_bytes() == (SAMPLES / "README.md").read_bytes(), "samples/README.md is stale"
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", IR_NAMES)
+def test_ir_sample_is_a_fixed_point_of_parse_and_print(name):
+    from rnnir.irtext import parse_program, print_program
+
+    text = _path(name).read_text(encoding="utf-8")
+    assert print_program(parse_program(text)) + "\n" == text
+
+
+def test_ir_samples_exist_and_have_no_onnx_twin():
+    """The store structures plain ONNX cannot express are IR text, not ONNX plus a metadata side channel."""
+    assert {"al001_chain", "al002_output_alias", "al003_shared_address", "or001_return_no_wait", "or002_view_war", "sd004_double_store"} <= set(IR_NAMES)
+    assert not set(IR_NAMES) & set(ONNX_NAMES)
+    for name in ONNX_NAMES:
+        assert not any(p.key in ("rnnir.program", "rnnir.ir") for p in onnx.load(str(_path(name))).metadata_props), name
+
+
+@pytest.mark.parametrize("name", ONNX_NAMES)
 def test_sample_passes_checker_and_runs_in_onnxruntime(name):
     path = SAMPLES / f"{name}.onnx"
     onnx.checker.check_model(str(path), full_check=True)
@@ -369,7 +392,7 @@ def test_sd005_returns_float16_state():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_load_finds_the_expected_pairs(name):
-    prog = rnnir.load(str(SAMPLES / f"{name}.onnx"))
+    prog = rnnir.load(str(_path(name)))
     got = {p.input: p.output for p in prog.state_pairs}
     assert got == _expected(name)["pairs"]
     assert {s.name for s in prog.slots} == set(got)
@@ -410,7 +433,7 @@ def _codes(diags) -> collections.Counter:
 @pytest.mark.parametrize("name", NAMES)
 def test_passes_report_exactly_the_expected_findings(name):
     passes = _passes()
-    diags = passes.run(rnnir.load(str(SAMPLES / f"{name}.onnx")))
+    diags = passes.run(rnnir.load(str(_path(name))))
     want = collections.Counter((f["code"], f["severity"]) for f in _expected(name)["findings"])
     assert _codes(diags) == want, "\n".join(f"{d.code} {d.severity.value}: {d.message}" for d in diags)
 

@@ -83,7 +83,7 @@ def test_journey_shows_an_hc_swap_where_the_correct_model_shows_none(capsys):
 
 
 def test_journey_of_a_chain_draws_the_store_reading_the_other_store(capsys):
-    code, out, _ = show(capsys, str(SAMPLES / "al001_chain.onnx"))
+    code, out, _ = show(capsys, str(SAMPLES / "al001_chain.rnnir"))
     assert code == 0
     assert incoming(out, "store → output hn") == ["store → slot h0: store result"]
     assert incoming(out, "store → slot h0") == ["GRU gru: Y_h → h0"]  # near miss: the slot store reads the final state
@@ -187,11 +187,11 @@ def test_journey_text_of_a_builder_program_without_pairs():
 
 def test_journey_draws_an_explicit_ordering_and_none_where_nothing_orders(capsys):
     # gru_view_load_ordered: an ordering edge puts the state_norm store before the slot store (make_samples.py)
-    code, ordered, _ = show(capsys, str(SAMPLES / "gru_view_load_ordered.onnx"))
+    code, ordered, _ = show(capsys, str(SAMPLES / "gru_view_load_ordered.rnnir"))
     assert code == 0
     assert "store → output state_norm: runs first" in incoming(ordered, "store → slot state")
     # or002_view_war: the same model with nothing ordering the two
-    code, unordered, _ = show(capsys, str(SAMPLES / "or002_view_war.onnx"))
+    code, unordered, _ = show(capsys, str(SAMPLES / "or002_view_war.rnnir"))
     assert code == 0 and "runs first" not in unordered
     assert incoming(unordered, "store → output state_norm") == ["load state: via ReduceL2; value changed by ReduceL2"]
 

@@ -19,7 +19,7 @@ from rnnir.zoo import Shard, ShardError
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
-MODELS = sorted(str(p) for p in SAMPLES.glob("*.onnx"))
+MODELS = sorted(str(p) for p in [*SAMPLES.glob("*.onnx"), *SAMPLES.glob("*.rnnir")])
 
 
 def expected_codes(path: str) -> Counter[str]:
@@ -73,7 +73,7 @@ def test_folders_expand_like_the_command_and_errors_stay_in_place(tmp_path, seri
 
 
 def test_select_and_ignore_apply(serial):
-    chain = str(SAMPLES / "al001_chain.onnx")
+    chain = str(SAMPLES / "al001_chain.rnnir")
     assert codes(rnnir.lint_many([chain], select=["AL"])[0]) == Counter({"AL001": 1})
     assert codes(rnnir.lint_many([chain], ignore=["al001"])[0]) == Counter()
     with pytest.raises(ValueError, match="select: unknown rule code or prefix 'XX'; known codes: SD001"):

@@ -8,7 +8,6 @@ needs for Gather indices, Slice bounds and the like).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -37,11 +36,12 @@ from ..ir import (
     TensorType,
     Value,
 )
-from ..metadata import META_PROGRAM
+from ..metadata import META_IR, META_PROGRAM_V0
 from ..metadata import read as metadata
 from ..optraits import OpTrait, ops_with
 from ..pairs import PairSource, StatePair
 from ..recurrence import RecurrenceKind, kind_for_op, kind_named
+from ..structure import StoreStructure, read_structure
 from .cells import CellCandidate
 from .pairing import find_pairs, looks_like_state
 from .recognise import Recognised, RecurrenceSite, recognise
@@ -157,6 +157,7 @@ class _Lowering:
         self.recognised = Recognised()  # recurrences written as plain ops (cells, unrolled loops, Loops)
         self.site_nodes: dict[int, Recurrent] = {}
         self.const_slots: dict[tuple[int, str], Slot] = {}  # constants the entry=constant policy made slots
+        self.structure_override: StoreStructure | None = None  # rnnir fix's edited stores, instead of the recorded ones
 
     # -- names and values ----------------------------------------------------------------
     def _key(self, d: Definition) -> tuple[int, str]:
@@ -739,13 +740,15 @@ class _Lowering:
     def _stores(self, pairs: list[StatePair], const_entries: list[tuple[Slot, Definition]]) -> None:
         prog = self.program
         root = self.index.root
-        spec = self._program_metadata()
-        if spec is not None:
-            self._stores_from_metadata(spec)
-            return
+        structure = self._recorded_structure()
+        results: list[Value | None] = []
+        known_slots: set[str] = set()
+        known_outputs: set[str] = set()
+        if structure is not None:
+            results = self._stores_from_structure(structure)
+            known_slots, known_outputs = set(structure.slots), set(structure.outputs)
         out_by_name = {o.name: o for o in prog.outputs}
         pair_out = {p.output: p for p in pairs if p.output is not None}
-        results: list[Value | None] = []
         for vi in self.src.model.graph.output:
             value = self.operand(root, vi.name)
             if value is None:
@@ -753,13 +756,16 @@ class _Lowering:
             pair = pair_out.get(vi.name)
             out = out_by_name[vi.name]
             if pair is None:
-                if value.producer is not None:
+                if value.producer is not None and vi.name not in known_outputs:
                     results.append(self._store(value, out, StoreResult.VALUE))
                 continue
             slot = pair.slot
-            if self.policy.exit == "fanout":
+            if slot is not None and slot.name in known_slots:  # the recorded IR text says how this slot is written
+                continue
+            if self.policy.exit == "fanout" or structure is not None:  # a slot exposed after the export: the default
                 results.append(self._store(value, slot, StoreResult.TOKEN))
-                results.append(self._store(value, out, StoreResult.VALUE))
+                if vi.name not in known_outputs:
+                    results.append(self._store(value, out, StoreResult.VALUE))
             elif self.policy.exit == "chain":
                 r = self._store(value, slot, self.policy.chain_result)
                 results.append(r)
@@ -767,62 +773,61 @@ class _Lowering:
             else:  # reuse-single-store: the output store is taken for the slot's store
                 results.append(self._store(value, out, StoreResult.VALUE))
                 slot.alias_of = out
-        prog.add(Return(inputs=results, layer=OrderingLayer.RUNTIME, provenance=Provenance(node="onnxruntime call")))
+        layer = structure.layer if structure is not None else OrderingLayer.RUNTIME
+        prov = Provenance(node="return") if structure is not None else Provenance(node="onnxruntime call")
+        prog.add(Return(inputs=results, layer=layer, provenance=prov))
 
     def _store(self, value: Value, dest: Slot | Output, result: StoreResult) -> Value:
         out = Value(name=self._fresh_name(f"store.{dest.name}", self.index.root), type=dest.type, kind=result.value)
         self.program.add(Store(inputs=[value], outputs=[out], dest=dest, result=result, provenance=Provenance(value=dest.name)))
         return out
 
-    def _program_metadata(self) -> dict[str, Any] | None:
-        raw = metadata(self.src.model).get(META_PROGRAM)
-        if raw is None:
-            return None
-        try:
-            spec = json.loads(raw)
-            if not isinstance(spec, dict):
-                raise ValueError("not an object")
-        except ValueError as exc:
-            raise ModelError(f"metadata {META_PROGRAM!r} is not valid JSON: {exc}", model=self.label) from None
-        return spec
+    def _recorded_structure(self) -> StoreStructure | None:
+        """The store structure an rnnir export recorded as IR text (``rnnir.ir``), if the model has one."""
+        if self.structure_override is not None:
+            return self.structure_override
+        meta = metadata(self.src.model)
+        if META_PROGRAM_V0 in meta:
+            raise ModelError(
+                f"metadata {META_PROGRAM_V0!r} (the JSON store structure rnnir 0.1 wrote) is no longer read; export the "
+                f"program again with rnnir.export, which records it as IR text in {META_IR!r}",
+                model=self.label,
+            )
+        text = meta.get(META_IR)
+        return None if text is None else read_structure(text, self.label, META_IR)
 
-    def _stores_from_metadata(self, spec: dict[str, Any]) -> None:
-        """Rebuild the store structure an rnnir export recorded (chain, aliasing, ordering)."""
+    def _stores_from_structure(self, spec: StoreStructure) -> list[Value | None]:
+        """Rebuild the recorded stores (chain, aliasing, ordering); returns the values the Return waits for."""
         prog = self.program
         root = self.index.root
         by_id: dict[str, Value] = {}
         dests: dict[str, Slot | Output] = {f"slot:{s.name}": s for s in prog.slots}
         dests.update({f"out:{o.name}": o for o in prog.outputs})
         try:
-            for name, info in spec.get("slots", {}).items():
-                if name in self.slot_inputs:
-                    slot = self.slot_inputs[name]
-                    if info.get("alias_of"):
-                        slot.alias_of = dests[info["alias_of"]]
-                    if info.get("address"):
-                        slot.address = info["address"]
-                    if info.get("load") == "view":
-                        for ld in prog.loads_of(slot):
-                            ld.kind = LoadKind.VIEW
-            for st in spec.get("stores", []):
-                src = st["reads"]
-                value: Value | None
-                if src.startswith("store:"):
-                    value = by_id[src[len("store:") :]]
-                else:
-                    value = self.operand(root, src[len("value:") :] if src.startswith("value:") else src)
+            for name, facts in spec.slots.items():
+                slot = self.slot_inputs.get(name)
+                if slot is None:
+                    raise KeyError(f"slot {name!r}")
+                if facts.alias_of:
+                    slot.alias_of = dests[facts.alias_of]
+                if facts.address:
+                    slot.address = facts.address
+                if facts.view_load:
+                    for ld in prog.loads_of(slot):
+                        ld.kind = LoadKind.VIEW
+            for st in spec.stores:
+                value = by_id[st.reads] if st.reads_store else self.operand(root, st.reads)
                 if value is None:
-                    raise KeyError(src)
-                by_id[st["id"]] = self._store(value, dests[st["dest"]], StoreResult(st.get("result", "token")))
-            ret = spec.get("return", {})
-            waits: list[Value | None] = [by_id[w] for w in ret.get("waits", list(by_id))]
-            prog.add(Return(inputs=waits, layer=OrderingLayer(ret.get("layer", "runtime")), provenance=Provenance(node="return")))
-            for a, b in spec.get("order", []):
+                    raise KeyError(f"value {st.reads!r}")
+                by_id[st.id] = self._store(value, dests[st.dest], st.result)
+            waits: list[Value | None] = [by_id[w] for w in spec.waits]
+            for a, b in spec.order:
                 before, after = by_id[a].producer, by_id[b].producer
                 assert before is not None and after is not None  # a store's result has its store as producer
                 prog.add_order(before, after)
-        except (KeyError, ValueError, TypeError, AttributeError) as exc:
-            raise ModelError(f"metadata {META_PROGRAM!r} refers to something the graph does not have: {exc}", model=self.label) from None
+        except KeyError as exc:
+            raise ModelError(f"metadata {META_IR!r} names {exc.args[0]}, which the graph does not have", model=self.label) from None
+        return waits
 
     def _suggest(self, pairs: list[StatePair]) -> None:
         """Dataflow-only pairs: an unpaired input reaches a recurrent initial state whose final state an unpaired output returns."""
@@ -882,5 +887,10 @@ def _attr_tensor(node: onnx.NodeProto | None) -> onnx.TensorProto | None:
     return None
 
 
-def lower(src: ModelSource, pairs: Mapping[str, str | None] | None = None, policy: Policy | None = None) -> Program:
-    return _Lowering(src, pairs, policy or Policy()).run()
+def lower(
+    src: ModelSource, pairs: Mapping[str, str | None] | None = None, policy: Policy | None = None, *, structure: StoreStructure | None = None
+) -> Program:
+    """``src`` as a Program; ``structure`` (``rnnir fix``'s edited stores) replaces the IR text the model records."""
+    lowering = _Lowering(src, pairs, policy or Policy())
+    lowering.structure_override = structure
+    return lowering.run()

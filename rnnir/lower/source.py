@@ -262,6 +262,9 @@ def read_model(model: ModelLike, *, label: str | None = None) -> ModelSource:
     elif isinstance(model, (str, os.PathLike)):
         path = Path(model)
         label = label or str(path)
+        if path.suffix == ".rnnir":
+            raise ModelError("is IR text (a program, no ONNX graph to run or edit); rnnir.load, rnnir lint and rnnir show read it, "
+                             "rnnir.export(rnnir.load(path)) makes an ONNX model of it", model=label)
         proto = _parse(read_regular_file(path, label), label)
     else:
         raise ModelError(f"expected a path, bytes or onnx.ModelProto, got {type(model).__name__}")
