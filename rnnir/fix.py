@@ -85,6 +85,7 @@ from .metadata import META_IR, META_PAIRS
 from .metadata import META_SLOTS as _META_SLOTS
 from .metadata import read as metadata
 from .metadata import write as _set_meta
+from .pairs import ExitKind
 
 if TYPE_CHECKING:
     from rnnir.passes.diagnostics import Diagnostic
@@ -1276,7 +1277,7 @@ def _assembling_concats(value: Value) -> list[Compute]:
 
 
 def _plan_sd002(program: Program, d: Diagnostic) -> _Plan | Edit:
-    from .slices import Ref, Tracer, _port_ref, slot_store_value
+    from .slices import Origin, OriginKind, Ref, Tracer, _port_ref, slot_store_value
 
     if d.slot is None:
         return _no_fix(d, "the finding names no slot")
@@ -1297,7 +1298,7 @@ def _plan_sd002(program: Program, d: Diagnostic) -> _Plan | Edit:
                 return _no_fix(d, f"operand {k} of Concat {concat.describe()!r} is not a layout-only slice of final states")
             keys = []
             for r in elems:
-                if r.origin[0] != "port":
+                if r.origin.kind is not OriginKind.PORT:
                     return _no_fix(d, f"operand {k} of Concat {concat.describe()!r} is not a final state")
                 keys.append(_port_key(program, _port_ref(tr, tr.canon(r), ())))
             operands.append((k, keys))
@@ -1308,7 +1309,7 @@ def _plan_sd002(program: Program, d: Diagnostic) -> _Plan | Edit:
             fits = [
                 (k, keys)
                 for k, keys in left
-                if all(keys[j] in expected.get(tr.canon(Ref(("slot", slot.name), (pos + j,))).index, set()) for j in range(len(keys)))
+                if all(keys[j] in expected.get(tr.canon(Ref(Origin.of_slot(slot.name), (pos + j,))).index, set()) for j in range(len(keys)))
             ]
             if len(fits) != 1:
                 why = "no operand belongs" if not fits else "several operands could belong"
@@ -1358,10 +1359,11 @@ def _plan_final_state(model: onnx.ModelProto, program: Program, d: Diagnostic) -
     branches = {bp for sm in pair.slices for bp in sm.exit_kind}
     if branches - {""}:
         return _no_fix(d, "the value written back differs by If branch; rnnir does not rewrite branches here")
-    if kinds - {"final", "sequence", "constant", "passthrough"}:
-        odd = ", ".join(sorted(kinds - {"final", "sequence", "constant", "passthrough"}))
+    replaceable = {ExitKind.FINAL, ExitKind.SEQUENCE, ExitKind.CONSTANT, ExitKind.PASSTHROUGH}
+    if kinds - replaceable:
+        odd = ", ".join(sorted(k.value for k in kinds - replaceable))
         return _no_fix(d, f"the value written back is {odd}, not a step, final state or live-in value rnnir can replace")
-    handed_back = kinds == {"passthrough"} and all(
+    handed_back = kinds == {ExitKind.PASSTHROUGH} and all(
         sm.exit_slot_refs.get(bp) == (pair.slot.name, sm.index) for sm in pair.slices for bp in sm.exit_kind
     )
     expected = _expected_exits(program, pair)

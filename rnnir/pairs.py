@@ -56,6 +56,17 @@ class PortRef:
         }
 
 
+class ExitKind(str, enum.Enum):
+    """What a slice written back is (str-valued: JSON and the rule messages show the value)."""
+
+    FINAL = "final"  # a recurrent op's final state
+    SEQUENCE = "sequence"  # a step of a recurrent op's sequence output (Y)
+    PASSTHROUGH = "passthrough"  # the slot's own incoming value, unchanged
+    DERIVED = "derived"  # computed from state through ops that change values
+    CONSTANT = "constant"
+    UNKNOWN = "unknown"  # the tracer could not follow it
+
+
 @dataclass
 class SliceMap:
     """Where one slice of a slot goes in (``entry``) and where the value written back comes from (``exit``).
@@ -71,7 +82,7 @@ class SliceMap:
     label: str
     entry: list[PortRef] = field(default_factory=list)
     exit: list[PortRef] = field(default_factory=list)
-    exit_kind: dict[str, str] = field(default_factory=dict)  # branch path -> kind
+    exit_kind: dict[str, ExitKind] = field(default_factory=dict)  # branch path -> kind
     exit_slot_refs: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
@@ -79,7 +90,7 @@ class SliceMap:
             "slice": self.label,
             "entry": [p.to_json() for p in self.entry],
             "exit": [p.to_json() for p in self.exit],
-            "exit_kind": dict(self.exit_kind),
+            "exit_kind": {bp: kind.value for bp, kind in self.exit_kind.items()},
         }
 
 

@@ -13,18 +13,51 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple
 
 import numpy as np
 
 from . import digraph
 from .ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
 from .optraits import OpTrait, ops_with
-from .pairs import PortRef, SliceMap
+from .pairs import ExitKind, PortRef, SliceMap
 
 _BIG = 2**62
 _MAX_ELEMS = 256
 
-Origin = tuple[str, ...]  # ("slot", slot_name) | ("port", node_id, port_name)
+class OriginKind(str, Enum):
+    """Where a traced tensor comes from: a slot's load, or a port of a recurrent op."""
+
+    SLOT = "slot"
+    PORT = "port"
+
+
+class Origin(NamedTuple):
+    """A source tensor of the trace: slot ``owner`` (``port`` empty), or port ``port`` of node ``owner`` (its id).
+
+    A tuple, not a dataclass: the tracer hashes origins in every set it builds, and tuples hash fastest."""
+
+    kind: OriginKind
+    owner: str
+    port: str = ""
+
+    @classmethod
+    def of_slot(cls, name: str) -> Origin:
+        return cls(OriginKind.SLOT, name)
+
+    @classmethod
+    def of_port(cls, node_id: str, port: str) -> Origin:
+        return cls(OriginKind.PORT, node_id, port)
+
+
+class AbsKind(str, Enum):
+    """What the tracer knows of a value: exactly which slice, derived from some origins, a constant, or per branch."""
+
+    EXACT = "exact"
+    DERIVED = "derived"
+    CONST = "const"
+    ALT = "alt"
 
 
 @dataclass(frozen=True)
@@ -42,7 +75,7 @@ class Ref:
 class Abs:
     """Abstract value: exact (``whole`` or ``elems`` along axis 0), derived, constant, or per-branch alternatives."""
 
-    kind: str  # "exact" | "derived" | "const" | "alt"
+    kind: AbsKind
     whole: Ref | None = None
     elems: tuple[Ref, ...] | None = None
     origins: frozenset[Origin] = frozenset()
@@ -52,15 +85,15 @@ class Abs:
     changed: bool = False  # element positions kept, values changed (e.g. Add of a constant)
 
     def refs(self) -> Iterator[Ref]:
-        if self.kind == "exact":
+        if self.kind is AbsKind.EXACT:
             if self.whole is not None:
                 yield self.whole
             else:
                 yield from self.elems or ()
-        elif self.kind == "derived":
+        elif self.kind is AbsKind.DERIVED:
             for o in self.origins:
                 yield Ref(o)
-        elif self.kind == "alt":
+        elif self.kind is AbsKind.ALT:
             for _, a in self.alts:
                 yield from a.refs()
 
@@ -68,18 +101,18 @@ class Abs:
         return frozenset(r.origin for r in self.refs())
 
     def branches(self) -> list[tuple[tuple[str, ...], Abs]]:
-        if self.kind == "alt":
+        if self.kind is AbsKind.ALT:
             return list(self.alts)
         return [((), self)]
 
 
-CONST = Abs("const")
-EXTERNAL = Abs("derived")
+CONST = Abs(AbsKind.CONST)
+EXTERNAL = Abs(AbsKind.DERIVED)
 
 
 def exact(whole: Ref | None = None, elems: tuple[Ref, ...] | None = None, like: Abs | None = None) -> Abs:
     return Abs(
-        "exact",
+        AbsKind.EXACT,
         whole=whole,
         elems=elems,
         cast=like.cast if like else None,
@@ -92,7 +125,7 @@ def derived(*inputs: Abs) -> Abs:
     origins: set[Origin] = set()
     for a in inputs:
         origins |= a.all_origins()
-    return Abs("derived", origins=frozenset(origins)) if origins else CONST
+    return Abs(AbsKind.DERIVED, origins=frozenset(origins)) if origins else CONST
 
 
 class Tracer:
@@ -105,17 +138,16 @@ class Tracer:
     # -- sizes --------------------------------------------------------------------------
     def size0(self, ref: Ref) -> int | None:
         """Size of the axis that ``ref``'s next index would take, when known."""
-        kind = ref.origin[0]
         depth = len(ref.index)
-        if kind == "slot":
+        if ref.origin.kind is OriginKind.SLOT:
             try:
-                slot = self.program.slot(ref.origin[1])
+                slot = self.program.slot(ref.origin.owner)
             except KeyError:
                 return None
             d = slot.type.dim(depth) if slot.type.shape is not None and depth < len(slot.type.shape) else None
             return d if isinstance(d, int) and d > 0 else None
-        node = self.program.node(ref.origin[1])
-        port = ref.origin[2]
+        node = self.program.node(ref.origin.owner)
+        port = ref.origin.port
         if isinstance(node, Recurrent):
             if port in node.spec.exits:
                 # layout=1 puts batch first ([batch, directions, hidden]): its axis 0 is not the directions
@@ -127,7 +159,7 @@ class Tracer:
         return None
 
     def to_elems(self, a: Abs, n: int | None = None) -> tuple[Ref, ...] | None:
-        if a.kind != "exact":
+        if a.kind is not AbsKind.EXACT:
             return None
         if a.elems is not None:
             return a.elems
@@ -141,9 +173,9 @@ class Tracer:
 
     def _batch_first_port(self, ref: Ref) -> bool:
         """A layout=1 recurrent port indexed on its batch axis: never split it by directions."""
-        if ref.origin[0] != "port" or ref.index:
+        if ref.origin.kind is not OriginKind.PORT or ref.index:
             return False
-        node = self.program.node(ref.origin[1])
+        node = self.program.node(ref.origin.owner)
         return isinstance(node, Recurrent) and node.layout == 1
 
     def canon(self, ref: Ref) -> Ref:
@@ -184,10 +216,10 @@ class Tracer:
     def _leaf(self, v: Value) -> Abs:
         p = v.producer
         if isinstance(p, LoadSlot) and p.slot is not None:
-            return exact(Ref(("slot", p.slot.name)))
+            return exact(Ref(Origin.of_slot(p.slot.name)))
         if isinstance(p, Recurrent):
             port = p.port_of(v) or "Y"
-            return exact(Ref(("port", p.id, port)))
+            return exact(Ref(Origin.of_port(p.id, port)))
         return CONST if v.const is not None else EXTERNAL
 
     def _eval(self, node: object) -> None:
@@ -220,7 +252,7 @@ class Tracer:
                         for sub_path, sub in a.branches():
                             # region paths are full paths from the main graph: a nested one already has its prefix
                             alts.append((sub_path if sub_path[: len(path)] == path else path + sub_path, sub))
-                    self.memo[id(v)] = Abs("alt", alts=tuple(alts))
+                    self.memo[id(v)] = Abs(AbsKind.ALT, alts=tuple(alts))
             return
         if node.op in _SHAPE_ONLY:  # the state's shape is no part of its value: zeros_like(h0) ignores h0
             for v in outs:
@@ -239,14 +271,14 @@ class Tracer:
     def _layout(self, node: Compute, ins: list[Abs]) -> list[Abs]:
         n_out = len(node.outputs)
         data = ins[0] if ins else CONST
-        first_alt = next((a for a in ins if a.kind == "alt"), None)
+        first_alt = next((a for a in ins if a.kind is AbsKind.ALT), None)
         if first_alt is not None and (node.op in _LAYOUT or node.op in _ELEMENTWISE):
             # evaluate once per branch; other per-branch operands must come from the same If choice
             per = []
             for path, _ in first_alt.alts:
                 chosen = []
                 for a in ins:
-                    if a.kind != "alt":
+                    if a.kind is not AbsKind.ALT:
                         chosen.append(a)
                         continue
                     match = [x for p, x in a.alts if p == path]
@@ -254,15 +286,15 @@ class Tracer:
                         return [derived(*ins)] * n_out
                     chosen.append(match[0])
                 per.append((path, self._layout(node, chosen)))
-            return [Abs("alt", alts=tuple((path, res[k]) for path, res in per)) for k in range(n_out)]
+            return [Abs(AbsKind.ALT, alts=tuple((path, res[k]) for path, res in per)) for k in range(n_out)]
         if node.op in _ELEMENTWISE and n_out == 1:
             stateful = [a for a in ins if a.all_origins()]
-            if len(stateful) == 1 and stateful[0].kind == "exact":
+            if len(stateful) == 1 and stateful[0].kind is AbsKind.EXACT:
                 # one state operand combined with state-free values: positions survive, values change
                 a = stateful[0]
-                return [Abs("exact", a.whole, a.elems, cast=a.cast, partial=a.partial, changed=True)]
+                return [Abs(AbsKind.EXACT, a.whole, a.elems, cast=a.cast, partial=a.partial, changed=True)]
         fn = _LAYOUT.get(node.op)
-        if fn is None or data.kind != "exact":
+        if fn is None or data.kind is not AbsKind.EXACT:
             return [derived(*ins)] * n_out
         try:
             out = fn(self, node, data, ins)
@@ -439,13 +471,13 @@ def _concat(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | No
         return None
     elems: list[Ref] = []
     for p in parts:
-        if p.kind == "alt":
+        if p.kind is AbsKind.ALT:
             return None
         e = tr.to_elems(p)
         if e is None:
             return None
         elems.extend(e)
-    return [Abs("exact", elems=tuple(elems), changed=any(p.changed for p in parts), partial=any(p.partial for p in parts))]
+    return [Abs(AbsKind.EXACT, elems=tuple(elems), changed=any(p.changed for p in parts), partial=any(p.partial for p in parts))]
 
 
 def _transpose(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
@@ -507,8 +539,8 @@ def trace_value(program: Program, value: Value, tracer: Tracer | None = None) ->
 # -- per-pair slice maps -------------------------------------------------------------------
 
 def _port_ref(tr: Tracer, ref: Ref, branch: tuple[str, ...], note: str = "") -> PortRef:
-    node = tr.program.node(ref.origin[1])
-    port = ref.origin[2]
+    node = tr.program.node(ref.origin.owner)
+    port = ref.origin.port
     rec = node if isinstance(node, Recurrent) else None
     direction: int | None
     step = None
@@ -578,27 +610,27 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
                 continue
             a = tr.trace(v)
             for path, alt in a.branches():
-                if alt.kind == "derived":
+                if alt.kind is AbsKind.DERIVED:
                     for o in alt.origins:
-                        if o[0] == "slot":
-                            entries.setdefault(o[1], {}).setdefault((), []).append(
+                        if o.kind is OriginKind.SLOT:
+                            entries.setdefault(o.owner, {}).setdefault((), []).append(
                                 PortRef(rec.id, rec.describe(), rec.kind, port, None, path or rec.provenance.branch, note="derived")
                             )
                     continue
                 # a layout=1 op reads [batch, directions, hidden]: axis 0 of its initial state is not the directions
                 elems = tr.to_elems(alt, rec.num_directions) if rec.layout == 0 else None
                 if elems is None:
-                    if alt.kind == "exact" and alt.whole is not None and alt.whole.origin[0] == "slot":
+                    if alt.kind is AbsKind.EXACT and alt.whole is not None and alt.whole.origin.kind is OriginKind.SLOT:
                         r = tr.canon(alt.whole)
-                        entries.setdefault(r.origin[1], {}).setdefault(r.index, []).append(
+                        entries.setdefault(r.origin.owner, {}).setdefault(r.index, []).append(
                             PortRef(rec.id, rec.describe(), rec.kind, port, None, path or rec.provenance.branch)
                         )
                     continue
                 for d, ref in enumerate(elems):
-                    if ref.origin[0] != "slot":
+                    if ref.origin.kind is not OriginKind.SLOT:
                         continue
                     idx = _slot_index(tr, ref)
-                    entries.setdefault(ref.origin[1], {}).setdefault(idx, []).append(
+                    entries.setdefault(ref.origin.owner, {}).setdefault(idx, []).append(
                         PortRef(
                             rec.id,
                             rec.describe(),
@@ -627,19 +659,19 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
             a = tr.trace(value)
             for path, alt in a.branches():
                 bp = "/".join(path)
-                if alt.kind in ("derived", "const"):
-                    kind = "constant" if alt.kind == "const" else "derived"
+                if alt.kind in (AbsKind.DERIVED, AbsKind.CONST):
+                    kind = ExitKind.CONSTANT if alt.kind is AbsKind.CONST else ExitKind.DERIVED
                     targets = list(slices) or [()]
                     for idx in targets:
                         sm = get(idx)
                         sm.exit_kind[bp] = kind
-                    if alt.kind == "derived":
+                    if alt.kind is AbsKind.DERIVED:
                         for o in alt.origins:
-                            if o[0] == "port":
+                            if o.kind is OriginKind.PORT:
                                 for idx in targets:
                                     get(idx).exit.append(_port_ref(tr, Ref(o), path, note="derived"))
                     continue
-                size = tr.size0(Ref(("slot", slot.name)))
+                size = tr.size0(Ref(Origin.of_slot(slot.name)))
                 elems = tr.to_elems(alt, size) if size is not None else None
                 if elems is None or size is None or len(elems) != size:
                     assert alt.whole is not None or alt.elems is not None
@@ -647,7 +679,7 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
                     _record_exit(tr, sm, alt.whole, path, bp, slot, alt.changed)
                     continue
                 for i, ref in enumerate(elems):
-                    idx = _slot_index(tr, Ref(("slot", slot.name), (i,)))
+                    idx = _slot_index(tr, Ref(Origin.of_slot(slot.name), (i,)))
                     _record_exit(tr, get(idx), ref, path, bp, slot, alt.changed)
         pair.slices = [slices[k] for k in sorted(slices)]
         if value is not None:
@@ -656,37 +688,37 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
 
 def _record_exit(tr: Tracer, sm: SliceMap, ref: Ref | None, path: tuple[str, ...], bp: str, slot: Slot, changed: bool = False) -> None:
     if ref is None:
-        sm.exit_kind[bp] = "unknown"
+        sm.exit_kind[bp] = ExitKind.UNKNOWN
         return
     if changed:  # the slice is traced to its source, but its values went through value-changing ops
-        if ref.origin[0] == "port":
+        if ref.origin.kind is OriginKind.PORT:
             sm.exit.append(_port_ref(tr, ref, path, note="derived"))
-        sm.exit_kind[bp] = "derived"
+        sm.exit_kind[bp] = ExitKind.DERIVED
         return
-    if ref.origin[0] == "slot":
+    if ref.origin.kind is OriginKind.SLOT:
         r = tr.canon(ref)
-        sm.exit_kind[bp] = "passthrough"
-        sm.exit_slot_refs[bp] = (r.origin[1], r.index)
+        sm.exit_kind[bp] = ExitKind.PASSTHROUGH
+        sm.exit_slot_refs[bp] = (r.origin.owner, r.index)
         return
     pr = _port_ref(tr, ref, path)
     sm.exit.append(pr)
-    node = tr.program.node(ref.origin[1])
+    node = tr.program.node(ref.origin.owner)
     spec = node.spec if isinstance(node, Recurrent) else None
     if spec is not None and pr.port in spec.exits:
-        sm.exit_kind[bp] = "final"
+        sm.exit_kind[bp] = ExitKind.FINAL
     elif spec is not None and pr.port == spec.sequence_output:
-        sm.exit_kind[bp] = "sequence"
+        sm.exit_kind[bp] = ExitKind.SEQUENCE
     else:
-        sm.exit_kind[bp] = "unknown"
+        sm.exit_kind[bp] = ExitKind.UNKNOWN
 
 
 def _plain_path(program: Program, tr: Tracer, slot: Slot, value: Value) -> list[str] | None:
     """For a recurrence written as plain ops: the node path from the slot's load to the stored value."""
     a = tr.trace(value)
     origins = a.all_origins()
-    if ("slot", slot.name) not in origins or any(o[0] == "port" for o in origins):
+    if Origin.of_slot(slot.name) not in origins or any(o.kind is OriginKind.PORT for o in origins):
         return None
-    if all(alt.kind == "exact" and not alt.changed for _, alt in a.branches()):
+    if all(alt.kind is AbsKind.EXACT and not alt.changed for _, alt in a.branches()):
         return None
     loads = program.loads_of(slot)
     if not loads or value.producer is None:

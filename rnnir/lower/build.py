@@ -831,7 +831,7 @@ class _Lowering:
 
     def _suggest(self, pairs: list[StatePair]) -> None:
         """Dataflow-only pairs: an unpaired input reaches a recurrent initial state whose final state an unpaired output returns."""
-        from ..slices import trace_value
+        from ..slices import OriginKind, trace_value
 
         prog = self.program
         paired_in = {p.input for p in pairs}
@@ -845,7 +845,7 @@ class _Lowering:
             v = self.operand(self.index.root, o.name)
             if v is None or v.producer is None:
                 continue
-            ops = {ref.origin[1] for ref in trace_value(prog, v).refs() if ref.origin[0] == "port"}
+            ops = {ref.origin.owner for ref in trace_value(prog, v).refs() if ref.origin.kind is OriginKind.PORT}
             for name in inputs:
                 for rec in prog.recurrents:
                     if rec.id in ops and any(
