@@ -112,7 +112,7 @@ def load(
         return read_program(model, label=label)
     with paused_gc():  # see rnnir.gcpause: the collector's rescans cost ~40 % on long state paths
         src = read_model(model, label=label)
-        return lower(src, pairs, Policy(entry=entry, exit=exit))
+        return lower(src, pairs, Policy.named(entry, exit))
 
 
 def __getattr__(name: str) -> Any:

@@ -132,6 +132,7 @@ def _default_structure(program: Program) -> bool:
 
 def _export_lowered(program: Program) -> onnx.ModelProto:
     src = program.source
+    assert src is not None  # export() sends only programs lowered from ONNX here
     base = src.with_external_data()
     model = onnx.ModelProto()
     model.CopyFrom(base)

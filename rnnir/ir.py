@@ -21,7 +21,10 @@ import enum
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+if TYPE_CHECKING:
+    from .lower.source import ModelSource
 
 import numpy as np
 
@@ -508,8 +511,9 @@ class Program:
         self.state_pairs: list[Any] = []  # rnnir.lower.pairing.StatePair
         self.suggested_pairs: list[Any] = []
         self.recurrence_candidates: list[Any] = []  # rnnir.lower.cells.CellCandidate: looked like a recurrence, not confirmed
-        self.source: Any = None  # rnnir.lower.ModelSource, when lowered from ONNX
-        self.policy: Any = None
+        # the ONNX model this program is one call of (None when built or parsed from IR text): export writes it back
+        # with the pairing, StatefulSession and the simulator run it
+        self.source: ModelSource | None = None
         self._ids: dict[str, int] = {}
         self._order: list[Node] | None = None  # topological order, dropped whenever the graph changes
         self._kinds: dict[tuple[type, ...], list[Node]] = {}

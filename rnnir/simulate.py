@@ -223,6 +223,8 @@ class Simulator:
         from onnx.reference import ReferenceEvaluator
 
         src = self.program.source
+        if src is None:  # off-path names come from the ONNX graph: a program with none has none
+            return {}
         if self._off_path_evaluator is None:
             model = type(src.model)()
             model.CopyFrom(src.with_external_data())

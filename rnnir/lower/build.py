@@ -8,6 +8,7 @@ needs for Gather indices, Slice bounds and the like).
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
@@ -54,6 +55,21 @@ _SMALL_CONST = 4096  # elements: enough for indices, shapes and small initial st
 LAYOUT_OPS = ops_with(OpTrait.LAYOUT)
 
 
+class EntryPolicy(str, enum.Enum):
+    """Where a slot's state comes from: graph inputs only, or also constants a recurrent op starts from."""
+
+    DYNAMIC = "dynamic"
+    CONSTANT = "constant"
+
+
+class ExitPolicy(str, enum.Enum):
+    """How the final state reaches its slot and the caller (the last two exist to show the passes catch them)."""
+
+    FANOUT = "fanout"  # correct: the slot store and the output store both read the final state
+    CHAIN = "chain"  # the output store reads the slot store's result
+    REUSE_SINGLE_STORE = "reuse-single-store"  # no slot store: the slot lives in the output buffer
+
+
 @dataclass(frozen=True)
 class Policy:
     """Lowering policies.
@@ -64,19 +80,30 @@ class Policy:
     ``exit``: ``fanout`` (correct: both stores read the final state), ``chain``
     (the output store reads the slot store's result) or ``reuse-single-store``
     (no slot store when the final state already has a store user: the slot
-    then lives in the output buffer).
+    then lives in the output buffer).  :meth:`named` takes them by name.
     """
 
-    entry: str = "dynamic"
-    exit: str = "fanout"
+    entry: EntryPolicy = EntryPolicy.DYNAMIC
+    exit: ExitPolicy = ExitPolicy.FANOUT
     chain_result: StoreResult = StoreResult.ALIAS
     load: LoadKind = LoadKind.COPY
 
-    def __post_init__(self) -> None:
-        if self.entry not in ("dynamic", "constant"):
-            raise ValueError(f"entry policy must be 'dynamic' or 'constant', not {self.entry!r}")
-        if self.exit not in ("fanout", "chain", "reuse-single-store"):
-            raise ValueError(f"exit policy must be 'fanout', 'chain' or 'reuse-single-store', not {self.exit!r}")
+    def __post_init__(self) -> None:  # Policy(exit="chain") works too: a name becomes its member, or ValueError
+        object.__setattr__(self, "entry", EntryPolicy(self.entry))
+        object.__setattr__(self, "exit", ExitPolicy(self.exit))
+
+    @classmethod
+    def named(cls, entry: str = "dynamic", exit: str = "fanout") -> Policy:
+        """The policies given by their names (``rnnir.load``'s and the command line's spelling)."""
+        try:
+            entry_policy = EntryPolicy(entry)
+        except ValueError:
+            raise ValueError(f"entry policy must be 'dynamic' or 'constant', not {entry!r}") from None
+        try:
+            exit_policy = ExitPolicy(exit)
+        except ValueError:
+            raise ValueError(f"exit policy must be 'fanout', 'chain' or 'reuse-single-store', not {exit!r}") from None
+        return cls(entry_policy, exit_policy)
 
 
 def tensor_type(vi: onnx.ValueInfoProto | None) -> TensorType:
@@ -146,7 +173,6 @@ class _Lowering:
         self.index = ModelIndex(src.model, src.label)
         self.program = Program(src.model.graph.name or (src.path.stem if src.path else "model"))
         self.program.source = src
-        self.program.policy = policy
         self.declared = pairs
         self.values: dict[tuple[int, str], Value] = {}
         self.taint: dict[tuple[int, str], bool] = {}
@@ -616,7 +642,7 @@ class _Lowering:
             prog.add_slot(slot)
             p.slot = slot
             self.slot_inputs[p.input] = slot
-        const_entries = self._constant_entries(pairs) if self.policy.entry == "constant" else []
+        const_entries = self._constant_entries(pairs) if self.policy.entry is EntryPolicy.CONSTANT else []
         prog.state_pairs = pairs
         self._recognise(pairs)
 
@@ -762,11 +788,11 @@ class _Lowering:
             slot = pair.slot
             if slot is not None and slot.name in known_slots:  # the recorded IR text says how this slot is written
                 continue
-            if self.policy.exit == "fanout" or structure is not None:  # a slot exposed after the export: the default
+            if self.policy.exit is ExitPolicy.FANOUT or structure is not None:  # a slot exposed after the export: the default
                 results.append(self._store(value, slot, StoreResult.TOKEN))
                 if vi.name not in known_outputs:
                     results.append(self._store(value, out, StoreResult.VALUE))
-            elif self.policy.exit == "chain":
+            elif self.policy.exit is ExitPolicy.CHAIN:
                 r = self._store(value, slot, self.policy.chain_result)
                 results.append(r)
                 results.append(self._store(r, out, StoreResult.VALUE))
