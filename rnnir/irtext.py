@@ -13,7 +13,8 @@ Version 1 of the format, one item per line inside ``program @NAME { ... }``::
     return<by runtime>(%store.h0)
     order %a -> %b                                                   # an explicit ordering edge
 
-Names that are not plain identifiers are written as JSON strings (``%"onnx::LSTM_94"``).  Attribute values
+``//`` starts a comment to the end of the line (outside quoted names and strings).  Names that are not plain
+identifiers are written as JSON strings (``%"onnx::LSTM_94"``).  Attribute values
 are Python literals (``ast.literal_eval``) or ``dense<DTYPE[SHAPE] [values]>`` for arrays; float arrays larger
 than :data:`ELIDED_FLOATS` (weights) print their type only, ``dense<float32[1,16,3] ...>``, and parse as zeros.
 Constants larger than :data:`MAX_PRINTED_ELEMENTS` are not written (what the analyses need -- indices, shapes, small initial
@@ -406,7 +407,7 @@ def _parse_type(sc: _Scanner) -> TensorType:
 
 class _Parser:
     def __init__(self, text: str) -> None:
-        self.lines = text.splitlines()
+        self.lines = [_without_comment(line) for line in text.splitlines()]
         self.program: Program | None = None
         self.values: dict[str, Value] = {}
         self.producers: dict[str, Node] = {}
@@ -454,7 +455,7 @@ class _Parser:
         lines = iter(enumerate(self.lines, 1))
         for lineno, line in lines:
             sc = _Scanner(line, lineno)
-            if sc.at_end() or line.strip().startswith("//"):
+            if sc.at_end():
                 continue
             sc.expect("program")
             sc.expect("@")
@@ -466,7 +467,7 @@ class _Parser:
             raise IRParseError("no 'program @NAME {' line")
         for lineno, line in lines:
             sc = _Scanner(line, lineno)
-            if sc.at_end() or line.strip().startswith("//"):
+            if sc.at_end():
                 continue
             if sc.eat("}"):
                 self._finish()
@@ -692,6 +693,25 @@ class _Parser:
         from .slices import analyse_state
 
         analyse_state(prog)
+
+
+def _without_comment(line: str) -> str:
+    """``line`` up to a ``//`` comment; a ``//`` inside a quoted name or string is text, not a comment."""
+    quote = ""
+    i = 0
+    while i < len(line):
+        ch = line[i]
+        if quote:
+            if ch == "\\":
+                i += 1  # an escaped character, e.g. \" inside a JSON string
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif line.startswith("//", i):
+            return line[:i].rstrip()
+        i += 1
+    return line
 
 
 def parse_program(text: str) -> Program:

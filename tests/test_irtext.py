@@ -130,3 +130,28 @@ def test_the_ir_cases_cover_every_store_and_ordering_rule():
     covered = {c for f, _, block in CASES for c in _expectations(f, block)[0]}
     assert covered >= {"AL001", "AL002", "AL003", "OR001", "OR002", "SD004", "SD002"}
     assert os.path.isfile(HERE / "ir" / "README.md")
+
+
+def test_a_comment_runs_from_double_slash_to_the_end_of_the_line_but_not_inside_quotes():
+    text = """// a whole-line comment before the program
+program @p {  // after the header
+  slot @"h//0" : float32[1,1,2] init=zeros   // a name with // in it is quoted, so it is no comment
+  output hn : float32[1,1,2]
+  value %x : float32[T,1,2]
+  value %W : float32[1,2,2]
+  value %R : float32[1,2,2]
+  pair "h//0" -> hn declared "fed back // as the caller says"
+
+  %h = load_slot<@"h//0", copy>()  // the load
+  %y, %hn = recurrent.RNN<hidden_size=2>(%x, %W, %R, _, _, %h) loc{'id': 'rnn//a'}
+  %s = store<@"h//0", token>(%hn)
+  %o = store<out:hn, value>(%hn)
+  return<by runtime>(%s, %o)  // waits for both
+}
+"""
+    program = parse_program(text)
+    assert [s.name for s in program.slots] == ["h//0"]
+    assert program.state_pairs[0].reason == "fed back // as the caller says"
+    assert program.recurrents[0].id == "rnn//a"
+    assert [n.id for n in program.nodes][-1] == program.returns[0].id  # the trailing comment did not swallow the Return
+    assert print_program(parse_program(print_program(program))) == print_program(program)
