@@ -122,8 +122,8 @@ def _slice_labels(program: Program) -> dict[tuple[str, str], list[str]]:
         for sl in pair.slices:
             for ref in (*sl.entry, *sl.exit):
                 labels = found.setdefault((ref.node_id, ref.port), [])
-                if sl.label not in labels:
-                    labels.append(sl.label)
+                if shown(sl.label) not in labels:
+                    labels.append(shown(sl.label))
     return found
 
 
@@ -188,7 +188,7 @@ def journey(program: Program) -> Picture:
             continue
         if isinstance(node, LoadSlot):
             name = node.slot.name if node.slot is not None else "?"
-            inner[BoxKind.LOAD].append(Box(node.id, BoxKind.LOAD, f"load {name}"))
+            inner[BoxKind.LOAD].append(Box(node.id, BoxKind.LOAD, f"load {shown(name)}"))
             if node.slot is not None:
                 arrows.append(Arrow(f"slot:{node.slot.name}", node.id, ArrowKind.READ))
             continue
@@ -197,7 +197,7 @@ def journey(program: Program) -> Picture:
         else:
             assert isinstance(node, Store)
             dest = node.dest
-            target = "?" if dest is None else (f"slot {dest.name}" if node.to_slot else f"output {dest.name}")
+            target = "?" if dest is None else (f"slot {shown(dest.name)}" if node.to_slot else f"output {shown(dest.name)}")
             inner[BoxKind.STORE].append(Box(node.id, BoxKind.STORE, f"store → {target}"))
             if dest is not None:
                 arrows.append(Arrow(node.id, ("slot:" if node.to_slot else "out:") + dest.name, ArrowKind.WRITE, "read by the next call" if node.to_slot else ""))
@@ -209,7 +209,7 @@ def journey(program: Program) -> Picture:
                 junction = junctions.get(id(value))
                 if junction is None:
                     fans = readers[id(value)]
-                    junction = Box(f"value:{value.name}", BoxKind.COMPUTE, f"fan-out: %{value.name}\nread by {len(fans)} stores")
+                    junction = Box(f"value:{value.name}", BoxKind.COMPUTE, f"fan-out: %{shown(value.name)}\nread by {len(fans)} stores")
                     junctions[id(value)] = junction
                     # the slot store names the slices; the arrows into the junction use its names
                     named = next((st for st in fans if st.to_slot), fans[0])
@@ -242,16 +242,24 @@ def journey(program: Program) -> Picture:
     for u, v, d in program.graph.edges(data=True):  # explicit orderings between drawn boxes: what OR rules are about
         if d.get("kind") != "data" and u in drawn and v in drawn:
             arrows.append(Arrow(u, v, ArrowKind.ORDER, "runs first"))
-    boxes = [Box(f"slot:{s.name}", BoxKind.SLOT, f"slot {s.name}\n{s.type}") for s in program.slots]
+    boxes = [Box(f"slot:{s.name}", BoxKind.SLOT, f"slot {shown(s.name)}\n{s.type}") for s in program.slots]
     boxes += [b for kind in (BoxKind.LOAD, BoxKind.RECURRENT) for b in inner[kind]]
     boxes += list(junctions.values()) + inner[BoxKind.STORE]
-    boxes += [Box(f"out:{o.name}", BoxKind.OUTPUT, f"output {o.name}\n{o.type}") for o in program.outputs if o.name in used_outputs]
+    boxes += [Box(f"out:{o.name}", BoxKind.OUTPUT, f"output {shown(o.name)}\n{o.type}") for o in program.outputs if o.name in used_outputs]
     return Picture(program.name, tuple(boxes), tuple(arrows))
 
 
 def short_name(name: str) -> str:
     """An ONNX node name without the inlining prefixes: ``If_0_then_branch__Inline_0__/decoder/rnn/LSTM`` → ``decoder/rnn/LSTM``."""
-    return name.rsplit("__/", 1)[-1] if "__/" in name else name
+    return shown(name.rsplit("__/", 1)[-1] if "__/" in name else name)
+
+
+_CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", 127: "\\x7f"}
+
+
+def shown(name: str) -> str:
+    """A name as a picture shows it: control characters escaped (``\\n``), since labels break lines at real newlines."""
+    return name.translate(_CONTROL)
 
 
 def _arrow_head(src: str, src_port: str, dst: Node, dst_port: str, slices: dict[tuple[str, str], list[str]]) -> str:
@@ -264,7 +272,7 @@ def _arrow_head(src: str, src_port: str, dst: Node, dst_port: str, slices: dict[
     src_slices = slices.get((src, src_port), [])
     if src_slices and isinstance(dst, Store) and dst.dest is not None:  # written back: which slice it becomes
         where = [s[s.index("[") :] if "[" in s else "" for s in src_slices]
-        return f"{src_port} → " + " + ".join(dst.dest.name + w for w in where)
+        return f"{src_port} → " + " + ".join(shown(dst.dest.name) + w for w in where)
     return " → ".join(p for p in (src_port, "" if dst_port == "value" else dst_port) if p)
 
 
@@ -285,13 +293,13 @@ def full_picture(program: Program) -> Picture:
     from .ir import Compute, LoadSlot, Recurrent, Store
 
     kinds = {LoadSlot: BoxKind.LOAD, Recurrent: BoxKind.RECURRENT, Store: BoxKind.STORE, Compute: BoxKind.COMPUTE}
-    boxes = [Box(f"slot:{s.name}", BoxKind.SLOT, f"slot {s.name}") for s in program.slots]
-    boxes += [Box(f"out:{o.name}", BoxKind.OUTPUT, f"output {o.name}") for o in program.outputs]
+    boxes = [Box(f"slot:{s.name}", BoxKind.SLOT, f"slot {shown(s.name)}") for s in program.slots]
+    boxes += [Box(f"out:{o.name}", BoxKind.OUTPUT, f"output {shown(o.name)}") for o in program.outputs]
     arrows: list[Arrow] = []
     for node in program.nodes:
         kind = kinds.get(type(node), BoxKind.OTHER)
         label = f"store {node._attrs_text()}" if isinstance(node, Store) else node.opname
-        boxes.append(Box(node.id, kind, f"{label}\n{node.describe()}"))
+        boxes.append(Box(node.id, kind, f"{shown(label)}\n{shown(node.describe())}"))
         if isinstance(node, LoadSlot) and node.slot is not None:
             arrows.append(Arrow(f"slot:{node.slot.name}", node.id, ArrowKind.READ))
         if isinstance(node, Store) and node.dest is not None:
@@ -309,7 +317,7 @@ def journey_text(program: Program) -> str:
     names = {b.key: b.label.split("\n", 1)[0] + "".join(f" ({x})" for x in b.label.split("\n")[1:] if x.startswith("in ")) for b in pic.boxes}
     lines = [f"state journey of @{program.name} ({len(program)} nodes; rnnir show --full for all of them)"]
     for pair in program.state_pairs:
-        lines.append(f"  pair {pair}")
+        lines.append(f"  pair {shown(str(pair))}")
     if not program.state_pairs:
         lines.append("  no state pairs: nothing persists across calls")
     for b in pic.boxes:

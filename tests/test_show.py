@@ -16,6 +16,8 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
+import onnx
 import pytest
 
 import rnnir
@@ -201,3 +203,27 @@ def test_journey_of_a_model_without_state_says_so(capsys):
     assert code == 0
     assert out.splitlines()[1] == "  no state pairs: nothing persists across calls"
     assert "state in: not from a slot" in out
+
+
+def test_journey_text_escapes_a_newline_inside_a_name(tmp_path, capsys):
+    """One box a line: a name with a newline in it is shown escaped, not broken over two lines."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rnn = helper.make_node("RNN", ["x", "W", "R", "", "", "h\nzero"], ["y", "h\nn"], name="r\nnn", hidden_size=2)
+    graph = helper.make_graph(
+        [rnn], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 1, 1]), helper.make_tensor_value_info("h\nzero", TensorProto.FLOAT, [1, 1, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["T", 1, 1, 2]), helper.make_tensor_value_info("h\nn", TensorProto.FLOAT, [1, 1, 2])],
+        [numpy_helper.from_array(np.ones((1, 2, 1), np.float32), "W"), numpy_helper.from_array(np.ones((1, 2, 2), np.float32), "R")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "newline.onnx"
+    onnx.save(model, str(path))
+    code, out, _ = show(capsys, str(path), "--pair", "h\nzero=h\nn")
+    assert code == 0
+    lines = out.splitlines()
+    assert "  pair h\\nzero -> h\\nn (declared: declared by the caller)" in lines
+    assert "  RNN r\\nnn; forward, hidden 2" in lines
+    assert "  store → slot h\\nzero" in lines
+    assert all(line.startswith(("state journey", "  ")) for line in lines if line)  # no line starts mid-name
