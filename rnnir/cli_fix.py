@@ -24,12 +24,16 @@ import stat
 import sys
 import tempfile
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
 from .errors import ModelError, RnnirError
+
+if TYPE_CHECKING:
+    from .cli import LintJob
 
 __all__ = ["add_fix_command", "add_lint_fix_options", "cmd_fix", "explain_fix", "lint_fixes"]
 
@@ -166,8 +170,8 @@ def add_lint_fix_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also apply fixes that are not certain")
 
 
-def lint_fixes(args: argparse.Namespace, paths: list[str], select: tuple[str, ...] | None, ignores: dict[str, tuple[str, ...]], pairs: Any) -> int:
-    """Fix (or, with ``--diff``, show the fixes of) every file in ``paths``; returns an exit status.
+def lint_fixes(args: argparse.Namespace, jobs: Sequence[LintJob]) -> int:
+    """Fix (or, with ``--diff``, show the fixes of) every job's file, with its own settings; returns an exit status.
 
     ``--diff``: 1 when some file has something to fix, else 0 (2 when a file could not be fixed).
     ``--fix``: 0, or 2 when a file could not be read or written (the lint that follows reports the rest).
@@ -182,10 +186,11 @@ def lint_fixes(args: argparse.Namespace, paths: list[str], select: tuple[str, ..
     changed = False
     out: list[str] = []
     fixed_files = fixed_findings = 0
-    for path in paths:
-        codes = sorted(selected_codes(RULES, select, ignores.get(path, ())) & set(FIXES))
+    for job in jobs:
+        path = job.path
+        codes = sorted(selected_codes(RULES, job.select, job.ignore) & set(FIXES))
         try:
-            result = fix(path, codes=codes, unsafe=args.unsafe_fixes, pairs=pairs)
+            result = fix(path, codes=codes, unsafe=args.unsafe_fixes, pairs=job.pairs)
             if args.diff:
                 text = render_diff(read_model(path).model, result.model, path, result.edits)
                 out.append(text)

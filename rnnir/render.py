@@ -12,6 +12,7 @@ JSON schema, version 1 (documented for users in ``docs/json-schema.md``)::
       "files": [
         {
           "path": "models/vad.onnx",             # as given / found, OS separators
+          "config": "pyproject.toml" | null,     # the [tool.rnnir] file that applied to this model
           "state_pairs": [StatePair.to_json()],   # input, output, source, reason, slices[...]
           "suggested_pairs": [StatePair.to_json()],
           "diagnostics": [Diagnostic.to_json()],  # code, name, severity, message, locations, hint[, slot]
@@ -124,10 +125,12 @@ class FileResult:
     error: dict[str, str] | None = None  # {"type": ..., "message": ...}
     cost: dict[str, Any] | None = None
     verdicts: dict[str, Any] | None = None  # passes.Verification.to_json(): a verdict per slice and per recurrence
+    config: str | None = None  # the pyproject.toml whose [tool.rnnir] applied (None: the defaults)
 
     def to_json(self, *, with_cost: bool) -> dict[str, Any]:
         d: dict[str, Any] = {
             "path": self.path,
+            "config": self.config,
             "state_pairs": self.state_pairs,
             "suggested_pairs": self.suggested_pairs,
             "diagnostics": [x.to_json() for x in self.diagnostics],
@@ -238,6 +241,8 @@ def render_text(result: LintResult) -> str:
                 lines.append(f"    hint: {d.hint}")
         if not f.diagnostics:
             lines.append("  no findings")
+        if f.config is not None:  # which [tool.rnnir] applied: each model finds its own, as in Ruff
+            lines.append(f"  config: {f.config}")
         if result.with_cost and f.cost is not None:
             lines.append("  cost per call:")
             lines.extend("    " + line for line in render_cost_text(f.cost))
