@@ -258,6 +258,7 @@ def _lint_one(job: LintJob) -> FileResult:
             verification = backend.verify(program, select=list(job.select) if job.select is not None else None, ignore=list(job.ignore), strict=job.strict)
             # ``data`` is for programmatic users; dropping it keeps results small and picklable.
             result.diagnostics = sorted((dataclasses.replace(d, data={}) for d in verification.diagnostics), key=lambda d: d.sort_key())
+            result.suppressed = len(verification.suppressed)
             result.verdicts = verification.to_json()
         if job.cost:
             result.cost = backend.cost(program).to_json()

@@ -2,6 +2,7 @@
 
     rnnir fix MODEL --expose-state [--packed] [--state-defaults] -o OUT
     rnnir fix MODEL [--select SD002,AL001] [--unsafe-fixes] (-o OUT | --in-place | --diff) [--format text|json]
+    rnnir fix MODEL --suppress SD009[:NODE] [--unsuppress CODE[:NODE]] (-o OUT | --in-place)   # the model's noqa list
     rnnir lint PATH... --fix [--unsafe-fixes]      # rewrite each linted file, then report what is left
     rnnir lint PATH... --diff [--unsafe-fixes]     # show the fixes as diffs, write nothing
 
@@ -98,6 +99,11 @@ def add_fix_command(sub: Any, add_model_options: Any) -> None:
     p.add_argument("--state-defaults", action="store_true", help="with --expose-state: give each new state input a zeros initializer as its default (onnxruntime's IOBinding cannot feed such inputs)")
     p.add_argument("--select", action="append", metavar="CODES", help="rule codes whose findings are repaired (default: every fixable rule; --select none for none)")
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that are not certain")
+    p.add_argument(
+        "--suppress", action="append", metavar="CODE[:NODE]",
+        help="only add CODE (or CODE:NODE, a node, value or slot name) to the findings the model suppresses (metadata rnnir.noqa); repeatable",
+    )
+    p.add_argument("--unsuppress", action="append", metavar="CODE[:NODE]", help="only remove that entry from the model's suppressions; repeatable")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--output", "-o", metavar="OUT", help="write the edited model to OUT")
     out.add_argument("--in-place", action="store_true", help="rewrite MODEL itself")
@@ -120,6 +126,8 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
     if not (args.output or args.in_place or args.diff):
         raise FixUsageError("say where the edited model goes: -o OUT, --in-place, or --diff to only show it")
+    if args.suppress or args.unsuppress:
+        return _edit_suppressions(args)
     from .cli import _settings  # --pair, [tool.rnnir] pairs, --config/--no-config: as every other command reads them
 
     pairs = _settings(args).pairs
@@ -158,6 +166,42 @@ def cmd_fix(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     if args.diff:
         return 1 if result.changed else 0
+    return 0
+
+
+def _edit_suppressions(args: argparse.Namespace) -> int:
+    """``--suppress``/``--unsuppress``: edit only the model's suppression list (metadata rnnir.noqa)."""
+    from rnnir.metadata import META_NOQA, NoqaFormatError, read_noqa, write_noqa
+    from rnnir.passes import RULES, Suppression
+
+    from .lower.source import read_model
+
+    if args.diff or args.expose_state or args.select:
+        raise FixUsageError("--suppress/--unsuppress edit only the suppression list: give -o OUT or --in-place, without --diff, --expose-state or --select")
+    src = Path(args.model)
+    source = read_model(str(src))
+    try:
+        entries = [Suppression.parse(e).text for e in read_noqa(source.model)]
+    except NoqaFormatError as exc:
+        raise FixUsageError(f"{src}: {exc}; remove the entry with any ONNX editor, or --unsuppress cannot tell what is there") from None
+    for text in args.suppress or []:
+        entry = Suppression.parse(text)
+        if entry.code not in RULES:
+            raise FixUsageError(f"--suppress {text!r}: {entry.code!r} is not a rule code (rnnir rules lists them; suppressions name exact codes)")
+        entries.append(entry.text)
+    for text in args.unsuppress or []:
+        entry = Suppression.parse(text)
+        if entry.text not in entries:
+            raise FixUsageError(f"--unsuppress {text!r}: the model's {META_NOQA} holds {sorted(set(entries)) or 'nothing'}")
+        entries = [e for e in entries if e != entry.text]
+    dest = src if args.in_place else Path(args.output)
+    if dest == src and source.has_external_data:
+        raise FixUsageError(f"{src}: keeps its weights in external data; write the edited model elsewhere with -o OUT")
+    model = source.with_external_data() if source.has_external_data else source.model
+    write_noqa(model, entries)
+    write_model(model, dest, external=source.has_external_data, keep_mode_of=src)
+    now = read_noqa(model)
+    sys.stdout.write(f"wrote {dest}: suppresses {', '.join(now) if now else 'nothing'}\n")
     return 0
 
 

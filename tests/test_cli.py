@@ -135,7 +135,7 @@ def test_json_has_the_documented_schema(models, capsys):
     assert doc["version"] == 1
     assert [f["path"] for f in doc["files"]] == ["clean.onnx", "broken.onnx"]
     for f in doc["files"]:
-        assert set(f) == {"path", "config", "state_pairs", "suggested_pairs", "diagnostics", "verdicts", "error"}
+        assert set(f) == {"path", "config", "state_pairs", "suggested_pairs", "diagnostics", "verdicts", "error", "suppressed", "baselined"}
         assert f["error"] is None
     pair = doc["files"][0]["state_pairs"][0]
     assert {"input", "output", "source", "reason", "slices"} <= set(pair)
