@@ -29,6 +29,10 @@ Exit codes (every command):
   other models are still linted and reported; the failed one appears in the output with its
   ``error`` and on stderr as ``rnnir: error: <file>: <message>``.
 
+``lint --baseline FILE`` reports only findings FILE does not accept (:mod:`rnnir.baseline`), and
+``--write-baseline FILE`` records them; suppressions stored in a model (``rnnir.noqa`` metadata) are
+applied by the passes themselves (:mod:`rnnir.passes.suppression`).
+
 ``lint`` never imports onnxruntime (nor :mod:`rnnir.runtime` / :mod:`rnnir.testing`); only ``run``
 does.  No traceback reaches the user unless ``RNNIR_DEBUG=1`` is set.
 """
@@ -57,6 +61,7 @@ from .errors import ModelError, RnnirError
 from .render import FORMATS, FileResult, LintResult, printable, render, render_cost_text, unicode_text
 
 if TYPE_CHECKING:
+    from .baseline import Baseline
     from .ir import Program
     from .zoo import Shard
 
@@ -350,6 +355,8 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     if getattr(args, "shard", None):
         targets = _shard(args.shard).of(targets)
     _refuse_output_over_a_model(args.output, targets)
+    _refuse_output_over_a_model(getattr(args, "write_baseline", None), targets)
+    baseline = _load_baseline(args)  # before the models: a missing baseline is the first thing to fix
     jobs: list[LintJob] = []
     for t in targets:
         if t.error is None:
@@ -384,6 +391,9 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     result.quarantine()
     for f in result.failed:
         print(printable(f"rnnir: error: {f.path}: {(f.error or {}).get('message')}"), file=sys.stderr)
+    if getattr(args, "write_baseline", None):
+        return _write_baseline(Path(args.write_baseline), result)
+    stale_fails = baseline is not None and _apply_baseline(baseline, result, jobs, args) and getattr(args, "exit_non_zero_on_stale_baseline", False)
     if rules and args.format == "text" and (getattr(args, "quiet", False) or getattr(args, "statistics", False)):
         text = _statistics_text(result) if getattr(args, "statistics", False) else render(result, "text").splitlines()[-1] + "\n"
     elif rules:
@@ -393,8 +403,62 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     else:
         text = _cost_text(result)
     _emit(text, args.output)
-    code = max(result.exit_code, fix_status)
+    code = max(result.exit_code, fix_status, 1 if stale_fails else 0)
     return 0 if code == 1 and getattr(args, "exit_zero", False) else code
+
+
+def _load_baseline(args: argparse.Namespace) -> Baseline | None:
+    if not getattr(args, "baseline", None):
+        if getattr(args, "exit_non_zero_on_stale_baseline", False):
+            raise UsageError("--exit-non-zero-on-stale-baseline needs --baseline FILE")
+        return None
+    from .baseline import Baseline
+
+    return Baseline.load(Path(args.baseline))
+
+
+def _write_baseline(path: Path, result: LintResult) -> int:
+    """``--write-baseline FILE``: record every finding of the run (exit 0; 2 when a model could not be analysed,
+    since its findings are missing from the file)."""
+    from .baseline import Baseline
+
+    findings = [(f.path, d) for f in result.files if f.error is None for d in f.diagnostics]
+    baseline = Baseline.of(path, findings)
+    baseline.write()
+    models = len({f.path for f in result.files if f.diagnostics})
+    print(printable(f"rnnir: wrote {path}: {len(findings)} finding{'s' if len(findings) != 1 else ''} in {models} model{'s' if models != 1 else ''} accepted"), file=sys.stderr)
+    return 2 if result.failed else 0
+
+
+def _apply_baseline(baseline: Baseline, result: LintResult, jobs: Sequence[LintJob], args: argparse.Namespace) -> bool:
+    """Drop the findings ``baseline`` accepts (counted per file as ``baselined``); say on stderr which entries
+    matched nothing among the models and rules this run checked.  Returns whether any entry is stale."""
+    from rnnir.passes import RULES
+    from rnnir.passes.manager import selected_codes
+
+    from .baseline import model_key
+
+    linted = [f for f in result.files if f.error is None]
+    accepted, left = baseline.apply([(f.path, d) for f in linted for d in f.diagnostics])
+    verdicts = iter(accepted)
+    for f in linted:
+        keep = [d for d in f.diagnostics if not next(verdicts)]
+        f.baselined += len(f.diagnostics) - len(keep)
+        f.diagnostics = keep
+    by_path = {j.path: j for j in jobs}
+    checked = {model_key(f.path, baseline.root): selected_codes(RULES, by_path[f.path].select, by_path[f.path].ignore) for f in linted if f.path in by_path}
+    stale = baseline.stale(left, lambda fp: fp.code in checked.get(fp.model, ()))
+    result.baseline_stale = sum(n for _, n in stale)
+    if stale:
+        entries = "entry matches" if result.baseline_stale == 1 else "entries match"
+        print(
+            printable(f"rnnir: {baseline.path}: {result.baseline_stale} baseline {entries} no finding any more (fixed, or moved); --write-baseline drops them"),
+            file=sys.stderr,
+        )
+        if getattr(args, "verbose", False):
+            for fp, n in stale:
+                print(printable(f"  stale: {fp.describe()}" + (f" (x{n})" if n > 1 else "")), file=sys.stderr)
+    return bool(stale)
 
 
 def _checked_settings(args: argparse.Namespace, config: Config, codes: Sequence[str]) -> Settings:
@@ -829,6 +893,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--shard", metavar="I/N", help="lint only shard I of N (models dealt round-robin in sorted order), for CI job matrices")
     p.add_argument("--show-settings", action="store_true", help="print each model's configuration file and resolved settings, and lint nothing")
+    adopt = p.add_mutually_exclusive_group()
+    adopt.add_argument("--baseline", metavar="FILE", help="report only findings not recorded in FILE (written by --write-baseline); the summary counts the rest")
+    adopt.add_argument("--write-baseline", metavar="FILE", help="record every current finding in FILE (JSON, sorted) and exit 0, for adopting rnnir in CI")
+    p.add_argument(
+        "--exit-non-zero-on-stale-baseline", action="store_true",
+        help="with --baseline: exit 1 when an entry of FILE matches no finding any more (default: one line on stderr)",
+    )
     _add_model_options(p)
     from .cli_fix import add_fix_command, add_lint_fix_options
 

@@ -162,3 +162,12 @@ def test_fix_suppress_errors(cwd, argv, message):
     proc = run_subprocess("fix", "--no-config", "broken.onnx", *argv, cwd=cwd)
     assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     assert (cwd / "broken.onnx").read_bytes() == before
+
+
+def test_readme_python_one_liner_adds_a_suppression(cwd):
+    text = (REPO / "README.md").read_text()
+    start = text.index("from rnnir.metadata import read_noqa, write_noqa")
+    snippet = text[start : text.index("```", start)].replace('"model.onnx"', '"broken.onnx"')
+    broken(cwd, ["SD006"])
+    exec(compile("import onnx\n" + snippet, "README", "exec"), {})
+    assert read_noqa(onnx.load(str(cwd / "broken.onnx"))) == ["SD006", "SD009"]
