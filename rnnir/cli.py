@@ -393,6 +393,10 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
         print(printable(f"rnnir: error: {f.path}: {(f.error or {}).get('message')}"), file=sys.stderr)
     if getattr(args, "write_baseline", None):
         return _write_baseline(Path(args.write_baseline), result)
+    if getattr(args, "add_noqa", False):
+        from .cli_fix import add_noqa
+
+        return max(add_noqa(result.files), 2 if result.failed else 0)
     stale_fails = baseline is not None and _apply_baseline(baseline, result, jobs, args) and getattr(args, "exit_non_zero_on_stale_baseline", False)
     if rules and args.format == "text" and (getattr(args, "quiet", False) or getattr(args, "statistics", False)):
         text = _statistics_text(result) if getattr(args, "statistics", False) else render(result, "text").splitlines()[-1] + "\n"
@@ -896,6 +900,10 @@ def build_parser() -> argparse.ArgumentParser:
     adopt = p.add_mutually_exclusive_group()
     adopt.add_argument("--baseline", metavar="FILE", help="report only findings not recorded in FILE (written by --write-baseline); the summary counts the rest")
     adopt.add_argument("--write-baseline", metavar="FILE", help="record every current finding in FILE (JSON, sorted) and exit 0, for adopting rnnir in CI")
+    adopt.add_argument(
+        "--add-noqa", action="store_true",
+        help="write a suppression for every current finding into its model (metadata rnnir.noqa, in place) and exit 0",
+    )
     p.add_argument(
         "--exit-non-zero-on-stale-baseline", action="store_true",
         help="with --baseline: exit 1 when an entry of FILE matches no finding any more (default: one line on stderr)",

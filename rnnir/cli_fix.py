@@ -36,7 +36,7 @@ from .errors import ModelError, RnnirError
 if TYPE_CHECKING:
     from .cli import LintJob
 
-__all__ = ["add_fix_command", "add_lint_fix_options", "cmd_fix", "explain_fix", "lint_fixes"]
+__all__ = ["add_fix_command", "add_lint_fix_options", "add_noqa", "cmd_fix", "explain_fix", "lint_fixes", "noqa_entry"]
 
 
 class FixUsageError(RnnirError):
@@ -203,6 +203,54 @@ def _edit_suppressions(args: argparse.Namespace) -> int:
     now = read_noqa(model)
     sys.stdout.write(f"wrote {dest}: suppresses {', '.join(now) if now else 'nothing'}\n")
     return 0
+
+
+# -- rnnir lint --add-noqa ---------------------------------------------------------------------
+
+
+def noqa_entry(d: Any) -> str:
+    """The suppression entry ``--add-noqa`` writes for finding ``d``: its code and the most stable name it has
+    (the slot, else an ONNX node name, else a value name; rnnir's own numbered ids are never used)."""
+    names = [d.slot, *(loc.onnx_node for loc in d.locations if loc.onnx_node and loc.onnx_node != loc.node), *(loc.value for loc in d.locations)]
+    name = next((n for n in names if n), None)
+    return d.code if name is None else f"{d.code}:{name}"
+
+
+def add_noqa(files: Sequence[Any]) -> int:
+    """``rnnir lint --add-noqa`` (Ruff's flag): write a suppression for every reported finding into its model
+    (metadata rnnir.noqa, rewritten in place like ``--fix``); returns the exit status (2 when a model could
+    not take them)."""
+    from rnnir.metadata import NoqaFormatError, read_noqa, write_noqa
+
+    from .lower.source import read_model
+
+    status = 0
+    added = models = 0
+    for f in files:
+        new = sorted({noqa_entry(d) for d in f.diagnostics if d.code != "RN100"})  # an unused entry is removed, not suppressed
+        if f.error is not None or not new:
+            continue
+        path = Path(f.path)
+        try:
+            if path.suffix == ".rnnir":
+                raise FixUsageError("IR text has no metadata to hold suppressions; suppress in the ONNX model it came from")
+            source = read_model(str(path))
+            if source.has_external_data:
+                raise FixUsageError(f"keeps its weights in external data; add suppressions with `rnnir fix {path} --suppress CODE -o OUT`")
+            before = read_noqa(source.model)
+            write_noqa(source.model, [*before, *new])
+            write_model(source.model, path, external=False, keep_mode_of=path)
+        except (RnnirError, OSError, NoqaFormatError) as exc:
+            text = str(exc)
+            text = text[len(f"{path}: ") :] if text.startswith(f"{path}: ") else text
+            print(f"rnnir: error: {path}: cannot add suppressions: {text}", file=sys.stderr)
+            status = 2
+            continue
+        count = len(set(new) - set(before))
+        added += count
+        models += bool(count)
+    print(f"Added {added} suppression{'s' if added != 1 else ''} to {models} model{'s' if models != 1 else ''}.", file=sys.stderr)
+    return status
 
 
 # -- rnnir lint --fix / --diff --------------------------------------------------------------

@@ -171,3 +171,40 @@ def test_readme_python_one_liner_adds_a_suppression(cwd):
     broken(cwd, ["SD006"])
     exec(compile("import onnx\n" + snippet, "README", "exec"), {})
     assert read_noqa(onnx.load(str(cwd / "broken.onnx"))) == ["SD006", "SD009"]
+
+
+# -- rnnir lint --add-noqa (Ruff's flag) ------------------------------------------------------------
+
+
+def test_add_noqa_suppresses_every_current_finding_by_slot_and_is_idempotent(cwd):
+    broken(cwd, None)
+    (cwd / "bilstm.onnx").write_bytes((REPO / "samples" / "sd006_bilstm.onnx").read_bytes())
+    save(clean_lstm(), cwd / "clean.onnx")
+    clean_before = (cwd / "clean.onnx").read_bytes()
+    proc = run_subprocess("lint", "--no-config", ".", "--add-noqa", cwd=cwd)
+    assert proc.returncode == 0 and proc.stdout == ""
+    assert proc.stderr == "Added 3 suppressions to 2 models.\n"
+    assert read_noqa(onnx.load(str(cwd / "broken.onnx"))) == ["SD001:h0"]
+    assert read_noqa(onnx.load(str(cwd / "bilstm.onnx"))) == ["SD006:c0", "SD006:h0"]
+    assert (cwd / "clean.onnx").read_bytes() == clean_before  # nothing to suppress: not rewritten
+    after = run_subprocess("lint", "--no-config", ".", cwd=cwd)
+    assert after.returncode == 0 and after.stdout.startswith("0 errors, 0 warnings in 3 files (3 suppressed)")
+    again = run_subprocess("lint", "--no-config", ".", "--add-noqa", cwd=cwd)
+    assert again.returncode == 0 and again.stderr == "Added 0 suppressions to 0 models.\n"
+
+
+def test_near_miss_add_noqa_never_suppresses_an_unused_suppression(cwd, capsys):
+    broken(cwd, ["SD001", "SD002"])  # RN100 for SD002: the cure is removing the entry, not suppressing RN100
+    assert cli.main(["lint", "--no-config", "broken.onnx", "--add-noqa"]) == 0
+    assert capsys.readouterr().err == "Added 0 suppressions to 0 models.\n"
+    assert read_noqa(onnx.load(str(cwd / "broken.onnx"))) == ["SD001", "SD002"]
+
+
+def test_add_noqa_refuses_ir_text_and_goes_on(cwd, capsys):
+    broken(cwd, None)
+    (cwd / "chain.rnnir").write_text((REPO / "samples" / "al001_chain.rnnir").read_text())
+    assert cli.main(["lint", "--no-config", ".", "--add-noqa"]) == 2
+    err = capsys.readouterr().err
+    assert "rnnir: error: chain.rnnir: cannot add suppressions: IR text has no metadata to hold suppressions" in err
+    assert err.endswith("Added 1 suppression to 1 model.\n")
+    assert read_noqa(onnx.load(str(cwd / "broken.onnx"))) == ["SD001:h0"]
