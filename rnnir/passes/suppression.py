@@ -7,8 +7,8 @@ prefixes), as in Ruff's ``# noqa: E501``.  A suppressed finding is not reported 
 ``--statistics`` does not count ``# noqa``-ed violations either); the verdicts still see it: a suppressed
 SD002 leaves its slice violated.
 
-Like Ruff's RUF100, an entry that matched no finding of the rules that ran, or names no rule at all,
-is itself reported (RN100).  An ``RN100`` entry suppresses RN100 findings and is never reported unused.
+Like Ruff's RUF100, an entry that matched no finding of the rules that ran (``passes.verify``, and so
+``rnnir lint``, runs them all), or names no rule at all, is itself reported (RN100).  An ``RN100`` entry suppresses RN100 findings and is never reported unused.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ UNUSED_SUPPRESSION = rule(
     What it finds
         An entry of the model's suppression list (``metadata_props`` ``{META_NOQA}``, the model's ``# noqa``)
         that suppressed nothing in this run: no finding of its rule, or none naming its node, or a code that
-        is not a rule at all.  Entries of rules that did not run (not selected) are not judged.
+        is not a rule at all.  ``rnnir lint`` runs every rule whatever the selection, so an entry is judged
+        even when its rule is not selected (``passes.run`` judges only the rules it ran).
 
     Why it matters
         A suppression outlives the bug it hid: once the model is fixed, a stale entry would silently hide
