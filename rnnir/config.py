@@ -160,22 +160,26 @@ class ConfigFinder:
 
     def __init__(self, fallback: Config) -> None:
         self.fallback = fallback
-        self._by_file: dict[Path, Config] = {}
         self._by_folder: dict[Path, Config] = {}
 
     def for_model(self, model: str | Path) -> Config:
         folder = Path(model).resolve().parent
-        known = self._by_folder.get(folder)
-        if known is None:
-            found = find_config(folder)
-            if found is None:
+        walked: list[Path] = []  # folders whose answer this walk decides: each is asked once however many models it holds
+        while True:
+            known = self._by_folder.get(folder)
+            if known is not None:
+                break
+            walked.append(folder)
+            candidate = folder / "pyproject.toml"
+            if candidate.is_file() and "rnnir" in _tool_table(_read_toml(candidate), candidate):
+                known = load_config(candidate)  # once: its folder is cached from here on
+                break
+            if folder.parent == folder:
                 known = self.fallback
-            else:
-                key = found.resolve()
-                if key not in self._by_file:
-                    self._by_file[key] = load_config(found)
-                known = self._by_file[key]
-            self._by_folder[folder] = known
+                break
+            folder = folder.parent
+        for f in walked:
+            self._by_folder[f] = known
         return known
 
 
