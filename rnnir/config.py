@@ -102,7 +102,10 @@ def find_config(start: Path) -> Path | None:
 
 def load_config(path: Path) -> Config:
     """Read ``[tool.rnnir]`` from ``path``; a file without the table gives an empty :class:`Config`."""
-    data = _read_toml(path)
+    return _config_from(_read_toml(path), path)
+
+
+def _config_from(data: Mapping[str, Any], path: Path) -> Config:
     table = _tool_table(data, path).get("rnnir", {})
     where = f"{path}: [tool.rnnir]"
     if not isinstance(table, dict):
@@ -171,8 +174,9 @@ class ConfigFinder:
                 break
             walked.append(folder)
             candidate = folder / "pyproject.toml"
-            if candidate.is_file() and "rnnir" in _tool_table(_read_toml(candidate), candidate):
-                known = load_config(candidate)  # once: its folder is cached from here on
+            data = _read_toml(candidate) if candidate.is_file() else None
+            if data is not None and "rnnir" in _tool_table(data, candidate):
+                known = _config_from(data, candidate)  # read once: its folder is cached from here on
                 break
             if folder.parent == folder:
                 known = self.fallback

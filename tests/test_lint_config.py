@@ -227,3 +227,17 @@ def test_config_with_both_spellings_is_an_error(tree, capsys):
     (tree / "b" / "pyproject.toml").write_text('[tool.rnnir]\nexit = "chain"\nlower-exit = "fanout"\n')
     code, _, err = lint(capsys, "b")
     assert code == 2 and "sets both 'exit' and 'lower-exit'" in err
+
+
+def test_the_finder_reads_each_pyproject_once_however_many_folders_share_it(tree, monkeypatch):
+    from rnnir import config
+
+    reads: list[Path] = []
+    real = config._read_toml
+    monkeypatch.setattr(config, "_read_toml", lambda path: reads.append(path) or real(path))
+    finder = config.ConfigFinder(config.Config())
+    for sub in ("x", "y", "x/deep", "x/deep/er"):
+        (tree / "a" / sub).mkdir(parents=True, exist_ok=True)
+        assert finder.for_model(tree / "a" / sub / "m.onnx").path == tree / "a" / "pyproject.toml"
+    assert finder.for_model(tree / "b" / "m.onnx") is finder.fallback  # near miss: nothing above b/
+    assert reads.count(tree / "a" / "pyproject.toml") == 1
