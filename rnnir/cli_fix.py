@@ -262,6 +262,22 @@ def add_lint_fix_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also apply fixes that are not certain")
 
 
+def _suppressed_codes(path: str) -> set[str]:
+    """Rule codes the model's own suppression list names (none for IR text, or a model that cannot be read:
+    the fix reports that itself)."""
+    from rnnir.metadata import NoqaFormatError, read_noqa
+    from rnnir.passes import Suppression
+
+    from .lower.source import read_model
+
+    if path.endswith(".rnnir"):
+        return set()
+    try:
+        return {Suppression.parse(e).code for e in read_noqa(read_model(path).model)}
+    except (RnnirError, OSError, NoqaFormatError):
+        return set()
+
+
 def lint_fixes(args: argparse.Namespace, jobs: Sequence[LintJob]) -> int:
     """Fix (or, with ``--diff``, show the fixes of) every job's file, with its own settings; returns an exit status.
 
@@ -280,9 +296,11 @@ def lint_fixes(args: argparse.Namespace, jobs: Sequence[LintJob]) -> int:
     fixed_files = fixed_findings = 0
     for job in jobs:
         path = job.path
-        codes = sorted(selected_codes(RULES, job.select, job.ignore) & set(FIXES))
+        codes = selected_codes(RULES, job.select, job.ignore) & set(FIXES)
         try:
-            result = fix(path, codes=codes, unsafe=args.unsafe_fixes, pairs=job.pairs)
+            # as Ruff's --fix leaves noqa-ed lines alone: a rule the model suppresses (wholly or for one node) is not fixed in it
+            codes -= _suppressed_codes(path)
+            result = fix(path, codes=sorted(codes), unsafe=args.unsafe_fixes, pairs=job.pairs)
             if args.diff:
                 text = render_diff(read_model(path).model, result.model, path, result.edits)
                 out.append(text)

@@ -208,3 +208,19 @@ def test_add_noqa_refuses_ir_text_and_goes_on(cwd, capsys):
     assert "rnnir: error: chain.rnnir: cannot add suppressions: IR text has no metadata to hold suppressions" in err
     assert err.endswith("Added 1 suppression to 1 model.\n")
     assert read_noqa(onnx.load(str(cwd / "broken.onnx"))) == ["SD001:h0"]
+
+
+@pytest.mark.parametrize("entry", ["SD002", "SD002:state"])
+def test_lint_fix_leaves_a_suppressed_rule_alone_like_ruff_leaves_noqa_lines(cwd, capsys, entry):
+    model = onnx.load(str(REPO / "samples" / "sd002_hc_swap.onnx"))
+    write_noqa(model, [entry])
+    onnx.save(model, str(cwd / "swap.onnx"))
+    before = (cwd / "swap.onnx").read_bytes()
+    assert cli.main(["lint", "--no-config", "swap.onnx", "--fix"]) == 0
+    assert (cwd / "swap.onnx").read_bytes() == before
+    # near miss: a suppression of another rule does not stop the SD002 fix
+    write_noqa(model, ["SD006"])
+    onnx.save(model, str(cwd / "swap.onnx"))
+    capsys.readouterr()
+    cli.main(["lint", "--no-config", "swap.onnx", "--fix"])
+    assert "fixed: SD002" in capsys.readouterr().err
