@@ -849,9 +849,9 @@ def _add_model_options(p: argparse.ArgumentParser, *, config: bool = True) -> No
         "--lower-exit", choices=EXIT_POLICIES,
         help="lowering policy for demonstrations: how state is written back (default: fanout; chain and reuse-single-store lower a known-bad model)",
     )
-    # the old spellings read like exit-code options: still accepted, with a warning
-    p.add_argument("--entry", dest="lower_entry", choices=ENTRY_POLICIES, action=_DeprecatedSpelling, new="--lower-entry", help="deprecated: the old spelling of --lower-entry")
-    p.add_argument("--exit", dest="lower_exit", choices=EXIT_POLICIES, action=_DeprecatedSpelling, new="--lower-exit", help="deprecated: the old spelling of --lower-exit")
+    # the old spellings read like exit-code options: still accepted, with a warning, but no longer shown in --help
+    p.add_argument("--entry", dest="lower_entry", choices=ENTRY_POLICIES, action=_DeprecatedSpelling, new="--lower-entry", help=argparse.SUPPRESS)
+    p.add_argument("--exit", dest="lower_exit", choices=EXIT_POLICIES, action=_DeprecatedSpelling, new="--lower-exit", help=argparse.SUPPRESS)
     if config:
         group = p.add_mutually_exclusive_group()
         group.add_argument("--config", metavar="FILE", help="read [tool.rnnir] from FILE for every model instead of the nearest pyproject.toml above each")

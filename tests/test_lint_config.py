@@ -241,3 +241,10 @@ def test_the_finder_reads_each_pyproject_once_however_many_folders_share_it(tree
         assert finder.for_model(tree / "a" / sub / "m.onnx").path == tree / "a" / "pyproject.toml"
     assert finder.for_model(tree / "b" / "m.onnx") is finder.fallback  # near miss: nothing above b/
     assert reads.count(tree / "a" / "pyproject.toml") == 1
+
+
+def test_help_shows_the_new_names_only(capsys):
+    assert cli.main(["lint", "--help"]) == 0
+    text = capsys.readouterr().out
+    assert "--lower-exit {fanout,chain,reuse-single-store}" in text and "lowering policy for demonstrations" in text
+    assert "--exit " not in text and "--entry " not in text  # the deprecated spellings still parse, unadvertised
