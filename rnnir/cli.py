@@ -1,8 +1,9 @@
 """The ``rnnir`` command line.
 
     rnnir lint PATH... [--format text|json|sarif|github] [--select SD,OR] [--ignore SD006]
-                       [--pair h0=hn ...] [--entry dynamic|constant] [--exit fanout|chain|reuse-single-store]
-                       [--cost] [--jobs N] [--output FILE] [--config pyproject.toml | --no-config]
+                       [--pair h0=hn ...] [--lower-entry dynamic|constant] [--lower-exit fanout|chain|reuse-single-store]
+                       [--cost] [--jobs N] [--output FILE] [--config pyproject.toml | --no-config] [--show-settings]
+                       [--baseline FILE | --write-baseline FILE] [--add-noqa]
     rnnir show MODEL [--format text|dot|mermaid|json] [--full] [-o FILE.svg|.png|.pdf|.dot|.mmd]
     rnnir rules [--format text|json]
     rnnir explain CODE-OR-NAME          (SD002, or wrong-slot)
@@ -12,8 +13,10 @@
                     [--long N] [--streams N] [--recovery-tol X] [--max-slot-mb 256] [--format text|json] [--output FILE] [--plot run.png]
     rnnir --version                     (python -m rnnir ... is the same command)
 
-``show``, ``cost`` and ``run`` take the same ``--pair``/``--entry``/``--exit``/``--config``/
-``--no-config`` options as ``lint``.  ``cost`` is ``lint --cost`` without the rules: the cost table
+``show``, ``cost`` and ``run`` take the same ``--pair``/``--lower-entry``/``--lower-exit``/``--config``/
+``--no-config`` options as ``lint`` (``--entry``/``--exit`` are the deprecated old spellings of the
+lowering-policy options).  Each model's ``[tool.rnnir]`` is the nearest one above the model
+(:class:`rnnir.config.ConfigFinder`).  ``cost`` is ``lint --cost`` without the rules: the cost table
 (or the lint JSON document with empty ``diagnostics``), exit 0 or 2.
 
 Exit codes (every command):
@@ -25,6 +28,10 @@ Exit codes (every command):
   not pass (or fail "normally") when part of what it was asked to check was never checked.  The
   other models are still linted and reported; the failed one appears in the output with its
   ``error`` and on stderr as ``rnnir: error: <file>: <message>``.
+
+``lint --baseline FILE`` reports only findings FILE does not accept (:mod:`rnnir.baseline`), and
+``--write-baseline FILE`` records them; suppressions stored in a model (``rnnir.noqa`` metadata) are
+applied by the passes themselves (:mod:`rnnir.passes.suppression`).
 
 ``lint`` never imports onnxruntime (nor :mod:`rnnir.runtime` / :mod:`rnnir.testing`); only ``run``
 does.  No traceback reaches the user unless ``RNNIR_DEBUG=1`` is set.
@@ -49,11 +56,12 @@ from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
-from .config import ENTRY_POLICIES, EXIT_POLICIES, Config, ConfigError, find_config, load_config, parse_pair
+from .config import ENTRY_POLICIES, EXIT_POLICIES, Config, ConfigError, ConfigFinder, find_config, load_config, parse_pair
 from .errors import ModelError, RnnirError
 from .render import FORMATS, FileResult, LintResult, printable, render, render_cost_text, unicode_text
 
 if TYPE_CHECKING:
+    from .baseline import Baseline
     from .ir import Program
     from .zoo import Shard
 
@@ -91,17 +99,36 @@ class Settings:
     strict: bool = False
 
 
-def _settings(args: argparse.Namespace) -> Settings:
+def _config_finder(args: argparse.Namespace) -> ConfigFinder:
+    """Where each model's ``[tool.rnnir]`` comes from: ``--no-config`` (nowhere), ``--config FILE`` (that file
+    for every model), else the nearest ``pyproject.toml`` above the model, falling back to the working
+    directory's (Ruff's hierarchical discovery; see :class:`rnnir.config.ConfigFinder`)."""
     if getattr(args, "no_config", False):
-        config = Config()
-    elif getattr(args, "config", None):
+        return _FixedConfig(Config())
+    if getattr(args, "config", None):
         path = Path(args.config)
         if not path.is_file():
             raise ConfigError(f"{path}: no such configuration file")
-        config = load_config(path)
-    else:
-        found = find_config(Path.cwd())
-        config = load_config(found) if found else Config()
+        return _FixedConfig(load_config(path))
+    found = find_config(Path.cwd())
+    return ConfigFinder(load_config(found) if found else Config())
+
+
+class _FixedConfig(ConfigFinder):
+    """One configuration for every model (``--config FILE`` or ``--no-config``)."""
+
+    def for_model(self, model: str | Path) -> Config:
+        return self.fallback
+
+
+def _settings(args: argparse.Namespace, config: Config | None = None) -> Settings:
+    """The settings of one model: ``config`` (default: the one found for ``args.model``, for the commands
+    that take one model) with the command-line flags on top."""
+    if config is None:
+        model = getattr(args, "model", None)
+        finder = _config_finder(args)
+        config = finder.for_model(model) if model else finder.fallback
+        _print_deprecations([config])
     select = _split_codes(args.select) if getattr(args, "select", None) is not None else config.select
     if select is not None and not select:
         # an empty selection would lint nothing and exit 0: a CI job that checks nothing must not pass
@@ -120,10 +147,18 @@ def _settings(args: argparse.Namespace) -> Settings:
     pairs: Mapping[str, str | None] | None = config.pairs
     if getattr(args, "pair", None):
         pairs = dict(parse_pair(p) for p in args.pair)
-    entry = getattr(args, "entry", None) or config.entry or "dynamic"
-    exit_ = getattr(args, "exit", None) or config.exit or "fanout"
+    entry = getattr(args, "lower_entry", None) or config.entry or "dynamic"
+    exit_ = getattr(args, "lower_exit", None) or config.exit or "fanout"
     strict = bool(getattr(args, "strict", False) or config.strict)
     return Settings(select=select, ignore=tuple(ignore), pairs=pairs, entry=entry, exit=exit_, config=config, strict=strict)
+
+
+def _print_deprecations(configs: Sequence[Config]) -> None:
+    seen: list[str] = []
+    for config in configs:
+        seen.extend(n for n in config.deprecations if n not in seen)
+    for notice in seen:
+        print(printable(f"rnnir: warning: {notice}"), file=sys.stderr)
 
 
 def _split_codes(values: Sequence[str]) -> tuple[str, ...]:
@@ -192,6 +227,7 @@ class LintJob:
     rules: bool = True
     cost: bool = False
     strict: bool = False
+    config: str | None = None  # the configuration file these settings came from, as shown to the user
 
 
 def _error_message(exc: BaseException, path: str) -> str:
@@ -217,7 +253,7 @@ def lint_one(job: LintJob) -> FileResult:
 def _lint_one(job: LintJob) -> FileResult:
     import rnnir
 
-    result = FileResult(path=job.path)
+    result = FileResult(path=job.path, config=job.config)
     try:
         program = rnnir.load(job.path, pairs=job.pairs, entry=job.entry, exit=job.exit)
         result.state_pairs = [p.to_json() for p in program.state_pairs]
@@ -227,6 +263,7 @@ def _lint_one(job: LintJob) -> FileResult:
             verification = backend.verify(program, select=list(job.select) if job.select is not None else None, ignore=list(job.ignore), strict=job.strict)
             # ``data`` is for programmatic users; dropping it keeps results small and picklable.
             result.diagnostics = sorted((dataclasses.replace(d, data={}) for d in verification.diagnostics), key=lambda d: d.sort_key())
+            result.suppressed = len(verification.suppressed)
             result.verdicts = verification.to_json()
         if job.cost:
             result.cost = backend.cost(program).to_json()
@@ -305,31 +342,41 @@ def _emit(text: str, output: str | None) -> None:
 
 
 def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
-    settings = _settings(args)
     backend = _passes()
     codes = list(backend.RULES)
     if getattr(args, "extend_select", None):
         _check_selectors(_split_codes(args.extend_select), codes, "--extend-select")
-    if settings.select is not None:
-        _check_selectors(settings.select, codes, "--select" if args.select is not None else f"{settings.config.path}: select")
-    _check_selectors(settings.ignore, codes, "--ignore" if args.ignore is not None else f"{settings.config.path}: ignore")
-    for pattern, pattern_codes in settings.config.per_file_ignores:
-        _check_selectors(pattern_codes, codes, f"{settings.config.path}: per-file-ignores {pattern!r}")
+    finder = _config_finder(args)
+    # the flags and the working directory's configuration are checked even when no model uses it, so a
+    # typo in --select fails the same way whatever is linted (Ruff reads that file as its default too)
+    by_config: dict[int, Settings] = {id(finder.fallback): _checked_settings(args, finder.fallback, codes)}
 
     targets = collect_models(args.paths)
     if getattr(args, "shard", None):
         targets = _shard(args.shard).of(targets)
     _refuse_output_over_a_model(args.output, targets)
+    _refuse_output_over_a_model(getattr(args, "write_baseline", None), targets)
+    baseline = _load_baseline(args)  # before the models: a missing baseline is the first thing to fix
     jobs: list[LintJob] = []
     for t in targets:
         if t.error is None:
-            ignore = settings.ignore + tuple(c for c in settings.config.ignores_for(Path(t.path)) if c not in settings.ignore)
-            jobs.append(LintJob(t.path, settings.select, ignore, settings.pairs, settings.entry, settings.exit, rules, cost, settings.strict))
+            config = finder.for_model(t.path)
+            settings = by_config.get(id(config))
+            if settings is None:
+                settings = by_config[id(config)] = _checked_settings(args, config, codes)
+            ignore = settings.ignore + tuple(c for c in config.ignores_for(Path(t.path)) if c not in settings.ignore)
+            jobs.append(
+                LintJob(t.path, settings.select, ignore, settings.pairs, settings.entry, settings.exit, rules, cost, settings.strict, config=_shown_path(config.path))
+            )
+    _print_deprecations([s.config for s in by_config.values()])
+    if getattr(args, "show_settings", False):
+        _emit(_settings_text(jobs), args.output)
+        return 0
     fix_status = 0
     if getattr(args, "fix", False) or getattr(args, "diff", False):  # rnnir/cli_fix.py: rewrite (or diff) first, then lint what is left
         from .cli_fix import lint_fixes
 
-        fix_status = lint_fixes(args, [j.path for j in jobs], settings.select, {j.path: j.ignore for j in jobs}, settings.pairs)
+        fix_status = lint_fixes(args, jobs)
         if args.diff:
             return fix_status
     workers = _workers(args.jobs, len(jobs))
@@ -344,6 +391,13 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     result.quarantine()
     for f in result.failed:
         print(printable(f"rnnir: error: {f.path}: {(f.error or {}).get('message')}"), file=sys.stderr)
+    if getattr(args, "write_baseline", None):
+        return _write_baseline(Path(args.write_baseline), result)
+    if getattr(args, "add_noqa", False):
+        from .cli_fix import add_noqa
+
+        return max(add_noqa(result.files), 2 if result.failed else 0)
+    stale_fails = baseline is not None and _apply_baseline(baseline, result, jobs, args) and getattr(args, "exit_non_zero_on_stale_baseline", False)
     if rules and args.format == "text" and (getattr(args, "quiet", False) or getattr(args, "statistics", False)):
         text = _statistics_text(result) if getattr(args, "statistics", False) else render(result, "text").splitlines()[-1] + "\n"
     elif rules:
@@ -353,8 +407,102 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     else:
         text = _cost_text(result)
     _emit(text, args.output)
-    code = max(result.exit_code, fix_status)
+    code = max(result.exit_code, fix_status, 1 if stale_fails else 0)
     return 0 if code == 1 and getattr(args, "exit_zero", False) else code
+
+
+def _load_baseline(args: argparse.Namespace) -> Baseline | None:
+    if not getattr(args, "baseline", None):
+        if getattr(args, "exit_non_zero_on_stale_baseline", False):
+            raise UsageError("--exit-non-zero-on-stale-baseline needs --baseline FILE")
+        return None
+    from .baseline import Baseline
+
+    return Baseline.load(Path(args.baseline))
+
+
+def _write_baseline(path: Path, result: LintResult) -> int:
+    """``--write-baseline FILE``: record every finding of the run (exit 0; 2 when a model could not be analysed,
+    since its findings are missing from the file)."""
+    from .baseline import Baseline
+
+    findings = [(f.path, d) for f in result.files if f.error is None for d in f.diagnostics]
+    baseline = Baseline.of(path, findings)
+    baseline.write()
+    models = len({f.path for f in result.files if f.diagnostics})
+    print(printable(f"rnnir: wrote {path}: {len(findings)} finding{'s' if len(findings) != 1 else ''} in {models} model{'s' if models != 1 else ''} accepted"), file=sys.stderr)
+    return 2 if result.failed else 0
+
+
+def _apply_baseline(baseline: Baseline, result: LintResult, jobs: Sequence[LintJob], args: argparse.Namespace) -> bool:
+    """Drop the findings ``baseline`` accepts (counted per file as ``baselined``); say on stderr which entries
+    matched nothing among the models and rules this run checked.  Returns whether any entry is stale."""
+    from rnnir.passes import RULES
+    from rnnir.passes.manager import selected_codes
+
+    from .baseline import model_key
+
+    linted = [f for f in result.files if f.error is None]
+    accepted, left = baseline.apply([(f.path, d) for f in linted for d in f.diagnostics])
+    verdicts = iter(accepted)
+    for f in linted:
+        keep = [d for d in f.diagnostics if not next(verdicts)]
+        f.baselined += len(f.diagnostics) - len(keep)
+        f.diagnostics = keep
+    by_path = {j.path: j for j in jobs}
+    checked = {model_key(f.path, baseline.root): selected_codes(RULES, by_path[f.path].select, by_path[f.path].ignore) for f in linted if f.path in by_path}
+    stale = baseline.stale(left, lambda fp: fp.code in checked.get(fp.model, ()))
+    result.baseline_stale = sum(n for _, n in stale)
+    if stale:
+        entries = "entry matches" if result.baseline_stale == 1 else "entries match"
+        print(
+            printable(f"rnnir: {baseline.path}: {result.baseline_stale} baseline {entries} no finding any more (fixed, or moved); --write-baseline drops them"),
+            file=sys.stderr,
+        )
+        if getattr(args, "verbose", False):
+            for fp, n in stale:
+                print(printable(f"  stale: {fp.describe()}" + (f" (x{n})" if n > 1 else "")), file=sys.stderr)
+    return bool(stale)
+
+
+def _checked_settings(args: argparse.Namespace, config: Config, codes: Sequence[str]) -> Settings:
+    """``config`` with the flags on top, every rule code in either checked (an error names where it was written)."""
+    settings = _settings(args, config)
+    where = f"{config.path}: " if config.path else ""
+    if settings.select is not None:
+        _check_selectors(settings.select, codes, "--select" if args.select is not None else f"{where}select")
+    _check_selectors(settings.ignore, codes, "--ignore" if args.ignore is not None else f"{where}ignore")
+    for pattern, pattern_codes in config.per_file_ignores:
+        _check_selectors(pattern_codes, codes, f"{where}per-file-ignores {pattern!r}")
+    return settings
+
+
+def _shown_path(path: Path | None) -> str | None:
+    """A configuration file as the user would type it: relative to the working directory when below it."""
+    if path is None:
+        return None
+    resolved = path.resolve()
+    try:
+        return str(resolved.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(resolved)
+
+
+def _settings_text(jobs: Sequence[LintJob]) -> str:
+    """``--show-settings``: per model, the configuration file that applies and the settings it resolves to."""
+    lines: list[str] = []
+    for job in jobs:
+        lines.append(f"Resolved settings for: {job.path}")
+        lines.append(f"Settings path: {job.config or '(none: defaults)'}")
+        lines.append(f"select = {json.dumps(list(job.select)) if job.select is not None else 'ALL'}")
+        lines.append(f"ignore = {json.dumps(list(job.ignore))}")
+        pairs = "(found in the model)" if job.pairs is None else "{" + ", ".join(f"{k} = {json.dumps(v or '')}" for k, v in job.pairs.items()) + "}"
+        lines.append(f"pairs = {pairs}")
+        lines.append(f"lower-entry = {json.dumps(job.entry)}")
+        lines.append(f"lower-exit = {json.dumps(job.exit)}")
+        lines.append(f"strict = {'true' if job.strict else 'false'}")
+        lines.append("")
+    return "\n".join(map(printable, lines))
 
 
 def _statistics_text(result: LintResult) -> str:
@@ -678,13 +826,35 @@ def _parse_assignments(items: Sequence[str], flag: str, convert: Any) -> dict[st
 # -- argument parsing -------------------------------------------------------------------------
 
 
+class _DeprecatedSpelling(argparse.Action):
+    """An old spelling of a renamed option: stores into the new option's ``dest`` and says what to type now
+    (Ruff keeps renamed options working with a warning, so scripts and CI jobs keep running)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str = "", **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any, option_string: str | None = None) -> None:
+        print(f"rnnir: warning: {option_string} is deprecated; use {self.new} (it picks the lowering policy for demonstrations, not an exit code)", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def _add_model_options(p: argparse.ArgumentParser, *, config: bool = True) -> None:
     p.add_argument("--pair", action="append", metavar="INPUT=OUTPUT", help="declare a state pair (repeatable); replaces every other way of finding pairs; INPUT= means no output")
-    p.add_argument("--entry", choices=ENTRY_POLICIES, help="lowering entry policy (default: dynamic)")
-    p.add_argument("--exit", choices=EXIT_POLICIES, help="lowering exit policy (default: fanout)")
+    p.add_argument(
+        "--lower-entry", choices=ENTRY_POLICIES,
+        help="lowering policy for demonstrations: where state enters (default: dynamic; constant: initial states as constants)",
+    )
+    p.add_argument(
+        "--lower-exit", choices=EXIT_POLICIES,
+        help="lowering policy for demonstrations: how state is written back (default: fanout; chain and reuse-single-store lower a known-bad model)",
+    )
+    # the old spellings read like exit-code options: still accepted, with a warning, but no longer shown in --help
+    p.add_argument("--entry", dest="lower_entry", choices=ENTRY_POLICIES, action=_DeprecatedSpelling, new="--lower-entry", help=argparse.SUPPRESS)
+    p.add_argument("--exit", dest="lower_exit", choices=EXIT_POLICIES, action=_DeprecatedSpelling, new="--lower-exit", help=argparse.SUPPRESS)
     if config:
         group = p.add_mutually_exclusive_group()
-        group.add_argument("--config", metavar="FILE", help="read [tool.rnnir] from FILE instead of the nearest pyproject.toml")
+        group.add_argument("--config", metavar="FILE", help="read [tool.rnnir] from FILE for every model instead of the nearest pyproject.toml above each")
         group.add_argument("--no-config", action="store_true", help="ignore any pyproject.toml")
 
 
@@ -726,6 +896,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in up to N worker processes (at most one per file and per CPU)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--shard", metavar="I/N", help="lint only shard I of N (models dealt round-robin in sorted order), for CI job matrices")
+    p.add_argument("--show-settings", action="store_true", help="print each model's configuration file and resolved settings, and lint nothing")
+    adopt = p.add_mutually_exclusive_group()
+    adopt.add_argument("--baseline", metavar="FILE", help="report only findings not recorded in FILE (written by --write-baseline); the summary counts the rest")
+    adopt.add_argument("--write-baseline", metavar="FILE", help="record every current finding in FILE (JSON, sorted) and exit 0, for adopting rnnir in CI")
+    adopt.add_argument(
+        "--add-noqa", action="store_true",
+        help="write a suppression for every current finding into its model (metadata rnnir.noqa, in place) and exit 0",
+    )
+    p.add_argument(
+        "--exit-non-zero-on-stale-baseline", action="store_true",
+        help="with --baseline: exit 1 when an entry of FILE matches no finding any more (default: one line on stderr)",
+    )
     _add_model_options(p)
     from .cli_fix import add_fix_command, add_lint_fix_options
 

@@ -2,6 +2,7 @@
 
     rnnir fix MODEL --expose-state [--packed] [--state-defaults] -o OUT
     rnnir fix MODEL [--select SD002,AL001] [--unsafe-fixes] (-o OUT | --in-place | --diff) [--format text|json]
+    rnnir fix MODEL --suppress SD009[:NODE] [--unsuppress CODE[:NODE]] (-o OUT | --in-place)   # the model's noqa list
     rnnir lint PATH... --fix [--unsafe-fixes]      # rewrite each linted file, then report what is left
     rnnir lint PATH... --diff [--unsafe-fixes]     # show the fixes as diffs, write nothing
 
@@ -24,14 +25,18 @@ import stat
 import sys
 import tempfile
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
 from .errors import ModelError, RnnirError
 
-__all__ = ["add_fix_command", "add_lint_fix_options", "cmd_fix", "explain_fix", "lint_fixes"]
+if TYPE_CHECKING:
+    from .cli import LintJob
+
+__all__ = ["add_fix_command", "add_lint_fix_options", "add_noqa", "cmd_fix", "explain_fix", "lint_fixes", "noqa_entry"]
 
 
 class FixUsageError(RnnirError):
@@ -94,6 +99,11 @@ def add_fix_command(sub: Any, add_model_options: Any) -> None:
     p.add_argument("--state-defaults", action="store_true", help="with --expose-state: give each new state input a zeros initializer as its default (onnxruntime's IOBinding cannot feed such inputs)")
     p.add_argument("--select", action="append", metavar="CODES", help="rule codes whose findings are repaired (default: every fixable rule; --select none for none)")
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that are not certain")
+    p.add_argument(
+        "--suppress", action="append", metavar="CODE[:NODE]",
+        help="only add CODE (or CODE:NODE, a node, value or slot name) to the findings the model suppresses (metadata rnnir.noqa); repeatable",
+    )
+    p.add_argument("--unsuppress", action="append", metavar="CODE[:NODE]", help="only remove that entry from the model's suppressions; repeatable")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--output", "-o", metavar="OUT", help="write the edited model to OUT")
     out.add_argument("--in-place", action="store_true", help="rewrite MODEL itself")
@@ -116,6 +126,8 @@ def cmd_fix(args: argparse.Namespace) -> int:
 
     if not (args.output or args.in_place or args.diff):
         raise FixUsageError("say where the edited model goes: -o OUT, --in-place, or --diff to only show it")
+    if args.suppress or args.unsuppress:
+        return _edit_suppressions(args)
     from .cli import _settings  # --pair, [tool.rnnir] pairs, --config/--no-config: as every other command reads them
 
     pairs = _settings(args).pairs
@@ -157,6 +169,90 @@ def cmd_fix(args: argparse.Namespace) -> int:
     return 0
 
 
+def _edit_suppressions(args: argparse.Namespace) -> int:
+    """``--suppress``/``--unsuppress``: edit only the model's suppression list (metadata rnnir.noqa)."""
+    from rnnir.metadata import META_NOQA, NoqaFormatError, read_noqa, write_noqa
+    from rnnir.passes import RULES, Suppression
+
+    from .lower.source import read_model
+
+    if args.diff or args.expose_state or args.select:
+        raise FixUsageError("--suppress/--unsuppress edit only the suppression list: give -o OUT or --in-place, without --diff, --expose-state or --select")
+    src = Path(args.model)
+    source = read_model(str(src))
+    try:
+        entries = [Suppression.parse(e).text for e in read_noqa(source.model)]
+    except NoqaFormatError as exc:
+        raise FixUsageError(f"{src}: {exc}; remove the entry with any ONNX editor, or --unsuppress cannot tell what is there") from None
+    for text in args.suppress or []:
+        entry = Suppression.parse(text)
+        if entry.code not in RULES:
+            raise FixUsageError(f"--suppress {text!r}: {entry.code!r} is not a rule code (rnnir rules lists them; suppressions name exact codes)")
+        entries.append(entry.text)
+    for text in args.unsuppress or []:
+        entry = Suppression.parse(text)
+        if entry.text not in entries:
+            raise FixUsageError(f"--unsuppress {text!r}: the model's {META_NOQA} holds {sorted(set(entries)) or 'nothing'}")
+        entries = [e for e in entries if e != entry.text]
+    dest = src if args.in_place else Path(args.output)
+    if dest == src and source.has_external_data:
+        raise FixUsageError(f"{src}: keeps its weights in external data; write the edited model elsewhere with -o OUT")
+    model = source.with_external_data() if source.has_external_data else source.model
+    write_noqa(model, entries)
+    write_model(model, dest, external=source.has_external_data, keep_mode_of=src)
+    now = read_noqa(model)
+    sys.stdout.write(f"wrote {dest}: suppresses {', '.join(now) if now else 'nothing'}\n")
+    return 0
+
+
+# -- rnnir lint --add-noqa ---------------------------------------------------------------------
+
+
+def noqa_entry(d: Any) -> str:
+    """The suppression entry ``--add-noqa`` writes for finding ``d``: its code and the most stable name it has
+    (the slot, else an ONNX node name, else a value name; rnnir's own numbered ids are never used)."""
+    names = [d.slot, *(loc.onnx_node for loc in d.locations if loc.onnx_node and loc.onnx_node != loc.node), *(loc.value for loc in d.locations)]
+    name = next((n for n in names if n), None)
+    return d.code if name is None else f"{d.code}:{name}"
+
+
+def add_noqa(files: Sequence[Any]) -> int:
+    """``rnnir lint --add-noqa`` (Ruff's flag): write a suppression for every reported finding into its model
+    (metadata rnnir.noqa, rewritten in place like ``--fix``); returns the exit status (2 when a model could
+    not take them)."""
+    from rnnir.metadata import NoqaFormatError, read_noqa, write_noqa
+
+    from .lower.source import read_model
+
+    status = 0
+    added = models = 0
+    for f in files:
+        new = sorted({noqa_entry(d) for d in f.diagnostics if d.code != "RN100"})  # an unused entry is removed, not suppressed
+        if f.error is not None or not new:
+            continue
+        path = Path(f.path)
+        try:
+            if path.suffix == ".rnnir":
+                raise FixUsageError("IR text has no metadata to hold suppressions; suppress in the ONNX model it came from")
+            source = read_model(str(path))
+            if source.has_external_data:
+                raise FixUsageError(f"keeps its weights in external data; add suppressions with `rnnir fix {path} --suppress CODE -o OUT`")
+            before = read_noqa(source.model)
+            write_noqa(source.model, [*before, *new])
+            write_model(source.model, path, external=False, keep_mode_of=path)
+        except (RnnirError, OSError, NoqaFormatError) as exc:
+            text = str(exc)
+            text = text[len(f"{path}: ") :] if text.startswith(f"{path}: ") else text
+            print(f"rnnir: error: {path}: cannot add suppressions: {text}", file=sys.stderr)
+            status = 2
+            continue
+        count = len(set(new) - set(before))
+        added += count
+        models += bool(count)
+    print(f"Added {added} suppression{'s' if added != 1 else ''} to {models} model{'s' if models != 1 else ''}.", file=sys.stderr)
+    return status
+
+
 # -- rnnir lint --fix / --diff --------------------------------------------------------------
 
 
@@ -166,8 +262,24 @@ def add_lint_fix_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also apply fixes that are not certain")
 
 
-def lint_fixes(args: argparse.Namespace, paths: list[str], select: tuple[str, ...] | None, ignores: dict[str, tuple[str, ...]], pairs: Any) -> int:
-    """Fix (or, with ``--diff``, show the fixes of) every file in ``paths``; returns an exit status.
+def _suppressed_codes(path: str) -> set[str]:
+    """Rule codes the model's own suppression list names (none for IR text, or a model that cannot be read:
+    the fix reports that itself)."""
+    from rnnir.metadata import NoqaFormatError, read_noqa
+    from rnnir.passes import Suppression
+
+    from .lower.source import read_model
+
+    if path.endswith(".rnnir"):
+        return set()
+    try:
+        return {Suppression.parse(e).code for e in read_noqa(read_model(path).model)}
+    except (RnnirError, OSError, NoqaFormatError):
+        return set()
+
+
+def lint_fixes(args: argparse.Namespace, jobs: Sequence[LintJob]) -> int:
+    """Fix (or, with ``--diff``, show the fixes of) every job's file, with its own settings; returns an exit status.
 
     ``--diff``: 1 when some file has something to fix, else 0 (2 when a file could not be fixed).
     ``--fix``: 0, or 2 when a file could not be read or written (the lint that follows reports the rest).
@@ -182,10 +294,13 @@ def lint_fixes(args: argparse.Namespace, paths: list[str], select: tuple[str, ..
     changed = False
     out: list[str] = []
     fixed_files = fixed_findings = 0
-    for path in paths:
-        codes = sorted(selected_codes(RULES, select, ignores.get(path, ())) & set(FIXES))
+    for job in jobs:
+        path = job.path
+        codes = selected_codes(RULES, job.select, job.ignore) & set(FIXES)
         try:
-            result = fix(path, codes=codes, unsafe=args.unsafe_fixes, pairs=pairs)
+            # as Ruff's --fix leaves noqa-ed lines alone: a rule the model suppresses (wholly or for one node) is not fixed in it
+            codes -= _suppressed_codes(path)
+            result = fix(path, codes=sorted(codes), unsafe=args.unsafe_fixes, pairs=job.pairs)
             if args.diff:
                 text = render_diff(read_model(path).model, result.model, path, result.edits)
                 out.append(text)

@@ -6,21 +6,29 @@ Recognised keys (all optional)::
     select = ["SD", "OR"]            # rule codes or prefixes to run (default: all)
     ignore = ["SD006"]               # rule codes or prefixes to skip
     pairs = { h0 = "hn", c0 = "cn" } # declared state pairs (input = output; "" = no output)
-    entry = "dynamic"                # lowering entry policy: dynamic | constant
-    exit = "fanout"                  # lowering exit policy: fanout | chain | reuse-single-store
+    lower-entry = "dynamic"          # lowering policy for demonstrations: dynamic | constant
+    lower-exit = "fanout"            # lowering policy for demonstrations: fanout | chain | reuse-single-store
 
     [tool.rnnir.per-file-ignores]
     "models/legacy/*.onnx" = ["SD006"]
 
-The file is found from a starting folder (the working directory) upward: the
-nearest ``pyproject.toml`` holding a ``[tool.rnnir]`` table wins, the way Ruff
-finds ``[tool.ruff]``.  ``per-file-ignores`` patterns are ``fnmatch`` globs
-matched against the model's path relative to the folder of that
-``pyproject.toml`` (``*`` also crosses ``/``; a pattern without ``/`` also
-matches the bare file name; a leading ``**/`` may match nothing).
+Each model gets its own configuration, the way Ruff finds ``[tool.ruff]`` per
+linted file (:class:`ConfigFinder`): the nearest ``pyproject.toml`` holding a
+``[tool.rnnir]`` table at or above the *model's* folder; a model with none
+above it falls back to the one found from the working directory, else to the
+defaults.  ``--config FILE`` names one file for every model, ``--no-config``
+none.  ``per-file-ignores`` patterns are ``fnmatch`` globs matched against the
+model's path relative to the folder of that ``pyproject.toml`` (``*`` also
+crosses ``/``; a pattern without ``/`` also matches the bare file name; a
+leading ``**/`` may match nothing).
 
 Command-line flags override the file key by key: ``--select`` replaces
-``select``, ``--ignore`` replaces ``ignore``, any ``--pair`` replaces ``pairs``.
+``select`` (and the configured ``ignore``), ``--ignore`` replaces ``ignore``,
+any ``--pair`` replaces ``pairs``.
+
+``entry``/``exit`` are the old spellings of ``lower-entry``/``lower-exit``:
+still read, with a deprecation notice (:attr:`Config.deprecations`), because
+they read like exit-code settings while they pick a lowering policy.
 """
 
 from __future__ import annotations
@@ -39,12 +47,14 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-__all__ = ["Config", "ConfigError", "find_config", "load_config", "parse_pair"]
+__all__ = ["Config", "ConfigError", "ConfigFinder", "find_config", "load_config", "parse_pair"]
 
 ENTRY_POLICIES = ("dynamic", "constant")
 EXIT_POLICIES = ("fanout", "chain", "reuse-single-store")
 
-_KEYS = ("select", "ignore", "pairs", "per-file-ignores", "entry", "exit", "strict")
+_KEYS = ("select", "ignore", "pairs", "per-file-ignores", "lower-entry", "lower-exit", "strict")
+#: old key -> new key: still read, with a notice (they read like exit-code settings, not lowering policies)
+_RENAMED_KEYS = {"entry": "lower-entry", "exit": "lower-exit"}
 
 
 class ConfigError(RnnirError):
@@ -64,6 +74,7 @@ class Config:
     strict: bool | None = None  # unverified state (SD009) and unexposed state (SD010) are errors
     path: Path | None = None  # the pyproject.toml it came from
     root: Path | None = field(default=None)  # folder per-file-ignores patterns are relative to
+    deprecations: tuple[str, ...] = ()  # notices about old spellings in the file, for the CLI to print once
 
     def ignores_for(self, model: Path) -> tuple[str, ...]:
         """Codes the ``per-file-ignores`` table adds for ``model``."""
@@ -91,12 +102,15 @@ def find_config(start: Path) -> Path | None:
 
 def load_config(path: Path) -> Config:
     """Read ``[tool.rnnir]`` from ``path``; a file without the table gives an empty :class:`Config`."""
-    data = _read_toml(path)
+    return _config_from(_read_toml(path), path)
+
+
+def _config_from(data: Mapping[str, Any], path: Path) -> Config:
     table = _tool_table(data, path).get("rnnir", {})
     where = f"{path}: [tool.rnnir]"
     if not isinstance(table, dict):
         raise ConfigError(f"{where} must be a table")
-    unknown = sorted(set(table) - set(_KEYS))
+    unknown = sorted(set(table) - set(_KEYS) - set(_RENAMED_KEYS))
     if unknown:
         raise ConfigError(f"{where} has unknown key(s) {', '.join(map(repr, unknown))}; known keys: {', '.join(_KEYS)}")
     select = _codes(table, "select", where)
@@ -117,8 +131,14 @@ def load_config(path: Path) -> Config:
         if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
             raise ConfigError(f'{where} per-file-ignores entry {pattern!r} must be a list of rule codes')
         pfi.append((pattern, tuple(c.strip().upper() for c in codes)))
-    entry = _choice(table, "entry", ENTRY_POLICIES, where)
-    exit_ = _choice(table, "exit", EXIT_POLICIES, where)
+    deprecations: list[str] = []
+    for old, new in _RENAMED_KEYS.items():
+        if old in table:
+            if new in table:
+                raise ConfigError(f"{where} sets both {old!r} and {new!r}; keep {new!r} ({old!r} is its old spelling)")
+            deprecations.append(f"{where} key {old!r} is deprecated; rename it to {new!r} (it picks a lowering policy, not an exit code)")
+    entry = _choice(table, "lower-entry" if "lower-entry" in table else "entry", ENTRY_POLICIES, where)
+    exit_ = _choice(table, "lower-exit" if "lower-exit" in table else "exit", EXIT_POLICIES, where)
     strict = table.get("strict")
     if strict is not None and not isinstance(strict, bool):
         raise ConfigError(f"{where} strict must be true or false, not {strict!r}")
@@ -132,7 +152,39 @@ def load_config(path: Path) -> Config:
         exit=exit_,
         path=path,
         root=path.resolve().parent,
+        deprecations=tuple(deprecations),
     )
+
+
+class ConfigFinder:
+    """The configuration of each model, found the way Ruff finds each file's: the nearest ``pyproject.toml``
+    with a ``[tool.rnnir]`` table at or above the model's folder, else ``fallback`` (the one found from the
+    working directory, or the defaults).  Each file is read once per finder, however many models share it."""
+
+    def __init__(self, fallback: Config) -> None:
+        self.fallback = fallback
+        self._by_folder: dict[Path, Config] = {}
+
+    def for_model(self, model: str | Path) -> Config:
+        folder = Path(model).resolve().parent
+        walked: list[Path] = []  # folders whose answer this walk decides: each is asked once however many models it holds
+        while True:
+            known = self._by_folder.get(folder)
+            if known is not None:
+                break
+            walked.append(folder)
+            candidate = folder / "pyproject.toml"
+            data = _read_toml(candidate) if candidate.is_file() else None
+            if data is not None and "rnnir" in _tool_table(data, candidate):
+                known = _config_from(data, candidate)  # read once: its folder is cached from here on
+                break
+            if folder.parent == folder:
+                known = self.fallback
+                break
+            folder = folder.parent
+        for f in walked:
+            self._by_folder[f] = known
+        return known
 
 
 def parse_pair(text: str) -> tuple[str, str | None]:

@@ -4,13 +4,31 @@ rnnir records what it knows about a model in the model itself, so any runtime ca
 finds the same facts again: the caller's state pairs, each slot's initial value, the IR text of a program whose
 stores plain ONNX cannot express, and a fingerprint that binds saved states to the graph.
 One module owns the keys so their spelling and meaning cannot drift apart between writers and readers.
+It also records what the user tells rnnir about the model: the findings to suppress (the model's ``# noqa``).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+
 import onnx
 
-__all__ = ["META_FINGERPRINT", "META_IR", "META_PAIRS", "META_PROGRAM_V0", "META_SLOTS", "META_STATE_VERSION", "drop", "read", "write"]
+__all__ = [
+    "META_FINGERPRINT",
+    "META_NOQA",
+    "META_IR",
+    "META_PAIRS",
+    "META_PROGRAM_V0",
+    "META_SLOTS",
+    "META_STATE_VERSION",
+    "NoqaFormatError",
+    "drop",
+    "read",
+    "read_noqa",
+    "write",
+    "write_noqa",
+]
 
 #: JSON ``{state input: state output or null}``: the caller's contract (written by export and fix)
 META_PAIRS = "rnnir.pairs"
@@ -25,6 +43,13 @@ META_PROGRAM_V0 = "rnnir.program"
 META_FINGERPRINT = "rnnir.fingerprint"
 #: the state version the model declares: a saved state loads across graphs of the same version (versioning.py)
 META_STATE_VERSION = "rnnir.state_version"
+#: JSON list of suppressions (the model's noqa list): ``["SD009", "SD006:/lstm/LSTM"]`` -- a rule code, optionally
+#: ``:`` and the ONNX node, value or slot name the finding must name (rnnir.passes.suppression applies them)
+META_NOQA = "rnnir.noqa"
+
+
+class NoqaFormatError(ValueError):
+    """The ``rnnir.noqa`` entry is not a JSON list of strings."""
 
 
 def read(model: onnx.ModelProto) -> dict[str, str]:
@@ -46,3 +71,26 @@ def drop(model: onnx.ModelProto, key: str) -> None:
     keep = [p for p in model.metadata_props if p.key != key]
     del model.metadata_props[:]
     model.metadata_props.extend(keep)
+
+
+def read_noqa(model: onnx.ModelProto) -> list[str]:
+    """The suppressions ``model`` declares under :data:`META_NOQA`, as written (``[]`` when it has none)."""
+    raw = read(model).get(META_NOQA)
+    if raw is None:
+        return []
+    try:
+        entries = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise NoqaFormatError(f"metadata_props {META_NOQA!r} is not valid JSON ({exc.msg}); write a list such as [\"SD009\", \"SD006:/lstm/LSTM\"]") from None
+    if not isinstance(entries, list) or not all(isinstance(e, str) and e.strip() for e in entries):
+        raise NoqaFormatError(f"metadata_props {META_NOQA!r} must be a JSON list of rule codes such as [\"SD009\", \"SD006:/lstm/LSTM\"], not {raw[:80]!r}")
+    return [e.strip() for e in entries]
+
+
+def write_noqa(model: onnx.ModelProto, entries: Sequence[str]) -> None:
+    """Set :data:`META_NOQA` to ``entries`` (sorted, without repeats; no entry at all when empty)."""
+    unique = sorted({e.strip() for e in entries if e.strip()})
+    if unique:
+        write(model, META_NOQA, json.dumps(unique))
+    else:
+        drop(model, META_NOQA)

@@ -12,10 +12,12 @@ JSON schema, version 1 (documented for users in ``docs/json-schema.md``)::
       "files": [
         {
           "path": "models/vad.onnx",             # as given / found, OS separators
+          "config": "pyproject.toml" | null,     # the [tool.rnnir] file that applied to this model
           "state_pairs": [StatePair.to_json()],   # input, output, source, reason, slices[...]
           "suggested_pairs": [StatePair.to_json()],
           "diagnostics": [Diagnostic.to_json()],  # code, name, severity, message, locations, hint[, slot]
           "error": null | {"type": "ModelError", "message": "..."},
+          "suppressed": 0, "baselined": 0,       # findings hidden by the model's noqa / by --baseline
           "cost": {...}                           # only with --cost / `rnnir cost`
         }
       ],
@@ -23,6 +25,9 @@ JSON schema, version 1 (documented for users in ``docs/json-schema.md``)::
         "files": 2, "failed": 0,
         "errors": 1, "warnings": 0, "infos": 0,
         "by_code": {"SD001": 1},
+        "suppressed": 0,                      # hidden by the models' own rnnir.noqa metadata
+        "baselined": 0,                       # hidden by --baseline FILE
+        "baseline_stale": 0,                  # only with --baseline: entries that matched nothing
         "exit_code": 1
       }
     }
@@ -124,15 +129,21 @@ class FileResult:
     error: dict[str, str] | None = None  # {"type": ..., "message": ...}
     cost: dict[str, Any] | None = None
     verdicts: dict[str, Any] | None = None  # passes.Verification.to_json(): a verdict per slice and per recurrence
+    config: str | None = None  # the pyproject.toml whose [tool.rnnir] applied (None: the defaults)
+    suppressed: int = 0  # selected findings the model's own suppressions (metadata rnnir.noqa) hid
+    baselined: int = 0  # findings --baseline FILE hid (recorded there, so not new)
 
     def to_json(self, *, with_cost: bool) -> dict[str, Any]:
         d: dict[str, Any] = {
             "path": self.path,
+            "config": self.config,
             "state_pairs": self.state_pairs,
             "suggested_pairs": self.suggested_pairs,
             "diagnostics": [x.to_json() for x in self.diagnostics],
             "verdicts": self.verdicts,
             "error": self.error,
+            "suppressed": self.suppressed,
+            "baselined": self.baselined,
         }
         if with_cost:
             d["cost"] = self.cost
@@ -149,6 +160,7 @@ class LintResult:
     with_cost: bool = False
     cwd: Path = field(default_factory=Path.cwd)
     verbose: bool = False  # text: also each model's pairs, slices and "no findings" (rnnir lint -v)
+    baseline_stale: int | None = None  # --baseline: entries that matched nothing in this run (None: no baseline)
 
     def quarantine(self) -> None:
         """Turn a file whose record cannot be written as JSON into that file's error record, so one bad
@@ -196,6 +208,9 @@ class LintResult:
             "warnings": self.count(Severity.WARNING),
             "infos": self.count(Severity.INFO),
             "by_code": dict(sorted(by_code.items())),
+            "suppressed": sum(f.suppressed for f in self.files),
+            "baselined": sum(f.baselined for f in self.files),
+            **({} if self.baseline_stale is None else {"baseline_stale": self.baseline_stale}),
             "exit_code": self.exit_code,
         }
 
@@ -238,6 +253,8 @@ def render_text(result: LintResult) -> str:
                 lines.append(f"    hint: {d.hint}")
         if not f.diagnostics:
             lines.append("  no findings")
+        if f.config is not None:  # which [tool.rnnir] applied: each model finds its own, as in Ruff
+            lines.append(f"  config: {f.config}")
         if result.with_cost and f.cost is not None:
             lines.append("  cost per call:")
             lines.extend("    " + line for line in render_cost_text(f.cost))
@@ -308,6 +325,9 @@ def _summary_line(result: LintResult) -> str:
     if s["infos"]:
         parts.append(_plural(s["infos"], "info"))
     line = f"{', '.join(parts)} in {_plural(s['files'], 'file')}"
+    hidden = [f"{s[k]} {k}" for k in ("suppressed", "baselined") if s[k]]  # said, so nothing is hidden silently
+    if hidden:
+        line += f" ({', '.join(hidden)})"
     if s["failed"]:
         line += f"; {s['failed']} could not be analysed"
     if s["state_slices"]:

@@ -636,6 +636,26 @@ def sd006_bilstm():
 
 
 @sample
+def rn100_unused_suppression():
+    rng = np.random.default_rng(240)
+    H = 3
+    g = Graph("rn100_unused_suppression")
+    g.input("x", FLOAT, ["T", 1, 2])
+    g.input("h0", FLOAT, [2, 1, H])
+    g.input("c0", FLOAT, [2, 1, H])
+    w, r, b = weights(g, "LSTM", "lstm", 2, H, rng, dirs=2)
+    g.node("LSTM", ["x", w, r, b, "", "h0", "c0"], ["y", "hn", "cn"], name="bilstm", hidden_size=H, direction="bidirectional")
+    g.output("y", FLOAT, ["T", 2, 1, H])
+    g.output("hn", FLOAT, [2, 1, H])
+    g.output("cn", FLOAT, [2, 1, H])
+    d = (
+        "The bidirectional LSTM of sd006_bilstm, its streamed reverse state accepted in the model itself: metadata "
+        "rnnir.noqa = [\"SD002\", \"SD006\"] suppresses both SD006 warnings; the SD002 entry matches no finding (RN100)."
+    )
+    return model_of(g, d, {"rnnir.noqa": ["SD002", "SD006"]}), expect(d, {"h0": "hn", "c0": "cn"}, [("RN100", "warning")])
+
+
+@sample
 def sd007_zero_init():
     rng = np.random.default_rng(211)
     H = 4

@@ -135,7 +135,7 @@ def test_json_has_the_documented_schema(models, capsys):
     assert doc["version"] == 1
     assert [f["path"] for f in doc["files"]] == ["clean.onnx", "broken.onnx"]
     for f in doc["files"]:
-        assert set(f) == {"path", "state_pairs", "suggested_pairs", "diagnostics", "verdicts", "error"}
+        assert set(f) == {"path", "config", "state_pairs", "suggested_pairs", "diagnostics", "verdicts", "error", "suppressed", "baselined"}
         assert f["error"] is None
     pair = doc["files"][0]["state_pairs"][0]
     assert {"input", "output", "source", "reason", "slices"} <= set(pair)
@@ -567,10 +567,10 @@ def test_show_json_lists_the_pairs(models, capsys):
 
 
 def test_show_chain_policy_draws_the_chain(models, capsys):
-    assert cli.main(["show", "--no-config", "clean.onnx", "--exit", "chain"]) == 0
+    assert cli.main(["show", "--no-config", "clean.onnx", "--lower-exit", "chain"]) == 0
     # the journey: the output store reads the slot store's result, not the final state
     assert "  store → output hn\n    <- store → slot h0: store result\n" in capsys.readouterr().out
-    assert cli.main(["show", "--no-config", "clean.onnx", "--exit", "chain", "--full"]) == 0
+    assert cli.main(["show", "--no-config", "clean.onnx", "--lower-exit", "chain", "--full"]) == 0
     assert "(%store.h0)" in capsys.readouterr().out
 
 
@@ -730,7 +730,7 @@ def test_run_with_a_bad_policy_runs_the_lowered_program(models, capsys, monkeypa
 
     seen = {}
     monkeypatch.setattr(testing, "check_multicall", lambda model, **kw: seen.update(model=model) or FakeReport("fail"))
-    assert cli.main(["run", "--no-config", "clean.onnx", "--exit", "chain", "--format", "json"]) == 1
+    assert cli.main(["run", "--no-config", "clean.onnx", "--lower-exit", "chain", "--format", "json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert {k: doc[k] for k in ("version", "status")} == {"version": 1, "status": "fail"}
     assert doc["streaming"]["state_bytes"] > 0  # the streaming part always rides along

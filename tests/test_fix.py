@@ -607,7 +607,7 @@ def test_diff_shows_the_changed_node_only() -> None:
 def test_fix_catalogue_matches_the_rules() -> None:
     assert set(FIXES) <= set(passes.RULES)
     assert {c for c, f in FIXES.items() if f.safe == "safe"} == {"SD001", "SD002", "SD004", "SD008", "AL001", "AL002", "AL003", "OR001", "OR002"}
-    assert set(passes.RULES) - set(FIXES) == {"SD005", "SD006", "SD009"}  # no automatic fix
+    assert set(passes.RULES) - set(FIXES) == {"SD005", "SD006", "SD009", "RN100"}  # no automatic fix (RN100: rnnir fix --unsuppress)
     assert FIXES["SD007"].safe == "unsafe"  # the constant may be a deliberate reset
     assert FIXES["SD010"].safe == "unsafe"  # a new required input changes the interface
     assert isinstance(Edit("X", "t", "a", "b", True, "m"), Edit)

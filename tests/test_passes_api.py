@@ -46,10 +46,11 @@ def _many_findings():
 
 
 def test_rules_cover_the_released_codes_in_order():
-    assert list(passes.RULES) == ALL_CODES
+    # RN100 (unused-suppression) is no pass's: it judges the model's own suppressions after the passes
+    assert list(passes.RULES) == [*ALL_CODES, "RN100"]
 
 
-@pytest.mark.parametrize("code", ALL_CODES)
+@pytest.mark.parametrize("code", [*ALL_CODES, "RN100"])
 def test_every_rule_has_slug_severity_summary_and_a_full_docstring(code):
     rule = passes.RULES[code]
     assert isinstance(rule, passes.Rule) and rule.code == code
@@ -59,10 +60,11 @@ def test_every_rule_has_slug_severity_summary_and_a_full_docstring(code):
         assert part in rule.doc, f"{code} doc lacks {part!r}"
 
 
-def test_only_the_coverage_rules_and_sd006_are_below_error_by_default():
+def test_only_the_coverage_rules_sd006_and_rn100_are_below_error_by_default():
     # SD009 (unverified) is information and SD010 (state not exposed) a warning until --strict raises them
     below = {c: r.severity for c, r in passes.RULES.items() if r.severity is not passes.Severity.ERROR}
-    assert below == {"SD006": passes.Severity.WARNING, "SD009": passes.Severity.INFO, "SD010": passes.Severity.WARNING}
+    # RN100 (a suppression that suppresses nothing) is housekeeping, never a reason to fail CI
+    assert below == {"SD006": passes.Severity.WARNING, "SD009": passes.Severity.INFO, "SD010": passes.Severity.WARNING, "RN100": passes.Severity.WARNING}
 
 
 def test_explain_prints_the_rule_docstring():

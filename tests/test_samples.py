@@ -35,7 +35,7 @@ NAMES = sorted(ONNX_NAMES + IR_NAMES)
 def _path(name: str) -> Path:
     """The sample's file: ``.rnnir`` IR text or an ``.onnx`` model."""
     return SAMPLES / f"{name}.rnnir" if name in IR_NAMES else SAMPLES / f"{name}.onnx"
-RULES = ("SD001", "SD002", "SD003", "SD004", "SD005", "SD006", "SD007", "SD008", "AL001", "AL002", "AL003", "OR001", "OR002", "SD009", "SD010")
+RULES = ("SD001", "SD002", "SD003", "SD004", "SD005", "SD006", "SD007", "SD008", "AL001", "AL002", "AL003", "OR001", "OR002", "SD009", "SD010", "RN100")
 
 
 def _expected(name: str) -> dict:

@@ -16,7 +16,7 @@ rule catalogue (codes, slugs, docstrings) is :data:`RULES`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rnnir.ir import Program
@@ -25,7 +25,8 @@ from .catalogue import PASSES, RULES, explain, rule_for
 from .cost import CostReport, cost
 from .coverage import STRICT_CODES, RecurrenceState, RecurrenceVerdict, SliceVerdict, Verdict, recurrence_verdicts, slice_verdicts
 from .diagnostics import Diagnostic, Location, Rule, Severity
-from .manager import AnalysisPass, PassContractError, PassManager, SelectionError
+from .manager import AnalysisPass, PassContractError, PassManager, SelectionError, selected_codes
+from .suppression import UNUSED_SUPPRESSION, Suppression, apply_suppressions, suppressions_of
 
 __all__ = [
     "RULES",
@@ -42,6 +43,8 @@ __all__ = [
     "SelectionError",
     "Severity",
     "SliceVerdict",
+    "Suppression",
+    "UNUSED_SUPPRESSION",
     "Verdict",
     "Verification",
     "cost",
@@ -52,19 +55,30 @@ __all__ = [
 ]
 
 
-def _manager(select: Sequence[str] | None, ignore: Sequence[str] | None, strict: bool) -> PassManager:
+def _manager(select: Sequence[str] | None, ignore: Sequence[str] | None, strict: bool) -> tuple[PassManager, set[str]]:
+    """The manager of the passes' selected rules, and every selected code of the catalogue (RN100 is no pass's)."""
+    codes = selected_codes(RULES, tuple(select) if select is not None else None, tuple(ignore) if ignore is not None else None)
+    pass_codes = tuple(sorted(codes & {c for p in PASSES for c in p.codes()}))
     severity = dict.fromkeys(STRICT_CODES, Severity.ERROR) if strict else {}
-    return PassManager(PASSES, select=tuple(select) if select is not None else None, ignore=tuple(ignore) if ignore is not None else None, severity=severity)
+    return PassManager(PASSES, select=pass_codes, severity=severity), codes
 
 
-def run(program: Program, select: Sequence[str] | None = None, ignore: Sequence[str] | None = None, *, strict: bool = False) -> list[Diagnostic]:
+def run(
+    program: Program, select: Sequence[str] | None = None, ignore: Sequence[str] | None = None, *, strict: bool = False, noqa: bool = True
+) -> list[Diagnostic]:
     """Every selected rule over ``program``, sorted by :meth:`Diagnostic.sort_key`; the program is never changed.
 
     ``select``/``ignore`` take rule codes or code prefixes (``"SD"``, ``"OR001"``);
     a pattern that matches no rule raises :class:`SelectionError` (a ``ValueError``).
     ``strict`` makes what rnnir could not verify an error (:data:`STRICT_CODES`: SD009, SD010).
+    ``noqa``: honour the suppressions the model stores (``metadata_props`` ``rnnir.noqa``) and report unused
+    ones as RN100 (see :mod:`rnnir.passes.suppression`); ``False`` reports every finding.
     """
-    return _manager(select, ignore, strict).run(program)
+    manager, codes = _manager(select, ignore, strict)
+    found = manager.run(program)
+    if not noqa:
+        return found
+    return apply_suppressions(found, suppressions_of(program), ran=manager.codes, selected=codes, known=RULES).kept
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,7 @@ class Verification:
     diagnostics: list[Diagnostic]
     slices: list[SliceVerdict]
     recurrences: list[RecurrenceVerdict]
+    suppressed: list[Diagnostic] = field(default_factory=list)  # selected findings the model's own suppressions hide
 
     def count(self, verdict: Verdict) -> int:
         return sum(1 for s in self.slices if s.verdict is verdict)
@@ -92,14 +107,22 @@ class Verification:
         }
 
 
-def verify(program: Program, select: Sequence[str] | None = None, ignore: Sequence[str] | None = None, *, strict: bool = False) -> Verification:
+def verify(
+    program: Program, select: Sequence[str] | None = None, ignore: Sequence[str] | None = None, *, strict: bool = False, noqa: bool = True
+) -> Verification:
     """:func:`run` plus verdicts: every state slice verified, violated or unverified (with the reason),
     every recurrence stateful, stateless by design or with its state not exposed.
 
-    Verdicts come from every rule whatever the selection (a slice is violated when any rule reports it);
-    ``diagnostics`` holds only the selected findings.
+    Verdicts come from every rule whatever the selection (a slice is violated when any rule reports it,
+    suppressed or not); ``diagnostics`` holds only the selected findings the model does not suppress,
+    ``suppressed`` the selected ones it does.  Every rule runs here, so a suppression is judged used or
+    unused (RN100) against all of them, not only the selected ones.
     """
-    manager = _manager(select, ignore, strict)
+    manager, codes = _manager(select, ignore, strict)
     every, facts = manager.run_with_facts(program, every_pass=True)
-    codes = manager.codes
-    return Verification([d for d in every if d.code in codes], slice_verdicts(facts, every), recurrence_verdicts(facts))
+    if noqa:
+        outcome = apply_suppressions(every, suppressions_of(program), ran={c for p in PASSES for c in p.codes()}, selected=codes, known=RULES)
+        kept, suppressed = outcome.kept, outcome.suppressed
+    else:
+        kept, suppressed = [d for d in every if d.code in codes], []
+    return Verification(kept, slice_verdicts(facts, every), recurrence_verdicts(facts), suppressed)

@@ -12,14 +12,16 @@ from .diagnostics import Rule
 from .manager import AnalysisPass
 from .ordering import Ordering
 from .store_destinations import StoreDestinations
+from .suppression import UNUSED_SUPPRESSION
 
 __all__ = ["PASSES", "RETIRED", "RULES", "explain", "rule_for"]
 
 #: the default pipeline, in run order
 PASSES: tuple[AnalysisPass, ...] = (StoreDestinations(), Aliasing(), Ordering(), StateCoverage())
 
-#: code -> Rule, in catalogue order (SD001-SD008, AL, OR, SD009-SD010)
-RULES: dict[str, Rule] = {r.code: r for p in PASSES for r in type(p).rules}
+#: code -> Rule, in catalogue order (SD001-SD008, AL, OR, SD009-SD010, then RN100); RN100 (unused-suppression)
+#: is no pass's: it judges the model's own suppression list once the passes have run (passes/suppression.py)
+RULES: dict[str, Rule] = {**{r.code: r for p in PASSES for r in type(p).rules}, UNUSED_SUPPRESSION.code: UNUSED_SUPPRESSION}
 
 #: codes that were released and retired: reserved forever
 RETIRED: dict[str, str] = {}

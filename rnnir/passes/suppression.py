@@ -1,0 +1,129 @@
+"""Suppressions stored in the model itself (its ``# noqa``), and RN100 for the ones that suppress nothing.
+
+A model lists the findings it accepts in ``metadata_props`` under :data:`rnnir.metadata.META_NOQA`, a JSON
+list such as ``["SD009", "SD006:/lstm/LSTM"]``: a rule code suppresses that rule's findings in the model;
+``CODE:NAME`` only those that name ``NAME`` as an ONNX node, a value or a slot.  Codes are exact (no
+prefixes), as in Ruff's ``# noqa: E501``.  A suppressed finding is not reported and not counted (Ruff's
+``--statistics`` does not count ``# noqa``-ed violations either); the verdicts still see it: a suppressed
+SD002 leaves its slice violated.
+
+Like Ruff's RUF100, an entry that matched no finding of the rules that ran (``passes.verify``, and so
+``rnnir lint``, runs them all), or names no rule at all, is itself reported (RN100).  An ``RN100`` entry suppresses RN100 findings and is never reported unused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rnnir.errors import ModelError
+from rnnir.metadata import META_NOQA, NoqaFormatError, read_noqa
+
+from .diagnostics import Diagnostic, Severity, rule
+
+__all__ = ["UNUSED_SUPPRESSION", "Suppression", "SuppressionOutcome", "apply_suppressions", "suppressions_of"]
+
+UNUSED_SUPPRESSION = rule(
+    "RN100",
+    "unused-suppression",
+    Severity.WARNING,
+    "a suppression stored in the model matches no finding",
+    f"""
+    What it finds
+        An entry of the model's suppression list (``metadata_props`` ``{META_NOQA}``, the model's ``# noqa``)
+        that suppressed nothing in this run: no finding of its rule, or none naming its node, or a code that
+        is not a rule at all.  ``rnnir lint`` runs every rule whatever the selection, so an entry is judged
+        even when its rule is not selected (``passes.run`` judges only the rules it ran).
+
+    Why it matters
+        A suppression outlives the bug it hid: once the model is fixed, a stale entry would silently hide
+        the next real finding of that rule.  Removing it keeps the list an honest account of accepted findings.
+
+    Bad
+        metadata_props {META_NOQA} = ["SD009", "SD002:/lstm/LSTM"]    # the model has no SD002 any more
+
+    Fixed
+        metadata_props {META_NOQA} = ["SD009"]
+        rnnir fix model.onnx --unsuppress SD002:/lstm/LSTM --in-place
+    """,
+)
+
+
+@dataclass(frozen=True)
+class Suppression:
+    """One entry: a rule code and, optionally, the node/value/slot name a finding must name."""
+
+    code: str
+    node: str | None = None
+
+    @classmethod
+    def parse(cls, text: str) -> Suppression:
+        code, sep, node = text.strip().partition(":")  # rule codes never hold ':'; node names may
+        return cls(code.strip().upper(), node if sep and node else None)
+
+    @property
+    def text(self) -> str:
+        return self.code if self.node is None else f"{self.code}:{self.node}"
+
+    def matches(self, d: Diagnostic) -> bool:
+        if d.code != self.code:
+            return False
+        if self.node is None:
+            return True
+        names = {d.slot, *(loc.onnx_node for loc in d.locations), *(loc.value for loc in d.locations)}
+        return self.node in names
+
+
+def suppressions_of(program: Any) -> tuple[Suppression, ...]:
+    """The suppressions the model a program was lowered from declares (none for a built program)."""
+    source = getattr(program, "source", None)
+    model = getattr(source, "model", None)
+    if model is None:
+        return ()
+    try:
+        return tuple(Suppression.parse(e) for e in read_noqa(model))
+    except NoqaFormatError as exc:
+        raise ModelError(str(exc), model=getattr(source, "label", None)) from None
+
+
+@dataclass(frozen=True)
+class SuppressionOutcome:
+    kept: list[Diagnostic]  # reported: selected, not suppressed (RN100 findings included when selected)
+    suppressed: list[Diagnostic]  # selected, matched by an entry
+
+
+def apply_suppressions(
+    found: Sequence[Diagnostic], suppressions: Sequence[Suppression], *, ran: Iterable[str], selected: Iterable[str], known: Iterable[str]
+) -> SuppressionOutcome:
+    """Split the ``selected`` findings of ``found`` into kept and suppressed; add RN100 for entries that
+    matched none of ``found`` although their rule ``ran`` (or that name a code not in ``known``)."""
+    ran_codes, selected_codes, known_codes = set(ran), set(selected), set(known)
+    used: set[Suppression] = set()
+    kept: list[Diagnostic] = []
+    suppressed: list[Diagnostic] = []
+    for d in found:
+        hits = [s for s in suppressions if s.matches(d)]
+        used.update(hits)
+        if d.code in selected_codes:
+            (suppressed if hits else kept).append(d)
+    if UNUSED_SUPPRESSION.code in selected_codes:
+        for s in suppressions:
+            if s in used or s.code == UNUSED_SUPPRESSION.code or (s.code in known_codes and s.code not in ran_codes):
+                continue
+            d = _unused(s, known=s.code in known_codes)
+            (suppressed if any(r.code == UNUSED_SUPPRESSION.code and r.matches(d) for r in suppressions) else kept).append(d)
+    return SuppressionOutcome(sorted(kept, key=Diagnostic.sort_key), sorted(suppressed, key=Diagnostic.sort_key))
+
+
+def _unused(s: Suppression, *, known: bool) -> Diagnostic:
+    if not known:
+        why = f"names {s.code!r}, which is not a rule code"
+    elif s.node is None:
+        why = f"matches no {s.code} finding"
+    else:
+        why = f"matches no {s.code} finding naming {s.node!r}"
+    return UNUSED_SUPPRESSION.diagnostic(
+        f"suppression {s.text!r} in metadata_props {META_NOQA!r} {why}",
+        hint=f"remove it: rnnir fix MODEL --unsuppress {s.text!r} --in-place",
+    )
