@@ -15,11 +15,22 @@ the ones that "arrive together"; a serving loop collects them and calls
 
 How a batch is made
 -------------------
-Every stream owns one *row* of an arena per state input (and per kept input
-context): ``arena[row]`` is the stream's state with the batch axis removed.  A
-call gathers the rows of the streams in the batch along the model's batch axis
-(one fancy-index per state, whatever the number of streams), stacks the
-streams' inputs, runs once, and scatters the new state rows back.  Inputs
+Every state input (and every kept input context) has one persistent batched
+buffer, an *arena*, with one row per open stream along the model's batch axis:
+row ``r`` is the state of the stream placed at ``r``, and the arena has exactly
+as many rows as there are streams.  Rows stay put while the set of streams is
+unchanged; a join or leave marks the layout stale, and before the next call the
+remaining streams move up in order and newcomers take the rows after them: one
+``np.take`` per arena (a *row map*), whatever the number of changes.
+
+A tick in which every open stream calls (the usual serving loop) binds the
+arenas whole with ``IOBinding``: the state input reads buffer A and the state
+output is written into buffer B, the next tick the reverse (ping-pong, as
+``StatefulSession`` does for one stream), so no state row passes through numpy.
+The requests' inputs are stacked in row order (moved there in one ``np.take``
+when they arrive in another order), and each stream gets views of its rows of
+the outputs.  A tick of some of the streams gathers their rows along the batch
+axis (one fancy-index per state), runs, and scatters the new rows back.  Inputs
 without a batch axis (silero's ``sr``) are shared by the rows of one call:
 requests that differ in them, or in any input's shape, run as separate calls.
 
@@ -45,16 +56,17 @@ arrive from many threads within a short window into ticks.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+import onnxruntime as ort
 
 from .context import ContextSpec, InputContext
 from .errors import RnnirError, StateError
@@ -94,65 +106,144 @@ class PoolStats:
 
 
 class _Stream:
-    __slots__ = ("sid", "row", "last_used")
+    __slots__ = ("sid", "row", "last_used", "alive")
 
-    def __init__(self, sid: Hashable, row: int, now: float) -> None:
+    def __init__(self, sid: Hashable, now: float) -> None:
         self.sid = sid
-        self.row = row
-        self.last_used = now
+        self.row = -1  # no row yet: placed by the next _settle (one vectorised row map for every change)
+        self.last_used = now  # read while the stream has no row; afterwards the pool's per-row array holds it
+        self.alive = True
 
 
 class _Arena:
-    """One state (or context) per row along the batch axis: ``data`` is the batch of every row the pool has.
+    """One state (or kept context) for every placed stream: ``cur`` holds row ``r`` of stream ``r`` along the
+    batch axis, with exactly as many rows as streams are placed, so a tick of every stream binds ``cur`` whole.
 
-    ``axis`` None: the model cannot batch; ``data[row]`` holds a stream's whole value.
+    ``spare`` is the other buffer of the ping-pong: a tick of every stream reads ``cur`` and onnxruntime
+    writes the new state into ``spare``; then the two swap.  ``axis`` None: the model cannot batch;
+    ``cur[row]`` holds a stream's whole value.
     """
 
-    __slots__ = ("axis", "data", "initial", "head")
+    __slots__ = ("axis", "cur", "spare", "initial", "head")
 
-    def __init__(self, axis: int | None, initial: np.ndarray, capacity: int) -> None:
+    def __init__(self, axis: int | None, initial: np.ndarray, rows: int) -> None:
         self.axis = axis
         self.initial = initial  # one stream's starting value, shaped as a solo session's (batch of 1)
-        if axis is None:
-            self.data = np.empty((capacity, *initial.shape), dtype=initial.dtype)
-        else:
-            shape = list(initial.shape)
-            shape[axis] = capacity
-            self.data = np.empty(shape, dtype=initial.dtype)
         self.head = (slice(None),) * (0 if axis is None else axis)
+        self.cur = self._blank(rows)
+        self.spare: np.ndarray | None = None
 
-    def grow(self, capacity: int) -> None:
+    def _blank(self, rows: int) -> np.ndarray:
+        """``rows`` rows of the initial value."""
+        if self.axis is None:
+            return np.repeat(self.initial[np.newaxis], rows, axis=0)
+        return np.ascontiguousarray(np.repeat(self.initial, rows, axis=self.axis))
+
+    def relayout(self, rowmap: np.ndarray, rows: int) -> None:
+        """New row i holds old row ``rowmap[i]``; rows past ``len(rowmap)`` start from the initial value."""
         axis = 0 if self.axis is None else self.axis
-        shape = list(self.data.shape)
-        old = shape[axis]
-        shape[axis] = capacity
-        bigger = np.empty(shape, dtype=self.data.dtype)
-        bigger[self.head + (slice(0, old),)] = self.data
-        self.data = bigger
+        fresh = self._blank(rows)
+        if len(rowmap):
+            fresh[self.head + (slice(0, len(rowmap)),)] = np.take(self.cur, rowmap, axis=axis)
+        self.cur = fresh
+        self.spare = None
 
     def gather(self, rows: np.ndarray) -> np.ndarray:
         if self.axis is None:  # unbatched: exactly one row, stored whole
-            return np.asarray(self.data[int(rows[0])])
-        return np.take(self.data, rows, axis=self.axis)
+            return np.asarray(self.cur[int(rows[0])])
+        return np.take(self.cur, rows, axis=self.axis)
 
     def scatter(self, rows: np.ndarray, value: np.ndarray) -> None:
         if self.axis is None:
-            self.data[int(rows[0])] = value
+            self.cur[int(rows[0])] = value
         else:
-            self.data[self.head + (rows,)] = value
+            self.cur[self.head + (rows,)] = value
 
     def put(self, row: int, value: np.ndarray) -> None:
         """Set one stream's value (shaped as a solo session's)."""
         if self.axis is None:
-            self.data[row] = value
+            self.cur[row] = value
         else:
-            self.data[self.head + (slice(row, row + 1),)] = value
+            self.cur[self.head + (slice(row, row + 1),)] = value
 
     def row(self, row: int) -> np.ndarray:
         """A copy of one stream's value, shaped as a solo session's (batch axis of size 1)."""
         if self.axis is None:
-            return np.array(self.data[row])
-        return np.array(self.data[self.head + (slice(row, row + 1),)])
+            return np.array(self.cur[row])
+        return np.array(self.cur[self.head + (slice(row, row + 1),)])
+
+
+class _Native:
+    """onnxruntime's pybind layer when the installed version has it (the public wrappers cost about as much
+    Python per call as a small batch computes), else the documented API."""
+
+    def __init__(self, sess: Any) -> None:
+        self.sess = sess
+        try:
+            from onnxruntime.capi import _pybind_state as C
+
+            self.device = ort.OrtDevice.make("cpu", 0)._get_c_device()
+            self.wrap: Callable[[np.ndarray], Any] = lambda a: C.OrtValue.ortvalue_from_numpy(a, self.device)
+            self.new_binding: Callable[[], Any] = lambda: sess.io_binding()._iobinding
+            self.run: Callable[[Any], None] = lambda b: sess._sess.run_with_iobinding(b, None)
+            self.native = True
+        except (ImportError, AttributeError, TypeError):
+            self.wrap = ort.OrtValue.ortvalue_from_numpy
+            self.new_binding = sess.io_binding
+            self.run = lambda b: sess.run_with_iobinding(b)
+            self.native = False
+
+    def bind_input(self, binding: Any, name: str, array: np.ndarray) -> None:
+        if self.native:
+            binding.bind_input(name, array)  # not referenced by the binding: the caller keeps ``array`` alive
+        else:
+            binding.bind_cpu_input(name, array)
+
+
+class _WholeTick:
+    """A tick of every placed stream, the arenas bound whole: two IOBindings with the state buffers swapped
+    (binding k reads buffer k and writes buffer 1-k), pre-bound once for a row count, feed signature and
+    output list; a call binds only its plain inputs, runs, and swaps ``cur``/``spare`` of every arena.
+    Plain outputs land in pre-bound buffers and the caller gets one copy of each (a fresh array per tick)."""
+
+    __slots__ = ("key", "bindings", "k", "plain", "native", "held")
+
+    def __init__(self, key: tuple[Any, ...], native: _Native, arenas: Mapping[str, _Arena], slots: Sequence[tuple[str, str]],
+                 plain_shapes: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]]) -> None:
+        self.key = key
+        self.native = native
+        self.k = 0
+        bufs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for name, arena in arenas.items():
+            spare = arena.spare
+            if spare is None or spare.shape != arena.cur.shape:
+                spare = arena.spare = np.empty_like(arena.cur)
+            bufs[name] = (arena.cur, spare)
+        self.held = bufs  # the pybind values do not own the numpy memory they wrap: keep it alive with the bindings
+        self.plain: list[list[tuple[str, np.ndarray]]] = [[], []]
+        self.bindings: list[Any] = []
+        for k in (0, 1):
+            b = native.new_binding()
+            for state_in, state_out in slots:
+                b.bind_ortvalue_input(state_in, native.wrap(bufs[state_in][k]))
+                b.bind_ortvalue_output(state_out, native.wrap(bufs[state_in][1 - k]))
+            for name, (shape, dtype) in plain_shapes.items():
+                buf = np.empty(shape, dtype)
+                b.bind_ortvalue_output(name, native.wrap(buf))
+                self.plain[k].append((name, buf))
+            self.bindings.append(b)
+
+    def call(self, arenas: Mapping[str, _Arena], batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        b = self.bindings[self.k]
+        bind = self.native.bind_input
+        for name, array in batch.items():
+            bind(b, name, array)
+        self.native.run(b)  # a failure leaves ``cur`` untouched: the new state went to ``spare``
+        for arena in arenas.values():
+            arena.cur, arena.spare = cast(np.ndarray, arena.spare), arena.cur
+        plain = self.plain[self.k]
+        self.k ^= 1
+        return {name: buf.copy() for name, buf in plain}  # the buffer is written again two ticks later
 
 
 class SessionPool:
@@ -192,11 +283,14 @@ class SessionPool:
         self.idle_timeout = idle_timeout
         self.clock = clock
         self._lock = threading.Lock()
-        self._streams: OrderedDict[Hashable, _Stream] = OrderedDict()  # least recently used first
-        self._free: list[int] = []
-        self._capacity = 16
-        self._next_row = 0
+        self._streams: dict[Hashable, _Stream] = {}  # in order of joining
+        self._placed: list[_Stream] = []  # row r belongs to _placed[r] (closed ones until the next _settle)
+        self._last_used = np.zeros(0)  # per row: when its stream last ran (per stream while it has no row)
+        self._dirty = False  # streams joined or left since the rows were laid out
+        self._gen = 0  # changes whenever rows may have moved: cached row lists and bindings are stale
+        self._tick_cache: tuple[tuple[Hashable, ...], int, list[_Stream], np.ndarray] | None = None
         self._ctx_arenas: dict[str, _Arena] | None = None
+        self._pending_ctx: dict[Hashable, dict[str, np.ndarray]] = {}  # kept contexts to install when rows exist
         self.stats = PoolStats()
         self._install(StatefulSession(model, pairs, context=context, **self._options))
 
@@ -210,8 +304,10 @@ class SessionPool:
                 raise StateError(f"{m.label}: state output {slot.output!r} is {slot.output_dtype}, its input {slot.dtype} (SD005)")
         self._solo = solo
         self._model = m
-        self._plain_dtypes = {n: m.inputs[n].dtype for n in m.plain_inputs if m.inputs[n].dtype is not None}
+        self._plain_dtypes: dict[str, np.dtype[Any]] = {n: d for n in m.plain_inputs if (d := m.inputs[n].dtype) is not None}
         self._ort = m.ort
+        self._native = _Native(m.ort)
+        self._slot_names = [(slot.input, cast(str, slot.output)) for slot in m.slots]
         self._contexts: tuple[InputContext, ...] = solo.context
         for c in self._contexts:
             if self._batch_axes_arg.get(c.input, -1) == c.axis:
@@ -223,9 +319,11 @@ class SessionPool:
         self.layout: BatchLayout | None = layout
         self.batching = why  # "" while batching is possible; why not otherwise
         self._probed = False
-        self._row_indices: dict[tuple[int, int, int], list[tuple[Any, ...]]] = {}
         self._arenas: dict[str, _Arena] | None = None
-        self._pending: dict[Hashable, dict[str, np.ndarray] | None] = {}  # states to install when arenas exist
+        self._pending: dict[Hashable, dict[str, np.ndarray]] = {}  # states to install when arenas and rows exist
+        self._whole: _WholeTick | None = None
+        self._whole_shapes: dict[tuple[Any, ...], dict[str, tuple[tuple[int, ...], np.dtype[Any]]]] = {}
+        self._gen += 1
 
     # -- what the pool holds -----------------------------------------------------------------
     @property
@@ -243,7 +341,15 @@ class SessionPool:
     @property
     def sessions(self) -> list[Hashable]:
         """Open session ids: least recently used first when ``idle_timeout`` is set, else in order of joining."""
-        return list(self._streams)
+        with self._lock:
+            if self.idle_timeout is None:
+                return list(self._streams)
+            streams = list(self._streams.values())
+            used = [self._used(s) for s in streams]
+            return [streams[k].sid for k in sorted(range(len(streams)), key=used.__getitem__)]
+
+    def _used(self, stream: _Stream) -> float:
+        return float(self._last_used[stream.row]) if stream.row >= 0 else stream.last_used
 
     def __len__(self) -> int:
         return len(self._streams)
@@ -260,68 +366,95 @@ class SessionPool:
     def _open(self, sid: Hashable, now: float) -> _Stream:
         if sid in self._streams:
             raise StateError(f"session {sid!r} is already open; reset({sid!r}) restarts it")
-        if self._free:
-            row = self._free.pop()
-        else:
-            row = self._next_row
-            self._next_row += 1
-            if row >= self._capacity:
-                self._capacity *= 2
-                for arena in self._all_arenas():
-                    arena.grow(self._capacity)
-        stream = _Stream(sid, row, now)
+        stream = _Stream(sid, now)
         self._streams[sid] = stream
-        self._init_row(stream, None)
+        self._dirty = True
+        self._gen += 1
         return stream
 
     def _all_arenas(self) -> list[_Arena]:
         return list((self._arenas or {}).values()) + list((self._ctx_arenas or {}).values())
 
-    def _init_row(self, stream: _Stream, state: dict[str, np.ndarray] | None, *, context: bool = True) -> None:
-        if self._arenas is None:
-            self._pending[stream.sid] = state
-        else:
-            for name, arena in self._arenas.items():
-                if state is None:
-                    arena.put(stream.row, arena.initial)
-                else:
-                    arena.put(stream.row, _row_of(state[name], arena.initial.shape, f"session {stream.sid!r}, state {name!r}"))
-        if context and self._ctx_arenas is not None:
-            for arena in self._ctx_arenas.values():
+    def _put_state(self, stream: _Stream, state: Mapping[str, np.ndarray] | None) -> None:
+        """One stream's state: ``state``, or the initial state when None; kept pending until it has a row."""
+        self._pending.pop(stream.sid, None)
+        if self._arenas is None or stream.row < 0:
+            if state is not None:
+                self._pending[stream.sid] = dict(state)
+            return
+        for name, arena in self._arenas.items():
+            if state is None:
                 arena.put(stream.row, arena.initial)
+            else:
+                arena.put(stream.row, _row_of(state[name], arena.initial.shape, f"session {stream.sid!r}, state {name!r}"))
+
+    def _put_context(self, stream: _Stream, context: Mapping[str, np.ndarray] | None) -> None:
+        """One stream's kept context: ``context`` (input name -> tail), or none (zeros) when None."""
+        self._pending_ctx.pop(stream.sid, None)
+        if self._ctx_arenas is None or stream.row < 0:
+            if context:
+                self._pending_ctx[stream.sid] = dict(context)
+            return
+        for name, arena in self._ctx_arenas.items():
+            value = None if context is None else context.get(name)
+            arena.put(stream.row, arena.initial if value is None else _row_of(value, arena.initial.shape, f"session {stream.sid!r}, context {name!r}"))
+
+    def _install_pending(self) -> None:
+        """States and contexts waiting for a row (or for the arenas) go in once both exist."""
+        if self._pending and self._arenas is not None:
+            for sid, state in list(self._pending.items()):
+                stream = self._streams.get(sid)
+                if stream is None:
+                    del self._pending[sid]
+                elif stream.row >= 0:
+                    self._put_state(stream, state)
+        if self._pending_ctx and self._ctx_arenas is not None:
+            for sid, context in list(self._pending_ctx.items()):
+                stream = self._streams.get(sid)
+                if stream is None:
+                    del self._pending_ctx[sid]
+                elif stream.row >= 0:
+                    self._put_context(stream, context)
 
     def close(self, sid: Hashable) -> None:
-        """The stream leaves; its row is reused by a later stream (after being reset)."""
+        """The stream leaves; the rows are compacted (one vectorised row map) before the next call."""
         with self._lock:
-            stream = self._get(sid)
-            del self._streams[sid]
-            self._pending.pop(sid, None)
-            self._free.append(stream.row)
+            self._leave(self._get(sid))
+
+    def _leave(self, stream: _Stream) -> None:
+        del self._streams[stream.sid]
+        stream.alive = False
+        self._pending.pop(stream.sid, None)
+        self._pending_ctx.pop(stream.sid, None)
+        self._dirty = True
+        self._gen += 1
 
     def reset(self, sid: Hashable) -> None:
         """This stream (and its kept context) back to the initial state; every other stream untouched."""
         with self._lock:
-            self._init_row(self._get(sid), None)
+            stream = self._get(sid)
+            self._put_state(stream, None)
+            self._put_context(stream, None)
 
     def expire(self) -> list[Hashable]:
-        """Close the streams idle for more than ``idle_timeout``; returns their ids."""
+        """Close the streams idle for more than ``idle_timeout``; returns their ids (least recently used first)."""
         with self._lock:
             return self._expire(self.clock())
 
     def _expire(self, now: float) -> list[Hashable]:
-        if self.idle_timeout is None:
+        if self.idle_timeout is None or not self._streams:
             return []
-        gone: list[Hashable] = []
-        while self._streams:
-            sid, stream = next(iter(self._streams.items()))
-            if now - stream.last_used <= self.idle_timeout:
-                break  # least recently used first: the rest are younger
-            del self._streams[sid]
-            self._pending.pop(sid, None)
-            self._free.append(stream.row)
-            gone.append(sid)
+        idle = np.flatnonzero(now - self._last_used > self.idle_timeout)  # every placed row at once
+        gone = [self._placed[r] for r in idle if self._placed[r].alive]
+        if self._dirty:  # streams without a row yet (rare: joined since the last call)
+            gone += [s for s in self._streams.values() if s.row < 0 and now - s.last_used > self.idle_timeout]
+        if not gone:
+            return []
+        gone.sort(key=self._used)
+        for stream in gone:
+            self._leave(stream)
         self.stats.expired += len(gone)
-        return gone
+        return [s.sid for s in gone]
 
     def _get(self, sid: Hashable) -> _Stream:
         stream = self._streams.get(sid)
@@ -329,11 +462,35 @@ class SessionPool:
             raise UnknownSessionError(f"{self.label}: no open session {sid!r} (never opened, closed, or expired after {self.idle_timeout} s idle)")
         return stream
 
+    def _settle(self) -> None:
+        """Lay the rows out again after joins and leaves: the remaining streams keep their order and move up
+        (one ``np.take`` per arena, whatever the number of changes), newcomers take the rows after them."""
+        if not self._dirty:
+            return
+        survivors = [s for s in self._placed if s.alive]
+        newcomers = [s for s in self._streams.values() if s.row < 0]
+        rowmap = np.fromiter((s.row for s in survivors), dtype=np.intp, count=len(survivors))
+        placed = survivors + newcomers
+        rows = len(placed)
+        last_used = np.empty(rows)
+        last_used[: len(survivors)] = self._last_used[rowmap]
+        last_used[len(survivors) :] = [s.last_used for s in newcomers]
+        rowmap = self._row_map(rowmap)
+        for arena in self._all_arenas():
+            arena.relayout(rowmap, rows)
+        for r, stream in enumerate(placed):
+            stream.row = r
+        self._placed = placed
+        self._last_used = last_used
+        self._dirty = False
+        self._gen += 1
+        self._install_pending()
+
     def state(self, sid: Hashable) -> dict[str, np.ndarray]:
         """A copy of one stream's state, shaped as a solo session's (batch of 1)."""
         with self._lock:
             stream = self._get(sid)
-            if self._arenas is None:
+            if self._arenas is None or stream.row < 0:
                 pending = self._pending.get(sid)
                 if pending is not None:
                     return {k: np.array(v) for k, v in pending.items()}
@@ -346,12 +503,15 @@ class SessionPool:
         naming the session: :meth:`load_state` puts it back into that session only."""
         with self._lock:
             stream = self._get(sid)
-            if self._arenas is None:
+            if self._arenas is None or stream.row < 0:
                 pending = self._pending.get(sid)
                 snap = {k: np.array(v) for k, v in pending.items()} if pending is not None else None
             else:
                 snap = {name: arena.row(stream.row) for name, arena in self._arenas.items()}
-            context = {name: arena.row(stream.row) for name, arena in (self._ctx_arenas or {}).items()}
+            if self._ctx_arenas is None or stream.row < 0:
+                context = {name: np.array(v) for name, v in self._pending_ctx.get(sid, {}).items()}
+            else:
+                context = {name: arena.row(stream.row) for name, arena in self._ctx_arenas.items()}
         if snap is None:
             raise StateError(f"session {sid!r} has not run yet: its state is the initial state, nothing to save")
         meta = {
@@ -376,7 +536,8 @@ class SessionPool:
         """Put a saved state into stream ``sid`` (opened if needed).  A state saved from a pool names its
         session: it loads into that session only, unless ``from_session`` names it (a deliberate move;
         another stream's state is otherwise exactly the leak the pool must not allow).  A state saved by a
-        StatefulSession names none.  Model and version as for :meth:`StatefulSession.load_state`."""
+        StatefulSession names none.  Model and version as for :meth:`StatefulSession.load_state`.
+        The kept context comes back with the state, also before the pool's first call."""
         target = Path(path)
         try:
             with np.load(target, allow_pickle=False) as z:
@@ -402,13 +563,15 @@ class SessionPool:
         outcome, state = reconcile(saved, mine, arrays, VersionPolicy(on_version_mismatch), migrations, where=str(target))
         if state is not None:
             _check_state(state, self._solo, str(target))
+        kept = {c.input: contexts[c.input] for c in self._contexts if c.input in contexts}
+        if state is not None and self._ctx_arenas is not None:
+            for name, value in kept.items():  # checked before anything changes
+                if name in self._ctx_arenas:
+                    _row_of(value, self._ctx_arenas[name].initial.shape, f"{target}: context {name!r}")
         with self._lock:
             stream = self._streams.get(sid) or self._open(sid, self.clock())
-            self._init_row(stream, state)  # None (reset policy): the initial state, and the context cleared
-            if state is not None and self._ctx_arenas is not None:
-                for name, arena in self._ctx_arenas.items():
-                    if name in contexts:
-                        arena.put(stream.row, _row_of(contexts[name], arena.initial.shape, f"{target}: context {name!r}"))
+            self._put_state(stream, state)  # None (reset policy): the initial state, and the context cleared
+            self._put_context(stream, kept if state is not None else None)
         return outcome
 
     # -- calls -------------------------------------------------------------------------------
@@ -429,84 +592,120 @@ class SessionPool:
             now = self.clock()
             if self.idle_timeout is not None:
                 self._expire(now)
-            stacked = self._stack_fast(list(requests.values()))
+            feeds_in = list(requests.values())
+            stacked = self._stack_fast(feeds_in)
             # checked before anyone joins; the fast path's checks are the stacking itself
             feeds: list[dict[str, np.ndarray]] = (
-                cast("list[dict[str, np.ndarray]]", list(requests.values())) if stacked is not None
+                cast("list[dict[str, np.ndarray]]", feeds_in) if stacked is not None
                 else [self._checked(sid, f) for sid, f in requests.items()]
             )
             if outputs is not None:
                 unknown = [n for n in outputs if n not in self._model.output_specs]
                 if unknown:
                     raise FeedError(f"{self.label}: the model has no output(s) {unknown}; outputs are {self._model.output_names}")
-            get = self._streams.get
-            streams: list[_Stream] = []
-            for sid in requests:
-                stream = get(sid)
-                if stream is None:
-                    if not open_missing:
-                        self._get(sid)  # raises
-                    stream = self._open(sid, now)
-                streams.append(stream)
+            streams, rows = self._streams_of(tuple(requests), open_missing, now)
             if self._arenas is None and feeds:
                 self._build_arenas(feeds[0])
-            results: dict[Hashable, dict[str, np.ndarray]] = {}
-            limit = 1 if self.batching else (self.max_batch or len(streams))
-            if stacked is not None and len(streams) <= limit:
-                self._run_group(streams, feeds, results, outputs, stacked)
-                groups = []
+            n = len(streams)
+            limit = 1 if self.batching else (self.max_batch or n)
+            if stacked is not None and n <= limit:
+                wanted = self._model.output_names if outputs is None else list(outputs)
+                out, pick = self._dispatch(rows, stacked, wanted)
+                results = self._split(list(requests), out, pick, n)
             else:
-                groups = self._groups(streams, feeds)
-            for group in groups:
-                for start in range(0, len(group), limit):
-                    part = group[start : start + limit]
-                    if len(part) == len(streams):
-                        self._run_group(streams, feeds, results, outputs)
-                    else:
+                results = {}
+                for group in self._groups(streams, feeds):
+                    for start in range(0, len(group), limit):
+                        part = group[start : start + limit]
                         self._run_group([streams[i] for i in part], [feeds[i] for i in part], results, outputs)
-            if self.idle_timeout is not None:  # keep least-recently-used order only when something expires
-                move = self._streams.move_to_end
-                for stream in streams:
-                    stream.last_used = now
-                    move(stream.sid)
-            return results if len(results) == len(requests) and list(results) == list(requests) else {sid: results[sid] for sid in requests}
+                if list(results) != list(requests):
+                    results = {sid: results[sid] for sid in requests}
+            if self.idle_timeout is not None:
+                self._last_used[rows] = now
+            return results
 
     def run_one(self, sid: Hashable, feeds: Mapping[str, Any], outputs: Sequence[str] | None = None, *, open_missing: bool = False) -> dict[str, np.ndarray]:
         return self.run({sid: feeds}, outputs, open_missing=open_missing)[sid]
 
+    def _streams_of(self, ids: tuple[Hashable, ...], open_missing: bool, now: float) -> tuple[list[_Stream], np.ndarray]:
+        """The streams of a tick (joining the missing ones when asked) and their rows, the rows laid out.
+        The same ids as the last tick, with no join or leave since, reuse its lists (the usual serving loop)."""
+        cache = self._tick_cache
+        if cache is not None and cache[1] == self._gen and cache[0] == ids:
+            return cache[2], cache[3]
+        get = self._streams.get
+        streams: list[_Stream] = []
+        for sid in ids:
+            stream = get(sid)
+            if stream is None:
+                if not open_missing:
+                    self._get(sid)  # raises
+                stream = self._open(sid, now)
+            streams.append(stream)
+        self._settle()
+        rows = self._rows_of(streams)
+        self._tick_cache = (ids, self._gen, streams, rows)
+        return streams, rows
+
+    def _split(self, sids: list[Hashable], out: Mapping[str, np.ndarray], pick: np.ndarray | None, n: int) -> dict[Hashable, dict[str, np.ndarray]]:
+        """Each stream's rows of the batched outputs (views, each with its batch axis of size 1)."""
+        if n == 1:
+            return {sids[0]: dict(out)}
+        layout = self.layout
+        assert layout is not None
+        names = list(out)
+        per_output: list[list[np.ndarray]] = []
+        for name in names:
+            value = out[name]
+            axis = layout.outputs[name]
+            shape = value.shape
+            # row k as a view with a batch axis of size 1: a new unit axis after the batch axis, the batch
+            # axis moved to the front, and list() makes the n views in one C loop
+            front = (axis, *range(axis), *range(axis + 1, len(shape) + 1))
+            pieces = list(value.reshape(shape[: axis + 1] + (1,) + shape[axis + 1 :]).transpose(front))
+            per_output.append(pieces if pick is None else [pieces[r] for r in pick])
+        if len(names) == 1:
+            name = names[0]
+            return {sid: {name: p} for sid, p in zip(sids, per_output[0])}
+        return {sid: dict(zip(names, ps)) for sid, ps in zip(sids, zip(*per_output))}
+
     def _stack_fast(self, feeds: list[Mapping[str, Any]]) -> dict[str, np.ndarray] | None:
         """The batch of a usual tick (every request one row of the same inputs, shapes, dtypes and shared
-        values), stacked without a pass per request per check; None when anything differs (the general
-        path then checks, groups and reports)."""
+        values), stacked without a Python pass per request per check; None when anything differs (the
+        general path then checks, converts, groups and reports)."""
         layout = self.layout
         if layout is None or self.batching or not self._probed or len(feeds) < 2 or self._contexts and self._ctx_arenas is None:
             return None
         dtypes = self._plain_dtypes
-        keys = dtypes.keys()
-        first = feeds[0]
-        if not all(f.keys() == keys for f in feeds):
-            return None
+        n = len(feeds)
+        # list comprehensions and list.count run the per-request checks in C: a generator per check costs
+        # more than the rest of a 64-stream tick's Python
+        if [len(f) for f in feeds].count(len(dtypes)) != n:
+            return None  # with every name looked up below, equal sizes mean equal names
         batch: dict[str, np.ndarray] = {}
         for name, dtype in dtypes.items():
-            v = first[name]
-            if type(v) is not np.ndarray:
+            try:
+                arrays = [f[name] for f in feeds]
+            except KeyError:
+                return None
+            v = arrays[0]
+            if [type(a) for a in arrays].count(np.ndarray) != n or [a.dtype for a in arrays].count(dtype) != n:
                 return None
             axis = layout.inputs.get(name)
             if axis is None:
-                if not all(f[name] is v or np.array_equal(f[name], v) for f in feeds):
-                    return None
-                batch[name] = v if v.dtype == dtype else v.astype(dtype)
+                if len({id(a) for a in arrays}) != 1:  # not one object: compare the values, all at once
+                    try:
+                        same = np.array_equal(np.stack(arrays), np.broadcast_to(v, (n, *v.shape)))
+                    except ValueError:  # shapes differ
+                        return None
+                    if not same:
+                        return None
+                batch[name] = v
                 continue
             shape = v.shape
-            if len(shape) <= axis or shape[axis] != 1:
+            if len(shape) <= axis or shape[axis] != 1 or [a.shape for a in arrays].count(shape) != n:
                 return None
-            arrays = [f[name] for f in feeds]
-            if not all(type(a) is np.ndarray and a.shape == shape for a in arrays):
-                return None
-            stacked = np.concatenate(arrays, axis=axis)
-            if stacked.dtype != dtype:
-                return None
-            batch[name] = stacked
+            batch[name] = _stack_rows(arrays, shape, axis, dtype)
         return batch
 
     def _checked(self, sid: Hashable, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -570,7 +769,9 @@ class SessionPool:
                     return False
         return True
 
-    def _with_context(self, rows: np.ndarray, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    def _with_context(self, rows: np.ndarray | None, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """The feeds with each stream's kept context prepended (``rows`` None: every row, in row order),
+        and the tails to keep once the call succeeded."""
         tails: dict[str, np.ndarray] = {}
         if not self._contexts or self._ctx_arenas is None:
             return feeds, tails
@@ -581,7 +782,8 @@ class SessionPool:
             arena = self._ctx_arenas[c.input]
             chunk = feeds[c.input]
             axis = c.axis if c.axis is not None else chunk.ndim - 1
-            combined = np.concatenate([arena.gather(rows), chunk], axis=axis)
+            kept = arena.cur if rows is None else arena.gather(rows)
+            combined = np.concatenate([kept, chunk], axis=axis)
             index = [slice(None)] * combined.ndim
             index[axis] = slice(combined.shape[axis] - c.size, None)
             tails[c.input] = combined[tuple(index)]
@@ -594,15 +796,12 @@ class SessionPool:
         feeds: list[dict[str, np.ndarray]],
         results: dict[Hashable, dict[str, np.ndarray]],
         outputs: Sequence[str] | None = None,
-        stacked: dict[str, np.ndarray] | None = None,
     ) -> None:
         assert self._arenas is not None
-        rows = np.fromiter((s.row for s in streams), dtype=np.intp, count=len(streams))
+        rows = self._rows_of(streams)
         layout = self.layout
         n = len(streams)
-        if stacked is not None:
-            batch = stacked
-        elif n == 1:
+        if n == 1:
             batch = dict(feeds[0])
         else:
             assert layout is not None
@@ -612,40 +811,89 @@ class SessionPool:
                 batch[name] = arr if axis is None else np.concatenate([f[name] for f in feeds], axis=axis)
         if n > 1 and not self._probed:
             self._probe(batch, rows)
-            layout = self.layout  # now with the outputs' batch axes
         if n > 1 and self.batching:  # the probe found the model cannot batch: one stream per call from now on
             for k, stream in enumerate(streams):
                 self._run_group([stream], [feeds[k]], results, outputs)
             return
-        out = self._execute(rows, batch)
-        wanted = out if outputs is None else {name: out[name] for name in outputs}
-        if n == 1:
-            results[streams[0].sid] = {k: np.array(v) for k, v in wanted.items()}
-            return
-        assert layout is not None
-        pieces = [(name, value, self._row_index(value.ndim, layout.outputs[name], n)) for name, value in wanted.items()]
-        for k, stream in enumerate(streams):
-            results[stream.sid] = {name: value[index[k]] for name, value, index in pieces}
+        wanted = self._model.output_names if outputs is None else list(outputs)
+        out, pick = self._dispatch(rows, batch, wanted)
+        results.update(self._split([s.sid for s in streams], out, pick, n))
+
+    def _dispatch(self, rows: np.ndarray, batch: dict[str, np.ndarray], wanted: list[str]) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+        """One onnxruntime call for ``rows`` (``batch`` stacked in the order of ``rows``): the bound arenas
+        when the tick holds every placed stream, else gathered and scattered rows.  Returns the ``wanted``
+        outputs and, when they are in row order rather than request order, each request's row."""
+        assert self._arenas is not None
+        n = len(rows)
+        whole = n == len(self._placed) and all(a.axis is not None for a in self._arenas.values()) and (n == 1 or self._probed and not self.batching)
+        if not whole:
+            out = self._execute(rows, batch)
+            return {name: out[name] for name in wanted}, None
+        batch, pick = self._into_rows(rows, batch)
+        return self._execute_whole(batch, wanted), pick
+
+    def _execute_whole(self, batch: dict[str, np.ndarray], wanted: list[str]) -> dict[str, np.ndarray]:
+        """Every placed stream in row order: the arenas are bound whole, no row gathered or scattered."""
+        assert self._arenas is not None
+        batch, tails = self._with_context(None, batch)
+        key = (self._gen, tuple((name, a.shape, a.dtype) for name, a in batch.items()), tuple(wanted))
+        tick = self._whole
+        if tick is None or tick.key != key:
+            shapes = self._whole_shapes.get(key)
+            if shapes is None:  # the first tick of this shape: run it plainly, learn the plain outputs' shapes
+                out = self._run_plain(None, batch, tails)
+                self._whole_shapes = {key: {name: (out[name].shape, out[name].dtype) for name in wanted if name not in self._model.state_outputs}}
+                return {name: out[name] for name in wanted}
+            tick = self._whole = _WholeTick(key, self._native, self._arenas, self._slot_names, shapes)
+        try:
+            plain = tick.call(self._arenas, batch)
+        except Exception:  # noqa: BLE001 - e.g. an output whose shape depends on the data: the plain call decides, and reports
+            self._whole = None
+            self._whole_shapes.pop(key, None)
+            out = self._run_plain(None, batch, tails)
+            return {name: out[name] for name in wanted}
+        self._count(len(self._placed))
+        self._keep_tails(None, tails)
+        if len(plain) == len(wanted):
+            return plain
+        states = {out: self._arenas[inp].cur for inp, out in self._slot_names}
+        return {name: plain[name] if name in plain else states[name].copy() for name in wanted}
 
     def _execute(self, rows: np.ndarray, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One onnxruntime call for ``rows``: context prepended, state gathered, new state and context scattered."""
-        assert self._arenas is not None
         batch, tails = self._with_context(rows, batch)
+        return self._run_plain(rows, batch, tails)
+
+    def _run_plain(self, rows: np.ndarray | None, batch: dict[str, np.ndarray], tails: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """``InferenceSession.run`` with the rows' state (``rows`` None: every row), the new state put back."""
+        assert self._arenas is not None
         for name, arena in self._arenas.items():
-            batch[name] = self._gather(arena, rows)
+            batch[name] = arena.cur if rows is None else self._gather(arena, rows)
         values = self._ort.run(None, batch)
-        n = len(rows)
+        self._count(len(self._placed) if rows is None else len(rows))
+        out = dict(zip(self._model.output_names, values))
+        for state_in, state_out in self._slot_names:
+            new = np.asarray(out[state_out])
+            if rows is None:
+                self._arenas[state_in].cur[...] = new
+            else:
+                self._scatter(self._arenas[state_in], rows, new)
+        self._keep_tails(rows, tails)
+        return out
+
+    def _keep_tails(self, rows: np.ndarray | None, tails: Mapping[str, np.ndarray]) -> None:
+        if self._ctx_arenas is not None:
+            for name, tail in tails.items():
+                arena = self._ctx_arenas[name]
+                if rows is None:
+                    arena.cur[...] = tail
+                else:
+                    arena.scatter(rows, tail)
+
+    def _count(self, n: int) -> None:
         self.stats.ort_calls += 1
         self.stats.rows += n
         self.stats.largest_batch = max(self.stats.largest_batch, n)
-        out = dict(zip(self._model.output_names, values))
-        for slot in self._model.slots:
-            assert slot.output is not None  # _install refuses slots without an output
-            self._scatter(self._arenas[slot.input], rows, np.asarray(out[slot.output]))
-        if self._ctx_arenas is not None:
-            for name, tail in tails.items():
-                self._ctx_arenas[name].scatter(rows, tail)
-        return out
 
     def run_batch(
         self,
@@ -657,16 +905,16 @@ class SessionPool:
     ) -> dict[str, np.ndarray]:
         """The stacked form of :meth:`run`, for a server that already holds a tick's inputs as arrays:
         ``feeds`` carry the rows of ``ids`` (in that order) along each input's batch axis; returns the
-        outputs stacked the same way.  No per-stream Python work beyond finding each stream's row.
-        Falls back to :meth:`run` (split, then stacked again) before the first batched call, when the
-        model cannot batch, or when ``max_batch`` is smaller than the tick."""
-        ids = list(ids)
+        outputs stacked the same way.  No per-stream Python work beyond finding each stream's row (none
+        when the ids are the last tick's).  Falls back to :meth:`run` (split, then stacked again) before the
+        first batched call, when the model cannot batch, or when ``max_batch`` is smaller than the tick."""
+        ids = tuple(ids)
         if len(set(ids)) != len(ids):
             raise FeedError(f"{self.label}: run_batch got a session id twice in one tick")
         layout = self.layout
         usable = layout is not None and self._probed and not self.batching and (self.max_batch is None or len(ids) <= self.max_batch)
         if not usable or len(ids) < 2:
-            return self._split_and_run(ids, feeds, outputs, open_missing)
+            return self._split_and_run(list(ids), feeds, outputs, open_missing)
         assert layout is not None
         m = self._model
         batch: dict[str, np.ndarray] = {}
@@ -686,26 +934,18 @@ class SessionPool:
             raise FeedError(f"{m.label}: run_batch is missing input(s) {missing}")
         if outputs is not None and any(n not in m.output_specs for n in outputs):
             raise FeedError(f"{m.label}: the model has no output(s) {[n for n in outputs if n not in m.output_specs]}")
+        wanted = m.output_names if outputs is None else list(outputs)
         with self._lock:
             now = self.clock()
             if self.idle_timeout is not None:
                 self._expire(now)
-            get = self._streams.get
-            streams = []
-            for sid in ids:
-                stream = get(sid)
-                if stream is None:
-                    if not open_missing:
-                        self._get(sid)
-                    stream = self._open(sid, now)
-                streams.append(stream)
-            rows = np.fromiter((s.row for s in streams), dtype=np.intp, count=len(streams))
-            out = self._execute(rows, batch)
+            streams, rows = self._streams_of(ids, open_missing, now)
+            out, pick = self._dispatch(rows, batch, wanted)
+            if pick is not None:  # back from row order to the order of ids
+                out = {name: np.take(value, pick, axis=layout.outputs[name]) for name, value in out.items()}
             if self.idle_timeout is not None:
-                for stream in streams:
-                    stream.last_used = now
-                    self._streams.move_to_end(stream.sid)
-        return out if outputs is None else {name: out[name] for name in outputs}
+                self._last_used[rows] = now
+        return out
 
     def _split_and_run(self, ids: list[Hashable], feeds: Mapping[str, Any], outputs: Sequence[str] | None, open_missing: bool) -> dict[str, np.ndarray]:
         layout = self.layout
@@ -735,19 +975,25 @@ class SessionPool:
             stacked[name] = np.concatenate([results[sid][name] for sid in ids], axis=axis) if len(ids) > 1 else results[ids[0]][name]
         return stacked
 
-    def _row_index(self, ndim: int, axis: int, n: int) -> list[tuple[Any, ...]]:
-        """Index tuples selecting row k (kept as an axis of size 1) of an array batched along ``axis``."""
-        key = (ndim, axis, n)
-        cached = self._row_indices.get(key)
-        if cached is None:
-            head = (slice(None),) * axis
-            cached = [head + (slice(k, k + 1),) for k in range(n)]
-            if len(self._row_indices) > 64:
-                self._row_indices.clear()
-            self._row_indices[key] = cached
-        return cached
+    # Where rows could cross between streams: one place each, so tests can check that a shifted row is caught.
+    def _rows_of(self, streams: Sequence[_Stream]) -> np.ndarray:
+        """Each stream's row, in the streams' order."""
+        return np.fromiter((s.row for s in streams), dtype=np.intp, count=len(streams))
 
-    # gather/scatter of state rows: one place each, so tests can check that a shifted row is caught
+    def _into_rows(self, rows: np.ndarray, batch: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
+        """A tick of every placed stream: its inputs moved from request order into row order (nothing to do
+        when the requests come in row order, the usual loop), and each request's row (None: request i is row i)."""
+        if np.array_equal(rows, np.arange(len(rows))):
+            return batch, None
+        assert self.layout is not None
+        order = np.argsort(rows)
+        axes = self.layout.inputs
+        return {name: (a if axes.get(name) is None else np.take(a, order, axis=axes[name])) for name, a in batch.items()}, rows
+
+    def _row_map(self, rowmap: np.ndarray) -> np.ndarray:
+        """The old row of each remaining stream, in its new row order (see _settle)."""
+        return rowmap
+
     def _gather(self, arena: _Arena, rows: np.ndarray) -> np.ndarray:
         return arena.gather(rows)
 
@@ -756,15 +1002,16 @@ class SessionPool:
 
     # -- arenas and the probe ----------------------------------------------------------------
     def _build_arenas(self, feeds: Mapping[str, np.ndarray]) -> None:
-        """Row shapes from the first call's feeds (one row), then every open stream's row."""
+        """Row shapes from the first call's feeds (one row), then every placed stream's row."""
         initial = self._solo.initial_state(self._model_feeds(feeds))
         layout = self.layout
+        rows = len(self._placed)
         arenas: dict[str, _Arena] = {}
         for name, value in initial.items():
             axis = None if layout is None or self.batching else layout.states[name]
             if axis is not None and value.shape[axis] != 1:
                 raise StateError(f"{self.label}: the initial state {name!r} has {value.shape[axis]} rows along its batch axis {axis}; feed one row per stream")
-            arenas[name] = _Arena(axis, np.ascontiguousarray(value), self._capacity)
+            arenas[name] = _Arena(axis, np.ascontiguousarray(value), rows)
         if self._ctx_arenas is None and self._contexts:
             ctx: dict[str, _Arena] = {}
             for c in self._contexts:
@@ -776,13 +1023,11 @@ class SessionPool:
                 shape = list(chunk.shape)
                 shape[c_axis] = c.size
                 dtype = self._model.inputs[c.input].dtype or chunk.dtype
-                ctx[c.input] = _Arena(axis, np.zeros(shape, dtype=dtype), self._capacity)
-                ctx[c.input].data[...] = 0
+                ctx[c.input] = _Arena(axis, np.zeros(shape, dtype=dtype), rows)
             self._ctx_arenas = ctx
         self._arenas = arenas
-        for stream in self._streams.values():
-            self._init_row(stream, self._pending.pop(stream.sid, None), context=False)
-        self._pending = {}
+        self._gen += 1
+        self._install_pending()
 
     def _model_feeds(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """One row's feeds as the model sees them (with a zero context prepended), to resolve state shapes."""
@@ -873,27 +1118,26 @@ class SessionPool:
         with self._lock:
             old = StateOrigin(self.fingerprint, self.state_version, self.label)
             new = StateOrigin(solo.fingerprint, solo.state_version, solo.label)
-            carried: dict[Hashable, dict[str, np.ndarray] | None] = {}
+            carried: dict[Hashable, dict[str, np.ndarray]] = {}
             outcomes: dict[Hashable, VersionOutcome] = {}
             for sid, stream in self._streams.items():
-                if self._arenas is None:
+                if self._arenas is None or stream.row < 0:
                     state = self._pending.get(sid)
                     if state is None:  # never ran: the initial state, nothing to carry
-                        carried[sid], outcomes[sid] = None, compatible(old, new) or VersionOutcome.RESET
+                        outcomes[sid] = compatible(old, new) or VersionOutcome.RESET
                         continue
                 else:
                     state = {name: arena.row(stream.row) for name, arena in self._arenas.items()}
                 outcome, value = reconcile(old, new, state, VersionPolicy(policy), migrations, where=f"session {sid!r}")
                 if value is not None:
                     _check_state(value, solo, f"session {sid!r} ({outcome.value})")
-                carried[sid], outcomes[sid] = value, outcome
+                    carried[sid] = value
+                outcomes[sid] = outcome
             self._install(solo)
             self._pending = carried
-            if any(o is VersionOutcome.RESET for o in outcomes.values()) and self._ctx_arenas is not None:
-                for sid, o in outcomes.items():
-                    if o is VersionOutcome.RESET:
-                        for arena in self._ctx_arenas.values():
-                            arena.put(self._streams[sid].row, arena.initial)
+            for sid, o in outcomes.items():
+                if o is VersionOutcome.RESET:
+                    self._put_context(self._streams[sid], None)
             return outcomes
 
 
@@ -908,6 +1152,21 @@ def _check_state(state: Mapping[str, np.ndarray], solo: StatefulSession, where: 
         if spec.shape is not None:
             if len(spec.shape) != value.ndim or any(isinstance(d, int) and d > 0 and d != v for d, v in zip(spec.shape, value.shape)):
                 raise StateError(f"{where}: state {name!r} has shape {value.shape}, the new model declares {list(spec.shape)}")
+
+
+def _stack_rows(arrays: list[np.ndarray], shape: tuple[int, ...], axis: int, dtype: np.dtype[Any]) -> np.ndarray:
+    """Rows of one shape and dtype (``shape[axis] == 1``) stacked along ``axis``.  When nothing but unit dims
+    precede the axis, the batch is the rows' bytes one after the other: ``bytes.join`` reads each array
+    through the buffer protocol in one C loop, several times faster than ``np.concatenate`` on many small
+    arrays.  A row that is not C-contiguous is refused by the buffer protocol, and concatenate takes over."""
+    if math.prod(shape[:axis]) == 1:
+        try:
+            joined = b"".join(cast("list[bytes]", arrays))
+        except (TypeError, BufferError, ValueError):
+            pass
+        else:
+            return np.frombuffer(joined, dtype=dtype).reshape(shape[:axis] + (len(arrays),) + shape[axis + 1 :])
+    return np.concatenate(arrays, axis=axis)
 
 
 def _row_of(value: np.ndarray, shape: tuple[int, ...], where: str) -> np.ndarray:

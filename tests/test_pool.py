@@ -472,3 +472,43 @@ def test_a_reused_row_starts_clean_in_a_batched_pool_with_context():
     got = pool.run({sid: {"x": v} for sid, v in x.items()}, open_missing=True)  # "new" takes b's row
     want = StatefulSession(model, context={"x": 1}).run({"x": x["new"]})
     assert np.max(np.abs(got["new"]["Y"] - want["Y"])) <= TOL and np.max(np.abs(got["new"]["cn"] - want["cn"])) <= TOL
+
+
+def test_a_loaded_state_brings_its_kept_context_back_before_the_first_call(tmp_path):
+    model = sm.lstm_b()
+    rng = np.random.default_rng(11)
+    xs = [_chunk(rng, 2) for _ in range(5)]
+    pool = SessionPool(model, context={"x": 1})
+    solo = StatefulSession(model, context={"x": 1})
+    for x in xs[:3]:
+        pool.run({"a": {"x": x}, "b": {"x": -x}}, open_missing=True)
+        solo.run({"x": x})
+    path = pool.save_state("a", tmp_path / "a.state")
+    fresh = SessionPool(model, context={"x": 1})  # no call yet: the pool does not know the row shapes
+    fresh.load_state("a", path)
+    for x in xs[3:]:
+        got = fresh.run({"a": {"x": x}})["a"]
+        want = solo.run({"x": x})
+        # the kept time step of xs[2] is prepended to xs[3]: without it Y differs from the first step on
+        assert got["Y"].shape == want["Y"].shape == (3, 1, 1, 5)
+        assert np.max(np.abs(got["Y"] - want["Y"])) <= TOL and np.max(np.abs(got["hn"] - want["hn"])) <= TOL
+
+
+def test_a_loaded_state_brings_its_kept_context_back_into_a_running_batched_pool(tmp_path):
+    model = sm.lstm_b()
+    rng = np.random.default_rng(12)
+    xs = [_chunk(rng, 2) for _ in range(5)]
+    pool = SessionPool(model, context={"x": 1})
+    solo = StatefulSession(model, context={"x": 1})
+    for x in xs[:3]:
+        pool.run({"a": {"x": x}, "b": {"x": -x}}, open_missing=True)
+        solo.run({"x": x})
+    path = pool.save_state("a", tmp_path / "a.state")
+    running = SessionPool(model, context={"x": 1})
+    for x in xs[:2]:
+        running.run({"c": {"x": x}, "d": {"x": 2 * x}, "e": {"x": x}}, open_missing=True)
+    running.load_state("a", path)
+    for x in xs[3:]:
+        got = running.run({"a": {"x": x}, "c": {"x": x}, "d": {"x": x}, "e": {"x": x}})["a"]
+        want = solo.run({"x": x})
+        assert np.max(np.abs(got["Y"] - want["Y"])) <= TOL and np.max(np.abs(got["hn"] - want["hn"])) <= TOL

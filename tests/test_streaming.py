@@ -257,8 +257,15 @@ def test_streams_served_by_a_pool_equal_their_solo_runs_batched_or_not():
 def test_a_pool_that_leaks_rows_fails_the_isolation_check(monkeypatch):
     from rnnir.pool import SessionPool
 
-    original = SessionPool._gather
-    monkeypatch.setattr(SessionPool, "_gather", lambda self, arena, rows: original(self, arena, np.roll(rows, 1)))
+    # every stream calls every tick, so the pool binds its state buffers whole (no gather): the leak is each
+    # stream's input landing in its neighbour's row
+    original = SessionPool._into_rows
+
+    def shifted(self, rows, batch):
+        moved, pick = original(self, rows, batch)
+        return {name: a if self.layout.inputs[name] is None else np.roll(a, 1, axis=self.layout.inputs[name]) for name, a in moved.items()}, pick
+
+    monkeypatch.setattr(SessionPool, "_into_rows", shifted)
     chunks = [{"x": np.full((1, 1, 3), v, np.float32)} for v in np.linspace(-1, 1, 12)]
     report = check_streaming(StatefulSession(sm.lstm_b()), chunks, streams=4)
     assert not report.isolation.ok and not report.ok
