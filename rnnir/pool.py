@@ -97,12 +97,14 @@ class BatchLayout:
 
 @dataclass
 class PoolStats:
-    """onnxruntime calls made, stream-calls served, and the largest batch so far."""
+    """onnxruntime calls made, stream-calls served, the largest batch so far, streams expired, and the
+    calls that bound the state buffers whole (every open stream in one call: no row gathered or scattered)."""
 
     ort_calls: int = 0
     rows: int = 0
     largest_batch: int = 0
     expired: int = 0
+    whole_calls: int = 0
 
 
 class _Stream:
@@ -836,23 +838,38 @@ class SessionPool:
         """Every placed stream in row order: the arenas are bound whole, no row gathered or scattered."""
         assert self._arenas is not None
         batch, tails = self._with_context(None, batch)
-        key = (self._gen, tuple((name, a.shape, a.dtype) for name, a in batch.items()), tuple(wanted))
+        n = len(self._placed)
+        layout = self.layout
+        assert layout is not None
+        # the feeds' shapes with the batch dim left out: the plain outputs' shapes learnt at one row count
+        # hold at any other (their batch dim scaled), so a join or leave does not cost a plain call
+        signature = (tuple((name, _one_row(a.shape, layout.inputs.get(name)), a.dtype) for name, a in batch.items()), tuple(wanted))
+        key = (self._gen, n, signature)  # a new layout (rows moved, the model upgraded) binds new buffers
         tick = self._whole
         if tick is None or tick.key != key:
-            shapes = self._whole_shapes.get(key)
-            if shapes is None:  # the first tick of this shape: run it plainly, learn the plain outputs' shapes
+            per_row = self._whole_shapes.get(signature)
+            if per_row is None or n > 1 and any(name not in layout.outputs for name in per_row):
+                # the first tick of these shapes: run it plainly, learn the plain outputs' shapes for one row
                 out = self._run_plain(None, batch, tails)
-                self._whole_shapes = {key: {name: (out[name].shape, out[name].dtype) for name in wanted if name not in self._model.state_outputs}}
+                if n == 1 or all(name in layout.outputs for name in wanted):
+                    if len(self._whole_shapes) >= 8:  # a few output lists and chunk shapes at most, not one per call
+                        self._whole_shapes.clear()
+                    self._whole_shapes[signature] = ({
+                        name: (_one_row(out[name].shape, layout.outputs.get(name) if n > 1 else None), out[name].dtype)
+                        for name in wanted if name not in self._model.state_outputs
+                    })
                 return {name: out[name] for name in wanted}
+            shapes = per_row if n == 1 else {name: (_rows_shape(shape, layout.outputs[name], n), dtype) for name, (shape, dtype) in per_row.items()}
             tick = self._whole = _WholeTick(key, self._native, self._arenas, self._slot_names, shapes)
         try:
             plain = tick.call(self._arenas, batch)
         except Exception:  # noqa: BLE001 - e.g. an output whose shape depends on the data: the plain call decides, and reports
             self._whole = None
-            self._whole_shapes.pop(key, None)
+            self._whole_shapes.pop(signature, None)
             out = self._run_plain(None, batch, tails)
             return {name: out[name] for name in wanted}
         self._count(len(self._placed))
+        self.stats.whole_calls += 1
         self._keep_tails(None, tails)
         if len(plain) == len(wanted):
             return plain
@@ -1167,6 +1184,15 @@ def _stack_rows(arrays: list[np.ndarray], shape: tuple[int, ...], axis: int, dty
         else:
             return np.frombuffer(joined, dtype=dtype).reshape(shape[:axis] + (len(arrays),) + shape[axis + 1 :])
     return np.concatenate(arrays, axis=axis)
+
+
+def _one_row(shape: tuple[int, ...], axis: int | None) -> tuple[int, ...]:
+    """``shape`` with its batch dim (if any) set to 1."""
+    return shape if axis is None or axis >= len(shape) else shape[:axis] + (1,) + shape[axis + 1 :]
+
+
+def _rows_shape(shape: tuple[int, ...], axis: int, rows: int) -> tuple[int, ...]:
+    return shape[:axis] + (rows,) + shape[axis + 1 :]
 
 
 def _row_of(value: np.ndarray, shape: tuple[int, ...], where: str) -> np.ndarray:

@@ -127,6 +127,7 @@ def test_silero_streams_batched_with_their_kept_context_equal_solo_sessions(sile
             assert np.max(np.abs(got[sid]["stateN"] - want["stateN"])) <= TOL
             assert np.array_equal(pool.state(sid)["state"], want["stateN"])
     assert pool.stats.ort_calls == 5 and pool.stats.largest_batch == 8  # one onnxruntime call per tick
+    assert pool.stats.whole_calls == 4  # after the first, each bound the state buffers whole, context kept beside them
     assert pool.layout.inputs == {"input": 0, "sr": None} and pool.layout.states == {"state": 1}
 
 
@@ -512,3 +513,171 @@ def test_a_loaded_state_brings_its_kept_context_back_into_a_running_batched_pool
         got = running.run({"a": {"x": x}, "c": {"x": x}, "d": {"x": x}, "e": {"x": x}})["a"]
         want = solo.run({"x": x})
         assert np.max(np.abs(got["Y"] - want["Y"])) <= TOL and np.max(np.abs(got["hn"] - want["hn"])) <= TOL
+
+
+# -- every stream in one call: the state buffers bound whole ------------------------------------
+
+
+def drive_whole_ticks(pool: SessionPool, model, *, streams: int = 72, ticks: int = 24, seed: int = 0, shuffle: bool = True) -> float:
+    """Every open stream calls every tick (the whole-buffer path), with joins, leaves anywhere in the row
+    order, resets and expiry-free churn between ticks; each stream against its own solo session."""
+    rng = np.random.default_rng(seed)
+    base = StatefulSession(model)
+    solo: dict[int, StatefulSession] = {}
+    next_id = 0
+    worst = 0.0
+    for tick in range(ticks):
+        if tick % 3 == 1:  # leave: any rows, middle ones included
+            for sid in rng.choice(sorted(solo), size=int(rng.integers(1, 6)), replace=False):
+                pool.close(int(sid))
+                del solo[int(sid)]
+        if tick % 3 == 2:  # join
+            for _ in range(int(rng.integers(1, 6))):
+                solo[next_id] = base.fork(reset=True)
+                pool.open(next_id)
+                next_id += 1
+        if tick == 0:
+            for _ in range(streams):
+                solo[next_id] = base.fork(reset=True)
+                pool.open(next_id)
+                next_id += 1
+        if tick % 4 == 3:
+            sid = int(rng.choice(sorted(solo)))
+            pool.reset(sid)
+            solo[sid].reset()
+        order = list(solo)
+        if shuffle and tick % 2:
+            order = [order[i] for i in rng.permutation(len(order))]  # not in row order: the inputs are moved
+        requests = {sid: {"x": _chunk(rng, 1)} for sid in order}
+        got = pool.run(requests)
+        assert list(got) == order
+        for sid, feeds in requests.items():
+            want = solo[sid].run(feeds)
+            for name, value in want.items():
+                assert got[sid][name].shape == value.shape
+                worst = max(worst, float(np.max(np.abs(got[sid][name] - value))))
+    return worst
+
+
+def test_ticks_of_every_stream_equal_solo_runs_across_joins_leaves_and_resets():
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    assert drive_whole_ticks(pool, model) <= TOL
+    # one call per tick (the probe's calls are not counted); the first tick learnt the outputs' shapes with a
+    # plain call, every later one bound the buffers whole, whatever the number of streams
+    assert pool.stats.ort_calls == 24 and pool.stats.whole_calls == 23 and pool.stats.largest_batch >= 64
+    # after all that churn the rows are compact and in order of joining
+    assert [s.row for s in pool._placed] == list(range(len(pool)))
+
+
+class ShiftedInputs(SessionPool):
+    """Crosstalk on the whole-buffer path: each stream's input lands in its neighbour's row."""
+
+    def _into_rows(self, rows, batch):
+        moved, pick = super()._into_rows(rows, batch)
+        return {n: a if self.layout.inputs[n] is None else np.roll(a, 1, axis=self.layout.inputs[n]) for n, a in moved.items()}, pick
+
+
+class ShiftedRowMap(SessionPool):
+    """Crosstalk when rows are laid out again after a leave: each remaining stream gets its neighbour's state."""
+
+    def _row_map(self, rowmap):
+        return np.roll(rowmap, 1)
+
+
+@pytest.mark.parametrize("mutant", [ShiftedInputs, ShiftedRowMap])
+def test_a_whole_buffer_pool_that_shifts_a_row_is_caught(mutant):
+    model = sm.lstm_b()
+    assert drive_whole_ticks(mutant(model), model, ticks=9, shuffle=False) > 1e-3
+
+
+def test_a_leave_that_frees_a_middle_row_keeps_every_other_stream_on_its_own_state():
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    base = StatefulSession(model)
+    solo = {sid: base.fork(reset=True) for sid in "abcde"}
+    rng = np.random.default_rng(3)
+    for sid in solo:
+        pool.open(sid)
+    for _ in range(3):
+        requests = {sid: {"x": _chunk(rng, 1)} for sid in solo}
+        pool.run(requests)
+        for sid, f in requests.items():
+            solo[sid].run(f)
+    assert [pool._streams[s].row for s in "abcde"] == [0, 1, 2, 3, 4]
+    pool.close("b")  # row 1 of 5: c, d and e move up
+    del solo["b"]
+    for sid in solo:  # the saved view of every stream is unchanged by the leave itself
+        assert np.array_equal(pool.state(sid)["h0"], solo[sid].state["h0"])
+    for _ in range(3):
+        requests = {sid: {"x": _chunk(rng, 1)} for sid in solo}
+        got = pool.run(requests)
+        for sid, f in requests.items():
+            want = solo[sid].run(f)
+            assert np.max(np.abs(got[sid]["Y"] - want["Y"])) <= TOL and np.max(np.abs(got[sid]["cn"] - want["cn"])) <= TOL
+    assert [pool._streams[s].row for s in "acde"] == [0, 1, 2, 3]
+    assert pool.stats.whole_calls == 5  # every tick after the probe bound the 5, then the 4 rows whole
+
+
+def test_run_batch_of_every_stream_in_another_order_equals_solo_runs():
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    base = StatefulSession(model)
+    ids = [f"s{k}" for k in range(6)]
+    solo = {sid: base.fork(reset=True) for sid in ids}
+    rng = np.random.default_rng(4)
+    for sid in ids:
+        pool.open(sid)
+    pool.run({sid: {"x": _chunk(rng, 1)} for sid in ids[:2]})  # the probe
+    for sid in ids[:2]:
+        solo[sid].reset()
+    pool.reset(ids[0]), pool.reset(ids[1])
+    for t in range(4):
+        order = ids[::-1] if t % 2 else ids[2:] + ids[:2]
+        x = _chunk(rng, 1).repeat(len(order), axis=1) * np.arange(1, len(order) + 1, dtype=np.float32)[None, :, None]
+        got = pool.run_batch(order, {"x": x})
+        for k, sid in enumerate(order):
+            want = solo[sid].run({"x": x[:, k : k + 1]})
+            assert np.max(np.abs(got["hn"][:, k : k + 1] - want["hn"])) <= TOL and np.max(np.abs(got["Y"][:, :, k : k + 1] - want["Y"])) <= TOL
+    assert pool.stats.whole_calls == 3  # the first whole tick runs plainly and learns the outputs' shapes
+
+
+def test_expiry_of_a_middle_row_then_a_whole_tick_keeps_the_others_right():
+    clock = Clock()
+    model = sm.lstm_b()
+    pool = SessionPool(model, idle_timeout=5.0, clock=clock)
+    base = StatefulSession(model)
+    solo = {sid: base.fork(reset=True) for sid in range(6)}
+    rng = np.random.default_rng(8)
+    for t in range(4):
+        clock.now = float(t)
+        active = [sid for sid in solo if not (sid == 2 and t > 0)]  # stream 2 goes quiet after the first tick
+        requests = {sid: {"x": _chunk(rng, 1)} for sid in active}
+        got = pool.run(requests, open_missing=True)
+        for sid, f in requests.items():
+            assert np.max(np.abs(got[sid]["hn"] - solo[sid].run(f)["hn"])) <= TOL
+    clock.now = 5.5
+    assert pool.expire() == [2] and 2 not in pool
+    del solo[2]
+    for _ in range(3):
+        requests = {sid: {"x": _chunk(rng, 1)} for sid in solo}
+        got = pool.run(requests)
+        for sid, f in requests.items():
+            assert np.max(np.abs(got[sid]["hn"] - solo[sid].run(f)["hn"])) <= TOL
+    assert pool.sessions == [0, 1, 3, 4, 5] and pool.stats.whole_calls >= 3
+
+
+def test_a_pool_of_one_stream_binds_its_buffers_and_equals_the_solo_session():
+    model = sm.lstm_b()
+    pool = SessionPool(model, context={"x": 1})
+    solo = StatefulSession(model, context={"x": 1})
+    rng = np.random.default_rng(13)
+    for t in range(6):
+        x = _chunk(rng, 2)
+        got = pool.run_one("only", {"x": x}, ["Y", "hn"] if t % 2 else None, open_missing=True)
+        want = solo.run({"x": x})
+        assert sorted(got) == (["Y", "hn"] if t % 2 else sorted(want))
+        for name, value in got.items():
+            assert np.max(np.abs(value - want[name])) <= TOL
+    assert pool.stats.whole_calls == 4  # a plain call to learn the shapes for each of the two output lists
+    assert np.array_equal(pool.state("only")["c0"], solo.state["c0"])
