@@ -291,6 +291,7 @@ class SessionPool:
         self._dirty = False  # streams joined or left since the rows were laid out
         self._gen = 0  # changes whenever rows may have moved: cached row lists and bindings are stale
         self._tick_cache: tuple[tuple[Hashable, ...], int, list[_Stream], np.ndarray] | None = None
+        self._rows_in_order: np.ndarray | None = None  # the cached tick's rows when they are 0, 1, 2, ...
         self._ctx_arenas: dict[str, _Arena] | None = None
         self._pending_ctx: dict[Hashable, dict[str, np.ndarray]] = {}  # kept contexts to install when rows exist
         self.stats = PoolStats()
@@ -647,6 +648,7 @@ class SessionPool:
         self._settle()
         rows = self._rows_of(streams)
         self._tick_cache = (ids, self._gen, streams, rows)
+        self._rows_in_order = rows if np.array_equal(rows, np.arange(len(rows))) else None
         return streams, rows
 
     def _split(self, sids: list[Hashable], out: Mapping[str, np.ndarray], pick: np.ndarray | None, n: int) -> dict[Hashable, dict[str, np.ndarray]]:
@@ -1000,7 +1002,7 @@ class SessionPool:
     def _into_rows(self, rows: np.ndarray, batch: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], np.ndarray | None]:
         """A tick of every placed stream: its inputs moved from request order into row order (nothing to do
         when the requests come in row order, the usual loop), and each request's row (None: request i is row i)."""
-        if np.array_equal(rows, np.arange(len(rows))):
+        if rows is self._rows_in_order or np.array_equal(rows, np.arange(len(rows))):  # the first: a cached tick's rows
             return batch, None
         assert self.layout is not None
         order = np.argsort(rows)
