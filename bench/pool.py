@@ -68,21 +68,32 @@ class Workload:
     context: dict[str, int] | None = None
 
 
-def workloads(silero: pathlib.Path | None) -> list[Workload]:
+def workloads(silero: pathlib.Path | None, silero_files: list[str]) -> list[Workload]:
     models = make_models.build_all(only={"lstm_i64_h128_b"}, log=lambda m: None)
     out = [Workload(
         "LSTM in 64 hidden 128, seq 1", models["lstm_i64_h128_b"],
         lambda rng: {"x": (0.5 * rng.standard_normal((1, 1, make_models.LSTM_IN))).astype(np.float32)}, "y")]
     if silero is not None:
         sr = np.array(16000, dtype=np.int64)
-        out.append(Workload(
-            "silero_vad.onnx, 512 samples + 64 context", silero / "silero_vad.onnx",
-            lambda rng: {"input": (0.1 * rng.standard_normal((1, 512))).astype(np.float32), "sr": sr}, "output", {"input": 64}))
+        for name in silero_files:
+            path = silero / name
+            has_sr = "sr" in {i.name for i in ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).get_inputs()}
+
+            def feed(rng: np.random.Generator, has_sr: bool = has_sr) -> dict[str, np.ndarray]:
+                chunk = {"input": (0.1 * rng.standard_normal((1, 512))).astype(np.float32)}
+                return chunk | {"sr": sr} if has_sr else chunk
+
+            out.append(Workload(f"{name}, 512 samples + 64 context", path, feed, "output", {"input": 64}))
     return out
 
 
-def _options(threads: int) -> ort.SessionOptions:
+OPT_LEVELS = {"all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL, "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+              "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC, "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL}
+
+
+def _options(threads: int, level: str = "all") -> ort.SessionOptions:
     opts = ort.SessionOptions()
+    opts.graph_optimization_level = OPT_LEVELS[level]
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -100,11 +111,11 @@ def _silero_dir() -> pathlib.Path | None:
         return None
 
 
-def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) -> dict[str, Any]:
+def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float, level: str = "all") -> dict[str, Any]:
     rng = np.random.default_rng(n)
     ticks = [{sid: w.feed(rng) for sid in range(n)} for _ in range(4)]
-    pool = SessionPool(w.path, context=w.context, session_options=_options(threads))
-    base = StatefulSession(w.path, session_options=_options(threads), context=w.context)
+    pool = SessionPool(w.path, context=w.context, session_options=_options(threads, level))
+    base = StatefulSession(w.path, session_options=_options(threads, level), context=w.context)
     solo = [base.fork(reset=True) for _ in range(n)]
     for sid in range(n):
         pool.open(sid)
@@ -153,17 +164,19 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
         for sid, feeds in tick.items():
             solo[sid].run(feeds, outputs)
 
-    def timed_block(step: Callable[[dict[int, dict[str, np.ndarray]]], None], reps: int) -> list[float]:
+    def timed_block(step: Callable[[dict[int, dict[str, np.ndarray]]], None], reps: int) -> tuple[list[float], float]:
+        """Wall time of each tick, and the process's CPU time over the block."""
         times = []
         clock = time.perf_counter
+        cpu = time.process_time()
         for r in range(reps):
             t = clock()
             step(ticks[r & 3])
             times.append(clock() - t)
-        return times
+        return times, time.process_time() - cpu
 
     # ticks per block from a short calibration of the slower side
-    per = max(statistics.median(timed_block(pool_tick, 3)), statistics.median(timed_block(solo_tick, 3)))
+    per = max(statistics.median(timed_block(pool_tick, 3)[0]), statistics.median(timed_block(solo_tick, 3)[0]))
     reps = int(min(2000, max(5, block_s / per)))
     tick_pool: list[float] = []
     tick_bare: list[float] = []
@@ -174,15 +187,17 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
     thr_pool: list[float] = []
     thr_batch: list[float] = []
     thr_solo: list[float] = []
+    cpu_thr: dict[str, list[float]] = {"pool": [], "batch": [], "solo": [], "bare": []}
     sides = {"pool": (pool_tick, tick_pool, thr_pool), "batch": (batch_tick, tick_batch, thr_batch), "solo": (solo_tick, tick_solo, thr_solo),
              "bare": (bare_tick, tick_bare, thr_bare)}
     names = list(sides)
     for b in range(blocks):
         for which in names[b % len(names):] + names[: b % len(names)]:  # rotate the order: no side always runs first
             step, ticks_of, thr_of = sides[which]
-            t = timed_block(step, reps)
+            t, cpu = timed_block(step, reps)
             ticks_of += t
             thr_of.append(n * len(t) / sum(t))
+            cpu_thr[which].append(n * len(t) / max(cpu, 1e-9))
     # the baseline's per-call latency: one StatefulSession.run, timed alone
     clock = time.perf_counter
     for r in range(min(2000, reps * n)):
@@ -190,6 +205,11 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
         t = clock()
         solo[sid].run(ticks[(r // n) & 3][sid], outputs)
         call_solo.append(clock() - t)
+    # the headline figures are per CPU-second of this process: on a shared machine a wall-clock block also
+    # measures how often the scheduler took the CPU away (both sides alike, but with a wide spread); the
+    # wall-clock figures are kept beside them
+    wall_ratios = [p / s for p, s in zip(thr_pool, thr_solo)]
+    thr_pool, thr_batch, thr_solo, thr_bare = cpu_thr["pool"], cpu_thr["batch"], cpu_thr["solo"], cpu_thr["bare"]
     ratios = [p / s for p, s in zip(thr_pool, thr_solo)]
     batch_ratios = [p / s for p, s in zip(thr_batch, thr_solo)]
     bare_ratios = [p / s for p, s in zip(thr_bare, thr_solo)]
@@ -202,6 +222,8 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
         "pool_calls_per_s": statistics.median(thr_pool), "pool_calls_per_s_range": [min(thr_pool), max(thr_pool)],
         "solo_calls_per_s": statistics.median(thr_solo), "solo_calls_per_s_range": [min(thr_solo), max(thr_solo)],
         "ratio": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+        "wall_ratio": statistics.median(wall_ratios), "wall_ratio_range": [min(wall_ratios), max(wall_ratios)],
+        "pool_tick_share_of_bare": statistics.median(tick_bare) / statistics.median(tick_pool),
         "bare_ratio": statistics.median(bare_ratios), "bare_ratio_range": [min(bare_ratios), max(bare_ratios)],
         "batch_calls_per_s": statistics.median(thr_batch), "batch_ratio": statistics.median(batch_ratios),
         "batch_ratio_range": [min(batch_ratios), max(batch_ratios)], "batch_tick_p50_us": pct(tick_batch, 50), "batch_tick_p99_us": pct(tick_batch, 99),
@@ -212,13 +234,18 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float) ->
 
 
 def markdown(report: dict[str, Any]) -> str:
+    load = report["load"]
     lines = [
         f"Session pool vs independent sessions ({report['machine']}; onnxruntime {report['onnxruntime']}, "
-        f"{report['threads']} intra-op thread; {report['blocks']} paired blocks of ~{report['block_s']} s; commit {report['commit']})",
+        f"{report['threads']} intra-op thread(s) on both sides, graph optimisation {report['opt_level']}; {report['blocks']} paired blocks "
+        f"of ~{report['block_s']} s; commit {report['commit']}; load average {load['start']} at start, {load['end']} at the end)",
         "",
-        "| workload | streams | independent stream-calls/s | pool.run stream-calls/s | pool.run / independent | pool.run_batch / independent | ceiling: bare batched ORT call / independent | pool.run tick p50 / p99 | independent call p50 / p99 | max \\|diff\\| |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| workload | streams | independent stream-calls per CPU-s | pool.run stream-calls per CPU-s | pool.run / independent "
+        "| pool.run_batch / independent | ceiling: bare batched ORT call / independent | pool.run / independent, wall clock "
+        "| pool.run tick p50 / p99 | independent call p50 / p99 | max \\|diff\\| |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+
     def mark(x: float, streams: int) -> str:
         return (" ✗" if x < TARGET else " ✓") if streams == 64 else ""
 
@@ -229,24 +256,39 @@ def markdown(report: dict[str, Any]) -> str:
             f"| **{r['ratio']:.1f}×**{mark(r['ratio'], r['streams'])} ({r['ratio_range'][0]:.1f}–{r['ratio_range'][1]:.1f}) "
             f"| **{r['batch_ratio']:.1f}×**{mark(r['batch_ratio'], r['streams'])} ({r['batch_ratio_range'][0]:.1f}–{r['batch_ratio_range'][1]:.1f}) "
             f"| {r['bare_ratio']:.1f}× ({r['bare_ratio_range'][0]:.1f}–{r['bare_ratio_range'][1]:.1f}) "
+            f"| {r['wall_ratio']:.1f}× ({r['wall_ratio_range'][0]:.1f}–{r['wall_ratio_range'][1]:.1f}) "
             f"| {r['pool_tick_p50_us']:,.0f} / {r['pool_tick_p99_us']:,.0f} µs | {r['solo_call_p50_us']:,.0f} / {r['solo_call_p99_us']:,.0f} µs "
             f"| {r['max_abs_diff']:.1e} |"
         )
     return "\n".join(lines)
 
 
+def _load() -> str:
+    """The 1, 5 and 15 minute load averages (the machine is shared: a figure without them means little)."""
+    import os
+
+    try:
+        return ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="shorter blocks (about a minute)")
     ap.add_argument("--streams", default="1,8,64,256")
-    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="intra-op threads, the same for the pool and the independent sessions")
+    ap.add_argument("--opt-level", choices=sorted(OPT_LEVELS), default="all", help="onnxruntime graph optimisation, both sides")
+    ap.add_argument("--silero", default="silero_vad.onnx", help="comma-separated silero-vad files of the wheel to measure")
+    ap.add_argument("--blocks", type=int, default=None, help="paired blocks per row (default 7; 3 with --quick)")
     ap.add_argument("--models", default="", help="keep workloads whose name contains one of these comma-separated fragments")
     ap.add_argument("--out", type=pathlib.Path, default=RESULTS)
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.streams.split(",") if x.strip()]
     blocks, block_s = (3, 0.15) if args.quick else (7, 0.4)
+    blocks = args.blocks or blocks
     frags = [f for f in args.models.split(",") if f]
-    ws = [w for w in workloads(_silero_dir()) if not frags or any(f in w.name for f in frags)]
+    ws = [w for w in workloads(_silero_dir(), [f for f in args.silero.split(",") if f]) if not frags or any(f in w.name for f in frags)]
     import platform
     import subprocess
 
@@ -259,14 +301,18 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "command": "python bench/pool.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python {platform.python_version()}",
-        "onnxruntime": ort.__version__, "threads": args.threads, "blocks": blocks, "block_s": block_s, "commit": commit, "rows": [],
+        "onnxruntime": ort.__version__, "threads": args.threads, "opt_level": args.opt_level, "blocks": blocks, "block_s": block_s,
+        "commit": commit, "rows": [], "load": {"start": _load()},
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     for w in ws:
         for n in counts:
-            row = bench_one(w, n, args.threads, blocks, block_s)
+            row = bench_one(w, n, args.threads, blocks, block_s, args.opt_level)
+            row["load_after"] = _load()
             report["rows"].append(row)
             print(f"{w.name}, {n} streams: pool {row['pool_calls_per_s']:,.0f}/s, independent {row['solo_calls_per_s']:,.0f}/s, "
                   f"x{row['ratio']:.1f}, max |diff| {row['max_abs_diff']:.1e}", file=sys.stderr, flush=True)
+    report["load"]["end"] = _load()
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "pool.json").write_text(json.dumps(report, indent=1) + "\n")
     md = markdown(report)

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import threading
 import time
@@ -75,6 +76,8 @@ from .versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPol
 
 __all__ = ["BatchLayout", "Batcher", "PoolStats", "SessionPool", "UnknownSessionError"]
 
+_DTYPE = operator.attrgetter("dtype")
+_SHAPE = operator.attrgetter("shape")
 _PROBE_ROWS = 3
 _PROBE_TOL = 1e-5
 
@@ -670,7 +673,7 @@ class SessionPool:
             per_output.append(pieces if pick is None else [pieces[r] for r in pick])
         if len(names) == 1:
             name = names[0]
-            return {sid: {name: p} for sid, p in zip(sids, per_output[0])}
+            return dict(zip(sids, [{name: p} for p in per_output[0]]))
         return {sid: dict(zip(names, ps)) for sid, ps in zip(sids, zip(*per_output))}
 
     def _stack_fast(self, feeds: list[Mapping[str, Any]]) -> dict[str, np.ndarray] | None:
@@ -678,25 +681,29 @@ class SessionPool:
         values), stacked without a Python pass per request per check; None when anything differs (the
         general path then checks, converts, groups and reports)."""
         layout = self.layout
-        if layout is None or self.batching or not self._probed or len(feeds) < 2 or self._contexts and self._ctx_arenas is None:
+        n = len(feeds)
+        # one request needs no output axes (nothing to split), so no probe either
+        if layout is None or self.batching or not (self._probed or n == 1) or self._contexts and self._ctx_arenas is None:
             return None
         dtypes = self._plain_dtypes
-        n = len(feeds)
         # list comprehensions and list.count run the per-request checks in C: a generator per check costs
         # more than the rest of a 64-stream tick's Python
-        if [len(f) for f in feeds].count(len(dtypes)) != n:
+        if list(map(len, feeds)).count(len(dtypes)) != n:
             return None  # with every name looked up below, equal sizes mean equal names
         batch: dict[str, np.ndarray] = {}
         for name, dtype in dtypes.items():
             try:
-                arrays = [f[name] for f in feeds]
-            except KeyError:
+                arrays = list(map(operator.itemgetter(name), feeds))
+                # an object without .dtype/.shape is no array (AttributeError); a numpy scalar has shape ()
+                if list(map(_DTYPE, arrays)).count(dtype) != n:
+                    return None
+            except (KeyError, AttributeError):
                 return None
             v = arrays[0]
-            if [type(a) for a in arrays].count(np.ndarray) != n or [a.dtype for a in arrays].count(dtype) != n:
-                return None
             axis = layout.inputs.get(name)
             if axis is None:
+                if type(v) is not np.ndarray:
+                    return None
                 if len({id(a) for a in arrays}) != 1:  # not one object: compare the values, all at once
                     try:
                         same = np.array_equal(np.stack(arrays), np.broadcast_to(v, (n, *v.shape)))
@@ -707,9 +714,9 @@ class SessionPool:
                 batch[name] = v
                 continue
             shape = v.shape
-            if len(shape) <= axis or shape[axis] != 1 or [a.shape for a in arrays].count(shape) != n:
+            if len(shape) <= axis or shape[axis] != 1 or list(map(_SHAPE, arrays)).count(shape) != n:
                 return None
-            batch[name] = _stack_rows(arrays, shape, axis, dtype)
+            batch[name] = v if n == 1 else _stack_rows(arrays, shape, axis, dtype)
         return batch
 
     def _checked(self, sid: Hashable, feeds: Mapping[str, Any]) -> dict[str, np.ndarray]:
