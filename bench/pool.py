@@ -1,6 +1,7 @@
 """Many streams of one model: SessionPool (one batched onnxruntime call per tick) against N StatefulSessions.
 
     python -m compileall -q rnnir bench && python bench/pool.py [--quick] [--streams 1,8,64,256] [--threads 1]
+        [--no-spin] [--opt-level all|extended|basic|none] [--silero silero_vad.onnx,silero_vad_16k_op15.onnx] [--blocks 7]
 
 A *tick* is one call of every stream: the pool gets the N requests in one
 ``SessionPool.run`` (one onnxruntime call when the model's batch dim is free);
@@ -9,6 +10,14 @@ the baseline calls N independent ``StatefulSession.run`` one after the other
 the plain output only and run with the same intra-op thread count, in
 alternating blocks within one invocation (paired: a slow spell of the shared
 machine hits both); every figure is a median over blocks with its min-max.
+Throughput is stream-calls per CPU-second of this process (``time.process_time``
+over the block): the machine these figures come from is shared by many
+processes, and a wall-clock block there measures how often the scheduler took the
+CPU away as much as the code; the wall-clock ratio is reported beside it, and the
+load averages at the start and end of the run.  (With several intra-op threads
+that spin while idle, CPU time counts the spinning: use ``--no-spin`` or the
+wall-clock column.)  Thread count, spinning and graph optimisation are always
+the same for both sides.
 
 The pool is measured twice: ``SessionPool.run`` (one dict of feeds per stream
 in, one dict of outputs per stream out: the per-stream Python a server pays
@@ -91,9 +100,14 @@ OPT_LEVELS = {"all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL, "extended": ort.
               "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC, "none": ort.GraphOptimizationLevel.ORT_DISABLE_ALL}
 
 
+SPIN = {"spin": True}  # set once from --no-spin: both sides alike
+
+
 def _options(threads: int, level: str = "all") -> ort.SessionOptions:
     opts = ort.SessionOptions()
     opts.graph_optimization_level = OPT_LEVELS[level]
+    if not SPIN["spin"]:  # idle intra-op threads sleep instead of spinning (their spin is CPU time, and steals a shared core)
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
     opts.intra_op_num_threads = threads
     opts.inter_op_num_threads = 1
     opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
@@ -281,12 +295,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--opt-level", choices=sorted(OPT_LEVELS), default="all", help="onnxruntime graph optimisation, both sides")
     ap.add_argument("--silero", default="silero_vad.onnx", help="comma-separated silero-vad files of the wheel to measure")
     ap.add_argument("--blocks", type=int, default=None, help="paired blocks per row (default 7; 3 with --quick)")
+    ap.add_argument("--no-spin", action="store_true", help="intra-op threads do not spin while idle (both sides)")
     ap.add_argument("--models", default="", help="keep workloads whose name contains one of these comma-separated fragments")
     ap.add_argument("--out", type=pathlib.Path, default=RESULTS)
     args = ap.parse_args(argv)
     counts = [int(x) for x in args.streams.split(",") if x.strip()]
     blocks, block_s = (3, 0.15) if args.quick else (7, 0.4)
     blocks = args.blocks or blocks
+    SPIN["spin"] = not args.no_spin
     frags = [f for f in args.models.split(",") if f]
     ws = [w for w in workloads(_silero_dir(), [f for f in args.silero.split(",") if f]) if not frags or any(f in w.name for f in frags)]
     import platform
@@ -301,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {
         "command": "python bench/pool.py " + " ".join(argv if argv is not None else sys.argv[1:]),
         "machine": f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, Python {platform.python_version()}",
-        "onnxruntime": ort.__version__, "threads": args.threads, "opt_level": args.opt_level, "blocks": blocks, "block_s": block_s,
+        "onnxruntime": ort.__version__, "threads": args.threads, "spin": not args.no_spin, "opt_level": args.opt_level, "blocks": blocks, "block_s": block_s,
         "commit": commit, "rows": [], "load": {"start": _load()},
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }

@@ -681,3 +681,18 @@ def test_a_pool_of_one_stream_binds_its_buffers_and_equals_the_solo_session():
             assert np.max(np.abs(value - want[name])) <= TOL
     assert pool.stats.whole_calls == 4  # a plain call to learn the shapes for each of the two output lists
     assert np.array_equal(pool.state("only")["c0"], solo.state["c0"])
+
+
+def test_a_shared_input_fed_as_equal_copies_shares_the_call_and_a_different_value_splits_it(silero_dir):
+    pool = SessionPool(silero_dir / "silero_vad_16k_op15.onnx")  # reads sr only as sr * 0: any value runs
+    rng = np.random.default_rng(14)
+    x = {sid: (0.1 * rng.standard_normal((1, 576))).astype(np.float32) for sid in "abcd"}
+    pool.run({sid: {"input": x[sid], "sr": np.array(16000)} for sid in x}, open_missing=True)  # probes
+    calls = pool.stats.ort_calls
+    got = pool.run({sid: {"input": x[sid], "sr": np.array(16000)} for sid in x})  # four objects, one value
+    assert pool.stats.ort_calls == calls + 1 and pool.stats.whole_calls >= 1
+    pool.run({sid: {"input": x[sid], "sr": np.array(16000 if sid != "c" else 8000)} for sid in x})  # c differs
+    assert pool.stats.ort_calls == calls + 3
+    solo = StatefulSession(silero_dir / "silero_vad_16k_op15.onnx")
+    solo.run({"input": x["a"], "sr": np.array(16000)})
+    assert np.max(np.abs(got["a"]["output"] - solo.run({"input": x["a"], "sr": np.array(16000)})["output"])) <= TOL
