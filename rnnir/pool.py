@@ -182,9 +182,11 @@ class _Native:
     """onnxruntime's pybind layer when the installed version has it (the public wrappers cost about as much
     Python per call as a small batch computes), else the documented API."""
 
-    def __init__(self, sess: Any) -> None:
+    def __init__(self, sess: Any, native: bool = True) -> None:
         self.sess = sess
         try:
+            if not native:
+                raise ImportError("the documented API was asked for")
             from onnxruntime.capi import _pybind_state as C
 
             self.device = ort.OrtDevice.make("cpu", 0)._get_c_device()

@@ -696,3 +696,14 @@ def test_a_shared_input_fed_as_equal_copies_shares_the_call_and_a_different_valu
     solo = StatefulSession(silero_dir / "silero_vad_16k_op15.onnx")
     solo.run({"input": x["a"], "sr": np.array(16000)})
     assert np.max(np.abs(got["a"]["output"] - solo.run({"input": x["a"], "sr": np.array(16000)})["output"])) <= TOL
+
+
+def test_the_whole_buffer_path_through_onnxruntimes_documented_api_equals_solo_runs():
+    from rnnir.pool import _Native
+
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    pool._native = _Native(pool._ort, native=False)  # as on an onnxruntime without the pybind layer
+    assert not pool._native.native
+    assert drive_whole_ticks(pool, model, streams=12, ticks=9) <= TOL
+    assert pool.stats.whole_calls == 8
