@@ -707,3 +707,30 @@ def test_the_whole_buffer_path_through_onnxruntimes_documented_api_equals_solo_r
     assert not pool._native.native
     assert drive_whole_ticks(pool, model, streams=12, ticks=9) <= TOL
     assert pool.stats.whole_calls == 8
+
+
+def test_run_batch_checks_again_whatever_differs_from_the_last_checked_tick():
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    base = StatefulSession(model)
+    ids = ["a", "b", "c"]
+    solo = {sid: base.fork(reset=True) for sid in ids}
+    rng = np.random.default_rng(15)
+    pool.run({sid: {"x": _chunk(rng, 1)} for sid in ids[:2]}, open_missing=True)  # the probe, a and b
+    pool.reset("a"), pool.reset("b")
+    pool.open("c")
+    for _ in range(3):  # the same signature each tick: checked once, then compared
+        x = (0.8 * rng.standard_normal((1, 3, INP))).astype(np.float32)
+        got = pool.run_batch(ids, {"x": x}, ["hn"])
+        for k, sid in enumerate(ids):
+            assert np.max(np.abs(got["hn"][:, k : k + 1] - solo[sid].run({"x": x[:, k : k + 1]})["hn"])) <= TOL
+    good = np.zeros((1, 3, INP), np.float32)
+    with pytest.raises(FeedError, match="twice"):
+        pool.run_batch(["a", "b", "a"], {"x": good}, ["hn"])
+    with pytest.raises(FeedError, match="one row per id"):
+        pool.run_batch(ids, {"x": np.zeros((1, 2, INP), np.float32)}, ["hn"])
+    with pytest.raises(FeedError, match="no output"):
+        pool.run_batch(ids, {"x": good}, ["nope"])
+    with pytest.raises(UnknownSessionError):
+        pool.close("c")
+        pool.run_batch(ids, {"x": good}, ["hn"])  # the same signature as the checked ticks, c gone
