@@ -351,7 +351,7 @@ def _changing(chunks: Sequence[Mapping[str, np.ndarray]], names: set[str]) -> se
 def _outputs(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]]) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
     outs, states = [], []
     for feed in chunks:
-        outs.append(session.run(feed))
+        outs.append(session.run_dict(feed))
         states.append(session.state)
     return outs, states
 
@@ -601,7 +601,7 @@ def _isolation(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarra
         requests: dict[Hashable, Mapping[str, Any]] = dict(enumerate(feeds))
         got = pool.run(requests, open_missing=True)
         for i, feed in enumerate(feeds):
-            want = solo[i].run(feed)
+            want = solo[i].run_dict(feed)
             d = max((_max_diff(got[i][k], v) for k, v in want.items()), default=0.0)
             if not d <= worst:
                 worst, who = d, i

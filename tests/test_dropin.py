@@ -76,16 +76,42 @@ def test_get_inputs_and_outputs_hide_the_state_and_are_onnxruntimes_nodeargs():
 
 
 def test_dict_calls_keep_working_under_both_names():
-    expected = hand_loop(CHUNKS[:2])
+    expected = hand_loop(CHUNKS[:3])
     s = StatefulSession(FANOUT)
-    out = s.run({"x": CHUNKS[0]})  # the old call: a dict with every output
-    assert list(out) == ["y", "hn", "cn"]
-    np.testing.assert_allclose(out["hn"], expected[0][1], rtol=1e-6, atol=1e-6)
+    out = s.run({"x": CHUNKS[0]})  # run(feeds): a dict of the outputs get_outputs() lists; the state is the session's
+    assert list(out) == ["y"]
+    np.testing.assert_allclose(out["y"], expected[0][0], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(s.state["h0"], expected[0][1], rtol=1e-6, atol=1e-6)  # kept, and readable
     out = s.run_dict({"x": CHUNKS[1]}, ["hn"])
     assert list(out) == ["hn"]
     np.testing.assert_allclose(out["hn"], expected[1][1], rtol=1e-6, atol=1e-6)
     t = StatefulSession(FANOUT)
     assert list(t.run({"x": CHUNKS[0]}, ["y"])) == ["y"] and list(t.run({"x": CHUNKS[1]}, outputs=["cn"])) == ["cn"]
+    out = s.run_dict({"x": CHUNKS[2]})  # run_dict(feeds): every graph output, state included
+    assert list(out) == ["y", "hn", "cn"]
+    for got, want in zip(out.values(), expected[2]):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_the_default_run_copies_no_state_out_and_survives_the_fast_path():
+    """run(feeds) and run(None, feeds) over many calls (the pre-bound steady path after the first):
+    the outputs equal the hand loop's, no state byte is copied out, and a returned array is the
+    caller's own (the next calls do not overwrite it)."""
+    chunks = CHUNKS + [np.random.default_rng(9 + k).standard_normal((4, 1, 3)).astype(np.float32) for k in range(5)]
+    expected = hand_loop(chunks)
+    for as_list in (False, True):
+        s = StatefulSession(FANOUT)
+        kept = []
+        for x, (y, _, _) in zip(chunks, expected):
+            got = s.run(None, {"x": x}) if as_list else s.run({"x": x})
+            assert (type(got), len(got)) == ((list, 1) if as_list else (dict, 1))
+            value = got[0] if as_list else got["y"]
+            np.testing.assert_allclose(value, y, rtol=1e-6, atol=1e-6)
+            assert s.stats.output_copy_bytes == 0 and s.stats.python_state_bytes == 0 or s.stats.calls == 1
+            kept.append(value)
+        for value, (y, _, _) in zip(kept, expected):  # still what each call returned
+            np.testing.assert_allclose(value, y, rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(s.state["c0"], expected[-1][2], rtol=1e-6, atol=1e-6)
 
 
 def test_run_options_reach_onnxruntime_and_a_terminated_call_leaves_the_state():

@@ -67,7 +67,7 @@ def _strip_meta(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _chunks(session: StatefulSession, x: np.ndarray, size: int, **extra: np.ndarray) -> list[dict[str, np.ndarray]]:
-    return [session.run({"x": x[k : k + size], **extra}) for k in range(0, x.shape[0], size)]
+    return [session.run_dict({"x": x[k : k + size], **extra}) for k in range(0, x.shape[0], size)]
 
 
 # -- exposing state: PyTorch exports -------------------------------------------------------------
@@ -255,9 +255,9 @@ def test_branch_without_the_op_hands_the_state_back() -> None:
     assert _errors(result.model) == []
     sess = StatefulSession(result.model)
     x = np.random.default_rng(9).standard_normal((4, 1, 2)).astype(np.float32)
-    first = sess.run({"x": x, "sr": np.array(16000, np.int64)})
-    kept = sess.run({"x": x, "sr": np.array(8000, np.int64)})  # no LSTM runs: the state is handed back unchanged
-    resumed = sess.run({"x": x, "sr": np.array(16000, np.int64)})
+    first = sess.run_dict({"x": x, "sr": np.array(16000, np.int64)})
+    kept = sess.run_dict({"x": x, "sr": np.array(8000, np.int64)})  # no LSTM runs: the state is handed back unchanged
+    resumed = sess.run_dict({"x": x, "sr": np.array(16000, np.int64)})
     np.testing.assert_array_equal(kept["hn"], first["hn"])
     np.testing.assert_array_equal(kept["cn"], first["cn"])
     assert np.abs(first["hn"]).max() > 0
@@ -457,16 +457,16 @@ def test_step_of_y_replaced_by_final_state(name: str, drop: set[str], text: str)
     correct = _returns_y_h(onnx.load(str(path)), drop)
     extra = {"seq_lens": np.array([3, 2], np.int32)} if "seqlens" in name else {}
     x = _x_for(result.model, T=3)
-    fixed = _chunks(StatefulSession(result.model), x, 3, **extra)[:1] + [StatefulSession(result.model).run({"x": x, **extra})]
-    right = _chunks(StatefulSession(correct), x, 3, **extra)[:1] + [StatefulSession(correct).run({"x": x, **extra})]
-    broken = StatefulSession(str(path)).run({"x": x, **extra})
+    fixed = _chunks(StatefulSession(result.model), x, 3, **extra)[:1] + [StatefulSession(result.model).run_dict({"x": x, **extra})]
+    right = _chunks(StatefulSession(correct), x, 3, **extra)[:1] + [StatefulSession(correct).run_dict({"x": x, **extra})]
+    broken = StatefulSession(str(path)).run_dict({"x": x, **extra})
     np.testing.assert_array_equal(fixed[0]["y"], broken["y"])  # the first call's y is untouched
     for got, want in zip(fixed, right):
         for k in want:
             np.testing.assert_allclose(got[k], want[k], atol=1e-6)
     s_fixed, s_right = StatefulSession(result.model), StatefulSession(correct)
     for _ in range(3):  # later calls with the state fed back
-        a, b = s_fixed.run({"x": x, **extra}), s_right.run({"x": x, **extra})
+        a, b = s_fixed.run_dict({"x": x, **extra}), s_right.run_dict({"x": x, **extra})
         for k in b:
             np.testing.assert_allclose(a[k], b[k], atol=1e-6)
 
@@ -566,7 +566,7 @@ def test_real_model_mutant_repaired(file: str, mutate, code: str) -> None:
             feed = {n[len("call0_in_") :]: oracle[n] for n in oracle.files if n.startswith("call0_in_")}
         else:
             feed = {"x": oracle[f"call{k}_in_x"]}
-        out = s.run(feed)
+        out = s.run_dict(feed)
         for _, o in pairs:
             np.testing.assert_allclose(out[o], oracle[f"call{k}_out_{o}"], atol=1e-5)
         np.testing.assert_allclose(out["y"], oracle[f"call{k}_out_y"], atol=1e-5)
@@ -657,7 +657,7 @@ def test_real_silero_made_stateless_is_streamable_again(silero_dir: Path) -> Non
     frames = [(0.1 * rng.standard_normal((1, 576))).astype(np.float32) for _ in range(6)]
     fixed, original = StatefulSession(result.model), StatefulSession(str(path))
     for k, frame in enumerate(frames):  # both start from zeros and keep their state: every call agrees
-        a, b = fixed.run({"input": frame}), original.run({"input": frame})
+        a, b = fixed.run_dict({"input": frame}), original.run_dict({"input": frame})
         np.testing.assert_allclose(a["output"], b["output"], atol=1e-6, err_msg=f"call {k}")
         np.testing.assert_allclose(a["stateN"], b["stateN"], atol=1e-6, err_msg=f"call {k}")
     cut = _ort(stateless)  # the cut model forgets: from the second call on it is not silero any more
@@ -729,7 +729,7 @@ def test_real_silero_hc_swap_mutant_repaired(silero_dir: Path) -> None:
     diverged = 0.0
     for _ in range(5):
         frame = {"input": (0.1 * rng.standard_normal((1, 576))).astype(np.float32)}
-        a, b, c = fixed.run(frame), original.run(frame), broken.run(frame)
+        a, b, c = fixed.run_dict(frame), original.run_dict(frame), broken.run_dict(frame)
         np.testing.assert_allclose(a["output"], b["output"], atol=1e-6)
         np.testing.assert_allclose(a["stateN"], b["stateN"], atol=1e-6)
         diverged = max(diverged, float(np.abs(c["output"] - b["output"]).max()))
@@ -808,9 +808,9 @@ def test_nested_if_state_threads_out_through_every_level() -> None:
     chunked = np.concatenate([s.run({"x": x[k : k + 2], "a": yes, "b": yes})["y"] for k in (0, 2, 4)])
     np.testing.assert_allclose(chunked, whole, atol=1e-6)
     s = StatefulSession(result.model)
-    first = s.run({"x": x[:2], "a": yes, "b": yes})["hn"]
+    first = s.run_dict({"x": x[:2], "a": yes, "b": yes})["hn"]
     for a, b in ((no, yes), (yes, no)):  # a branch without the GRU, at either level, hands the state back
-        np.testing.assert_array_equal(s.run({"x": x[2:4], "a": a, "b": b})["hn"], first)
+        np.testing.assert_array_equal(s.run_dict({"x": x[2:4], "a": a, "b": b})["hn"], first)
 
 
 def test_sd001_missing_state_output_added() -> None:

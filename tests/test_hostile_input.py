@@ -524,7 +524,7 @@ def test_a_bad_state_file_is_a_state_error_and_the_live_state_survives(session, 
         assert all(np.array_equal(now[k], before[k]) for k in before), why
     # and the stream goes on from the state it had
     twin = session.fork()
-    assert np.array_equal(session.run({"x": x})["hn"], twin.run({"x": x})["hn"])
+    assert np.array_equal(session.run_dict({"x": x})["hn"], twin.run_dict({"x": x})["hn"])
 
 
 def test_zip_bomb_is_refused_before_decompressing(session, tmp_path):

@@ -313,7 +313,7 @@ def _sequence_oracle(silero_dir):
     seq = StatefulSession(str(silero_dir / "silero_vad_16k_sequence.onnx"))
 
     def whole(stream):
-        out = seq.fork(reset=True).run({"input": stream["input"][:, 0, :]})
+        out = seq.fork(reset=True).run_dict({"input": stream["input"][:, 0, :]})
         return {"output": out["speech_probs"], "stateN": np.concatenate([out["hn"], out["cn"]])}
 
     return whole

@@ -57,7 +57,7 @@ def test_an_unshared_symbolic_batch_dim_comes_from_the_batch_axis_of_the_recurre
     x = np.random.default_rng(4).standard_normal(x_shape).astype(np.float32)
     s = StatefulSession(m)
     assert s.initial_state({"x": x})["h0"].shape == state_shape
-    got = s.run({"x": x})
+    got = s.run_dict({"x": x})
     sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     want = dict(zip(["Y", "hn"], sess.run(None, {"x": x, "h0": np.zeros(state_shape, np.float32)})))
     np.testing.assert_allclose(got["hn"], want["hn"], rtol=1e-6)
@@ -114,7 +114,7 @@ def test_the_same_file_with_the_model_dtype_loads_and_the_stream_continues_exact
     fresh = StatefulSession(m)
     fresh.load_state(path)
     np.testing.assert_array_equal(fresh.state["h0"], slots["slot:h0"])
-    np.testing.assert_array_equal(fresh.run({"x": xs[1]})["hn"], s.run({"x": xs[1]})["hn"])
+    np.testing.assert_array_equal(fresh.run_dict({"x": xs[1]})["hn"], s.run_dict({"x": xs[1]})["hn"])
 
 
 @pytest.mark.parametrize("change", ["format", "slots"])

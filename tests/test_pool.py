@@ -62,7 +62,7 @@ def drive_against_solo(pool: SessionPool, model, *, streams: int = 72, ticks: in
         requests = {sid: {"x": _chunk(rng, steps if sid % 5 else 1)} for sid in callers}  # mixed lengths: several groups
         got = pool.run(requests)
         for sid, feeds in requests.items():
-            want = solo[sid].run(feeds)
+            want = solo[sid].run_dict(feeds)
             for name, value in want.items():
                 worst = max(worst, float(np.max(np.abs(got[sid][name] - value))))
     return worst
@@ -122,7 +122,7 @@ def test_silero_streams_batched_with_their_kept_context_equal_solo_sessions(sile
         requests = {sid: {"input": (0.1 * rng.standard_normal((1, 512))).astype(np.float32), "sr": sr} for sid in solo}
         got = pool.run(requests)
         for sid, feeds in requests.items():
-            want = solo[sid].run(feeds)
+            want = solo[sid].run_dict(feeds)
             assert np.max(np.abs(got[sid]["output"] - want["output"])) <= TOL
             assert np.max(np.abs(got[sid]["stateN"] - want["stateN"])) <= TOL
             assert np.array_equal(pool.state(sid)["state"], want["stateN"])
@@ -179,7 +179,7 @@ def test_idle_sessions_expire_by_the_injected_clock():
     with pytest.raises(UnknownSessionError, match="'b'"):
         pool.run({"b": {"x": x}})
     fresh = pool.run({"b": {"x": x}}, open_missing=True)["b"]  # rejoins from the initial state
-    first = StatefulSession(sm.lstm_b()).run({"x": x})
+    first = StatefulSession(sm.lstm_b()).run_dict({"x": x})
     assert np.allclose(fresh["hn"], first["hn"], atol=TOL)
     clock.now = 100.0
     assert sorted(pool.run({"a": {"x": x}}, open_missing=True)) == ["a"] and pool.sessions == ["a"]  # both expired; a rejoins
@@ -240,7 +240,7 @@ def test_an_upgrade_declaring_the_same_state_version_keeps_every_stream_state():
     assert outcomes == {"a": VersionOutcome.SAME_VERSION, "b": VersionOutcome.SAME_VERSION}
     got = pool.run({"a": {"x": x}})["a"]
     new = StatefulSession(_versioned(1, "1"))
-    want = new.run({"x": x, **kept})  # the new weights from the carried state
+    want = new.run_dict({"x": x, **kept})  # the new weights from the carried state
     assert np.allclose(got["hn"], want["hn"], atol=TOL)
 
 
@@ -260,7 +260,7 @@ def test_an_upgrade_with_policy_reset_restarts_every_stream_on_the_new_model():
     outcomes = pool.upgrade(_versioned(1, "2"), policy=VersionPolicy.RESET)
     assert set(outcomes.values()) == {VersionOutcome.RESET}
     got = pool.run({"a": {"x": x}})["a"]
-    want = StatefulSession(_versioned(1, "2")).run({"x": x})
+    want = StatefulSession(_versioned(1, "2")).run_dict({"x": x})
     assert np.allclose(got["hn"], want["hn"], atol=TOL)
 
 
@@ -272,7 +272,7 @@ def test_an_upgrade_with_a_registered_migration_carries_the_migrated_state():
     steps.register("1", "2", lambda s: {"h0": s["h0"] * 0.5, "c0": -s["c0"]})
     pool.upgrade(_versioned(1, "2"), policy="migrate", migrations=steps)
     got = pool.run({"b": {"x": x}})["b"]
-    want = StatefulSession(_versioned(1, "2")).run({"x": x, "h0": kept["h0"] * 0.5, "c0": -kept["c0"]})
+    want = StatefulSession(_versioned(1, "2")).run_dict({"x": x, "h0": kept["h0"] * 0.5, "c0": -kept["c0"]})
     assert np.allclose(got["hn"], want["hn"], atol=TOL) and np.allclose(got["cn"], want["cn"], atol=TOL)
 
 
@@ -301,7 +301,7 @@ def test_run_batch_takes_and_returns_stacked_rows_equal_to_solo_runs():
         out = pool.run_batch(order, {"x": x}, open_missing=True)
         assert out["hn"].shape == (1, len(order), 5)
         for k, sid in enumerate(order):
-            want = solo[sid].run({"x": x[:, k : k + 1]})
+            want = solo[sid].run_dict({"x": x[:, k : k + 1]})
             assert np.max(np.abs(out["hn"][:, k : k + 1] - want["hn"])) <= TOL
             assert np.max(np.abs(out["Y"][:, :, k : k + 1] - want["Y"])) <= TOL
     assert pool.stats.ort_calls == 5
@@ -363,7 +363,7 @@ def test_calls_from_many_threads_are_batched_and_each_stream_equals_its_solo_run
     for sid in range(streams):
         solo = StatefulSession(model)
         for x, hn in zip(inputs[sid], got[sid]):
-            assert np.max(np.abs(solo.run({"x": x})["hn"] - hn)) <= TOL  # in order, and nobody else's state
+            assert np.max(np.abs(solo.run_dict({"x": x})["hn"] - hn)) <= TOL  # in order, and nobody else's state
     assert pool.stats.rows == streams * calls and pool.stats.largest_batch > 1
     assert batcher.ticks < streams * calls
 
@@ -390,7 +390,7 @@ def test_a_bad_call_in_a_batched_tick_fails_only_its_caller():
         ok.append(batcher.call("good", {"x": x}))
         t.join()
     assert len(errors) == 1 and "nope" in str(errors[0])
-    assert np.allclose(ok[0]["hn"], StatefulSession(sm.lstm_b()).run({"x": x})["hn"], atol=TOL)
+    assert np.allclose(ok[0]["hn"], StatefulSession(sm.lstm_b()).run_dict({"x": x})["hn"], atol=TOL)
     assert "bad" not in pool
 
 
@@ -414,7 +414,7 @@ def test_a_saved_stream_state_goes_back_into_its_own_session_only(tmp_path):
     assert fresh.load_state("alice", path) is VersionOutcome.SAME_MODEL
     for x in xs[3:]:
         got = fresh.run({"alice": {"x": x}})["alice"]
-        assert np.max(np.abs(got["hn"] - solo.run({"x": x})["hn"])) <= TOL  # continues where it left off
+        assert np.max(np.abs(got["hn"] - solo.run_dict({"x": x})["hn"])) <= TOL  # continues where it left off
     assert fresh.load_state("carol", path, from_session="alice") is VersionOutcome.SAME_MODEL  # a deliberate move
 
     # the same file format as StatefulSession's, both ways
@@ -447,7 +447,7 @@ def test_max_batch_splits_a_tick_into_calls_of_at_most_that_many_rows():
         requests = {sid: {"x": _chunk(rng, 1)} for sid in solo}
         got = pool.run(requests, open_missing=True)
         for sid, feeds in requests.items():
-            assert np.max(np.abs(got[sid]["hn"] - solo[sid].run(feeds)["hn"])) <= TOL
+            assert np.max(np.abs(got[sid]["hn"] - solo[sid].run_dict(feeds)["hn"])) <= TOL
     assert pool.stats.largest_batch == 4 and pool.stats.ort_calls == 3 * 3
 
 
@@ -471,7 +471,7 @@ def test_a_reused_row_starts_clean_in_a_batched_pool_with_context():
     pool.close("b")
     x = {sid: _chunk(rng, 2) for sid in ("a", "new", "c")}
     got = pool.run({sid: {"x": v} for sid, v in x.items()}, open_missing=True)  # "new" takes b's row
-    want = StatefulSession(model, context={"x": 1}).run({"x": x["new"]})
+    want = StatefulSession(model, context={"x": 1}).run_dict({"x": x["new"]})
     assert np.max(np.abs(got["new"]["Y"] - want["Y"])) <= TOL and np.max(np.abs(got["new"]["cn"] - want["cn"])) <= TOL
 
 

@@ -111,7 +111,7 @@ def scalar(a: np.ndarray) -> float:
 
 def test_three_one_step_calls_with_persistence_give_2_25():
     s = StatefulSession(linear_rnn())
-    hs = [scalar(s.run(step(x))["hn"]) for x in (1, 0, 2)]
+    hs = [scalar(s.run_dict(step(x))["hn"]) for x in (1, 0, 2)]
     assert hs == pytest.approx([1.0, 0.5, 2.25])
 
 
@@ -120,7 +120,7 @@ def test_three_one_step_calls_reset_before_each_give_2():
     hs = []
     for x in (1, 0, 2):
         s.reset()
-        hs.append(scalar(s.run(step(x))["hn"]))
+        hs.append(scalar(s.run_dict(step(x))["hn"]))
     assert hs == pytest.approx([1.0, 0.0, 2.0])
 
 
@@ -129,32 +129,32 @@ def test_doubling_recurrence_persistence_and_reinit_diverge_from_call_2_on():
     keep, fresh = StatefulSession(linear_rnn(2.0)), StatefulSession(linear_rnn(2.0))
     kept, restarted = [], []
     for x in (1, 1, 1):
-        kept.append(scalar(keep.run(step(x))["hn"]))
+        kept.append(scalar(keep.run_dict(step(x))["hn"]))
         fresh.reset()
-        restarted.append(scalar(fresh.run(step(x))["hn"]))
+        restarted.append(scalar(fresh.run_dict(step(x))["hn"]))
     assert kept == [1.0, 3.0, 7.0] and restarted == [1.0, 1.0, 1.0]
 
 
 def test_an_explicit_state_input_overrides_that_call_and_the_stream_continues_from_its_result():
     s = StatefulSession(linear_rnn())
     s.run(step(1))
-    assert scalar(s.run({**step(0), "h0": np.full((1, 1, 1), 10, np.float32)})["hn"]) == 5.0
-    assert scalar(s.run(step(0))["hn"]) == 2.5
+    assert scalar(s.run_dict({**step(0), "h0": np.full((1, 1, 1), 10, np.float32)})["hn"]) == 5.0
+    assert scalar(s.run_dict(step(0))["hn"]) == 2.5
     assert s.stats.python_state_bytes == 0
 
 
 def test_a_constant_initial_state_is_where_the_slot_starts():
     s = StatefulSession(linear_rnn(h0_default=4.0))
     assert s.slots[0].init.kind == "constant"
-    assert scalar(s.run(step(1))["hn"]) == 3.0  # 0.5 * 4 + 1
+    assert scalar(s.run_dict(step(1))["hn"]) == 3.0  # 0.5 * 4 + 1
     s.reset()
-    assert scalar(s.run(step(0))["hn"]) == 2.0
+    assert scalar(s.run_dict(step(0))["hn"]) == 2.0
 
 
 def test_a_program_lowered_from_onnx_runs_like_the_model():
     program = rnnir.load(linear_rnn())
     s = StatefulSession(program)
-    assert [scalar(s.run(step(x))["hn"]) for x in (1, 0, 2)] == [1.0, 0.5, 2.25]
+    assert [scalar(s.run_dict(step(x))["hn"]) for x in (1, 0, 2)] == [1.0, 0.5, 2.25]
 
 
 # -- PyTorch's own multi-call outputs --------------------------------------------------------------
@@ -169,7 +169,7 @@ def _torch_calls_check(session: StatefulSession, calls: dict) -> float:
         if k > 0:  # later calls: the state comes from the slots, never from the caller
             for state_in, _ in pairs:
                 feeds.pop(state_in)
-        got = session.run(feeds)
+        got = session.run_dict(feeds)
         for n, v in calls.items():
             if n.startswith(f"call{k}_out_"):
                 worst = max(worst, float(np.abs(got[n[len(f"call{k}_out_"):]] - v).max()))
@@ -191,8 +191,8 @@ def test_the_oracle_check_fails_when_the_state_is_not_carried():
     """The check above can fail: re-initialising before each call misses PyTorch's calls 1 and 2."""
     calls = rm.torch_calls("lstm_stream")
     s = StatefulSession(str(rm.torch_models_dir() / "lstm_stream.ts.onnx"))
-    original = s.run
-    s.run = lambda feeds, outputs=None: (s.reset(), original(feeds, outputs))[1]  # type: ignore[method-assign]
+    original = s.run_dict
+    s.run_dict = lambda feeds, outputs=None: (s.reset(), original(feeds, outputs))[1]  # type: ignore[method-assign]
     assert _torch_calls_check(s, calls) > 1e-3
 
 
@@ -234,7 +234,7 @@ def test_a_growing_state_is_handed_from_call_to_call_without_python_copies():
     for k in range(5):
         row = np.array([[k, 10 * k]], np.float32)
         rows.append(row)
-        out = s.run({"x": row})
+        out = s.run_dict({"x": row})
         if k > 0:
             assert s.stats.python_state_bytes == 0
     assert np.array_equal(s.state["cache"], np.concatenate(rows))
@@ -246,9 +246,9 @@ def test_a_state_whose_shape_follows_the_input_is_reallocated_when_the_input_sha
     s = StatefulSession(input_shaped_state(), pairs={"state": "new_state"}, state_shapes={"state": (1, 2)})
     s.run({"x": np.ones((1, 2), np.float32)})
     s.run({"x": np.ones((1, 2), np.float32)})  # same shapes: double-buffered
-    out = s.run({"x": np.full((3, 2), 2, np.float32)})  # the state's shape changes with x: 2 + mean(2)
+    out = s.run_dict({"x": np.full((3, 2), 2, np.float32)})  # the state's shape changes with x: 2 + mean(2)
     assert out["new_state"].shape == (3, 2) and np.allclose(out["new_state"], 4.0)
-    assert np.allclose(s.run({"x": np.zeros((3, 2), np.float32)})["new_state"], 4.0)
+    assert np.allclose(s.run_dict({"x": np.zeros((3, 2), np.float32)})["new_state"], 4.0)
     assert s.stats.python_state_bytes == 0
 
 
@@ -257,7 +257,7 @@ def test_a_state_output_of_another_dtype_is_refused_unless_cast_state():
     with pytest.raises(StateError, match="SD005"):
         s.run(step(1))
     s = StatefulSession(half_state_rnn(), cast_state=True)
-    hs = [s.run(step(x))["hn"] for x in (1, 0, 2)]
+    hs = [s.run_dict(step(x))["hn"] for x in (1, 0, 2)]
     assert hs[-1].dtype == np.float16 and [float(h.ravel()[0]) for h in hs] == [1.0, 0.5, 2.25]
     assert s.state["h0"].dtype == np.float32
     assert s.stats.python_state_bytes == 4  # the documented cost: the converted state goes through numpy every call
@@ -290,7 +290,7 @@ def _hold_outputs(s: StatefulSession, calls: int = 4):
     held, copies = [], []
     x = np.random.default_rng(1).standard_normal((calls + 3, 1, 1, 3)).astype(np.float32)
     for k in range(calls):
-        out = s.run({"x": x[k]})
+        out = s.run_dict({"x": x[k]})
         held.append(out)
         copies.append({n: v.copy() for n, v in out.items()})
     for k in range(calls, calls + 3):
@@ -328,9 +328,9 @@ def test_fork_has_its_own_state_and_shares_the_onnxruntime_session():
     s.run(step(1))
     t = s.fork()
     assert t.inference_session is s.inference_session
-    assert scalar(t.run(step(100))["hn"]) == 100.5  # starts from a copy of s's state (1)
-    assert scalar(s.run(step(0))["hn"]) == 0.5  # s never saw the fork's call
-    assert scalar(s.fork(reset=True).run(step(1))["hn"]) == 1.0
+    assert scalar(t.run_dict(step(100))["hn"]) == 100.5  # starts from a copy of s's state (1)
+    assert scalar(s.run_dict(step(0))["hn"]) == 0.5  # s never saw the fork's call
+    assert scalar(s.fork(reset=True).run_dict(step(1))["hn"]) == 1.0
 
 
 def test_state_is_a_read_only_snapshot():
@@ -395,34 +395,40 @@ def test_a_scalar_input_keeps_its_rank_and_repeated_calls_take_the_steady_path()
     scaled.graph.node.insert(0, helper.make_node("Mul", ["x", "gain"], ["xg"]))
     s = StatefulSession(scaled)
     feed = {**step(1), "gain": np.array(2.0, np.float32)}
-    s.run(feed)
+    s.run_dict(feed)
     assert s._fed["gain"].shape == ()
-    assert scalar(s.run(feed)["hn"]) == 3.0  # 0.5 * 2 + 2
-    assert s._steady is not None and s._steady.shapes[1] == ()
+    steady = s._steady
+    assert steady is not None and steady.feed_specs[1][2] == ()
+    assert scalar(s.run_dict(feed)["hn"]) == 3.0  # 0.5 * 2 + 2
+    assert s._steady is steady and steady.k == 1  # the pre-bound path took the call
 
 
 def test_a_failed_steady_state_call_is_rerun_on_the_general_path_with_the_state_intact():
     s = StatefulSession(linear_rnn())
-    s.run(step(1))
-    s.run(step(0))
+    s.run_dict(step(1))
+    s.run_dict(step(0))
     steady = s._steady
     assert steady is not None
-    binding = steady.bindings[steady.k]
+    k = steady.k
+    real = steady.runs[k]
+    failed = []
 
     def fail_once():
-        del binding.run  # back to the class's run
+        steady.runs[k] = real
+        failed.append(k)
         raise RuntimeError("transient")
 
-    binding.run = fail_once
-    assert scalar(s.run(step(2))["hn"]) == 2.25
-    assert scalar(s.run(step(0))["hn"]) == 1.125
+    steady.runs[k] = fail_once
+    assert scalar(s.run_dict(step(2))["hn"]) == 2.25
+    assert failed == [k]  # the pre-bound call did fail
+    assert scalar(s.run_dict(step(0))["hn"]) == 1.125
 
 
 def test_the_public_binding_api_gives_the_same_results_as_the_native_one():
     x = np.random.default_rng(3).standard_normal((5, 2, 2, 3)).astype(np.float32)
     native, public = StatefulSession(tanh_rnn()), StatefulSession(tanh_rnn(), native_binding=False)
     for k in range(5):
-        a, b = native.run({"x": x[k]}), public.run({"x": x[k]})
+        a, b = native.run_dict({"x": x[k]}), public.run_dict({"x": x[k]})
         assert all(np.array_equal(a[n], b[n]) for n in a)
     assert public.stats.python_state_bytes == 0
 
@@ -437,14 +443,16 @@ def test_one_instance_used_from_two_threads_at_once_is_refused(monkeypatch):
     binding = type(s._binding)
     run = binding.run
 
-    def slow_run(self):
+    def slow_run(self, *args):
         inside.set()
         release.wait(10)
-        run(self)
+        run(self, *args)
 
-    monkeypatch.setattr(binding, "run", slow_run)  # the next call parks inside onnxruntime's run
+    # the next call on the general path (run_dict: not the request the pre-bound path was built for) parks
+    # inside onnxruntime's run; the refused run() below is on the pre-bound path
+    monkeypatch.setattr(binding, "run", slow_run)
     first: list = []
-    worker = threading.Thread(target=lambda: first.append(s.run(step(0))))
+    worker = threading.Thread(target=lambda: first.append(s.run_dict(step(0))))
     worker.start()
     assert inside.wait(10)
     with pytest.raises(SessionBusyError, match="fork"):
@@ -498,15 +506,15 @@ def test_64_independent_sessions_from_8_threads_end_with_the_states_of_64_sequen
 @pytest.mark.realmodel
 def test_silero_sequence_model_over_n_frames_equals_n_one_frame_calls_and_the_streaming_model(silero_dir):
     frames = (0.1 * np.random.default_rng(5).standard_normal((24, 576))).astype(np.float32)
-    whole = StatefulSession(str(silero_dir / "silero_vad_16k_sequence.onnx")).run({"input": frames})
+    whole = StatefulSession(str(silero_dir / "silero_vad_16k_sequence.onnx")).run_dict({"input": frames})
 
     seq = StatefulSession(str(silero_dir / "silero_vad_16k_sequence.onnx"))
-    one = [seq.run({"input": f[None]}) for f in frames]
+    one = [seq.run_dict({"input": f[None]}) for f in frames]
     assert np.abs(np.concatenate([o["speech_probs"] for o in one]) - whole["speech_probs"]).max() <= 1e-5
     assert np.abs(one[-1]["hn"] - whole["hn"]).max() <= 1e-5 and np.abs(one[-1]["cn"] - whole["cn"]).max() <= 1e-5
 
     vad = StatefulSession(str(silero_dir / "silero_vad.onnx"))
-    streamed = [vad.run({"input": f[None], "sr": np.array(16000, np.int64)}) for f in frames]
+    streamed = [vad.run_dict({"input": f[None], "sr": np.array(16000, np.int64)}) for f in frames]
     assert np.abs(np.concatenate([o["output"].ravel() for o in streamed]) - whole["speech_probs"]).max() <= 1e-5
     assert np.abs(vad.state["state"] - np.concatenate([whole["hn"], whole["cn"]])).max() <= 1e-5
     assert vad.stats.python_state_bytes == 0

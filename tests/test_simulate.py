@@ -339,7 +339,7 @@ def test_the_simulator_and_onnxruntime_agree_on_the_exported_fanout():
     from rnnir.runtime import StatefulSession
 
     session = StatefulSession(fanout())  # a Builder program: exported, then run by onnxruntime
-    assert [float(session.run(f)["hn"].ravel()[0]) for f in XS] == run(fanout()) == KEPT
+    assert [float(session.run_dict(f)["hn"].ravel()[0]) for f in XS] == run(fanout()) == KEPT
 
 
 # -- the samples: what onnxruntime cannot show, the simulator does ------------------------------
@@ -379,7 +379,7 @@ def _simulated_vs_onnxruntime(name: str, faults: Faults) -> float:
     model = runnable_sample(name)
     session = StatefulSession(model, cast_state=True)
     feeds = _sample_feeds(session)
-    expected = [session.run(f) for f in feeds]
+    expected = [session.run_dict(f) for f in feeds]
     sim = Simulator(rnnir.load(model), faults)
     held = [sim.run(f) for f in feeds]
     worst = 0.0

@@ -67,7 +67,7 @@ def test_reset_policy_starts_from_the_initial_state(tmp_path):
     other.run({"x": X})
     assert other.load_state(path, on_version_mismatch=VersionPolicy.RESET) is VersionOutcome.RESET
     fresh = _session(1, "2")
-    assert np.array_equal(other.run({"x": X})["hn"], fresh.run({"x": X})["hn"])
+    assert np.array_equal(other.run_dict({"x": X})["hn"], fresh.run_dict({"x": X})["hn"])
 
 
 def test_a_chain_of_registered_migrations_is_applied_in_order(tmp_path):
