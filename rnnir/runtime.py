@@ -2,8 +2,9 @@
 
     from rnnir.runtime import StatefulSession
     s = StatefulSession("model.onnx")        # finds the state pairs like rnnir.load
-    out = s.run_dict({"x": chunk})           # state inputs may be omitted: they come from the slots
-    y, = s.run(None, {"x": chunk})           # onnxruntime's signature: a list; the state stays inside
+    out = s.run({"x": chunk})                # the outputs get_outputs() lists, by name; the state stays inside
+    y, = s.run(None, {"x": chunk})           # onnxruntime's signature: a list, the same outputs
+    out = s.run_dict({"x": chunk})           # every output, state outputs included (copied out)
     s.get_inputs(); s.get_outputs()          # onnxruntime's NodeArgs, state inputs/outputs hidden
     s.state; s.state = {"h0": h}             # read or set the state explicitly
     s.reset()                                # back to the initial state
@@ -19,8 +20,10 @@ state output; call k+1 the reverse.  The state never passes through numpy
 between calls: ``stats.python_state_bytes`` counts the bytes of state that
 entered the slots from Python during the last call (initial values, explicit
 overrides, ``load_state``, ``fork``), and is 0 in steady state.  In steady
-state (same feed names, dtypes and shapes, same requested outputs) two
-bindings are pre-bound with the buffers swapped, so a call binds only its feeds.
+state (same feed names, dtypes and shapes, same requested outputs) a plan built
+once answers the call: two bindings pre-bound with the buffers swapped, small
+feeds copied into buffers bound once, plain outputs written into buffers the
+call copies out (see ``_Steady``).
 
 A state output whose dtype differs from its input's (SD005) is refused unless
 ``cast_state=True``, which converts it through numpy every call.
@@ -47,12 +50,15 @@ one allocation per call (``stats.slot_allocations``).
 
 Outputs handed to the caller
 ----------------------------
-Outputs that are not state are fresh onnxruntime allocations every call (the
-output binding is renewed each call, so onnxruntime never writes into an array
-a caller holds).  State outputs are copies of the slot (``stats.output_copy_bytes``)
-unless ``alias_outputs=True``: then they are read-only-by-convention views of
-the slot buffer the call wrote, which the call after next overwrites.  Ask for
-fewer outputs with ``run(feeds, outputs=[...])`` to avoid copying state out.
+``run(feeds)`` and ``run(None, feeds)`` return the outputs :meth:`StatefulSession.get_outputs`
+lists: the state outputs are the session's and are neither returned nor copied
+(read the state with ``session.state``).  ``run_dict(feeds)`` returns every
+graph output; naming outputs (``run(["hn"], feeds)``, ``run(feeds, outputs=[...])``)
+returns those.  Every returned array is the caller's own: onnxruntime never
+writes into it again.  A state output handed over is a copy of the slot
+(``stats.output_copy_bytes``) unless ``alias_outputs=True``: then it is a
+read-only-by-convention view of the slot buffer the call wrote, which the call
+after next overwrites.
 
 Threads
 -------
@@ -1269,6 +1275,8 @@ class _Steady:
                 fed.append((name, first.wrap(buf)))
             specs.append((name, a.dtype, a.shape, buf))
         wanted = tuple(m.plain_outputs if named is None else named)
+        if len(set(wanted)) != len(wanted):
+            return None  # an output named twice: one binding cannot write it twice
         slot_of = {slot.spec.output: slot for slot in s._writers}
         # one buffer per plain output, shaped like the last call's; the caller gets a copy (cheaper than
         # binding a fresh allocation every call); a call whose output shape differs fails to write into it
