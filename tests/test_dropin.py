@@ -194,3 +194,53 @@ def test_silero_vad_as_its_users_call_onnxruntime(silero_dir):
         (got,) = s.run(None, {"input": x, "sr": sr})
         np.testing.assert_allclose(got, prob, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(s.state["state"], state, rtol=1e-5, atol=1e-6)
+
+
+def test_the_pre_bound_path_follows_changing_chunk_lengths_and_feed_layouts():
+    """Chunk lengths change from call to call (a new plan each time the shapes change), a feed arrives
+    as a non-contiguous view or as float64, long chunks (over 16 KiB, bound instead of copied) come
+    in a row: every call still equals the hand loop."""
+    rng = np.random.default_rng(21)
+    lengths = [1, 1, 1, 4, 4, 1, 7, 7, 7, 2, 1, 1, 2000, 2000, 2000, 2000, 3]
+    chunks = [rng.standard_normal((t, 1, 3)).astype(np.float32) for t in lengths]
+    expected = hand_loop(chunks)
+    s = StatefulSession(FANOUT)
+    plans = []
+    for k, (x, (y, _, _)) in enumerate(zip(chunks, expected)):
+        if k == 8:
+            x = np.asfortranarray(np.broadcast_to(x, (7, 2, 3)))[:, :1, :]  # same values, not C-contiguous
+            assert not x.flags.c_contiguous
+        if k == 10:
+            x = x.astype(np.float64)  # converted by the general path
+        (got,) = s.run(None, {"x": x})
+        np.testing.assert_allclose(got, y, rtol=1e-5, atol=1e-6, err_msg=f"call {k}")
+        plans.append(s._steady)
+    np.testing.assert_allclose(s.state["h0"], expected[-1][1], rtol=1e-5, atol=1e-6)
+    # the calls that repeat the last call's shapes took the pre-bound path: the plan was not rebuilt
+    assert plans[0] is plans[1] is plans[2] is not None and plans[12] is plans[13] is plans[14] is plans[15] is not None
+
+
+@pytest.mark.realmodel
+def test_silero_default_run_returns_the_probability_and_equals_the_hand_loop(silero_dir):
+    """silero_vad.onnx (state [2, B, 128], a 0-d sr input): run(feeds) returns only "output"; the stream
+    matches a plain onnxruntime loop feeding stateN back, through a batch change (after reset, as the
+    state's batch is the stream's) and a change of rate and chunk length."""
+    path = str(silero_dir / "silero_vad.onnx")
+    plain = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(5)
+    plan = [(1, 16000, 512)] * 4 + [(1, 8000, 256)] * 3 + [(2, 16000, 512)] * 3
+    s = StatefulSession(path)
+    state = None
+    for k, (batch, rate, n) in enumerate(plan):
+        x = (0.1 * rng.standard_normal((batch, n))).astype(np.float32)
+        sr = np.array(rate, np.int64)
+        if state is None or state.shape[1] != batch:
+            if state is not None:
+                s.reset()
+            state = np.zeros((2, batch, 128), np.float32)
+        want, state = plain.run(None, {"input": x, "state": state, "sr": sr})
+        got = s.run({"input": x, "sr": sr})
+        assert list(got) == ["output"]
+        np.testing.assert_allclose(got["output"], want, rtol=1e-5, atol=1e-6, err_msg=f"call {k}")
+        assert s.stats.output_copy_bytes == 0
+    np.testing.assert_allclose(s.state["state"], state, rtol=1e-5, atol=1e-6)
