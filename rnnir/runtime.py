@@ -694,7 +694,9 @@ class StatefulSession:
             else:
                 feeds = input_feed
                 hit = steady.as_list and outputs is None and (
-                    steady.named is None if output_names is None else steady.named == tuple(output_names)
+                    steady.named is None
+                    if output_names is None
+                    else type(output_names) is not str and steady.named == tuple(output_names)  # a str is refused below
                 )
             if hit and type(feeds) is dict:
                 if not self._lock.acquire(False):

@@ -165,8 +165,12 @@ def test_setting_a_bad_state_is_a_clear_error(bad, match):
         s.state = bad
 
 
-def test_bad_onnxruntime_style_calls_are_clear_errors():
+@pytest.mark.parametrize("warm", [None, ["y"]], ids=["fresh", "after-steady-calls"])
+def test_bad_onnxruntime_style_calls_are_clear_errors(warm):
     s = StatefulSession(FANOUT)
+    if warm is not None:  # the pre-bound path for run(["y"], feeds) is in place: the bad calls must not slip through it
+        for x in CHUNKS[:3]:
+            s.run(warm, {"x": x})
     with pytest.raises(FeedError, match="takes a dict of input name -> array as input_feed"):
         s.run(["y"], [CHUNKS[0]])
     with pytest.raises(FeedError, match="not the string 'y'"):
