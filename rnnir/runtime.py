@@ -118,8 +118,12 @@ _DEVICE = ("cpu", 0)
 DEFAULT_MAX_SLOT_BYTES = 256 * 2**20
 _STATE_META_BYTES = 2**20  # room for a state file's metadata entry and zip headers
 # On the pre-bound path a feed up to this size is copied into a buffer bound once, instead of bound every
-# call: binding an array costs onnxruntime a name lookup and a new tensor (about as long as copying 10 KiB)
-_COPY_FEED_BYTES = 16 * 2**10
+# call: binding an array costs onnxruntime a name lookup and a new tensor, about 1.1 us of CPU whatever the
+# size, where copying 256 B - 8 KiB takes 0.2-0.4 us (and 16 KiB already 6 us; measured on the shared EPYC)
+_COPY_FEED_BYTES = 8 * 2**10
+# A plain output up to this size is written into a buffer bound once and copied out; a larger one is bound to
+# a new allocation every call and handed over as it is (rebinding and reading it back costs about 2 us)
+_COPY_OUTPUT_BYTES = 8 * 2**10
 _NDARRAY = np.ndarray
 
 
@@ -401,6 +405,10 @@ class _PublicBinding:
         outs: list[Any] = self._b.get_outputs()  # in binding order, not graph order
         return outs
 
+    def output_values(self) -> Any:
+        """The last run's outputs in binding order, indexable (each with ``.numpy()``)."""
+        return self._b.get_outputs()
+
 
 class _NativeBinding(_PublicBinding):
     """The same calls on onnxruntime's pybind objects.
@@ -471,6 +479,9 @@ class _NativeBinding(_PublicBinding):
     def outputs(self) -> list[Any]:
         values = self._c.get_outputs()
         return [values[i] for i in range(len(values))]  # indexing: iterating the vector is ~30x slower
+
+    def output_values(self) -> Any:
+        return self._c.get_outputs()  # onnxruntime's vector: index it (iterating it is ~30x slower)
 
 
 def _binding(sess: ort.InferenceSession, native: bool = True) -> _PublicBinding:
@@ -1226,15 +1237,16 @@ class _Steady:
 
     Built once when a call succeeds in that state, so the next calls do only what cannot be done ahead:
     two bindings are pre-bound with the slot buffers swapped (binding k reads buffer k and writes buffer
-    1-k) and with one buffer per plain output; a call checks its feeds (names, type, dtype, shape), binds
-    them, runs, flips k and copies the plain outputs out.  State outputs are handed over only when asked
-    for.  Anything else (new names, shapes or dtypes, an explicit state, a probe, run options, a failing
-    run) returns None and takes the general path, which rebuilds this plan.
+    1-k), with a buffer per small feed and per small plain output; a call checks its feeds (names, type,
+    dtype, shape), copies or binds them, runs, flips k and copies the small plain outputs out (a large one
+    is a fresh onnxruntime allocation every call, handed over without a copy).  State outputs are handed
+    over only when asked for.  Anything else (new names, shapes or dtypes, an explicit state, a probe, run
+    options, a failing run) returns None and takes the general path, which rebuilds this plan.
     """
 
     __slots__ = (
         "named", "as_list", "direct", "count", "feed_specs", "feed_values", "wanted", "sources", "plain_only",
-        "single", "plain_arrays", "plain_values", "bindings", "binders", "runs", "k",
+        "single", "plain_values", "fresh", "bindings", "binders", "output_binders", "getters", "runs", "k",
     )
     named: tuple[str, ...] | None  # the request this plan answers: None for run()'s default
     as_list: bool
@@ -1243,13 +1255,17 @@ class _Steady:
     feed_specs: tuple[tuple[str, np.dtype[Any], tuple[int, ...], np.ndarray | None], ...]  # the buffer a small feed is copied into
     feed_values: tuple[Any, ...]  # the onnxruntime values over those buffers (kept alive with the bindings)
     wanted: tuple[str, ...]
-    sources: tuple[tuple[str, _Slot | None, np.ndarray | None], ...]  # per wanted output: its slot or its buffer
+    # per wanted output: its slot (a state output), or its buffer (a small plain output), or its position
+    # among the binding's outputs (a large plain output, allocated by onnxruntime every call)
+    sources: tuple[tuple[_Slot | None, np.ndarray | None, int], ...]
     plain_only: bool
-    single: tuple[str, np.ndarray] | None  # the one plain output, when that is all the call returns
-    plain_arrays: tuple[np.ndarray, ...]  # the plain outputs' buffers (onnxruntime writes into them)
-    plain_values: tuple[Any, ...]  # the onnxruntime values wrapping them (kept alive with the bindings)
+    single: tuple[str, np.ndarray] | None  # the one plain output, buffered, when that is all the call returns
+    plain_values: tuple[Any, ...]  # the onnxruntime values over the plain outputs' buffers
+    fresh: tuple[str, ...]  # the large plain outputs, bound to a new allocation every call
     bindings: list[_PublicBinding]
     binders: list[Callable[[str, np.ndarray], object]]
+    output_binders: list[Callable[[str], object]]
+    getters: list[Callable[[], Any]]
     runs: list[Callable[[], object]]
     k: int
 
@@ -1280,22 +1296,26 @@ class _Steady:
         if len(set(wanted)) != len(wanted):
             return None  # an output named twice: one binding cannot write it twice
         slot_of = {slot.spec.output: slot for slot in s._writers}
-        # one buffer per plain output, shaped like the last call's; the caller gets a copy (cheaper than
-        # binding a fresh allocation every call); a call whose output shape differs fails to write into it
-        # and takes the general path
-        sources: list[tuple[str, _Slot | None, np.ndarray | None]] = []
-        plain: list[tuple[str, np.ndarray, Any]] = []
+        # a small plain output gets one buffer, shaped like the last call's, and the caller a copy (cheaper
+        # than binding a fresh allocation every call); a call whose output shape differs fails to write into
+        # it and takes the general path.  The bindings' outputs are the state outputs, then the plain ones.
+        sources: list[tuple[_Slot | None, np.ndarray | None, int]] = []
+        plain: list[tuple[str, np.ndarray | None, Any]] = []
         for name in wanted:
             slot = slot_of.get(name)
             if slot is not None:
-                sources.append((name, slot, None))
+                sources.append((slot, None, -1))
                 continue
             arr = last.get(name)
             if type(arr) is not np.ndarray:
                 return None
-            buf = np.empty_like(arr, order="C")
-            plain.append((name, buf, first.wrap(buf)))
-            sources.append((name, None, buf))
+            if arr.nbytes <= _COPY_OUTPUT_BYTES:
+                buf = np.empty_like(arr, order="C")
+                plain.append((name, buf, first.wrap(buf)))
+                sources.append((None, buf, -1))
+            else:
+                plain.append((name, None, None))
+                sources.append((None, None, len(s._writers) + len(plain) - 1))
         self = cls()
         self.named, self.as_list, self.direct = named, as_list, s._context is None
         self.count = len(specs)
@@ -1303,10 +1323,11 @@ class _Steady:
         self.feed_values = tuple(value for _, value in fed)
         self.wanted = wanted
         self.sources = tuple(sources)
-        self.plain_only = all(slot is None for _, slot, _ in sources)
-        self.single = (plain[0][0], plain[0][1]) if self.plain_only and len(plain) == 1 else None
-        self.plain_arrays = tuple(buf for _, buf, _ in plain)
-        self.plain_values = tuple(value for _, _, value in plain)
+        self.plain_only = all(slot is None for slot, _, _ in sources)
+        only = plain[0][1] if self.plain_only and len(plain) == 1 else None
+        self.single = None if only is None else (plain[0][0], only)
+        self.plain_values = tuple(value for _, _, value in plain if value is not None)
+        self.fresh = tuple(name for name, buf, _ in plain if buf is None)
         for k, b in enumerate(s._pair):
             b.clear_inputs()
             b.clear_outputs()
@@ -1316,12 +1337,17 @@ class _Steady:
                 assert slot.spec.output is not None  # a writer is a slot with an output
                 b.bind_output_into(slot.spec.output, slot.spare if k == 0 else slot.current)
             for name, _, value in plain:
-                b.bind_output_into(name, value)
+                if value is None:
+                    b.bind_output(name)  # its place among the outputs; bound again before every run
+                else:
+                    b.bind_output_into(name, value)
             for name, value in fed:
                 b.bind_value(name, value)
         self.bindings = s._pair
         overridable = any(name in first._overridable for name in feeds)
         self.binders = [b.bind_array if overridable else b.raw_binder() for b in s._pair]
+        self.output_binders = [b.bind_output for b in s._pair]
+        self.getters = [b.output_values for b in s._pair]
         self.runs = [b.runner() for b in s._pair]
         self.k = 0
         return self
@@ -1344,6 +1370,8 @@ class _Steady:
                 # the pybind binding does not own the array: it is read during the run below, while the
                 # caller's dict holds it, and bound again before any later run
                 bind(name, a)
+        for name in self.fresh:  # a new allocation: the array handed over last time is never written again
+            self.output_binders[k](name)
         try:
             self.runs[k]()
         except Exception:  # noqa: BLE001 - the general path reruns the call and reports the failure properly
@@ -1355,29 +1383,27 @@ class _Steady:
         stats.calls += 1
         stats.python_state_bytes = 0
         single = self.single
-        if single is not None:  # the default call of a model with one plain output
+        if single is not None:  # the default call of a model with one (small) plain output
             stats.output_copy_bytes = 0
             value = single[1].copy()  # the buffer is written again by the next call
             return [value] if self.as_list else {single[0]: value}
-        if self.plain_only:
-            stats.output_copy_bytes = 0
-            values = [a.copy() for a in self.plain_arrays]
-        else:
-            values = []
-            copied = 0
-            alias = s.alias_outputs
-            for _, source, buf in self.sources:
-                if source is None:
-                    assert buf is not None  # a plain output: its buffer
-                    values.append(buf.copy())
-                    continue
+        produced: Any = self.getters[k]() if self.fresh else ()
+        values = []
+        copied = 0
+        alias = s.alias_outputs
+        for source, buf, at in self.sources:
+            if buf is not None:
+                values.append(buf.copy())  # a small plain output: its buffer is written again by the next call
+            elif source is None:
+                values.append(produced[at].numpy())  # a large plain output: this call's own allocation
+            else:
                 view = source.current.numpy()
                 if alias:
                     values.append(view)
                 else:
                     values.append(view.copy())
                     copied += view.nbytes
-            stats.output_copy_bytes = copied
+        stats.output_copy_bytes = copied
         return values if self.as_list else dict(zip(self.wanted, values))
 
 

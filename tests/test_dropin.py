@@ -200,16 +200,18 @@ def test_silero_vad_as_its_users_call_onnxruntime(silero_dir):
     np.testing.assert_allclose(s.state["state"], state, rtol=1e-5, atol=1e-6)
 
 
-def test_the_pre_bound_path_follows_changing_chunk_lengths_and_feed_layouts():
+@pytest.mark.parametrize("native", [True, False], ids=["pybind-layer", "public-api"])
+def test_the_pre_bound_path_follows_changing_chunk_lengths_and_feed_layouts(native):
     """Chunk lengths change from call to call (a new plan each time the shapes change), a feed arrives
-    as a non-contiguous view or as float64, long chunks (over 16 KiB, bound instead of copied) come
-    in a row: every call still equals the hand loop."""
+    as a non-contiguous view or as float64, long chunks (over 8 KiB, bound instead of copied) come
+    in a row (their output too large to copy: a new allocation each call): every call still equals the hand
+    loop, and every array handed over keeps its values."""
     rng = np.random.default_rng(21)
     lengths = [1, 1, 1, 4, 4, 1, 7, 7, 7, 2, 1, 1, 2000, 2000, 2000, 2000, 3]
     chunks = [rng.standard_normal((t, 1, 3)).astype(np.float32) for t in lengths]
     expected = hand_loop(chunks)
-    s = StatefulSession(FANOUT)
-    plans = []
+    s = StatefulSession(FANOUT, native_binding=native)
+    plans, returned = [], []
     for k, (x, (y, _, _)) in enumerate(zip(chunks, expected)):
         if k == 8:
             x = np.asfortranarray(np.broadcast_to(x, (7, 2, 3)))[:, :1, :]  # same values, not C-contiguous
@@ -219,7 +221,10 @@ def test_the_pre_bound_path_follows_changing_chunk_lengths_and_feed_layouts():
         (got,) = s.run(None, {"x": x})
         np.testing.assert_allclose(got, y, rtol=1e-5, atol=1e-6, err_msg=f"call {k}")
         plans.append(s._steady)
+        returned.append(got)
     np.testing.assert_allclose(s.state["h0"], expected[-1][1], rtol=1e-5, atol=1e-6)
+    for k, (got, (y, _, _)) in enumerate(zip(returned, expected)):  # no later call wrote into an array handed over
+        np.testing.assert_allclose(got, y, rtol=1e-5, atol=1e-6, err_msg=f"call {k}, read after the stream")
     # the calls that repeat the last call's shapes took the pre-bound path: the plan was not rebuilt
     assert plans[0] is plans[1] is plans[2] is not None and plans[12] is plans[13] is plans[14] is plans[15] is not None
 
