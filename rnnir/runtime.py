@@ -713,7 +713,9 @@ class StatefulSession:
                 if not self._lock.acquire(False):
                     raise SessionBusyError(self._busy_message("run"))
                 try:
-                    result = steady.call(self, feeds)
+                    # read before taking the lock: a reset() or state assignment from another thread may have
+                    # dropped this plan since, and its bindings still hold the old slot buffers
+                    result = steady.call(self, feeds) if self._steady is steady else None
                 finally:
                     self._lock.release()
                 if result is not None:

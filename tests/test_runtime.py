@@ -424,6 +424,42 @@ def test_a_failed_steady_state_call_is_rerun_on_the_general_path_with_the_state_
     assert scalar(s.run_dict(step(0))["hn"]) == 1.125
 
 
+def test_a_plan_another_thread_dropped_just_before_the_call_took_the_lock_is_not_used():
+    """run() looks at the pre-bound plan before taking the lock; a reset() that another thread finished in
+    between drops the plan, whose bindings still read the old state: the call must start from the reset."""
+    s = StatefulSession(linear_rnn())
+    s.run(step(1))
+    s.run(step(0))  # h = 0.5, and the pre-bound plan is in place
+    assert s._steady is not None
+    real = s._lock
+
+    class ResetBeforeAcquire:
+        armed = True
+
+        def acquire(self, blocking=True, timeout=-1):
+            if ResetBeforeAcquire.armed:
+                ResetBeforeAcquire.armed = False
+                s._lock = real
+                s.reset()  # what another thread did after this call read the plan
+                s._lock = self
+            return real.acquire(blocking, timeout)
+
+        def release(self):
+            real.release()
+
+        def __enter__(self):
+            return real.__enter__()
+
+        def __exit__(self, *exc):
+            return real.__exit__(*exc)
+
+    s._lock = ResetBeforeAcquire()
+    y = s.run(step(2))["y"]  # the request the plan answers
+    assert not ResetBeforeAcquire.armed  # the reset did happen in between
+    assert scalar(y) == 2.0  # from the reset state (0.5 * 0 + 2), not the dropped plan's (0.5 * 0.5 + 2)
+    assert scalar(s.state["h0"]) == 2.0
+
+
 def test_the_public_binding_api_gives_the_same_results_as_the_native_one():
     x = np.random.default_rng(3).standard_normal((5, 2, 2, 3)).astype(np.float32)
     native, public = StatefulSession(tanh_rnn()), StatefulSession(tanh_rnn(), native_binding=False)
