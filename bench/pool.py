@@ -138,7 +138,7 @@ def bench_one(w: Workload, n: int, threads: int, blocks: int, block_s: float, le
     for tick in ticks:
         got = pool.run(tick)
         for sid, feeds in tick.items():
-            want = solo[sid].run(feeds)
+            want = solo[sid].run_dict(feeds)  # every output, state included
             worst = max(worst, max(float(np.max(np.abs(got[sid][k] - v))) for k, v in want.items()))
     outputs = [w.output]
     ids = list(range(n))

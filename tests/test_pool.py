@@ -489,7 +489,7 @@ def test_a_loaded_state_brings_its_kept_context_back_before_the_first_call(tmp_p
     fresh.load_state("a", path)
     for x in xs[3:]:
         got = fresh.run({"a": {"x": x}})["a"]
-        want = solo.run({"x": x})
+        want = solo.run_dict({"x": x})
         # the kept time step of xs[2] is prepended to xs[3]: without it Y differs from the first step on
         assert got["Y"].shape == want["Y"].shape == (3, 1, 1, 5)
         assert np.max(np.abs(got["Y"] - want["Y"])) <= TOL and np.max(np.abs(got["hn"] - want["hn"])) <= TOL
@@ -511,7 +511,7 @@ def test_a_loaded_state_brings_its_kept_context_back_into_a_running_batched_pool
     running.load_state("a", path)
     for x in xs[3:]:
         got = running.run({"a": {"x": x}, "c": {"x": x}, "d": {"x": x}, "e": {"x": x}})["a"]
-        want = solo.run({"x": x})
+        want = solo.run_dict({"x": x})
         assert np.max(np.abs(got["Y"] - want["Y"])) <= TOL and np.max(np.abs(got["hn"] - want["hn"])) <= TOL
 
 
@@ -552,7 +552,7 @@ def drive_whole_ticks(pool: SessionPool, model, *, streams: int = 72, ticks: int
         got = pool.run(requests)
         assert list(got) == order
         for sid, feeds in requests.items():
-            want = solo[sid].run(feeds)
+            want = solo[sid].run_dict(feeds)
             for name, value in want.items():
                 assert got[sid][name].shape == value.shape
                 worst = max(worst, float(np.max(np.abs(got[sid][name] - value))))
@@ -613,7 +613,7 @@ def test_a_leave_that_frees_a_middle_row_keeps_every_other_stream_on_its_own_sta
         requests = {sid: {"x": _chunk(rng, 1)} for sid in solo}
         got = pool.run(requests)
         for sid, f in requests.items():
-            want = solo[sid].run(f)
+            want = solo[sid].run_dict(f)
             assert np.max(np.abs(got[sid]["Y"] - want["Y"])) <= TOL and np.max(np.abs(got[sid]["cn"] - want["cn"])) <= TOL
     assert [pool._streams[s].row for s in "acde"] == [0, 1, 2, 3]
     assert pool.stats.whole_calls == 5  # every tick after the probe bound the 5, then the 4 rows whole
@@ -637,7 +637,7 @@ def test_run_batch_of_every_stream_in_another_order_equals_solo_runs():
         x = _chunk(rng, 1).repeat(len(order), axis=1) * np.arange(1, len(order) + 1, dtype=np.float32)[None, :, None]
         got = pool.run_batch(order, {"x": x})
         for k, sid in enumerate(order):
-            want = solo[sid].run({"x": x[:, k : k + 1]})
+            want = solo[sid].run_dict({"x": x[:, k : k + 1]})
             assert np.max(np.abs(got["hn"][:, k : k + 1] - want["hn"])) <= TOL and np.max(np.abs(got["Y"][:, :, k : k + 1] - want["Y"])) <= TOL
     assert pool.stats.whole_calls == 3  # the first whole tick runs plainly and learns the outputs' shapes
 
@@ -655,7 +655,7 @@ def test_expiry_of_a_middle_row_then_a_whole_tick_keeps_the_others_right():
         requests = {sid: {"x": _chunk(rng, 1)} for sid in active}
         got = pool.run(requests, open_missing=True)
         for sid, f in requests.items():
-            assert np.max(np.abs(got[sid]["hn"] - solo[sid].run(f)["hn"])) <= TOL
+            assert np.max(np.abs(got[sid]["hn"] - solo[sid].run_dict(f)["hn"])) <= TOL
     clock.now = 5.5
     assert pool.expire() == [2] and 2 not in pool
     del solo[2]
@@ -663,7 +663,7 @@ def test_expiry_of_a_middle_row_then_a_whole_tick_keeps_the_others_right():
         requests = {sid: {"x": _chunk(rng, 1)} for sid in solo}
         got = pool.run(requests)
         for sid, f in requests.items():
-            assert np.max(np.abs(got[sid]["hn"] - solo[sid].run(f)["hn"])) <= TOL
+            assert np.max(np.abs(got[sid]["hn"] - solo[sid].run_dict(f)["hn"])) <= TOL
     assert pool.sessions == [0, 1, 3, 4, 5] and pool.stats.whole_calls >= 3
 
 
@@ -675,7 +675,7 @@ def test_a_pool_of_one_stream_binds_its_buffers_and_equals_the_solo_session():
     for t in range(6):
         x = _chunk(rng, 2)
         got = pool.run_one("only", {"x": x}, ["Y", "hn"] if t % 2 else None, open_missing=True)
-        want = solo.run({"x": x})
+        want = solo.run_dict({"x": x})
         assert sorted(got) == (["Y", "hn"] if t % 2 else sorted(want))
         for name, value in got.items():
             assert np.max(np.abs(value - want[name])) <= TOL
@@ -723,7 +723,7 @@ def test_run_batch_checks_again_whatever_differs_from_the_last_checked_tick():
         x = (0.8 * rng.standard_normal((1, 3, INP))).astype(np.float32)
         got = pool.run_batch(ids, {"x": x}, ["hn"])
         for k, sid in enumerate(ids):
-            assert np.max(np.abs(got["hn"][:, k : k + 1] - solo[sid].run({"x": x[:, k : k + 1]})["hn"])) <= TOL
+            assert np.max(np.abs(got["hn"][:, k : k + 1] - solo[sid].run_dict({"x": x[:, k : k + 1]})["hn"])) <= TOL
     good = np.zeros((1, 3, INP), np.float32)
     with pytest.raises(FeedError, match="twice"):
         pool.run_batch(["a", "b", "a"], {"x": good}, ["hn"])
