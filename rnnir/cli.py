@@ -671,7 +671,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     ``inconclusive`` and ``no-state`` exit 0 with the verdict printed.  Per-call latency and the
     state bytes per session are always measured (the ``streaming`` part of the report)."""
     from . import streaming, testing  # imports onnxruntime: only this command pays for it
-    from .runtime import DEFAULT_MAX_SLOT_BYTES, StatefulSession
+    from .runtime import StatefulSession
+    from .sessionspec import DEFAULT_MAX_SLOT_BYTES
 
     if args.calls <= 0 or args.chunk <= 0:
         raise UsageError("--calls and --chunk must be positive")

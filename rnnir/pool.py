@@ -71,7 +71,8 @@ import onnxruntime as ort
 
 from .context import ContextSpec, InputContext
 from .errors import RnnirError, StateError
-from .runtime import _STATE_FORMAT, FeedError, StatefulSession
+from .runtime import FeedError, StatefulSession
+from .statefile import STATE_FORMAT
 from .versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, compatible, reconcile
 
 __all__ = ["BatchLayout", "Batcher", "PoolStats", "SessionPool", "UnknownSessionError"]
@@ -524,7 +525,7 @@ class SessionPool:
         if snap is None:
             raise StateError(f"session {sid!r} has not run yet: its state is the initial state, nothing to save")
         meta = {
-            "format": _STATE_FORMAT, "fingerprint": self.fingerprint, "state_version": self.state_version, "model": self.label,
+            "format": STATE_FORMAT, "fingerprint": self.fingerprint, "state_version": self.state_version, "model": self.label,
             "session": str(sid), "slots": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in snap.items()},
         }
         target = Path(path)
@@ -559,8 +560,8 @@ class SessionPool:
             raise
         except (OSError, ValueError, KeyError) as exc:
             raise StateError(f"{target}: cannot read saved state: {exc}") from None
-        if not isinstance(meta, dict) or meta.get("format") != _STATE_FORMAT:
-            raise StateError(f"{target}: not a state file of format {_STATE_FORMAT}")
+        if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
+            raise StateError(f"{target}: not a state file of format {STATE_FORMAT}")
         owner = meta.get("session")
         if owner is not None and owner != str(sid) and (from_session is None or str(from_session) != owner):
             raise StateError(

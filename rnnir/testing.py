@@ -49,7 +49,9 @@ from typing import Any
 import numpy as np
 
 from .errors import RnnirError
-from .runtime import DEFAULT_MAX_SLOT_BYTES, StatefulSession, _shape_text
+from .runtime import StatefulSession
+from .sessionspec import DEFAULT_MAX_SLOT_BYTES
+from .statefile import shape_text
 
 __all__ = [
     "Divergence",
@@ -536,7 +538,7 @@ def _generate(
             dims.append(batch)
         else:
             raise StreamError(
-                f"{session.label}: cannot generate input {name!r}: dim {k} ({d or '?'}) of {_shape_text(spec.shape)} "
+                f"{session.label}: cannot generate input {name!r}: dim {k} ({d or '?'}) of {shape_text(spec.shape)} "
                 "is unknown; pass the input in stream= or give its shape (input_shapes=, or --shape NAME=D0,D1 on the command line)"
             )
     if mode == "calls":

@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = ROOT / ".mutation"
 EQUIVALENT_FILE = ROOT / "tools" / "mutation-equivalent.txt"
 # the code that decides verdicts: the passes, slice tracing, lowering, the multi-call runtime and checks
-DEFAULT_TARGETS = ("rnnir/passes", "rnnir/slices.py", "rnnir/lower", "rnnir/runtime.py", "rnnir/testing.py")
+DEFAULT_TARGETS = ("rnnir/passes", "rnnir/slices.py", "rnnir/lower", "rnnir/runtime.py", "rnnir/binding.py", "rnnir/sessionspec.py", "rnnir/statefile.py", "rnnir/testing.py")
 
 
 class Operator(enum.Enum):
