@@ -59,6 +59,7 @@ __all__ = [
     "VariantResult",
     "check_multicall",
     "report_to_text",
+    "time_axes",
 ]
 
 VARIANTS = ("persistent", "reinit", "stale", "hc-swapped")
@@ -354,6 +355,12 @@ def check_multicall(
 
 
 # -- time axes and the stream ------------------------------------------------------------------
+
+
+def time_axes(session: StatefulSession, time_axis: int | Mapping[str, int | None] | None = None) -> dict[str, int | None]:
+    """Each input the caller feeds -> the axis a stream is split along into calls (None: one frame per call,
+    or fed unchanged), as :func:`check_multicall` decides it (traced to a recurrent op's X, or a time-named dim)."""
+    return _time_axes(session, time_axis)
 
 
 def _time_axes(session: StatefulSession, time_axis: int | Mapping[str, int | None] | None) -> dict[str, int | None]:

@@ -251,3 +251,33 @@ def find_pairs(
             for a, b in zip(rest_in, rest_out):
                 take(a.name, b.name, PairSource.POSITION, f"same position and type among the remaining inputs/outputs ({a.name!r} -> {b.name!r})")
     return pairs
+
+
+def left_out_pairs(
+    model: onnx.ModelProto, *, label: str, declared: Mapping[str, str | None], model_path: Path | None = None
+) -> list[StatePair]:
+    """The pairs rnnir would find without ``declared`` (metadata, Triton, names, position) that the declaration does
+    not mention, neither their input nor their output.  A declaration replaces automatic pairing, so declaring ``h0``
+    alone makes ``c0`` a plain input: these are the pairs a caller most likely forgot."""
+    if not declared:
+        return []
+    try:
+        found = find_pairs(model, label=label, model_path=model_path)
+    except ModelError:
+        return []  # the automatic sources do not work on this model; nothing to compare with
+    outputs = {o for o in declared.values() if o is not None}
+    return [p for p in found if p.input not in declared and (p.output is None or p.output not in outputs)]
+
+
+def left_out_pair_warnings(model: onnx.ModelProto, *, label: str, declared: Mapping[str, str | None], declared_by: str,
+                           model_path: Path | None = None) -> list[str]:
+    """One warning per :func:`left_out_pairs` pair: what was declared (``declared_by``: ``--pair`` or the configuration),
+    what is left out and why, and the flag that pairs it."""
+    pairs = left_out_pairs(model, label=label, declared=declared, model_path=model_path)
+    shown = " ".join(f"{i}={o or ''}" for i, o in declared.items())
+    return [
+        f"{declared_by} declares only {shown}, and a declaration replaces automatic pairing: {p.input} -> {p.output} "
+        f"({p.reason}) is left unpaired, so {p.input!r} is a plain input and its state is neither kept nor checked; "
+        f"declare it too (--pair {p.input}={p.output or ''})"
+        for p in pairs
+    ]
