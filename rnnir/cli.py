@@ -258,6 +258,11 @@ def _lint_one(job: LintJob) -> FileResult:
         program = rnnir.load(job.path, pairs=job.pairs, entry=job.entry, exit=job.exit)
         result.state_pairs = [p.to_json() for p in program.state_pairs]
         result.suggested_pairs = [p.to_json() for p in program.suggested_pairs]
+        if job.pairs and program.source is not None:  # a declaration replaces automatic pairing: say what it left out
+            from .lower.pairing import left_out_pair_warnings
+
+            src = program.source
+            result.warnings = left_out_pair_warnings(src.model, label=src.label, declared=job.pairs, model_path=src.path)
         backend = _passes()
         if job.rules:
             verification = backend.verify(program, select=list(job.select) if job.select is not None else None, ignore=list(job.ignore), strict=job.strict)
@@ -389,6 +394,9 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
 
     result = LintResult(files=files, rules=backend.RULES, version=__version__, with_cost=cost, verbose=bool(getattr(args, "verbose", False)))
     result.quarantine()
+    for f in files:
+        for warning in f.warnings:
+            print(printable(f"rnnir: warning: {f.path}: {warning}"), file=sys.stderr)
     for f in result.failed:
         print(printable(f"rnnir: error: {f.path}: {(f.error or {}).get('message')}"), file=sys.stderr)
     if getattr(args, "write_baseline", None):

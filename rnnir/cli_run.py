@@ -99,8 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from .lower.pairing import left_out_pair_warnings
 
         src = program.source
-        declared_by = "--pair" if args.pair else f"{settings.config.path}: pairs"
-        for line in left_out_pair_warnings(src.model, label=src.label, declared=settings.pairs, declared_by=declared_by, model_path=src.path):
+        for line in left_out_pair_warnings(src.model, label=src.label, declared=settings.pairs, model_path=src.path):
             print(printable(f"rnnir: warning: {args.model}: {line}"), file=sys.stderr)
 
     problems = check_flag_names(flags, model_interface(program))

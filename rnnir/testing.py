@@ -997,16 +997,17 @@ def report_to_text(report: MulticallReport) -> str:
         lines.append(f"  stream: {report.stream_length} calls, one frame each (no input has a time axis)")
     lines.append(f"  tolerance: max |diff| <= {report.tol:g}")
     lines.append("  variants:")
+    state_outputs = {o for _, o in report.pairs if o is not None}
     for v in report.variants:
         chunk = "" if v.chunk is None else f" chunk={v.chunk}"
         head = f"    {v.variant:<11}{chunk:<10} {v.calls:>5} calls vs {v.reference:<10}"
         if v.reference == "none":
             body = "not compared (no whole-stream oracle)"
         elif v.first_divergence is None:
-            body = f"equal (max |diff| {_fmt(v.max_abs_diff)})"
+            body = f"equal (max |diff| {_largest(v, state_outputs) if v.max_abs_diff else 0})"
         else:
             d = v.first_divergence
-            body = f"diverges at call {d.call} on {d.output!r} (|diff| {_fmt(d.max_abs_diff)}; max {_fmt(v.max_abs_diff)})"
+            body = f"diverges at call {d.call} on {d.output!r} (|diff| {_fmt(d.max_abs_diff)}); max |diff| {_largest(v, state_outputs)}"
         lines.append(head + " " + body + (f"  -- {v.note}" if v.note else ""))
     if report.health:
         lines.append("  state health (longest persistent run):")
@@ -1015,6 +1016,17 @@ def report_to_text(report: MulticallReport) -> str:
     for n in report.notes:
         lines.append(f"  note: {n}")
     return "\n".join(lines) + "\n"
+
+
+def _largest(v: VariantResult, state_outputs: set[str]) -> str:
+    """The largest difference per output, each named: a probability's 0.87 is not a state's 17.  The outputs the
+    caller reads come first; a state output says so."""
+    if not v.per_output:
+        return _fmt(v.max_abs_diff)
+    ordered = sorted(v.per_output.items(), key=lambda kv: kv[0] in state_outputs)  # stable: model order within each group
+    shown = [f"{_fmt(d)} on {name!r}{' (state)' if name in state_outputs else ''}" for name, d in ordered[:3]]
+    more = len(ordered) - len(shown)
+    return ", ".join(shown) + (f" and {more} more output(s)" if more else "")
 
 
 def _fmt(x: float) -> str:

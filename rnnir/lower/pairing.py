@@ -269,15 +269,12 @@ def left_out_pairs(
     return [p for p in found if p.input not in declared and (p.output is None or p.output not in outputs)]
 
 
-def left_out_pair_warnings(model: onnx.ModelProto, *, label: str, declared: Mapping[str, str | None], declared_by: str,
-                           model_path: Path | None = None) -> list[str]:
-    """One warning per :func:`left_out_pairs` pair: what was declared (``declared_by``: ``--pair`` or the configuration),
-    what is left out and why, and the flag that pairs it."""
+def left_out_pair_warnings(model: onnx.ModelProto, *, label: str, declared: Mapping[str, str | None], model_path: Path | None = None) -> list[str]:
+    """One warning per :func:`left_out_pairs` pair: what was declared, what is left out and why, and the flag that pairs it."""
     pairs = left_out_pairs(model, label=label, declared=declared, model_path=model_path)
     shown = " ".join(f"{i}={o or ''}" for i, o in declared.items())
     return [
-        f"{declared_by} declares only {shown}, and a declaration replaces automatic pairing: {p.input} -> {p.output} "
-        f"({p.reason}) is left unpaired, so {p.input!r} is a plain input and its state is neither kept nor checked; "
-        f"declare it too (--pair {p.input}={p.output or ''})"
+        f"the declared pairs ({shown}) replace automatic pairing, so {p.input} -> {p.output} ({p.reason}) is left unpaired: "
+        f"{p.input!r} is a plain input and its state is neither kept nor checked; declare it too (--pair {p.input}={p.output or ''})"
         for p in pairs
     ]
