@@ -11,13 +11,14 @@ import json
 import math
 import re
 import sys
-from collections.abc import Mapping, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
-from .cli import UsageError, _emit, _settings
+from .cli import UsageError, _emit, _isatty, _settings
 from .cli_inputs import InputFlags, PreparedInputs, check_flag_names, model_interface, parse_dims, prepare_inputs, shape_text
 from .errors import ModelError, RnnirError
 from .render import printable
@@ -135,14 +136,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         if value is not None and not 0 <= value < n_calls - 1:
             raise UsageError(f"{flag} {value}: needs a call index from 0 to {n_calls - 2} (the stream has {n_calls} calls)")
     burst = _burst(args.burst, n_calls) if args.burst else None
+    progress = RunProgress(enabled=not args.quiet)
     try:
         report = testing.check_multicall(
-            session, stream=stream, calls=calls, chunk=args.chunk, input_shapes=prepared.shapes, input_values=prepared.values
+            session, stream=stream, calls=calls, chunk=args.chunk, input_shapes=prepared.shapes, input_values=prepared.values,
+            progress=progress.step,
         )
         stream_report = streaming.check_streaming(
             session, stream, calls=calls, chunk=args.chunk, input_shapes=prepared.shapes, input_values=prepared.values,
             drop=args.drop, drop_mode=args.drop_mode, reconnect=args.reconnect, burst=burst, burst_kind=args.burst_kind,
-            long=args.long, tol=args.recovery_tol, streams=args.streams,
+            long=args.long, tol=args.recovery_tol, streams=args.streams, progress=progress.step,
         )
     except RnnirError:
         raise
@@ -153,6 +156,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise
         # the model linted but onnxruntime cannot execute it (e.g. hidden_size disagreeing with W): the model's problem
         raise ModelError(f"onnxruntime cannot run the model: {_ort_message(exc)}", model=args.model) from None
+    finally:
+        progress.close()
     if args.format == "json":
         doc = report.to_json()
         doc["streaming"] = stream_report.to_json()
@@ -172,6 +177,37 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 #: calls in a generated stream when --calls is not given (a data file gives its own length)
 DEFAULT_CALLS = 200
+
+
+class RunProgress:
+    """``reinit, chunk 16: call 120/200`` on a terminal's stderr, rewritten in place at most ten times a second;
+    silent when stderr is not a terminal (piped, redirected, CI) or with ``-q``."""
+
+    INTERVAL = 0.1
+
+    def __init__(self, *, enabled: bool = True, stream: TextIO | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        self.enabled = enabled and _isatty(self.stream)
+        self.clock = clock
+        self.shown = False
+        self.last = -math.inf
+
+    def step(self, what: str, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        now = self.clock()
+        if now - self.last < self.INTERVAL and done < total:
+            return
+        self.last = now
+        self.stream.write(f"\r\x1b[K{printable(what)}: call {done}/{total}")
+        self.stream.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self.shown = False
 
 
 def ort_session_options(*, verbose: bool) -> Any:

@@ -57,6 +57,7 @@ __all__ = [
     "SlotHealth",
     "StreamError",
     "VariantResult",
+    "ProgressCallback",
     "check_multicall",
     "report_to_text",
     "time_axes",
@@ -67,6 +68,10 @@ BROKEN = ("reinit", "stale", "hc-swapped")
 _TIME_NAMES = re.compile(r"^(t|time|times|seq|seq_len|sequence|sequence_length|seqlen|frames?|n_frames|num_frames|steps?|len|length)$", re.I)
 _FP16_MAX = 65504.0
 _DEFAULT_MAX_ELEMENTS = 50_000_000
+
+
+#: ``progress(what, done, total)``: called after every model call of a check (``rnnir run`` shows it on a terminal)
+ProgressCallback = Callable[[str, int, int], None]
 
 
 class StreamError(RnnirError, ValueError):
@@ -256,6 +261,7 @@ def check_multicall(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     input_values: Mapping[str, float] | None = None,
     max_slot_bytes: int = DEFAULT_MAX_SLOT_BYTES,
+    progress: ProgressCallback | None = None,
 ) -> MulticallReport:
     """Run ``stream`` through ``model`` whole, chunked with persistence, and with each persistence bug.
 
@@ -269,7 +275,8 @@ def check_multicall(
     ``input_shapes`` gives generated inputs a shape where the model leaves dims unknown (one call's
     shape; the time axis, if any, is sized by the stream); ``input_values`` fills a generated input
     with one value every call (e.g. a sample rate).  ``max_slot_bytes`` raises (or lowers) the
-    runtime's bound on one slot's size (:data:`rnnir.runtime.DEFAULT_MAX_SLOT_BYTES`).
+    runtime's bound on one slot's size (:data:`rnnir.runtime.DEFAULT_MAX_SLOT_BYTES`).  ``progress(what, done,
+    total)`` is called after every call of every variant.
     """
     session = model if isinstance(model, StatefulSession) else StatefulSession(
         model, pairs=pairs, session_options=session_options, providers=providers, state_shapes=state_shapes, cast_state=True,
@@ -305,6 +312,7 @@ def check_multicall(
         sizes = _usable_chunks(session, axes, sizes, stream_len, notes)
 
     runner = _Runner(session, feeds, axes, const_names, lengths, mode, stream_len, tol)
+    runner.progress = progress
     whole_out = runner.whole(whole, notes)
     results: list[VariantResult] = []
     health_run: tuple[int, list[dict[str, np.ndarray]]] | None = None
@@ -619,6 +627,7 @@ class _Runner:
         state_outputs = {s.output for s in self.writers}
         names = session.output_names
         self.watched: str | None = next((n for n in names if n not in state_outputs), names[0] if names else None)
+        self.progress: ProgressCallback | None = None
 
     def trace(self, outs: list[dict[str, np.ndarray]]) -> list[float]:
         """The watched output's mean, call by call (NaN where a call did not return it)."""
@@ -675,10 +684,19 @@ class _Runner:
     def persistent(self, chunks: list[dict[str, np.ndarray]]) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
         s = self.session.fork(reset=True, alias_outputs=False)
         outs, states = [], []
+        what = "persistent" + self._chunk_label(chunks)
         for feed in chunks:
             outs.append(s.run_dict(feed))
             states.append(s.state)
+            self._tick(what, len(outs), len(chunks))
         return outs, states
+
+    def _chunk_label(self, chunks: list[dict[str, np.ndarray]]) -> str:
+        return "" if self.mode == "calls" or not chunks else f", chunk {-(-self.length // len(chunks))}"
+
+    def _tick(self, what: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(what, done, total)
 
     def broken(self, name: str, chunks: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]] | None:
         if name == "hc-swapped" and not self.swaps:
@@ -686,7 +704,9 @@ class _Runner:
         s = self.session.fork(reset=True, alias_outputs=False)
         outs: list[dict[str, np.ndarray]] = []
         initial = s.initial_state(chunks[0]) if chunks else {}
+        what = name + self._chunk_label(chunks)
         for k, feed in enumerate(chunks):
+            self._tick(what, k, len(chunks))
             if name == "reinit":
                 s.reset()
                 outs.append(s.run_dict(feed))
@@ -697,6 +717,7 @@ class _Runner:
             else:  # hc-swapped: h and c land in each other's place
                 start = initial if k == 0 else _apply_swaps(self._written(outs[k - 1], initial), self.swaps)
             outs.append(s.run_dict({**feed, **start}))
+        self._tick(what, len(chunks), len(chunks))
         return outs
 
     def _written(self, out: Mapping[str, np.ndarray], initial: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -721,6 +721,7 @@ def test_run_exit_code_follows_the_report_status(models, capsys, monkeypatch, st
     monkeypatch.setattr(streaming, "streaming_to_text", lambda r: "streaming pass\n")
     assert cli.main(["run", "--no-config", "clean.onnx", "--calls", "7", "--chunk", "3", "--pair", "h0=hn"]) == code
     assert capsys.readouterr().out == f"verdict {status}\nstreaming pass\n"
+    assert callable(seen.pop("progress"))
     session = seen.pop("model")  # one session (quiet onnxruntime log, the declared pairs) runs both checks
     assert (session.label, [(s.input, s.output) for s in session.slots]) == ("clean.onnx", [("h0", "hn")])
     assert seen == {"calls": 7, "chunk": 3, "input_shapes": {}, "input_values": {}}
