@@ -123,6 +123,7 @@ class VariantResult:
             "max_abs_diff": _num(self.max_abs_diff),
             "per_output": {k: _num(v) for k, v in self.per_output.items()},
             "note": self.note,
+            "trace": [_num(x) for x in self.trace],  # per call: the mean of the report's "watched" output
         }
 
 
@@ -233,6 +234,7 @@ class MulticallReport:
             "variants": [v.to_json() for v in self.variants],
             "health": {k: h.to_json() for k, h in self.health.items()},
             "notes": list(self.notes),
+            "watched": self.watched,
         }
 
 
