@@ -8,7 +8,8 @@
     rnnir rules [--format text|json]
     rnnir explain CODE-OR-NAME          (SD002, or wrong-slot)
     rnnir cost PATH... [--format text|json] [--jobs N] [--output FILE]
-    rnnir run MODEL [--calls 200] [--chunk 16] [--shape IN=D0,D1] [--value IN=X] [--wav IN=FILE] [--context IN=N[:AXIS]]
+    rnnir run MODEL [--calls 200] [--chunk 16] [--shape IN=D0,D1] [--value IN=X] [--input IN=FILE.npy]
+                    [--audio [IN=]FILE.wav] [--context IN=N[:AXIS]] [-v] [-q]
                     [--drop K [--drop-mode skip|zero]] [--reconnect K] [--burst K:N [--burst-kind noise|silence]]
                     [--long N] [--streams N] [--recovery-tol X] [--max-slot-mb 256] [--format text|json] [--output FILE] [--plot run.png]
     rnnir --version                     (python -m rnnir ... is the same command)
