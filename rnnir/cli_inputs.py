@@ -481,8 +481,9 @@ def _check_missing(out: PreparedInputs, session: StatefulSession, axes: Mapping[
     optional = session.optional_inputs
     lengths = set(session.length_inputs)
     for name, spec in session.inputs.items():
-        if name in out.stream or name in out.values or name in optional or name in lengths:
+        if name in out.stream or name in optional or name in lengths:
             continue
+        valued = name in out.values  # a --value still needs a shape to fill
         given = out.shapes.get(name)
         shape: tuple[int | str | None, ...] | None = given if given is not None else spec.shape
         dtype = spec.dtype if spec.dtype is not None else np.dtype(np.float32)
@@ -491,7 +492,7 @@ def _check_missing(out: PreparedInputs, session: StatefulSession, axes: Mapping[
             problems.append(f"input {name!r} declares no shape: give one call's shape with --shape {name}=D0,D1,... or its data with --input {name}=FILE.npy")
             continue
         scalar = all(isinstance(d, int) and d == 1 for d in shape)
-        if dtype.kind != "f" and scalar:
+        if dtype.kind != "f" and scalar and not valued:
             hint = f"--value {name}=16000 (a sample rate of 16 kHz)" if SAMPLE_RATE_NAMES.match(name) else f"--value {name}=NUMBER"
             problems.append(
                 f"input {name!r} ({decl}) has no value: rnnir makes up random data only for float inputs, and an integer or boolean "
@@ -506,7 +507,8 @@ def _check_missing(out: PreparedInputs, session: StatefulSession, axes: Mapping[
         if unknown:
             dims = " and ".join(f"dim {k} ({shape[k] or '?'})" for k in unknown)
             example = ",".join("1" if k in unknown and k == 0 else ("N" if k in unknown else str(d)) for k, d in enumerate(shape))
+            data = [f"--input {name}=FILE.npy"] + ([f"--audio {name}=FILE.wav"] if dtype.kind == "f" else [])
             problems.append(
-                f"input {name!r} is declared {decl}: rnnir cannot tell {dims} of one call; give the shape with --shape {name}={example} "
-                f"(or the data: --input {name}=FILE.npy, --audio {name}=FILE.wav)"
+                f"input {name!r} is declared {decl}: rnnir cannot tell {dims} of one call; give the shape with --shape {name}={example}"
+                + ("" if valued else f" (or the data: {', '.join(data)})")
             )

@@ -71,22 +71,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from . import streaming, testing  # imports onnxruntime: only this command pays for it
     from .runtime import StatefulSession
 
-    if (args.calls is not None and args.calls <= 0) or args.chunk <= 0:
-        raise UsageError("--calls and --chunk must be positive")
-    if args.plot:
-        from .plot import require_matplotlib
-
-        require_matplotlib()  # before the run: a missing optional extra is the first thing to fix
-        if not Path(args.plot).resolve().parent.is_dir():
-            raise UsageError(f"{args.plot}: cannot write the plot: no folder {str(Path(args.plot).parent)!r}")
-    if args.long is not None and args.long < 4:
-        raise UsageError("--long needs at least 4 calls")
-    if args.streams is not None and args.streams < 2:
-        raise UsageError("--streams needs at least 2 streams")
-    if args.recovery_tol < 0:
-        raise UsageError("--recovery-tol must not be negative")
-    if not args.max_slot_mb > 0:
-        raise UsageError("--max-slot-mb must be positive")
+    _check_numbers(args)
     flags = InputFlags(
         shapes=_parse_assignments(args.shape or [], "--shape", _dims, "one call's dims are whole numbers, e.g. --shape input=1,576 (or 1x576)"),
         values=_parse_assignments(args.value or [], "--value", _number, "give a number, e.g. --value sr=16000"),
@@ -117,9 +102,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     prepared, problems = prepare_inputs(flags, session, axes, args.calls, args.chunk)
     if problems:
         return _report_problems(args.model, problems)
-    for name, rate in prepared.rate_filled.items():
-        if args.verbose:
-            print(f"rnnir: {args.model}: feeding {name}={rate}, the sample rate of the audio file", file=sys.stderr)
+    if args.verbose:
+        for name, rate in prepared.rate_filled.items():
+            print(printable(f"rnnir: {args.model}: feeding {name}={rate}, the sample rate of the audio file"), file=sys.stderr)
     stream = prepared.stream or None
     calls = args.calls if args.calls is not None else DEFAULT_CALLS
     try:
@@ -128,6 +113,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     except testing.StreamError as exc:
         raise UsageError(str(exc)) from None
+    if len(chunks) < 2:
+        raise UsageError(f"the stream makes {len(chunks)} call(s); the checks need at least 2 (more data, or a smaller --chunk)")
     failure = _first_call(session, chunks[0], prepared)
     if failure:
         return _report_problems(args.model, failure)
@@ -173,6 +160,29 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         plot_report(report, args.plot)
     return 1 if report.status == "fail" or not stream_report.ok else 0
+
+
+def _check_numbers(args: argparse.Namespace) -> None:
+    """The flags that are numbers, before the model is read: a typo costs no model load."""
+    if (args.calls is not None and args.calls <= 0) or args.chunk <= 0:
+        raise UsageError("--calls and --chunk must be positive")
+    if args.plot:
+        from .plot import require_matplotlib
+
+        require_matplotlib()  # before the run: a missing optional extra is the first thing to fix
+        if not Path(args.plot).resolve().parent.is_dir():
+            raise UsageError(f"{args.plot}: cannot write the plot: no folder {str(Path(args.plot).parent)!r}")
+    if args.long is not None and args.long < 4:
+        raise UsageError("--long needs at least 4 calls")
+    if args.streams is not None and args.streams < 2:
+        raise UsageError("--streams needs at least 2 streams")
+    if args.recovery_tol < 0:
+        raise UsageError("--recovery-tol must not be negative")
+    if not args.max_slot_mb > 0:
+        raise UsageError("--max-slot-mb must be positive")
+    for flag, value in (("--drop", args.drop), ("--reconnect", args.reconnect)):
+        if value is not None and value < 0:
+            raise UsageError(f"{flag} {value}: needs a call index, 0 or more")
 
 
 #: calls in a generated stream when --calls is not given (a data file gives its own length)

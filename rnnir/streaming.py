@@ -513,7 +513,9 @@ def check_streaming(
             raise StreamError("context= applies to a new session; declare it on the StatefulSession passed in")
 
         def rebuild() -> StatefulSession:
-            return StatefulSession(session.program, cast_state=session.cast_state, context={c.input: c for c in session.context})
+            return StatefulSession(
+                session.program, cast_state=session.cast_state, context={c.input: c for c in session.context}, session_options=_options(session)
+            )
     else:
         session = StatefulSession(model, pairs=pairs, cast_state=True, context=context)
 
@@ -599,7 +601,8 @@ def _isolation(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarra
 
     if streams < 2:
         raise StreamError(f"an isolation check needs at least 2 streams, got {streams}")
-    pool = SessionPool(session.program, context={c.input: c for c in session.context})
+    # the caller's onnxruntime options (rnnir run: its log quiet) also for the pool, whose batch probe may fail in onnxruntime
+    pool = SessionPool(session.program, context={c.input: c for c in session.context}, session_options=_options(session))
     solo = [session.fork(reset=True) for _ in range(streams)]
     n = len(chunks)
     worst, who = 0.0, None
@@ -615,6 +618,11 @@ def _isolation(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarra
         if progress is not None:
             progress(f"{streams} streams", t + 1, n)
     return Isolation(streams, n, pool.batching or "batched", pool.stats.ort_calls, worst, who)
+
+
+def _options(session: StatefulSession) -> Any:
+    """The onnxruntime SessionOptions ``session`` was made with, for the sessions a check makes beside it."""
+    return session.inference_session.get_session_options()
 
 
 def _long_run(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]], calls: int, progress: ProgressCallback | None = None) -> LongRun:

@@ -401,3 +401,70 @@ def test_progress_is_silent_when_piped_or_quiet():
 def test_a_piped_run_writes_no_progress(tmp_path):
     proc = run_process(str(LSTM), "--calls", "30", "--chunk", "2", "--long", "50", cwd=tmp_path)
     assert proc.returncode == 0 and proc.stderr == ""
+
+
+def _open_input_model(tmp_path: Path) -> Path:
+    """y = x @ W with x declared [?, 4] and a scalar int64 'mode' the model ignores; h_out = h + sum(y) carries state."""
+    from onnx import TensorProto, helper
+    from onnx_models import const, model, vi
+
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["y"]),
+        helper.make_node("ReduceSum", ["y"], ["s"], keepdims=0),
+        helper.make_node("Add", ["h", "s"], ["h_out"]),
+        helper.make_node("Cast", ["mode"], ["mode_f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["mode_f", "s"], ["scaled"]),
+    ]
+    m = model(
+        nodes,
+        [vi("x", [None, 4]), vi("h", []), vi("mode", [], TensorProto.INT64)],
+        [vi("y", [None, 4]), vi("h_out", []), vi("scaled", [])],
+        [const("W", np.eye(4, dtype=np.float32))],
+    )
+    path = tmp_path / "open.onnx"
+    path.write_bytes(m.SerializeToString())
+    return path
+
+
+def test_a_value_without_a_shape_asks_for_the_shape_only(tmp_path, capsys):
+    path = _open_input_model(tmp_path)
+    code, _, err = run(capsys, str(path), "--calls", "4", "--value", "x=0.5", "--value", "mode=1", "--pair", "h=h_out")
+    assert code == 2
+    assert err == (
+        f"rnnir: error: {path}: input 'x' is declared float32[?, 4]: rnnir cannot tell dim 0 (?) of one call; give the shape with --shape x=1,4\n"
+    )
+    # an integer scalar is named with --value NUMBER (not a sample rate); the near miss gives both and runs
+    code, _, err = run(capsys, str(path), "--calls", "4", "--shape", "x=2,4", "--pair", "h=h_out")
+    assert code == 2 and err == (
+        f"rnnir: error: {path}: input 'mode' (int64[]) has no value: rnnir makes up random data only for float inputs, and an integer "
+        "or boolean scalar usually selects something (a sample rate, a mode); give it with --value mode=NUMBER\n"
+    )
+    code, _, err = run(capsys, str(path), "--calls", "4", "--shape", "x=2,4", "--value", "mode=1", "--pair", "h=h_out", "-q")
+    assert (code, err) == (0, "")
+
+
+def test_the_pools_failed_batch_probe_logs_nothing_either(tmp_path):
+    """--streams probes a batch of 3 rows; a model whose Reshape fixes the batch at 1 fails that probe inside
+    onnxruntime, which logged it in red although the pool handles it (one stream per call)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    nodes = [
+        helper.make_node("Reshape", ["x", "shp"], ["xr"]),
+        helper.make_node("Add", ["xr", "h"], ["s"]),
+        helper.make_node("Tanh", ["s"], ["h_out"]),
+        helper.make_node("ReduceSum", ["h_out"], ["y"], keepdims=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "fixed_batch",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["B", 4]), helper.make_tensor_value_info("h", TensorProto.FLOAT, ["B", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, []), helper.make_tensor_value_info("h_out", TensorProto.FLOAT, ["B", 4])],
+        [numpy_helper.from_array(np.array([1, 4], np.int64), "shp")],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    (tmp_path / "fixed.onnx").write_bytes(m.SerializeToString())
+    proc = run_process("fixed.onnx", "--pair", "h=h_out", "--calls", "8", "--shape", "x=1,4", "--streams", "3", "--reconnect", "2", cwd=tmp_path)
+    assert proc.returncode in (0, 1)  # 1: a reconnect that never agrees within 8 calls; the point is stderr
+    assert "cold start:" in proc.stdout  # a new session was built beside the first (the reconnect's cold start)
+    assert "one stream per call (a batch of 3 rows failed in onnxruntime" in proc.stdout  # the probe did fail
+    assert proc.stderr == ""
