@@ -468,3 +468,66 @@ def test_the_pools_failed_batch_probe_logs_nothing_either(tmp_path):
     assert "cold start:" in proc.stdout  # a new session was built beside the first (the reconnect's cold start)
     assert "one stream per call (a batch of 3 rows failed in onnxruntime" in proc.stdout  # the probe did fail
     assert proc.stderr == ""
+
+
+def _rnn_over_samples(tmp_path: Path, features: int = 1) -> Path:
+    """An ONNX RNN reading x[T, 1, features] (time first), h0 -> hn: one sample per time step when features is 1."""
+    from onnx import helper
+    from onnx_models import const, model, vi
+
+    rng = np.random.default_rng(5)
+    H = 3
+    m = model(
+        [helper.make_node("RNN", ["x", "W", "R", "", "", "h0"], ["y", "hn"], hidden_size=H)],
+        [vi("x", ["T", 1, features]), vi("h0", [1, 1, H])],
+        [vi("y", ["T", 1, 1, H]), vi("hn", [1, 1, H])],
+        [const("W", rng.standard_normal((1, H, features)).astype(np.float32)), const("R", 0.5 * rng.standard_normal((1, H, H)).astype(np.float32))],
+    )
+    path = tmp_path / f"rnn{features}.onnx"
+    path.write_bytes(m.SerializeToString())
+    return path
+
+
+def test_audio_along_a_time_axis_equals_one_onnxruntime_call(tmp_path, capsys):
+    path = _rnn_over_samples(tmp_path)
+    pcm = tone_and_noise(0.05)  # 800 samples
+    write_wav(tmp_path / "a.wav", pcm)
+    code, out, err = run(capsys, str(path), "--audio", str(tmp_path / "a.wav"), "--chunk", "100", "--format", "json")
+    assert (code, err) == (0, "")
+    doc = json.loads(out)
+    x = (pcm / 32768.0).astype(np.float32).reshape(-1, 1, 1)
+    y = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(["y"], {"x": x, "h0": np.zeros((1, 1, 3), np.float32)})[0]
+    assert doc["stream_length"] == 800 and doc["persistent_matches_whole"] is True
+    assert np.max(np.abs(np.array(persistent_trace(doc)) - [y[k : k + 100].mean() for k in range(0, 800, 100)])) <= 1e-5
+    # more than one value per time step is not audio
+    wide = _rnn_over_samples(tmp_path, features=2)
+    code, _, err = run(capsys, str(wide), "--audio", str(tmp_path / "a.wav"))
+    assert code == 2 and err == (
+        f"rnnir: error: {wide}: --audio {tmp_path / 'a.wav'}: input 'x' is declared float32[T, 1, 2]: audio runs along its time axis "
+        "(dim 0) only when every other dim is 1; give --input with a .npy file instead\n"
+    )
+
+
+@pytest.mark.realmodel
+def test_audio_against_the_sample_rate_a_model_declares_in_its_metadata(silero, capsys):
+    import onnx
+
+    m = onnx.load(str(silero / "silero_vad.onnx"))
+    onnx.helper.set_model_props(m, {"sample_rate": "8000"})
+    onnx.save(m, str(silero / "vad8k.onnx"))
+    write_wav(silero / "tone.wav", tone_and_noise(1.0))
+    code, _, err = run(capsys, "vad8k.onnx", "--audio", "tone.wav", "--shape", "input=1,512")
+    assert code == 2 and err == (
+        "rnnir: error: vad8k.onnx: --audio tone.wav: the file is sampled at 16000 Hz, but the model declares 8000 Hz "
+        "(its metadata sample_rate=8000): resample the file\n"
+    )
+
+
+@pytest.mark.realmodel
+def test_input_npy_of_the_inputs_own_rank_is_fed_every_call(silero, capsys):
+    np.save(silero / "sr.npy", np.array(16000, np.int64))
+    argv = ["silero_vad.onnx", "--shape", "input=1,576", "--calls", "6", "--format", "json"]
+    code, by_file, err = run(capsys, *argv, "--input", "sr=sr.npy")
+    assert (code, err) == (0, "")
+    code, by_value, _ = run(capsys, *argv, "--value", "sr=16000")
+    assert json.loads(by_file)["variants"] == json.loads(by_value)["variants"]
