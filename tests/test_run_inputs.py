@@ -531,3 +531,24 @@ def test_input_npy_of_the_inputs_own_rank_is_fed_every_call(silero, capsys):
     assert (code, err) == (0, "")
     code, by_value, _ = run(capsys, *argv, "--value", "sr=16000")
     assert json.loads(by_file)["variants"] == json.loads(by_value)["variants"]
+
+
+def test_an_unpaired_input_named_like_state_is_named_too(tmp_path, capsys):
+    """h0 -> hn declared; 'cell' has no output the conventions would pair, but its name says state.  'x' says nothing."""
+    from onnx import helper
+    from onnx_models import model, vi
+
+    m = model(
+        [helper.make_node("Add", ["x", "h0"], ["s"]), helper.make_node("Mul", ["s", "cell"], ["hn"]), helper.make_node("Identity", ["hn"], ["y"])],
+        [vi("x", [1, 4]), vi("h0", [1, 4]), vi("cell", [1, 4])],
+        [vi("y", [1, 4]), vi("hn", [1, 4])],
+    )
+    path = tmp_path / "cell.onnx"
+    path.write_bytes(m.SerializeToString())
+    cli.main(["lint", "--no-config", str(path), "--pair", "h0=hn"])
+    assert capsys.readouterr().err == (
+        f"rnnir: warning: {path}: the declared pairs (h0=hn) replace automatic pairing, and input 'cell' is named like state but left "
+        "unpaired: if the caller feeds it what an output returned, declare that pair too (--pair cell=OUTPUT)\n"
+    )
+    cli.main(["lint", "--no-config", str(path), "--pair", "h0=hn", "--pair", "cell="])  # declared as state without an output: silent
+    assert capsys.readouterr().err == ""

@@ -273,8 +273,17 @@ def left_out_pair_warnings(model: onnx.ModelProto, *, label: str, declared: Mapp
     """One warning per :func:`left_out_pairs` pair: what was declared, what is left out and why, and the flag that pairs it."""
     pairs = left_out_pairs(model, label=label, declared=declared, model_path=model_path)
     shown = " ".join(f"{i}={o or ''}" for i, o in declared.items())
-    return [
+    warnings = [
         f"the declared pairs ({shown}) replace automatic pairing, so {p.input} -> {p.output} ({p.reason}) is left unpaired: "
         f"{p.input!r} is a plain input and its state is neither kept nor checked; declare it too (--pair {p.input}={p.output or ''})"
         for p in pairs
     ]
+    named = {p.input for p in pairs} | set(declared)
+    ins, _ = graph_io(model)
+    for i in ins:
+        if i.name not in named and not i.has_default and looks_like_state(i.name):
+            warnings.append(
+                f"the declared pairs ({shown}) replace automatic pairing, and input {i.name!r} is named like state but left unpaired: "
+                f"if the caller feeds it what an output returned, declare that pair too (--pair {i.name}=OUTPUT)"
+            )
+    return warnings
