@@ -244,7 +244,7 @@ def prepare_inputs(
                 out.sources[name] = f"--input {name}={path}"
     for arg in flags.audio:
         _add_audio(arg, flags, session, axes, limit, out, problems)
-    _check_lengths(out, axes, problems)
+    _check_lengths(out, session, axes, problems)
     if not problems:
         _check_missing(out, session, axes, problems)
     return out, problems
@@ -459,15 +459,21 @@ def _add_audio(arg: str, flags: InputFlags, session: StatefulSession, axes: Mapp
     out.shapes.pop(name, None)  # the data gives the shape
 
 
-def _check_lengths(out: PreparedInputs, axes: Mapping[str, int | None], problems: Problems) -> None:
-    """The inputs of one stream must have the same number of calls (or time steps)."""
+def _check_lengths(out: PreparedInputs, session: StatefulSession, axes: Mapping[str, int | None], problems: Problems) -> None:
+    """The inputs of one stream must have the same number of time steps (along a time axis) or calls (a leading call axis)."""
     lengths: dict[str, int] = {}
     for name, arr in out.stream.items():
         ax = axes.get(name)
+        declared = session.inputs[name].shape
         if ax is not None:
             lengths[name] = arr.shape[ax]
+        elif declared is None or arr.ndim == len(declared) + 1:
+            lengths[name] = arr.shape[0]
     if len(set(lengths.values())) > 1:
-        problems.append("the data files disagree on the stream's length: " + ", ".join(f"{out.sources[n]} has {v}" for n, v in lengths.items()))
+        unit = "time steps" if any(axes.get(n) is not None for n in lengths) else "calls"
+        problems.append(
+            "the data disagree on the stream's length: " + ", ".join(f"{out.sources[n]} gives {v} {unit}" for n, v in lengths.items())
+        )
 
 
 def _check_missing(out: PreparedInputs, session: StatefulSession, axes: Mapping[str, int | None], problems: Problems) -> None:

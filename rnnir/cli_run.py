@@ -73,7 +73,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     _check_numbers(args)
     flags = InputFlags(
-        shapes=_parse_assignments(args.shape or [], "--shape", _dims, "one call's dims are whole numbers, e.g. --shape input=1,576 (or 1x576)"),
+        shapes=_parse_assignments(args.shape or [], "--shape", parse_dims, "one call's dims are whole numbers, e.g. --shape input=1,576 (or 1x576)"),
         values=_parse_assignments(args.value or [], "--value", _number, "give a number, e.g. --value sr=16000"),
         files=_parse_assignments(args.input or [], "--input", str, "e.g. --input x=x.npy"),
         audio=list(args.audio or []),
@@ -340,10 +340,6 @@ def _onnxruntime_failure(exc: BaseException) -> bool:
         return True
     text = str(exc)
     return isinstance(exc, RuntimeError) and (text.startswith("Error in execution") or "[ONNXRuntimeError]" in text)
-
-
-def _dims(text: str) -> tuple[int, ...]:
-    return parse_dims(text)
 
 
 def _parse_assignments(items: Sequence[str], flag: str, convert: Any, how: str) -> dict[str, Any]:

@@ -552,3 +552,17 @@ def test_an_unpaired_input_named_like_state_is_named_too(tmp_path, capsys):
     )
     cli.main(["lint", "--no-config", str(path), "--pair", "h0=hn", "--pair", "cell="])  # declared as state without an output: silent
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.realmodel
+def test_data_files_of_different_lengths_are_refused(silero, capsys):
+    np.save(silero / "frames.npy", np.zeros((12, 1, 576), np.float32))
+    np.save(silero / "rates.npy", np.full(5, 16000, np.int64))  # one rate per call, for 5 calls
+    code, _, err = run(capsys, "silero_vad.onnx", "--input", "input=frames.npy", "--input", "sr=rates.npy")
+    assert code == 2 and err == (
+        "rnnir: error: silero_vad.onnx: the data disagree on the stream's length: --input input=frames.npy gives 12 calls, "
+        "--input sr=rates.npy gives 5 calls\n"
+    )
+    np.save(silero / "rates.npy", np.full(12, 16000, np.int64))  # the near miss: 12 and 12
+    code, _, err = run(capsys, "silero_vad.onnx", "--input", "input=frames.npy", "--input", "sr=rates.npy", "-q")
+    assert (code, err) == (0, "")
