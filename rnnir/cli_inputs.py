@@ -153,20 +153,22 @@ def _number_text(v: float) -> str:
 
 
 def _check_shape(flag: str, name: str, given: tuple[int, ...], declared: tuple[int | str | None, ...] | None, dtype: Any,
-                 time_axis: int | None, what: str) -> str | None:
+                 time_axis: int | None, what: str, described: str | None = None) -> str | None:
+    """What is wrong with ``--shape NAME=given`` for an input ``declared`` so (None: nothing); ``described`` replaces
+    "declared <shape>" where the caller's shape is not the model's (a kept --context)."""
     typed = f"{flag} {name}={','.join(map(str, given))}"
-    decl = shape_text(dtype, declared)
+    decl = described or f"declared {shape_text(dtype, declared)}"
     if declared is not None and len(given) != len(declared):
         if not declared:
             return f"{typed}: {what} {name!r} is a scalar ({decl}): it takes no --shape"
-        return (f"{typed}: {what} {name!r} has rank {len(declared)} (declared {decl}), so one call's shape has {len(declared)} dims, "
+        return (f"{typed}: {what} {name!r} has rank {len(declared)} ({decl}), so one call's shape has {len(declared)} dims, "
                 f"not {len(given)}; e.g. --shape {name}={_rank_example(given, declared)}")
     zeros = [k for k, d in enumerate(given) if d == 0]
     if zeros:
-        return f"{typed}: dim {zeros[0]} is 0; every dim of one call must be at least 1 ({what} {name!r} is declared {decl})"
+        return f"{typed}: dim {zeros[0]} is 0; every dim of one call must be at least 1 ({what} {name!r} is {decl})"
     for k, (g, d) in enumerate(zip(given, declared or ())):
         if k != time_axis and isinstance(d, int) and d > 0 and g != d:
-            return f"{typed}: {what} {name!r} is declared {decl}: dim {k} must be {d}, not {g}"
+            return f"{typed}: {what} {name!r} is {decl}: dim {k} must be {d}, not {g}"
     return None
 
 
@@ -199,10 +201,11 @@ class PreparedInputs:
 
 
 def prepare_inputs(
-    flags: InputFlags, session: StatefulSession, axes: Mapping[str, int | None], calls: int | None, chunk: int
+    flags: InputFlags, session: StatefulSession, interface: Interface, axes: Mapping[str, int | None], calls: int | None, chunk: int
 ) -> tuple[PreparedInputs, Problems]:
     """Check ``flags`` against ``session``'s inputs and load the real data; every problem found, not only the first.
 
+    ``interface``: the shapes the model declares (``session.inputs`` gives them less any ``--context``);
     ``axes``: each plain input's time axis (:func:`rnnir.testing.time_axes`); ``calls``: the most calls to take
     from a data file (None: the whole file), ``chunk`` time steps each along a time axis.
     """
@@ -219,7 +222,12 @@ def prepare_inputs(
             out.state_shapes[name] = dims
         elif name in inputs:
             ispec = inputs[name]
-            msg = _check_shape("--shape", name, dims, ispec.shape, ispec.dtype, axes.get(name), "input")
+            declared = interface.plain[name].shape if name in interface.plain else ispec.shape
+            described = None
+            if declared != ispec.shape:  # --context keeps part of the input: the caller feeds the rest
+                described = (f"fed as {shape_text(ispec.dtype, ispec.shape)} per call (the model declares "
+                             f"{shape_text(ispec.dtype, declared)}; the kept --context fills the rest)")
+            msg = _check_shape("--shape", name, dims, ispec.shape, ispec.dtype, axes.get(name), "input", described)
             problems.extend([msg] if msg else [])
             out.shapes[name] = dims
             out.sources[name] = f"random, shape from --shape {name}={','.join(map(str, dims))}"

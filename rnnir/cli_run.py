@@ -89,7 +89,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         for line in left_out_pair_warnings(src.model, label=src.label, declared=settings.pairs, model_path=src.path):
             print(printable(f"rnnir: warning: {args.model}: {line}"), file=sys.stderr)
 
-    problems = check_flag_names(flags, model_interface(program))
+    interface = model_interface(program)
+    problems = check_flag_names(flags, interface)
     if problems:
         return _report_problems(args.model, problems)
     state_inputs = {p.input for p in program.state_pairs}
@@ -100,7 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         state_shapes={n: d for n, d in flags.shapes.items() if n in state_inputs} or None,
     )
     axes = testing.time_axes(session)
-    prepared, problems = prepare_inputs(flags, session, axes, args.calls, args.chunk)
+    prepared, problems = prepare_inputs(flags, session, interface, axes, args.calls, args.chunk)
     if problems:
         return _report_problems(args.model, problems)
     if args.verbose:

@@ -566,3 +566,20 @@ def test_data_files_of_different_lengths_are_refused(silero, capsys):
     np.save(silero / "rates.npy", np.full(12, 16000, np.int64))  # the near miss: 12 and 12
     code, _, err = run(capsys, "silero_vad.onnx", "--input", "input=frames.npy", "--input", "sr=rates.npy", "-q")
     assert (code, err) == (0, "")
+
+
+@pytest.mark.realmodel
+def test_a_fixed_input_with_context_takes_the_callers_part(silero_dir, tmp_path, monkeypatch, capsys):
+    """silero's OpenVINO export fixes input [1, 576]: with --context input=64 the caller feeds 512 a call."""
+    shutil.copy(silero_dir / "silero_vad_openvino_16k.onnx", tmp_path / "ov.onnx")
+    monkeypatch.chdir(tmp_path)
+    code, _, err = run(capsys, "ov.onnx", "--context", "input=64", "--shape", "input=1,576")
+    assert code == 2 and err == (
+        "rnnir: error: ov.onnx: --shape input=1,576: input 'input' is fed as float32[1, 512] per call (the model declares "
+        "float32[1, 576]; the kept --context fills the rest): dim 1 must be 512, not 576\n"
+    )
+    code, _, err = run(capsys, "ov.onnx", "--shape", "input=1,512")
+    assert code == 2 and err == "rnnir: error: ov.onnx: --shape input=1,512: input 'input' is declared float32[1, 576]: dim 1 must be 576, not 512\n"
+    for argv in (["--context", "input=64", "--shape", "input=1,512"], ["--shape", "input=1,576"], []):  # near misses
+        code, _, err = run(capsys, "ov.onnx", "--calls", "4", "-q", *argv)
+        assert (code, err) == (0, ""), argv
