@@ -583,3 +583,20 @@ def test_a_fixed_input_with_context_takes_the_callers_part(silero_dir, tmp_path,
     for argv in (["--context", "input=64", "--shape", "input=1,512"], ["--shape", "input=1,576"], []):  # near misses
         code, _, err = run(capsys, "ov.onnx", "--calls", "4", "-q", *argv)
         assert (code, err) == (0, ""), argv
+
+
+def test_a_state_shape_rnnir_cannot_tell_asks_for_the_flag(tmp_path, capsys):
+    """h declares [N, 4] and nothing fed says what N is: the runtime's state_shapes= becomes --shape h=..."""
+    from onnx import helper
+    from onnx_models import model, vi
+
+    m = model([helper.make_node("Add", ["h", "x"], ["h_out"]), helper.make_node("ReduceSum", ["h_out"], ["y"], keepdims=0)],
+              [vi("x", [1, 4]), vi("h", ["N", 4])], [vi("y", []), vi("h_out", ["N", 4])])
+    path = tmp_path / "n.onnx"
+    path.write_bytes(m.SerializeToString())
+    code, _, err = run(capsys, str(path), "--pair", "h=h_out", "--calls", "4")
+    assert code == 2 and err == (
+        f"rnnir: error: {path}: cannot tell the shape of state input 'h' (declared float32[N, 4]) from the inputs; give it with --shape h=D0,4\n"
+    )
+    code, _, err = run(capsys, str(path), "--pair", "h=h_out", "--calls", "4", "--shape", "h=1,4", "-q")  # the near miss
+    assert (code, err) == (0, "")
