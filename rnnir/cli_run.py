@@ -81,7 +81,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     settings = _settings(args)
     with paused_gc():  # as rnnir.load, but an ONNX model only: IR text has no graph onnxruntime could run
-        program = lower(read_model(args.model), settings.pairs, Policy(entry=settings.entry, exit=settings.exit))
+        program = lower(read_model(args.model), settings.pairs, Policy.named(settings.entry, settings.exit))
     if settings.pairs and program.source is not None:
         from .lower.pairing import left_out_pair_warnings
 
