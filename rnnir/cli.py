@@ -54,7 +54,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
 from .config import ENTRY_POLICIES, EXIT_POLICIES, Config, ConfigError, ConfigFinder, find_config, load_config, parse_pair
