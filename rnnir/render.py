@@ -132,6 +132,7 @@ class FileResult:
     config: str | None = None  # the pyproject.toml whose [tool.rnnir] applied (None: the defaults)
     suppressed: int = 0  # selected findings the model's own suppressions (metadata rnnir.noqa) hid
     baselined: int = 0  # findings --baseline FILE hid (recorded there, so not new)
+    warnings: list[str] = field(default_factory=list)  # about how the model was read (pairs a declaration left out): stderr only
 
     def to_json(self, *, with_cost: bool) -> dict[str, Any]:
         d: dict[str, Any] = {

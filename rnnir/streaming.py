@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from .runtime import StatefulSession
-from .testing import _FP16_MAX, StreamError, _fmt, _InputHints, _max_diff, _num, _prepare_stream, _Runner, _time_axes, _trend, _usable_chunks
+from .testing import _FP16_MAX, ProgressCallback, StreamError, _fmt, _InputHints, _max_diff, _num, _prepare_stream, _Runner, _time_axes, _trend, _usable_chunks
 
 __all__ = [
     "ColdStart",
@@ -348,11 +348,15 @@ def _changing(chunks: Sequence[Mapping[str, np.ndarray]], names: set[str]) -> se
 # -- running -----------------------------------------------------------------------------------
 
 
-def _outputs(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]]) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
+def _outputs(
+    session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]], progress: ProgressCallback | None = None, what: str = ""
+) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
     outs, states = [], []
     for feed in chunks:
         outs.append(session.run_dict(feed))
         states.append(session.state)
+        if progress is not None:
+            progress(what, len(outs), len(chunks))
     return outs, states
 
 
@@ -438,7 +442,7 @@ class _Tracker:
         return out
 
 
-def _latency(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]]) -> Latency:
+def _latency(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]], progress: ProgressCallback | None = None) -> Latency:
     s = session.fork(reset=True)
     s.run(chunks[0])  # the first call probes shapes: not steady-state latency
     s.reset()
@@ -448,6 +452,8 @@ def _latency(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]
         t = clock()
         s.run(feed)
         times.append(clock() - t)
+        if progress is not None:  # outside the timed part
+            progress("latency", len(times), len(chunks))
     return Latency.of(times)
 
 
@@ -483,6 +489,7 @@ def check_streaming(
     streamed: Sequence[str] | None = None,
     cold_start: bool | None = None,
     streams: int | None = None,
+    progress: ProgressCallback | None = None,
 ) -> StreamingReport:
     """Run the requested deployment checks on ``stream`` (see the module docstring).
 
@@ -492,7 +499,7 @@ def check_streaming(
     replaces (default: the ones that change from call to call).  ``cold_start`` (default: when
     ``reconnect`` is asked) times a new session and a new stream.  ``streams`` serves that many
     streams from one :class:`~rnnir.pool.SessionPool` (batched when the model allows) and compares
-    each with its solo run: a leak between rows fails.
+    each with its solo run: a leak between rows fails.  ``progress(what, done, total)`` is called after every call.
     """
     if drop_mode not in ("skip", "zero"):
         raise StreamError(f"drop_mode must be 'skip' or 'zero', got {drop_mode!r}")
@@ -506,7 +513,9 @@ def check_streaming(
             raise StreamError("context= applies to a new session; declare it on the StatefulSession passed in")
 
         def rebuild() -> StatefulSession:
-            return StatefulSession(session.program, cast_state=session.cast_state, context={c.input: c for c in session.context})
+            return StatefulSession(
+                session.program, cast_state=session.cast_state, context={c.input: c for c in session.context}, session_options=_options(session)
+            )
     else:
         session = StatefulSession(model, pairs=pairs, cast_state=True, context=context)
 
@@ -529,29 +538,29 @@ def check_streaming(
         raise StreamError(f"the stream has {n} call(s); the streaming checks need at least 2")
     state_outputs = {s.output for s in session.slots if s.output is not None}
 
-    report = StreamingReport(session.label, n, tol, _latency(session, chunks), 0, notes=notes)
+    report = StreamingReport(session.label, n, tol, _latency(session, chunks, progress), 0, notes=notes)
     probe = session.fork(reset=True)
     probe.run(chunks[0])
     report.state_bytes = probe.state_bytes
 
     need_ref = drop is not None or reconnect is not None or burst is not None
-    ref_out, ref_states = _outputs(session.fork(reset=True), chunks) if need_ref else ([], [])
+    ref_out, ref_states = _outputs(session.fork(reset=True), chunks, progress, "intact stream") if need_ref else ([], [])
 
     if drop is not None:
         _check_index("drop", drop, n)
         if drop_mode == "skip":
             perturbed = chunks[:drop] + chunks[drop + 1 :]
-            out, states = _outputs(session.fork(reset=True), perturbed)
+            out, states = _outputs(session.fork(reset=True), perturbed, progress, f"chunk {drop} dropped")
             got, got_s = out[drop:], states[drop:]  # each ran chunk j+1 of the intact stream
         else:
             perturbed = chunks[:drop] + [_replace(chunks[drop], names, np.zeros_like)] + chunks[drop + 1 :]
-            out, states = _outputs(session.fork(reset=True), perturbed)
+            out, states = _outputs(session.fork(reset=True), perturbed, progress, f"chunk {drop} dropped")
             got, got_s = out[drop + 1 :], states[drop + 1 :]
         report.checks.append(_compare("drop", drop, 1, drop_mode, tol, got, ref_out[drop + 1 :], got_s, ref_states[drop + 1 :], state_outputs))
 
     if reconnect is not None:
         _check_index("reconnect", reconnect, n, 0)
-        out, states = _outputs(session.fork(reset=True), chunks[reconnect:])
+        out, states = _outputs(session.fork(reset=True), chunks[reconnect:], progress, f"restart at call {reconnect}")
         report.checks.append(_compare("reconnect", reconnect, 0, "restart", tol, out, ref_out[reconnect:], states, ref_states[reconnect:], state_outputs))
     if cold_start or (cold_start is None and reconnect is not None):
         report.cold_start = _cold_start(session, chunks[0], rebuild)
@@ -573,26 +582,27 @@ def check_streaming(
         perturbed = list(chunks[:at]) + [
             {k: (loud(v, k) if k in names else v) for k, v in c.items()} for c in chunks[at : at + length]
         ] + list(chunks[at + length :])
-        out, states = _outputs(session.fork(reset=True), perturbed)
+        out, states = _outputs(session.fork(reset=True), perturbed, progress, f"burst at call {at}")
         end = at + length
         report.checks.append(_compare("burst", at, length, burst_kind, tol, out[end:], ref_out[end:], states[end:], ref_states[end:], state_outputs))
         report.burst_health = _health(states)
 
     if long is not None:
-        report.long = _long_run(session, chunks, int(long))
+        report.long = _long_run(session, chunks, int(long), progress)
     if streams is not None:
-        report.isolation = _isolation(session, chunks, int(streams))
+        report.isolation = _isolation(session, chunks, int(streams), progress)
     return report
 
 
-def _isolation(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]], streams: int) -> Isolation:
+def _isolation(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]], streams: int, progress: ProgressCallback | None = None) -> Isolation:
     """``streams`` streams through one pool, stream i fed the chunks from offset 7i (so rows differ), every
     call compared with the same stream on its own fork."""
     from .pool import SessionPool  # imported only when asked
 
     if streams < 2:
         raise StreamError(f"an isolation check needs at least 2 streams, got {streams}")
-    pool = SessionPool(session.program, context={c.input: c for c in session.context})
+    # the caller's onnxruntime options (rnnir run: its log quiet) also for the pool, whose batch probe may fail in onnxruntime
+    pool = SessionPool(session.program, context={c.input: c for c in session.context}, session_options=_options(session))
     solo = [session.fork(reset=True) for _ in range(streams)]
     n = len(chunks)
     worst, who = 0.0, None
@@ -605,10 +615,17 @@ def _isolation(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarra
             d = max((_max_diff(got[i][k], v) for k, v in want.items()), default=0.0)
             if not d <= worst:
                 worst, who = d, i
+        if progress is not None:
+            progress(f"{streams} streams", t + 1, n)
     return Isolation(streams, n, pool.batching or "batched", pool.stats.ort_calls, worst, who)
 
 
-def _long_run(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]], calls: int) -> LongRun:
+def _options(session: StatefulSession) -> Any:
+    """The onnxruntime SessionOptions ``session`` was made with, for the sessions a check makes beside it."""
+    return session.inference_session.get_session_options()
+
+
+def _long_run(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]], calls: int, progress: ProgressCallback | None = None) -> LongRun:
     if calls < 4:
         raise StreamError(f"a long run needs at least 4 calls, got {calls}")
     s = session.fork(reset=True)
@@ -623,6 +640,8 @@ def _long_run(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray
         s.run(feed)
         times.append(clock() - t)
         tracker.add(s.state)
+        if progress is not None:
+            progress("long run", k + 1, calls)
     return LongRun(calls, tracker.result(), Latency.of(times), clock() - started)
 
 

@@ -59,8 +59,10 @@ __all__ = [
     "SlotHealth",
     "StreamError",
     "VariantResult",
+    "ProgressCallback",
     "check_multicall",
     "report_to_text",
+    "time_axes",
 ]
 
 VARIANTS = ("persistent", "reinit", "stale", "hc-swapped")
@@ -68,6 +70,10 @@ BROKEN = ("reinit", "stale", "hc-swapped")
 _TIME_NAMES = re.compile(r"^(t|time|times|seq|seq_len|sequence|sequence_length|seqlen|frames?|n_frames|num_frames|steps?|len|length)$", re.I)
 _FP16_MAX = 65504.0
 _DEFAULT_MAX_ELEMENTS = 50_000_000
+
+
+#: ``progress(what, done, total)``: called after every model call of a check (``rnnir run`` shows it on a terminal)
+ProgressCallback = Callable[[str, int, int], None]
 
 
 class StreamError(RnnirError, ValueError):
@@ -119,6 +125,7 @@ class VariantResult:
             "max_abs_diff": _num(self.max_abs_diff),
             "per_output": {k: _num(v) for k, v in self.per_output.items()},
             "note": self.note,
+            "trace": [_num(x) for x in self.trace],  # per call: the mean of the report's "watched" output
         }
 
 
@@ -229,6 +236,7 @@ class MulticallReport:
             "variants": [v.to_json() for v in self.variants],
             "health": {k: h.to_json() for k, h in self.health.items()},
             "notes": list(self.notes),
+            "watched": self.watched,
         }
 
 
@@ -257,6 +265,7 @@ def check_multicall(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     input_values: Mapping[str, float] | None = None,
     max_slot_bytes: int = DEFAULT_MAX_SLOT_BYTES,
+    progress: ProgressCallback | None = None,
 ) -> MulticallReport:
     """Run ``stream`` through ``model`` whole, chunked with persistence, and with each persistence bug.
 
@@ -270,7 +279,8 @@ def check_multicall(
     ``input_shapes`` gives generated inputs a shape where the model leaves dims unknown (one call's
     shape; the time axis, if any, is sized by the stream); ``input_values`` fills a generated input
     with one value every call (e.g. a sample rate).  ``max_slot_bytes`` raises (or lowers) the
-    runtime's bound on one slot's size (:data:`rnnir.runtime.DEFAULT_MAX_SLOT_BYTES`).
+    runtime's bound on one slot's size (:data:`rnnir.runtime.DEFAULT_MAX_SLOT_BYTES`).  ``progress(what, done,
+    total)`` is called after every call of every variant.
     """
     session = model if isinstance(model, StatefulSession) else StatefulSession(
         model, pairs=pairs, session_options=session_options, providers=providers, state_shapes=state_shapes, cast_state=True,
@@ -306,6 +316,7 @@ def check_multicall(
         sizes = _usable_chunks(session, axes, sizes, stream_len, notes)
 
     runner = _Runner(session, feeds, axes, const_names, lengths, mode, stream_len, tol)
+    runner.progress = progress
     whole_out = runner.whole(whole, notes)
     results: list[VariantResult] = []
     health_run: tuple[int, list[dict[str, np.ndarray]]] | None = None
@@ -356,6 +367,12 @@ def check_multicall(
 
 
 # -- time axes and the stream ------------------------------------------------------------------
+
+
+def time_axes(session: StatefulSession, time_axis: int | Mapping[str, int | None] | None = None) -> dict[str, int | None]:
+    """Each input the caller feeds -> the axis a stream is split along into calls (None: one frame per call,
+    or fed unchanged), as :func:`check_multicall` decides it (traced to a recurrent op's X, or a time-named dim)."""
+    return _time_axes(session, time_axis)
 
 
 def _time_axes(session: StatefulSession, time_axis: int | Mapping[str, int | None] | None) -> dict[str, int | None]:
@@ -614,6 +631,7 @@ class _Runner:
         state_outputs = {s.output for s in self.writers}
         names = session.output_names
         self.watched: str | None = next((n for n in names if n not in state_outputs), names[0] if names else None)
+        self.progress: ProgressCallback | None = None
 
     def trace(self, outs: list[dict[str, np.ndarray]]) -> list[float]:
         """The watched output's mean, call by call (NaN where a call did not return it)."""
@@ -670,10 +688,19 @@ class _Runner:
     def persistent(self, chunks: list[dict[str, np.ndarray]]) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
         s = self.session.fork(reset=True, alias_outputs=False)
         outs, states = [], []
+        what = "persistent" + self._chunk_label(chunks)
         for feed in chunks:
             outs.append(s.run_dict(feed))
             states.append(s.state)
+            self._tick(what, len(outs), len(chunks))
         return outs, states
+
+    def _chunk_label(self, chunks: list[dict[str, np.ndarray]]) -> str:
+        return "" if self.mode == "calls" or not chunks else f", chunk {-(-self.length // len(chunks))}"
+
+    def _tick(self, what: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(what, done, total)
 
     def broken(self, name: str, chunks: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]] | None:
         if name == "hc-swapped" and not self.swaps:
@@ -681,7 +708,9 @@ class _Runner:
         s = self.session.fork(reset=True, alias_outputs=False)
         outs: list[dict[str, np.ndarray]] = []
         initial = s.initial_state(chunks[0]) if chunks else {}
+        what = name + self._chunk_label(chunks)
         for k, feed in enumerate(chunks):
+            self._tick(what, k, len(chunks))
             if name == "reinit":
                 s.reset()
                 outs.append(s.run_dict(feed))
@@ -692,6 +721,7 @@ class _Runner:
             else:  # hc-swapped: h and c land in each other's place
                 start = initial if k == 0 else _apply_swaps(self._written(outs[k - 1], initial), self.swaps)
             outs.append(s.run_dict({**feed, **start}))
+        self._tick(what, len(chunks), len(chunks))
         return outs
 
     def _written(self, out: Mapping[str, np.ndarray], initial: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -992,16 +1022,17 @@ def report_to_text(report: MulticallReport) -> str:
         lines.append(f"  stream: {report.stream_length} calls, one frame each (no input has a time axis)")
     lines.append(f"  tolerance: max |diff| <= {report.tol:g}")
     lines.append("  variants:")
+    state_outputs = {o for _, o in report.pairs if o is not None}
     for v in report.variants:
         chunk = "" if v.chunk is None else f" chunk={v.chunk}"
         head = f"    {v.variant:<11}{chunk:<10} {v.calls:>5} calls vs {v.reference:<10}"
         if v.reference == "none":
             body = "not compared (no whole-stream oracle)"
         elif v.first_divergence is None:
-            body = f"equal (max |diff| {_fmt(v.max_abs_diff)})"
+            body = f"equal (max |diff| {_largest(v, state_outputs) if v.max_abs_diff else 0})"
         else:
             d = v.first_divergence
-            body = f"diverges at call {d.call} on {d.output!r} (|diff| {_fmt(d.max_abs_diff)}; max {_fmt(v.max_abs_diff)})"
+            body = f"diverges at call {d.call} on {d.output!r} (|diff| {_fmt(d.max_abs_diff)}); max |diff| {_largest(v, state_outputs)}"
         lines.append(head + " " + body + (f"  -- {v.note}" if v.note else ""))
     if report.health:
         lines.append("  state health (longest persistent run):")
@@ -1010,6 +1041,17 @@ def report_to_text(report: MulticallReport) -> str:
     for n in report.notes:
         lines.append(f"  note: {n}")
     return "\n".join(lines) + "\n"
+
+
+def _largest(v: VariantResult, state_outputs: set[str]) -> str:
+    """The largest difference per output, each named: a probability's 0.87 is not a state's 17.  The outputs the
+    caller reads come first; a state output says so."""
+    if not v.per_output:
+        return _fmt(v.max_abs_diff)
+    ordered = sorted(v.per_output.items(), key=lambda kv: kv[0] in state_outputs)  # stable: model order within each group
+    shown = [f"{_fmt(d)} on {name!r}{' (state)' if name in state_outputs else ''}" for name, d in ordered[:3]]
+    more = len(ordered) - len(shown)
+    return ", ".join(shown) + (f" and {more} more output(s)" if more else "")
 
 
 def _fmt(x: float) -> str:

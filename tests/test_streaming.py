@@ -191,7 +191,7 @@ def test_cli_drop_and_reconnect_fail_on_an_integrator_and_pass_on_a_decaying_sta
 @pytest.mark.parametrize(
     "extra,message",
     [(["--burst", "59:5"], "--burst 59:5"), (["--streams", "1"], "--streams"), (["--burst", "a:b"], "K:N"), (["--drop", "59"], "--drop 59"),
-     (["--long", "2"], "--long"), (["--wav", "x=missing.wav"], "--shape x="), (["--context", "nope=4"], "nope")],
+     (["--long", "2"], "--long"), (["--wav", "x=missing.wav"], "--audio x=missing.wav: no such file"), (["--context", "nope=4"], "nope")],
 )
 def test_cli_bad_streaming_flags_exit_2(toys, capsys, extra, message):
     assert cli.main(["run", str(toys / "decay.onnx"), "--no-config", "--pair", "h_in=h_out", "--calls", "60", *extra]) == 2

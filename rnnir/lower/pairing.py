@@ -251,3 +251,39 @@ def find_pairs(
             for a, b in zip(rest_in, rest_out):
                 take(a.name, b.name, PairSource.POSITION, f"same position and type among the remaining inputs/outputs ({a.name!r} -> {b.name!r})")
     return pairs
+
+
+def left_out_pairs(
+    model: onnx.ModelProto, *, label: str, declared: Mapping[str, str | None], model_path: Path | None = None
+) -> list[StatePair]:
+    """The pairs rnnir would find without ``declared`` (metadata, Triton, names, position) that the declaration does
+    not mention, neither their input nor their output.  A declaration replaces automatic pairing, so declaring ``h0``
+    alone makes ``c0`` a plain input: these are the pairs a caller most likely forgot."""
+    if not declared:
+        return []
+    try:
+        found = find_pairs(model, label=label, model_path=model_path)
+    except ModelError:
+        return []  # the automatic sources do not work on this model; nothing to compare with
+    outputs = {o for o in declared.values() if o is not None}
+    return [p for p in found if p.input not in declared and (p.output is None or p.output not in outputs)]
+
+
+def left_out_pair_warnings(model: onnx.ModelProto, *, label: str, declared: Mapping[str, str | None], model_path: Path | None = None) -> list[str]:
+    """One warning per :func:`left_out_pairs` pair: what was declared, what is left out and why, and the flag that pairs it."""
+    pairs = left_out_pairs(model, label=label, declared=declared, model_path=model_path)
+    shown = " ".join(f"{i}={o or ''}" for i, o in declared.items())
+    warnings = [
+        f"the declared pairs ({shown}) replace automatic pairing, so {p.input} -> {p.output} ({p.reason}) is left unpaired: "
+        f"{p.input!r} is a plain input and its state is neither kept nor checked; declare it too (--pair {p.input}={p.output or ''})"
+        for p in pairs
+    ]
+    named = {p.input for p in pairs} | set(declared)
+    ins, _ = graph_io(model)
+    for i in ins:
+        if i.name not in named and not i.has_default and looks_like_state(i.name):
+            warnings.append(
+                f"the declared pairs ({shown}) replace automatic pairing, and input {i.name!r} is named like state but left unpaired: "
+                f"if the caller feeds it what an output returned, declare that pair too (--pair {i.name}=OUTPUT)"
+            )
+    return warnings
