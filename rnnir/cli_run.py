@@ -246,15 +246,14 @@ def _first_call(session: Any, feed: Mapping[str, Any], prepared: PreparedInputs)
     from, instead of failing deep inside a check (a wrong --value sends a model like silero-vad down a branch
     that cannot take the input; onnxruntime then names an op, not the flag)."""
     from .errors import StateError
+    from .runtime import StateShapeError
 
     slots = {s.input: s for s in session.slots}
     try:
         initial = session.initial_state(feed)
-    except StateError as exc:
-        # the runtime's two messages for a state shape it cannot resolve name StatefulSession's argument; say the flag.
-        # Any other StateError (a slot over --max-slot-mb) is already phrased for the command line.
-        if "cannot tell dim" not in str(exc) and "declares no shape" not in str(exc):
-            raise
+    except StateShapeError as exc:
+        # the runtime's message names StatefulSession's argument (state_shapes=); say the flag.  Any other
+        # StateError (a slot over --max-slot-mb) is already phrased for the command line.
         unknown = [s for s in session.slots if s.input not in prepared.state_shapes and not _static(s.shape)]
         return [
             f"cannot tell the shape of state input {s.input!r} (declared {shape_text(s.dtype, s.shape)}) from the inputs; "

@@ -112,6 +112,7 @@ __all__ = [
     "RecurrentInput",
     "SessionBusyError",
     "SessionStats",
+    "StateShapeError",
     "SlotSpec",
     "StatefulSession",
 ]
@@ -121,6 +122,10 @@ _STATE_META_BYTES = 2**20  # room for a state file's metadata entry and zip head
 
 class SessionBusyError(StateError):
     """Another thread is using this StatefulSession right now (one instance is one stream; use fork())."""
+
+
+class StateShapeError(StateError):
+    """A state input's shape cannot be resolved from its declaration and the feeds: pass ``state_shapes=``."""
 
 
 class FeedError(RnnirError, ValueError):
@@ -656,7 +661,7 @@ class StatefulSession:
         if spec.init.kind == "constant" and spec.init.value is not None and spec.shape is None:
             return tuple(np.shape(spec.init.value)), ""
         if spec.shape is None:
-            raise StateError(
+            raise StateShapeError(
                 f"{self.label}: state input {spec.input!r} declares no shape; pass state_shapes={{{spec.input!r}: (...)}}"
             )
         m = self._model
@@ -681,7 +686,7 @@ class StatefulSession:
             if batch is None:
                 batch = self._batch_size(plain)
             if batch is None:
-                raise StateError(
+                raise StateShapeError(
                     f"{self.label}: cannot tell dim {axis} ({d or '?'}) of state input {spec.input!r} "
                     f"(declared {shape_text(spec.shape)}) from the feeds; pass state_shapes={{{spec.input!r}: (...)}}"
                 )

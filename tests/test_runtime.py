@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir import ModelError, StateError
-from rnnir.runtime import FeedError, SessionBusyError, StatefulSession
+from rnnir.runtime import FeedError, SessionBusyError, StatefulSession, StateShapeError
 
 F = TensorProto.FLOAT
 
@@ -265,8 +265,11 @@ def test_a_state_output_of_another_dtype_is_refused_unless_cast_state():
 
 def test_a_state_dim_nothing_can_resolve_asks_for_state_shapes():
     s = StatefulSession(growing_cache(), pairs={"cache": "new_cache"})
-    with pytest.raises(StateError, match="state_shapes"):
+    with pytest.raises(StateShapeError, match="state_shapes"):  # its own type: a caller (the CLI) can ask for the shape
         s.run({"x": np.zeros((1, 2), np.float32)})
+    with pytest.raises(StateError) as other:  # a near miss: a state of the wrong shape is a StateError, not this one
+        s.state = {"cache": np.zeros((2, 2, 2), np.float32)}
+    assert not isinstance(other.value, StateShapeError)
 
 
 def test_the_batch_of_a_symbolic_state_dim_comes_from_the_input():
