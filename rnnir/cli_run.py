@@ -82,6 +82,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     with paused_gc():  # as rnnir.load, but an ONNX model only: IR text has no graph onnxruntime could run
         program = lower(read_model(args.model), settings.pairs, Policy.named(settings.entry, settings.exit))
+    if settings.exit != "fanout":  # the chain / reused store exists in the IR only: never a silent pass
+        print(printable(f"rnnir: warning: {args.model}: --lower-exit {settings.exit} changes the program rnnir analyses, not the graph "
+                        "onnxruntime runs, so this run cannot show it; rnnir lint reports it, rnnir.simulate.Simulator runs it"), file=sys.stderr)
     if settings.pairs and program.source is not None:
         from .lower.pairing import left_out_pair_warnings
 
