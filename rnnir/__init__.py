@@ -11,15 +11,12 @@
 from __future__ import annotations
 
 import os
+import sys
+import types
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .builder import Builder
 from .errors import ExportError, IRError, ModelError, PairingError, RnnirError, StateError
-
-# Imported eagerly so that the names ``rnnir.export`` and ``rnnir.fix`` are the functions, not the submodules.
-from .export import export  # noqa: E402
-from .fix import fix  # noqa: E402
 from .ir import (
     Compute,
     LoadKind,
@@ -41,6 +38,9 @@ from .ir import (
 from .pairs import PairSource, PortRef, SliceMap, StatePair
 
 if TYPE_CHECKING:
+    from .builder import Builder
+    from .export import export
+    from .fix import fix
     from .lower.source import ModelLike
 
 __all__ = [
@@ -115,7 +115,34 @@ def load(
         return lower(src, pairs, Policy.named(entry, exit))
 
 
+#: names whose submodule of the same name holds a function of that name: ``rnnir.export`` is the function
+_FUNCTIONS = ("export", "fix")
+
+
+class _Package(types.ModuleType):
+    """``rnnir`` itself.  ``export``, ``fix`` and ``Builder`` import onnx and numpy, which ``rnnir lint`` never
+    needs: they are imported on first use (``__getattr__``).  Importing a submodule binds its name in the
+    package, so ``import rnnir.export`` would make ``rnnir.export`` the module; this keeps it the function."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _FUNCTIONS and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
+
+
 def __getattr__(name: str) -> Any:
+    if name in _FUNCTIONS:
+        import importlib
+
+        importlib.import_module(f"{__name__}.{name}")  # binds the function (see _Package)
+        return globals()[name]
+    if name == "Builder":
+        from .builder import Builder
+
+        return Builder
     if name == "Policy":
         from .lower import Policy
 

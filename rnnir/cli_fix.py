@@ -29,11 +29,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import onnx
-
 from .errors import ModelError, RnnirError
 
 if TYPE_CHECKING:
+    import onnx
+
     from .cli import LintJob
 
 __all__ = ["add_fix_command", "add_lint_fix_options", "add_noqa", "cmd_fix", "explain_fix", "lint_fixes", "noqa_entry"]
@@ -64,6 +64,8 @@ def write_model(model: onnx.ModelProto, dest: Path, *, external: bool, keep_mode
         data_name = dest.name + ".data"
         with tempfile.TemporaryDirectory(dir=folder, prefix=".rnnir-fix-") as tmp:
             tmp_model = Path(tmp) / dest.name
+            import onnx
+
             onnx.save_model(model, str(tmp_model), save_as_external_data=True, all_tensors_to_one_file=True, location=data_name, size_threshold=1024)
             if (Path(tmp) / data_name).exists():
                 os.replace(Path(tmp) / data_name, folder / data_name)

@@ -23,14 +23,16 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-if TYPE_CHECKING:
-    from .lower.source import ModelSource
-
-import numpy as np
-
 from . import digraph
 from .errors import IRError
 from .recurrence import KINDS, Recognition, RecurrenceKind
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from .lower.source import ModelSource
+else:
+    from .lazymod import numpy as np
 
 T = TypeVar("T")
 N = TypeVar("N", bound="Node")
@@ -252,8 +254,65 @@ class Value:
                 seen.append(node)
         return seen
 
+    @property
+    def has_const(self) -> bool:
+        """``const is not None``, without turning a pending constant into an array (see :class:`PendingConst`)."""
+        return self.__dict__.get("_const") is not None
+
+    def const_ints(self) -> tuple[tuple[int, ...], list[int]] | None:
+        """The constant's shape and its values as a flat list of ints (None: no constant), without numpy where it can."""
+        c = self.__dict__.get("_const")
+        if c is None:
+            return None
+        if isinstance(c, PendingConst):
+            ints = c.ints()
+            if ints is not None:
+                return c.dims, ints
+        arr = np.asarray(self.const)
+        return tuple(int(d) for d in arr.shape), [int(x) for x in arr.ravel()]
+
     def __repr__(self) -> str:
         return f"%{self.name}"
+
+
+class PendingConst:
+    """A constant's array, made on first read of :attr:`Value.const`.
+
+    Lowering meets constants (indices, shapes, weights) on every state path, and most lints only ask whether
+    a value is constant, or want a few integers: numpy, which the array needs, costs more to import than
+    such a lint.  ``make`` must not fail (lowering checks the tensor first); ``ints`` gives the values of an
+    integer constant without numpy (None when it cannot).
+    """
+
+    __slots__ = ("_ints", "_make", "dims")
+
+    def __init__(self, dims: tuple[int, ...], make: Callable[[], np.ndarray], ints: Callable[[], list[int] | None]) -> None:
+        self.dims = dims
+        self._make = make
+        self._ints = ints
+
+    def array(self) -> np.ndarray:
+        return self._make()
+
+    def ints(self) -> list[int] | None:
+        return self._ints()
+
+
+def _get_const(self: Value) -> np.ndarray | None:
+    c = self.__dict__.get("_const")
+    if isinstance(c, PendingConst):
+        c = c.array()
+        self.__dict__["_const"] = c
+    return cast("np.ndarray | None", c)
+
+
+def _set_const(self: Value, value: np.ndarray | PendingConst | None) -> None:
+    self.__dict__["_const"] = value
+
+
+# ``const`` stays a dataclass field (``Value(const=...)``); its storage goes through this property, so a
+# PendingConst becomes an array only when someone reads it.
+Value.const = property(_get_const, _set_const)  # type: ignore[assignment]
 
 
 @dataclass(eq=False)
@@ -548,11 +607,11 @@ class Program:
         self._output_names[output.name] = output
         return output
 
-    def external(self, name: str, type: TensorType | None = None, const: np.ndarray | None = None) -> Value:
+    def external(self, name: str, type: TensorType | None = None, const: np.ndarray | PendingConst | None = None) -> Value:
         """A value defined outside the analysed region (graph input, weight, off-path value)."""
         v = self.externals.get(name)
         if v is None:
-            v = Value(name=name, type=type or TensorType(), const=const)
+            v = Value(name=name, type=type or TensorType(), const=const)  # type: ignore[arg-type]  # a PendingConst is stored as such (see Value.const)
             self.externals[name] = v
         return v
 

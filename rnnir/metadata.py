@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-import onnx
+if TYPE_CHECKING:
+    import onnx
+
 
 __all__ = [
     "META_FINGERPRINT",

@@ -45,14 +45,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    from .lazymod import numpy as np
+
 
 __all__ = ["ACTIVATION_NAMES", "gru", "lstm", "rnn", "run_node"]
 
-_Array = np.ndarray
-_ActivationFn = Callable[[_Array], _Array]
+if TYPE_CHECKING:  # aliases for annotations only: evaluating np.ndarray here would import numpy
+    _Array = np.ndarray
+    _ActivationFn = Callable[[_Array], _Array]
 
 
 # --------------------------------------------------------------------------
@@ -330,7 +335,8 @@ def _clipper(clip: float | None) -> Callable[[_Array], _Array]:
     return lambda v: np.clip(v, -clip, clip)
 
 
-_Step = Callable[..., tuple[_Array, ...]]
+if TYPE_CHECKING:
+    _Step = Callable[..., tuple[_Array, ...]]
 
 
 def _scan(

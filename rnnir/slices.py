@@ -14,14 +14,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import NamedTuple
-
-import numpy as np
+from typing import TYPE_CHECKING, NamedTuple
 
 from . import digraph
 from .ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
 from .optraits import OpTrait, ops_with
 from .pairs import ExitKind, PortRef, SliceMap
+
+if TYPE_CHECKING:
+    pass
+else:
+    pass
 
 _BIG = 2**62
 _MAX_ELEMS = 256
@@ -220,7 +223,7 @@ class Tracer:
         if isinstance(p, Recurrent):
             port = p.port_of(v) or "Y"
             return exact(Ref(Origin.of_port(p.id, port)))
-        return CONST if v.const is not None else EXTERNAL
+        return CONST if v.has_const else EXTERNAL
 
     def _eval(self, node: object) -> None:
         ins = [self.memo.get(id(u), CONST) if u is not None else CONST for u in getattr(node, "inputs", [])]
@@ -264,9 +267,10 @@ class Tracer:
             if v is not None:
                 self.memo[id(v)] = r
 
-    def _const(self, node: Compute, i: int) -> np.ndarray | None:
+    def _const(self, node: Compute, i: int) -> tuple[tuple[int, ...], list[int]] | None:
+        """Shape and integer values of operand ``i`` when it is a constant (read without numpy where possible)."""
         v = node.inputs[i] if i < len(node.inputs) else None
-        return None if v is None else v.const
+        return None if v is None else v.const_ints()
 
     def _layout(self, node: Compute, ins: list[Abs]) -> list[Abs]:
         n_out = len(node.outputs)
@@ -316,7 +320,7 @@ def _axes(node: Compute, tr: Tracer, input_index: int, attr: str = "axes") -> li
     c = tr._const(node, input_index)
     if c is None:
         return None
-    return [int(x) for x in np.asarray(c).ravel()]
+    return c[1]
 
 
 def _front_axis(node: Compute, axis: int) -> int:
@@ -368,10 +372,10 @@ def _gather(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | No
         return None
     if axis != 0:
         return [Abs(a.kind, a.whole, a.elems, cast=a.cast, partial=True, changed=a.changed)]
-    arr = np.asarray(idx)
+    idx_dims, idx_values = idx
     elems = a.elems
-    if arr.ndim == 0:
-        k = int(arr)
+    if len(idx_dims) == 0:
+        k = idx_values[0]
         if elems is not None:
             return [exact(whole=elems[k], like=a)]
         assert a.whole is not None
@@ -379,8 +383,8 @@ def _gather(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | No
         if size is not None and k < 0:
             k += size
         return [exact(whole=a.whole.sub(k), like=a)]
-    if arr.ndim == 1:
-        ks = [int(x) for x in arr]
+    if len(idx_dims) == 1:
+        ks = idx_values
         if elems is None:
             assert a.whole is not None
             size = tr.size0(a.whole)
@@ -409,12 +413,12 @@ def _slice(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | Non
         s, e = tr._const(node, 1), tr._const(node, 2)
         if s is None or e is None:
             return None
-        starts = [int(x) for x in np.asarray(s).ravel()]
-        ends = [int(x) for x in np.asarray(e).ravel()]
+        starts = s[1]
+        ends = e[1]
         ax = tr._const(node, 3)
-        axes = [int(x) for x in np.asarray(ax).ravel()] if ax is not None else list(range(len(starts)))
+        axes = ax[1] if ax is not None else list(range(len(starts)))
         st = tr._const(node, 4)
-        steps = [int(x) for x in np.asarray(st).ravel()] if st is not None else [1] * len(starts)
+        steps = st[1] if st is not None else [1] * len(starts)
     out = a
     for start, end, axis, step in zip(starts, ends, axes, steps):
         if axis != 0:
@@ -452,7 +456,7 @@ def _split(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | Non
     else:
         c = tr._const(node, 1)
         if c is not None:
-            sizes = [int(x) for x in np.asarray(c).ravel()]
+            sizes = c[1]
         else:
             if len(elems) % n:
                 return None
@@ -497,7 +501,7 @@ def _reshape(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | N
         single = None
     if shape is None:
         return [exact(whole=single, like=a)] if single is not None else None
-    dims = [int(x) for x in np.asarray(shape).ravel()]
+    dims = shape[1]
     if single is not None:
         if dims and dims[0] == 1:
             return [exact(elems=(single,), like=a)]

@@ -12,11 +12,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
-
-import numpy as np
-import onnx
-from onnx import numpy_helper
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelError
 from ..ir import (
@@ -25,6 +21,7 @@ from ..ir import (
     LoadSlot,
     OrderingLayer,
     Output,
+    PendingConst,
     Program,
     Provenance,
     Recurrent,
@@ -39,6 +36,7 @@ from ..ir import (
 )
 from ..metadata import META_IR, META_PROGRAM_V0
 from ..metadata import read as metadata
+from ..onnxproto import ATTR, EXTERNAL, attribute_value, dtype_name, element_count, messages, surely_converts, tensor_ints, tensor_to_array
 from ..optraits import OpTrait, ops_with
 from ..pairs import PairSource, StatePair
 from ..recurrence import RecurrenceKind, kind_for_op, kind_named
@@ -49,6 +47,12 @@ from .recognise import Recognised, RecurrenceSite, recognise
 from .scope import Definition, ModelIndex, Scope
 from .scope import attribute_value as _attr
 from .source import ModelSource
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+else:
+    from ..lazymod import numpy as np
 
 _SMALL_CONST = 4096  # elements: enough for indices, shapes and small initial states
 
@@ -113,9 +117,9 @@ def tensor_type(vi: onnx.ValueInfoProto | None) -> TensorType:
     dtype = None
     if tt.elem_type:
         try:
-            dtype = str(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type)))
+            dtype = dtype_name(tt.elem_type)
         except (KeyError, TypeError, ValueError):
-            dtype = onnx.TensorProto.DataType.Name(tt.elem_type).lower()
+            dtype = messages().TensorProto.DataType.Name(tt.elem_type).lower()
     if not tt.HasField("shape"):
         return TensorType(dtype=dtype)
     dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
@@ -124,14 +128,14 @@ def tensor_type(vi: onnx.ValueInfoProto | None) -> TensorType:
 
 def _tensor_type_of(t: onnx.TensorProto) -> TensorType:
     try:
-        dtype = str(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(t.data_type)))
+        dtype = dtype_name(t.data_type)
     except (KeyError, TypeError, ValueError):
         dtype = None
     return TensorType(dtype=dtype, shape=tuple(t.dims))
 
 
 def _small_array(t: onnx.TensorProto) -> np.ndarray | None:
-    if t.data_location == onnx.TensorProto.EXTERNAL:
+    if t.data_location == EXTERNAL:
         return None
     n = 1
     for d in t.dims:
@@ -139,24 +143,29 @@ def _small_array(t: onnx.TensorProto) -> np.ndarray | None:
     if n > _SMALL_CONST:
         return None
     try:
-        return numpy_helper.to_array(t)
+        return tensor_to_array(t)
     except Exception:  # noqa: BLE001 - a malformed constant is simply not used as a constant
         return None
 
 
+def _small_const(t: onnx.TensorProto) -> np.ndarray | PendingConst | None:
+    """:func:`_small_array`, made when first read when it surely converts (most lints never read it: no numpy)."""
+    if t.data_location != EXTERNAL and surely_converts(t) and (element_count(t) or 0) <= _SMALL_CONST:
+        return PendingConst(tuple(int(d) for d in t.dims), lambda: tensor_to_array(t), lambda: tensor_ints(t))
+    return _small_array(t)
 
 
 def _plain_attrs(node: onnx.NodeProto) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for a in node.attribute:
-        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+        if a.type in (ATTR.GRAPH, ATTR.GRAPHS):
             continue
-        if a.type == onnx.AttributeProto.TENSOR:
+        if a.type == ATTR.TENSOR:
             arr = _small_array(a.t)
             if arr is not None:
                 out[a.name] = arr
             continue
-        v = onnx.helper.get_attribute_value(a)
+        v = attribute_value(a)
         if isinstance(v, bytes):
             v = v.decode()
         elif isinstance(v, list) and v and isinstance(v[0], bytes):
@@ -206,15 +215,15 @@ class _Lowering:
         v = self.values.get(key)
         if v is not None:
             return v
-        const = None
+        const: np.ndarray | PendingConst | None = None
         ttype = tensor_type(d.info)
         if d.kind == "initializer" and d.tensor is not None:
-            const = _small_array(d.tensor)
+            const = _small_const(d.tensor)
             ttype = _tensor_type_of(d.tensor)
         elif d.kind == "node" and d.node is not None and d.node.op_type == "Constant":
             t = _attr_tensor(d.node)
             if t is not None:
-                const = _small_array(t)
+                const = _small_const(t)
                 ttype = _tensor_type_of(t)
         name = self._fresh_name(d.name, d.scope)
         v = self.program.external(name, ttype, const)
@@ -256,7 +265,7 @@ class _Lowering:
             return [(d.scope, node.input[i]) for i in kind.state_inputs if i < len(node.input) and node.input[i]]
         deps = [(d.scope, i) for i in node.input if i]
         for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
+            if a.type == ATTR.GRAPH:
                 deps.extend((d.scope, nm) for nm in sorted(self.index.outer_names(a.g)))
         return deps
 
@@ -402,7 +411,7 @@ class _Lowering:
         ins = [self.operand(scope, n) for n in node.input]
         extra: list[Value | None] = []
         for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
+            if a.type == ATTR.GRAPH:
                 extra.extend(self.operand(scope, nm) for nm in sorted(self.index.outer_names(a.g)))
         c = Compute(
             op=node.op_type,
@@ -751,7 +760,7 @@ class _Lowering:
                 t = d.tensor if d.tensor is not None else _attr_tensor(d.node) if d.node is not None else None
                 if t is None:
                     continue
-                arr = numpy_helper.to_array(t) if t.data_location != onnx.TensorProto.EXTERNAL else None
+                arr = tensor_to_array(t) if t.data_location != EXTERNAL else None
                 if arr is None:
                     continue
                 slot = Slot(name=d.name, type=_tensor_type_of(t), init=SlotInit("constant", arr), provenance=Provenance(value=d.name))
@@ -907,7 +916,7 @@ def _attr_tensor(node: onnx.NodeProto | None) -> onnx.TensorProto | None:
     if node is None:
         return None
     for a in node.attribute:
-        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+        if a.name == "value" and a.type == ATTR.TENSOR:
             tensor: onnx.TensorProto = a.t
             return tensor
     return None

@@ -45,18 +45,28 @@ gate's affine part spans at most a few hundred values.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import array
+import contextlib
+import struct
+import sys
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
-import onnx
-from onnx import numpy_helper
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from .. import reference
+from ..onnxproto import ATTR, EXTERNAL, surely_converts, tensor_to_array
 from ..optraits import OpTrait, ops_with
 from ..recurrence import kind_for_op
 from .evaluate import EVALUABLE_OPS, EvalError, run_op
 from .scope import Definition, ModelIndex, Scope
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+else:
+    from ..lazymod import numpy as np
 
 __all__ = ["CellCandidate", "CellMatch", "CellScan", "CellWeights", "find_cells"]
 
@@ -82,6 +92,8 @@ _OUTPUT_DEPTH = 24
 _OUTPUT_VALUES = 1024
 #: ops through which a zero initial state reaches the cell that reads it, and where it meets run-time data
 _STATE_READS = frozenset({"Mul", "MatMul", "Gemm", "Concat"})
+#: the ops each check anchors on (its first test): any other node is no such cell
+_ANCHOR_OPS: dict[str, frozenset[str]] = {"LSTM": frozenset({"Add"}), "GRU": frozenset(_CANDIDATE_ACTS), "RNN": frozenset(_CANDIDATE_ACTS)}
 #: how exporters write a zero initial state (torch.zeros, zeros_like): besides an initializer, the only producers of one
 _ZERO_MAKERS = frozenset({"ConstantOfShape", "Constant", "Expand", "Tile"})
 
@@ -302,6 +314,22 @@ class _Net:
         return out
 
     # -- constants ----------------------------------------------------------------------
+    def is_const(self, k: Key) -> bool:
+        """``const(k) is not None``, answered from the protobuf for an initializer or a ``Constant`` that surely
+        converts (no numpy, no evaluation: most structural tests only ask this of weights and indices)."""
+        if k in self._consts:
+            return self._consts[k] is not None
+        if k in self._free:
+            return False
+        d = self.defs[k]
+        if d.kind == "initializer" and d.tensor is not None:
+            if surely_converts(d.tensor):
+                return True
+        elif d.kind == "node" and d.node is not None and d.node.op_type == "Constant" and d.node.domain in ("", "ai.onnx"):
+            if _constant_surely_converts(d.node):
+                return True
+        return self.const(k) is not None
+
     def const(self, k: Key, _depth: int = 0) -> np.ndarray | None:
         """The value of ``k`` when it is a constant (initializer, Constant, or ops over constants and static shapes)."""
         if k in self._consts:
@@ -348,6 +376,8 @@ class _Net:
         shape: tuple[int, ...] | None = None
         if d.kind == "initializer" and d.tensor is not None:
             shape = tuple(int(x) for x in d.tensor.dims)
+        elif d.kind == "node" and d.node is not None and d.node.op_type == "Constant" and _constant_surely_converts(d.node):
+            shape = _constant_shape(d.node)  # what evaluating it gives, whether or not is_const spared that
         else:
             c = self._consts.get(k)
             if c is not None:
@@ -364,6 +394,8 @@ class _Net:
         if self._inferred is None:
             self._inferred = {}
             try:
+                import onnx.shape_inference  # rare: a needed shape the model does not declare
+
                 inferred = onnx.shape_inference.infer_shapes(self.index.model)
             except Exception:  # noqa: BLE001 - inference is a best effort: no shape, no probing
                 return None
@@ -376,15 +408,90 @@ class _Net:
         self._inferred[id(orig)] = {vi.name: vi for vi in (*inf.input, *inf.value_info, *inf.output)}
         for n_orig, n_inf in zip(orig.node, inf.node):
             for a_orig, a_inf in zip(n_orig.attribute, n_inf.attribute):
-                if a_orig.type == onnx.AttributeProto.GRAPH:
+                if a_orig.type == ATTR.GRAPH:
                     self._pair_graphs(a_orig.g, a_inf.g)
 
 
+#: float element types the standard library can read (array / struct codes), for :func:`_surely_not_zero_state`
+_STDLIB_FLOATS = {1: ("f", "float_data"), 11: ("d", "double_data"), 10: ("e", "")}
+
+
+@contextlib.contextmanager
+def _quiet_float_errors() -> Iterator[None]:
+    """``numpy.errstate(all="ignore")`` without importing numpy for checks that never compute.
+
+    Before numpy is imported its error state is the default, where floating-point errors are RuntimeWarnings:
+    ignoring those warnings is the same as ignoring the errors, for a check that imports numpy on its way.
+    """
+    if "numpy" in sys.modules:
+        with np.errstate(all="ignore"):
+            yield
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def _constant_surely_converts(node: onnx.NodeProto) -> bool:
+    """rnnir.lower.evaluate runs this ``Constant`` node without fail (its first value attribute decides)."""
+    for a in node.attribute:
+        if a.name == "value":
+            return bool(a.type == ATTR.TENSOR and surely_converts(a.t))
+        if a.name in ("value_float", "value_int", "value_floats", "value_ints"):
+            return True
+    return False
+
+
+def _constant_shape(node: onnx.NodeProto) -> tuple[int, ...]:
+    """The shape of the array a ``Constant`` for which :func:`_constant_surely_converts` holds evaluates to."""
+    for a in node.attribute:
+        if a.name == "value":
+            return tuple(int(x) for x in a.t.dims)
+        if a.name in ("value_float", "value_int"):
+            return ()
+        if a.name in ("value_floats", "value_ints"):
+            return (len(a.floats) if a.name == "value_floats" else len(a.ints),)
+    raise AssertionError("not a Constant that converts")
+
+
+def _surely_not_zero_state(d: Definition) -> bool:
+    """The tensor of initializer or ``Constant`` ``d`` is certainly no float zeros of rank >= 2, decided from the
+    protobuf alone (numpy costs more to import than linting most models; weights are the usual suspects here).
+
+    False means "evaluate it": rank, size and values are checked exactly as numpy would (``-0.0`` is zero too).
+    """
+    t = d.tensor if d.kind == "initializer" else None
+    if d.kind == "node" and d.node is not None and d.node.op_type == "Constant":
+        attrs = list(d.node.attribute)
+        if len(attrs) != 1:
+            return False
+        if attrs[0].name in ("value_float", "value_floats", "value_int", "value_ints", "value_string", "value_strings"):
+            return True  # a scalar or a vector: rank below 2
+        if attrs[0].name != "value" or attrs[0].type != ATTR.TENSOR:
+            return False
+        t = attrs[0].t
+    if t is None or t.data_location == EXTERNAL or t.HasField("segment") or sys.byteorder != "little":
+        return False
+    if len(t.dims) < 2:
+        return True
+    kind = _STDLIB_FLOATS.get(t.data_type)
+    if kind is None:
+        return False
+    code, field_name = kind
+    if t.HasField("raw_data"):
+        raw = t.raw_data
+        width = struct.calcsize(code)
+        if len(raw) % width:
+            return False
+        return any(x[0] for x in struct.iter_unpack("<" + code, raw)) if code == "e" else any(array.array(code, raw))
+    return bool(field_name) and any(getattr(t, field_name))
+
+
 def _to_array(t: onnx.TensorProto) -> np.ndarray | None:
-    if t.data_location == onnx.TensorProto.EXTERNAL and not t.raw_data:
+    if t.data_location == EXTERNAL and not t.raw_data:
         return None
     try:
-        a = numpy_helper.to_array(t)
+        a = tensor_to_array(t)
     except Exception:  # noqa: BLE001 - an unreadable tensor is not a usable constant
         return None
     return a.astype(np.float64) if np.issubdtype(a.dtype, np.floating) else a
@@ -484,7 +591,11 @@ class _Recogniser:
         self.claimed: set[int] = set()  # ids of activation nodes that belong to an LSTM/GRU structure (never an RNN)
         self.lstm_claimed: set[int] = set()  # ... to an LSTM structure (never a GRU)
         self.done: set[int] = set()  # anchors checked by execution (confirmed or not): never checked again
-        self.rng = np.random.default_rng(0)
+
+    @cached_property
+    def rng(self) -> np.random.Generator:
+        """Probe data for checks by execution, made on first use (numpy.random is not imported for models without candidates)."""
+        return np.random.default_rng(0)
 
     # -- constant initial states ---------------------------------------------------------
     def _output_region(self) -> set[Key]:
@@ -540,6 +651,8 @@ class _Recogniser:
                 continue
             # the cheap structural test first: a weight read by a matmul is never read as state, and is never copied
             if not self._read_as_state(k):
+                continue
+            if _surely_not_zero_state(d):
                 continue
             c = net.const(k)
             if c is not None and np.issubdtype(c.dtype, np.floating) and c.ndim >= 2 and c.size and not np.any(c):
@@ -618,7 +731,7 @@ class _Recogniser:
             if node is None or node.op_type not in VIEW_OPS or not node.input:
                 break
             ins = self.net.inputs(cur)
-            if any(i is not None and self.net.const(i) is None for i in ins[1:]):
+            if any(i is not None and not self.net.is_const(i) for i in ins[1:]):
                 break
             cur = ins[0]
         for c in chain:
@@ -678,11 +791,12 @@ class _Recogniser:
     ) -> list[CellMatch]:
         new: list[CellMatch] = []
         for kind, check in (("LSTM", self._lstm), ("GRU", self._gru), ("RNN", self._rnn)):
+            anchors = _ANCHOR_OPS[kind]
             for node, scope, k in todo[kind]:
-                if id(node) in self.done:
-                    continue
+                if id(node) in self.done or node.op_type not in anchors:
+                    continue  # (the check would return None at once: no numpy.errstate, so no numpy import, for it)
                 try:
-                    with np.errstate(all="ignore"):  # random probes may overflow a model's exp: never a warning on stderr
+                    with _quiet_float_errors():  # random probes may overflow a model's exp: never a warning on stderr
                         m = check(node, scope, k)
                 except (ValueError, IndexError, TypeError, KeyError, ArithmeticError) as exc:
                     # a shape or value the checks did not foresee: this anchor stays unconfirmed, the lint goes on
@@ -999,7 +1113,7 @@ class _Recogniser:
         seen: set[Key] = set()
         while stack and len(seen) < 64:
             k = stack.pop()
-            if k in seen or k not in self.cone or self.view_source(k) is not None or net.const(k) is not None:
+            if k in seen or k not in self.cone or self.view_source(k) is not None or net.is_const(k):
                 continue
             seen.add(k)
             node = net.node(k)
@@ -1008,7 +1122,7 @@ class _Recogniser:
             ins = [i for i in net.inputs(k) if i is not None]
             if node.op_type == "Mul" and len(ins) == 2:
                 g, other = _pick(ins[0], ins[1], lambda v: self._producer_op(v) in _GATE_ACTS, lambda v: True)
-                if g is not None and other is not None and net.const(other) is None:
+                if g is not None and other is not None and not net.is_const(other):
                     if g not in found:
                         found.append(g)
                     stack.append(other)
@@ -1017,11 +1131,11 @@ class _Recogniser:
                 # reset before the matmul (R (r*h)) is a gated product right at a matmul's data operand; further
                 # back lies the cell's input, which may be another cell (a stacked layer): never search there
                 for d in net.inputs(k)[:2]:
-                    if d is None or net.const(d) is not None or self._producer_op(d) != "Mul":
+                    if d is None or net.is_const(d) or self._producer_op(d) != "Mul":
                         continue
                     a, b = net.inputs(d)[:2]
                     g, other = _pick(a, b, lambda v: self._producer_op(v) in _GATE_ACTS, lambda v: True)
-                    if g is not None and other is not None and net.const(other) is None and g not in found:
+                    if g is not None and other is not None and not net.is_const(other) and g not in found:
                         found.append(g)
                 continue
             if node.op_type in _LINEAR_OPS or node.op_type in _PARAM_OPS or node.op_type in ("Mul", "Div", "Split"):
@@ -1046,7 +1160,7 @@ class _Recogniser:
             if v == n_key:
                 has_n = True
                 continue
-            if net.const(v) is not None:
+            if net.is_const(v):
                 continue
             if self._producer_op(v) in _GATE_ACTS:
                 sigmoids.add(v)
@@ -1102,7 +1216,7 @@ class _Recogniser:
                 for cons2, sc2 in net.consumers(ok):
                     if cons2.op_type in _BLEND_OPS:
                         for i in net.inputs(net.outputs_of(cons2, sc2)[0] or ok):
-                            if i is not None and i != ok and net.const(i) is None and self._producer_op(i) not in (*_GATE_ACTS, "Sub"):
+                            if i is not None and i != ok and not net.is_const(i) and self._producer_op(i) not in (*_GATE_ACTS, "Sub"):
                                 out.append(i)
         return out
 
@@ -1118,7 +1232,7 @@ class _Recogniser:
         for cons, sc in net.consumers(k):
             if cons.op_type == "Mul":
                 other = [i for i in (net.key(sc, nm) for nm in cons.input if nm) if i != k]
-                if any(net.const(i) is None for i in other):
+                if any(not net.is_const(i) for i in other):
                     return None  # gated by another run-time value: part of a larger cell, not an RNN's new state
         try:
             walk = self._affine_walk([pre], frozenset(), anchor)
@@ -1188,13 +1302,13 @@ class _Recogniser:
                 walk.state_leaves.append(k)
                 walk.matmul_on_state |= via_matmul
                 continue
-            if net.const(k) is not None:
+            if net.is_const(k):
                 continue
             node = net.node(k)
             if k not in self.cone:
                 if node is not None and self._extends(k):
                     walk.nodes.append(node)
-                    stack.extend((i, False) for i in net.inputs(k) if i is not None and net.const(i) is None)
+                    stack.extend((i, False) for i in net.inputs(k) if i is not None and not net.is_const(i))
                 else:
                     walk.x_leaves.append(k)
                 continue
@@ -1204,21 +1318,21 @@ class _Recogniser:
             ins = net.inputs(k)
             where = f"{op} {net.node_name(node)!r}"
             if op in ("Gemm", "MatMul"):
-                data = [i for i in ins[:2] if i is not None and net.const(i) is None]
+                data = [i for i in ins[:2] if i is not None and not net.is_const(i)]
                 if len(data) == 2:
                     raise _NotACell(f"cell-like structure at node {anchor!r}: the weights of {where} are not constants ({data[1][1]!r} is a run-time value)")
                 stack.extend((i, True) for i in data)
                 if len(ins) > 2 and ins[2] is not None:
                     stack.append((ins[2], False))
             elif op in ("Mul", "Div"):
-                live = [i for i in ins if i is not None and net.const(i) is None and i not in overrides]
+                live = [i for i in ins if i is not None and not net.is_const(i) and i not in overrides]
                 if len(live) != 1 or (op == "Div" and ins[1] in live):
                     raise _NotACell(f"cell-like structure at node {anchor!r}: the state reaches {where}, which multiplies two values that change at run time")
                 stack.append((live[0], via_matmul))
             elif op in _LINEAR_OPS or op == "Sum":
                 stack.extend((i, via_matmul) for i in ins if i is not None)
             elif op in _PARAM_OPS:
-                if any(i is not None and net.const(i) is None for i in ins[1:]):
+                if any(i is not None and not net.is_const(i) for i in ins[1:]):
                     raise _NotACell(f"cell-like structure at node {anchor!r}: {where} has a parameter computed at run time")
                 if ins[0] is not None:
                     stack.append((ins[0], via_matmul))
@@ -1236,13 +1350,13 @@ class _Recogniser:
             return False
         ins = net.inputs(k)
         if node.op_type in ("Gemm", "MatMul"):
-            return len(ins) >= 2 and ins[1] is not None and net.const(ins[1]) is not None and (len(ins) < 3 or ins[2] is None or net.const(ins[2]) is not None)
+            return len(ins) >= 2 and ins[1] is not None and net.is_const(ins[1]) and (len(ins) < 3 or ins[2] is None or net.is_const(ins[2]))
         if node.op_type in ("Add", "Sub") and len(ins) == 2:
-            live = [i for i in ins if i is not None and net.const(i) is None]
+            live = [i for i in ins if i is not None and not net.is_const(i)]
             return len(live) == 1 and self._extends(live[0])
         if node.op_type in ("Split", "Slice", "Gather") and ins and ins[0] is not None:
             # the gates of a stacked input projection: walk back to the projection when it is one
-            return all(i is None or net.const(i) is not None for i in ins[1:]) and self._extends(ins[0])
+            return all(i is None or net.is_const(i) for i in ins[1:]) and self._extends(ins[0])
         return False
 
     def _classes(self, leaves: list[Key], anchor: str) -> list[_StateClass]:

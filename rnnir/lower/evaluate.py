@@ -11,11 +11,15 @@ The tests check every op here against ``onnx.reference``.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import onnx
-from onnx import numpy_helper
+from ..onnxproto import EXTERNAL, attribute_value, np_dtype, tensor_to_array
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+else:
+    from ..lazymod import numpy as np
 
 __all__ = ["EVALUABLE_OPS", "EvalError", "attribute", "run_op"]
 
@@ -27,15 +31,16 @@ class EvalError(Exception):
 def attribute(node: onnx.NodeProto, name: str, default: Any = None) -> Any:
     for a in node.attribute:
         if a.name == name:
-            v = onnx.helper.get_attribute_value(a)
+            v = attribute_value(a)
             if isinstance(v, bytes):
                 return v.decode()
             return v
     return default
 
 
-_Arr = np.ndarray
-_OpFn = Callable[[onnx.NodeProto, list[Any]], list[_Arr]]
+if TYPE_CHECKING:  # aliases for annotations only: evaluating np.ndarray here would import numpy
+    _Arr = np.ndarray
+    _OpFn = Callable[[onnx.NodeProto, list[Any]], list[_Arr]]
 
 
 def _float(a: _Arr) -> _Arr:
@@ -79,7 +84,7 @@ def _cast(node: onnx.NodeProto, ins: list[Any]) -> list[_Arr]:
     if node.op_type == "CastLike":
         target = np.asarray(ins[1]).dtype
     else:
-        target = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(int(attribute(node, "to"))))
+        target = np.dtype(np_dtype(int(attribute(node, "to"))))
     if np.issubdtype(target, np.floating) and np.issubdtype(x.dtype, np.floating):
         return [x.astype(np.float64)]  # keep float64: the check compares arithmetic, not rounding
     return [_float(x.astype(target))]
@@ -190,17 +195,17 @@ def _shape(node: onnx.NodeProto, ins: list[Any]) -> list[_Arr]:
 def _constant(node: onnx.NodeProto, ins: list[Any]) -> list[_Arr]:
     for a in node.attribute:
         if a.name == "value":
-            if a.t.data_location == onnx.TensorProto.EXTERNAL:
+            if a.t.data_location == EXTERNAL:
                 # never read a file a model names from inside the evaluator (its location may be hostile or missing)
                 raise EvalError("Constant whose value is stored in an external file")
             try:
-                return [_float(numpy_helper.to_array(a.t))]
+                return [_float(tensor_to_array(a.t))]
             except Exception as exc:  # noqa: BLE001 - an unreadable tensor is no constant (onnx raises several kinds)
                 raise EvalError(f"unreadable Constant value: {exc}") from None
         if a.name in ("value_float", "value_int"):
-            return [np.asarray(onnx.helper.get_attribute_value(a), dtype=np.float64 if a.name == "value_float" else np.int64)]
+            return [np.asarray(attribute_value(a), dtype=np.float64 if a.name == "value_float" else np.int64)]
         if a.name in ("value_floats", "value_ints"):
-            return [np.asarray(list(onnx.helper.get_attribute_value(a)), dtype=np.float64 if a.name == "value_floats" else np.int64)]
+            return [np.asarray(list(attribute_value(a)), dtype=np.float64 if a.name == "value_floats" else np.int64)]
     raise EvalError("Constant without a supported value attribute")
 
 
@@ -208,7 +213,7 @@ def _constant_of_shape(node: onnx.NodeProto, ins: list[Any]) -> list[_Arr]:
     value = np.zeros(1, dtype=np.float64)
     for a in node.attribute:
         if a.name == "value":
-            value = _float(numpy_helper.to_array(a.t))
+            value = _float(tensor_to_array(a.t))
     shape = tuple(int(s) for s in np.asarray(ins[0]).ravel())
     return [np.full(shape, value.ravel()[0], dtype=value.dtype)]
 
@@ -235,18 +240,19 @@ def _div(a: _Arr, b: _Arr) -> _Arr:
     return quotient
 
 
+# numpy's functions are looked up per call (lambdas): naming them here would import numpy with this module
 _OPS: dict[str, _OpFn] = {
     "Identity": _unary(lambda x: x),
     "Cast": _cast,
     "CastLike": _cast,
-    "Neg": _unary(np.negative),
+    "Neg": _unary(lambda x: np.negative(x)),
     "Sigmoid": _unary(_sigmoid),
-    "Tanh": _unary(np.tanh),
+    "Tanh": _unary(lambda x: np.tanh(x)),
     "Relu": _unary(lambda x: np.maximum(x, 0)),
     "HardSigmoid": _hard_sigmoid,
-    "Add": _binary(np.add),
-    "Sub": _binary(np.subtract),
-    "Mul": _binary(np.multiply),
+    "Add": _binary(lambda a, b: np.add(a, b)),
+    "Sub": _binary(lambda a, b: np.subtract(a, b)),
+    "Mul": _binary(lambda a, b: np.multiply(a, b)),
     "Div": _binary(_div),
     "MatMul": _binary(_matmul),
     "Gemm": _gemm,

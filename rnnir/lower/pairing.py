@@ -15,13 +15,15 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import onnx
+from typing import TYPE_CHECKING
 
 from ..errors import ModelError, PairingError
 from ..metadata import META_PAIRS
 from ..metadata import read as metadata
 from ..pairs import PairSource, StatePair
+
+if TYPE_CHECKING:
+    import onnx
 
 # (input pattern, output templates); \g<s> is the shared stem.  First match wins.
 _NAME_RULES: list[tuple[str, tuple[str, ...]]] = [

@@ -26,15 +26,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-import onnx
-
+from ..onnxproto import attribute_value
 from ..optraits import OpTrait, ops_with
 from ..recurrence import Recognition, kind_for_op
 from .cells import CellCandidate, CellMatch, CellScan, CellWeights, carry_layout, find_cells
 from .scope import ModelIndex, Scope
 from .scope import attribute_value as _attr
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnx
+else:
+    from ..lazymod import numpy as np
 
 __all__ = ["RecurrenceSite", "Recognised", "recognise"]
 
@@ -290,7 +295,7 @@ class _Builder:
         n_carried, in_off, _body_in_off, body_out_off, out_off = layout
         lname = self.index.node_name(loop)
         if loop.op_type == "Scan" and any(
-            a.name in ("scan_input_directions", "scan_output_directions") and any(onnx.helper.get_attribute_value(a)) for a in loop.attribute
+            a.name in ("scan_input_directions", "scan_output_directions") and any(attribute_value(a)) for a in loop.attribute
         ):
             for bscope, bname, _slot in carried:
                 self.out.candidates.append(CellCandidate("Loop", lname, f"state carried by Scan {lname!r} as {bname!r} runs over a reversed sequence", bscope.path))
@@ -430,7 +435,7 @@ class _Builder:
             assert layout is not None
             names = [vi.name for vi in body.graph.input]
             pos = names.index(m.x[0]) if m.x[0] in names else -1
-            axes = next((list(onnx.helper.get_attribute_value(a)) for a in loop.attribute if a.name == "scan_input_axes"), [])
+            axes = next((list(attribute_value(a)) for a in loop.attribute if a.name == "scan_input_axes"), [])
             if pos < layout[0] or any(axes) or pos >= len(loop.input):
                 return None
             return (lscope, loop.input[pos])

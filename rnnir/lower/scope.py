@@ -10,29 +10,35 @@ ops, no negative dims) and raises ModelError otherwise.
 
 from __future__ import annotations
 
+import bisect
+import functools
+import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
-
-import onnx
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelError
+from ..onnxproto import ATTR, messages
+from ..onnxproto import attribute_value as _proto_attribute_value
 from ..recurrence import kind_for_op
+
+if TYPE_CHECKING:
+    import onnx
 
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 _DEFAULT_DOMAINS = ("", "ai.onnx")
-_ELEM_TYPES = frozenset(onnx.TensorProto.DataType.values())
 _RECURRENT_DIRECTIONS = ("forward", "reverse", "bidirectional")
 _RECURRENT_ATTR_TYPES = {
-    "hidden_size": onnx.AttributeProto.INT,
-    "direction": onnx.AttributeProto.STRING,
-    "layout": onnx.AttributeProto.INT,
-    "activations": onnx.AttributeProto.STRINGS,
-    "activation_alpha": onnx.AttributeProto.FLOATS,
-    "activation_beta": onnx.AttributeProto.FLOATS,
-    "clip": onnx.AttributeProto.FLOAT,
-    "linear_before_reset": onnx.AttributeProto.INT,
-    "input_forget": onnx.AttributeProto.INT,
+    "hidden_size": ATTR.INT,
+    "direction": ATTR.STRING,
+    "layout": ATTR.INT,
+    "activations": ATTR.STRINGS,
+    "activation_alpha": ATTR.FLOATS,
+    "activation_beta": ATTR.FLOATS,
+    "clip": ATTR.FLOAT,
+    "linear_before_reset": ATTR.INT,
+    "input_forget": ATTR.INT,
 }
 # Python's protobuf cannot parse more than 100 nested messages, about 31 levels of If, so no model read
 # from a file comes near this; a deeper one built in memory would exhaust Python's recursion limit.
@@ -120,6 +126,7 @@ class ModelIndex:
         self.opsets.setdefault("ai.onnx", self.opsets.get("", 0))
         self.recurrent: list[tuple[Scope, onnx.NodeProto]] = []
         self._schema_ok: set[tuple[str, str]] = set()
+        self._elem_types = frozenset(messages().TensorProto.DataType.values())
         self._rules: dict[tuple[str, str], _OpRules] = {}
         self._outer: dict[int, frozenset[str]] = {}
         # forward links, by name: who reads a value, and which owner output a subgraph output becomes
@@ -214,9 +221,9 @@ class ModelIndex:
                 if dom not in _DEFAULT_DOMAINS or op in _SUBGRAPH_OPS:
                     for attr in node.attribute:
                         subs: list[onnx.GraphProto] = []
-                        if attr.type == onnx.AttributeProto.GRAPH:
+                        if attr.type == ATTR.GRAPH:
                             subs = [attr.g]
-                        elif attr.type == onnx.AttributeProto.GRAPHS:
+                        elif attr.type == ATTR.GRAPHS:
                             subs = list(attr.graphs)
                         if dom in _DEFAULT_DOMAINS and len(subs) == 1:
                             self._check_body_arity(node, attr.name, subs[0], sc)
@@ -253,7 +260,7 @@ class ModelIndex:
     def _check_tensor(self, t: onnx.TensorProto, sc: Scope) -> None:
         if type(t.name) is not str:
             self._not_text("initializer name", None, sc, t.name)
-        if t.data_type not in _ELEM_TYPES:
+        if t.data_type not in self._elem_types:
             raise ModelError(f"initializer {t.name!r} has unknown data type {t.data_type}", model=self.label, where=self._where(sc))
 
     def _check_dims(self, vi: onnx.ValueInfoProto, sc: Scope) -> None:
@@ -262,7 +269,7 @@ class ModelIndex:
         if not vi.type.HasField("tensor_type"):
             return
         elem = vi.type.tensor_type.elem_type
-        if elem not in _ELEM_TYPES:
+        if elem not in self._elem_types:
             raise ModelError(f"value {vi.name!r} has unknown element type {elem}", model=self.label, where=self._where(sc))
         for d in vi.type.tensor_type.shape.dim:
             if type(d.dim_param) is not str:
@@ -285,28 +292,15 @@ class ModelIndex:
         if key in self._schema_ok:
             return
         version = self.opsets.get(domain, self.opsets.get("", 0))
-        try:
-            schema = onnx.defs.get_schema(node.op_type, version, domain)
-        except onnx.defs.SchemaError:
+        rules = op_rules(node.op_type, version)
+        if rules is None:
             raise ModelError(
                 f"unknown op {node.op_type!r} in the standard ONNX domain at opset {version}",
                 model=self.label,
                 where=f"node {self.node_name(node)!r}" + (f" in {sc.branch_path}" if sc.path else ""),
             ) from None
         self._schema_ok.add(key)
-        single = onnx.defs.OpSchema.FormalParameterOption.Single
-        required: list[int] = []
-        for k, formal in enumerate(schema.inputs):
-            if formal.option != single:
-                break  # an optional or variadic input: the rest may be absent
-            required.append(k)
-        self._rules[key] = _OpRules(
-            attr_types={name: int(a.type) for name, a in schema.attributes.items()},  # type: ignore[call-overload]  # AttrType is an int enum the stub does not say is SupportsInt
-            required_attrs=tuple(name for name, a in schema.attributes.items() if a.required),
-            required_inputs=tuple(required),
-            max_inputs=schema.max_input,
-            max_outputs=schema.max_output,
-        )
+        self._rules[key] = rules
 
     def _check_required_inputs(self, node: onnx.NodeProto, sc: Scope, rules: _OpRules) -> None:
         names = list(node.input)
@@ -383,9 +377,9 @@ class ModelIndex:
             self._check_text_value(attr, node, sc)
 
     def _check_text_value(self, attr: onnx.AttributeProto, node: onnx.NodeProto, sc: Scope) -> None:
-        if attr.type == onnx.AttributeProto.STRING:
+        if attr.type == ATTR.STRING:
             values: Iterable[bytes] = (attr.s,)
-        elif attr.type == onnx.AttributeProto.STRINGS:
+        elif attr.type == ATTR.STRINGS:
             values = attr.strings
         else:
             return
@@ -512,9 +506,76 @@ class ModelIndex:
 
 def _attr_type_name(code: int) -> str:
     try:
-        return str(onnx.AttributeProto.AttributeType.Name(code))
+        return str(messages().AttributeProto.AttributeType.Name(code))
     except ValueError:
         return f"attribute type {code}"
+
+
+def op_rules(op_type: str, version: int) -> _OpRules | None:
+    """What the schema of standard-domain ``op_type`` at opset ``version`` demands (None: no such op).
+
+    From rnnir's copy of onnx's schemas when it was made from the installed onnx release (no
+    ``import onnx``: see tools/gen_opschemas.py), else from ``onnx.defs`` itself.
+    """
+    if _table_matches_onnx():
+        from ._opschemas import SCHEMAS
+
+        versions = SCHEMAS.get(op_type)
+        if not versions:
+            return None
+        k = bisect.bisect_right([v[0] for v in versions], version) - 1
+        if k < 0:
+            return None
+        _since, attr_types, required_attrs, required_inputs, max_inputs, max_outputs = versions[k]
+        return _OpRules(attr_types, required_attrs, required_inputs, max_inputs, max_outputs)
+    import onnx.defs
+
+    try:
+        schema = onnx.defs.get_schema(op_type, version, "")
+    except onnx.defs.SchemaError:
+        return None
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    required: list[int] = []
+    for k, formal in enumerate(schema.inputs):
+        if formal.option != single:
+            break  # an optional or variadic input: the rest may be absent
+        required.append(k)
+    return _OpRules(
+        attr_types={name: int(a.type) for name, a in schema.attributes.items()},  # type: ignore[call-overload]  # AttrType is an int enum the stub does not say is SupportsInt
+        required_attrs=tuple(name for name, a in schema.attributes.items() if a.required),
+        required_inputs=tuple(required),
+        max_inputs=schema.max_input,
+        max_outputs=schema.max_output,
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _table_matches_onnx() -> bool:
+    """The schema table was generated from the onnx release installed here (read from its dist-info folder's
+    name, next to the package: cheaper than importing onnx or importlib.metadata).  A process-wide fact."""
+    import importlib.util
+
+    from ._opschemas import ONNX_VERSION
+
+    onnx_loaded = sys.modules.get("onnx")
+    if onnx_loaded is not None and getattr(onnx_loaded, "__version__", None):
+        return bool(onnx_loaded.__version__ == ONNX_VERSION)
+    try:
+        spec = importlib.util.find_spec("onnx")
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    for folder in spec.submodule_search_locations:
+        site = os.path.dirname(os.path.abspath(folder))
+        try:
+            names = os.listdir(site)
+        except OSError:
+            continue
+        found = [n[len("onnx-") : -len(".dist-info")] for n in names if n.startswith("onnx-") and n.endswith(".dist-info")]
+        if len(found) == 1:
+            return found[0] == ONNX_VERSION
+    return False
 
 
 def _reads(node: onnx.NodeProto, outer: Callable[[onnx.GraphProto], Iterable[str]] | None = None) -> Iterator[str]:
@@ -523,7 +584,7 @@ def _reads(node: onnx.NodeProto, outer: Callable[[onnx.GraphProto], Iterable[str
         if name:
             yield name
     for attr in node.attribute:
-        subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs) if attr.type == onnx.AttributeProto.GRAPHS else []
+        subs = [attr.g] if attr.type == ATTR.GRAPH else list(attr.graphs) if attr.type == ATTR.GRAPHS else []
         for sub in subs:
             yield from (outer(sub) if outer is not None else outer_names(sub))
 
@@ -547,7 +608,7 @@ def attribute_value(node: onnx.NodeProto, name: str, default: Any = None) -> Any
     """The value of ``node``'s attribute ``name`` (strings decoded), or ``default`` when it has none."""
     for a in node.attribute:
         if a.name == name:
-            v = onnx.helper.get_attribute_value(a)
+            v = _proto_attribute_value(a)
             if isinstance(v, bytes):
                 return v.decode()
             if isinstance(v, list) and v and isinstance(v[0], bytes):

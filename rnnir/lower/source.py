@@ -14,14 +14,17 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
-import onnx
 from google.protobuf.message import DecodeError
 
 from ..errors import ModelError
+from ..onnxproto import ATTR, EXTERNAL, messages
 
-ModelLike = Union[str, os.PathLike[str], bytes, onnx.ModelProto]  # noqa: UP007 - a runtime alias: X | Y needs 3.10 types that os.PathLike is not
+if TYPE_CHECKING:
+    import onnx
+
+ModelLike = Union[str, os.PathLike[str], bytes, "onnx.ModelProto"]  # noqa: UP007 - a runtime alias: X | Y needs 3.10 types that os.PathLike is not
 
 # onnx.load reads the whole file; refuse absurd sizes before protobuf does (its hard limit is 2 GiB).
 _MAX_PROTO_BYTES = 2**31 - 1
@@ -61,6 +64,8 @@ class ModelSource:
                 "pass the .onnx path so the data files beside it can be found",
                 model=self.label,
             )
+        import onnx  # the external-data loader is onnx's: only a runtime or an export pays for the import
+
         model = onnx.ModelProto()
         model.CopyFrom(self.model)
         try:
@@ -98,9 +103,9 @@ def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
             if not _may_hold_attrs(node):
                 continue
             for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.GRAPH:
+                if attr.type == ATTR.GRAPH:
                     stack.append(attr.g)
-                elif attr.type == onnx.AttributeProto.GRAPHS:
+                elif attr.type == ATTR.GRAPHS:
                     stack.extend(attr.graphs)
 
 
@@ -116,21 +121,21 @@ def iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
             if not _may_hold_attrs(node):
                 continue
             for attr in node.attribute:
-                if attr.type == onnx.AttributeProto.TENSOR:
+                if attr.type == ATTR.TENSOR:
                     yield attr.t
-                elif attr.type == onnx.AttributeProto.TENSORS:
+                elif attr.type == ATTR.TENSORS:
                     yield from attr.tensors
-                elif attr.type == onnx.AttributeProto.SPARSE_TENSOR:
+                elif attr.type == ATTR.SPARSE_TENSOR:
                     yield attr.sparse_tensor.values
                     yield attr.sparse_tensor.indices
-                elif attr.type == onnx.AttributeProto.SPARSE_TENSORS:
+                elif attr.type == ATTR.SPARSE_TENSORS:
                     for st in attr.sparse_tensors:
                         yield st.values
                         yield st.indices
 
 
 def _is_external(t: onnx.TensorProto) -> bool:
-    return t.data_location == onnx.TensorProto.EXTERNAL
+    return t.data_location == EXTERNAL
 
 
 def _check_external_paths(model: onnx.ModelProto, base_dir: Path | None, label: str) -> None:
@@ -253,7 +258,7 @@ def read_regular_file(path: Path, label: str, limit: int = _MAX_PROTO_BYTES) -> 
 def read_model(model: ModelLike, *, label: str | None = None) -> ModelSource:
     """Parse ``model`` (a path, the file's bytes, or a ModelProto) into a :class:`ModelSource`."""
     path: Path | None = None
-    if isinstance(model, onnx.ModelProto):
+    if isinstance(model, messages().ModelProto):
         proto = model
         label = label or (model.graph.name or "<ModelProto>")
     elif isinstance(model, (bytes, bytearray, memoryview)):
@@ -276,7 +281,7 @@ def read_model(model: ModelLike, *, label: str | None = None) -> ModelSource:
 def _parse(data: bytes, label: str) -> onnx.ModelProto:
     if not data:
         raise ModelError("file is empty", model=label)
-    proto = onnx.ModelProto()
+    proto: onnx.ModelProto = messages().ModelProto()
     try:
         proto.ParseFromString(data)
     except (DecodeError, RuntimeError, ValueError) as exc:

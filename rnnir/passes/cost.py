@@ -10,13 +10,16 @@ listed in ``unknown``, so a reader never mistakes an estimate for a number.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from rnnir.ir import Output, Program, Slot, Store, StoreResult, TensorType
 
 from .manager import ProgramFacts
+
+if TYPE_CHECKING:
+    import numpy as np
+else:
+    from rnnir.lazymod import numpy as np
 
 __all__ = ["CostReport", "SlotLifetime", "StoreCost", "cost", "tensor_bytes"]
 

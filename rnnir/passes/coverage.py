@@ -300,7 +300,7 @@ def _start_text(values: list[Value | None], facts: ProgramFacts | None = None) -
         return "not given (zeros)"
 
     def constant(v: Value) -> bool:
-        if v.const is not None or (v.producer is not None and isinstance(v.producer, Compute) and v.producer.op in ("ConstantOfShape", "Constant")):
+        if v.has_const or (v.producer is not None and isinstance(v.producer, Compute) and v.producer.op in ("ConstantOfShape", "Constant")):
             return True
         # a recognised cell's entry is its state view rearranged for the op's port: constant when what it reads is
         return facts is not None and facts.tracer.trace(v).kind == "const"

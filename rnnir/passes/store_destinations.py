@@ -393,7 +393,7 @@ class _Context:
         ports = sorted({o[1] for o in origins if o[0] == "port"})
         if ports:
             return "the results of " + ", ".join(self.facts.program.node(p).describe() for p in ports)
-        if v.const is not None or a.kind == "const":
+        if v.has_const or a.kind == "const":
             return f"the constant {v.name!r}"
         return f"{v.name!r}, which depends on no state"
 
