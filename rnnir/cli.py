@@ -44,13 +44,8 @@ import argparse
 import dataclasses
 import json
 import os
-import shutil
-import subprocess
 import sys
-import traceback
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -73,6 +68,14 @@ _REPORT_HINT = "this is a bug in rnnir; please report it with the model that tri
 
 class UsageError(RnnirError):
     """The command line asks for something that cannot be done (unknown rule code, empty folder, ...)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ProcessPoolExecutor":  # multiprocessing costs a short lint run more than its own work: on demand
+        from concurrent.futures import ProcessPoolExecutor
+
+        return ProcessPoolExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _passes() -> ModuleType:
@@ -279,6 +282,8 @@ def _lint_one(job: LintJob) -> FileResult:
         result.error = {"type": type(exc).__name__, "message": f"model too large or too deeply nested to analyse ({type(exc).__name__})"}
     except Exception as exc:  # a bug in rnnir: keep linting the other models
         if _debug():
+            import traceback
+
             traceback.print_exc()
         result.error = {"type": "InternalError", "message": f"internal error: {type(exc).__name__}: {exc} ({_REPORT_HINT})"}
     if result.error is not None:
@@ -322,7 +327,10 @@ def run_jobs(jobs: Sequence[LintJob], workers: int, progress: Progress) -> list[
             results.append(lint_one(job))
             progress.step(job.path)
         return results
-    with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+    from concurrent.futures.process import BrokenProcessPool  # here: a one-model lint never starts workers
+
+    pool_class = sys.modules[__name__].ProcessPoolExecutor  # through the module (see __getattr__), so tests can swap it
+    with pool_class(max_workers=min(workers, len(jobs))) as pool:
         futures = [pool.submit(lint_one, job) for job in jobs]
         for job, future in zip(jobs, futures):
             try:
@@ -602,6 +610,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     suffix = Path(output).suffix.lower() if output else ""
     fmt = args.format or _TEXT_SUFFIXES.get(suffix, "text")
     if suffix in _IMAGE_SUFFIXES:
+        import shutil
+
         dot = shutil.which("dot")  # before loading: a missing Graphviz is the user's first thing to fix
         if dot is None:
             raise UsageError(
@@ -635,6 +645,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def _render_image(dot_text: str, dot: str, kind: str, output: str) -> None:
     """Run Graphviz's ``dot -T<kind>`` on ``dot_text`` into ``output``."""
+    import subprocess
+
     try:
         done = subprocess.run([dot, f"-T{kind}", "-o", output], input=dot_text, text=True, capture_output=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -836,6 +848,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except (RnnirError, OSError) as exc:
         if _debug():
+            import traceback
+
             traceback.print_exc()
         print(printable(f"rnnir: error: {_edge_message(exc, args)}"), file=sys.stderr)
         return 2
@@ -844,6 +858,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:
         if _debug():
+            import traceback
+
             traceback.print_exc()
         print(printable(f"rnnir: internal error: {type(exc).__name__}: {exc} ({_REPORT_HINT})"), file=sys.stderr)
         return 2

@@ -42,11 +42,6 @@ from typing import Any
 
 from .errors import RnnirError
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
 __all__ = ["Config", "ConfigError", "ConfigFinder", "find_config", "load_config", "parse_pair"]
 
 ENTRY_POLICIES = ("dynamic", "constant")
@@ -204,6 +199,11 @@ def _tool_table(data: Mapping[str, Any], path: Path) -> Mapping[str, Any]:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
+    # imported here: most lint runs find no pyproject.toml, and the parser is a noticeable part of a short run
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
     try:
         with open(path, "rb") as fh:
             table: dict[str, Any] = tomllib.load(fh)

@@ -40,14 +40,12 @@ meaning without bumping ``version``.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from rnnir.passes.diagnostics import Diagnostic, Rule, Severity
 
@@ -400,6 +398,8 @@ def _absolute(path: str, cwd: Path) -> Path:
 
 def _artifact_location(path: str, cwd: Path) -> dict[str, Any]:
     """The file relative to the working directory (``%SRCROOT%``) when it lies below it, else an absolute URI."""
+    from urllib.parse import quote  # SARIF only: the other formats never build a URI
+
     resolved = _absolute(path, cwd)
     try:
         rel = resolved.relative_to(cwd.resolve())
@@ -411,6 +411,8 @@ def _artifact_location(path: str, cwd: Path) -> dict[str, Any]:
 
 def _fingerprint(d: Diagnostic, uri: str) -> str:
     """Stable across message rewording: code, file, slot and the logical locations only."""
+    import hashlib  # SARIF only
+
     parts = [d.code, uri, d.slot or "", *sorted(loc.logical for loc in d.locations)]
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 

@@ -53,9 +53,9 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from types import ModuleType
 from typing import TYPE_CHECKING
 
-from .. import reference
 from ..onnxproto import ATTR, EXTERNAL, surely_converts, tensor_to_array
 from ..optraits import OpTrait, ops_with
 from ..recurrence import kind_for_op
@@ -414,6 +414,13 @@ class _Net:
 
 #: float element types the standard library can read (array / struct codes), for :func:`_surely_not_zero_state`
 _STDLIB_FLOATS = {1: ("f", "float_data"), 11: ("d", "double_data"), 10: ("e", "")}
+
+
+def _reference() -> ModuleType:
+    """rnnir.reference, imported when a cell is checked against it (numpy-heavy; most models have no such cell)."""
+    from .. import reference
+
+    return reference
 
 
 @contextlib.contextmanager
@@ -1008,7 +1015,7 @@ class _Recogniser:
         x, h, c = self._random_inputs(feeds)
         assert c is not None
         got_h, got_c = self.runner.run(feeds.make(x, h, c), [h_out, c_out])
-        _, y_h, y_c = reference.lstm(x[None], w.W, w.R, w.B, initial_h=h[None], initial_c=c[None], hidden_size=H, activations=list(w.activations), activation_alpha=w.activation_alpha, activation_beta=w.activation_beta)
+        _, y_h, y_c = _reference().lstm(x[None], w.W, w.R, w.B, initial_h=h[None], initial_c=c[None], hidden_size=H, activations=list(w.activations), activation_alpha=w.activation_alpha, activation_beta=w.activation_beta)
         return _err([got_h, got_c], [y_h, y_c])
 
     # -- GRU ----------------------------------------------------------------------------
@@ -1102,7 +1109,7 @@ class _Recogniser:
     def _verify_gru(self, feeds: _Feeder, w: CellWeights, h_out: Key, H: int) -> float:
         x, h, _ = self._random_inputs(feeds)
         (got,) = self.runner.run(feeds.make(x, h, None), [h_out])
-        _, y_h = reference.gru(x[None], w.W, w.R, w.B, initial_h=h[None], hidden_size=H, linear_before_reset=w.linear_before_reset, activations=list(w.activations), activation_alpha=w.activation_alpha, activation_beta=w.activation_beta)
+        _, y_h = _reference().gru(x[None], w.W, w.R, w.B, initial_h=h[None], hidden_size=H, linear_before_reset=w.linear_before_reset, activations=list(w.activations), activation_alpha=w.activation_alpha, activation_beta=w.activation_beta)
         return _err([got], [y_h])
 
     def _reset_gates(self, pre_n: Key) -> list[Key]:
@@ -1259,7 +1266,7 @@ class _Recogniser:
                 w = CellWeights(W[None], R[None], np.concatenate([b, np.zeros(H)])[None], (node.op_type,))
                 x, h, _ = self._random_inputs(feeds)
                 (got,) = self.runner.run(feeds.make(x, h, None), [k])
-                _, y_h = reference.rnn(x[None], w.W, w.R, w.B, initial_h=h[None], hidden_size=H, activations=[node.op_type])
+                _, y_h = _reference().rnn(x[None], w.W, w.R, w.B, initial_h=h[None], hidden_size=H, activations=[node.op_type])
                 err = _err([got], [y_h])
             except EvalError as exc:
                 raise _NotACell(f"RNN-like structure at node {anchor!r} could not be run: {exc}") from None

@@ -8,7 +8,6 @@ the model's folder is refused and never opened.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import stat
 from collections.abc import Iterator
@@ -76,6 +75,8 @@ class ModelSource:
 
 
 def graph_fingerprint(model: onnx.ModelProto) -> str:
+    import hashlib  # export, fix and saved states need fingerprints; linting does not
+
     h = hashlib.sha256()
     h.update(model.graph.SerializeToString(deterministic=True))
     for op in model.opset_import:
