@@ -307,14 +307,16 @@ class _Lowering:
         for site in self.recognised.sites:
             for _scope, name in site.exit_names.values():
                 add(name, not through_recurrent_results)
+        node_op, node_outputs, is_recurrent = index.node_op, index.node_outputs, index.is_recurrent
         while queue:
             name, layout_only = queue.pop()
             for node in index.consumers.get(name, ()):
-                if kind_for_op(node.op_type, node.domain) is not None:
+                op_type, domain = node_op[id(node)]
+                if is_recurrent(op_type, domain):
                     continue  # its results are seeds already; the state it reads does not flow through it
-                if layout_only and node.op_type not in LAYOUT_OPS and node.op_type != "If":
+                if layout_only and op_type not in LAYOUT_OPS and op_type != "If":
                     continue
-                for o in node.output:
+                for o in node_outputs[id(node)]:
                     add(o, layout_only)
             for owner, k in index.subgraph_outputs.get(name, ()):
                 if owner.op_type == "If":

@@ -159,12 +159,31 @@ def _state_blocks(text: str) -> list[str]:
     return bodies
 
 
+def _template_parts(template: str) -> tuple[tuple[str, str | None], ...]:
+    r"""``r"\g<s>stateN"`` as (literal, group name) pieces, so expanding it is a join (``Match.expand`` parses the
+    template on every call: a thousandth of a second per state input of a big model)."""
+    parts: list[tuple[str, str | None]] = []
+    pos = 0
+    for m in re.finditer(r"\\g<(\w+)>", template):
+        parts.append((template[pos : m.start()], m.group(1)))
+        pos = m.end()
+    parts.append((template[pos:], None))
+    return tuple(parts)
+
+
+_NAME_RULES_COMPILED = [(re.compile(pattern), tuple(_template_parts(t) for t in templates)) for pattern, templates in _NAME_RULES]
+
+
+def _expand(m: re.Match[str], parts: tuple[tuple[str, str | None], ...]) -> str:
+    return "".join(text + ((m.group(group) or "") if group is not None else "") for text, group in parts)
+
+
 def _name_candidates(name: str) -> list[str]:
     cands: list[str] = []
-    for pattern, templates in _NAME_RULES:
-        m = re.match(pattern, name)
+    for pattern, templates in _NAME_RULES_COMPILED:
+        m = pattern.match(name)
         if m:
-            cands.extend(m.expand(t) for t in templates)
+            cands.extend(_expand(m, t) for t in templates)
     cands.extend(name + s for s in _GENERIC_OUT_SUFFIXES)
     cands.extend(p + name for p in _GENERIC_OUT_PREFIXES)
     seen: list[str] = []

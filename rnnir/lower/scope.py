@@ -83,6 +83,9 @@ class Scope:
     infos: dict[str, onnx.ValueInfoProto] = field(default_factory=dict)
     children: dict[tuple[int, str], Scope] = field(default_factory=dict)
     positions: dict[str, int] = field(default_factory=dict)
+    nodes: list[onnx.NodeProto] = field(default_factory=list, repr=False)  # graph.node, read once
+    node_inputs: list[tuple[str, ...]] = field(default_factory=list, repr=False)  # each node's inputs, read once
+    node_ops: list[tuple[str, str]] = field(default_factory=list, repr=False)  # each node's (op_type, domain)
 
     def resolve(self, name: str) -> Definition:
         scope: Scope | None = self
@@ -127,6 +130,11 @@ class ModelIndex:
         self.recurrent: list[tuple[Scope, onnx.NodeProto]] = []
         self._schema_ok: set[tuple[str, str]] = set()
         self._elem_types = frozenset(messages().TensorProto.DataType.values())
+        self._recurrent_ops: dict[tuple[str, str], bool] = {}
+        # per node (by id): its (op_type, domain) and outputs as read while indexing, for walks over the whole
+        # graph that would otherwise read them from protobuf again (a microsecond a field in Python)
+        self.node_op: dict[int, tuple[str, str]] = {}
+        self.node_outputs: dict[int, tuple[str, ...]] = {}
         self._rules: dict[tuple[str, str], _OpRules] = {}
         self._outer: dict[int, frozenset[str]] = {}
         # forward links, by name: who reads a value, and which owner output a subgraph output becomes
@@ -183,10 +191,22 @@ class ModelIndex:
             producers = sc.producers
             positions = sc.positions
             checked = self._schema_ok
+            all_rules = self._rules
+            recurrent_ops = self._recurrent_ops
+            node_list = sc.nodes
+            node_inputs = sc.node_inputs
+            node_ops = sc.node_ops
+            op_of = self.node_op
+            outputs_of = self.node_outputs
+            # one pass over the protobuf per node: each field read from a upb message builds a new Python object,
+            # so inputs and outputs are read once (and kept for _check_defs), the rest only when a rule needs them
             for pos, node in enumerate(g.node):
                 if type(node.name) is not str:
                     self._not_text("node name", node, sc)
-                for i in node.input:
+                ins = tuple(node.input)
+                node_list.append(node)
+                node_inputs.append(ins)
+                for i in ins:
                     if i:
                         lst = consumers.get(i)
                         if lst is None:
@@ -195,19 +215,24 @@ class ModelIndex:
                             lst.append(node)
                 op = node.op_type
                 dom = node.domain
-                if (op, dom) not in checked:
+                key = (op, dom)
+                if key not in checked:
                     self._check_op(node, sc)
-                rules = self._rules.get((op, dom))
+                rules = all_rules.get(key)
+                outs = tuple(node.output)
+                node_ops.append(key)
+                op_of[id(node)] = key
+                outputs_of[id(node)] = outs
                 if rules is not None:
-                    if len(node.input) > rules.max_inputs or len(node.output) > rules.max_outputs:
+                    if len(ins) > rules.max_inputs or len(outs) > rules.max_outputs:
                         self._too_many_ports(node, sc, rules)
-                    if rules.required_inputs and (len(node.input) <= rules.required_inputs[-1] or "" in node.input):
+                    if rules.required_inputs and (len(ins) <= rules.required_inputs[-1] or "" in ins):
                         self._check_required_inputs(node, sc, rules)
-                    if node.attribute or rules.required_attrs:
+                    if rules.required_attrs or len(node.attribute):
                         self._check_attributes(node, sc, rules)
-                elif node.attribute:
+                elif len(node.attribute):
                     self._check_attribute_text(node, sc)
-                for i, out in enumerate(node.output):
+                for i, out in enumerate(outs):
                     if not out:
                         continue
                     if out in producers:
@@ -232,12 +257,23 @@ class ModelIndex:
                             child = Scope(graph=sub, path=sc.path + (f"{self.node_name(node)}.{tag}",), parent=sc, owner=node)
                             sc.children[(id(node), attr.name)] = child
                             work.append(child)
-                if kind_for_op(op, dom) is not None:
+                recurrent = recurrent_ops.get(key)
+                if recurrent is None:
+                    recurrent = recurrent_ops[key] = kind_for_op(op, dom) is not None
+                if recurrent:
                     self._check_recurrent(node, sc)
                     self.recurrent.append((sc, node))
         self._check_names(scope)
         self._check_defs(scope)
         return scope
+
+    def is_recurrent(self, op_type: str, domain: str) -> bool:
+        """``kind_for_op(op_type, domain) is not None``, memoised."""
+        key = (op_type, domain)
+        hit = self._recurrent_ops.get(key)
+        if hit is None:
+            hit = self._recurrent_ops[key] = kind_for_op(op_type, domain) is not None
+        return hit
 
     def scopes(self) -> Iterator[Scope]:
         stack = [self.root]
@@ -443,9 +479,9 @@ class ModelIndex:
             positions = sc.positions
             local = sc.inputs.keys() | sc.initializers.keys()
             late = False
-            for p, node in enumerate(sc.graph.node):
-                names = list(node.input)
-                if node.domain not in _DEFAULT_DOMAINS or node.op_type in _SUBGRAPH_OPS:
+            for p, (node, ins, (op, dom)) in enumerate(zip(sc.nodes, sc.node_inputs, sc.node_ops)):
+                names: Iterable[str] = ins
+                if dom not in _DEFAULT_DOMAINS or op in _SUBGRAPH_OPS:
                     names = list(_reads(node, self.outer_names))
                 for name in names:
                     if not name:

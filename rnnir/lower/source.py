@@ -112,8 +112,14 @@ def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
 
 def iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
     """Every tensor that may keep its bytes in an external file: initializers, both halves of sparse
-    tensors (values and indices), and tensor attributes (Constant, ConstantOfShape, custom ops)."""
-    for g in iter_graphs(model.graph):
+    tensors (values and indices), and tensor attributes (Constant, ConstantOfShape, custom ops).
+
+    Graphs in :func:`iter_graphs`'s order, walked once: the nodes of a 100k-node graph cost a tenth of a
+    second to visit from Python, so subgraphs are found in the same pass as tensor attributes.
+    """
+    stack = [model.graph]
+    while stack:
+        g = stack.pop()
         yield from g.initializer
         for s in g.sparse_initializer:
             yield s.values
@@ -122,17 +128,22 @@ def iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
             if not _may_hold_attrs(node):
                 continue
             for attr in node.attribute:
-                if attr.type == ATTR.TENSOR:
+                kind = attr.type
+                if kind == ATTR.TENSOR:
                     yield attr.t
-                elif attr.type == ATTR.TENSORS:
+                elif kind == ATTR.TENSORS:
                     yield from attr.tensors
-                elif attr.type == ATTR.SPARSE_TENSOR:
+                elif kind == ATTR.SPARSE_TENSOR:
                     yield attr.sparse_tensor.values
                     yield attr.sparse_tensor.indices
-                elif attr.type == ATTR.SPARSE_TENSORS:
+                elif kind == ATTR.SPARSE_TENSORS:
                     for st in attr.sparse_tensors:
                         yield st.values
                         yield st.indices
+                elif kind == ATTR.GRAPH:
+                    stack.append(attr.g)
+                elif kind == ATTR.GRAPHS:
+                    stack.extend(attr.graphs)
 
 
 def _is_external(t: onnx.TensorProto) -> bool:

@@ -186,6 +186,11 @@ class ProgramFacts:
         return [n for n in self.nodes if isinstance(n, Recurrent)]
 
     @cached_property
+    def recurrent_by_id(self) -> dict[str, Recurrent]:
+        """Recurrent ops by node id (built once: passes asked per slice, which is quadratic in big models)."""
+        return {r.id: r for r in self.recurrents}
+
+    @cached_property
     def stores(self) -> list[Store]:
         return [n for n in self.nodes if isinstance(n, Store)]
 

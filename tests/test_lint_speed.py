@@ -1,0 +1,184 @@
+"""What keeps ``rnnir lint`` cheap (issue 13): no ``import onnx``/numpy for models that need neither, and the
+stand-ins for onnx's helpers agree with onnx itself.
+
+The oracles are onnx's own functions (``onnx.defs.get_schema``, ``onnx.numpy_helper.to_array``,
+``onnx.helper.get_attribute_value``, ``onnx.ModelProto``) and the list of modules a fresh process imported.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnx.defs
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from rnnir import onnxproto
+from rnnir.lower import scope
+from rnnir.lower._opschemas import ONNX_VERSION, SCHEMAS
+
+ROOT = Path(__file__).resolve().parent.parent
+TORCH = ROOT / "tests" / "data" / "torch"
+CELLS = ROOT / "tests" / "data" / "torch_cells"
+
+
+def _lint_in_fresh_process(model: Path, extra: str = "") -> dict[str, object]:
+    code = textwrap.dedent(
+        f"""
+        import contextlib, io, json, sys
+        from rnnir.cli import main
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            code = main(["lint", sys.argv[1], "--format", "json", "--no-config"])
+        {extra}
+        print(json.dumps({{"code": code, "numpy": "numpy" in sys.modules, "onnx": "onnx" in sys.modules,
+                           "networkx": "networkx" in sys.modules, "onnxruntime": "onnxruntime" in sys.modules,
+                           "report": json.loads(out.getvalue())}}))
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(model)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_lint_of_an_exported_lstm_imports_neither_onnx_nor_numpy():
+    got = _lint_in_fresh_process(TORCH / "lstm_stream.ts.onnx")
+    assert got["code"] == 0
+    assert (got["numpy"], got["onnx"], got["networkx"], got["onnxruntime"]) == (False, False, False, False)
+    report = got["report"]["files"][0]  # the lint itself ran: a pair was found, no error
+    assert report.get("error") is None and report["state_pairs"]
+
+
+def test_the_import_check_sees_an_import():
+    # near miss: the same process, then something that needs onnx (the export): the probe must say so
+    got = _lint_in_fresh_process(TORCH / "lstm_stream.ts.onnx", extra="import rnnir; rnnir.export")
+    assert got["onnx"] is True and got["numpy"] is True
+
+
+def test_lint_results_do_not_depend_on_whether_onnx_was_imported_first():
+    # the same lint in a process that imported onnx and numpy before rnnir (rnnir then uses onnx's own modules
+    # and numpy from the start): identical JSON, for exported ops and for hand-written cells checked by execution
+    probe = (
+        "import onnx, numpy, sys, io, contextlib\nfrom rnnir.cli import main\nout = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out):\n    main(['lint', sys.argv[1], '--format', 'json', '--no-config'])\nprint(out.getvalue())"
+    )
+    for model in (TORCH / "gru2_stream.dynamo.onnx", CELLS / "lstm_cell.ts.onnx", CELLS / "gru_cell_stacked.ts.onnx"):
+        plain = _lint_in_fresh_process(model)
+        first = subprocess.run([sys.executable, "-c", probe, str(model)], capture_output=True, text=True, cwd=ROOT, timeout=300)
+        assert first.returncode == 0, first.stderr
+        assert json.loads(first.stdout) == plain["report"], model.name
+
+
+def test_messages_are_onnx_own_classes():
+    m = onnxproto.messages()
+    assert m.ModelProto is onnx.ModelProto and m.TensorProto is onnx.TensorProto
+    proto = m.ModelProto()
+    proto.ParseFromString((TORCH / "gru_stream.ts.onnx").read_bytes())
+    assert isinstance(proto, onnx.ModelProto) and proto == onnx.load(str(TORCH / "gru_stream.ts.onnx"))
+
+
+def test_messages_load_without_the_onnx_package():
+    code = "import sys; from rnnir import onnxproto; m = onnxproto.messages(); print(m.__name__, 'onnx' in sys.modules, m.ModelProto.__module__)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["rnnir._onnx_ml_pb2", "False", "onnx.onnx_ml_pb2"]
+
+
+def test_attribute_value_matches_onnx_helper():
+    node = helper.make_node(
+        "X", ["a"], ["b"], f=1.5, i=3, s="text", fs=[1.0, 2.0], is_=[1, 2], ss=["a", "b"],
+        t=numpy_helper.from_array(np.arange(3, dtype=np.float32)), g=helper.make_graph([], "g", [], []),
+    )
+    for attr in node.attribute:
+        assert onnxproto.attribute_value(attr) == helper.get_attribute_value(attr), attr.name
+
+
+def _tensors() -> list[onnx.TensorProto]:
+    out = []
+    rng = np.random.default_rng(0)
+    for dtype in (np.float32, np.float64, np.float16, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.int64, np.uint32, np.uint64, np.bool_):
+        arr = (rng.standard_normal((2, 3)) * 50).astype(dtype)
+        raw = numpy_helper.from_array(arr, "raw")  # raw_data
+        out.append(raw)
+        typed = helper.make_tensor("typed", helper.np_dtype_to_tensor_dtype(arr.dtype), arr.shape, arr.ravel().tolist())
+        out.append(typed)  # typed fields (int32_data for the small types)
+    out.append(helper.make_tensor("scalar", TensorProto.INT64, [], [7]))
+    out.append(helper.make_tensor("empty", TensorProto.FLOAT, [0, 4], []))
+    out.append(helper.make_tensor("neg8", TensorProto.INT8, [3], [-1, -128, 127]))
+    return out
+
+
+@pytest.mark.parametrize("t", _tensors(), ids=lambda t: f"{TensorProto.DataType.Name(t.data_type)}-{'raw' if t.HasField('raw_data') else 'typed'}")
+def test_tensor_to_array_and_ints_match_numpy_helper(t):
+    want = numpy_helper.to_array(t)
+    assert onnxproto.surely_converts(t)
+    got = onnxproto.tensor_to_array(t)
+    assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want)
+    ints = onnxproto.tensor_ints(t)
+    if np.issubdtype(want.dtype, np.integer):
+        assert ints == [int(x) for x in want.ravel()]
+    else:
+        assert ints is None
+
+
+def test_surely_converts_refuses_what_numpy_helper_cannot_read():
+    short = numpy_helper.from_array(np.arange(6, dtype=np.float32).reshape(2, 3))
+    short.raw_data = short.raw_data[:-4]  # one element missing
+    with pytest.raises(ValueError):
+        numpy_helper.to_array(short)
+    assert not onnxproto.surely_converts(short)
+    fields = helper.make_tensor("f", TensorProto.INT64, [2], [1, 2])
+    fields.dims[0] = 3  # two values for three elements
+    with pytest.raises(ValueError):
+        numpy_helper.to_array(fields)
+    assert not onnxproto.surely_converts(fields)
+    external = helper.make_tensor("e", TensorProto.FLOAT, [2], [1.0, 2.0])
+    external.data_location = TensorProto.EXTERNAL
+    assert not onnxproto.surely_converts(external)
+    assert onnxproto.surely_converts(helper.make_tensor("ok", TensorProto.INT64, [3], [1, 2, 3]))  # near miss
+
+
+def test_dtype_names_match_onnx_helper():
+    for code in onnxproto.PLAIN_DTYPES:
+        assert onnxproto.dtype_name(code) == str(np.dtype(helper.tensor_dtype_to_np_dtype(code)))
+    assert onnxproto.dtype_name(TensorProto.BFLOAT16) == str(np.dtype(helper.tensor_dtype_to_np_dtype(TensorProto.BFLOAT16)))
+
+
+@pytest.mark.skipif(onnx.__version__ != ONNX_VERSION, reason="the schema table is only used with the onnx release it was made from")
+def test_schema_table_matches_onnx_defs_for_every_op_and_version():
+    assert scope._table_matches_onnx()
+    checked = 0
+    for name, versions in SCHEMAS.items():
+        for since, *_ in versions:
+            for opset in (since, since + 1):
+                table = scope.op_rules(name, opset)
+                schema = onnx.defs.get_schema(name, opset, "")
+                formal = list(schema.inputs)
+                required: list[int] = []
+                for k, f in enumerate(formal):
+                    if f.option != onnx.defs.OpSchema.FormalParameterOption.Single:
+                        break
+                    required.append(k)
+                assert table is not None
+                assert table.attr_types == {n: int(a.type) for n, a in schema.attributes.items()}, (name, opset)
+                assert table.required_attrs == tuple(n for n, a in schema.attributes.items() if a.required), (name, opset)
+                assert table.required_inputs == tuple(required) and table.max_inputs == schema.max_input and table.max_outputs == schema.max_output
+                checked += 1
+    assert checked > 400
+
+
+def test_schema_table_knows_no_more_ops_than_onnx():
+    assert scope.op_rules("NoSuchOp", 17) is None
+    with pytest.raises(onnx.defs.SchemaError):
+        onnx.defs.get_schema("NoSuchOp", 17, "")
+    # an op that exists, asked for an opset before it existed (onnx.defs refuses that too)
+    assert scope.op_rules("GridSample", 15) is None
+    with pytest.raises(onnx.defs.SchemaError):
+        onnx.defs.get_schema("GridSample", 15, "")
+    assert scope.op_rules("GridSample", 16) is not None  # near miss
