@@ -56,7 +56,7 @@ from functools import cached_property
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from ..onnxproto import ATTR, EXTERNAL, surely_converts, tensor_to_array
+from ..onnxproto import ATTR, EXTERNAL, surely_converts, tensor_ints, tensor_to_array
 from ..optraits import OpTrait, ops_with
 from ..recurrence import kind_for_op
 from .evaluate import EVALUABLE_OPS, EvalError, run_op
@@ -190,6 +190,34 @@ class CellScan:
             return None
         d = self._rec.net.d(src)
         return d.scope, d.name
+
+
+class _ProbeData:
+    """Deterministic standard-normal probe data: splitmix64 over a counter, then Box-Muller.
+
+    Any generic values serve (a cell is confirmed by agreeing with the reference cell on them); numpy.random,
+    which made them before, costs a tenth of a lint of a small cell model just to import.
+    """
+
+    def __init__(self) -> None:
+        self._counter = 0
+
+    def standard_normal(self, shape: tuple[int, ...]) -> np.ndarray:
+        n = 1
+        for d in shape:
+            n *= int(d)
+        half = (n + 1) // 2
+        idx = np.arange(self._counter, self._counter + 2 * half, dtype=np.uint64)
+        self._counter += 2 * half
+        z = idx * np.uint64(0x9E3779B97F4A7C15) + np.uint64(0x9E3779B97F4A7C15)  # wraps modulo 2**64, as splitmix64 does
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+        u = ((z >> np.uint64(11)).astype(np.float64) + 0.5) / float(1 << 53)  # in (0, 1)
+        radius = np.sqrt(-2.0 * np.log(u[:half]))
+        angle = 2.0 * np.pi * u[half:]
+        out = np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:n]
+        return out.reshape(shape)
 
 
 class _NotACell(Exception):
@@ -461,6 +489,40 @@ def _constant_shape(node: onnx.NodeProto) -> tuple[int, ...]:
     raise AssertionError("not a Constant that converts")
 
 
+def _constant_of_shape_not_zero_state(d: Definition) -> bool:
+    """:func:`_surely_not_zero_state` for a ``ConstantOfShape``: its fill value is no float (an int64 0 pads a
+    signal), or its shape input, a constant, has rank below 2 or no elements."""
+    node = d.node
+    assert node is not None
+    value = next((a for a in node.attribute if a.name == "value"), None)
+    if value is not None:
+        if value.type != ATTR.TENSOR or not surely_converts(value.t):
+            return False
+        if value.t.data_type not in _FLOAT_TYPES:
+            return True  # evaluate.py keeps an integer fill's dtype: never a float zero state
+    if not node.input or not node.input[0]:
+        return False
+    shape = d.scope.resolve(node.input[0])
+    t = shape.tensor if shape.kind == "initializer" else _attr_tensor_of_constant(shape)
+    dims = tensor_ints(t) if t is not None else None
+    if dims is None:
+        return False
+    return len(dims) < 2 or any(x == 0 for x in dims)
+
+
+#: float element types (float32, float16, float64) numpy reports as floating
+_FLOAT_TYPES = frozenset({1, 10, 11})
+
+
+def _attr_tensor_of_constant(d: Definition) -> onnx.TensorProto | None:
+    if d.kind != "node" or d.node is None or d.node.op_type != "Constant" or d.node.domain not in ("", "ai.onnx"):
+        return None
+    attrs = list(d.node.attribute)
+    if len(attrs) == 1 and attrs[0].name == "value" and attrs[0].type == ATTR.TENSOR:
+        return attrs[0].t
+    return None
+
+
 def _surely_not_zero_state(d: Definition) -> bool:
     """The tensor of initializer or ``Constant`` ``d`` is certainly no float zeros of rank >= 2, decided from the
     protobuf alone (numpy costs more to import than linting most models; weights are the usual suspects here).
@@ -468,6 +530,8 @@ def _surely_not_zero_state(d: Definition) -> bool:
     False means "evaluate it": rank, size and values are checked exactly as numpy would (``-0.0`` is zero too).
     """
     t = d.tensor if d.kind == "initializer" else None
+    if d.kind == "node" and d.node is not None and d.node.op_type == "ConstantOfShape":
+        return _constant_of_shape_not_zero_state(d)
     if d.kind == "node" and d.node is not None and d.node.op_type == "Constant":
         attrs = list(d.node.attribute)
         if len(attrs) != 1:
@@ -600,9 +664,9 @@ class _Recogniser:
         self.done: set[int] = set()  # anchors checked by execution (confirmed or not): never checked again
 
     @cached_property
-    def rng(self) -> np.random.Generator:
-        """Probe data for checks by execution, made on first use (numpy.random is not imported for models without candidates)."""
-        return np.random.default_rng(0)
+    def rng(self) -> _ProbeData:
+        """Probe data for checks by execution, made on first use."""
+        return _ProbeData()
 
     # -- constant initial states ---------------------------------------------------------
     def _output_region(self) -> set[Key]:
