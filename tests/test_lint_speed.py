@@ -182,3 +182,42 @@ def test_schema_table_knows_no_more_ops_than_onnx():
     with pytest.raises(onnx.defs.SchemaError):
         onnx.defs.get_schema("GridSample", 15, "")
     assert scope.op_rules("GridSample", 16) is not None  # near miss
+
+
+@pytest.mark.parametrize(
+    "doc",
+    [
+        {},
+        [],
+        {"a": [], "b": {}, "c": [[], [{}]]},
+        [1, 2.5, -0.0, float("nan"), float("inf"), -float("inf"), True, False, None, 'x\u00e9\n"\x1b', 10**30, 1e300, 1e-300, 0.1],
+        {1: "int key", 2.5: "float key", True: "bool key", None: "null key", "s": (1, (2, 3))},
+        {"bytes": b"v\xff", "object": object.__new__(type("Thing", (), {"__str__": lambda self: "thing"}))},
+    ],
+)
+def test_dumps_indented_is_json_dumps_indent_2(doc):
+    from rnnir.render import _json_default, dumps_indented
+
+    assert dumps_indented(doc, default=_json_default) == json.dumps(doc, indent=2, default=_json_default)
+
+
+def test_dumps_indented_refuses_what_json_refuses():
+    from rnnir.render import dumps_indented
+
+    with pytest.raises(TypeError):
+        json.dumps({(1, 2): "tuple key"}, indent=2)
+    with pytest.raises(TypeError):
+        dumps_indented({(1, 2): "tuple key"})
+    with pytest.raises(TypeError):
+        dumps_indented({"x": object()})  # no default: like json.dumps
+    assert dumps_indented({"x": 1}) == json.dumps({"x": 1}, indent=2)  # near miss
+
+
+def test_lint_json_report_is_what_json_dumps_writes(capsys):
+    # the whole report of real models, through the CLI: parse it, dump it with json, compare the text
+    from rnnir.cli import main
+
+    for model in (TORCH / "lstm_stream.ts.onnx", CELLS / "gru_cell_stacked.ts.onnx", ROOT / "samples" / "sd002_hc_swap.onnx"):
+        main(["lint", str(model), "--format", "json", "--no-config"])
+        text = capsys.readouterr().out
+        assert text == json.dumps(json.loads(text), indent=2) + "\n", model.name

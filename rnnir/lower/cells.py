@@ -737,13 +737,30 @@ class _Recogniser:
         for _ in range(4):
             nxt: list[Key] = []
             for v in frontier:
-                for node, sc in net.consumers(v):
-                    if node.domain not in ("", "ai.onnx"):
+                name = net.name(v)
+                d = net.d(v)
+                node_op = net.index.node_op
+                for node in net.index.consumers.get(name, ()):
+                    # the op first (from the index, no protobuf read): a weight shared by 50,000 nodes is read by
+                    # few that matter here, and finding a reader's scope is the expensive part
+                    op, dom = node_op[id(node)]
+                    if dom not in ("", "ai.onnx"):
                         continue
-                    if node.op_type in _STATE_READS and (node.op_type not in ("MatMul", "Gemm") or net.key(sc, node.input[0]) == v):
+                    reads = op in _STATE_READS
+                    views = op in VIEW_OPS
+                    if not (reads or views):
+                        continue
+                    first = node.input[0] if node.input else ""
+                    if op in ("MatMul", "Gemm") and first != name:
+                        continue  # v is the weight operand, not the data
+                    if not reads and first != name:
+                        continue
+                    sc = net.scope_of(node, d.scope)
+                    if sc is None or net.key(sc, name) != v:
+                        continue  # a reader of another value of the same name (a subgraph's own)
+                    if reads:
                         return True
-                    if node.op_type in VIEW_OPS and node.input and net.key(sc, node.input[0]) == v:
-                        nxt.extend(o for o in net.outputs_of(node, sc) if o is not None)
+                    nxt.extend(o for o in net.outputs_of(node, sc) if o is not None)
             frontier = nxt
         return False
 
