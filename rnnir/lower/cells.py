@@ -519,7 +519,8 @@ def _attr_tensor_of_constant(d: Definition) -> onnx.TensorProto | None:
         return None
     attrs = list(d.node.attribute)
     if len(attrs) == 1 and attrs[0].name == "value" and attrs[0].type == ATTR.TENSOR:
-        return attrs[0].t
+        tensor: onnx.TensorProto = attrs[0].t
+        return tensor
     return None
 
 
