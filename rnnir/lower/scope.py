@@ -131,6 +131,9 @@ class ModelIndex:
         self._schema_ok: set[tuple[str, str]] = set()
         self._elem_types = frozenset(messages().TensorProto.DataType.values())
         self._recurrent_ops: dict[tuple[str, str], bool] = {}
+        # per (op_type, domain), once checked: its schema rules (None: none), whether its nodes may hold
+        # subgraphs, whether it is a recurrent op -- one dictionary lookup per node instead of four
+        self._profiles: dict[tuple[str, str], tuple[_OpRules | None, bool, bool]] = {}
         # per node (by id): its (op_type, domain) and outputs as read while indexing, for walks over the whole
         # graph that would otherwise read them from protobuf again (a microsecond a field in Python)
         self.node_op: dict[int, tuple[str, str]] = {}
@@ -190,9 +193,7 @@ class ModelIndex:
             consumers = self.consumers
             producers = sc.producers
             positions = sc.positions
-            checked = self._schema_ok
-            all_rules = self._rules
-            recurrent_ops = self._recurrent_ops
+            profiles = self._profiles
             node_list = sc.nodes
             node_inputs = sc.node_inputs
             node_ops = sc.node_ops
@@ -216,13 +217,17 @@ class ModelIndex:
                 op = node.op_type
                 dom = node.domain
                 key = (op, dom)
-                if key not in checked:
-                    self._check_op(node, sc)
-                rules = all_rules.get(key)
+                profile = profiles.get(key)
+                if profile is None:  # the first node of this op: check the op, then keep what its nodes need
+                    if key not in self._schema_ok:
+                        self._check_op(node, sc)
+                    profile = profiles[key] = (self._rules.get(key), dom not in _DEFAULT_DOMAINS or op in _SUBGRAPH_OPS, self.is_recurrent(op, dom))
+                rules, special, recurrent = profile
                 outs = tuple(node.output)
                 node_ops.append(key)
-                op_of[id(node)] = key
-                outputs_of[id(node)] = outs
+                nid = id(node)
+                op_of[nid] = key
+                outputs_of[nid] = outs
                 if rules is not None:
                     if len(ins) > rules.max_inputs or len(outs) > rules.max_outputs:
                         self._too_many_ports(node, sc, rules)
@@ -243,7 +248,7 @@ class ModelIndex:
                         )
                     producers[out] = (node, i)
                     positions[out] = pos
-                if dom not in _DEFAULT_DOMAINS or op in _SUBGRAPH_OPS:
+                if special:  # subgraphs (If/Loop/Scan bodies, or any graph attribute of a custom op)
                     for attr in node.attribute:
                         subs: list[onnx.GraphProto] = []
                         if attr.type == ATTR.GRAPH:
@@ -257,9 +262,6 @@ class ModelIndex:
                             child = Scope(graph=sub, path=sc.path + (f"{self.node_name(node)}.{tag}",), parent=sc, owner=node)
                             sc.children[(id(node), attr.name)] = child
                             work.append(child)
-                recurrent = recurrent_ops.get(key)
-                if recurrent is None:
-                    recurrent = recurrent_ops[key] = kind_for_op(op, dom) is not None
                 if recurrent:
                     self._check_recurrent(node, sc)
                     self.recurrent.append((sc, node))
