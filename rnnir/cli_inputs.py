@@ -22,11 +22,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
+
     from .ir import Program
     from .runtime import IOSpec, StatefulSession
+else:  # `rnnir lint` builds the parser that imports this module: numpy only when a run needs it
+    from .lazymod import numpy as np
 
 __all__ = ["InputFlags", "Interface", "PreparedInputs", "Problems", "check_flag_names", "model_interface", "parse_dims", "prepare_inputs", "read_wav", "shape_text"]
 

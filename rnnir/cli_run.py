@@ -14,14 +14,17 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, TextIO
 
 from .cli import UsageError, _emit, _isatty, _settings
 from .cli_inputs import InputFlags, PreparedInputs, check_flag_names, model_interface, parse_dims, prepare_inputs, shape_text
 from .errors import ModelError, RnnirError
 from .render import printable
+
+if TYPE_CHECKING:
+    import numpy as np
+else:  # `rnnir lint` builds the parser that imports this module: numpy only when a run needs it
+    from .lazymod import numpy as np
 
 __all__ = ["add_run_command", "cmd_run"]
 
