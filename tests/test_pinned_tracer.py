@@ -596,3 +596,171 @@ def test_unsqueeze_of_a_negative_axis_counts_from_the_output_rank():
     tr = Tracer(b.build())
     assert tr.trace(u) == exact(elems=(Ref(STATE, (0,)),))
     assert tr.trace(u_last) == exact(Ref(STATE, (0,)))
+
+
+# -- per-pair slice maps --------------------------------------------------------------------------
+
+
+def slice_maps(prog):
+    (pair,) = prog.state_pairs
+    return {
+        s.label: {
+            "entry": [(e.port, e.direction, e.branch, e.note) for e in s.entry],
+            "exit": [(e.port, e.direction, e.branch, e.step, e.note) for e in s.exit],
+            "kind": dict(s.exit_kind),
+            "refs": dict(s.exit_slot_refs),
+        }
+        for s in pair.slices
+    }
+
+
+def writes_back(b, slot, value):
+    b.store(value, slot)
+    b.store(value, b.output("stateN", "float32", slot.type.shape))
+    return b.build()
+
+
+def test_a_layout_1_op_reading_the_whole_slot_is_one_entry_without_a_direction_in_its_branch():
+    b = rnnir.Builder("m")
+    slot = b.slot("state", "float32", (1, 1, H))
+    _y, yh = rnn(b, layout=1, initial_h=b.load(slot))
+    yh.producer.provenance = rnnir.ir.Provenance(node="rec", branch=("gate.then_branch",))
+    maps = slice_maps(writes_back(b, slot, yh))
+    assert maps["state"]["entry"] == [("initial_h", None, ("gate.then_branch",), "")]
+
+
+def test_entries_through_if_alternatives_name_the_branch_each_slice_enters_on():
+    b, slot, s = packed_state()
+    go = b.input("go", "bool", ())
+    h, c = split(b, s, 2)
+    init = b.if_(go, [h], [c])
+    _y, yh = rnn(b, initial_h=init)
+    ret = b.compute("Concat", [yh, yh], attributes={"axis": 0})
+    maps = slice_maps(writes_back(b, slot, ret))
+    assert maps["state[0]"]["entry"] == [("initial_h", 0, ("then_branch",), "")]
+    assert maps["state[1]"]["entry"] == [("initial_h", 0, ("else_branch",), "")]
+
+
+def test_an_entry_through_a_gather_along_another_axis_is_partial():
+    b, slot, s = packed_state((1, 1, H))
+    part = b.compute("Gather", [s, b.const("i", i64([0, 1, 2, 3]))], attributes={"axis": 2})
+    _y, yh = rnn(b, initial_h=part)
+    maps = slice_maps(writes_back(b, slot, yh))
+    assert maps["state"]["entry"] == [("initial_h", 0, (), "partial")]
+
+
+def test_an_entry_computed_from_the_slot_is_derived():
+    b, slot, s = packed_state((1, 1, H))
+    mixed = b.compute("MatMul", [s, b.const("w", np.ones((H, H), np.float32))])
+    _y, yh = rnn(b, initial_h=mixed)
+    maps = slice_maps(writes_back(b, slot, yh))
+    assert maps["state"]["entry"] == [("initial_h", None, (), "derived")]
+
+
+@pytest.mark.parametrize(("port", "kind", "step"), [("Y_h", "final", None), ("Y", "sequence", "all")])
+def test_the_written_back_port_is_a_final_state_or_a_sequence(port, kind, step):
+    b, slot, s = packed_state(("B", 1, H))  # a slot of unknown length: the written-back value is taken whole
+    y, yh = rnn(b, initial_h=s)
+    maps = slice_maps(writes_back(b, slot, yh if port == "Y_h" else y))
+    assert maps["state"]["exit"] == [(port, 0, (), step, "")]
+    assert maps["state"]["kind"] == {"": kind}
+
+
+@pytest.mark.parametrize(("step", "label"), [(-1, "last"), (0, "first"), (2, "t=2")])
+def test_a_step_of_y_written_back_is_named_by_its_position(step, label):
+    b, slot, s = packed_state((1, 1, H))
+    y, _yh = rnn(b, initial_h=s)
+    yt = b.compute("Gather", [y, b.const("t", i64(step))], attributes={"axis": 0})
+    maps = slice_maps(writes_back(b, slot, yt))
+    assert maps["state"]["exit"] == [("Y", 0, (), label, "")]
+
+
+def test_y_of_a_bidirectional_op_at_one_step_names_each_direction():
+    b, slot, s = packed_state((2, 1, H))
+    y, _yh = rnn(b, "bidirectional", initial_h=s)
+    last = b.compute("Gather", [y, b.const("t", i64(-1))], attributes={"axis": 0})  # [2, 1, H]: one entry per direction
+    maps = slice_maps(writes_back(b, slot, last))
+    assert [maps[k]["exit"] for k in ("state[0]", "state[1]")] == [[("Y", 0, (), "last", "")], [("Y", 1, (), "last", "")]]
+
+
+def test_a_final_state_changed_on_the_way_back_is_derived_but_still_names_its_port():
+    b, slot, s = packed_state((1, 1, H))
+    _y, yh = rnn(b, initial_h=s)
+    scaled = b.compute("Mul", [yh, b.const("two", np.float32(2))])
+    maps = slice_maps(writes_back(b, slot, scaled))
+    assert maps["state"]["exit"] == [("Y_h", 0, (), None, "derived")]
+    assert maps["state"]["kind"] == {"": "derived"}
+
+
+def test_a_slot_changed_on_the_way_back_is_derived_without_a_port():
+    b, slot, s = packed_state((1, 1, H))
+    rnn(b, initial_h=s)
+    scaled = b.compute("Mul", [s, b.const("two", np.float32(2))])
+    maps = slice_maps(writes_back(b, slot, scaled))
+    assert maps["state"]["exit"] == [] and maps["state"]["kind"] == {"": "derived"}
+
+
+def test_slices_handed_back_swapped_are_passthroughs_naming_the_slice_they_came_from():
+    b, slot, s = packed_state()
+    h, c = split(b, s, 2)
+    _y, yh = rnn(b, initial_h=h)
+    back = b.compute("Concat", [c, h], attributes={"axis": 0})
+    maps = slice_maps(writes_back(b, slot, back))
+    assert maps["state[0]"]["kind"] == {"": "passthrough"} and maps["state[0]"]["refs"] == {"": ("state", (1,))}
+    assert maps["state[1]"]["kind"] == {"": "passthrough"} and maps["state[1]"]["refs"] == {"": ("state", (0,))}
+
+
+def test_a_constant_written_back_marks_every_slice_constant():
+    b, slot, s = packed_state()
+    h, c = split(b, s, 2)
+    rnn(b, initial_h=h)
+    rnn(b, initial_h=c)
+    maps = slice_maps(writes_back(b, slot, b.const("zeros", np.zeros((2, 1, H), np.float32))))
+    assert {k: m["kind"] for k, m in maps.items()} == {"state[0]": {"": "constant"}, "state[1]": {"": "constant"}}
+
+
+def test_a_value_derived_from_final_states_names_the_ports_for_every_slice():
+    b, slot, s = packed_state()
+    h, c = split(b, s, 2)
+    _y, yh = rnn(b, initial_h=h)
+    rnn(b, initial_h=c)
+    mixed = b.compute("MatMul", [b.compute("Concat", [yh, yh], attributes={"axis": 0}), b.const("w", np.ones((H, H), np.float32))])
+    maps = slice_maps(writes_back(b, slot, mixed))
+    for label in ("state[0]", "state[1]"):
+        assert maps[label]["kind"] == {"": "derived"}
+        assert maps[label]["exit"] == [("Y_h", 0, (), None, "derived")]
+
+
+def test_a_write_back_of_unknown_layout_is_one_exit_for_the_whole_slot():
+    b, slot, s = packed_state()
+    h, _c = split(b, s, 2)
+    _y, yh = rnn(b, initial_h=h)
+    three = b.compute("Concat", [yh, yh, yh], attributes={"axis": 0})  # three entries for a slot of two
+    maps = slice_maps(writes_back(b, slot, three))
+    assert maps["state"]["kind"] == {"": "unknown"} and maps["state"]["exit"] == []
+
+
+def test_a_write_back_by_if_branch_records_a_kind_per_branch():
+    b, slot, s = packed_state((1, 1, H))
+    go = b.input("go", "bool", ())
+    _y, yh = rnn(b, initial_h=s)
+    back = b.if_(go, [yh], [s])
+    maps = slice_maps(writes_back(b, slot, back))
+    assert maps["state"]["kind"] == {"then_branch": "final", "else_branch": "passthrough"}
+    assert maps["state"]["exit"] == [("Y_h", 0, ("then_branch",), None, "")]
+
+
+@pytest.mark.parametrize(("op", "plain"), [("Add", True), ("Identity", False), ("MatMulPort", False)])
+def test_a_plain_recurrence_records_the_path_from_the_load_to_the_stored_value(op, plain):
+    b, slot, s = packed_state((1, 1, H))
+    if op == "MatMulPort":
+        _y, yh = rnn(b, initial_h=s)
+        v = b.compute("Add", [s, yh], name="mix")
+    else:
+        v = b.compute(op, [s, b.const("one", np.float32(1))] if op == "Add" else [s], name="step")
+    prog = writes_back(b, slot, v)
+    path = prog.state_pairs[0].plain_recurrence
+    if plain:
+        assert path == [prog.loads_of(slot)[0].describe(), v.producer.describe()]
+    else:
+        assert path is None
