@@ -764,3 +764,11 @@ def test_a_plain_recurrence_records_the_path_from_the_load_to_the_stored_value(o
         assert path == [prog.loads_of(slot)[0].describe(), v.producer.describe()]
     else:
         assert path is None
+
+
+def test_the_entries_of_an_initial_state_are_numbered_along_its_first_axis():
+    # a one-direction op handed both entries of state[2,1,H]: entry d of initial_h is state[d]
+    b, slot, s = packed_state()
+    _y, yh = rnn(b, initial_h=s)
+    maps = slice_maps(writes_back(b, slot, b.compute("Concat", [yh, yh], attributes={"axis": 0})))
+    assert [maps[k]["entry"] for k in ("state[0]", "state[1]")] == [[("initial_h", 0, (), "")], [("initial_h", 1, (), "")]]
