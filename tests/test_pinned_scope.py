@@ -72,7 +72,8 @@ def test_a_subgraph_sees_its_own_names_before_the_enclosing_graphs():
     assert else_scope.resolve("w").scope is ix.root
     assert then_scope.resolve("t").kind == "node" and then_scope.resolve("t").node.op_type == "Identity"
     assert else_scope.resolve("x").kind == "input" and else_scope.resolve("x").scope is ix.root
-    assert then_scope.resolve("nothing").kind == "missing"
+    missing = then_scope.resolve("nothing")
+    assert (missing.kind, missing.name, missing.scope) == ("missing", "nothing", then_scope)
     assert then_scope.path == ("gate.then_branch",) and then_scope.branch_path == "gate.then_branch"
     assert ix.root.path == () and ix.root.branch_path == ""
 
@@ -148,6 +149,8 @@ def test_the_ai_onnx_opset_defaults_to_the_default_domains():
     m2 = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x")], [vi("y")])
     m2.opset_import.append(helper.make_opsetid("ai.onnx", 13))
     assert index(m2).opsets["ai.onnx"] == 13  # a declared ai.onnx version is kept
+    m3 = model([helper.make_node("Relu", ["x"], ["y"])], [vi("x")], [vi("y")], domains=["my.ops"])
+    assert index(m3).opsets == {"": 17, "my.ops": 1, "ai.onnx": 17}
 
 
 def test_recurrent_ops_are_listed_with_their_scope():
@@ -196,7 +199,7 @@ def test_attribute_value_decodes_text():
 
 def test_a_value_produced_twice_is_refused_and_once_near_miss():
     msg = refused(model([helper.make_node("Relu", ["x"], ["y"], name="a"), helper.make_node("Relu", ["x"], ["y"], name="b")], [vi("x")], [vi("y")]), "produced twice")
-    assert "'a'" in msg and "'b'" in msg
+    assert "'a'" in msg and "'b'" in msg and msg.endswith("(at main graph)")
     index(model([helper.make_node("Relu", ["x"], ["y"], name="a"), helper.make_node("Relu", ["x"], ["z"], name="b")], [vi("x")], [vi("y"), vi("z")]))
 
 
@@ -257,7 +260,8 @@ def test_a_negative_dim_is_refused(dims, ok):
     if ok:
         index(m)
     else:
-        assert "'x'" in refused(m, "negative dimension \\(-1\\)")
+        msg = refused(m, "negative dimension \\(-1\\)")
+        assert "'x'" in msg and msg.endswith("(at main graph)")
 
 
 def test_a_negative_dim_in_value_info_or_a_branch_output_is_refused():
@@ -438,3 +442,24 @@ def test_onnx_checker_agrees_on_a_cycle_and_an_undefined_read():
     for nodes in ([helper.make_node("Relu", ["b"], ["a"]), helper.make_node("Relu", ["a"], ["b"]), helper.make_node("Relu", ["x"], ["y"])], [helper.make_node("Relu", ["ghost"], ["y"])]):
         with pytest.raises(onnx.checker.ValidationError):
             onnx.checker.check_model(model(nodes, [vi("x")], [vi("y")]), full_check=False)
+
+
+def _serialized_with(old: bytes, new: bytes) -> bytes:
+    m = model([helper.make_node("Relu", ["x"], ["hidden"], name="act"), helper.make_node("Relu", ["x"], ["yy"], name="act2")], [vi("x")], [vi("hidden"), vi("yy")])
+    data = m.SerializeToString()
+    assert data.count(old) >= 1
+    return data.replace(old, new)
+
+
+def test_an_op_type_that_is_not_utf8_is_named_in_the_message():
+    bad = onnx.ModelProto()
+    bad.ParseFromString(_serialized_with(b"Relu", b"\xffelu"))
+    msg = refused(bad, "op type or domain b'.xffelu' is not valid UTF-8")
+    assert "act" in msg
+
+
+def test_a_value_name_that_is_not_utf8_is_the_one_named():
+    bad = onnx.ModelProto()
+    bad.ParseFromString(_serialized_with(b"hidden", b"hidd\xffn"))
+    msg = refused(bad, "is not valid UTF-8")
+    assert "hidd\\xffn" in msg and "'yy'" not in msg
