@@ -772,3 +772,39 @@ def test_the_entries_of_an_initial_state_are_numbered_along_its_first_axis():
     _y, yh = rnn(b, initial_h=s)
     maps = slice_maps(writes_back(b, slot, b.compute("Concat", [yh, yh], attributes={"axis": 0})))
     assert [maps[k]["entry"] for k in ("state[0]", "state[1]")] == [[("initial_h", 0, (), "")], [("initial_h", 1, (), "")]]
+
+
+def test_a_negative_axis_is_counted_from_the_data_rank_not_the_indices_rank():
+    # data of unknown rank: axis -1 cannot be placed; the indices' rank (1) says nothing about the data's
+    b = rnnir.Builder("m")
+    slot = b.slot("state", "float32", None)
+    s = b.load(slot, name="state_v")
+    g = b.compute("Gather", [s, b.const("i", i64([1]))], attributes={"axis": -1})
+    got = traced(b, g)
+    assert (got.whole, got.partial) == (Ref(STATE), True)
+
+
+def test_split_without_an_axis_splits_axis_0():
+    b, _, s = packed_state()
+    h, c = b.compute("Split", [s, b.const("sizes", i64(1, 1))], outputs=2)
+    tr = Tracer(b.build())
+    assert (slots(tr.trace(h)), slots(tr.trace(c))) == ([(0,)], [(1,)])
+
+
+def test_the_value_written_back_is_read_from_the_paired_outputs_store_not_a_slot_of_that_name():
+    # slot a lives in output "b" (no store of its own); a slot also called "b" has its own store
+    from rnnir.slices import slot_store_value
+
+    b = rnnir.Builder("m")
+    sa = b.slot("a", "float32", (1, 1, H))
+    sb = b.slot("b", "float32", (1, 1, H))
+    _y, yh = rnn(b)
+    la = b.load(sa, name="la")
+    b.load(sb, name="lb")
+    b.store(yh, sb)
+    b.store(la, b.output("b", "float32", (1, 1, H)))
+    prog = b.build()
+    assert [s.to_slot for s in prog.stores] == [True, False]  # the slot's store comes first: it must be passed over
+    assert slot_store_value(prog, sa, "b") is la
+    assert slot_store_value(prog, sb, None) is yh
+    assert slot_store_value(prog, sa, None) is None
