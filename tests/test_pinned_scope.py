@@ -463,3 +463,52 @@ def test_a_value_name_that_is_not_utf8_is_the_one_named():
     bad.ParseFromString(_serialized_with(b"hidden", b"hidd\xffn"))
     msg = refused(bad, "is not valid UTF-8")
     assert "hidd\\xffn" in msg and "'yy'" not in msg
+
+
+def test_empty_optional_outputs_of_several_nodes_are_not_values():
+    w, r = tensor("W", np.zeros((1, 4, 3))), tensor("R", np.zeros((1, 4, 4)))
+    nodes = [
+        helper.make_node("RNN", ["x", "W", "R"], ["", "h1"], hidden_size=4, name="a"),
+        helper.make_node("RNN", ["x", "W", "R"], ["", "h2"], hidden_size=4, name="b"),
+    ]
+    ix = index(model(nodes, [vi("x", [2, 1, 3])], [vi("h1"), vi("h2")], [w, r]))
+    assert "" not in ix.root.producers and ix.root.resolve("h2").index == 1
+
+
+def test_a_node_error_inside_a_branch_names_the_node_and_the_branch():
+    msg = refused(if_model([helper.make_node("Relu", ["x"], ["t"], name="act", alpha=1.0)], [helper.make_node("Identity", ["x"], ["e"])]), "not an attribute of Relu")
+    assert msg.endswith("(at node 'act' in gate.then_branch)")
+    msg = refused(model([helper.make_node("Relu", ["x"], ["y"], name="act", alpha=1.0)], [vi("x")], [vi("y")]), "not an attribute of Relu")
+    assert msg.endswith("(at node 'act')")
+
+
+def test_a_graph_attribute_of_an_op_without_body_rules_is_not_checked_for_arity():
+    # SequenceMap's body: no If/Loop/Scan arity rule applies to it
+    body = helper.make_graph([helper.make_node("Identity", ["e"], ["o"])], "body", [vi("e")], [vi("o")])
+    seq = helper.make_tensor_sequence_value_info("s", F32, [1])
+    node = helper.make_node("SequenceMap", ["s"], ["t"], body=body)
+    out = helper.make_tensor_sequence_value_info("t", F32, [1])
+    index(model([node], [seq], [out]))
+
+
+def test_an_attribute_name_that_is_not_utf8_is_refused():
+    m = model([helper.make_node("LeakyRelu", ["x"], ["y"], name="act", alpha=0.5)], [vi("x")], [vi("y")])
+    bad = onnx.ModelProto()
+    bad.ParseFromString(m.SerializeToString().replace(b"alpha", b"\xfflpha"))
+    assert "act" in refused(bad, "attribute name b'.xfflpha' is not valid UTF-8")
+
+
+def test_an_undefined_read_names_the_reading_node_and_the_main_graph():
+    msg = refused(model([helper.make_node("Relu", ["ghost"], ["y"], name="r")], [vi("x")], [vi("y")]), "node 'r' reads 'ghost'")
+    assert msg.endswith("(at main graph)")
+    node = helper.make_node("Custom", ["x"], ["y"], domain="my.ops", name="cu", body=branch([helper.make_node("Relu", ["ghost"], ["o"])], [vi("o")]))
+    # the custom op borrows ghost from the main graph: the custom node is the reader named
+    refused(model([node], [vi("x")], [vi("y")], domains=["my.ops"]), "node 'cu' reads 'ghost'")
+
+
+def test_an_intermediate_value_name_that_is_not_utf8_is_the_one_named():
+    nodes = [helper.make_node("Relu", ["x"], ["hidden"], name="a"), helper.make_node("Relu", ["hidden"], ["y"], name="b"), helper.make_node("Relu", ["x"], ["z"], name="c")]
+    bad = onnx.ModelProto()
+    bad.ParseFromString(model(nodes, [vi("x")], [vi("y"), vi("z")]).SerializeToString().replace(b"hidden", b"hidd\xffn"))
+    msg = refused(bad, "node output name b'hidd.xffn' is not valid UTF-8")
+    assert "'y'" not in msg and "'z'" not in msg
