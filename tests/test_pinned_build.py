@@ -402,3 +402,50 @@ def test_a_stacked_pair_of_ops_both_become_ir_with_the_second_reading_the_first(
     g1, g2 = sorted(prog.recurrents, key=lambda r: r.onnx_node.name)
     assert g2.port("initial_h") is g1.port("Y_h")
     assert [e.port for e in prog.state_pairs[0].slices[0].entry] == ["initial_h"]
+
+
+def test_an_empty_list_attribute_stays_an_empty_list():
+    node = helper.make_node("Custom", ["x"], ["y"])
+    node.attribute.append(onnx.AttributeProto(name="ks", type=onnx.AttributeProto.INTS))
+    assert _plain_attrs(node) == {"ks": []}
+
+
+def test_an_input_with_a_default_on_the_state_path_is_no_constant():
+    # bias is a graph input with an initializer: the caller may override it, so its default is no constant
+    tail = [helper.make_node("Add", ["Yh", "bias"], ["hn"])]
+    m = gru_model(tail)
+    m.graph.input.append(vi("bias", [1, 1, H]))
+    m.graph.initializer.append(const("bias", np.full((1, 1, H), 0.5)))
+    prog = rnnir.load(m)
+    add = next(n for n in prog.nodes if getattr(n, "op", "") == "Add")
+    assert add.inputs[1].const is None and add.inputs[1].type == TensorType("float32", (1, 1, H))
+
+
+def test_a_loops_result_carrying_state_is_followed_through_the_ops_after_it():
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Add", ["acc_in", "h0"], ["acc_out"])],
+        "body",
+        [vi("iter", [], TensorProto.INT64), vi("cond_in", [], BOOL), vi("acc_in", [1, 1, H])],
+        [vi("cond_out", [], BOOL), vi("acc_out", [1, 1, H])],
+    )
+    nodes = [helper.make_node("Loop", ["trip", "", "zero"], ["acc"], body=body, name="loop"), helper.make_node("Identity", ["acc"], ["hn"], name="after")]
+    m = model(nodes, [vi("h0", [1, 1, H])], [vi("hn", [1, 1, H])], [const("trip", np.array(3, np.int64)), const("zero", np.zeros((1, 1, H)))])
+    prog = rnnir.load(m)
+    assert {n.provenance.node for n in prog.nodes if isinstance(n, Compute)} == {"loop", "after"}
+    assert prog.state_pairs[0].slices[0].exit_kind == {"": "derived"}
+
+
+def test_every_constant_the_lowering_makes_for_a_recognised_recurrence_has_its_arrays_type():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _cell_models import lstm_loop, unrolled_lstm
+
+    for m in (unrolled_lstm(), lstm_loop()):
+        prog = rnnir.load(m)
+        assert prog.recurrents, "the recurrence is recognised"
+        made = [v for n in prog.nodes for v in getattr(n, "inputs", []) if v is not None and v.const is not None and v.producer is None]
+        assert made
+        for v in made:
+            assert v.type.shape == tuple(np.asarray(v.const).shape), v.name
