@@ -56,6 +56,7 @@ CASES = [
     ("Reshape", [np.zeros((0, 3), np.float32), i64(0, 3)], 18, {"allowzero": 1}),
     ("Reshape", [C3, i64(3, 0, -1)], 18, {"allowzero": 0}),
     ("Flatten", [C3], 18, {}),
+    ("Flatten", [R.standard_normal((2, 3, 4)).astype(np.float32)], 18, {}),  # axis 1 by default: [2, 12]
     ("Flatten", [C3], 18, {"axis": 0}),
     ("Flatten", [C3], 18, {"axis": -1}),
     ("Flatten", [C3], 18, {"axis": 3}),
