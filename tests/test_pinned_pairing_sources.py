@@ -58,7 +58,8 @@ sequence_batching {
   state [
     { input_name: "a" output_name: "p" dims: [ 1, 4 ] },
     { input_name: "b" output_name: "q" dims: [ [1], 4 ] },
-    { input_name: "x" }
+    { input_name: "x" },
+    { output_name: "y" }
   ]
 }
 """
@@ -191,3 +192,12 @@ def test_graph_io_reads_symbols_unknown_dims_and_defaults():
     (a,), (o,) = graph_io(m2)
     assert (a.dtype, a.rank, a.dims) == (F32, None, None)
     assert (o.rank, o.dims) == (0, ())
+
+
+def test_a_zero_dim_on_either_side_is_unknown_and_agrees_with_any_size():
+    from rnnir.lower.pairing import _compatible
+
+    (a,), (b,) = graph_io(identity_model([vi("a", [3, 4])], [vi("b", [0, 4])]))
+    assert _compatible(a, b) and _compatible(b, a)
+    (c,), _ = graph_io(identity_model([vi("c", [3, 5])], [vi("d", [0, 4])]))
+    assert not _compatible(c, b)

@@ -147,8 +147,9 @@ def test_a_data_path_that_is_a_folder_inside_is_refused(tmp_path):
     path = saved_with_external_data(tmp_path)
     (tmp_path / "w.bin").unlink()
     (tmp_path / "w.bin").mkdir()
-    with pytest.raises(ModelError, match="'w.bin' is a folder, not a regular file"):
+    with pytest.raises(ModelError, match="'w.bin' is a folder, not a regular file") as ei:
         read_model(path)
+    assert str(ei.value).startswith(f"{path}: ") and str(ei.value).endswith("(at tensor 'w')")
 
 
 # -- the model file itself ----------------------------------------------------------------------------
