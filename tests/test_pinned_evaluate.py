@@ -174,3 +174,9 @@ def test_what_the_evaluator_cannot_run_is_an_eval_error():
 def test_attribute_reads_and_decodes():
     node = helper.make_node("X", [], [], mode="a", k=2)
     assert attribute(node, "mode") == "a" and attribute(node, "k") == 2 and attribute(node, "nope", 9) == 9 and attribute(node, "nope") is None
+
+
+def test_unit_vector_rows_of_the_wrong_width_are_an_error_not_a_gather():
+    probes = np.eye(5, 3).astype(np.float32)  # five one-hot rows of width 3: the fast path's shape, against a [2, 4] matrix
+    with pytest.raises(EvalError, match="MatMul: "):
+        run_op(helper.make_node("MatMul", ["a", "b"], ["y"]), [probes, np.ones((2, 4), np.float32)])
