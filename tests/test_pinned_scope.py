@@ -512,3 +512,10 @@ def test_an_intermediate_value_name_that_is_not_utf8_is_the_one_named():
     bad.ParseFromString(model(nodes, [vi("x")], [vi("y"), vi("z")]).SerializeToString().replace(b"hidden", b"hidd\xffn"))
     msg = refused(bad, "node output name b'hidd.xffn' is not valid UTF-8")
     assert "'y'" not in msg and "'z'" not in msg
+
+
+def test_an_attribute_name_of_a_custom_op_that_is_not_utf8_is_refused():
+    m = model([helper.make_node("Fancy", ["x"], ["y"], domain="my.ops", name="cu", alpha=0.5)], [vi("x")], [vi("y")], domains=["my.ops"])
+    bad = onnx.ModelProto()
+    bad.ParseFromString(m.SerializeToString().replace(b"alpha", b"\xfflpha"))
+    assert "'cu'" in refused(bad, "attribute name b'.xfflpha' is not valid UTF-8")
