@@ -177,6 +177,6 @@ def test_attribute_reads_and_decodes():
 
 
 def test_unit_vector_rows_of_the_wrong_width_are_an_error_not_a_gather():
-    probes = np.eye(5, 3).astype(np.float32)  # five one-hot rows of width 3: the fast path's shape, against a [2, 4] matrix
+    probes = np.eye(5, 3).astype(np.float32)  # five one-hot rows of width 3: the fast path's shape, against a [4, 2] matrix
     with pytest.raises(EvalError, match="MatMul: "):
-        run_op(helper.make_node("MatMul", ["a", "b"], ["y"]), [probes, np.ones((2, 4), np.float32)])
+        run_op(helper.make_node("MatMul", ["a", "b"], ["y"]), [probes, np.ones((4, 2), np.float32)])
