@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 import rnnir
-from rnnir.slices import CONST, EXTERNAL, Abs, Ref, Tracer, derived, exact
+from rnnir.slices import CONST, EXTERNAL, Abs, Origin, Ref, Tracer, derived, exact
 
 H, I, T = 4, 3, 5
-STATE = ("slot", "state")
+STATE = Origin.of_slot("state")
 
 
 def packed_state(shape=(2, 1, H)):
@@ -55,7 +55,7 @@ def test_size0_reads_the_slot_dim_at_the_depth_of_the_next_index():
     assert tr.size0(Ref(STATE, (0,))) == 3
     assert tr.size0(Ref(STATE, (0, 1))) == H
     assert tr.size0(Ref(STATE, (0, 1, 2))) is None  # past the last axis
-    assert tr.size0(Ref(("slot", "nope"))) is None
+    assert tr.size0(Ref(Origin.of_slot("nope"))) is None
 
 
 @pytest.mark.parametrize("shape", [("B", 1, H), (None, 1, H), (0, 1, H)])
@@ -84,11 +84,11 @@ def test_size0_of_recurrent_ports(direction, layout, yh0, y0, y1):
     prog = b.build()
     (rec,) = prog.recurrents
     tr = Tracer(prog)
-    assert tr.size0(Ref(("port", rec.id, "Y_h"))) == yh0
-    assert tr.size0(Ref(("port", rec.id, "Y_h"), (0,))) is None  # batch: not known to the tracer
-    assert tr.size0(Ref(("port", rec.id, "Y"))) == y0  # the time axis
-    assert tr.size0(Ref(("port", rec.id, "Y"), (0,))) == y1
-    assert tr.size0(Ref(("port", rec.id, "Y"), (0, 0))) is None
+    assert tr.size0(Ref(Origin.of_port(rec.id, "Y_h"))) == yh0
+    assert tr.size0(Ref(Origin.of_port(rec.id, "Y_h"), (0,))) is None  # batch: not known to the tracer
+    assert tr.size0(Ref(Origin.of_port(rec.id, "Y"))) == y0  # the time axis
+    assert tr.size0(Ref(Origin.of_port(rec.id, "Y"), (0,))) == y1
+    assert tr.size0(Ref(Origin.of_port(rec.id, "Y"), (0, 0))) is None
 
 
 def test_to_elems_splits_a_whole_value_by_its_known_size_or_the_size_asked_for():
@@ -109,9 +109,9 @@ def test_to_elems_never_splits_a_layout_1_port_by_directions():
     prog = b.build()
     (rec,) = prog.recurrents
     tr = Tracer(prog)
-    assert tr.to_elems(exact(Ref(("port", rec.id, "Y_h"))), 2) is None
+    assert tr.to_elems(exact(Ref(Origin.of_port(rec.id, "Y_h"))), 2) is None
     # the same port one index deeper is not the batch axis any more: the size asked for is used
-    assert tr.to_elems(exact(Ref(("port", rec.id, "Y_h"), (0,))), 2) == (Ref(("port", rec.id, "Y_h"), (0, 0)), Ref(("port", rec.id, "Y_h"), (0, 1)))
+    assert tr.to_elems(exact(Ref(Origin.of_port(rec.id, "Y_h"), (0,))), 2) == (Ref(Origin.of_port(rec.id, "Y_h"), (0, 0)), Ref(Origin.of_port(rec.id, "Y_h"), (0, 1)))
 
 
 def test_canon_drops_trailing_indices_into_size_1_axes_only():
@@ -139,8 +139,8 @@ def test_leaves_a_slot_load_a_recurrent_port_a_constant_and_an_outside_value():
     (rec,) = prog.recurrents
     tr = Tracer(prog)
     assert tr.trace(s) == exact(Ref(STATE))
-    assert tr.trace(yh) == exact(Ref(("port", rec.id, "Y_h")))
-    assert tr.trace(y) == exact(Ref(("port", rec.id, "Y")))
+    assert tr.trace(yh) == exact(Ref(Origin.of_port(rec.id, "Y_h")))
+    assert tr.trace(y) == exact(Ref(Origin.of_port(rec.id, "Y")))
     assert tr.trace(c) is CONST
     assert tr.trace(x) is EXTERNAL
     assert tr.trace(None) is CONST
@@ -482,8 +482,8 @@ def test_an_elementwise_op_with_two_state_operands_or_a_non_elementwise_op_is_de
     add = b.compute("Add", [a, c])
     mm = b.compute("MatMul", [a, b.const("w", np.ones((H, H), np.float32))])
     tr = Tracer(b.build())
-    assert tr.trace(add) == Abs("derived", origins=frozenset({("slot", "a"), ("slot", "c")}))
-    assert tr.trace(mm) == Abs("derived", origins=frozenset({("slot", "a")}))
+    assert tr.trace(add) == Abs("derived", origins=frozenset({Origin.of_slot("a"), Origin.of_slot("c")}))
+    assert tr.trace(mm) == Abs("derived", origins=frozenset({Origin.of_slot("a")}))
 
 
 def test_a_shape_only_op_depends_on_no_state():
@@ -657,7 +657,7 @@ def test_an_entry_computed_from_the_slot_is_derived():
     assert maps["state"]["entry"] == [("initial_h", None, (), "derived")]
 
 
-@pytest.mark.parametrize(("port", "kind", "step"), [("Y_h", "final", None), ("Y", "sequence", "all")])
+@pytest.mark.parametrize(Origin.of_port("kind", "step"), [("Y_h", "final", None), ("Y", "sequence", "all")])
 def test_the_written_back_port_is_a_final_state_or_a_sequence(port, kind, step):
     b, slot, s = packed_state(("B", 1, H))  # a slot of unknown length: the written-back value is taken whole
     y, yh = rnn(b, initial_h=s)
