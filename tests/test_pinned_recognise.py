@@ -42,3 +42,16 @@ def test_a_plain_lstm_step_in_a_loop_body_is_the_loops_recurrence():
 def test_an_lstm_step_with_what_a_plain_cell_lacks_stays_an_op_of_its_own(variant):
     (rec,) = rnnir.load(loop_model(variant)).recurrents
     assert rec.recognition is Recognition.OP and rec.provenance.node != "time_loop"
+
+
+def test_an_lstm_step_in_a_loop_body_that_starts_from_its_own_zeros_is_no_loop_recurrence():
+    # the step's initial_h is a constant of the body, not the carried h: the Loop carries h past it unread
+    m = loop_model("plain")
+    body = next(a.g for a in m.graph.node[0].attribute if a.name == "body")
+    lstm = next(n for n in body.node if n.op_type == "LSTM")
+    body.initializer.append(numpy_helper.from_array(np.zeros((1, 1, H), np.float32), "z"))
+    lstm.input[5] = "z"
+    prog = rnnir.load(m)
+    (rec,) = prog.recurrents
+    assert rec.recognition is Recognition.OP
+    assert prog.recurrence_candidates == []  # recognition ran to the end: nothing failed on the way
