@@ -54,3 +54,26 @@ def test_a_non_zero_constant_in_the_place_of_the_state_is_a_bias_not_a_state(h0_
     prog = rnnir.load(cell(h0_from, value=0.5))
     assert prog.recurrents == []
     assert [d.code for d in passes.run(prog)] == ["SD009"]  # nothing to verify, said as information
+
+
+@pytest.mark.parametrize("near_miss", ["tanh_cprev", "gate_tanh", "c_through_matmul"])
+@pytest.mark.parametrize("real_first", [True, False])
+def test_a_cell_beside_a_near_miss_is_one_recurrence_and_one_candidate(near_miss, real_first):
+    # two LSTM-shaped structures on separate states in one graph: each keeps its own verdict whatever the order
+    import sys
+    from pathlib import Path
+
+    from onnx import compose
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    import _cell_models as cm
+
+    real, _ = cm.lstm_cell()
+    fake, _ = cm.lstm_cell(mutant=near_miss)
+    first, second = (real, fake) if real_first else (fake, real)
+    m = compose.merge_models(compose.add_prefix(first, "a_"), compose.add_prefix(second, "b_"), io_map=[])
+    prog = rnnir.load(m)
+    real_prefix, fake_prefix = ("a_", "b_") if real_first else ("b_", "a_")
+    assert [(r.kind, r.provenance.node[:2]) for r in prog.recurrents] == [("LSTM", real_prefix)]
+    (candidate,) = prog.recurrence_candidates
+    assert f"node '{fake_prefix}" in candidate.reason
