@@ -343,7 +343,7 @@ def _identity(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs]:
 
 def _squeeze(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
     axes = _axes(node, tr, 1)
-    if axes is None or 0 in axes or -len(axes or []) in (axes or []):
+    if axes is None or 0 in [_front_axis(node, x) for x in axes]:
         if a.elems is not None:
             if len(a.elems) == 1:
                 return [exact(whole=a.elems[0], like=a)]
@@ -356,7 +356,9 @@ def _unsqueeze(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] |
     axes = _axes(node, tr, 1)
     if axes is None:
         return None
-    if 0 in axes:
+    # a negative axis counts from the output's rank, the data's rank plus one per inserted axis
+    rank = node.inputs[0].type.rank if node.inputs and node.inputs[0] is not None else None
+    if 0 in axes or (rank is not None and -(rank + len(axes)) in axes):
         if a.whole is not None:
             return [exact(elems=(a.whole,), like=a)]
         if a.elems is not None and len(a.elems) == 1:

@@ -128,7 +128,8 @@ def _reshape(node: onnx.NodeProto, ins: list[Any]) -> list[_Arr]:
 
 def _flatten(node: onnx.NodeProto, ins: list[Any]) -> list[_Arr]:
     x = ins[0]
-    axis = int(attribute(node, "axis", 1)) % (x.ndim + 1) if x.ndim else 0
+    axis = int(attribute(node, "axis", 1))
+    axis = axis + x.ndim if axis < 0 else axis  # ONNX counts a negative axis from the rank: -1 of [2, 1, 3] is 2
     lead = int(np.prod(x.shape[:axis])) if axis else 1
     return [x.reshape(lead, -1)]
 

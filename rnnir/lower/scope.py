@@ -260,7 +260,7 @@ class ModelIndex:
                         for k, sub in enumerate(subs):
                             tag = attr.name if len(subs) == 1 else f"{attr.name}[{k}]"
                             child = Scope(graph=sub, path=sc.path + (f"{self.node_name(node)}.{tag}",), parent=sc, owner=node)
-                            sc.children[(id(node), attr.name)] = child
+                            sc.children[(id(node), tag)] = child  # by tag: each of a GRAPHS attribute's subgraphs is a scope
                             work.append(child)
                 if recurrent:
                     self._check_recurrent(node, sc)
