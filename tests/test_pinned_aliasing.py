@@ -206,24 +206,97 @@ def test_a_location_in_json_names_the_onnx_node_the_ir_node_the_value_and_the_br
     assert loc.to_json() == {"node": "lstm", "ir_node": "n3", "value": "Y_h", "branch": "gate.then_branch/inner.else_branch"}
 
 
-def test_a_one_line_hint_is_kept():
-    from rnnir.passes.catalogue import RULES
+def _made_rule():
+    from rnnir.passes.diagnostics import Message, rule
 
-    assert RULES["SD002"].diagnostic("m", hint="write Y_h into h").hint == "write Y_h into h"
+    return rule("XX001", "made-up", passes.Severity.WARNING, "a rule made in a test", "What it finds\n    nothing.", messages={
+        "plain": Message("slot {slot!r} holds {what}", hint="write {what} into {slot!r}"),
+        "per-slice": Message("slice {label} holds {what}", consequence="it restarts", hint="fix {label}"),
+        "soft": Message("only {what}", hint="look", severity=passes.Severity.INFO),
+    })
 
 
-def test_an_empty_hint_is_refused():
-    from rnnir.passes.catalogue import RULES
+def test_a_message_fills_its_fields_into_text_and_hint():
+    d = _made_rule().diagnostic("plain", slot="h", what="Y_c")
+    assert (d.code, d.name, d.severity, d.slot) == ("XX001", "made-up", passes.Severity.WARNING, "h")
+    assert d.message == "slot 'h' holds Y_c"
+    assert d.hint == "write Y_c into 'h'"
+    assert d.data == {}
+
+
+def test_a_message_severity_overrides_the_rule_and_data_is_kept_apart():
+    d = _made_rule().diagnostic("soft", data={"slice": "h[0]"}, what="x")
+    assert (d.severity, d.message, d.hint, d.slot, d.data) == (passes.Severity.INFO, "only x", "look", None, {"slice": "h[0]"})
+
+
+def test_a_slice_message_reads_slot_part_consequence_and_keeps_the_parts_for_merging():
+    d = _made_rule().diagnostic("per-slice", slot="state", data={"slice": "state[1]"}, label="state[1]", what="c")
+    assert d.message == "slot 'state': slice state[1] holds c: it restarts"
+    assert d.hint == "fix state[1]"
+    assert d.data == {"slice": "state[1]", "part": "slice state[1] holds c", "consequence": "it restarts"}
+
+
+def test_two_slice_findings_of_one_rule_on_one_slot_merge_and_others_pass_through():
+    from rnnir.passes.diagnostics import merge_slices
+
+    made = _made_rule()
+    a = made.diagnostic("per-slice", slot="s", label="s[0]", what="c")
+    b = made.diagnostic("per-slice", slot="s", label="s[1]", what="h")
+    other_slot = made.diagnostic("per-slice", slot="t", label="t[0]", what="h")
+    soft = made.diagnostic("soft", slot="s", what="h")  # same slot, another severity: its own group
+    merged = merge_slices([a, soft, b, other_slot])
+    assert [d.message for d in merged] == [
+        "slot 's': slice s[0] holds c; slice s[1] holds h: it restarts",
+        "only h",
+        "slot 't': slice t[0] holds h: it restarts",
+    ]
+    assert merged[0].hint == "fix s[0]; fix s[1]"
+    assert merged[0].data == {"slices": [a.data, b.data]}
+    assert merged[0].locations == ()
+    # a group holding a finding that is not slice-level is left as it is
+    plain = made.diagnostic("plain", slot="s", what="h")
+    soft_a = made.diagnostic("per-slice", slot="s", label="s[0]", what="c")
+    assert [d.message for d in merge_slices([soft_a, plain])] == ["slot 's': slice s[0] holds c: it restarts", "slot 's' holds h"]
+
+
+def test_a_message_with_a_missing_or_an_unused_field_is_refused():
+    made = _made_rule()
+    with pytest.raises(ValueError, match=r"XX001 plain: fields do not match the message \(missing: what; unused: none\)"):
+        made.diagnostic("plain", slot="h")
+    with pytest.raises(ValueError, match=r"missing: slot; unused: none"):
+        made.diagnostic("plain", what="x")
+    with pytest.raises(ValueError, match=r"missing: none; unused: whom"):
+        made.diagnostic("plain", slot="h", what="x", whom="y")
+
+
+def test_an_unknown_message_is_refused_with_the_known_ones():
+    with pytest.raises(ValueError, match="XX001: no message 'nope'; it has plain, per-slice, soft"):
+        _made_rule().diagnostic("nope")
+
+
+def test_a_slice_message_needs_its_slot():
+    with pytest.raises(ValueError, match="slice-level message needs its slot"):
+        _made_rule().diagnostic("per-slice", label="a", what="b")
+
+
+def test_an_empty_or_two_line_hint_is_refused():
+    from rnnir.passes.diagnostics import Message
 
     with pytest.raises(ValueError, match="one-line hint"):
-        RULES["SD002"].diagnostic("m", hint="")
+        Message("m", hint="")
+    with pytest.raises(ValueError, match="one-line hint"):
+        Message("m", hint="two\nlines")
+    with pytest.raises(ValueError, match="XX001: every diagnostic needs a one-line hint"):
+        _made_rule().diagnostic("plain", slot="h", what="two\nlines")
 
 
-def test_a_hint_of_two_lines_is_refused():
+def test_every_catalogue_message_has_a_one_line_hint_and_every_rule_words_its_findings():
     from rnnir.passes.catalogue import RULES
 
-    with pytest.raises(ValueError, match="one-line hint"):
-        RULES["SD002"].diagnostic("m", hint="two\nlines")
+    for r in RULES.values():
+        assert r.messages, r.code
+        for key, m in r.messages.items():
+            assert m.hint and "\n" not in m.hint, (r.code, key)
 
 
 def test_a_rule_keeps_its_cleaned_documentation_and_refuses_none():

@@ -1,4 +1,4 @@
-"""What store-destination findings say (mutation survivors of passes/store_destinations.py): the slice and the role
+"""What store-destination findings say (mutation survivors of rnnir/passes/store_destinations/): the slice and the role
 it plays, the branch, where an ignored op starts from, one merged finding per slot. Every expected phrase is read off
 the model by hand: which slice feeds which port of which op, in which If branch."""
 

@@ -24,7 +24,7 @@ from rnnir.ir import Program
 from .catalogue import PASSES, RULES, explain, rule_for
 from .cost import CostReport, cost
 from .coverage import STRICT_CODES, RecurrenceState, RecurrenceVerdict, SliceVerdict, Verdict, recurrence_verdicts, slice_verdicts
-from .diagnostics import Diagnostic, Location, Rule, Severity
+from .diagnostics import Diagnostic, Location, Message, Rule, Severity
 from .manager import AnalysisPass, PassContractError, PassManager, SelectionError, selected_codes
 from .suppression import UNUSED_SUPPRESSION, Suppression, apply_suppressions, suppressions_of
 
@@ -35,6 +35,7 @@ __all__ = [
     "CostReport",
     "Diagnostic",
     "Location",
+    "Message",
     "PassContractError",
     "PassManager",
     "RecurrenceState",

@@ -16,7 +16,7 @@ from typing import ClassVar
 from rnnir.ir import Compute, LoadKind, LoadSlot, Output, Slot, Store, StoreResult, Value
 from rnnir.optraits import OpTrait, ops_with
 
-from .diagnostics import Diagnostic, Location, Severity, rule
+from .diagnostics import Diagnostic, Location, Message, Severity, rule
 from .manager import AnalysisPass, ProgramFacts
 
 __all__ = ["CHAINED_OUTPUT_STORE", "OUTPUT_ALIASES_SLOT", "SHARED_SLOT_STORAGE", "Aliasing", "VIEW_OPS"]
@@ -43,7 +43,25 @@ CHAINED_OUTPUT_STORE = rule("AL001", "chained-output-store", Severity.ERROR, "th
     Fixed (IR: fan-out)
         %s = store<@h, token>(%hn)
         %o = store<out:hn, value>(%hn)         # both stores read the final state
-    """)
+    """, messages={
+    "token-chain": Message(
+        "output {output!r} is stored from the result of the store into slot {slot!r} (a chain %{final} -> @{slot} -> out:{output}), "
+        "not from the final state %{final}; that result is an effect token, not a tensor: the caller receives no state",
+        hint="fan out: store %{final} into slot {slot!r} and into output {output!r} directly",
+    ),
+    "alias-chain": Message(
+        "output {output!r} is stored from the result of the store into slot {slot!r} (a chain %{final} -> @{slot} -> out:{output}), "
+        "not from the final state %{final}; that result is a view of the memory of slot {slot!r}: the caller's value changes "
+        "when the next call writes the slot",
+        hint="fan out: store %{final} into slot {slot!r} and into output {output!r} directly",
+    ),
+    "copy-chain": Message(
+        "output {output!r} is stored from the result of the store into slot {slot!r} (a chain %{final} -> @{slot} -> out:{output}), "
+        "not from the final state %{final}; that result is a copy made by the slot store: an extra out-of-place copy, "
+        "and the output waits for the slot write",
+        hint="fan out: store %{final} into slot {slot!r} and into output {output!r} directly",
+    ),
+})
 
 
 OUTPUT_ALIASES_SLOT = rule("AL002", "output-aliases-slot", Severity.ERROR, "a graph output shares storage with a slot: the caller's value changes at the next call", """
@@ -66,7 +84,23 @@ OUTPUT_ALIASES_SLOT = rule("AL002", "output-aliases-slot", Severity.ERROR, "a gr
     Fixed (IR)
         %s = store<@h, token>(%hn)             # the slot has its own storage
         %o = store<out:hn, value>(%hn)         # out-of-place copy for the caller
-    """)
+    """, messages={
+    "lives-in-output": Message(
+        "slot {slot!r} lives in graph output {output!r}'s buffer (must-alias): the single store into {output!r} doubles as "
+        "the slot store, so the value the caller holds is overwritten by the next call, and a caller writing into it corrupts the state",
+        hint="give slot {slot!r} its own storage: store the final state into the slot and into {output!r} separately",
+    ),
+    "view-load-output": Message(
+        "output {output!r} is stored as an alias of a VIEW load of slot {slot!r} (may-alias across calls): the caller's value "
+        "changes when the next call writes slot {slot!r}",
+        hint="store a copy (result=value) into {output!r}, or load {slot!r} as a copy",
+    ),
+    "alias-result-output": Message(
+        "output {output!r} is stored as an alias of the ALIAS result of the store into slot {slot!r} (may-alias across calls): "
+        "the caller's value changes when the next call writes slot {slot!r}",
+        hint="store a copy (result=value) into {output!r}, or load {slot!r} as a copy",
+    ),
+})
 
 
 SHARED_SLOT_STORAGE = rule("AL003", "shared-slot-storage", Severity.ERROR, "two state instances share one slot's storage", """
@@ -86,7 +120,16 @@ SHARED_SLOT_STORAGE = rule("AL003", "shared-slot-storage", Severity.ERROR, "two 
     Fixed (IR)
         slot @h0 ... (address "arena:0")
         slot @c0 ... (address "arena:16")             # one storage per state instance
-    """)
+    """, messages={
+    "shared": Message(
+        "slots {names} share one storage ({why}): two state instances clobber each other, and every call continues all of "
+        "them from whichever store landed last",
+        hint="give every state instance its own slot storage (distinct address, no alias between slots)",
+    ),
+})
+
+#: what the output of a chained store receives, by the slot store's result kind
+_CHAIN_MESSAGE = {StoreResult.TOKEN: "token-chain", StoreResult.ALIAS: "alias-chain", StoreResult.VALUE: "copy-chain"}
 
 
 #: ops a runtime may implement as a view of their first input (no copy)
@@ -131,19 +174,13 @@ def _chains(facts: ProgramFacts) -> Iterator[Diagnostic]:
             continue
         slot = inner.dest
         final = inner.value.name if inner.value is not None else "?"
-        effect = {
-            StoreResult.TOKEN: "an effect token, not a tensor: the caller receives no state",
-            StoreResult.ALIAS: f"a view of the memory of slot {slot.name!r}: the caller's value changes when the next call writes the slot",
-            StoreResult.VALUE: "a copy made by the slot store: an extra out-of-place copy, and the output waits for the slot write",
-        }[inner.result]
         yield CHAINED_OUTPUT_STORE.diagnostic(
-            f"output {st.dest.name!r} is stored from the result of the store into slot {slot.name!r} (a chain "
-            f"%{final} -> @{slot.name} -> out:{st.dest.name}), not from the final state %{final}; "
-            f"that result is {effect}",
-            hint=f"fan out: store %{final} into slot {slot.name!r} and into output {st.dest.name!r} directly",
+            _CHAIN_MESSAGE[inner.result],
             slot=slot.name,
             locations=[_loc(st), _loc(inner)],
-            result=inner.result.value,
+            data={"result": inner.result.value},
+            output=st.dest.name,
+            final=final,
         )
 
 
@@ -153,12 +190,7 @@ def _output_aliases(facts: ProgramFacts) -> Iterator[Diagnostic]:
             out = slot.alias_of
             stores = [st for st in facts.stores if st.dest is out]
             yield OUTPUT_ALIASES_SLOT.diagnostic(
-                f"slot {slot.name!r} lives in graph output {out.name!r}'s buffer (must-alias): the single store "
-                f"into {out.name!r} doubles as the slot store, so the value the caller holds is overwritten by the next "
-                f"call, and a caller writing into it corrupts the state",
-                hint=f"give slot {slot.name!r} its own storage: store the final state into the slot and into {out.name!r} separately",
-                slot=slot.name,
-                locations=[_loc(st) for st in stores] or [Location(value=out.name)],
+                "lives-in-output", slot=slot.name, locations=[_loc(st) for st in stores] or [Location(value=out.name)], output=out.name
             )
     for st in facts.stores:
         if not isinstance(st.dest, Output) or st.result is not StoreResult.ALIAS:
@@ -166,18 +198,12 @@ def _output_aliases(facts: ProgramFacts) -> Iterator[Diagnostic]:
         src = _through_views(st.value)
         p = src.producer if src is not None else None
         if isinstance(p, LoadSlot) and p.kind is LoadKind.VIEW and p.slot is not None:
-            slot, how = p.slot, f"a VIEW load of slot {p.slot.name!r}"
+            slot, message = p.slot, "view-load-output"
         elif isinstance(p, Store) and isinstance(p.dest, Slot) and p.result is StoreResult.ALIAS:
-            slot, how = p.dest, f"the ALIAS result of the store into slot {p.dest.name!r}"
+            slot, message = p.dest, "alias-result-output"
         else:
             continue
-        yield OUTPUT_ALIASES_SLOT.diagnostic(
-            f"output {st.dest.name!r} is stored as an alias of {how} (may-alias across calls): the caller's value "
-            f"changes when the next call writes slot {slot.name!r}",
-            hint=f"store a copy (result=value) into {st.dest.name!r}, or load {slot.name!r} as a copy",
-            slot=slot.name,
-            locations=[_loc(st)],
-        )
+        yield OUTPUT_ALIASES_SLOT.diagnostic(message, slot=slot.name, locations=[_loc(st)], output=st.dest.name)
 
 
 def _shared(facts: ProgramFacts) -> Iterator[Diagnostic]:
@@ -215,10 +241,10 @@ def _shared(facts: ProgramFacts) -> Iterator[Diagnostic]:
         names = [m.name for m in members]
         why = [r for r in reasons if any(repr(n) in r for n in names)]
         yield SHARED_SLOT_STORAGE.diagnostic(
-            f"slots {', '.join(repr(n) for n in names)} share one storage ({'; '.join(why)}): two state instances "
-            f"clobber each other, and every call continues all of them from whichever store landed last",
-            hint="give every state instance its own slot storage (distinct address, no alias between slots)",
+            "shared",
             slot=names[0],
             locations=[Location(value=n) for n in names],
-            slots=names,
+            data={"slots": names},
+            names=", ".join(repr(n) for n in names),
+            why="; ".join(why),
         )

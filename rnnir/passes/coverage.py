@@ -22,7 +22,7 @@ from rnnir.pairs import SliceMap, StatePair
 from rnnir.recurrence import Recognition
 from rnnir.slices import Abs, Ref
 
-from .diagnostics import Diagnostic, Location, Severity, rule
+from .diagnostics import Diagnostic, Location, Message, Severity, rule
 from .manager import AnalysisPass, ProgramFacts
 
 LAYOUT_OPS = ops_with(OpTrait.LAYOUT)
@@ -66,7 +66,16 @@ UNVERIFIED_STATE = rule("SD009", "unverified-state", Severity.INFO, "a state sli
 
     Fixed
         state -> RNN(initial_h=state) -> Y_h -> stateN                  # a recurrence rnnir understands
-    """)
+    """, messages={
+    "unverified-slice": Message(
+        "state {label!r} is not verified: {reason}",
+        hint="rnnir checks state it can follow into a recurrence and back; see `rnnir explain SD009` for what it understands",
+    ),
+    "nothing-found": Message(
+        "no state pair and no recurrence found: rnnir verified nothing in this model",
+        hint="declare the state pairs (--pair INPUT=OUTPUT) if the model carries state in plain ops",
+    ),
+})
 
 
 NOT_EXPOSED = rule("SD010", "state-not-exposed", Severity.WARNING, "a recurrence starts from zeros every call while its final state is returned", """
@@ -94,7 +103,16 @@ NOT_EXPOSED = rule("SD010", "state-not-exposed", Severity.WARNING, "a recurrence
     Fixed
         Y, Y_h = GRU(x, W, R, initial_h=h0)     # h0 a graph input, fed back from hn by the caller
         inputs: x, h0   outputs: y, hn = Y_h     (``rnnir fix --expose-state`` does this edit)
-    """)
+    """, messages={
+    "unpaired-input": Message(
+        "{kind} {node!r} starts afresh on every call: {reason}; chunked calls forget the past",
+        hint="if the caller feeds that input back from the returned state, declare the pair (--pair INPUT=OUTPUT)",
+    ),
+    "state-not-exposed": Message(
+        "{kind} {node!r} starts afresh on every call: {reason}; chunked calls forget the past",
+        hint="export its {ports} as graph inputs fed back from the returned final state (rnnir fix --expose-state)",
+    ),
+})
 
 
 #: codes ``--strict`` raises to errors: what rnnir could not verify fails CI
@@ -463,17 +481,15 @@ class StateCoverage(AnalysisPass):
                 if why is None:
                     continue
                 yield UNVERIFIED_STATE.diagnostic(
-                    f"state {sm.label!r} is not verified: {why.reason}",
-                    hint="rnnir checks state it can follow into a recurrence and back; see `rnnir explain SD009` for what it understands",
-                    locations=_location(why.node, pair.slot.name),
+                    "unverified-slice",
                     slot=pair.slot.name,
-                    slice=sm.label,
+                    locations=_location(why.node, pair.slot.name),
+                    data={"slice": sm.label},
+                    label=sm.label,
+                    reason=why.reason,
                 )
         if not facts.pairs and not facts.recurrents:
-            yield UNVERIFIED_STATE.diagnostic(
-                "no state pair and no recurrence found: rnnir verified nothing in this model",
-                hint="declare the state pairs (--pair INPUT=OUTPUT) if the model carries state in plain ops",
-            )
+            yield UNVERIFIED_STATE.diagnostic("nothing-found")
         by_id = {r.id: r for r in facts.recurrents}
         for v in recurrence_verdicts(facts):
             if v.state is not RecurrenceState.NOT_EXPOSED:
@@ -481,14 +497,9 @@ class StateCoverage(AnalysisPass):
             rec = by_id.get(v.ir_node)
             ports = "/".join(rec.state_ports) if rec is not None else "initial_h"
             if "unpaired" in v.reason:
-                hint = "if the caller feeds that input back from the returned state, declare the pair (--pair INPUT=OUTPUT)"
+                yield NOT_EXPOSED.diagnostic("unpaired-input", locations=_location(rec), kind=v.kind, node=v.node, reason=v.reason)
             else:
-                hint = f"export its {ports} as graph inputs fed back from the returned final state (rnnir fix --expose-state)"
-            yield NOT_EXPOSED.diagnostic(
-                f"{v.kind} {v.node!r} starts afresh on every call: {v.reason}; chunked calls forget the past",
-                hint=hint,
-                locations=_location(rec),
-            )
+                yield NOT_EXPOSED.diagnostic("state-not-exposed", locations=_location(rec), kind=v.kind, node=v.node, reason=v.reason, ports=ports)
 
     def settle(self, own: list[Diagnostic], others: list[Diagnostic]) -> list[Diagnostic]:
         """A slice another rule already reports on (at any severity) needs no SD009 repeating it."""

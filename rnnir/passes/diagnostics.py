@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import enum
 import inspect
-from collections.abc import Iterable
+import string
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,55 +53,110 @@ class Location:
 
 
 @dataclass(frozen=True)
+class Message:
+    """One way a rule words a finding: ``str.format`` templates for the message and its one-line hint.
+
+    Fields are named (``{slot!r}``, ``{here}``); :meth:`Rule.diagnostic` refuses a finding that
+    leaves a field out or passes one no template uses, so a template and its call site cannot
+    drift apart.  ``slot`` is the diagnostic's own slot, available to every template.
+
+    With a ``consequence`` the message is slice-level: it reads ``slot 'x': <text>: <consequence>``
+    and the findings of one rule on one slot merge into one diagnostic (:func:`merge_slices`), so
+    the two slices of a swap are one finding.  ``severity`` overrides the rule's default (SD003's
+    warnings).
+    """
+
+    text: str
+    hint: str
+    consequence: str | None = None
+    severity: Severity | None = None
+
+    def __post_init__(self) -> None:
+        if not self.hint or "\n" in self.hint:
+            raise ValueError(f"message {self.text!r}: every diagnostic needs a one-line hint")
+
+    @property
+    def fields(self) -> frozenset[str]:
+        """The names the templates format (``slot`` included when they use it)."""
+        templates = (self.text, self.hint, self.consequence or "")
+        return frozenset(name for t in templates for _, name, _, _ in string.Formatter().parse(t) if name)
+
+
+@dataclass(frozen=True)
 class Rule:
-    """A rule of the catalogue. ``doc`` is the docstring ``rnnir explain`` prints."""
+    """A rule of the catalogue. ``doc`` is the docstring ``rnnir explain`` prints; ``messages`` are its words."""
 
     code: str
     name: str
     severity: Severity
     summary: str
     doc: str
+    messages: Mapping[str, Message] = field(default_factory=dict, compare=False, hash=False)
 
     def diagnostic(
         self,
         message: str,
         *,
-        hint: str,
         locations: Iterable[Location] = (),
         slot: str | None = None,
-        severity: Severity | None = None,
-        **data: Any,
+        data: Mapping[str, Any] | None = None,
+        **fields: object,
     ) -> Diagnostic:
-        """A finding of this rule; ``severity`` overrides the rule's default (e.g. SD003's INFO case)."""
-        if not hint or "\n" in hint:
+        """A finding of this rule worded by its message ``message`` (a key of :attr:`messages`) with ``fields``.
+
+        ``data`` is machine-readable detail kept on the diagnostic (``Diagnostic.data``), never shown.
+        """
+        words = self.messages.get(message)
+        if words is None:
+            raise ValueError(f"{self.code}: no message {message!r}; it has {', '.join(self.messages) or 'none'}")
+        given = set(fields) | ({"slot"} if slot is not None else set())
+        needed = words.fields
+        if not needed <= given or not set(fields) <= needed:
+            missing = ", ".join(sorted(needed - given)) or "none"
+            unused = ", ".join(sorted(set(fields) - needed)) or "none"
+            raise ValueError(f"{self.code} {message}: fields do not match the message (missing: {missing}; unused: {unused})")
+        values = {**fields, "slot": slot}
+        text = words.text.format(**values)
+        hint = words.hint.format(**values)
+        if "\n" in hint:
             raise ValueError(f"{self.code}: every diagnostic needs a one-line hint")
+        extra = dict(data or {})
+        if words.consequence is not None:
+            if slot is None:
+                raise ValueError(f"{self.code} {message}: a slice-level message needs its slot")
+            consequence = words.consequence.format(**values)
+            extra = {**extra, "part": text, "consequence": consequence}
+            text = f"slot {slot!r}: {text}: {consequence}"
         return Diagnostic(
             code=self.code,
             name=self.name,
-            severity=severity or self.severity,
-            message=message,
+            severity=words.severity or self.severity,
+            message=text,
             locations=tuple(locations),
             hint=hint,
             slot=slot,
-            data=data,
+            data=extra,
         )
 
 
-def rule(code: str, name: str, severity: Severity, summary: str, doc: str) -> Rule:
+def rule(code: str, name: str, severity: Severity, summary: str, doc: str, *, messages: Mapping[str, Message] | None = None) -> Rule:
     """A :class:`Rule`; ``doc`` (What it finds / Why it matters / Bad / Fixed) is what ``rnnir explain`` prints.
 
-    The rule is a module-level constant of the pass that emits it, so its text sits
-    next to the code that emits it (one source of truth).  A call, not a class
-    decorator, so type checkers see a ``Rule``::
+    The rule is a module-level constant of the pass that emits it, with every message it words a
+    finding with, so its text sits in one place and the code that finds a bug only names the
+    message and fills its fields.  A call, not a class decorator, so type checkers see a ``Rule``::
 
         SLOT_NEVER_WRITTEN = rule("SD001", "slot-never-written", Severity.ERROR, "a slot is read but never written back", \"\"\"
             What it finds ... Why it matters ... Bad ... Fixed ...
-            \"\"\")
+            \"\"\", messages={
+            "no-store": Message("slot {slot!r} is loaded but no store writes it back", hint="store the final state into {slot!r}"),
+        })
+        SLOT_NEVER_WRITTEN.diagnostic("no-store", slot="h", locations=[...])
     """
     doc = inspect.cleandoc(doc)
     if not doc:
         raise ValueError(f"rule {code} has no documentation")
-    return Rule(code=code, name=name, severity=severity, summary=summary, doc=doc)
+    return Rule(code=code, name=name, severity=severity, summary=summary, doc=doc, messages=dict(messages or {}))
 
 
 @dataclass(frozen=True)
@@ -135,3 +191,36 @@ class Diagnostic:
         head = f"{where}: " if where else ""
         text = f"{head}{self.code} [{self.severity.value}] {self.message}"
         return text + (f"\n  hint: {self.hint}" if self.hint else "")
+
+
+def merge_slices(diags: list[Diagnostic]) -> list[Diagnostic]:
+    """One diagnostic per (rule, slot, severity) for slice-level findings: the slices of a swap are one finding, not two.
+
+    Findings worded by a slice-level :class:`Message` (they carry ``part``/``consequence``) merge into
+    ``slot 'x': <part>; <part>: <consequence>``; any other finding passes through as it is.
+    """
+    groups: dict[tuple[str, str | None, Severity], list[Diagnostic]] = {}
+    for d in diags:
+        groups.setdefault((d.code, d.slot, d.severity), []).append(d)
+    out: list[Diagnostic] = []
+    for (code, slot, severity), group in groups.items():
+        if len(group) == 1 or not all("part" in d.data for d in group):
+            out.extend(group)
+            continue
+        parts = list(dict.fromkeys(str(d.data["part"]) for d in group))
+        consequence = "; ".join(dict.fromkeys(str(d.data["consequence"]) for d in group))
+        hints = list(dict.fromkeys(d.hint for d in group))
+        locs = list(dict.fromkeys(loc for d in group for loc in d.locations))
+        out.append(
+            Diagnostic(
+                code=code,
+                name=group[0].name,
+                severity=severity,
+                message=f"slot {slot!r}: " + "; ".join(parts) + f": {consequence}",
+                locations=tuple(locs),
+                hint=hints[0] if len(hints) == 1 else "; ".join(hints),
+                slot=slot,
+                data={"slices": [dict(d.data) for d in group]},
+            )
+        )
+    return out

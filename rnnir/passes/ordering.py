@@ -24,7 +24,7 @@ from rnnir import digraph
 from rnnir.ir import Compute, LoadKind, LoadSlot, Node, OrderingLayer, Store
 
 from .aliasing import VIEW_OPS
-from .diagnostics import Diagnostic, Location, Severity, rule
+from .diagnostics import Diagnostic, Location, Message, Severity, rule
 from .manager import AnalysisPass, ProgramFacts
 
 __all__ = ["RETURN_BEFORE_STORE", "WRITE_BEFORE_LAST_READ", "Ordering"]
@@ -51,7 +51,19 @@ RETURN_BEFORE_STORE = rule("OR001", "return-before-store", Severity.ERROR, "the 
 
     Fixed (IR)
         return<by runtime>(%o, %s)              # the slot store completes before the call ends
-    """)
+    """, messages={
+    "calls-unordered": Message(
+        "store of %{value} into slot {slot!r} may complete after the call returns: nothing orders call k+1 after call k "
+        "(the Return is ordered by {layer}); the next call may read stale state (read-after-write across calls not guaranteed)",
+        hint="order the calls: give the Return a layer (runtime, device event or caller) and make it wait for the slot store",
+    ),
+    "return-does-not-wait": Message(
+        "store of %{value} into slot {slot!r} may complete after the call returns: the Return (ordered by {layer}) does not "
+        "wait for it, directly or through happens-before edges, so call k+1's load_slot(@{slot}) is not ordered after it; "
+        "the next call may read stale state (read-after-write across calls not guaranteed)",
+        hint="make the Return wait for the store into {slot!r} (add its result to the Return's waits)",
+    ),
+})
 
 
 WRITE_BEFORE_LAST_READ = rule("OR002", "write-before-last-read", Severity.ERROR, "a slot store may run before the last reader of the slot's current value (write-after-read on an in-place slot)", """
@@ -76,7 +88,14 @@ WRITE_BEFORE_LAST_READ = rule("OR002", "write-before-last-read", Severity.ERROR,
     Fixed (IR)
         %h = load_slot<@h, copy>()              # private copy: the store cannot clobber it
         (or an ordering edge: the echo store happens before the slot store)
-    """)
+    """, messages={
+    "view-race": Message(
+        "slot {slot!r} is loaded as a VIEW and the store of %{value} into it is not ordered after {count} reader(s) of the "
+        "loaded value ({readers}): write-after-read hazard, the store may clobber the live-in state while it is still read; "
+        "{layer} orders whole calls only, so inside the call the program itself must order them",
+        hint="load {slot!r} as a copy, or order the store after every reader of the loaded value",
+    ),
+})
 
 
 def _loc(n: Node) -> Location:
@@ -119,21 +138,12 @@ def _return_before_store(facts: ProgramFacts) -> Iterator[Diagnostic]:
         ordered_loads = all((1, ld.id) in facts.after_previous_call for ld in loads)
         late = [st for st in stores if not ordered_loads or (0, st.id) not in facts.before_next_call]
         for st in late:
-            if unordered:
-                why = f"nothing orders call k+1 after call k (the Return is ordered by {layer})"
-                hint = "order the calls: give the Return a layer (runtime, device event or caller) and make it wait for the slot store"
-            else:
-                why = (
-                    f"the Return (ordered by {layer}) does not wait for it, directly or through happens-before edges, "
-                    f"so call k+1's load_slot(@{slot.name}) is not ordered after it"
-                )
-                hint = f"make the Return wait for the store into {slot.name!r} (add its result to the Return's waits)"
             yield RETURN_BEFORE_STORE.diagnostic(
-                f"store of %{st.value.name if st.value else '?'} into slot {slot.name!r} may complete after the call "
-                f"returns: {why}; the next call may read stale state (read-after-write across calls not guaranteed)",
-                hint=hint,
+                "calls-unordered" if unordered else "return-does-not-wait",
                 slot=slot.name,
                 locations=[_loc(st), *(_loc(r) for r in facts.returns)],
+                data={"layer": layer},
+                value=st.value.name if st.value else "?",
                 layer=layer,
             )
 
@@ -171,11 +181,11 @@ def _write_before_last_read(facts: ProgramFacts) -> Iterator[Diagnostic]:
                 continue
             names = ", ".join(_node_text(r) for r in racing[:4]) + (" …" if len(racing) > 4 else "")
             yield WRITE_BEFORE_LAST_READ.diagnostic(
-                f"slot {slot.name!r} is loaded as a VIEW and the store of %{st.value.name if st.value else '?'} into it is "
-                f"not ordered after {len(racing)} reader(s) of the loaded value ({names}): write-after-read hazard, "
-                f"the store may clobber the live-in state while it is still read; {_layer_text(facts)} orders whole "
-                f"calls only, so inside the call the program itself must order them",
-                hint=f"load {slot.name!r} as a copy, or order the store after every reader of the loaded value",
+                "view-race",
                 slot=slot.name,
                 locations=[_loc(st), *(_loc(r) for r in racing)],
+                value=st.value.name if st.value else "?",
+                count=len(racing),
+                readers=names,
+                layer=_layer_text(facts),
             )

@@ -20,7 +20,7 @@ from typing import Any
 from rnnir.errors import ModelError
 from rnnir.metadata import META_NOQA, NoqaFormatError, read_noqa
 
-from .diagnostics import Diagnostic, Severity, rule
+from .diagnostics import Diagnostic, Message, Severity, rule
 
 __all__ = ["UNUSED_SUPPRESSION", "Suppression", "SuppressionOutcome", "apply_suppressions", "suppressions_of"]
 
@@ -47,6 +47,20 @@ UNUSED_SUPPRESSION = rule(
         metadata_props {META_NOQA} = ["SD009"]
         rnnir fix model.onnx --unsuppress SD002:/lstm/LSTM --in-place
     """,
+    messages={
+        "unknown-code": Message(
+            "suppression {text!r} in metadata_props {key!r} names {code!r}, which is not a rule code",
+            hint="remove it: rnnir fix MODEL --unsuppress {text!r} --in-place",
+        ),
+        "no-finding": Message(
+            "suppression {text!r} in metadata_props {key!r} matches no {code} finding",
+            hint="remove it: rnnir fix MODEL --unsuppress {text!r} --in-place",
+        ),
+        "no-finding-at-node": Message(
+            "suppression {text!r} in metadata_props {key!r} matches no {code} finding naming {node!r}",
+            hint="remove it: rnnir fix MODEL --unsuppress {text!r} --in-place",
+        ),
+    },
 )
 
 
@@ -118,12 +132,7 @@ def apply_suppressions(
 
 def _unused(s: Suppression, *, known: bool) -> Diagnostic:
     if not known:
-        why = f"names {s.code!r}, which is not a rule code"
-    elif s.node is None:
-        why = f"matches no {s.code} finding"
-    else:
-        why = f"matches no {s.code} finding naming {s.node!r}"
-    return UNUSED_SUPPRESSION.diagnostic(
-        f"suppression {s.text!r} in metadata_props {META_NOQA!r} {why}",
-        hint=f"remove it: rnnir fix MODEL --unsuppress {s.text!r} --in-place",
-    )
+        return UNUSED_SUPPRESSION.diagnostic("unknown-code", text=s.text, key=META_NOQA, code=s.code)
+    if s.node is None:
+        return UNUSED_SUPPRESSION.diagnostic("no-finding", text=s.text, key=META_NOQA, code=s.code)
+    return UNUSED_SUPPRESSION.diagnostic("no-finding-at-node", text=s.text, key=META_NOQA, code=s.code, node=s.node)
