@@ -169,7 +169,7 @@ def cost(program: Program) -> CostReport:
     lifetimes: list[SlotLifetime] = []
     for slot in program.slots:
         n, sym = tensor_bytes(slot.type)
-        if n is None:
+        if n is None and f"slot:{slot.name}" not in unknown:  # its store was listed already: one tensor, one entry
             unknown.append(f"slot:{slot.name}")
         symbolic.extend(s for s in sym if s not in symbolic)
         loads = [pos[ld.id] for ld in facts.loads_of(slot)]
