@@ -236,6 +236,19 @@ def test_a_slice_message_reads_slot_part_consequence_and_keeps_the_parts_for_mer
     assert d.data == {"slice": "state[1]", "part": "slice state[1] holds c", "consequence": "it restarts"}
 
 
+def test_a_field_used_only_by_the_consequence_is_required_and_filled():
+    from rnnir.passes.diagnostics import Message, rule
+
+    made = rule("XX003", "made-up-too", passes.Severity.ERROR, "made up", "What it finds\n    nothing.", messages={
+        "late": Message("slice {label}", consequence="restarts at call {call}", hint="fix {label}"),
+    })
+    assert made.messages["late"].fields == {"label", "call"}
+    d = made.diagnostic("late", slot="s", label="s[0]", call=2)
+    assert d.message == "slot 's': slice s[0]: restarts at call 2" and d.data["consequence"] == "restarts at call 2"
+    with pytest.raises(ValueError, match="missing: call"):
+        made.diagnostic("late", slot="s", label="s[0]")
+
+
 def test_two_slice_findings_of_one_rule_on_one_slot_merge_and_others_pass_through():
     from rnnir.passes.diagnostics import merge_slices
 
