@@ -128,3 +128,64 @@ def test_an_off_path_output_of_unknown_or_symbolic_size_is_flagged():
     (off,) = [st for st in rep.stores if st.node == "(off the state path)"]
     assert (off.dest, off.bytes, off.exact) == ("out:n", 0, False)
     assert "out:n" in rep.unknown and not rep.exact
+    assert rep.output_bytes == 4 * H  # the unknown output adds nothing
+
+
+def test_an_off_path_output_with_a_symbolic_dim_counts_it_as_one_and_is_not_exact():
+    m = model(
+        [helper.make_node("GRU", ["x", "W", "R", "", "", "h0"], ["", "hn"], hidden_size=H), helper.make_node("Neg", ["x"], ["z"])],
+        [vi("x", ["T", 1, I]), vi("h0", [1, 1, H])],
+        [vi("hn", [1, 1, H]), vi("z", ["T", 1, I])],
+        weights("GRU"),
+    )
+    rep = passes.cost(rnnir.load(m))
+    (off,) = [st for st in rep.stores if st.node == "(off the state path)"]
+    assert (off.dest, off.bytes, off.symbolic_dims, off.exact) == ("out:z", 1 * 1 * I * 4, ("T",), False)
+    assert rep.output_bytes == 4 * H + I * 4 and "T" in rep.symbolic_dims
+
+
+def test_sizes_rnnir_cannot_know_count_zero_and_are_listed_once_each():
+    b = rnnir.Builder("unknowns")
+    nodtype = b.slot("nodtype", None, (2,))  # a shape without a dtype: no size (not float64 by default)
+    b.slot("unread", None, None)  # never loaded or stored: listed as a slot
+    b.slot("later", "float32", ("N", 2))  # symbolic only in a slot nobody stores: still listed
+    o = b.output("o", None, None)
+    b.store(b.load(nodtype), nodtype)
+    b.store(b.input("x", None, None), o)  # neither the output nor the value declares a size
+    rep = passes.cost(b.build())
+    assert sorted((st.dest, st.bytes, st.exact) for st in rep.stores) == [("out:o", 0, False), ("slot:nodtype", 0, False)]
+    assert sorted(rep.unknown) == ["out:o", "slot:nodtype", "slot:unread"]  # each once
+    assert rep.unknown[-1] == "slot:unread"  # stores first, then the slots nobody stores
+    assert (rep.slot_bytes, rep.output_bytes) == (0, 0)
+    assert rep.symbolic_dims == ("N",)
+    from rnnir.passes.cost import tensor_bytes
+
+    assert tensor_bytes(TensorType("float32", (3, "T", None))) == (12, ("T", "?"))
+    assert tensor_bytes(TensorType("opaque", (3,))) == (None, ())  # a dtype numpy does not know (the IR text can carry one)
+    assert tensor_bytes(TensorType("bfloat16", (3,))) == (6, ())  # two bytes each
+    assert tensor_bytes(TensorType(None, (3,))) == (None, ())
+    assert tensor_bytes(TensorType("int8", None)) == (None, ())
+
+
+def test_a_destination_missing_its_dtype_or_its_shape_takes_the_size_of_the_value():
+    b = rnnir.Builder("half-declared")
+    shape_only = b.output("shape_only", None, (100,))
+    dtype_only = b.output("dtype_only", "float64", None)
+    b.store(b.input("a", "int16", (3,)), shape_only)  # the value's int16[3] = 6 bytes, not 100 elements of anything
+    b.store(b.input("c", "float32", (2, "T")), dtype_only)  # the value's float32[2, T] = 8 bytes with T = 1
+    rep = passes.cost(b.build())
+    assert sorted((st.dest, st.bytes, st.symbolic_dims, st.exact) for st in rep.stores) == [("out:dtype_only", 8, ("T",), False), ("out:shape_only", 6, (), True)]
+    assert (rep.output_bytes, rep.symbolic_dims, rep.unknown) == (14, ("T",), ())
+
+
+def test_symbolic_dims_of_stores_are_listed_once_in_the_order_met():
+    b = rnnir.Builder("dims")
+    o1 = b.output("o1", "float32", ("T", "B"))
+    o2 = b.output("o2", "float32", ("B", "T", "K"))
+    b.store(b.input("p", "float32", ("T", "B")), o1)
+    b.store(b.input("q", "float32", ("B", "T", "K")), o2)
+    prog = b.build()
+    rep = passes.cost(prog)
+    first = next(st for st in prog.stores).dest.name  # the order the stores are met in
+    assert rep.symbolic_dims == (("T", "B", "K") if first == "o1" else ("B", "T", "K"))
+    assert rep.output_bytes == 8  # both count their symbolic dims as 1: 4 + 4
