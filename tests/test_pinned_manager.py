@@ -215,3 +215,95 @@ def test_the_catalogue_passes_each_declare_their_rules_in_code_order():
         ("OR001", "OR002"),
         ("SD009", "SD010"),
     ]
+
+
+def test_a_freshly_built_program_shares_its_own_traced_pairs_and_an_edited_one_gets_copies():
+    prog = _prog()
+    assert ProgramFacts(prog).pairs[0] is prog.state_pairs[0]  # the builder traced them: no second tracing
+    declared = prog.state_pairs[0]
+    declared.slices = [rnnir.SliceMap(index=(), label="h")]  # edited behind the analysis' back: trace copies
+    pairs = ProgramFacts(prog).pairs
+    assert len(pairs) == 1 and pairs[0] is not declared
+    assert (pairs[0].input, pairs[0].output, pairs[0].source, pairs[0].reason) == (declared.input, declared.output, declared.source, declared.reason)
+    assert pairs[0].slot is declared.slot and pairs[0].slices[0].exit_kind == {"": "final"}
+
+
+def test_a_pair_without_a_slot_is_left_out_of_the_facts():
+    prog = _prog()
+    ghost = rnnir.pairs.StatePair("ghost", "ghost_out", rnnir.pairs.PairSource.BUILDER, "no slot behind it")
+    prog.state_pairs = [*prog.state_pairs, ghost]
+    assert [p.input for p in ProgramFacts(prog).pairs] == ["h"]
+
+
+def test_the_overlay_answers_as_the_program_it_wraps():
+    from rnnir.passes.manager import _PairsOverlay
+
+    prog = _prog()
+    facts = ProgramFacts(prog)
+    overlay = _PairsOverlay(facts, [])
+    assert overlay.name == prog.name and overlay.slots == prog.slots and overlay.state_pairs == []
+    assert overlay.nodes is facts.nodes and overlay.recurrents is facts.recurrents and overlay.stores is facts.stores
+    assert overlay.loads_of(prog.slots[0]) == facts.loads_of(prog.slots[0]) != []
+    assert overlay.stores_to(prog.slots[0]) == facts.stores_to(prog.slots[0]) != []
+
+
+def test_the_two_calls_hold_every_node_and_edge_of_each_call():
+    b = rnnir.Builder("lonely")
+    h = b.slot("h", "float32", (1,))
+    b.load(h)  # read by nobody: a node without edges
+    b.ret(layer="none")
+    prog = b.build()
+    h2 = ProgramFacts(prog).two_calls
+    g = prog.graph
+    assert set(h2.nodes) == {(k, n) for k in (0, 1) for n in g.nodes} | {("call-boundary",)}
+    prog2 = _prog()
+    h3 = ProgramFacts(prog2).two_calls
+    assert {(u, v) for u, v in h3.edges if u != ("call-boundary",) and v != ("call-boundary",)} == {((k, u), (k, v)) for k in (0, 1) for u, v in prog2.graph.edges}
+
+
+def test_the_manager_keeps_its_own_copy_of_the_passes_and_the_selection():
+    chosen, dropped, line_up = ["XA"], ["XA002"], [_Says(), _Other()]
+    m = PassManager(line_up, select=chosen, ignore=dropped)
+    chosen.append("XB")
+    dropped.append("XA001")
+    line_up.pop()
+    assert (m.passes, m.select, m.ignore) == ((_Says(), _Other()), ("XA",), ("XA002",))
+    assert m.codes == {"XA001"}
+
+
+@dataclasses.dataclass(frozen=True)
+class _Bumps(_Says):
+    """Changes the program where the freeze does not look: the version check still sees it."""
+
+    name: ClassVar[str] = "bumps"
+
+    def analyse(self, facts):
+        facts.program.version += 1
+        return []
+
+
+def test_a_pass_that_moves_the_program_version_breaks_its_contract():
+    with pytest.raises(PassContractError, match=r"^analysis pass 'bumps' changed program 'cell'; analyses must not mutate the IR$"):
+        PassManager((_Bumps(),)).run(_prog())
+    assert PassManager((_Bumps(),), check_immutable=False).run(_prog()) == []
+
+
+def test_a_pass_without_analyse_is_an_error_not_a_silent_pass():
+    @dataclasses.dataclass(frozen=True)
+    class Lazy(AnalysisPass):
+        name: ClassVar[str] = "lazy"
+        rules: ClassVar = (AAA,)
+
+    with pytest.raises(NotImplementedError):
+        PassManager((Lazy(),)).run(_prog())
+
+
+def test_a_retired_code_is_refused_with_its_reason_and_never_mistaken_for_unknown(monkeypatch):
+    from rnnir.passes import catalogue
+
+    monkeypatch.setitem(catalogue.RETIRED, "SD099", "merged into SD002")
+    with pytest.raises(ValueError, match=r"^rule SD099 is retired: merged into SD002$"):
+        catalogue.rule_for(" sd099 ")
+    with pytest.raises(ValueError, match=r"^unknown rule code 'SD098'"):
+        catalogue.rule_for("SD098")
+    assert catalogue.rule_for("Wrong_Slot") is catalogue.RULES["SD002"]
