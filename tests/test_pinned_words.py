@@ -1,0 +1,200 @@
+"""Every way a store-destination rule words a finding, in full (mutation survivors of rnnir/passes/store_destinations/).
+
+Each program is built with rnnir.Builder so every name is known: slot 'h' read as initial_h of RNN 'rnn', values
+named by the test. The expected message is composed by hand from what the program does (which slice, which port,
+which op, which branch), so a check that names the wrong thing, or drops a clause, fails."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import rnnir
+from rnnir import passes
+
+H, I, T = 4, 3, 5
+
+
+def cell(*, layout=0, direction="forward", seq_lens=False, hidden=H, kind="RNN"):
+    b = rnnir.Builder("cell")
+    dirs = 2 if direction == "bidirectional" else 1
+    h = b.slot("h", "float32", (dirs, 1, hidden) if layout == 0 else (1, dirs, hidden))
+    x = b.input("x", "float32", (T, 1, I) if layout == 0 else (1, T, I))
+    gates = {"RNN": 1, "GRU": 3}[kind]
+    w = b.const("W", np.ones((dirs, gates * hidden, I), np.float32))
+    r = b.const("R", np.ones((dirs, gates * hidden, hidden), np.float32))
+    lens = b.input("lens", "int32", (1,)) if seq_lens else None
+    y, hn = b.recurrent(kind, x, w, r, sequence_lens=lens, initial_h=b.load(h, name="h0"), hidden_size=hidden,
+                        direction=direction, layout=layout, name="rnn", outputs=["Y", "Yh"])
+    return b, h, y, hn
+
+
+def findings(b, code):
+    return [d for d in passes.run(b.build()) if d.code == code]
+
+
+def test_sd004_counts_the_stores_and_names_their_values():
+    b, h, y, hn = cell()
+    first = b.compute("Identity", [hn], outputs=["first"])
+    b.store(first, h)
+    b.store(hn, h)
+    (d,) = findings(b, "SD004")
+    head, values, tail = re.fullmatch(r"(.*) \((.*)\)(: .*)", d.message).groups()  # values in program order
+    assert head == "slot 'h' is written 2 times in one call" and sorted(values.split(", ")) == ["%Yh", "%first"]
+    assert tail == ": a write-after-write on persistent state; which value the next call sees depends on store order"
+    assert d.hint == "keep exactly one store of the final state into 'h' per call path" and len(d.locations) == 2
+
+
+def test_sd004_three_stores_are_one_finding_naming_all_three():
+    b, h, y, hn = cell()
+    for name in ("a", "c"):
+        b.store(b.compute("Identity", [hn], outputs=[name]), h)
+    b.store(hn, h)
+    (d,) = findings(b, "SD004")
+    head, values, _ = re.fullmatch(r"(.*) \((.*)\)(: .*)", d.message).groups()
+    assert head == "slot 'h' is written 3 times in one call" and sorted(values.split(", ")) == ["%Yh", "%a", "%c"]
+
+
+def test_sd001_a_slot_living_in_an_output_nobody_stores():
+    b = rnnir.Builder("cell")
+    o = b.output("o", "float32", (1, 1, H))
+    h = b.slot("h", "float32", (1, 1, H), alias_of=o)
+    x = b.input("x", "float32", (T, 1, I))
+    b.recurrent("RNN", x, b.const("W", np.ones((1, H, I), np.float32)), b.const("R", np.ones((1, H, H), np.float32)),
+                initial_h=b.load(h), hidden_size=H, name="rnn")
+    (d,) = findings(b, "SD001")
+    assert d.message == "slot 'h', which feeds 'rnn', lives in output 'o', which nothing stores: every call restarts from the initial state"
+    assert d.hint == "store the final state into 'h' (and into 'o' separately)"
+
+
+def test_sd001_a_paired_output_that_is_not_stored_into_the_slot():
+    b, h, y, hn = cell()
+    b.store(hn, b.output("hn", "float32", (1, 1, H)))
+    prog = b.build()
+    prog.state_pairs[0].output = "hn"  # declared h -> hn, but only the output is written
+    (d,) = [d for d in passes.run(prog) if d.code == "SD001"]
+    assert d.message == (
+        "slot 'h', which feeds 'rnn', is loaded but no store writes it back (paired output 'hn' is not stored into the slot): "
+        "every call restarts from the initial state"
+    )
+    assert d.hint == "store the final state into slot 'h' on every call path"
+
+
+def test_sd001_a_slot_read_by_no_recurrence_says_nothing_of_what_it_feeds():
+    b = rnnir.Builder("cell")
+    h = b.slot("h", "float32", (1, 1, H))
+    b.store(b.compute("Neg", [b.load(h)]), b.output("o", "float32", (1, 1, H)))
+    (d,) = findings(b, "SD001")
+    assert d.message == "slot 'h' is loaded but no store writes it back: every call restarts from the initial state"
+
+
+def test_sd001_the_whole_state_handed_straight_back():
+    b, h, y, hn = cell()
+    b.store(b.program.loads[0].outputs[0], h)
+    (d,) = findings(b, "SD001")
+    assert d.message == (
+        "slot 'h' is written back with its own live-in value on every call path (the state is handed straight back): "
+        "the recurrence never advances across calls"
+    )
+    assert d.hint == "write the recurrent op's final state into 'h', not the loaded value"
+
+
+def test_sd003_y_of_a_layout_1_op_is_a_warning_it_cannot_place():
+    b, h, y, hn = cell(layout=1)
+    b.store(y, h)
+    (d,) = findings(b, "SD003")
+    assert d.severity is passes.Severity.WARNING
+    assert d.message.startswith("slot 'h': slice h (initial_h of RNN 'rnn') is written with RNN 'rnn'.Y")
+    assert d.message.endswith(" of a layout=1 op: rnnir cannot tell which time step that is")
+    assert d.hint == "write RNN 'rnn'.Y_h (the final state) instead of a step of Y"
+
+
+def test_sd003_the_first_step_of_a_forward_op():
+    b, h, y, hn = cell()
+    b.store(b.compute("Gather", [y, b.const("zero", np.array(0, np.int64))], attributes={"axis": 0}), h)
+    (d,) = findings(b, "SD003")
+    assert d.message == (
+        "slot 'h': slice h (initial_h of RNN 'rnn') is written with RNN 'rnn'.Y[0]@first, the state after step 'first' of the "
+        "forward RNN 'rnn', not its final state: the next call resumes from the wrong point of the sequence"
+    )
+
+
+def test_sd003_the_last_step_of_a_reverse_op_is_its_first_time_step():
+    b, h, y, hn = cell(direction="reverse")
+    b.store(b.compute("Gather", [y, b.const("last", np.array(-1, np.int64))], attributes={"axis": 0}), h)
+    msgs = [d.message for d in findings(b, "SD003")]
+    assert msgs == [
+        "slot 'h': slice h (initial_h of RNN 'rnn') is written with RNN 'rnn'.Y[0]@last, the state after step 'last' of the "
+        "reverse RNN 'rnn', not its final state: the next call resumes from the wrong point of the sequence"
+    ]
+
+
+def test_sd003_y_at_the_first_step_of_a_reverse_op_is_its_final_state():
+    b, h, y, hn = cell(direction="reverse")
+    b.store(b.compute("Gather", [y, b.const("zero", np.array(0, np.int64))], attributes={"axis": 0}), h)
+    assert findings(b, "SD003") == []
+    (d,) = findings(b, "SD006")  # but it is the reverse recurrence's state
+    assert d.message == (
+        "slot 'h': slice h (initial_h of RNN 'rnn') persists RNN 'rnn'.Y[0]@first, the final state of the reverse direction "
+        "of reverse RNN 'rnn': across chunks the reverse recurrence sees the chunks out of order"
+    )
+
+
+def test_sd008_y_at_the_last_step_with_sequence_lens():
+    b, h, y, hn = cell(seq_lens=True)
+    b.store(b.compute("Gather", [y, b.const("last", np.array(-1, np.int64))], attributes={"axis": 0}), h)
+    (d,) = findings(b, "SD008")
+    assert d.message == (
+        "slot 'h': slice h (initial_h of RNN 'rnn') is written with RNN 'rnn'.Y[0]@last, Y at the last time step of RNN 'rnn', "
+        "which has a sequence_lens input: a batch entry shorter than the chunk gets zeros there and restarts at the next call"
+    )
+    assert d.hint == "write RNN 'rnn'.Y_h (the final state per entry) into h"
+
+
+def test_y_at_the_last_step_without_sequence_lens_is_the_final_state():
+    b, h, y, hn = cell()
+    b.store(b.compute("Gather", [y, b.const("last", np.array(-1, np.int64))], attributes={"axis": 0}), h)
+    assert [d.code for d in passes.run(b.build())] == []
+
+
+def test_sd003_a_constant_on_every_call_path():
+    b, h, y, hn = cell()
+    b.store(b.const("zeros", np.zeros((1, 1, H), np.float32)), h)
+    (d,) = findings(b, "SD003")
+    assert d.message == (
+        "slot 'h': slice h (initial_h of RNN 'rnn') is overwritten with a constant on every call path, not with a final "
+        "state: every call restarts"
+    )
+    assert d.hint == "write the final state of the op that reads h into it"
+
+
+def test_sd003_a_value_computed_from_the_final_state_and_the_live_in_value_is_a_warning():
+    b, h, y, hn = cell()
+    b.store(b.compute("Add", [hn, b.program.loads[0].outputs[0]], name="mix"), h)
+    (d,) = findings(b, "SD003")
+    assert d.severity is passes.Severity.WARNING
+    assert d.message == (
+        "slot 'h' is written back with a value computed through Add 'mix' from RNN 'rnn'.Y_h[0], which depends on the "
+        "live-in value of slot 'h': the live-out value may not be the live-in's final state"
+    )
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse"])
+def test_a_value_computed_from_the_right_final_state_only_is_not_violated(direction):
+    b, h, y, hn = cell(direction=direction)
+    b.store(b.compute("Add", [hn, b.const("zero", np.zeros((1, 1, H), np.float32))], outputs=["plus0"]), h)
+    codes = [d.code for d in passes.run(b.build())]
+    assert "SD003" not in codes
+    assert ("SD006" in codes) == (direction == "reverse")
+
+
+def test_sd006_a_value_computed_from_a_reverse_final_state():
+    b, h, y, hn = cell(direction="reverse")
+    b.store(b.compute("Add", [hn, b.const("zero", np.zeros((1, 1, H), np.float32))], outputs=["plus0"]), h)
+    (d,) = findings(b, "SD006")
+    assert d.message == (
+        "slot 'h' is written back with a value computed from RNN 'rnn'.Y_h[0], the final state of the reverse direction of "
+        "reverse RNN 'rnn': across chunks the reverse recurrence sees the chunks out of order"
+    )
