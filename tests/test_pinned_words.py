@@ -13,6 +13,7 @@ import pytest
 
 import rnnir
 from rnnir import passes
+from rnnir.ir import TensorType
 
 H, I, T = 4, 3, 5
 
@@ -198,3 +199,77 @@ def test_sd006_a_value_computed_from_a_reverse_final_state():
         "slot 'h' is written back with a value computed from RNN 'rnn'.Y_h[0], the final state of the reverse direction of "
         "reverse RNN 'rnn': across chunks the reverse recurrence sees the chunks out of order"
     )
+
+
+# -- SD005: which aspect, and the evidence for it ----------------------------------------------
+
+
+_TAIL = ": the state fed back at the next call is not what the slot declares"
+
+
+def test_sd005_a_cast_names_the_value_the_paired_output_and_the_cast():
+    b, h, y, hn = cell()
+    c = b.compute("Cast", [hn], attributes={"to": 10}, outputs=["c"], types=[TensorType("float16", (1, 1, H))])  # 10: FLOAT16
+    b.store(c, h)
+    b.store(c, b.output("hn", "float16", (1, 1, H)))
+    (d,) = findings(b, "SD005")
+    assert d.message == (
+        "slot 'h' (float32[1,1,4]) and the final state written into it disagree on dtype (dtype: the value written back "
+        "(%c) is float16, paired output 'hn' is float16, a Cast to float16 sits on the exit path)" + _TAIL
+    )
+    assert d.hint == "make the returned state match the state input exactly (float32[1,1,4]); convert outside the recurrence if needed"
+    assert d.data["aspects"] == ["dtype"]
+
+
+def test_sd005_a_cast_to_the_slot_dtype_is_no_mismatch():
+    b, h, y, hn = cell()
+    b.store(b.compute("Cast", [hn], attributes={"to": 1}, outputs=["c"], types=[TensorType("float32", (1, 1, H))]), h)  # 1: FLOAT
+    assert findings(b, "SD005") == []
+
+
+def test_sd005_a_hidden_size_other_than_the_slot_last_dim():
+    b2 = rnnir.Builder("wide")
+    h = b2.slot("h", "float32", (1, 1, 8))
+    x = b2.input("x", "float32", (T, 1, I))
+    _, hn = b2.recurrent("RNN", x, b2.const("W", np.ones((1, H, I), np.float32)), b2.const("R", np.ones((1, H, H), np.float32)),
+                         initial_h=b2.load(h), hidden_size=H, name="rnn")
+    b2.store(hn, h)
+    (d,) = findings(b2, "SD005")
+    assert d.message == (
+        "slot 'h' (float32[1,1,8]) and the final state written into it disagree on hidden size (hidden size: "
+        "h <- RNN 'rnn'.Y_h[0]: the op's hidden_size is 4, the slot's last dim is 8)" + _TAIL
+    )
+
+
+def _gru(h0shape, hnshape=(1, 1, H)):
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _pinned_models import model, vi, weights
+    from onnx import helper
+
+    return model([helper.make_node("GRU", ["x", "W", "R", "", "", "h0"], ["", "hn"], hidden_size=H, name="gru")],
+                 [vi("x", [T, 1, I]), vi("h0", list(h0shape))], [vi("hn", list(hnshape))], weights("GRU"))
+
+
+def test_sd005_a_batch_other_than_the_op_batch():
+    (d,) = [d for d in passes.run(rnnir.load(_gru((1, 2, H)))) if d.code == "SD005"]
+    assert d.message == (
+        "slot 'h0' (float32[1,2,4]) and the final state written into it disagree on batch (batch: dim 1 is 1 in the value "
+        "written back (%hn), 2 in the slot, h0 <- GRU 'gru'.Y_h[0]: the op's batch is 1, the slot's is 2)" + _TAIL
+    )
+
+
+def test_sd005_more_directions_than_the_op_writes():
+    (d,) = [d for d in passes.run(rnnir.load(_gru((2, 1, H)))) if d.code == "SD005"]
+    assert d.message == (
+        "slot 'h0' (float32[2,1,4]) and the final state written into it disagree on directions/layers and directions "
+        "(directions/layers: dim 0 is 1 in the value written back (%hn), 2 in the slot; directions: h0 <- GRU 'gru'.Y_h[0]: "
+        "the op writes 1 direction(s), the slot holds 2)" + _TAIL
+    )
+    assert d.data["aspects"] == ["directions/layers", "directions"]
+
+
+def test_sd005_a_symbolic_batch_never_mismatches():
+    assert passes.run(rnnir.load(_gru((1, "B", H), (1, "B", H)))) == []
