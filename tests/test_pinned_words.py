@@ -273,3 +273,65 @@ def test_sd005_more_directions_than_the_op_writes():
 
 def test_sd005_a_symbolic_batch_never_mismatches():
     assert passes.run(rnnir.load(_gru((1, "B", H), (1, "B", H)))) == []
+
+
+# -- SD002 / SD007: whose state it is --------------------------------------------------------------
+
+
+def lstm(c_from_slot=True):
+    b = rnnir.Builder("lstm")
+    h = b.slot("h", "float32", (1, 1, H))
+    c = b.slot("c", "float32", (1, 1, H))
+    x = b.input("x", "float32", (T, 1, I))
+    w = b.const("W", np.ones((1, 4 * H, I), np.float32))
+    r = b.const("R", np.ones((1, 4 * H, H), np.float32))
+    c0 = b.load(c) if c_from_slot else None
+    _, hn, cn = b.recurrent("LSTM", x, w, r, initial_h=b.load(h), initial_c=c0, hidden_size=H, name="lstm")
+    return b, h, c, hn, cn
+
+
+def test_sd002_h_and_c_swapped_between_two_slots_name_the_slot_each_belongs_to():
+    b, h, c, hn, cn = lstm()
+    b.store(cn, h)
+    b.store(hn, c)
+    by_slot = {d.slot: d for d in findings(b, "SD002")}
+    assert by_slot["h"].message == (
+        "slot 'h': slice h (initial_h of LSTM 'lstm') is written with LSTM 'lstm'.Y_c[0], the final state that belongs to "
+        "slot 'c', slice c (initial_c of LSTM 'lstm'): the next call starts each slice from another slice's state"
+    )
+    assert by_slot["h"].hint == "write the final state of LSTM 'lstm'.Y_h into h"
+    assert by_slot["c"].message == (
+        "slot 'c': slice c (initial_c of LSTM 'lstm') is written with LSTM 'lstm'.Y_h[0], the final state that belongs to "
+        "slot 'h', slice h (initial_h of LSTM 'lstm'): the next call starts each slice from another slice's state"
+    )
+    assert by_slot["h"].data == {"slice": "h", "got": "LSTM 'lstm'.Y_c[0]", "belongs_to": "c", "part": by_slot["h"].data["part"],
+                                 "consequence": "the next call starts each slice from another slice's state"}
+
+
+def test_sd002_another_port_of_the_op_that_reads_the_slice():
+    b, h, c, hn, cn = lstm(c_from_slot=False)  # c starts from zeros: Y_c belongs to no slot
+    b.store(cn, h)
+    b.store(cn, c)
+    (d,) = [d for d in findings(b, "SD002") if d.slot == "h"]
+    assert d.message == (
+        "slot 'h': slice h (initial_h of LSTM 'lstm') is written with LSTM 'lstm'.Y_c[0], the final state of another port "
+        "or direction of the same op: the next call starts this slice from the wrong state"
+    )
+    assert d.hint == "write the final state of LSTM 'lstm'.Y_h into h"
+
+
+def test_sd007_a_state_input_no_op_reads():
+    b = rnnir.Builder("cell")
+    h = b.slot("h", "float32", (1, 1, H))
+    x = b.input("x", "float32", (T, 1, I))
+    _, hn = b.recurrent("RNN", x, b.const("W", np.ones((1, H, I), np.float32)), b.const("R", np.ones((1, H, H), np.float32)),
+                        hidden_size=H, name="rnn")
+    b.load(h)
+    b.store(hn, h)
+    (d,) = findings(b, "SD007")
+    assert d.message == (
+        "slot 'h': the state input never reaches the op whose final state is written back (RNN 'rnn'.Y_h[0]); "
+        "RNN 'rnn'.initial_h starts from zeros (no initial_h input): the caller's state is ignored and every call restarts"
+    )
+    assert d.hint == "feed 'h' (its slice) into the op's initial state instead of the constant/other value"
+    assert "slice" not in d.data and findings(b, "SD003") == []  # SD007 covers the slot: SD003 does not repeat it
