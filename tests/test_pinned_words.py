@@ -75,6 +75,7 @@ def test_sd001_a_paired_output_that_is_not_stored_into_the_slot():
     b.store(hn, b.output("hn", "float32", (1, 1, H)))
     prog = b.build()
     prog.state_pairs[0].output = "hn"  # declared h -> hn, but only the output is written
+    prog.state_pairs[0].source = rnnir.pairs.PairSource.DECLARED  # a declared pair with an output: not "no output returns it"
     (d,) = [d for d in passes.run(prog) if d.code == "SD001"]
     assert d.message == (
         "slot 'h', which feeds 'rnn', is loaded but no store writes it back (paired output 'hn' is not stored into the slot): "
@@ -335,3 +336,105 @@ def test_sd007_a_state_input_no_op_reads():
     )
     assert d.hint == "feed 'h' (its slice) into the op's initial state instead of the constant/other value"
     assert "slice" not in d.data and findings(b, "SD003") == []  # SD007 covers the slot: SD003 does not repeat it
+
+
+# -- packed state: one slot, two slices -------------------------------------------------------------
+
+
+def _packed(tail_inputs, *, direction="forward", read_c=True):
+    """state[2,1,H] -> Gather/Unsqueeze -> h0 (and c0) -> LSTM 'lstm' -> stateN = Concat(tail_inputs)."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _pinned_models import const, model, vi, weights
+    from onnx import helper
+
+    nodes = [
+        helper.make_node("Gather", ["state", "i0"], ["g0"], axis=0),
+        helper.make_node("Gather", ["state", "i1"], ["g1"], axis=0),
+        helper.make_node("Unsqueeze", ["g0", "ax0"], ["h0"]),
+        helper.make_node("Unsqueeze", ["g1", "ax0"], ["c0"]),
+        helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "c0" if read_c else ""], ["Y", "Yh", "Yc"], hidden_size=H, direction=direction, name="lstm"),
+        helper.make_node("Concat", list(tail_inputs), ["stateN"], axis=0),
+    ]
+    inits = [const("i0", 0), const("i1", 1), const("ax0", [0]), *weights("LSTM")]
+    return rnnir.load(model(nodes, [vi("x", [T, 1, I]), vi("state", [2, 1, H])], [vi("stateN", [2, 1, H])], inits))
+
+
+_H_ROLE, _C_ROLE = "state[0] (initial_h of LSTM 'lstm')", "state[1] (initial_c of LSTM 'lstm')"
+
+
+def test_sd001_one_slice_handed_back_while_the_other_advances():
+    (d,) = [d for d in passes.run(_packed(["Yh", "c0"])) if d.code == "SD001"]
+    assert d.message == (
+        f"slot 'state': slice {_C_ROLE} is written back with its own live-in value on every call path: "
+        "that part of the state never advances across calls"
+    )
+    assert d.hint == "write the final state that belongs to state[1] into it" and d.data["slice"] == "state[1]"
+
+
+def test_sd002_the_live_in_values_of_two_slices_swapped():
+    (d,) = [d for d in passes.run(_packed(["c0", "h0"])) if d.code == "SD002"]
+    assert d.message == (
+        f"slot 'state': slice {_H_ROLE} is written with the live-in value of {_C_ROLE}; slice {_C_ROLE} is written with "
+        f"the live-in value of {_H_ROLE}: the next call starts each slice from another slice's state"
+    )
+    assert d.hint == "write the final state of LSTM 'lstm'.Y_h into state[0]; write the final state of LSTM 'lstm'.Y_c into state[1]"
+    assert [s["slice"] for s in d.data["slices"]] == ["state[0]", "state[1]"]
+
+
+def test_sd007_a_slice_no_op_reads_while_its_final_state_is_written_back():
+    diags = passes.run(_packed(["Yh", "Yc"], read_c=False))
+    (d,) = [d for d in diags if d.code == "SD007"]
+    assert d.message == (
+        "slot 'state': slice state[1] (not read by any recurrent op) never reaches the op whose final state is written back "
+        "(LSTM 'lstm'.Y_c[0]); LSTM 'lstm'.initial_c starts from zeros (no initial_c input): the caller's state is ignored "
+        "and every call restarts"
+    )
+    assert d.data["slice"] == "state[1]"
+    assert not [x for x in diags if x.code in ("SD002", "SD003")]  # SD007 covers state[1]; state[0] is right
+
+
+def test_sd006_is_one_finding_per_op_even_when_both_its_states_are_persisted():
+    (d,) = [d for d in passes.run(_packed(["Yh", "Yc"], direction="reverse")) if d.code == "SD006"]
+    assert d.message == (
+        f"slot 'state': slice {_H_ROLE} persists LSTM 'lstm'.Y_h[0], the final state of the reverse direction of "
+        "reverse LSTM 'lstm': across chunks the reverse recurrence sees the chunks out of order"
+    )
+
+
+# -- branches and near misses ------------------------------------------------------------------------
+
+
+def test_a_branch_choosing_between_values_made_outside_it_is_named():
+    b, h, y, hn = cell()
+    first = b.compute("Gather", [y, b.const("zero", np.array(0, np.int64))], attributes={"axis": 0})
+    b.store(b.if_(b.input("go", "bool", ()), [first], [hn]), h)
+    (d,) = findings(b, "SD003")
+    assert d.message == (
+        "slot 'h': slice h (initial_h of RNN 'rnn') is written with RNN 'rnn'.Y[0]@first, the state after step 'first' of "
+        "the forward RNN 'rnn' in branch then_branch, not its final state: the next call resumes from the wrong point of the sequence"
+    )
+
+
+def test_a_reverse_op_with_sequence_lens_has_its_final_state_at_y0():
+    b, h, y, hn = cell(direction="reverse", seq_lens=True)
+    b.store(b.compute("Gather", [y, b.const("zero", np.array(0, np.int64))], attributes={"axis": 0}), h)
+    assert findings(b, "SD008") == [] and findings(b, "SD003") == []
+
+
+def test_sd003_a_value_computed_from_an_op_that_does_not_read_the_slot():
+    b = rnnir.Builder("cell")
+    h = b.slot("h", "float32", (1, 1, H))
+    x = b.input("x", "float32", (T, 1, I))
+    b.load(h)
+    _, hn = b.recurrent("RNN", x, b.const("W", np.ones((1, H, I), np.float32)), b.const("R", np.ones((1, H, H), np.float32)),
+                        hidden_size=H, name="rnn")
+    b.store(b.compute("Add", [hn, b.const("zero", np.zeros((1, 1, H), np.float32))], name="plus"), h)
+    (d,) = findings(b, "SD003")
+    assert d.severity is passes.Severity.WARNING
+    assert d.message == (
+        "slot 'h' is written back with a value computed through Add 'plus' from RNN 'rnn'.Y_h[0], which depends on "
+        "RNN 'rnn'.Y_h[0]: the live-out value may not be the live-in's final state"
+    )
