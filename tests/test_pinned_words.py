@@ -438,3 +438,49 @@ def test_sd003_a_value_computed_from_an_op_that_does_not_read_the_slot():
         "slot 'h' is written back with a value computed through Add 'plus' from RNN 'rnn'.Y_h[0], which depends on "
         "RNN 'rnn'.Y_h[0]: the live-out value may not be the live-in's final state"
     )
+
+
+@pytest.mark.parametrize(
+    ("declared", "mismatch"),
+    [("batch_first", True), ("BTH", True), ("layout=1", True), ("1", True), ("seq_first", False), ("time_first", False),
+     ("TBH", False), ("0", False), ("layout=0", False), ("channels_last", False)],
+)
+def test_sd005_a_declared_layout_against_the_op_layout(declared, mismatch):
+    from rnnir.ir import TensorType
+
+    b, h, y, hn = cell()  # the op runs layout=0 (time first)
+    h.type = TensorType("float32", (1, 1, H), layout=declared)
+    b.store(hn, h)
+    found = findings(b, "SD005")
+    if not mismatch:  # the same layout, or a name rnnir does not know: nothing to compare
+        assert found == []
+        return
+    (d,) = found
+    assert d.message == (
+        f"slot 'h' (float32[1,1,4] layout={declared}) and the final state written into it disagree on layout (layout: "
+        f"h <- RNN 'rnn'.Y_h[0]: the slot is declared layout {declared!r}, the op runs layout=0)" + _TAIL
+    )
+
+
+def test_sd005_a_quantized_slot_written_with_a_plain_final_state():
+    from rnnir.ir import QuantParams, TensorType
+
+    b, h, y, hn = cell()
+    q = QuantParams(scale=(0.5,), zero_point=(0,))
+    h.type = TensorType("float32", (1, 1, H), quant=q)
+    b.store(hn, h)
+    (d,) = findings(b, "SD005")
+    assert d.message == (
+        f"slot 'h' (float32[1,1,4] q(scale=(0.5,))) and the final state written into it disagree on quantization (quantization: "
+        f"the slot is quantized {q}, the value written back is not quantized)" + _TAIL
+    )
+
+
+def test_sd005_a_value_of_unknown_type_and_origin_is_not_called_unquantized():
+    from rnnir.ir import QuantParams, TensorType
+
+    b = rnnir.Builder("cell")
+    h = b.slot("h", "float32", (1, 1, H))
+    h.type = TensorType("float32", (1, 1, H), quant=QuantParams(scale=(0.5,), zero_point=(0,)))
+    b.store(b.compute("Identity", [b.load(h)]), h)  # a value with no declared type, made by a plain op
+    assert findings(b, "SD005") == []
