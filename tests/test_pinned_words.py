@@ -484,3 +484,26 @@ def test_sd005_a_value_of_unknown_type_and_origin_is_not_called_unquantized():
     h.type = TensorType("float32", (1, 1, H), quant=QuantParams(scale=(0.5,), zero_point=(0,)))
     b.store(b.compute("Identity", [b.load(h)]), h)  # a value with no declared type, made by a plain op
     assert findings(b, "SD005") == []
+
+
+def test_swapped_live_in_values_are_not_also_a_handed_back_state():
+    assert [d.code for d in passes.run(_packed(["c0", "h0"])) if d.code == "SD001"] == []
+
+
+def test_a_state_input_no_op_reads_is_one_sd007_for_the_whole_slot_not_one_per_slice():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _pinned_models import model, vi, weights
+    from onnx import helper
+
+    # state[2,1,H] is an input and stateN = Concat(Y_h, Y_c) its pair, but the LSTM starts from zeros: no slice is read
+    nodes = [helper.make_node("LSTM", ["x", "W", "R"], ["Y", "Yh", "Yc"], hidden_size=H, name="lstm"),
+             helper.make_node("Concat", ["Yh", "Yc"], ["stateN"], axis=0)]
+    prog = rnnir.load(model(nodes, [vi("x", [T, 1, I]), vi("state", [2, 1, H])], [vi("stateN", [2, 1, H])], weights("LSTM")))
+    diags = passes.run(prog)
+    (d,) = [d for d in diags if d.code == "SD007"]
+    assert d.message.startswith("slot 'state': the state input never reaches the op whose final state is written back (")
+    assert "slice" not in d.data
+    assert [x.code for x in diags if x.code in ("SD002", "SD003")] == []  # SD007 covered every slice
