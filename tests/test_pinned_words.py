@@ -507,3 +507,14 @@ def test_a_state_input_no_op_reads_is_one_sd007_for_the_whole_slot_not_one_per_s
     assert d.message.startswith("slot 'state': the state input never reaches the op whose final state is written back (")
     assert "slice" not in d.data
     assert [x.code for x in diags if x.code in ("SD002", "SD003")] == []  # SD007 covered every slice
+
+
+def test_a_cast_target_is_read_with_the_onnx_numbering():
+    from onnx import helper
+
+    from rnnir.passes.store_destinations.state_types import _cast_target
+
+    for code in (1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 12, 13, 16):  # ONNX's own table is the oracle
+        assert _cast_target(str(code)) == str(np.dtype(helper.tensor_dtype_to_np_dtype(code))), code
+    assert _cast_target("8") is None  # STRING: no numpy dtype rnnir compares
+    assert (_cast_target(None), _cast_target("like"), _cast_target("float16")) == (None, None, "float16")
