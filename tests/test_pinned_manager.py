@@ -307,3 +307,22 @@ def test_a_retired_code_is_refused_with_its_reason_and_never_mistaken_for_unknow
     with pytest.raises(ValueError, match=r"^unknown rule code 'SD098'"):
         catalogue.rule_for("SD098")
     assert catalogue.rule_for("Wrong_Slot") is catalogue.RULES["SD002"]
+
+
+def test_strict_raises_what_rnnir_could_not_verify_to_an_error():
+    b = rnnir.Builder("plain")
+    h = b.slot("h", "float32", (1, 1, H))
+    b.store(b.compute("Tanh", [b.load(h)]), h)  # state that reaches no recurrence: SD009, information by default
+    prog = b.build()
+    assert {d.code: d.severity for d in passes.run(prog)}.get("SD009") is Severity.INFO
+    assert {d.code: d.severity for d in passes.run(prog, strict=True)}.get("SD009") is Severity.ERROR
+
+
+def test_verify_without_suppressions_keeps_only_the_selected_findings():
+    b, h, h0, y, hn = rnn_builder()
+    b.store(y, h)  # Y at its first step: SD003, and nothing else selected below
+    prog = b.build()
+    every = {d.code for d in passes.verify(prog, noqa=False).diagnostics}
+    assert "SD003" in every
+    chosen = passes.verify(prog, select=["SD003"], noqa=False)
+    assert [d.code for d in chosen.diagnostics] == ["SD003"] and chosen.suppressed == []
