@@ -36,13 +36,41 @@ CHAINED_OUTPUT_STORE = rule("AL001", "chained-output-store", Severity.ERROR, "th
         result costs an extra out-of-place copy and serialises the output
         behind the slot write.
 
-    Bad (IR)
-        %s = store<@h, alias>(%hn)
-        %o = store<out:hn, value>(%s)          # reads the slot store's result
-
     Fixed (IR: fan-out)
         %s = store<@h, token>(%hn)
         %o = store<out:hn, value>(%hn)         # both stores read the final state
+
+    Bad (IR)
+        program @bad {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, alias>(%hn)                         // returns a view of the slot's memory
+          %o = store<out:hn, value>(%s)                      // chained: the output reads that view
+          return<by runtime>(%s, %o)
+        }
+
+    Fixed (IR)
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, alias>(%hn)
+          %o = store<out:hn, value>(%hn)                     // fan-out: both stores read the final state
+          return<by runtime>(%s, %o)
+        }
     """, messages={
     "token-chain": Message(
         "output {output!r} is stored from the result of the store into slot {slot!r} (a chain %{final} -> @{slot} -> out:{output}), "
@@ -78,12 +106,35 @@ OUTPUT_ALIASES_SLOT = rule("AL002", "output-aliases-slot", Severity.ERROR, "a gr
         calls), and a caller that writes into its output corrupts the state.
 
     Bad (IR)
-        slot @h : float32[1,1,4] init=zeros aliases out:hn
-        %o = store<out:hn, value>(%hn)         # the only store: the slot lives in the output
+        program @bad {
+          slot @h : float32[1,1,4] init=zeros aliases out:hn
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %o = store<out:hn, value>(%hn)                     // the slot lives in this output's buffer
+          return<by runtime>(%o)
+        }
 
     Fixed (IR)
-        %s = store<@h, token>(%hn)             # the slot has its own storage
-        %o = store<out:hn, value>(%hn)         # out-of-place copy for the caller
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, token>(%hn)                         // the slot has its own storage and store
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
     """, messages={
     "lives-in-output": Message(
         "slot {slot!r} lives in graph output {output!r}'s buffer (must-alias): the single store into {output!r} doubles as "
@@ -114,12 +165,48 @@ SHARED_SLOT_STORAGE = rule("AL003", "shared-slot-storage", Severity.ERROR, "two 
         continue from it at the next call.
 
     Bad (IR)
-        slot @h0 : float32[1,1,4] init=zeros          (address "arena:0")
-        slot @c0 : float32[1,1,4] init=zeros          (address "arena:0")
+        program @bad {
+          slot @h : float32[1,1,4] init=zeros address "mem:0"
+          slot @c : float32[1,1,4] init=zeros address "mem:0"   // h and c at one address
+          output hn : float32[1,1,4]
+          output cn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,16,3]
+          value %R : float32[1,16,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+          pair c -> cn declared "the caller feeds cn back as c"
+
+          %h = load_slot<@h, copy>()
+          %c = load_slot<@c, copy>()
+          %y, %hn, %cn = recurrent.LSTM<hidden_size=4>(%x, %W, %R, _, _, %h, %c, _)
+          %sh = store<@h, token>(%hn)
+          %sc = store<@c, token>(%cn)
+          %oh = store<out:hn, value>(%hn)
+          %oc = store<out:cn, value>(%cn)
+          return<by runtime>(%sh, %sc, %oh, %oc)
+        }
 
     Fixed (IR)
-        slot @h0 ... (address "arena:0")
-        slot @c0 ... (address "arena:16")             # one storage per state instance
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          slot @c : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          output cn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,16,3]
+          value %R : float32[1,16,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+          pair c -> cn declared "the caller feeds cn back as c"
+
+          %h = load_slot<@h, copy>()
+          %c = load_slot<@c, copy>()
+          %y, %hn, %cn = recurrent.LSTM<hidden_size=4>(%x, %W, %R, _, _, %h, %c, _)
+          %sh = store<@h, token>(%hn)
+          %sc = store<@c, token>(%cn)
+          %oh = store<out:hn, value>(%hn)
+          %oc = store<out:cn, value>(%cn)
+          return<by runtime>(%sh, %sc, %oh, %oc)
+        }
     """, messages={
     "shared": Message(
         "slots {names} share one storage ({why}): two state instances clobber each other, and every call continues all of "

@@ -66,6 +66,44 @@ UNVERIFIED_STATE = rule("SD009", "unverified-state", Severity.INFO, "a state sli
 
     Fixed
         state -> RNN(initial_h=state) -> Y_h -> stateN                  # a recurrence rnnir understands
+
+    Bad (IR)
+        program @bad {
+          slot @h : float32[1,4] init=zeros
+          output hn : float32[1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+          value %x1 : float32[1,3]
+          value %W1 : float32[3,4]
+          value %R1 : float32[4,4]
+
+          %h = load_slot<@h, copy>()
+          %a = MatMul(%x1, %W1)
+          %b = MatMul(%h, %R1)
+          %sum = Add(%a, %b)
+          %t = Tanh(%sum)                                    // a hand-written step: no recurrent op to check it against
+          %s = store<@h, token>(%t)
+          %o = store<out:hn, value>(%t)
+          return<by runtime>(%s, %o)
+        }
+
+    Fixed (IR)
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)    // the same step as an RNN op
+          %s = store<@h, token>(%hn)
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
     """, messages={
     "unverified-slice": Message(
         "state {label!r} is not verified: {reason}",
@@ -103,6 +141,35 @@ NOT_EXPOSED = rule("SD010", "state-not-exposed", Severity.WARNING, "a recurrence
     Fixed
         Y, Y_h = GRU(x, W, R, initial_h=h0)     # h0 a graph input, fed back from hn by the caller
         inputs: x, h0   outputs: y, hn = Y_h     (``rnnir fix --expose-state`` does this edit)
+
+    Bad (IR)
+        program @bad {
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          value %zeros : float32[1,1,4] = dense<float32[1,1,4] [0.0, 0.0, 0.0, 0.0]>
+
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %zeros)   // starts from zeros every call
+          %o = store<out:hn, value>(%hn)                     // while its final state is returned
+          return<by runtime>(%o)
+        }
+
+    Fixed (IR)
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)    // the state is a slot now
+          %s = store<@h, token>(%hn)
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
     """, messages={
     "unpaired-input": Message(
         "{kind} {node!r} starts afresh on every call: {reason}; chunked calls forget the past",

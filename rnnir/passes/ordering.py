@@ -45,12 +45,36 @@ RETURN_BEFORE_STORE = rule("OR001", "return-before-store", Severity.ERROR, "the 
         load, on some devices, and never in a one-call test.
 
     Bad (IR)
-        %s = store<@h, token>(%hn)
-        %o = store<out:hn, value>(%hn)
-        return<by runtime>(%o)                  # does not wait for %s
+        program @bad {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, token>(%hn)
+          %o = store<out:hn, value>(%hn)
+          return<by device>(%o)                              // does not wait for the slot store
+        }
 
     Fixed (IR)
-        return<by runtime>(%o, %s)              # the slot store completes before the call ends
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, token>(%hn)
+          %o = store<out:hn, value>(%hn)
+          return<by device>(%s, %o)                          // the next call starts after the slot store
+        }
     """, messages={
     "calls-unordered": Message(
         "store of %{value} into slot {slot!r} may complete after the call returns: nothing orders call k+1 after call k "
@@ -80,14 +104,43 @@ WRITE_BEFORE_LAST_READ = rule("OR002", "write-before-last-read", Severity.ERROR,
         wrong value when the scheduler reorders them.
 
     Bad (IR)
-        %h = load_slot<@h, view>()
-        %y, %hn = recurrent.RNN(%x, %W, %R, _, _, %h)
-        %e = store<out:h_echo, value>(%h)       # reads the view ...
-        %s = store<@h, token>(%hn)              # ... but nothing orders it before this write
+        program @bad {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+          output norm : float32[]
+
+          %h = load_slot<@h, view>()                         // loaded in place
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %n = ReduceL2<keepdims=0>(%h)                      // a second reader of the slot's current value
+          %s = store<@h, token>(%hn)                         // may overwrite it before ReduceL2 reads it
+          %o = store<out:hn, value>(%hn)
+          %on = store<out:norm, value>(%n)
+          return<by runtime>(%s, %o, %on)
+        }
 
     Fixed (IR)
-        %h = load_slot<@h, copy>()              # private copy: the store cannot clobber it
-        (or an ordering edge: the echo store happens before the slot store)
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+          output norm : float32[]
+
+          %h = load_slot<@h, view>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %n = ReduceL2<keepdims=0>(%h)
+          %s = store<@h, token>(%hn)
+          %o = store<out:hn, value>(%hn)
+          %on = store<out:norm, value>(%n)
+          return<by runtime>(%s, %o, %on)
+          order %on -> %s                                    // the reader's store runs before the slot store
+        }
     """, messages={
     "view-race": Message(
         "slot {slot!r} is loaded as a VIEW and the store of %{value} into it is not ordered after {count} reader(s) of the "

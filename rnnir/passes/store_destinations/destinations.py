@@ -48,6 +48,50 @@ WRONG_SLOT = rule("SD002", "wrong-slot", Severity.ERROR, "a final state is writt
 
     Fixed
         hn = Concat(H0, H1, axis=0)
+
+    Bad (IR)
+        program @bad {
+          slot @h : float32[1,1,4] init=zeros
+          slot @c : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          output cn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,16,3]
+          value %R : float32[1,16,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+          pair c -> cn declared "the caller feeds cn back as c"
+
+          %h = load_slot<@h, copy>()
+          %c = load_slot<@c, copy>()
+          %y, %hn, %cn = recurrent.LSTM<hidden_size=4>(%x, %W, %R, _, _, %h, %c, _)
+          %sh = store<@h, token>(%cn)                        // h and c swapped
+          %sc = store<@c, token>(%hn)
+          %oh = store<out:hn, value>(%cn)
+          %oc = store<out:cn, value>(%hn)
+          return<by runtime>(%sh, %sc, %oh, %oc)
+        }
+
+    Fixed (IR)
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          slot @c : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          output cn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,16,3]
+          value %R : float32[1,16,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+          pair c -> cn declared "the caller feeds cn back as c"
+
+          %h = load_slot<@h, copy>()
+          %c = load_slot<@c, copy>()
+          %y, %hn, %cn = recurrent.LSTM<hidden_size=4>(%x, %W, %R, _, _, %h, %c, _)
+          %sh = store<@h, token>(%hn)
+          %sc = store<@c, token>(%cn)
+          %oh = store<out:hn, value>(%hn)
+          %oc = store<out:cn, value>(%cn)
+          return<by runtime>(%sh, %sc, %oh, %oc)
+        }
     """, messages={
     "slice-from-other-slice": Message(
         "slice {here} is written with the live-in value of {other}{where}",
@@ -96,6 +140,42 @@ NOT_FINAL_STATE = rule("SD003", "not-final-state", Severity.ERROR, "the value wr
 
     Fixed
         hn = Y_h                                        # or Gather(Y, -1) for a forward op without sequence_lens
+
+    Bad (IR)
+        program @bad {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+          value %zero : int64[] = dense<int64[] 0>
+          value %one : int64[1] = dense<int64[1] [1]>
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %first = Gather<axis=0>(%y, %zero)                 // Y at step 0, not the last step
+          %f = Squeeze(%first, %one)
+          %s = store<@h, token>(%f)
+          %o = store<out:hn, value>(%f)
+          return<by runtime>(%s, %o)
+        }
+
+    Fixed (IR)
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, token>(%hn)                         // Y_h: the final state
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
     """, messages={
     "constant-slice": Message(
         "slice {here} is overwritten with a constant on every call path, not with a final state",
@@ -158,6 +238,38 @@ REVERSE_STATE_PERSISTED = rule("SD006", "reverse-state-persisted", Severity.WARN
         persist only the forward direction (Y_h[0:1], Y_c[0:1]) and start the
         reverse direction from zeros at every chunk (or use a forward-only
         model for streaming)
+
+    Bad (IR)
+        program @bad {
+          slot @h : float32[2,1,4] init=zeros
+          output hn : float32[2,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[2,4,3]
+          value %R : float32[2,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<direction='bidirectional', hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, token>(%hn)                         // the reverse direction's state persisted
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
+
+    Fixed (IR)
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<direction='forward', hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, token>(%hn)                         // a forward op: its state continues the stream
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
     """, messages={
     "slice-reverse": Message(
         "slice {here} persists {got}, the final state of the reverse direction of {which} {op}{where}",
@@ -188,6 +300,44 @@ SEQ_LENS_LAST_STEP = rule("SD008", "seq-lens-last-step", Severity.ERROR, "the st
 
     Fixed
         hn = Y_h
+
+    Bad (IR)
+        program @bad {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+          value %lens : int32[1]
+          value %minus1 : int64[] = dense<int64[] -1>
+          value %one : int64[1] = dense<int64[1] [1]>
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, %lens, %h)
+          %last = Gather<axis=0>(%y, %minus1)                // Y[-1]: zeros where a sequence ended early
+          %f = Squeeze(%last, %one)
+          %s = store<@h, token>(%f)
+          %o = store<out:hn, value>(%f)
+          return<by runtime>(%s, %o)
+        }
+
+    Fixed (IR)
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+          value %lens : int32[1]
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, %lens, %h)
+          %s = store<@h, token>(%hn)                         // Y_h: each sequence's own last step
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
     """, messages={
     "last-step": Message(
         "slice {here} is written with {got}, Y at the last time step of {op}{where}, which has a sequence_lens input",

@@ -34,6 +34,39 @@ STATE_IGNORED = rule("SD007", "state-ignored", Severity.ERROR, "a state input ne
     Fixed
         Y, Y_h, Y_c = LSTM(x, W, R, initial_h=Unsqueeze(Gather(state, 0)),
                                     initial_c=Unsqueeze(Gather(state, 1)))
+
+    Bad (IR)
+        program @bad {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+          value %zeros : float32[1,1,4] = dense<float32[1,1,4] [0.0, 0.0, 0.0, 0.0]>
+
+          %h = load_slot<@h, copy>()                          // loaded, never read
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %zeros)
+          %s = store<@h, token>(%hn)
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
+
+    Fixed (IR)
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)    // the op starts from the slot
+          %s = store<@h, token>(%hn)
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
     """, messages={
     "slice-ignored": Message(
         "slice {here} never reaches the op whose final state is written back ({finals}); {starts}",

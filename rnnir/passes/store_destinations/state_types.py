@@ -34,6 +34,38 @@ STATE_TYPE_MISMATCH = rule("SD005", "state-type-mismatch", Severity.ERROR, "slot
     Fixed
         outputs: stateN float32[2, B, 128]
         stateN = Concat(Y_h, Y_c)
+
+    Bad (IR)
+        program @bad {
+          slot @h : float16[1,1,4] init=zeros           // float16 slot, float32 state
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, token>(%hn)
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
+
+    Fixed (IR)
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, token>(%hn)
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
     """, messages={
     "mismatch": Message(
         "slot {slot!r} ({declared}) and the final state written into it disagree on {aspects} ({detail}): "

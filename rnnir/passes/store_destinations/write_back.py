@@ -49,13 +49,36 @@ SLOT_NEVER_WRITTEN = rule("SD001", "slot-never-written", Severity.ERROR, "a slot
         Y, hn = GRU(x, W, R, initial_h=h0)             # the final state is returned
 
     Bad (IR)
-        %h = load_slot<@h, copy>()
-        %y, %hn = recurrent.RNN(%x, %W, %R, _, _, %h)
-        return<by runtime>()                            # no store to @h
+        program @bad {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, token>(%h)                          // the state handed straight back
+          %o = store<out:hn, value>(%h)
+          return<by runtime>(%s, %o)
+        }
 
     Fixed (IR)
-        %s = store<@h, token>(%hn)
-        return<by runtime>(%s)
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, token>(%hn)                         // the final state fans out
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
     """, messages={
     "no-output": Message(
         "state input {slot!r}{feeds} is live-in but no graph output returns its final state: every call restarts from the initial state",
@@ -94,13 +117,37 @@ SLOT_WRITTEN_TWICE = rule("SD004", "slot-written-twice", Severity.ERROR, "a slot
         merged into one slot.
 
     Bad (IR)
-        %a = store<@h, token>(%hn)
-        %b = store<@h, token>(%h_other)
-        return<by runtime>(%a, %b)
+        program @bad {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s0 = store<@h, token>(%hn)
+          %s1 = store<@h, token>(%hn)                        // a second store into the same slot
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s0, %s1, %o)
+        }
 
     Fixed (IR)
-        %a = store<@h, token>(%hn)
-        return<by runtime>(%a)
+        program @fixed {
+          slot @h : float32[1,1,4] init=zeros
+          output hn : float32[1,1,4]
+          value %x : float32[T,1,3]
+          value %W : float32[1,4,3]
+          value %R : float32[1,4,4]
+          pair h -> hn declared "the caller feeds hn back as h"
+
+          %h = load_slot<@h, copy>()
+          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
+          %s = store<@h, token>(%hn)                         // one store per call
+          %o = store<out:hn, value>(%hn)
+          return<by runtime>(%s, %o)
+        }
     """, messages={
     "written-twice": Message(
         "slot {slot!r} is written {count} times in one call{where} ({values}): a write-after-write on persistent state; "
