@@ -18,9 +18,9 @@ from typing import Any, ClassVar
 
 from rnnir.ir import Compute, LoadSlot, Node, Output, Recurrent, Store, Value
 from rnnir.optraits import OpTrait, ops_with
-from rnnir.pairs import SliceMap, StatePair
+from rnnir.pairs import ExitKind, SliceMap, StatePair
 from rnnir.recurrence import Recognition
-from rnnir.slices import Abs, Ref
+from rnnir.slices import Abs, AbsKind, OriginKind, Ref
 
 from .diagnostics import Diagnostic, Location, Message, Severity, rule
 from .manager import AnalysisPass, ProgramFacts
@@ -332,19 +332,19 @@ def _why_unverified(facts: ProgramFacts, pair: StatePair, sm: SliceMap) -> _Unre
             return _Unresolved(f"state {label!r} reaches {_op_text(node)} whose body is not understood{_look_alikes(facts, node)}", node)
         if node is not None:
             return _Unresolved(f"state {label!r} reaches {_op_text(node)} and no recurrence rnnir recognises{_look_alikes(facts, node)}", node)
-        if all(k == "passthrough" for k in sm.exit_kind.values()):
+        if all(k is ExitKind.PASSTHROUGH for k in sm.exit_kind.values()):
             return _Unresolved(f"state {label!r} is handed back without reaching any recurrence")
         return _Unresolved(f"state {label!r} is read by no recurrence")
     matched = False
     for bp, kind in sm.exit_kind.items():
         where = f" in branch {bp}" if bp else ""
-        if kind == "derived":
+        if kind is ExitKind.DERIVED:
             node = _first_value_change_back(stored, bp)
             via = f"{_op_text(node)}" if node is not None else "an op that changes values"
             return _Unresolved(f"write-back of {label!r}{where} passes through {via}", node)
-        if kind == "constant":
+        if kind is ExitKind.CONSTANT:
             return _Unresolved(f"{label!r} is written back with a constant{where}")
-        if kind == "passthrough":
+        if kind is ExitKind.PASSTHROUGH:
             return _Unresolved(f"{label!r} is written back with a live-in value{where}, not a final state")
         if kind not in ("final", "sequence"):
             node = _first_value_change_back(stored, bp)
@@ -388,7 +388,7 @@ def _start_text(values: list[Value | None], facts: ProgramFacts | None = None) -
         if v.has_const or (v.producer is not None and isinstance(v.producer, Compute) and v.producer.op in ("ConstantOfShape", "Constant")):
             return True
         # a recognised cell's entry is its state view rearranged for the op's port: constant when what it reads is
-        return facts is not None and facts.tracer.trace(v).kind == "const"
+        return facts is not None and facts.tracer.trace(v).kind is AbsKind.CONST
 
     if all(constant(v) for v in given):
         return "a constant"
@@ -399,9 +399,9 @@ def _start_text(values: list[Value | None], facts: ProgramFacts | None = None) -
 def _exact_refs(a: Abs) -> list[Ref]:
     """The state parts ``a`` holds as they are (per branch); a value merely computed from state (a linear head on
     h') is not the state returned."""
-    if a.kind == "alt":
+    if a.kind is AbsKind.ALT:
         return [r for _, alt in a.alts for r in _exact_refs(alt)]
-    return list(a.refs()) if a.kind == "exact" else []
+    return list(a.refs()) if a.kind is AbsKind.EXACT else []
 
 
 def _returned_exits(facts: ProgramFacts) -> dict[str, dict[str, list[str]]]:
@@ -416,11 +416,11 @@ def _returned_exits(facts: ProgramFacts) -> dict[str, dict[str, list[str]]]:
         if not isinstance(st.dest, Output) or st.value is None:
             continue
         for ref in _exact_refs(facts.tracer.trace(st.value)):
-            if ref.origin[0] != "port":
+            if ref.origin.kind is not OriginKind.PORT:
                 continue
-            rec_exits = exits.get(ref.origin[1])
-            if rec_exits is not None and ref.origin[2] in rec_exits:
-                names = out.setdefault(ref.origin[1], {}).setdefault(ref.origin[2], [])
+            rec_exits = exits.get(ref.origin.owner)
+            if rec_exits is not None and ref.origin.port in rec_exits:
+                names = out.setdefault(ref.origin.owner, {}).setdefault(ref.origin.port, [])
                 if st.dest.name not in names:
                     names.append(st.dest.name)
     return out

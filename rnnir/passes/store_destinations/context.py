@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rnnir.ir import Recurrent, Store
-from rnnir.pairs import PortRef, SliceMap
+from rnnir.pairs import ExitKind, PortRef, SliceMap
 from rnnir.recurrence import KINDS
+from rnnir.slices import AbsKind
 
 from ..diagnostics import Location
 from ..manager import ProgramFacts
@@ -151,7 +152,7 @@ class Context:
         ports = sorted({o[1] for o in origins if o[0] == "port"})
         if ports:
             return "the results of " + ", ".join(self.facts.program.node(p).describe() for p in ports)
-        if v.has_const or a.kind == "const":
+        if v.has_const or a.kind is AbsKind.CONST:
             return f"the constant {v.name!r}"
         return f"{v.name!r}, which depends on no state"
 
@@ -162,7 +163,7 @@ def live_elsewhere(ctx: Context, slot: str, sm: SliceMap, bp: str) -> bool:
     for other, kind in sm.exit_kind.items():
         if other == bp:
             continue
-        if kind == "passthrough":
+        if kind is ExitKind.PASSTHROUGH:
             return True
         if any(r.node_id in reads for r in refs_for(sm, other)):
             return True

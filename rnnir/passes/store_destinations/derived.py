@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 from rnnir.ir import Compute, Store, Value
 from rnnir.optraits import OpTrait, ops_with
-from rnnir.pairs import PortRef, SliceMap, StatePair
+from rnnir.pairs import ExitKind, PortRef, SliceMap, StatePair
 
 from ..diagnostics import Diagnostic, Location
 from .context import Context, branch_text, forward_dir, live_elsewhere, ref_loc, refs_for, reset_op, store_loc
@@ -26,7 +26,7 @@ def derived_exits(ctx: Context, pair: StatePair, stores: list[Store], reverse_se
     by_branch: dict[str, tuple[SliceMap, list[PortRef]]] = {}
     for sm in pair.slices:
         for bp, kind in sm.exit_kind.items():
-            if kind == "derived":
+            if kind is ExitKind.DERIVED:
                 refs = by_branch.setdefault(bp, (sm, []))[1]
                 refs.extend(r for r in refs_for(sm, bp) if r not in refs)
     locs = [store_loc(st) for st in stores]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rnnir.ir import Store
-from rnnir.pairs import PortRef, SliceMap, StatePair
+from rnnir.pairs import ExitKind, PortRef, SliceMap, StatePair
 
 from ..diagnostics import Diagnostic, Location, Message, Severity, rule
 from .context import INIT_OF, Context, branch_text, expected_final, forward_dir, is_reset, ref_loc, refs_for, store_loc
@@ -357,11 +357,11 @@ def exits(ctx: Context, pair: StatePair, stores: list[Store], ignored: set[tuple
     for sm in pair.slices:
         here = ctx.slice_text(name, sm.index)
         kinds = sm.exit_kind
-        if kinds and all(k == "constant" for k in kinds.values()):
+        if kinds and all(k is ExitKind.CONSTANT for k in kinds.values()):
             yield NOT_FINAL_STATE.diagnostic("constant-slice", slot=name, locations=locs, data={"slice": sm.label}, here=here, label=sm.label)
             continue
         for bp, kind in kinds.items():
-            if kind == "passthrough":
+            if kind is ExitKind.PASSTHROUGH:
                 other = sm.exit_slot_refs.get(bp)
                 if other is not None and other != (name, sm.index):
                     yield WRONG_SLOT.diagnostic(

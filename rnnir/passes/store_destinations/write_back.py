@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rnnir.ir import LoadSlot, Output, Store
-from rnnir.pairs import PairSource, SliceMap, StatePair
+from rnnir.pairs import ExitKind, PairSource, SliceMap, StatePair
 
 from ..diagnostics import Diagnostic, Location, Message, Severity, rule
 from ..manager import ProgramFacts
@@ -178,7 +178,7 @@ def handed_back(ctx: Context, pair: StatePair, stores: list[Store]) -> Iterator[
     for sm in pair.slices:
         if not sm.exit_kind:
             continue
-        if all(k == "passthrough" and sm.exit_slot_refs.get(bp) == (slot.name, sm.index) for bp, k in sm.exit_kind.items()):
+        if all(k is ExitKind.PASSTHROUGH and sm.exit_slot_refs.get(bp) == (slot.name, sm.index) for bp, k in sm.exit_kind.items()):
             same.append(sm)
     if not same:
         return
