@@ -11,8 +11,6 @@
 from __future__ import annotations
 
 import os
-import sys
-import types
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +37,8 @@ from .pairs import PairSource, PortRef, SliceMap, StatePair
 
 if TYPE_CHECKING:
     from .builder import Builder
-    from .export import export
-    from .fix import fix
+    from .exporter import export
+    from .fixer import fix
     from .lower.source import ModelLike
 
 __all__ = [
@@ -115,30 +113,17 @@ def load(
         return lower(src, pairs, Policy.named(entry, exit))
 
 
-#: names whose submodule of the same name holds a function of that name: ``rnnir.export`` is the function
-_FUNCTIONS = ("export", "fix")
-
-
-class _Package(types.ModuleType):
-    """``rnnir`` itself.  ``export``, ``fix`` and ``Builder`` import onnx and numpy, which ``rnnir lint`` never
-    needs: they are imported on first use (``__getattr__``).  Importing a submodule binds its name in the
-    package, so ``import rnnir.export`` would make ``rnnir.export`` the module; this keeps it the function."""
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if name in _FUNCTIONS and isinstance(value, types.ModuleType):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
-
-
 def __getattr__(name: str) -> Any:
-    if name in _FUNCTIONS:
-        import importlib
+    # export, fix and Builder import onnx and numpy, which `rnnir lint` never needs: imported on first use.  Their
+    # modules are named apart from them (exporter, fixer), so importing a module never rebinds `rnnir.export`
+    if name == "export":
+        from .exporter import export
 
-        importlib.import_module(f"{__name__}.{name}")  # binds the function (see _Package)
-        return globals()[name]
+        return export
+    if name == "fix":
+        from .fixer import fix
+
+        return fix
     if name == "Builder":
         from .builder import Builder
 

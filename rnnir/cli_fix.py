@@ -1,4 +1,4 @@
-"""The command line of :mod:`rnnir.fix`: ``rnnir fix`` and the ``--fix``/``--diff`` options of ``rnnir lint``.
+"""The command line of :mod:`rnnir.fixer` (``rnnir.fix``): ``rnnir fix`` and the ``--fix``/``--diff`` options of ``rnnir lint``.
 
     rnnir fix MODEL --expose-state [--packed] [--state-defaults] -o OUT
     rnnir fix MODEL [--select SD002,AL001] [--unsafe-fixes] (-o OUT | --in-place | --diff) [--format text|json]
@@ -123,7 +123,7 @@ def _codes(select: list[str] | None) -> list[str] | None:
 
 
 def cmd_fix(args: argparse.Namespace) -> int:
-    from .fix import FixError, fix, render_diff
+    from .fixer import FixError, fix, render_diff
     from .lower.source import read_model
 
     if not (args.output or args.in_place or args.diff):
@@ -289,7 +289,7 @@ def lint_fixes(args: argparse.Namespace, jobs: Sequence[LintJob]) -> int:
     from rnnir.passes import RULES
     from rnnir.passes.manager import selected_codes
 
-    from .fix import FIXES, fix, render_diff
+    from .fixer import FIXES, fix, render_diff
     from .lower.source import read_model
 
     status = 0
@@ -335,7 +335,7 @@ def lint_fixes(args: argparse.Namespace, jobs: Sequence[LintJob]) -> int:
 
 def explain_fix(code: str) -> str:
     """The ``Fix`` section ``rnnir explain`` appends for a rule that has an automatic fix ("" otherwise)."""
-    from .fix import FIXES
+    from .fixer import FIXES
 
     info = FIXES.get(code)
     if info is None:

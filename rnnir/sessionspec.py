@@ -145,7 +145,7 @@ class SessionModel:
             src = program.source
             if src is None:
                 try:
-                    from .export import export as _export
+                    from .exporter import export as _export
 
                     proto = _export(program)
                 except ImportError as exc:

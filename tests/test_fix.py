@@ -30,7 +30,7 @@ from _samples import exported_ir_sample  # noqa: E402  # tests/ is on sys.path (
 
 import rnnir  # noqa: E402
 from rnnir import passes  # noqa: E402
-from rnnir.fix import FIXES, Edit, FixError, fix, render_diff  # noqa: E402
+from rnnir.fixer import FIXES, Edit, FixError, fix, render_diff  # noqa: E402
 from rnnir.irtext import print_program  # noqa: E402
 from rnnir.runtime import StatefulSession  # noqa: E402
 from rnnir.simulate import Simulator  # noqa: E402

@@ -144,7 +144,7 @@ sys.exit(1 if failed else 0)
 
 #: what a user or a tool imports first (each is imported first, with every rnnir/passes module unloaded
 #: before it); the import graph test above covers the rest without paying ~0.4 s per module here
-ENTRY_POINTS = ["rnnir.export", "rnnir.lower", "rnnir.runtime", "rnnir.cli", "rnnir.simulate", "rnnir.passes", "rnnir.passes.coverage"]
+ENTRY_POINTS = ["rnnir.exporter", "rnnir.fixer", "rnnir.lower", "rnnir.runtime", "rnnir.cli", "rnnir.simulate", "rnnir.passes", "rnnir.passes.coverage"]
 
 
 def test_each_entry_point_imports_first_in_a_fresh_set_of_modules():
@@ -173,3 +173,17 @@ def test_no_top_level_passes_is_installed(tmp_path: Path):
                           capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "None"
+
+
+def test_the_functions_export_and_fix_are_never_shadowed_by_their_modules():
+    """``rnnir.export`` and ``rnnir.fix`` stay the functions whatever is imported, with no module magic: their
+    modules are named apart from them (``rnnir.exporter``, ``rnnir.fixer``)."""
+    code = (
+        "import types, rnnir\n"
+        "assert callable(rnnir.export) and callable(rnnir.fix)\n"
+        "import rnnir.exporter, rnnir.fixer\n"
+        "assert rnnir.export is rnnir.exporter.export and rnnir.fix is rnnir.fixer.fix\n"
+        "assert isinstance(rnnir.exporter, types.ModuleType) and type(rnnir) is types.ModuleType\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr

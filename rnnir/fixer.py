@@ -983,7 +983,7 @@ def _record_pairs(model: onnx.ModelProto, pairs: dict[str, str | None], label: s
 
     A model that records its stores as IR text (``rnnir.ir``) keeps the text: lowering gives a slot the text
     does not know (the state exposed here) the default fan-out stores."""
-    from .export import _slot_meta
+    from .exporter import _slot_meta
     from .lower import Policy, lower
 
     _set_meta(model, META_PAIRS, json.dumps(pairs, sort_keys=True))
