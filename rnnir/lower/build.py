@@ -192,6 +192,7 @@ class _Lowering:
         self.recognised = Recognised()  # recurrences written as plain ops (cells, unrolled loops, Loops)
         self.site_nodes: dict[int, Recurrent] = {}
         self.const_slots: dict[tuple[int, str], Slot] = {}  # constants the entry=constant policy made slots
+        self.reachable: set[str] = set()  # what the walk may build: set per stage of run() (_forward_taint)
         self.structure_override: StoreStructure | None = None  # rnnir fix's edited stores, instead of the recorded ones
 
     # -- names and values ----------------------------------------------------------------
