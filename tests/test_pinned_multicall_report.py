@@ -17,27 +17,29 @@ from rnnir.testing import Divergence, MulticallReport, SlotHealth, VariantResult
 # growing needs growth > 2 and a rising second half (least-squares slope > 0); decaying needs growth < 0.5.
 
 
-@pytest.mark.parametrize(
-    ("norms", "trend", "growth"),
-    [
-        ([1.0, math.nan, 1.0, 1.0], "non-finite", math.inf),
-        ([1.0, 1.0, 1.0, math.inf], "non-finite", math.inf),
-        ([2.0, 2.0, 2.0, 2.0], "constant", 1.0),
-        ([0.0, 0.0, 0.0, 0.0], "constant", 1.0),  # 0 / 0: no growth
-        ([1.0, 1.0 + 1e-13, 1.0, 1.0], "constant", 1.0),  # within 1e-12 of each other: rounding, not change
-        ([0.0, 0.0, 0.0, 1.0], "growing", math.inf),  # from nothing to something
-        ([1.0, 1.0, 1.0, 2.5], "growing", 2.5),
-        ([1.0, 1.0, 1.0, 2.0], "bounded", 2.0),  # exactly twice: not yet growing
-        ([1.0, 1.0, 5.0, 4.9], "bounded", 4.9),  # grew, but the second half (5, 4.9) falls
-        ([1.0, 3.0], "bounded", 3.0),  # a second half of one call has no slope
-        ([4.0, 3.0, 2.0, 1.0], "decaying", 0.25),
-        ([2.0, 1.5, 1.2, 1.0], "bounded", 0.5),  # exactly half: not yet decaying
-        ([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 5.0], "growing", 3.0),  # 8 calls: quarters of 2, (1 + 5) / 2 over (1 + 1) / 2
-        ([3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], "bounded", 0.5),  # (1 + 1) / 2 over (3 + 1) / 2: exactly half
-    ],
+TREND_CASES = (
+    ([1.0, math.nan, 1.0, 1.0], "non-finite", math.inf),
+    ([1.0, 1.0, 1.0, math.inf], "non-finite", math.inf),
+    ([2.0, 2.0, 2.0, 2.0], "constant", 1.0),
+    ([0.0, 0.0, 0.0, 0.0], "constant", 1.0),  # 0 / 0: no growth
+    ([1.0, 1.0 + 1e-13, 1.0, 1.0], "constant", 1.0),  # within 1e-12 of each other: rounding, not change
+    ([0.0, 0.0, 0.0, 1.0], "growing", math.inf),  # from nothing to something
+    ([1.0, 1.0, 1.0, 2.5], "growing", 2.5),
+    ([1.0, 1.0, 1.0, 2.0], "bounded", 2.0),  # exactly twice: not yet growing
+    ([1.0, 1.0, 5.0, 4.9], "bounded", 4.9),  # grew, but the second half (5, 4.9) falls
+    ([1.0, 3.0], "bounded", 3.0),  # a second half of one call has no slope
+    ([4.0, 3.0, 2.0, 1.0], "decaying", 0.25),
+    ([2.0, 1.5, 1.2, 1.0], "bounded", 0.5),  # exactly half: not yet decaying
+    ([1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 5.0], "growing", 3.0),  # 8 calls: quarters of 2, (1 + 5) / 2 over (1 + 1) / 2
+    ([3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0], "bounded", 0.5),  # (1 + 1) / 2 over (3 + 1) / 2: exactly half
+    ([1.0, 1.0, 1.0, 1.0, 1.0, 4.0, 5.0, 5.5], "growing", 5.25),  # a second half that rises ever slower still rises
 )
-def test_trend_of_a_norm_series(norms, trend, growth):
-    assert _trend(norms) == (trend, growth)
+
+
+def test_trend_of_a_norm_series():
+    # every case in one test: the mutation tool runs one parametrization per test function, and each case is a boundary
+    for norms, trend, growth in TREND_CASES:
+        assert _trend(norms) == (trend, growth), norms
 
 
 def test_health_of_each_slot_call_by_call():
@@ -74,14 +76,12 @@ def test_float16_headroom_and_the_health_summary():
     assert slot(0.0).summary().endswith("float16 headroom inf)")
 
 
-@pytest.mark.parametrize(
-    ("value", "text", "json_value"),
-    [(0.123456, "0.123", 0.123456), (1234567.0, "1.23e+06", 1234567.0), (math.inf, "inf", "inf"), (-math.inf, "-inf", "-inf"), (math.nan, "nan", "nan")],
-)
-def test_numbers_in_text_and_json(value, text, json_value):
-    assert _fmt(value) == text
-    got = _num(value)
-    assert got == json_value and type(got) is type(json_value)
+def test_numbers_in_text_and_json():
+    cases = [(0.123456, "0.123", 0.123456), (1234567.0, "1.23e+06", 1234567.0), (math.inf, "inf", "inf"), (-math.inf, "-inf", "-inf"), (math.nan, "nan", "nan")]
+    for value, text, json_value in cases:
+        assert _fmt(value) == text
+        got = _num(value)
+        assert got == json_value and type(got) is type(json_value)
 
 
 def test_an_int_is_written_as_is():
@@ -119,6 +119,11 @@ def test_the_first_divergence_is_the_earliest_call_then_the_smallest_chunk():
     # a variant that was not run is absent, not None
     assert "hc-swapped" not in r.first_divergence
     assert report([variant("stale", 2)]).first_divergence == {"stale": None}
+
+
+def test_a_divergence_without_a_chunk_counts_as_chunk_0():
+    r = report([variant("reinit", 1, Divergence(1, "y", 0.5, 1)), variant("reinit", None, Divergence(1, "hn", 0.25, None))])
+    assert r.first_divergence == {"reinit": Divergence(1, "hn", 0.25, None)}
 
 
 def test_looking_up_a_variant_by_name_and_chunk():

@@ -15,6 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from test_pinned_multicall import seed_rnn
 
+from rnnir.runtime import StatefulSession
 from rnnir.testing import Divergence, StreamError, check_multicall
 
 F = TensorProto.FLOAT
@@ -102,10 +103,10 @@ def test_chunk_replaces_chunk_sizes_and_variants_selects_the_runs():
     assert triples(report) == [("persistent", 2, 2, None), ("reinit", 2, 2, Divergence(1, "y", 0.75, 2))]
 
 
-@pytest.mark.parametrize("sizes", [[], [0], [2, -1]])
-def test_chunk_sizes_must_be_positive(sizes):
-    with pytest.raises(StreamError, match=re.escape(f"chunk sizes must be positive integers, got {sizes}")):
-        check_multicall(seed_rnn(), {"x": ones(4)}, chunk_sizes=sizes)
+def test_chunk_sizes_must_be_positive():
+    for sizes in [[], [0], [2, -1]]:
+        with pytest.raises(StreamError, match=re.escape(f"chunk sizes must be positive integers, got {sizes}")):
+            check_multicall(seed_rnn(), {"x": ones(4)}, chunk_sizes=sizes)
 
 
 def test_an_unknown_variant_is_refused():
@@ -203,19 +204,18 @@ def test_a_silent_stream_is_inconclusive_and_each_variant_says_why():
     assert report.health["h0"].trend == "constant"
 
 
-@pytest.mark.parametrize(("onset", "noted"), [(0, False), (1, True)])
-def test_a_stream_that_starts_late_is_noted_from_call_2_on(onset, noted):
-    # x = 0 until the onset, then 1: h stays 0 through the onset call; re-initialising shows one call after it
-    x = np.zeros((6, 1, 1), np.float32)
-    x[onset:] = 1.0
-    report = check_multicall(seed_rnn(), {"x": x}, chunk_sizes=[1], variants=["persistent", "reinit"])
-    assert report.first_divergence["reinit"] == Divergence(onset + 1, "y", 0.5, 1)
-    note = (
-        f"chunk 1: re-initialising makes no difference before call {onset + 1}: the state stays at its initial value through "
-        f"call {onset}, so a stream that starts with silence shows a lost or stale state only after the onset"
-    )
-    assert (note in report.notes) is noted
-    assert report.notes == ([note] if noted else [])
+def test_a_stream_that_starts_late_is_noted_from_call_2_on():
+    # x = 0 until the onset, then 1: h stays 0 until the onset call; re-initialising shows one call after it
+    for onset, noted in [(0, False), (1, True)]:
+        x = np.zeros((6, 1, 1), np.float32)
+        x[onset:] = 1.0
+        report = check_multicall(seed_rnn(), {"x": x}, chunk_sizes=[1], variants=["persistent", "reinit"])
+        assert report.first_divergence["reinit"] == Divergence(onset + 1, "y", 0.5, 1)
+        note = (
+            f"chunk 1: re-initialising makes no difference before call {onset + 1}: the state stays at its initial value through "
+            f"call {onset}, so a stream that starts with silence shows a lost or stale state only after the onset"
+        )
+        assert report.notes == ([note] if noted else [])
 
 
 # -- h and c ---------------------------------------------------------------------------------------
@@ -234,18 +234,19 @@ def test_an_lstm_whose_h_and_c_stay_equal_cannot_show_a_swap():
     assert report.variant("hc-swapped", 2).note == "h and c are equal wherever they are swapped on this stream, so a swap is invisible"
 
 
-@pytest.mark.parametrize(
-    ("model", "why"),
-    [
-        # one state feeds both initial_h and initial_c: h and c are one place, a swap changes nothing
-        (lambda: lstm(inputs=("x", "s", "s"), outs=("y", "s_out")), "no pair's slices place h and c of one op where they could be swapped"),
-        (lambda: lstm(inputs=("x", "h0"), outs=("y", "hn")), "no pair's slices place h and c of one op where they could be swapped"),
-    ],
-)
-def test_an_lstm_without_two_places_for_h_and_c_is_not_swapped_and_says_why_once(model, why):
-    report = check_multicall(model(), {"x": ones(4)}, chunk_sizes=[1, 2])
+def assert_not_swapped_and_noted_once(model):
+    report = check_multicall(model, {"x": ones(4)}, chunk_sizes=[1, 2])
     assert [v.variant for v in report.variants] == ["persistent", "reinit", "stale"] * 2
-    assert report.notes == [f"hc-swapped not run: {why}"]
+    assert report.notes == ["hc-swapped not run: no pair's slices place h and c of one op where they could be swapped"]
+
+
+def test_an_lstm_whose_h_and_c_are_one_state_is_not_swapped():
+    # one state feeds both initial_h and initial_c: h and c are one place, a swap changes nothing
+    assert_not_swapped_and_noted_once(lstm(inputs=("x", "s", "s"), outs=("y", "s_out")))
+
+
+def test_an_lstm_without_c_is_not_swapped():
+    assert_not_swapped_and_noted_once(lstm(inputs=("x", "h0"), outs=("y", "hn")))
 
 
 def test_plain_op_state_is_not_swapped_and_says_why():
@@ -364,42 +365,40 @@ def test_a_stream_naming_something_else_is_refused():
         check_multicall(seed_rnn(), {"x": ones(4), "nope": ones(4)})
 
 
-@pytest.mark.parametrize("shape", [(4, 1), (4, 1, 1, 1)])
-def test_a_time_stream_of_the_wrong_rank_is_refused(shape):
-    with pytest.raises(StreamError, match=re.escape(f"stream 'x' has shape {shape}; the input has rank 3 with time axis 0")):
-        check_multicall(seed_rnn(), {"x": np.ones(shape, np.float32)})
+def test_a_time_stream_of_the_wrong_rank_is_refused():
+    for shape in [(4, 1), (4, 1, 1, 1)]:
+        with pytest.raises(StreamError, match=re.escape(f"stream 'x' has shape {shape}; the input has rank 3 with time axis 0")):
+            check_multicall(seed_rnn(), {"x": np.ones(shape, np.float32)})
 
 
-@pytest.mark.parametrize("shape", [(4, 1, 1), (4, 1, 1, 1)])
-def test_a_calls_stream_of_the_wrong_rank_is_refused(shape):
-    with pytest.raises(StreamError, match=re.escape(f"stream 'x' has rank {len(shape)}; in calls mode it needs the input's rank 1 plus a leading call axis")):
-        check_multicall(halving_plain(), {"x": np.ones(shape, np.float32)})
+def test_a_calls_stream_of_the_wrong_rank_is_refused():
+    for shape in [(4, 1, 1), (4, 1, 1, 1)]:
+        with pytest.raises(StreamError, match=re.escape(f"stream 'x' has rank {len(shape)}; in calls mode it needs the input's rank 1 plus a leading call axis")):
+            check_multicall(halving_plain(), {"x": np.ones(shape, np.float32)})
 
 
-@pytest.mark.parametrize(
-    ("kw", "length", "calls"),
-    [
+def test_the_length_of_a_generated_time_stream():
+    cases = [
         ({"length": 5}, 5, 3),  # chunk 2: 2, 2, 1
-        ({"calls": 3}, 6, 3),  # calls * the largest chunk
+        ({"calls": 4}, 8, 4),  # calls * the largest chunk
         ({}, 6, 3),  # three times the largest chunk
-    ],
-)
-def test_the_length_of_a_generated_time_stream(kw, length, calls):
-    report = check_multicall(seed_rnn(), None, chunk_sizes=[2, 1], **kw)
-    assert report.stream_length == length
-    assert report.variant("persistent", 2).calls == calls and report.variant("persistent", 1).calls == length
+    ]
+    for kw, length, calls in cases:
+        report = check_multicall(seed_rnn(), None, chunk_sizes=[2, 1], **kw)
+        assert report.stream_length == length, kw
+        assert report.variant("persistent", 2).calls == calls and report.variant("persistent", 1).calls == length
 
 
-@pytest.mark.parametrize(("kw", "calls"), [({"calls": 5}, 5), ({"length": 4}, 4), ({}, 48), ({"calls": 3, "length": 9}, 3)])
-def test_the_number_of_calls_of_a_generated_calls_stream(kw, calls):
-    report = check_multicall(halving_plain(), None, **kw)
-    assert report.stream_length == calls and report.variant("persistent", 1).calls == calls
+def test_the_number_of_calls_of_a_generated_calls_stream():
+    for kw, calls in [({"calls": 5}, 5), ({"length": 4}, 4), ({}, 48), ({"calls": 3, "length": 9}, 3)]:
+        report = check_multicall(halving_plain(), None, **kw)
+        assert report.stream_length == calls and report.variant("persistent", 1).calls == calls, kw
 
 
-@pytest.mark.parametrize("kw", [{"length": 0}, {"calls": 0, "length": 0}])
-def test_an_empty_stream_is_refused(kw):
-    with pytest.raises(StreamError, match=r"the stream is empty \(length 0\)"):
-        check_multicall(seed_rnn(), None, **kw)
+def test_an_empty_stream_is_refused():
+    for kw in [{"length": 0}, {"calls": 0, "length": 0}]:
+        with pytest.raises(StreamError, match=r"the stream is empty \(length 0\)"):
+            check_multicall(seed_rnn(), None, **kw)
 
 
 def test_an_empty_given_stream_is_refused():
@@ -611,3 +610,59 @@ def test_a_state_output_of_another_dtype_is_converted_and_noted():
         "would have to (SD005); the rounding shows against the whole call"
     ]
     assert report.status == "pass" and report.variant("persistent", 1).trace == HALVES[:4]
+
+
+# -- when there is no whole-stream call ---------------------------------------------------------------
+
+
+def test_a_session_with_input_context_has_no_whole_stream_oracle():
+    # one step of context: each call sees the previous call's last x first (a zero before the first call).
+    # call 0: x = 0, 1, 1 from h = 0: y = 0, 1, 1.5 (mean 2.5 / 3); call 1: x = 1, 1, 1 from 1.5: 1.75, 1.875, 1.9375
+    session = StatefulSession(seed_rnn(), context={"x": 1})
+    report = check_multicall(session, {"x": ones(6)}, chunk_sizes=[2], variants=["persistent", "reinit"])
+    assert report.notes == [
+        "an input context is declared: chunked calls see overlapping input that one whole call does not, so there is no whole-stream oracle"
+    ]
+    assert report.variant("persistent", 2).reference == "none" and report.persistent_matches_whole is None
+    assert report.variant("persistent", 2).trace[:2] == pytest.approx([2.5 / 3, 5.5625 / 3], abs=1e-7)
+    # re-initialising clears the context too: every call is call 0 again
+    assert report.variant("reinit", 2).trace == pytest.approx([2.5 / 3] * 3, abs=1e-7)
+
+
+def test_a_whole_stream_call_that_fails_is_noted_and_the_broken_variants_judge():
+    # the Reshape takes exactly 2 steps although x's time axis is dynamic: chunks of 2 run, the whole stream cannot
+    nodes = [helper.make_node("Reshape", ["x", "two"], ["x2"]), rnn_node(x="x2")]
+    m = build(nodes, [vi("x", ["T", 1, 1]), vi("h0", [1, 1, 1])], [vi("y", None), vi("hn", [1, 1, 1])],
+              [*SEED_INITS, init("two", [2, 1, 1], np.int64)])
+    report = check_multicall(m, {"x": ones(6)}, chunk_sizes=[2])
+    (note,) = report.notes
+    assert note.startswith("one call over the whole stream failed (") and note.endswith("); persistence judged by the broken variants only")
+    assert report.whole_available is False and report.status == "pass"
+    assert report.variant("persistent", 2).trace == [1.25, 1.8125, 1.953125]
+
+
+# -- calls mode: generated inputs -----------------------------------------------------------------------
+
+
+def test_a_sequence_lens_input_in_calls_mode_is_an_ordinary_generated_input():
+    # time_axis={} for every input: one [2, 1, 1] frame per call; lens is generated like any input (here: 2 per call)
+    # x = 1: call 0 gives h = 1, 1.5 (mean 1.25); call 1 goes on from 1.5: 1.75, 1.875
+    report = check_multicall(seq_rnn(), {"x": ones(2, (2, 1, 1))}, chunk_sizes=[1], time_axis={"x": None, "lens": None}, input_values={"lens": 2})
+    assert report.mode == "calls"
+    assert report.notes == ["calls mode and no whole= oracle: persistence is judged by the broken variants only"]
+    assert report.variant("persistent", 1).trace == [1.25, 1.8125]
+
+
+def test_in_calls_mode_a_generated_input_takes_its_symbols_from_a_frame_of_the_stream():
+    # x ["B", 1] streamed as [calls, B, 1] with B = 3; g ["B", 1] is generated, and Concat needs the same B
+    nodes = [helper.make_node("Mul", ["h0", "half"], ["hh"]), helper.make_node("Add", ["hh", "x"], ["hn"]),
+             helper.make_node("Concat", ["hn", "g"], ["y"], axis=1)]
+    m = build(nodes, [vi("x", ["B", 1]), vi("g", ["B", 1]), vi("h0", ["B", 1])], [vi("y", ["B", 2]), vi("hn", ["B", 1])], [init("half", [0.5])])
+    report = check_multicall(m, {"x": ones(2, (3, 1))}, input_values={"g": 0.0})
+    assert report.variant("persistent", 1).trace == [0.5, 0.75]  # mean of (h, 0) over 3 rows: h = 1, 1.5
+
+
+def test_a_zero_dim_is_unknown_not_negative():
+    # ONNX exporters write dim_value 0 for "unknown": it asks for the input like any unknown dim
+    with pytest.raises(StreamError, match=re.escape("cannot generate input 'k': dim 0 (?) of [0] is unknown")):
+        check_multicall(extra_input_model(["K"]), {"x": ones(2)}, chunk_sizes=[1], input_shapes={"k": [0]})

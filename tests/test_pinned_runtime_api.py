@@ -340,18 +340,15 @@ def test_a_saved_state_of_another_batch_loads_into_a_symbolic_dim(tmp_path):
     assert val(other.run(x1(batch=3))["hn"]) == [1.5, 1.5, 1.5]
 
 
-@pytest.mark.parametrize(
-    ("shape", "declared"),
-    [((1, 1), "[1, B, 1]"), ((2, 1, 1), "[1, B, 1]"), ((1, 1, 3), "[1, B, 1]")],
-)
-def test_a_saved_slot_of_another_rank_or_fixed_dim_is_refused(tmp_path, shape, declared):
+def test_a_saved_slot_of_another_rank_or_fixed_dim_is_refused(tmp_path):
     s = StatefulSession(seed())
     s.run(x1())
     meta, _ = saved_parts(s, tmp_path / "s.state")
-    write_npz(tmp_path / "s.state", meta, {"slot:h0": np.zeros(shape, np.float32)})
-    text = "[" + ", ".join(map(str, shape)) + "]"
-    with pytest.raises(StateError, match=re.escape(f"slot 'h0' was saved with shape {text}, the model declares {declared}")):
-        s.load_state(tmp_path / "s.state")
+    for shape in [(1, 1), (1, 1, 1, 1), (2, 1, 1), (1, 1, 3)]:
+        write_npz(tmp_path / "s.state", meta, {"slot:h0": np.zeros(shape, np.float32)})
+        text = "[" + ", ".join(map(str, shape)) + "]"
+        with pytest.raises(StateError, match=re.escape(f"slot 'h0' was saved with shape {text}, the model declares [1, B, 1]")):
+            s.load_state(tmp_path / "s.state")
 
 
 def test_state_file_errors(tmp_path):
