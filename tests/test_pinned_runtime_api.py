@@ -416,3 +416,42 @@ def test_the_state_of_a_symbolic_slot_cannot_be_read_before_a_call_resolves_it()
     with pytest.raises(StateError, match=re.escape("seed: cannot tell dim 1 (B) of state input 'h0' (declared [1, B, 1]) from the feeds")):
         s.state  # noqa: B018 - reading is the behaviour under test
     assert val(StatefulSession(seed(h_shape=(1, 1, 1))).state["h0"]) == [0.0]
+
+
+# -- which inputs feed a recurrent op ------------------------------------------------------------------------------
+
+
+def rnn_fed_by(prefix_nodes, x_input="x", seq="", extra_inputs=(), x_shape=("T", "B", 1)):
+    node = helper.make_node("RNN", [x_input, "W", "R", "", seq, "h0"], ["y", "hn"], hidden_size=1,
+                            activations=["Affine"], activation_alpha=[1.0], activation_beta=[0.0])
+    inits = [numpy_helper.from_array(np.ones((1, 1, 1), np.float32), "W"), numpy_helper.from_array(np.full((1, 1, 1), 0.5, np.float32), "R")]
+    return build([*prefix_nodes, node], [vi("x", list(x_shape)), *extra_inputs, vi("h0", [1, "B", 1])], [vi("y", None), vi("hn", [1, "B", 1])], inits)
+
+
+def test_an_input_reaches_x_through_identity_and_cast():
+    m = rnn_fed_by([helper.make_node("Cast", ["x"], ["xc"], to=F), helper.make_node("Identity", ["xc"], ["xi"])], x_input="xi",
+                   x_shape=("T", "B", 1))
+    s = StatefulSession(m)
+    assert [(r.input, r.time_axis, r.batch_axis) for r in s.recurrent_inputs] == [("x", 0, 1)]
+    assert s.initial_state(x1(batch=2, steps=3))["h0"].shape == (1, 2, 1)
+
+
+def test_an_input_through_another_op_or_a_transpose_without_perm_is_not_traced():
+    relu = StatefulSession(rnn_fed_by([helper.make_node("Relu", ["x"], ["xr"])], x_input="xr"))
+    assert relu.recurrent_inputs == []
+    # Transpose without perm reverses the axes; the runtime does not guess: not traced, and the batch comes from
+    # the leading dim of the input instead ([B, 1, T] here: 2 rows)
+    flip = StatefulSession(rnn_fed_by([helper.make_node("Transpose", ["x"], ["xt"])], x_input="xt", x_shape=("B", 1, "T")))
+    assert flip.recurrent_inputs == []
+    assert flip.initial_state({"x": np.ones((2, 1, 5), np.float32)})["h0"].shape == (1, 2, 1)
+
+
+def test_sequence_lens_through_a_cast_is_a_length_input():
+    m = rnn_fed_by([helper.make_node("Cast", ["lens"], ["lens32"], to=TensorProto.INT32)], seq="lens32",
+                   extra_inputs=[vi("lens", [1], TensorProto.INT64)], x_shape=("T", 1, 1))
+    s = StatefulSession(m)
+    assert s.length_inputs == ["lens"]
+    # 3 steps, only 2 of them counted: h = 1, 1.5 and the third y row is 0
+    got = s.run({"x": np.ones((3, 1, 1), np.float32), "lens": np.array([2], np.int64)})
+    assert val(got["hn"]) == [1.5] and val(got["y"]) == [1.0, 1.5, 0.0]
+    assert StatefulSession(seed()).length_inputs == []
