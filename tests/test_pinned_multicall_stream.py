@@ -759,3 +759,10 @@ def test_the_swapped_run_starts_each_call_from_the_previous_calls_h_and_c_exchan
         h, c = cn, hn
     report = check_multicall(shared(lstm), {"x": x}, chunk_sizes=[1], variants=["persistent", "hc-swapped"])
     np.testing.assert_allclose(report.variant("hc-swapped", 1).trace, want, rtol=1e-6)
+
+
+def test_health_follows_the_first_of_equally_long_runs():
+    # 4 steps in chunks of 3 (3 + 1) and of 2 (2 + 2): two calls each; the first listed is kept.
+    # chunk 3 ends its calls at h = 1.75 and 1.875 (chunk 2 would give 1.5, 1.875)
+    report = check_multicall(shared(seed_rnn), {"x": ones(4)}, chunk_sizes=[3, 2], variants=["persistent"])
+    assert report.health["h0"].max == [1.75, 1.875]

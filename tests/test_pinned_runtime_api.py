@@ -455,3 +455,59 @@ def test_sequence_lens_through_a_cast_is_a_length_input():
     got = s.run({"x": np.ones((3, 1, 1), np.float32), "lens": np.array([2], np.int64)})
     assert val(got["hn"]) == [1.5] and val(got["y"]) == [1.0, 1.5, 0.0]
     assert StatefulSession(seed()).length_inputs == []
+
+
+def bogus_archive(path, entry_bytes):
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("__rnnir_state__.npy", b"")
+        z.writestr("slot:h0.npy", b"\0" * entry_bytes)
+
+
+def test_a_symbolic_slot_may_expand_to_its_limit_and_a_migration_to_twice_that(tmp_path):
+    # h0 [1, B, 1] has no fixed size: its file may hold max_slot_bytes (1 MiB here) plus 1 MiB of metadata room;
+    # when the state may be another model's (reset or migrate), an older layout may be up to twice as large
+    s = StatefulSession(seed(), max_slot_bytes=1 << 20)
+    path = tmp_path / "big.state"
+    bogus_archive(path, (5 << 20) // 2)  # 2.5 MiB
+    with pytest.raises(StateError, match=r"expands to 2,621,440 bytes, more than this model's slots may hold \(2,097,152\)"):
+        s.load_state(path)
+    with pytest.raises(StateError, match=r"cannot read saved state \(truncated, or not a state file\)"):  # read, then found bogus
+        s.load_state(path, on_version_mismatch="reset")
+    bogus_archive(path, (7 << 20) // 2)  # 3.5 MiB: over 1 + 2 MiB
+    with pytest.raises(StateError, match=r"expands to 3,670,016 bytes, more than this model's slots may hold \(3,145,728\)"):
+        s.load_state(path, on_version_mismatch="reset")
+
+
+def test_a_sequence_lens_that_is_not_a_graph_input_is_not_a_length_input():
+    m = rnn_fed_by([helper.make_node("Constant", [], ["lens"], value=numpy_helper.from_array(np.array([1], np.int32)))], seq="lens",
+                   x_shape=("T", 1, 1))
+    s = StatefulSession(m)
+    assert s.length_inputs == []
+    assert val(s.run({"x": np.ones((2, 1, 1), np.float32)})["y"]) == [1.0, 0.0]  # one step of two counted
+
+
+def test_a_float64_state_stays_float64():
+    node = helper.make_node("Add", ["h0", "x"], ["hn"])
+    m = build([node], [vi("x", [2], TensorProto.DOUBLE), vi("h0", [2], TensorProto.DOUBLE)], [vi("hn", [2], TensorProto.DOUBLE)], name="f64")
+    s = StatefulSession(m)
+    assert s.slots[0].dtype == np.float64
+    s.run({"x": np.array([0.1, 1e-12])})
+    got = s.run({"x": np.array([0.2, 1e-12])})["hn"]
+    assert got.dtype == np.float64 and got.tolist() == [0.1 + 0.2, 2e-12]  # float32 would round both
+
+
+def test_a_state_output_of_another_dtype_is_refused_unless_cast_state_is_asked_for():
+    nodes = [helper.make_node("Add", ["h0", "x"], ["h32"]), helper.make_node("Cast", ["h32"], ["hn"], to=TensorProto.DOUBLE)]
+    m = build(nodes, [vi("x", [1]), vi("h0", [1])], [vi("hn", [1], TensorProto.DOUBLE)], name="cast")
+    s = StatefulSession(m)
+    assert s.cast_state is False
+    with pytest.raises(StateError, match=re.escape(
+        "cast: state output 'hn' is float64 but state input 'h0' takes float32: feeding it back needs a conversion the model "
+        "does not make (SD005); pass cast_state=True to convert it through numpy every call"
+    )):
+        s.run({"x": np.ones(1, np.float32)})
+    c = StatefulSession(m, cast_state=True)
+    assert c.cast_state is True
+    c.run({"x": np.ones(1, np.float32)})
+    got = c.run({"x": np.ones(1, np.float32)})["hn"]
+    assert got.dtype == np.float64 and val(got) == [2.0] and c.state["h0"].dtype == np.float32
