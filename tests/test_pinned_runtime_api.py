@@ -511,3 +511,29 @@ def test_a_state_output_of_another_dtype_is_refused_unless_cast_state_is_asked_f
     c.run({"x": np.ones(1, np.float32)})
     got = c.run({"x": np.ones(1, np.float32)})["hn"]
     assert got.dtype == np.float64 and val(got) == [2.0] and c.state["h0"].dtype == np.float32
+
+
+def test_run_options_take_the_general_path_with_the_same_results():
+    import onnxruntime as ort
+
+    s = StatefulSession(seed())
+    assert val(s.run(x1())["hn"]) == [1.0]
+    assert val(s.run(x1())["hn"]) == [1.5]
+    assert val(s.run_dict(x1(), run_options=ort.RunOptions())["hn"]) == [1.75]
+    assert val(s.run(["hn"], x1(), ort.RunOptions())[0]) == [1.875]
+    assert val(s.run(x1())["hn"]) == [1.9375]
+
+
+def test_initial_state_reads_only_the_plain_feeds():
+    s = StatefulSession(seed())
+    got = s.initial_state({"x": np.ones((1, 2, 1), np.float32), "h0": np.ones((1, 7, 1), np.float32), "other": 1})
+    assert got["h0"].shape == (1, 2, 1) and got["h0"].dtype == np.float32 and not got["h0"].any()
+
+
+def test_saving_over_a_folder_fails_cleanly_and_leaves_nothing_behind(tmp_path):
+    s = StatefulSession(seed())
+    s.run(x1())
+    (tmp_path / "taken").mkdir()
+    with pytest.raises(StateError, match=r"taken: cannot write state \(.*\); the previous file, if any, is unchanged$"):
+        s.save_state(tmp_path / "taken")
+    assert sorted(os.listdir(tmp_path)) == ["taken"] and os.listdir(tmp_path / "taken") == []
