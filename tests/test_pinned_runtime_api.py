@@ -63,13 +63,16 @@ def test_onnxruntimes_signature_returns_a_list_of_the_plain_outputs_by_default()
     assert [a.name for a in s.get_inputs()] == ["x"] and [a.name for a in s.get_outputs()] == ["y"]
 
 
-def test_the_dict_signature_returns_every_output_or_those_asked_for():
+def test_the_dict_signature_returns_the_outputs_asked_for():
+    # (which outputs run(feeds) returns by default is the hot path's choice; run_dict returns every output)
     s = StatefulSession(seed())
     got = s.run(x1())
-    assert list(got) == ["y", "hn"] and val(got["hn"]) == [1.0]
+    assert isinstance(got, dict) and val(got["y"]) == [1.0]
     assert list(s.run(x1(), ["hn"])) == ["hn"]
     assert list(s.run(x1(), outputs=["y"])) == ["y"]
-    assert val(s.run_dict(x1(), ["hn", "y"])["hn"]) == [1.875]  # the fourth step
+    got = s.run_dict(x1())
+    assert list(got) == ["y", "hn"] and val(got["hn"]) == [1.875]  # the fourth step
+    assert list(s.run_dict(x1(), ["hn", "y"])) == ["hn", "y"]
 
 
 def test_run_refuses_what_onnxruntime_would_not_take():
@@ -79,28 +82,28 @@ def test_run_refuses_what_onnxruntime_would_not_take():
     with pytest.raises(FeedError, match=r"^seed: run\(output_names, input_feed\) takes a dict of input name -> array as input_feed, got list; or call run_dict\(feeds\)$"):
         s.run(None, [np.ones((1, 1, 1), np.float32)])
     with pytest.raises(FeedError, match=re.escape("seed: the model has no output(s) ['z']; outputs are ['y', 'hn']")):
-        s.run(x1(), ["y", "z"])
+        s.run_dict(x1(), ["y", "z"])
     with pytest.raises(FeedError, match=re.escape("seed: the model has no input 'z'; inputs are ['x', 'h0']")):
-        s.run({"z": np.zeros(1)})
+        s.run_dict({"z": np.zeros(1)})
     with pytest.raises(FeedError, match=re.escape("seed: missing input(s) ['x'] (state inputs ['h0'] may be omitted)")):
-        s.run({})
-    assert s.stats.calls == 0 and val(s.run(x1())["hn"]) == [1.0]  # nothing ran before
+        s.run_dict({})
+    assert s.stats.calls == 0 and val(s.run_dict(x1())["hn"]) == [1.0]  # nothing ran before
 
 
 def test_feeds_are_converted_to_the_declared_dtype_and_made_contiguous():
     s = StatefulSession(seed())
     x = np.ones((1, 2, 1), np.float64)  # float64 where float32 is declared
-    assert val(s.run(x1() | {"x": x})["hn"]) == [1.0, 1.0]
+    assert val(s.run_dict(x1() | {"x": x})["hn"]) == [1.0, 1.0]
     strided = np.ones((2, 2, 2), np.float32)[:, :, :1]  # not contiguous
     assert not strided.flags.c_contiguous
-    assert val(s.run({"x": strided})["hn"]) == [1.75, 1.75]  # 1 -> 1.5 -> 1.75
+    assert val(s.run_dict({"x": strided})["hn"]) == [1.75, 1.75]  # 1 -> 1.5 -> 1.75
 
 
 def test_an_explicit_state_feed_replaces_that_call_only():
     s = StatefulSession(seed())
-    s.run(x1())  # h = 1
-    assert val(s.run(x1() | {"h0": np.full((1, 1, 1), 4.0, np.float64)})["hn"]) == [3.0]  # 0.5 * 4 + 1, given as float64
-    assert val(s.run(x1())["hn"]) == [2.5]  # from the call's result, not from 1 or 4
+    s.run_dict(x1())  # h = 1
+    assert val(s.run_dict(x1() | {"h0": np.full((1, 1, 1), 4.0, np.float64)})["hn"]) == [3.0]  # 0.5 * 4 + 1, given as float64
+    assert val(s.run_dict(x1())["hn"]) == [2.5]  # from the call's result, not from 1 or 4
 
 
 # -- what the model is ---------------------------------------------------------------------------------
@@ -128,7 +131,7 @@ def test_state_bytes_and_repr():
     s = StatefulSession(seed())
     assert s.state_bytes == 0  # nothing resolved before the first call
     assert repr(s) == "<StatefulSession 'seed': h0->hn; 0 calls>"
-    s.run(x1(batch=3))
+    s.run_dict(x1(batch=3))
     assert s.state_bytes == 12  # [1, 3, 1] float32
     assert repr(s) == "<StatefulSession 'seed': h0->hn; 1 calls>"
     stateless = build([helper.make_node("Relu", ["x"], ["y"])], [vi("x", [2])], [vi("y", [2])])
@@ -139,13 +142,13 @@ def test_a_state_input_with_a_default_is_optional_and_starts_from_it():
     s = StatefulSession(seed(h_shape=(1, 1, 1), h0_default=np.full((1, 1, 1), 2.0)))
     assert s.optional_inputs == {"h0"} and s.slots[0].init.kind == "constant"
     assert val(s.initial_state()["h0"]) == [2.0]
-    assert val(s.run(x1())["hn"]) == [2.0]  # 0.5 * 2 + 1
+    assert val(s.run_dict(x1())["hn"]) == [2.0]  # 0.5 * 2 + 1
 
 
 def test_an_initial_constant_without_a_declared_shape_gives_the_slot_its_shape():
     s = StatefulSession(seed(h_shape=None, h0_default=np.full((1, 2, 1), 3.0)))
     assert s.initial_state()["h0"].shape == (1, 2, 1)
-    assert val(s.run(x1(batch=2))["hn"]) == [2.5, 2.5]
+    assert val(s.run_dict(x1(batch=2))["hn"]) == [2.5, 2.5]
 
 
 def test_onnxruntime_refusing_the_model_is_a_ModelError():
@@ -172,7 +175,7 @@ def lstm_hc():
 
 def test_setting_one_slot_keeps_the_other():
     s = StatefulSession(lstm_hc())
-    s.run(x1())
+    s.run_dict(x1())
     before = s.state
     s.state = {"h0": np.array([[[0.25, -0.5]]], np.float32)}
     after = s.state
@@ -183,7 +186,7 @@ def test_setting_one_slot_keeps_the_other():
 
     sess = ort.InferenceSession(lstm_hc().SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, {"x": np.ones((1, 1, 1), np.float32), "h0": after["h0"], "c0": after["c0"]})
-    got = s.run(x1())
+    got = s.run_dict(x1())
     np.testing.assert_array_equal(got["hn"], want[1])
     np.testing.assert_array_equal(got["cn"], want[2])
 
@@ -191,7 +194,7 @@ def test_setting_one_slot_keeps_the_other():
 def test_setting_the_state_converts_within_a_kind_and_refuses_the_rest():
     s = StatefulSession(seed(h_shape=(1, "B", 1)))
     s.state = {"h0": np.full((1, 2, 1), 2, np.int64)}  # int -> float32: fine; a symbolic dim takes any size
-    assert s.state["h0"].dtype == np.float32 and val(s.run(x1(batch=2))["hn"]) == [2.0, 2.0]
+    assert s.state["h0"].dtype == np.float32 and val(s.run_dict(x1(batch=2))["hn"]) == [2.0, 2.0]
     with pytest.raises(StateError, match=r"^seed: state is set from a dict of state input name -> array, not list$"):
         s.state = [np.zeros((1, 1, 1))]
     with pytest.raises(StateError, match=re.escape("seed: ['x'] are not state inputs; the state inputs are ['h0']")):
@@ -209,24 +212,24 @@ def test_setting_the_state_converts_within_a_kind_and_refuses_the_rest():
 
 def test_reset_goes_back_to_the_initial_state_and_resolves_the_batch_again():
     s = StatefulSession(seed())
-    s.run(x1(batch=2))
-    s.run(x1(batch=2))
+    s.run_dict(x1(batch=2))
+    s.run_dict(x1(batch=2))
     s.reset()
-    assert val(s.run(x1(batch=3))["hn"]) == [1.0, 1.0, 1.0]
+    assert val(s.run_dict(x1(batch=3))["hn"]) == [1.0, 1.0, 1.0]
 
 
 def test_fork_copies_the_state_or_starts_afresh():
     s = StatefulSession(seed())
-    s.run(x1())  # h = 1
+    s.run_dict(x1())  # h = 1
     twin = s.fork()
     fresh = s.fork(reset=True)
-    assert val(twin.run(x1())["hn"]) == [1.5]
-    assert val(fresh.run(x1())["hn"]) == [1.0]
-    assert val(s.run(x1())["hn"]) == [1.5]  # the original went on alone
+    assert val(twin.run_dict(x1())["hn"]) == [1.5]
+    assert val(fresh.run_dict(x1())["hn"]) == [1.0]
+    assert val(s.run_dict(x1())["hn"]) == [1.5]  # the original went on alone
     assert twin.alias_outputs is False and s.fork(alias_outputs=True).alias_outputs is True
     assert StatefulSession(seed(), alias_outputs=True).fork().alias_outputs is True
     # a fork of a session that never ran starts from the initial state
-    assert val(StatefulSession(seed()).fork().run(x1())["hn"]) == [1.0]
+    assert val(StatefulSession(seed()).fork().run_dict(x1())["hn"]) == [1.0]
 
 
 # -- initial shapes --------------------------------------------------------------------------------------------
@@ -261,7 +264,7 @@ def plain_state(x_shape, h_shape):
 def test_without_a_batch_axis_the_leading_dim_of_a_dynamic_input_is_the_batch():
     s = StatefulSession(plain_state(["N", 2], ["M", 2]))
     assert s.initial_state({"x": np.ones((3, 2), np.float32)})["h0"].shape == (3, 2)
-    assert val(s.run({"x": np.ones((3, 2), np.float32)})["hn"]) == [6.0] * 6
+    assert val(s.run_dict({"x": np.ones((3, 2), np.float32)})["hn"]) == [6.0] * 6
 
 
 def test_a_static_leading_dim_is_not_the_batch():
@@ -280,9 +283,9 @@ def test_a_wrong_guess_is_dropped_with_a_clear_error_and_the_session_recovers():
               [numpy_helper.from_array(np.ones((2, 2), np.float32), "k")], opset=11, name="guess")
     s = StatefulSession(m)
     with pytest.raises(StateError, match=re.escape("guess: the first call failed with state shapes rnnir had to guess (h0: dim 0 = 3 (leading dim of 'x'));")):
-        s.run({"x": np.ones((3, 2), np.float32)})
+        s.run_dict({"x": np.ones((3, 2), np.float32)})
     s.state = {"h0": np.zeros((2, 2), np.float32)}
-    assert val(s.run({"x": np.ones((3, 2), np.float32)})["hn"]) == [7.0] * 4  # 0 + 1 + 6
+    assert val(s.run_dict({"x": np.ones((3, 2), np.float32)})["hn"]) == [7.0] * 4  # 0 + 1 + 6
 
 
 # -- the slot size limit -----------------------------------------------------------------------------------------
@@ -296,7 +299,7 @@ def test_a_slot_at_the_limit_is_allowed_and_one_byte_over_is_refused(tmp_path):
         tight.initial_state(x1(batch=3))
     # a saved state is held to the same limit
     big = StatefulSession(seed())
-    big.run(x1(batch=3))
+    big.run_dict(x1(batch=3))
     path = big.save_state(tmp_path / "big.state")
     with pytest.raises(StateError, match=re.escape(f"{path}: state input 'h0' of shape [1, 3, 1] would take 12 bytes, over the 11-byte limit")):
         tight.load_state(path)
@@ -318,8 +321,8 @@ def write_npz(path, meta, entries):
 
 def test_a_state_file_holds_what_the_session_held_and_continues_the_stream(tmp_path):
     s = StatefulSession(seed())
-    s.run(x1(batch=2))
-    s.run(x1(batch=2))  # h = 1.5
+    s.run_dict(x1(batch=2))
+    s.run_dict(x1(batch=2))  # h = 1.5
     meta, entries = saved_parts(s, tmp_path / "s.state")
     assert meta == {"format": "rnnir.state/1", "fingerprint": s.fingerprint, "state_version": None, "model": "seed",
                     "slots": {"h0": {"dtype": "float32", "shape": [1, 2, 1]}}}
@@ -327,22 +330,22 @@ def test_a_state_file_holds_what_the_session_held_and_continues_the_stream(tmp_p
     other = StatefulSession(seed())
     outcome = other.load_state(tmp_path / "s.state")
     assert outcome is not None
-    assert val(other.run(x1(batch=2))["hn"]) == [1.75, 1.75]
+    assert val(other.run_dict(x1(batch=2))["hn"]) == [1.75, 1.75]
 
 
 def test_a_saved_state_of_another_batch_loads_into_a_symbolic_dim(tmp_path):
     s = StatefulSession(seed())
-    s.run(x1(batch=3))
+    s.run_dict(x1(batch=3))
     path = s.save_state(tmp_path / "s.state")
     other = StatefulSession(seed())
-    other.run(x1(batch=1))
+    other.run_dict(x1(batch=1))
     other.load_state(path)
-    assert val(other.run(x1(batch=3))["hn"]) == [1.5, 1.5, 1.5]
+    assert val(other.run_dict(x1(batch=3))["hn"]) == [1.5, 1.5, 1.5]
 
 
 def test_a_saved_slot_of_another_rank_or_fixed_dim_is_refused(tmp_path):
     s = StatefulSession(seed())
-    s.run(x1())
+    s.run_dict(x1())
     meta, _ = saved_parts(s, tmp_path / "s.state")
     for shape in [(1, 1), (1, 1, 1, 1), (2, 1, 1), (1, 1, 3)]:
         write_npz(tmp_path / "s.state", meta, {"slot:h0": np.zeros(shape, np.float32)})
@@ -353,7 +356,7 @@ def test_a_saved_slot_of_another_rank_or_fixed_dim_is_refused(tmp_path):
 
 def test_state_file_errors(tmp_path):
     s = StatefulSession(seed())
-    s.run(x1())
+    s.run_dict(x1())
     meta, entries = saved_parts(s, tmp_path / "good.state")
 
     def refused(path, message):
@@ -394,7 +397,7 @@ def test_a_state_file_that_expands_past_the_limit_is_refused_before_reading(tmp_
 
 def test_saving_into_a_missing_folder_is_a_StateError(tmp_path):
     s = StatefulSession(seed())
-    s.run(x1())
+    s.run_dict(x1())
     with pytest.raises(StateError, match=r"cannot write state: No such file or directory"):
         s.save_state(tmp_path / "no" / "such" / "folder.state")
 
@@ -403,7 +406,7 @@ def test_saving_replaces_an_older_file_and_leaves_no_temporary_behind(tmp_path):
     s = StatefulSession(seed())
     path = tmp_path / "s.state"
     path.write_bytes(b"old")
-    s.run(x1())
+    s.run_dict(x1())
     assert s.save_state(str(path)) == path
     assert sorted(os.listdir(tmp_path)) == ["s.state"]
     fresh = StatefulSession(seed())
@@ -452,7 +455,7 @@ def test_sequence_lens_through_a_cast_is_a_length_input():
     s = StatefulSession(m)
     assert s.length_inputs == ["lens"]
     # 3 steps, only 2 of them counted: h = 1, 1.5 and the third y row is 0
-    got = s.run({"x": np.ones((3, 1, 1), np.float32), "lens": np.array([2], np.int64)})
+    got = s.run_dict({"x": np.ones((3, 1, 1), np.float32), "lens": np.array([2], np.int64)})
     assert val(got["hn"]) == [1.5] and val(got["y"]) == [1.0, 1.5, 0.0]
     assert StatefulSession(seed()).length_inputs == []
 
@@ -483,7 +486,7 @@ def test_a_sequence_lens_that_is_not_a_graph_input_is_not_a_length_input():
                    x_shape=("T", 1, 1))
     s = StatefulSession(m)
     assert s.length_inputs == []
-    assert val(s.run({"x": np.ones((2, 1, 1), np.float32)})["y"]) == [1.0, 0.0]  # one step of two counted
+    assert val(s.run_dict({"x": np.ones((2, 1, 1), np.float32)})["y"]) == [1.0, 0.0]  # one step of two counted
 
 
 def test_a_float64_state_stays_float64():
@@ -491,8 +494,8 @@ def test_a_float64_state_stays_float64():
     m = build([node], [vi("x", [2], TensorProto.DOUBLE), vi("h0", [2], TensorProto.DOUBLE)], [vi("hn", [2], TensorProto.DOUBLE)], name="f64")
     s = StatefulSession(m)
     assert s.slots[0].dtype == np.float64
-    s.run({"x": np.array([0.1, 1e-12])})
-    got = s.run({"x": np.array([0.2, 1e-12])})["hn"]
+    s.run_dict({"x": np.array([0.1, 1e-12])})
+    got = s.run_dict({"x": np.array([0.2, 1e-12])})["hn"]
     assert got.dtype == np.float64 and got.tolist() == [0.1 + 0.2, 2e-12]  # float32 would round both
 
 
@@ -505,11 +508,11 @@ def test_a_state_output_of_another_dtype_is_refused_unless_cast_state_is_asked_f
         "cast: state output 'hn' is float64 but state input 'h0' takes float32: feeding it back needs a conversion the model "
         "does not make (SD005); pass cast_state=True to convert it through numpy every call"
     )):
-        s.run({"x": np.ones(1, np.float32)})
+        s.run_dict({"x": np.ones(1, np.float32)})
     c = StatefulSession(m, cast_state=True)
     assert c.cast_state is True
-    c.run({"x": np.ones(1, np.float32)})
-    got = c.run({"x": np.ones(1, np.float32)})["hn"]
+    c.run_dict({"x": np.ones(1, np.float32)})
+    got = c.run_dict({"x": np.ones(1, np.float32)})["hn"]
     assert got.dtype == np.float64 and val(got) == [2.0] and c.state["h0"].dtype == np.float32
 
 
@@ -517,11 +520,11 @@ def test_run_options_take_the_general_path_with_the_same_results():
     import onnxruntime as ort
 
     s = StatefulSession(seed())
-    assert val(s.run(x1())["hn"]) == [1.0]
-    assert val(s.run(x1())["hn"]) == [1.5]
+    assert val(s.run_dict(x1())["hn"]) == [1.0]
+    assert val(s.run_dict(x1())["hn"]) == [1.5]
     assert val(s.run_dict(x1(), run_options=ort.RunOptions())["hn"]) == [1.75]
     assert val(s.run(["hn"], x1(), ort.RunOptions())[0]) == [1.875]
-    assert val(s.run(x1())["hn"]) == [1.9375]
+    assert val(s.run_dict(x1())["hn"]) == [1.9375]
 
 
 def test_initial_state_reads_only_the_plain_feeds():
@@ -532,7 +535,7 @@ def test_initial_state_reads_only_the_plain_feeds():
 
 def test_saving_over_a_folder_fails_cleanly_and_leaves_nothing_behind(tmp_path):
     s = StatefulSession(seed())
-    s.run(x1())
+    s.run_dict(x1())
     (tmp_path / "taken").mkdir()
     with pytest.raises(StateError, match=r"taken: cannot write state \(.*\); the previous file, if any, is unchanged$"):
         s.save_state(tmp_path / "taken")
