@@ -326,10 +326,10 @@ def test_the_oracle_is_compared_call_by_call_and_the_earliest_divergence_wins():
 def test_a_final_state_that_differs_is_the_last_calls_divergence():
     def oracle(feeds):
         out = whole_halving(feeds)
-        return {"hn": out["hn"] - 1.0, "y": out["y"]}
+        return {"hn": out["hn"] - 0.5, "y": out["y"]}
 
     p = check_multicall(shared(halving_plain), {"x": ones(3, (1,))}, whole=oracle).variant("persistent", 1)
-    assert p.first_divergence == Divergence(2, "hn", 1.0, 1)
+    assert p.first_divergence == Divergence(2, "hn", 0.5, 1)
 
 
 def test_an_oracle_output_that_cannot_be_cut_into_calls_is_not_compared():
@@ -766,3 +766,40 @@ def test_health_follows_the_first_of_equally_long_runs():
     # chunk 3 ends its calls at h = 1.75 and 1.875 (chunk 2 would give 1.5, 1.875)
     report = check_multicall(shared(seed_rnn), {"x": ones(4)}, chunk_sizes=[3, 2], variants=["persistent"])
     assert report.health["h0"].max == [1.75, 1.875]
+
+
+def test_the_default_chunk_sizes():
+    report = check_multicall(shared(seed_rnn), {"x": np.zeros((64, 1, 1), np.float32)}, variants=["persistent"])
+    assert report.chunk_sizes == [1, 7, 64] and [v.calls for v in report.variants] == [64, 10, 1]
+
+
+def test_the_traced_time_axis_wins_over_a_time_like_name():
+    # x ["n", "length", 1] feeds the RNN directly: its time axis is 0 whatever axis 1 is called
+    m = build([rnn_node()], [vi("x", ["n", "length", 1]), vi("h0", [1, "length", 1])], [vi("y", None), vi("hn", [1, "length", 1])], SEED_INITS)
+    assert check_multicall(m, {"x": ones(2)}, chunk_sizes=[1], variants=["persistent"]).time_axes == {"x": 0}
+
+
+def seq_rnn_batch():
+    return build([rnn_node(seq="lens")], [vi("x", ["T", "B", 1]), vi("lens", ["B"], TensorProto.INT32), vi("h0", [1, "B", 1])],
+                 [vi("y", None), vi("hn", [1, "B", 1])], SEED_INITS)
+
+
+def test_a_generated_sequence_lens_takes_the_batch_of_the_stream():
+    report = check_multicall(shared(seq_rnn_batch), {"x": np.ones((3, 2, 1), np.float32)}, chunk_sizes=[2])
+    assert report.persistent_matches_whole is True
+    assert report.variant("persistent", 2).trace == [1.25, 1.75]
+
+
+def test_a_state_left_unwritten_beside_a_written_one_does_not_excuse_the_variants():
+    # zero LSTM on silence: nothing ever changes; h0 is written back, c0 is not
+    report = check_multicall(shared(lstm, ("x", "h0", "c0"), ("y", "hn"), 2, ("T", 1, 1), (1, 1, 2), True),
+                             {"x": np.zeros((4, 1, 1), np.float32)}, chunk_sizes=[1], variants=["persistent", "reinit"])
+    assert report.pairs == [("h0", "hn"), ("c0", None)]
+    assert report.variant("reinit", 1).note == "re-initialised state gives the same outputs: the state never leaves its initial value on this stream"
+
+
+def test_a_reverse_rnn_that_matches_the_whole_call_gets_no_reverse_note():
+    m = build([rnn_node(direction="reverse")], [vi("x", ["T", 1, 1]), vi("h0", [1, 1, 1])], [vi("y", ["T", 1, 1, 1]), vi("hn", [1, 1, 1])], SEED_INITS)
+    report = check_multicall(m, {"x": np.zeros((4, 1, 1), np.float32)}, chunk_sizes=[2])
+    assert report.persistent_matches_whole is True and report.status == "inconclusive"
+    assert not any("backwards" in n for n in report.notes)
