@@ -162,7 +162,7 @@ def test_report_text_line_by_line():
         "  variants:",
         "    persistent  chunk=2       4 calls vs whole      equal (max |diff| 0)",
         "    persistent  chunk=1       4 calls vs none       not compared (no whole-stream oracle)",
-        "    reinit      chunk=2       4 calls vs persistent diverges at call 1 on 'y' (|diff| 0.5; max 0.75)",
+        "    reinit      chunk=2       4 calls vs persistent diverges at call 1 on 'y' (|diff| 0.5); max |diff| 0.75",
         "    stale       chunk=2       4 calls vs persistent equal (max |diff| 0)  -- why not",
         "  state health (longest persistent run):",
         "    h0: bounded over 2 calls (norm 0.5 -> 3, growth x2, |max| 2, float16 headroom 3.28e+04x)",
@@ -186,8 +186,10 @@ def test_report_json():
     r = report(
         [variant("persistent", 2, reference="whole"), variant("reinit", 2, Divergence(1, "y", math.inf, 2), per_output={"y": math.inf, "hn": 0.5})],
         notes=["n"],
+        watched="y",
         health={"h0": slot(0.0, norms=(0.0, 0.0), trend="constant", growth=1.0)},
     )
+    r.variants[1].trace = [1.0, math.nan]  # a call that did not return the watched output
     doc = json.loads(json.dumps(r.to_json(), allow_nan=False))
     assert doc == {
         "version": 1,
@@ -208,12 +210,13 @@ def test_report_json():
         "first_divergence": {"reinit": {"call": 1, "output": "y", "max_abs_diff": "inf", "chunk": 2}},
         "variants": [
             {"variant": "persistent", "chunk": 2, "calls": 4, "reference": "whole", "diverges": False, "first_divergence": None,
-             "max_abs_diff": 0.0, "per_output": {}, "note": ""},
+             "max_abs_diff": 0.0, "per_output": {}, "note": "", "trace": []},
             {"variant": "reinit", "chunk": 2, "calls": 4, "reference": "persistent", "diverges": True,
              "first_divergence": {"call": 1, "output": "y", "max_abs_diff": "inf", "chunk": 2},
-             "max_abs_diff": "inf", "per_output": {"y": "inf", "hn": 0.5}, "note": ""},
+             "max_abs_diff": "inf", "per_output": {"y": "inf", "hn": 0.5}, "note": "", "trace": [1.0, "nan"]},
         ],
         "health": {"h0": {"slot": "h0", "trend": "constant", "growth": 1.0, "peak_abs": 0.0, "fp16_headroom": "inf",
                           "min": [0.0, 0.0], "max": [0.0, 0.0], "norm": [0.0, 0.0]}},
         "notes": ["n"],
+        "watched": "y",
     }
