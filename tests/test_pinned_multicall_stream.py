@@ -803,3 +803,21 @@ def test_a_reverse_rnn_that_matches_the_whole_call_gets_no_reverse_note():
     report = check_multicall(m, {"x": np.zeros((4, 1, 1), np.float32)}, chunk_sizes=[2])
     assert report.persistent_matches_whole is True and report.status == "inconclusive"
     assert not any("backwards" in n for n in report.notes)
+
+
+def test_a_generated_unshared_batch_is_one_row_by_default():
+    m = build([rnn_node()], [vi("x", ["T", "N", 1]), vi("h0", [1, "M", 1])], [vi("y", None), vi("hn", [1, "M", 1])], SEED_INITS)
+    report = check_multicall(m, None, chunk_sizes=[1], length=2, input_values={"x": 1.0}, variants=["persistent"])
+    assert report.health["h0"].norm == [1.0, 1.5]
+
+
+def shapeless_state():
+    m = seed_rnn()
+    m.graph.input[1].type.tensor_type.ClearField("shape")
+    m.graph.initializer.append(numpy_helper.from_array(np.zeros((1, 1, 1), np.float32), "h0"))  # its default gives the shape
+    return m
+
+
+def test_a_state_without_a_declared_shape_is_checked_from_its_default():
+    report = check_multicall(shared(shapeless_state), {"x": ones(3)}, chunk_sizes=[1], variants=["persistent", "reinit"])
+    assert report.status == "pass" and report.variant("persistent", 1).trace == HALVES[:3]
