@@ -540,3 +540,16 @@ def test_saving_over_a_folder_fails_cleanly_and_leaves_nothing_behind(tmp_path):
     with pytest.raises(StateError, match=r"taken: cannot write state \(.*\); the previous file, if any, is unchanged$"):
         s.save_state(tmp_path / "taken")
     assert sorted(os.listdir(tmp_path)) == ["taken"] and os.listdir(tmp_path / "taken") == []
+
+
+def test_a_default_of_one_row_is_broadcast_to_the_resolved_batch():
+    s = StatefulSession(seed(h_shape=(1, "B", 1), h0_default=np.full((1, 1, 1), 2.0)))
+    got = s.initial_state(x1(batch=2))["h0"]
+    assert got.shape == (1, 2, 1) and val(got) == [2.0, 2.0]
+    assert val(s.run_dict(x1(batch=2))["hn"]) == [2.0, 2.0]  # 0.5 * 2 + 1
+
+
+def test_a_state_without_a_declared_shape_takes_any_shape_when_set():
+    s = StatefulSession(seed(h_shape=None, h0_default=np.zeros((1, 1, 1))))
+    s.state = {"h0": np.full((1, 3, 1), 4.0, np.float32)}
+    assert val(s.run_dict(x1(batch=3))["hn"]) == [3.0, 3.0, 3.0]
