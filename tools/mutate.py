@@ -468,9 +468,18 @@ def line_coverage(modules: list[str], jobs: int) -> tuple[dict[str, dict[int, li
     for module in modules:
         lines_of: dict[int, list[str]] = {}
         # keyed by absolute path at tracing time: match by the repository-relative tail, so a moved checkout still matches
-        traced: dict[str, list[str]] = next((v for k, v in data["lines"].items() if k == str(ROOT / module) or k.endswith(os.sep + module)), {})
-        for line, ids in traced.items():
-            lines_of[int(line)] = IMPORT_TIME if ids == ["*"] else everybody if "*" in ids else ids
+        # (a cache copied from another checkout and then topped up here holds both paths: every match counts)
+        for key, traced in data["lines"].items():
+            if key != str(ROOT / module) and not key.endswith(os.sep + module):
+                continue
+            for line, ids in traced.items():
+                known = lines_of.get(int(line), [])
+                if ids == ["*"] or known is IMPORT_TIME:
+                    lines_of[int(line)] = IMPORT_TIME
+                elif "*" in ids or known is everybody:
+                    lines_of[int(line)] = everybody
+                else:
+                    lines_of[int(line)] = sorted(set(known) | set(ids))
         coverage[module] = lines_of
     return coverage, data["durations"]
 
