@@ -72,7 +72,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from . import streaming, testing  # imports onnxruntime: only this command pays for it
     from .gcpause import paused_gc
     from .lower import Policy, lower, read_model
-    from .runtime import StatefulSession
+    from .runtime import OnnxRuntimeError, StatefulSession
 
     _check_numbers(args)
     flags = InputFlags(
@@ -142,6 +142,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             drop=args.drop, drop_mode=args.drop_mode, reconnect=args.reconnect, burst=burst, burst_kind=args.burst_kind,
             long=args.long, tol=args.recovery_tol, streams=args.streams, progress=progress.step,
         )
+    except OnnxRuntimeError as exc:  # the session's wrapper: say onnxruntime's own words, cut to the failing op
+        raise ModelError(f"onnxruntime cannot run the model: {_ort_message(exc.__cause__ or exc)}", model=args.model) from None
     except RnnirError:
         raise
     except MemoryError:
@@ -252,7 +254,7 @@ def _first_call(session: Any, feed: Mapping[str, Any], prepared: PreparedInputs)
     from, instead of failing deep inside a check (a wrong --value sends a model like silero-vad down a branch
     that cannot take the input; onnxruntime then names an op, not the flag)."""
     from .errors import StateError
-    from .runtime import StateShapeError
+    from .runtime import OnnxRuntimeError, StateShapeError
 
     slots = {s.input: s for s in session.slots}
     try:
@@ -270,7 +272,7 @@ def _first_call(session: Any, feed: Mapping[str, Any], prepared: PreparedInputs)
         session.fork(reset=True).run_dict(dict(feed))
         return []
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own types; the state error carries its cause
-        cause = exc.__cause__ if isinstance(exc, StateError) and exc.__cause__ is not None else exc
+        cause = exc.__cause__ if isinstance(exc, (StateError, OnnxRuntimeError)) and exc.__cause__ is not None else exc
         if not _onnxruntime_failure(cause):
             raise
     fed = []
@@ -341,8 +343,11 @@ def _burst(text: str, calls: int) -> tuple[int, int]:
 
 
 def _onnxruntime_failure(exc: BaseException) -> bool:
-    """An exception raised by onnxruntime while running a session (its own types, or the RuntimeError of its C++ binding)."""
-    if type(exc).__module__.startswith("onnxruntime"):
+    """An exception raised by onnxruntime while running a session (its own types, the RuntimeError of its C++ binding,
+    or the session's :class:`~rnnir.runtime.OnnxRuntimeError` around either)."""
+    from .runtime import OnnxRuntimeError
+
+    if isinstance(exc, OnnxRuntimeError) or type(exc).__module__.startswith("onnxruntime"):
         return True
     text = str(exc)
     return isinstance(exc, RuntimeError) and (text.startswith("Error in execution") or "[ONNXRuntimeError]" in text)

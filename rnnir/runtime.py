@@ -108,6 +108,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_SLOT_BYTES",
     "FeedError",
+    "OnnxRuntimeError",
     "IOSpec",
     "RecurrentInput",
     "SessionBusyError",
@@ -126,6 +127,12 @@ class SessionBusyError(StateError):
 
 class StateShapeError(StateError):
     """A state input's shape cannot be resolved from its declaration and the feeds: pass ``state_shapes=``."""
+
+
+class OnnxRuntimeError(RnnirError, RuntimeError):
+    """onnxruntime refused or failed a call.  The message names the session and what was fed; ``__cause__`` is
+    onnxruntime's own exception.  A RuntimeError too, as onnxruntime's IOBinding raises, so code written for an
+    ``InferenceSession`` keeps catching it."""
 
 
 class FeedError(RnnirError, ValueError):
@@ -516,7 +523,9 @@ class StatefulSession:
             b.run(run_options)
         except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
             self._after_failure(exc)
-            raise
+            fed_text = ", ".join(f"{n} {a.dtype}{list(a.shape)}" for n, a in plain.items()) or "no inputs"
+            said = " ".join(str(exc).split())
+            raise OnnxRuntimeError(f"{self.label}: onnxruntime refused the call ({fed_text}): {said}") from exc
         self._guessed = {}
         values = b.outputs()
 

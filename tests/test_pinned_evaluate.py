@@ -79,6 +79,8 @@ CASES = [
 ]
 
 
+# onnx.reference, the oracle, overflows in its own Sigmoid on the extreme inputs some cases feed on purpose
+@pytest.mark.filterwarnings("ignore:overflow encountered in exp:RuntimeWarning", "ignore:invalid value encountered in divide:RuntimeWarning")
 @pytest.mark.parametrize(("op", "inputs", "opset", "attrs"), CASES, ids=[f"{c[0]}{k}" for k, c in enumerate(CASES)])
 def test_evaluator_matches_onnx_reference(op, inputs, opset, attrs):
     node, (want,) = reference(op, inputs, opset, **attrs)

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir import ModelError, StateError
-from rnnir.runtime import FeedError, SessionBusyError, StatefulSession, StateShapeError
+from rnnir.runtime import FeedError, OnnxRuntimeError, SessionBusyError, StatefulSession, StateShapeError
 
 F = TensorProto.FLOAT
 
@@ -557,3 +557,21 @@ def test_silero_sequence_model_over_n_frames_equals_n_one_frame_calls_and_the_st
     assert np.abs(np.concatenate([o["output"].ravel() for o in streamed]) - whole["speech_probs"]).max() <= 1e-5
     assert np.abs(vad.state["state"] - np.concatenate([whole["hn"], whole["cn"]])).max() <= 1e-5
     assert vad.stats.python_state_bytes == 0
+
+
+def test_a_call_onnxruntime_refuses_is_an_rnnir_error_naming_the_feeds_and_the_state_is_kept():
+    x = np.ones((1, 2, 3), np.float32)
+    s = StatefulSession(tanh_rnn())
+    s.run({"x": x})
+    before = s.state
+    with pytest.raises(OnnxRuntimeError) as refused:
+        s.run({"x": np.ones((1, 2, 5), np.float32)})  # 5 input features where W takes 3
+    assert isinstance(refused.value, rnnir.RnnirError) and isinstance(refused.value, RuntimeError)  # drop-in code catching RuntimeError still does
+    assert "onnxruntime refused the call (x float32[1, 2, 5])" in str(refused.value)
+    assert refused.value.__cause__ is not None  # onnxruntime's own exception, for whoever needs its type
+    for name, value in s.state.items():
+        np.testing.assert_array_equal(value, before[name])  # a refused call leaves the state as it was
+    # and the stream goes on as if the refused call never happened: two good calls, as an untouched session makes them
+    untouched = StatefulSession(tanh_rnn())
+    untouched.run({"x": x})
+    np.testing.assert_array_equal(s.run_dict({"x": x})["hn"], untouched.run_dict({"x": x})["hn"])
