@@ -161,7 +161,6 @@ class SessionModel:
             src = read_model(model)
             program = lower(src, pairs, Policy())
         self.program = program
-        self.source = src
         self.label = src.label
         self.fingerprint = src.fingerprint
         self.state_version = model_state_version(src.model)  # rnnir.state_version metadata (versioning.py)
