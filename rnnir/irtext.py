@@ -406,7 +406,8 @@ def _parse_type(sc: _Scanner) -> TensorType:
 
 
 class _Parser:
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, trace: bool = True) -> None:
+        self.trace = trace
         self.lines = [_without_comment(line) for line in text.splitlines()]
         self.program: Program | None = None
         self.values: dict[str, Value] = {}
@@ -690,9 +691,10 @@ class _Parser:
                 pair.slot = prog.slot(pair.input)
             except KeyError:
                 pair.slot = None
-        from .slices import analyse_state
+        if self.trace:
+            from .slices import analyse_state
 
-        analyse_state(prog)
+            analyse_state(prog)
 
 
 def _without_comment(line: str) -> str:
@@ -714,9 +716,10 @@ def _without_comment(line: str) -> str:
     return line
 
 
-def parse_program(text: str) -> Program:
-    """Read IR text (format version 1) into a :class:`Program`; its state pairs' slices are traced."""
-    return _Parser(text).parse()
+def parse_program(text: str, *, trace: bool = True) -> Program:
+    """Read IR text (format version 1) into a :class:`Program`; its state pairs' slices are traced unless
+    ``trace=False`` (a reader that wants only the program's structure, such as its stores)."""
+    return _Parser(text, trace).parse()
 
 
 def read_program(path: str | os.PathLike[str], *, label: str | None = None) -> Program:

@@ -156,3 +156,11 @@ program @p {  // after the header
     assert program.recurrents[0].id == "rnn//a"
     assert [n.id for n in program.nodes][-1] == program.returns[0].id  # the trailing comment did not swallow the Return
     assert print_program(parse_program(print_program(program))) == print_program(program)
+
+
+def test_trace_false_reads_the_structure_without_tracing_slices():
+    text = (pathlib.Path(__file__).resolve().parents[1] / "samples" / "al001_chain.rnnir").read_text(encoding="utf-8")
+    traced, untraced = parse_program(text), parse_program(text, trace=False)
+    assert [len(p.slices) for p in traced.state_pairs] == [1]  # one slice, h0, traced to the GRU
+    assert [len(p.slices) for p in untraced.state_pairs] == [0]
+    assert print_program(untraced) == print_program(traced)  # the same program otherwise
