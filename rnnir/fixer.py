@@ -66,7 +66,6 @@ from __future__ import annotations
 
 import difflib
 import json
-import os
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -231,8 +230,6 @@ def fix(
     declares the state pairs as for :func:`rnnir.load`.  Raises :class:`ModelError` for an unreadable
     model and :class:`FixError` when an edit would break it.
     """
-    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".rnnir"):
-        raise FixError(f"{os.fspath(model)}: IR text is the program as written: edit it by hand (rnnir fix edits ONNX models)")
     src = read_model(model)  # type: ignore[arg-type]
     work = onnx.ModelProto()
     work.CopyFrom(src.with_external_data())

@@ -865,9 +865,12 @@ def test_ir_text_that_does_not_parse_names_its_line_and_the_others_are_linted(tm
     assert "Traceback" not in out
 
 
-def test_running_ir_text_says_it_has_no_onnx_graph(capsys):
-    assert cli.main(["run", str(REPO / "samples" / "al001_chain.rnnir")]) == 2
+@pytest.mark.parametrize("argv", [["run"], ["fix", "-o", "out.onnx"]], ids=["run", "fix"])
+def test_running_or_fixing_ir_text_says_it_has_no_onnx_graph(capsys, tmp_path, monkeypatch, argv):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main([argv[0], str(REPO / "samples" / "al001_chain.rnnir"), *argv[1:]]) == 2
     assert "is IR text (a program, no ONNX graph to run or edit)" in capsys.readouterr().err
+    assert not (tmp_path / "out.onnx").exists()
 
 
 def test_declared_pairs_do_not_apply_to_ir_text():
