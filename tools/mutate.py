@@ -4,6 +4,7 @@
     python tools/mutate.py rnnir/slices.py       # one module (or several)
     python tools/mutate.py rnnir/passes/ --sample 40   # a random 40 mutants per module while iterating
     python tools/mutate.py rnnir/passes/aliasing.py --keep-killed last.json --json now.json   # rerun only last run's survivors
+    python tools/mutate.py --since main --fail-under 90   # a change's own mutants: the lines it added or changed
 
 Each mutant is one small planted bug of the kind a developer makes: a flipped comparison, `and`/`or`
 swapped, a negated condition, an int constant off by one, a dropped statement or condition, two call
@@ -712,6 +713,11 @@ def scores(results: list[Result]) -> list[Score]:
     return [by_module[m] for m in sorted(by_module)]
 
 
+def under(rows: list[Score], percent: float) -> list[Score]:
+    """The modules scoring below ``percent`` (``--fail-under``)."""
+    return [s for s in rows if s.percent < percent]
+
+
 def table(rows: list[Score]) -> str:
     out = ["| module | mutants | killed | survived | equivalent | score |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
     total = Score("**all**")
@@ -723,6 +729,36 @@ def table(rows: list[Score]) -> str:
         total.equivalent += s.equivalent
     out.append(f"| {total.module} | {total.mutants} | {total.killed} | {total.survived} | {total.equivalent} | {total.percent:.1f}% |")
     return "\n".join(out)
+
+
+def changed_lines(module: str, since: str) -> set[int] | None:
+    """Lines of ``module`` (in the working tree) added or changed since the git revision ``since``.
+
+    None when git does not track the file at ``since`` (a new module: every line is new). A line that
+    only moved keeps its text but is reported by git as changed, so it is run again: that errs towards
+    running a mutant, never towards skipping one.
+    """
+    import subprocess
+
+    known = subprocess.run(["git", "cat-file", "-e", f"{since}:{module}"], cwd=ROOT, capture_output=True)
+    if known.returncode != 0:
+        return None
+    done = subprocess.run(["git", "diff", "--unified=0", "--no-color", since, "--", module], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"git diff {since} failed: {done.stderr.strip()}")
+    return _added_lines(done.stdout)
+
+
+def _added_lines(diff: str) -> set[int]:
+    """New-file line numbers of a ``git diff --unified=0``'s hunks (``@@ -a,b +c,d @@``: lines c .. c+d-1)."""
+    lines: set[int] = set()
+    for row in diff.splitlines():
+        if not row.startswith("@@ "):
+            continue
+        new = row.split(" ")[2]  # "+c" or "+c,d"
+        start, _, count = new[1:].partition(",")
+        lines.update(range(int(start), int(start) + (int(count) if count else 1)))
+    return lines
 
 
 def _expand(targets: list[str]) -> list[str]:
@@ -752,6 +788,8 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds of (traced) test time per mutant: its fastest covering tests up to this, plus the fastest per file; 0: every covering test",
     )
     parser.add_argument("--keep-killed", type=Path, help="a --json file of an earlier run: mutants it killed (same key) are not run again")
+    parser.add_argument("--since", metavar="REV", help="only mutants on lines added or changed since this git revision (a change's own mutants)")
+    parser.add_argument("--fail-under", type=float, default=0.0, metavar="PCT", help="exit 1 when a module scores below PCT percent")
     args = parser.parse_args(argv)
     modules = _expand(args.targets)
     mutants: list[Mutant] = []
@@ -760,6 +798,10 @@ def main(argv: list[str] | None = None) -> int:
         found = mutants_of(module)
         if args.line:
             found = [m for m in found if m.line <= args.line <= m.end_line]
+        if args.since:
+            changed = changed_lines(module, args.since)
+            if changed is not None:
+                found = [m for m in found if changed.intersection(range(m.line, m.end_line + 1))]
         if args.sample and len(found) > args.sample:
             found = sorted(rng.sample(found, args.sample), key=lambda m: m.index)
         mutants.extend(found)
@@ -780,7 +822,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in sorted(survivors, key=lambda r: (r.mutant.module, r.mutant.line)):
         print(f"{r.outcome.value:11} {r.mutant.key}    {r.mutant.source_line}")
     print()
-    print(table(scores(results)))
+    rows = scores(results)
+    print(table(rows))
     print(f"\n{len(results)} mutants in {time.monotonic() - started:.0f} s")
     if args.json:
         args.json.write_text(
@@ -789,7 +832,10 @@ def main(argv: list[str] | None = None) -> int:
                 indent=1,
             )
         )
-    return 0
+    below = under(rows, args.fail_under)
+    for s in below:
+        print(f"{s.module}: {s.percent:.1f}% is under --fail-under {args.fail_under:g}%")
+    return 1 if below else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,149 @@
+"""The mutation tool (tools/mutate.py) plants the bugs it says it plants, and picks a change's own mutants.
+
+The tool is how issue 15's score is measured: a mutator that silently plants nothing, or a mutant
+that is the original code again, would report a score that means nothing. Each mutant here is
+compiled and run against the original function, with the answer worked out by hand.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import subprocess
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import mutate  # noqa: E402
+
+SOURCE = textwrap.dedent(
+    '''
+    """A module docstring is never mutated."""
+
+
+    def clamp(x, low, high):
+        if x < low:
+            return low
+        return min(x, high)
+
+
+    def both(a, b):
+        return a and b
+
+
+    def fill(box, value):
+        box["v"] = value
+    '''
+).lstrip()
+
+
+@pytest.fixture
+def tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository holding one module, mutate.ROOT pointed at it."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_text(SOURCE)
+    monkeypatch.setattr(mutate, "ROOT", tmp_path)
+    return tmp_path
+
+
+def _run(mutant: mutate.Mutant) -> types.SimpleNamespace:
+    namespace: dict[str, object] = {}
+    exec(mutate.mutated_code(mutant), namespace)
+    return types.SimpleNamespace(**namespace)
+
+
+def test_the_planted_bugs_are_the_ones_described(tree: Path):
+    found = {(m.operator, m.description): m for m in mutate.mutants_of("pkg/m.py")}
+    flip = _run(found[(mutate.Operator.COMPARE, "`<` -> `>=`")])
+    assert flip.clamp(5, 0, 9) == 0 and flip.clamp(-1, 0, 9) == -1  # x >= low returns low
+    swapped = _run(found[(mutate.Operator.BOOLOP, "`and` -> `or`")])
+    assert swapped.both(0, 7) == 7  # 0 or 7
+    dropped = _run(found[(mutate.Operator.DROP_STATEMENT, "drop `box['v'] = value`")])
+    box: dict[str, int] = {}
+    dropped.fill(box, 3)
+    assert box == {}
+    replaced = _run(found[(mutate.Operator.RETURN, "return None instead of `low`")])
+    assert replaced.clamp(-1, 0, 9) is None
+    args = _run(found[(mutate.Operator.SWAP_ARGS, "swap `x`, `high`")])
+    assert args.clamp(5, 0, 9) == 5  # min(9, 5): swapped but equal here ...
+    assert args.clamp(12, 0, 9) == 9  # ... and here: min is symmetric, which is why such a survivor can be equivalent
+
+
+def test_no_mutant_is_the_original_code(tree: Path):
+    original = ast.dump(ast.parse(SOURCE))
+    mutants = mutate.mutants_of("pkg/m.py")
+    assert len(mutants) >= 8
+    for m in mutants:
+        site = mutate._sites(ast.parse(SOURCE))[m.index]
+        assert ast.dump(mutate._apply(ast.parse(SOURCE), site)) != original, m.key
+        assert m.source_line == SOURCE.splitlines()[m.line - 1].strip()
+    assert not any(m.line == 1 for m in mutants)  # the docstring
+
+
+def test_an_equivalent_entry_matches_by_text_not_by_line_number(tree: Path):
+    m = next(m for m in mutate.mutants_of("pkg/m.py") if m.operator is mutate.Operator.SWAP_ARGS)
+    entry = mutate.Equivalent("pkg/m.py", "swap-args", "return min(x, high)", "swap `x`, `high`", "min is symmetric")
+    assert mutate.is_equivalent(m, [entry])
+    assert mutate.is_equivalent(dataclasses.replace(m, line=m.line + 40), [entry])  # edits above keep it matched
+    assert not mutate.is_equivalent(m, [dataclasses.replace(entry, line_text="return max(x, high)")])
+    assert not mutate.is_equivalent(m, [dataclasses.replace(entry, module="pkg/other.py")])
+    assert not mutate.is_equivalent(m, [dataclasses.replace(entry, operator="flip-compare")])
+
+
+def test_added_lines_of_a_diff():
+    diff = textwrap.dedent(
+        """
+        diff --git a/m.py b/m.py
+        @@ -3 +3 @@ def clamp(x, low, high):
+        -    if x <= low:
+        +    if x < low:
+        @@ -10,0 +11,2 @@ def both(a, b):
+        +    x = 1
+        +    y = 2
+        @@ -20,3 +22,0 @@ def gone():
+        """
+    )
+    assert mutate._added_lines(diff) == {3, 11, 12}
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True, capture_output=True)
+
+
+def test_since_keeps_only_the_mutants_of_changed_lines(tree: Path, capsys: pytest.CaptureFixture[str]):
+    _git(tree, "init", "-q")
+    _git(tree, "add", ".")
+    _git(tree, "commit", "-q", "-m", "base")
+    changed = SOURCE.replace("return a and b", "return a and not b")
+    (tree / "pkg" / "m.py").write_text(changed)
+    line = changed.splitlines().index("    return a and not b") + 1
+    assert mutate.changed_lines("pkg/m.py", "HEAD") == {line}
+    assert mutate.main(["pkg/m.py", "--since", "HEAD", "--list"]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed and all(row.startswith(f"pkg/m.py:{line} ") for row in listed)
+    everything = len(mutate.mutants_of("pkg/m.py"))
+    assert len(listed) < everything
+    # a module git did not have at the revision is new: all of its mutants are the change's
+    (tree / "pkg" / "n.py").write_text("def f(a):\n    return a < 1\n")
+    assert mutate.changed_lines("pkg/n.py", "HEAD") is None
+    assert mutate.main(["pkg/n.py", "--since", "HEAD", "--list"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == len(mutate.mutants_of("pkg/n.py")) == 3
+
+
+def test_fail_under_names_the_modules_below_it():
+    rows = [mutate.Score("a.py", mutants=10, killed=8, survived=2), mutate.Score("b.py", mutants=5, killed=4, equivalent=1)]
+    assert [s.percent for s in rows] == [80.0, 100.0]  # an equivalent mutant is not counted
+    assert [s.module for s in mutate.under(rows, 90.0)] == ["a.py"]
+    assert mutate.under(rows, 80.0) == []  # at the threshold is not under it
+    assert mutate.under(rows, 0.0) == []
+
+
+def test_generated_tables_are_skipped_when_a_folder_is_expanded():
+    lower = mutate._expand(["rnnir/lower"])
+    assert "rnnir/lower/build.py" in lower and "rnnir/lower/_opschemas.py" not in lower
+    assert mutate._expand(["rnnir/lower/_opschemas.py"]) == ["rnnir/lower/_opschemas.py"]  # asked for by name, it is run
