@@ -77,3 +77,199 @@ def test_a_cell_beside_a_near_miss_is_one_recurrence_and_one_candidate(near_miss
     assert [(r.kind, r.provenance.node[:2]) for r in prog.recurrents] == [("LSTM", real_prefix)]
     (candidate,) = prog.recurrence_candidates
     assert f"node '{fake_prefix}" in candidate.reason
+
+
+# -----------------------------------------------------------------------------------------------------------------
+# Cells built op by op for the recogniser's edge cases (mutation survivors of rnnir/lower/cells.py). find_cells is
+# called directly on tiny models, so each case runs in milliseconds; the expected weights are the arrays the test
+# put into the model, and bounds (24 ops from the outputs, 3 views before a read) are counted by hand.
+# -----------------------------------------------------------------------------------------------------------------
+
+from onnx import TensorProto  # noqa: E402
+
+from rnnir.lower.cells import CellScan, find_cells  # noqa: E402
+from rnnir.lower.scope import ModelIndex  # noqa: E402
+
+F = TensorProto.FLOAT
+
+
+class Net:
+    """A graph built node by node: initializers from arrays, inputs and outputs by name."""
+
+    def __init__(self) -> None:
+        self.nodes: list = []
+        self.inits: list = []
+        self.inputs: list = []
+        self.outputs: list[str] = []
+        self.n = 0
+
+    def input(self, name: str, shape, dtype: int = F) -> str:
+        self.inputs.append(helper.make_tensor_value_info(name, dtype, shape))
+        return name
+
+    def const(self, arr, name: str | None = None) -> str:
+        self.n += 1
+        name = name or f"k{self.n}"
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def op(self, op: str, ins: list[str], out: str | None = None, domain: str = "", n_out: int = 1, **attrs):
+        self.n += 1
+        outs = [out or f"{op.lower()}{self.n}"] if n_out == 1 else [f"{op.lower()}{self.n}_{j}" for j in range(n_out)]
+        self.nodes.append(helper.make_node(op, ins, outs, name=f"n_{outs[0]}", domain=domain or None, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def model(self, outputs: list[str] | None = None):
+        outs = [helper.make_tensor_value_info(o, F, None) for o in (outputs or self.outputs)]
+        graph = helper.make_graph(self.nodes, "g", self.inputs, outs, self.inits)
+        opsets = [helper.make_opsetid("", 18)]
+        if any(n.domain for n in self.nodes):
+            opsets.append(helper.make_opsetid("custom.test", 1))
+        m = helper.make_model(graph, opset_imports=opsets)
+        m.ir_version = 9
+        return m
+
+
+def scan(model, sources=()) -> tuple[CellScan, ModelIndex]:
+    index = ModelIndex(model, "test")
+    return find_cells(index, [(index.root, s) for s in sources]), index
+
+
+def f32(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.float32)
+
+
+RNG = np.random.default_rng(11)
+W4 = f32(RNG.standard_normal((H, I)) * 0.5)  # h' = tanh(x W4^T + h R4^T + b4)
+R4 = f32(RNG.standard_normal((H, H)) * 0.5)
+B4 = f32(RNG.standard_normal(H) * 0.3)
+
+
+def rnn_step(g: Net, x: str, h: str, W=W4, R=R4, b=B4, out: str | None = None, act: str = "Tanh") -> str:
+    gx = g.op("Gemm", [x, g.const(f32(W)), g.const(f32(b))], transB=1)
+    gh = g.op("MatMul", [h, g.const(f32(R).T.copy())])
+    return g.op(act, [g.op("Add", [gx, gh])], out=out)
+
+
+# -- which constants are the zeros a cell starts from (CellScan.is_zero_start) ------------------------------------
+
+
+def zero_reader(make, read: str = "matmul", views: int = 0):
+    """A model where ``make(g)`` makes the value 'z', read by ``read`` after ``views`` Identity ops; x is run-time data."""
+    g = Net()
+    x = g.input("x", [1, H])
+    z = make(g)
+    v = z
+    for _ in range(views):
+        v = g.op("Identity", [v])
+    if read == "matmul":
+        y = g.op("MatMul", [v, g.const(f32(R4))])
+        y = g.op("Add", [y, x])
+    elif read == "matmul_weight":
+        y = g.op("MatMul", [x, v])
+    elif read == "mul_second":
+        y = g.op("Mul", [x, v])
+    elif read == "concat_second":
+        y = g.op("Concat", [x, v], axis=1)
+    elif read == "squeeze_gemm":
+        y = g.op("Gemm", [g.op("Squeeze", [v, g.const(np.array([0], np.int64))]), g.const(f32(R4))])
+        y = g.op("Add", [y, x])
+    elif read == "custom":
+        y = g.op("Mul", [v, x], domain="custom.test")
+    else:
+        y = g.op("Relu", [v])
+    return g.model([y])
+
+
+def initializer(arr):
+    return lambda g: g.const(arr, "z")
+
+
+def zero_start(model) -> bool:
+    s, index = scan(model)
+    return s.is_zero_start(index.root, "z")
+
+
+@pytest.mark.parametrize(
+    ("make", "read", "views", "expected"),
+    [
+        (initializer(np.zeros((1, H), np.float32)), "matmul", 0, True),
+        (initializer(np.zeros((1, H), np.float32)), "matmul_weight", 0, False),  # a weight operand, never state
+        (initializer(np.zeros((1, H), np.float32)), "mul_second", 0, True),
+        (initializer(np.zeros((1, H), np.float32)), "concat_second", 0, True),  # Concat(x, zeros): the joint matmul's h
+        (initializer(np.zeros((1, H), np.float32)), "relu", 0, False),  # no product, no concatenation
+        (initializer(np.zeros((1, H), np.float32)), "custom", 0, False),  # another domain's Mul is not ONNX's
+        (initializer(np.zeros((1, 1, H), np.float32)), "squeeze_gemm", 0, True),
+        (initializer(np.zeros((1, H), np.float32)), "matmul", 3, True),  # three views and the read: four hops
+        (initializer(np.zeros((1, H), np.float32)), "matmul", 4, False),  # one view too many
+        (initializer(np.full((1, H), -0.0, np.float32)), "matmul", 0, True),  # -0.0 is zero
+        (initializer(np.zeros((1, H), np.float64)), "matmul", 0, True),
+        (initializer(np.zeros((1, H), np.float16)), "matmul", 0, True),
+        (initializer(np.array([[0, 0, 0, 1e-3]], np.float16)), "matmul", 0, False),
+        (initializer(np.array([[0, 0, 1e-30, 0]], np.float64)), "matmul", 0, False),
+        (initializer(np.array([[0, 0, 0, 1e-30]], np.float32)), "matmul", 0, False),
+        (initializer(np.zeros(H, np.float32)), "matmul", 0, False),  # rank 1: a bias, not [batch, hidden]
+        (initializer(np.zeros((0, H), np.float32)), "matmul", 0, False),  # no elements
+        (initializer(np.zeros((1, H), np.int64)), "concat_second", 0, False),  # an int64 zero pads a signal
+    ],
+)
+def test_which_constants_are_zero_initial_states(make, read, views, expected):
+    assert zero_start(zero_reader(make, read, views)) is expected
+
+
+def _constant_node(**attrs):
+    return lambda g: g.op("Constant", [], out="z", **attrs)
+
+
+def _constant_of_shape(shape, value=None, domain=""):
+    def make(g):
+        attrs = {} if value is None else {"value": numpy_helper.from_array(np.asarray(value))}
+        return g.op("ConstantOfShape", [g.const(np.array(shape, np.int64))], out="z", domain=domain, **attrs)
+
+    return make
+
+
+def _constant_of_shape_from_constant(shape):
+    def make(g):
+        s = g.op("Constant", [], value=numpy_helper.from_array(np.array(shape, np.int64)))
+        return g.op("ConstantOfShape", [s], out="z")
+
+    return make
+
+
+def _expand_zeros(g):
+    return g.op("Expand", [g.const(np.zeros((1, 1), np.float32)), g.const(np.array([1, H], np.int64))], out="z")
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (_constant_node(value=numpy_helper.from_array(np.zeros((1, H), np.float32))), True),
+        (_constant_node(value=numpy_helper.from_array(np.array([[0, 2, 0, 0]], np.float32))), False),
+        (_constant_node(value=numpy_helper.from_array(np.zeros((1, H), np.int32))), False),
+        (_constant_node(value_floats=[0.0] * H), False),  # a vector
+        (_constant_node(value_float=0.0), False),
+        (_constant_of_shape([1, H]), True),  # no value: float zeros
+        (_constant_of_shape([1, H], np.zeros(1, np.float32)), True),
+        (_constant_of_shape([1, H], np.zeros(1, np.float64)), True),
+        (_constant_of_shape([1, H], np.ones(1, np.float32)), False),
+        (_constant_of_shape([1, H], np.zeros(1, np.int64)), False),
+        (_constant_of_shape([H], np.zeros(1, np.float32)), False),  # rank 1
+        (_constant_of_shape([0, H], np.zeros(1, np.float32)), False),  # empty
+        (_constant_of_shape([1, H], np.zeros(1, np.float32), domain="custom.test"), False),
+        (_constant_of_shape_from_constant([1, H]), True),
+        (_constant_of_shape_from_constant([H]), False),
+        (_expand_zeros, True),
+    ],
+)
+def test_which_constant_making_ops_start_a_cell_from_zeros(make, expected):
+    assert zero_start(zero_reader(make)) is expected
+
+
+def test_a_scan_without_a_model_has_no_zero_start_and_an_empty_name_is_none():
+    model = zero_reader(initializer(np.zeros((1, H), np.float32)))
+    s, index = scan(model)
+    assert s.is_zero_start(index.root, "z") is True
+    assert s.is_zero_start(index.root, "") is False
+    assert CellScan().is_zero_start(index.root, "z") is False
+    assert CellScan().const(index.root, "z") is None and CellScan().view_source(index.root, "z") is None
