@@ -273,3 +273,135 @@ def test_a_scan_without_a_model_has_no_zero_start_and_an_empty_name_is_none():
     assert s.is_zero_start(index.root, "") is False
     assert CellScan().is_zero_start(index.root, "z") is False
     assert CellScan().const(index.root, "z") is None and CellScan().view_source(index.root, "z") is None
+
+
+# -- how far from the outputs zeros are looked for -----------------------------------------------------------------
+
+
+def zero_start_rnn(identities: int, second_far: int = 0):
+    """h' = tanh(x W^T + b + z R^T) from zeros z, then ``identities`` Identity ops to the output: z is 3 + identities
+    ops back. ``second_far``: a second cell on the same zeros whose output is that many Identity ops from its own."""
+    g = Net()
+    x = g.input("x", [1, I])
+    z = g.const(np.zeros((1, H), np.float32), "z")
+    v = rnn_step(g, x, z)
+    for _ in range(identities):
+        v = g.op("Identity", [v])
+    outs = [v]
+    if second_far:
+        w = rnn_step(g, x, z, W=W4 * 2, R=R4 * 2)
+        for _ in range(second_far):
+            w = g.op("Identity", [w])
+        outs.append(w)
+    return g.model(outs)
+
+
+def test_zeros_are_looked_for_at_most_24_ops_back_from_the_outputs():
+    near, index = scan(zero_start_rnn(21))  # z is 24 ops back
+    assert [(m.kind, m.h_source) for m in near.matches] == [("RNN", "z")]
+    assert near.is_zero_start(index.root, "z")
+    far, index = scan(zero_start_rnn(22))  # 25 ops back
+    assert far.matches == [] and not far.is_zero_start(index.root, "z")
+
+
+def test_a_cell_on_the_same_zeros_but_far_from_every_output_is_not_scanned():
+    # the zeros' cone stays inside the region near the outputs: the second cell, 30 ops from its output, is outside
+    s, _ = scan(zero_start_rnn(0, second_far=30))
+    assert len(s.matches) == 1
+    np.testing.assert_allclose(s.matches[0].weights.W[0], W4, atol=1e-5)
+    both, _ = scan(zero_start_rnn(0, second_far=2))
+    assert sorted(round(float(m.weights.W[0, 0, 0] / W4[0, 0])) for m in both.matches) == [1, 2]
+
+
+def test_a_deep_chain_of_diamonds_before_the_output_is_walked_once_per_value():
+    # v_{k+1} = v_k + v_k, 40 times: each value is visited once (a walk that revisits would take 2**24 steps)
+    g = Net()
+    v = g.input("x", [1, H])
+    for _ in range(40):
+        v = g.op("Add", [v, v])
+    s, index = scan(g.model([v]), ["x"])
+    assert s.matches == [] and s.candidates == []
+
+
+# -- the recogniser's role tests are ONNX ops: another domain's op of the same name is not one ------------------------
+
+
+def test_a_cell_whose_gates_are_another_domains_sigmoid_is_not_an_lstm():
+    model, _ = __import__("_cell_models").lstm_cell()
+    for n in model.graph.node:
+        if n.op_type == "Sigmoid":
+            n.domain = "custom.test"
+    model.opset_import.append(helper.make_opsetid("custom.test", 1))
+    s, _ = scan(model, ["h0", "c0"])
+    assert s.matches == [] and [c.kind for c in s.candidates if c.kind == "LSTM"] == []
+
+
+# -- GRU cells written by hand: reset before or after the matmul, batch 1 or 2, gate activations ---------------------
+
+GW = {k: f32(RNG.standard_normal((H, I)) * 0.5) for k in "zrn"}
+GR = {k: f32(RNG.standard_normal((H, H)) * 0.5) for k in "zrn"}
+GBW = {k: f32(RNG.standard_normal(H) * 0.3) for k in "zrn"}
+GBR = {k: f32(RNG.standard_normal(H) * 0.3) for k in "zrn"}
+
+
+def gru(lbr: int = 1, batch: int = 1, gate: str = "Sigmoid", gate_attrs: dict | None = None, reset_operand: str = "matmul"):
+    """ONNX GRU semantics, one gate per Gemm: z, r = gate(x Wg^T + bWg + h Rg^T + bRg);
+    lbr 1: n = tanh(x Wn^T + bWn + r * (h Rn^T + bRn)); lbr 0: n = tanh(x Wn^T + bWn + (r * h) Rn^T + bRn); h' = (1-z)*n + z*h."""
+    g = Net()
+    x = g.input("x", [batch, I])
+    h = g.input("h0", [batch, H])
+
+    def lin(v, Wm, b):
+        return g.op("Gemm", [v, g.const(f32(Wm)), g.const(f32(b))], transB=1)
+
+    acts = {}
+    for k in "zr":
+        acts[k] = g.op(gate, [g.op("Add", [lin(x, GW[k], GBW[k]), lin(h, GR[k], GBR[k])])], **(gate_attrs or {}))
+    if lbr:
+        hn = lin(h, GR["n"], GBR["n"])
+        gated = g.op("Mul", [acts["r"], hn] if reset_operand == "matmul" else [hn, acts["r"]])
+    else:
+        gated = lin(g.op("Mul", [acts["r"], h]), GR["n"], GBR["n"])
+    n = g.op("Tanh", [g.op("Add", [lin(x, GW["n"], GBW["n"]), gated])])
+    one = g.const(np.array(1.0, np.float32))
+    h_new = g.op("Add", [g.op("Mul", [g.op("Sub", [one, acts["z"]]), n]), g.op("Mul", [acts["z"], h])], out="hn")
+    return g.model([h_new])
+
+
+def gru_expected_bias() -> np.ndarray:
+    """B as ONNX's GRU takes it, [Wb_z Wb_r Wb_n Rb_z Rb_r Rb_n], for linear_before_reset 1: the model fixes only the sum
+    of z's and r's two halves (given whole as the input half), and n's two halves apart (Rb_n sits inside the reset product)."""
+    return np.concatenate([GBW[k] + GBR[k] for k in "zr"] + [GBW["n"]] + [np.zeros(H)] * 2 + [GBR["n"]])
+
+
+@pytest.mark.parametrize("lbr", [1, 0])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_a_gru_cell_gives_back_its_weights_reset_after_or_before_the_matmul(lbr, batch):
+    s, _ = scan(gru(lbr=lbr, batch=batch), ["h0"])
+    assert not s.candidates
+    (m,) = s.matches
+    assert (m.kind, m.h_in, m.h_out, m.hidden_size, m.x) == ("GRU", "h0", "hn", H, ("x",))
+    w = m.weights
+    assert w.linear_before_reset == lbr and w.activations == ("Sigmoid", "Tanh")
+    assert w.activation_alpha is None and w.activation_beta is None
+    np.testing.assert_allclose(w.W[0], np.concatenate([GW[k] for k in "zrn"]), atol=1e-5)
+    np.testing.assert_allclose(w.R[0], np.concatenate([GR[k] for k in "zrn"]), atol=1e-5)
+    if lbr:
+        np.testing.assert_allclose(w.B[0], gru_expected_bias(), atol=1e-5)
+    else:  # r multiplies h before Rn: bWn and bRn add up outside the product, only their sum is fixed
+        halves = w.B[0, : 3 * H] + w.B[0, 3 * H :]
+        np.testing.assert_allclose(halves, np.concatenate([GBW[k] + GBR[k] for k in "zrn"]), atol=1e-5)
+
+
+def test_a_gru_with_the_reset_product_written_the_other_way_round_is_the_same_cell():
+    s, _ = scan(gru(reset_operand="other"), ["h0"])
+    (m,) = s.matches
+    np.testing.assert_allclose(m.weights.B[0], gru_expected_bias(), atol=1e-5)
+
+
+def test_a_gru_with_hard_sigmoid_gates_keeps_their_alpha_and_beta():
+    s, _ = scan(gru(gate="HardSigmoid", gate_attrs={"alpha": 0.25, "beta": 0.45}), ["h0"])
+    (m,) = s.matches
+    assert m.weights.activations == ("HardSigmoid", "Tanh")
+    assert m.weights.activation_alpha == pytest.approx((0.25,)) and m.weights.activation_beta == pytest.approx((0.45,))
+    np.testing.assert_allclose(m.weights.R[0], np.concatenate([GR[k] for k in "zrn"]), atol=1e-5)
