@@ -405,3 +405,120 @@ def test_a_gru_with_hard_sigmoid_gates_keeps_their_alpha_and_beta():
     assert m.weights.activations == ("HardSigmoid", "Tanh")
     assert m.weights.activation_alpha == pytest.approx((0.25,)) and m.weights.activation_beta == pytest.approx((0.45,))
     np.testing.assert_allclose(m.weights.R[0], np.concatenate([GR[k] for k in "zrn"]), atol=1e-5)
+
+
+# -- what the affine walk takes through: divisions by constants, projections of x, and nothing else -----------------
+
+
+def rnn_model(pre_of=None, x_of=None, x_width: int = I, extra_inputs=()):
+    """h' = tanh(pre) with pre = gx + h R^T, gx = Gemm(x_of(g, x)) by default; ``pre_of(g, pre)`` rewrites pre."""
+    g = Net()
+    x = g.input("x", [1, x_width])
+    for name, shape, dtype in extra_inputs:
+        g.input(name, shape, dtype)
+    h = g.input("h0", [1, H])
+    gx = x_of(g, x) if x_of else g.op("Gemm", [x, g.const(W4), g.const(B4)], transB=1)
+    pre = g.op("Add", [gx, g.op("MatMul", [h, g.const(R4.T.copy())])])
+    if pre_of:
+        pre = pre_of(g, pre)
+    return g.model([g.op("Tanh", [pre], out="hn")])
+
+
+def test_a_pre_activation_divided_by_a_constant_is_an_rnn_with_scaled_weights():
+    s, _ = scan(rnn_model(pre_of=lambda g, p: g.op("Div", [p, g.const(np.array(2.0, np.float32))])), ["h0"])
+    (m,) = s.matches
+    np.testing.assert_allclose(m.weights.W[0], W4 / 2, atol=1e-5)
+    np.testing.assert_allclose(m.weights.R[0], R4 / 2, atol=1e-5)
+    np.testing.assert_allclose(m.weights.B[0, :H], B4 / 2, atol=1e-5)
+
+
+def test_a_constant_divided_by_the_pre_activation_is_not_affine():
+    s, _ = scan(rnn_model(pre_of=lambda g, p: g.op("Div", [g.const(np.array(2.0, np.float32)), p])), ["h0"])
+    assert s.matches == []
+
+
+def test_a_pre_activation_scaled_by_a_constant_is_an_rnn_with_scaled_weights():
+    s, _ = scan(rnn_model(pre_of=lambda g, p: g.op("Mul", [g.const(np.array(0.5, np.float32)), p])), ["h0"])
+    (m,) = s.matches
+    np.testing.assert_allclose(m.weights.R[0], R4 / 2, atol=1e-5)
+
+
+def test_an_input_plus_a_constant_is_the_cells_input_not_walked_through():
+    # only a constant-weight projection of x is walked back to x; x + c is the input itself, W the identity
+    c = f32(RNG.standard_normal(H))
+    s, _ = scan(rnn_model(x_of=lambda g, x: g.op("Add", [x, g.const(c)], out="xc"), x_width=H), ["h0"])
+    (m,) = s.matches
+    assert m.x == ("xc",)
+    np.testing.assert_allclose(m.weights.W[0], np.eye(H), atol=1e-6)
+    np.testing.assert_allclose(m.weights.B[0], 0, atol=1e-6)
+
+
+def test_a_projection_of_x_plus_a_constant_is_walked_back_to_x():
+    c = f32(RNG.standard_normal(H))
+    s, _ = scan(rnn_model(x_of=lambda g, x: g.op("Add", [g.op("MatMul", [x, g.const(W4.T.copy())]), g.const(c)])), ["h0"])
+    (m,) = s.matches
+    assert m.x == ("x",)
+    np.testing.assert_allclose(m.weights.W[0], W4, atol=1e-5)
+    np.testing.assert_allclose(m.weights.B[0, :H], c, atol=1e-5)
+
+
+def test_a_projection_with_a_run_time_bias_is_the_cells_input():
+    s, _ = scan(rnn_model(x_of=lambda g, x: g.op("Gemm", [x, g.const(W4), "bias"], out="gx", transB=1), extra_inputs=[("bias", [H], F)]), ["h0"])
+    (m,) = s.matches
+    assert m.x == ("gx",)
+    np.testing.assert_allclose(m.weights.W[0], np.eye(H), atol=1e-6)
+
+
+def test_a_projection_with_a_constant_bias_is_walked_back_to_x():
+    s, _ = scan(rnn_model(), ["h0"])
+    (m,) = s.matches
+    assert m.x == ("x",)
+    np.testing.assert_allclose(m.weights.W[0], W4, atol=1e-5)
+    np.testing.assert_allclose(m.weights.B[0, :H] + m.weights.B[0, H:], B4, atol=1e-5)
+
+
+def test_a_projection_gathered_with_a_run_time_index_is_the_cells_input():
+    def x_of(g, x):
+        wide = g.op("MatMul", [x, g.const(np.concatenate([W4, W4 * 3]).T.copy())])
+        return g.op("Gather", [wide, "idx"], out="picked", axis=1)
+
+    s, _ = scan(rnn_model(x_of=x_of, extra_inputs=[("idx", [H], TensorProto.INT64)]), ["h0"])
+    (m,) = s.matches
+    assert m.x == ("picked",)
+
+
+def test_a_projection_gathered_with_a_constant_index_is_walked_back_to_x():
+    def x_of(g, x):
+        wide = g.op("MatMul", [x, g.const(np.concatenate([W4 * 3, W4]).T.copy())])
+        return g.op("Gather", [wide, g.const(np.arange(H, 2 * H, dtype=np.int64))], axis=1)
+
+    s, _ = scan(rnn_model(x_of=x_of), ["h0"])
+    (m,) = s.matches
+    assert m.x == ("x",)
+    np.testing.assert_allclose(m.weights.W[0], W4, atol=1e-5)
+
+
+# -- the steps of an unrolled loop: a cell that reads another cell's output as its state must be the same cell -------
+
+
+def two_rnn_steps(**second):
+    g = Net()
+    x1 = g.input("x1", [1, I])
+    x2 = g.input("x2", [1, second.pop("I", I)])
+    h = g.input("h0", [1, H])
+    h1 = rnn_step(g, x1, h, out="h1")
+    h2 = rnn_step(g, x2, h1, out="h2", **second)
+    return g.model([h2])
+
+
+def test_two_steps_of_one_rnn_cell_are_two_matches_threaded_h_to_h():
+    s, _ = scan(two_rnn_steps(), ["h0"])
+    assert [(m.h_in, m.h_out) for m in s.matches] == [("h0", "h1"), ("h1", "h2")]
+
+
+@pytest.mark.parametrize("differs", ["W", "R", "b", "I"])
+def test_a_second_step_with_other_weights_is_not_a_step_of_the_first_cell(differs):
+    second = {"W": {"W": W4 * 1.5}, "R": {"R": R4 * 1.5}, "b": {"b": B4 + 0.5}, "I": {"I": I + 2, "W": np.ones((H, I + 2), np.float32)}}[differs]
+    s, _ = scan(two_rnn_steps(**second), ["h0"])
+    assert [(m.h_in, m.h_out) for m in s.matches] == [("h0", "h1")]
+    assert s.candidates == []
