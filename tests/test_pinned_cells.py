@@ -656,3 +656,91 @@ def test_a_bias_folded_through_64_ops_is_a_constant_of_the_cell():
 def test_a_bias_65_ops_after_its_initializer_is_read_as_an_input():
     (far,) = scan(bias_behind(65), ["h0"])[0].matches
     assert len(far.x) == 2 and "x" in far.x
+
+
+# -- LSTM cells written by hand: the roles of the four gates, and structures that are not an LSTM ---------------------
+
+LW = {k: f32(RNG.standard_normal((H, I)) * 0.5) for k in "iofg"}
+LR = {k: f32(RNG.standard_normal((H, H)) * 0.5) for k in "iofg"}
+LB = {k: f32(RNG.standard_normal(H) * 0.3) for k in "iofg"}
+
+
+def lstm_step(g: Net, x: str, h: str | None, c: str, scale: float = 1.0, acts: str = "SSST", peephole: bool = False, same_gate: bool = False, tag: str = ""):
+    """c' = f*c + i*g, h' = o*tanh(c') with gate k = act_k(x Wk^T + h Rk^T + bk) (no h term when h is None);
+    acts gives i, o, f, g's activations (S Sigmoid, T Tanh); peephole adds c*0.5 to i's pre-activation;
+    same_gate uses f's sigmoid as the input gate too. Returns (h', c')."""
+    pre = {}
+    for k in "iofg":
+        p = g.op("Gemm", [x, g.const(LW[k] * scale), g.const(LB[k])], transB=1)
+        if h is not None:
+            p = g.op("Add", [p, g.op("MatMul", [h, g.const(LR[k].T.copy())])])
+        if peephole and k == "i":
+            p = g.op("Add", [p, g.op("Mul", [c, g.const(np.float32(0.5))])])
+        pre[k] = p
+    act = {k: g.op({"S": "Sigmoid", "T": "Tanh"}[a], [pre[k]]) for k, a in zip("iofg", acts)}
+    if same_gate:
+        act["i"] = act["f"]
+    c_new = g.op("Add", [g.op("Mul", [act["f"], c]), g.op("Mul", [act["i"], act["g"]])], out=f"c{tag}")
+    h_new = g.op("Mul", [act["o"], g.op("Tanh", [c_new])], out=f"h{tag}")
+    return h_new, c_new
+
+
+def lstm_model(steps: int = 1, second_scale: float = 1.0, with_h: bool = True, **kw):
+    g = Net()
+    xs = [g.input(f"x{t}", [1, I]) for t in range(steps)]
+    h = g.input("h0", [1, H]) if with_h else None
+    c = g.input("c0", [1, H])
+    for t, x in enumerate(xs):
+        h, c = lstm_step(g, x, h, c, scale=second_scale if t else 1.0, tag=str(t + 1), **kw)
+    return g.model([h, c])
+
+
+def test_an_lstm_cell_gives_back_its_weights_in_onnx_gate_order():
+    s, _ = scan(lstm_model(), ["h0", "c0"])
+    (m,) = s.matches
+    assert (m.kind, m.h_in, m.c_in, m.h_out, m.c_out, m.x) == ("LSTM", "h0", "c0", "h1", "c1", ("x0",))
+    np.testing.assert_allclose(m.weights.W[0], np.concatenate([LW[k] for k in "iofg"]), atol=1e-5)
+    np.testing.assert_allclose(m.weights.R[0], np.concatenate([LR[k] for k in "iofg"]), atol=1e-5)
+    np.testing.assert_allclose(m.weights.B[0, : 4 * H], np.concatenate([LB[k] for k in "iofg"]), atol=1e-5)
+    assert m.weights.activations == ("Sigmoid", "Tanh", "Tanh")
+
+
+def test_two_steps_of_one_lstm_cell_thread_h_and_c():
+    s, _ = scan(lstm_model(steps=2), ["h0", "c0"])
+    assert [(m.h_in, m.c_in, m.h_out, m.c_out) for m in s.matches] == [("h0", "c0", "h1", "c1"), ("h1", "c1", "h2", "c2")]
+
+
+def test_a_second_lstm_step_with_other_weights_is_a_candidate_that_says_so():
+    s, _ = scan(lstm_model(steps=2, second_scale=1.5), ["h0", "c0"])
+    assert [(m.h_in, m.h_out) for m in s.matches] == [("h0", "h1")]
+    (cand,) = s.candidates
+    assert cand.kind == "LSTM" and "reads the output of another cell as its state" in cand.reason
+
+
+def test_an_lstm_whose_input_gate_is_a_tanh_is_a_candidate_that_names_the_gate():
+    s, _ = scan(lstm_model(acts="TSST"), ["h0", "c0"])
+    assert s.matches == []
+    assert [c.kind for c in s.candidates] == ["LSTM"] and "its input gate Tanh" in s.candidates[0].reason
+
+
+def test_an_lstm_whose_output_gate_is_a_tanh_has_no_output_product():
+    s, _ = scan(lstm_model(acts="STST"), ["h0", "c0"])
+    assert s.matches == [] and [c.kind for c in s.candidates] == ["LSTM"]
+    assert "has no output h' = o*tanh(c')" in s.candidates[0].reason
+
+
+def test_one_sigmoid_gating_both_the_old_cell_state_and_the_candidate_is_not_an_lstm():
+    s, _ = scan(lstm_model(same_gate=True), ["h0", "c0"])
+    assert [m.kind for m in s.matches if m.kind == "LSTM"] == [] and [c.kind for c in s.candidates if c.kind == "LSTM"] == []
+
+
+def test_an_lstm_with_a_peephole_is_a_candidate():
+    s, _ = scan(lstm_model(peephole=True), ["h0", "c0"])
+    assert s.matches == []
+    assert [c.kind for c in s.candidates] == ["LSTM"] and "(peepholes or a swapped state)" in s.candidates[0].reason
+
+
+def test_an_lstm_whose_gates_read_only_the_cell_state_is_a_candidate():
+    s, _ = scan(lstm_model(with_h=False), ["c0"])
+    assert s.matches == []
+    assert [c.kind for c in s.candidates] == ["LSTM"] and "read no state input besides the cell state" in s.candidates[0].reason
