@@ -771,3 +771,72 @@ def test_an_lstm_whose_gates_read_only_the_cell_state_is_a_candidate():
     s, _ = scan(lstm_model(with_h=False), ["c0"])
     assert s.matches == []
     assert [c.kind for c in s.candidates] == ["LSTM"] and "read no state input besides the cell state" in s.candidates[0].reason
+
+
+def test_half_zeros_given_as_typed_values_are_a_zero_start():
+    def make(g):
+        g.inits.append(helper.make_tensor("z", TensorProto.FLOAT16, [1, H], np.zeros(H, np.float16)))  # int32_data bits
+        return "z"
+
+    assert zero_start(zero_reader(make))
+
+
+def test_the_state_source_of_squeezed_zeros_is_the_zeros_not_the_squeeze():
+    # the topmost zeros are the state; Squeeze(zeros), zeros too, is a view of them (docstring of _constant_states)
+    g = Net()
+    x = g.input("x", [1, I])
+    z = g.const(np.zeros((1, 1, H), np.float32), "z")
+    h = g.op("Squeeze", [z, g.const(np.array([0], np.int64))], out="h")
+    s, index = scan(g.model([rnn_step(g, x, h)]))
+    (m,) = s.matches
+    assert (m.h_in, m.h_source) == ("h", "z")
+    assert s.is_zero_start(index.root, "z") and not s.is_zero_start(index.root, "h")
+
+
+def test_a_gru_whose_reset_product_meets_two_matrices_is_one_gru_with_their_sum():
+    # n = tanh(x Wn^T + bWn + (r*h) A^T + (r*h) B^T + bRn): one reset gate read by two matmuls, Rn = A + B
+    g = Net()
+    x = g.input("x", [1, I])
+    h = g.input("h0", [1, H])
+
+    def lin(v, Wm, b=None):
+        return g.op("Gemm", [v, g.const(f32(Wm))] + ([g.const(f32(b))] if b is not None else []), transB=1)
+
+    acts = {k: g.op("Sigmoid", [g.op("Add", [lin(x, GW[k], GBW[k]), lin(h, GR[k], GBR[k])])]) for k in "zr"}
+    rh = g.op("Mul", [acts["r"], h])
+    A = GR["n"] * 0.25
+    n_pre = g.op("Add", [g.op("Add", [lin(x, GW["n"], GBW["n"]), lin(rh, A, GBR["n"])]), lin(rh, GR["n"] - A)])
+    n = g.op("Tanh", [n_pre])
+    one = g.const(np.array(1.0, np.float32))
+    g.op("Add", [g.op("Mul", [g.op("Sub", [one, acts["z"]]), n]), g.op("Mul", [acts["z"], h])], out="hn")
+    s, _ = scan(g.model(["hn"]), ["h0"])
+    assert not s.candidates
+    (m,) = s.matches
+    assert m.weights.linear_before_reset == 0
+    np.testing.assert_allclose(m.weights.R[0, 2 * H :], GR["n"], atol=1e-5)
+
+
+def test_a_sigmoid_added_to_the_candidate_is_an_input_not_a_second_reset_gate():
+    # n = tanh(x Wn^T + r*(h Rn^T) + s) with s = sigmoid(2 x Wn^T + bWn) added, not multiplied: one reset product,
+    # and s (state-free) is a second input of the GRU whose weight is the identity in n's rows
+    g = Net()
+    x = g.input("x", [1, I])
+    h = g.input("h0", [1, H])
+
+    def lin(v, Wm, b):
+        return g.op("Gemm", [v, g.const(f32(Wm)), g.const(f32(b))], transB=1)
+
+    acts = {k: g.op("Sigmoid", [g.op("Add", [lin(x, GW[k], GBW[k]), lin(h, GR[k], GBR[k])])]) for k in "zr"}
+    extra = g.op("Sigmoid", [lin(x, GW["n"] * 2, GBW["n"])], out="s")
+    n_pre = g.op("Add", [g.op("Add", [lin(x, GW["n"], GBW["n"]), g.op("Mul", [acts["r"], lin(h, GR["n"], GBR["n"])])]), extra])
+    n = g.op("Tanh", [n_pre])
+    one = g.const(np.array(1.0, np.float32))
+    g.op("Add", [g.op("Mul", [g.op("Sub", [one, acts["z"]]), n]), g.op("Mul", [acts["z"], h])], out="hn")
+    s, _ = scan(g.model(["hn"]), ["h0"])
+    assert not s.candidates
+    (m,) = s.matches
+    assert sorted(m.x) == ["s", "x"]
+    at = 0 if m.x[0] == "s" else I
+    W = m.weights.W[0]
+    np.testing.assert_allclose(W[2 * H :, at : at + H], np.eye(H), atol=1e-5)
+    np.testing.assert_allclose(W[: 2 * H, at : at + H], 0, atol=1e-5)
