@@ -840,3 +840,32 @@ def test_a_sigmoid_added_to_the_candidate_is_an_input_not_a_second_reset_gate():
     W = m.weights.W[0]
     np.testing.assert_allclose(W[2 * H :, at : at + H], np.eye(H), atol=1e-5)
     np.testing.assert_allclose(W[: 2 * H, at : at + H], 0, atol=1e-5)
+
+
+# -- cells without a batch axis: x [I], h [H] (probed one vector at a time, since no leaf has a leading 1) ----------
+
+
+def test_an_rnn_cell_without_a_batch_axis_gives_back_its_weights():
+    g = Net()
+    x = g.input("x", [I])
+    h = g.input("h0", [H])
+    gx = g.op("Add", [g.op("MatMul", [x, g.const(W4.T.copy())]), g.const(B4)])
+    g.op("Tanh", [g.op("Add", [gx, g.op("MatMul", [h, g.const(R4.T.copy())])])], out="hn")
+    (m,) = scan(g.model(["hn"]), ["h0"])[0].matches
+    assert (m.kind, m.x, m.h_in, m.h_out, m.x_shapes) == ("RNN", ("x",), "h0", "hn", ((I,),))
+    np.testing.assert_allclose(m.weights.W[0], W4, atol=1e-5)
+    np.testing.assert_allclose(m.weights.R[0], R4, atol=1e-5)
+
+
+def test_an_lstm_cell_without_a_batch_axis_gives_back_its_weights():
+    g = Net()
+    x = g.input("x", [I])
+    h = g.input("h0", [H])
+    c = g.input("c0", [H])
+    pre = {k: g.op("Add", [g.op("Add", [g.op("MatMul", [x, g.const(LW[k].T.copy())]), g.const(LB[k])]), g.op("MatMul", [h, g.const(LR[k].T.copy())])]) for k in "iofg"}
+    act = {k: g.op("Tanh" if k == "g" else "Sigmoid", [pre[k]]) for k in "iofg"}
+    c_new = g.op("Add", [g.op("Mul", [act["f"], c]), g.op("Mul", [act["i"], act["g"]])], out="cn")
+    g.op("Mul", [act["o"], g.op("Tanh", [c_new])], out="hn")
+    (m,) = scan(g.model(["hn", "cn"]), ["h0", "c0"])[0].matches
+    assert (m.kind, m.h_out, m.c_out) == ("LSTM", "hn", "cn")
+    np.testing.assert_allclose(m.weights.R[0], np.concatenate([LR[k] for k in "iofg"]), atol=1e-5)
