@@ -869,3 +869,41 @@ def test_an_lstm_cell_without_a_batch_axis_gives_back_its_weights():
     (m,) = scan(g.model(["hn", "cn"]), ["h0", "c0"])[0].matches
     assert (m.kind, m.h_out, m.c_out) == ("LSTM", "hn", "cn")
     np.testing.assert_allclose(m.weights.R[0], np.concatenate([LR[k] for k in "iofg"]), atol=1e-5)
+
+
+def test_an_rnn_whose_new_state_is_scaled_by_a_constant_is_still_an_rnn():
+    # a product with a constant is no gate: only a run-time factor makes tanh(...) part of a larger cell
+    g = Net()
+    x = g.input("x", [1, I])
+    h = g.input("h0", [1, H])
+    hn = rnn_step(g, x, h, out="hn")
+    g.op("Mul", [hn, g.const(np.float32(0.5))], out="y")
+    (m,) = scan(g.model(["hn", "y"]), ["h0"])[0].matches
+    assert (m.kind, m.h_out) == ("RNN", "hn")
+
+
+def test_an_rnn_whose_new_state_is_gated_by_a_run_time_value_is_not_an_rnn():
+    g = Net()
+    x = g.input("x", [1, I])
+    gate = g.input("gate", [1, H])
+    h = g.input("h0", [1, H])
+    hn = rnn_step(g, x, h, out="hn")
+    g.op("Mul", [hn, gate], out="y")
+    s = scan(g.model(["y"]), ["h0"])[0]
+    assert s.matches == [] and s.candidates == []
+
+
+def test_a_pre_activation_rounded_through_an_integer_cast_is_refused_by_execution():
+    # Cast is walked as linear, so tanh(round(W x + R h + b)) passes the structure tests; the probes read rounded
+    # weights, and only the check on random data shows the cell is not an RNN
+    g = Net()
+    x = g.input("x", [1, I])
+    h = g.input("h0", [1, H])
+    gx = g.op("Gemm", [x, g.const(W4), g.const(B4)], transB=1)
+    pre = g.op("Add", [gx, g.op("MatMul", [h, g.const(R4.T.copy())])])
+    rounded = g.op("Cast", [g.op("Cast", [pre], to=TensorProto.INT32)], to=TensorProto.FLOAT)
+    g.op("Tanh", [rounded], out="hn")
+    s = scan(g.model(["hn"]), ["h0"])[0]
+    assert s.matches == []
+    (cand,) = s.candidates
+    assert cand.kind == "RNN" and "does not compute an RNN cell" in cand.reason
