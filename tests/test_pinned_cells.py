@@ -907,3 +907,46 @@ def test_a_pre_activation_rounded_through_an_integer_cast_is_refused_by_executio
     assert s.matches == []
     (cand,) = s.candidates
     assert cand.kind == "RNN" and "does not compute an RNN cell" in cand.reason
+
+
+# -- state carried into a Loop or Scan body ------------------------------------------------------------------------
+
+from rnnir.lower.cells import carry_layout  # noqa: E402
+
+
+def test_carry_layout_of_a_loop_scan_and_other_nodes():
+    # (number carried, first carried node input, first carried body input, first carried body output, first node output)
+    assert carry_layout(helper.make_node("Loop", ["M", "cond", "a", "b"], ["a2", "b2"])) == (2, 2, 2, 1, 0)
+    assert carry_layout(helper.make_node("Loop", ["M", ""], [])) == (0, 2, 2, 1, 0)
+    assert carry_layout(helper.make_node("Scan", ["h", "c", "x"], ["h2", "c2", "y"], num_scan_inputs=1)) == (2, 0, 0, 0, 0)
+    assert carry_layout(helper.make_node("Scan", ["h", "x", "y"], ["h2", "a", "b"], num_scan_inputs=2)) == (1, 0, 0, 0, 0)
+    assert carry_layout(helper.make_node("Loop", ["M", "cond", "a"], ["a2"], domain="custom.test")) is None
+    assert carry_layout(helper.make_node("If", ["cond"], ["y"])) is None
+
+
+def test_a_loop_carrying_h_and_c_maps_each_body_input_to_its_slot():
+    import _cell_models as cm
+
+    model = cm.lstm_loop()
+    s, index = scan(model, ["h0", "c0"])
+    carried = {name: (node.name, sc is index.root, slot) for (_, name), (node, sc, slot) in s.loop_carried.items()}
+    assert carried == {"h_it": ("time_loop", True, 0), "c_it": ("time_loop", True, 1)}
+    (m,) = s.matches
+    assert (m.kind, m.h_in, m.c_in, m.h_source, m.c_source) == ("LSTM", "h_it", "c_it", "h_it", "c_it")
+    assert len(m.scope_path) == 1  # the Loop's body, one level down
+
+
+def test_a_scan_carrying_h_and_c_maps_each_body_input_to_its_slot():
+    import _cell_models as cm
+
+    s, index = scan(cm.lstm_scan(), ["h0", "c0"])
+    carried = {name: (node.name, slot) for (_, name), (node, sc, slot) in s.loop_carried.items()}
+    assert carried == {"h_t": ("time_scan", 0), "c_t": ("time_scan", 1)}
+    assert [(m.kind, m.h_in, m.c_in) for m in s.matches] == [("LSTM", "h_t", "c_t")]
+
+
+def test_a_loop_carrying_only_c_maps_only_c():
+    import _cell_models as cm
+
+    s, _ = scan(cm.lstm_loop(), ["c0"])
+    assert {name: slot for (_, name), (_, _, slot) in s.loop_carried.items()} == {"c_it": 1}
