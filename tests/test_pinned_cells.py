@@ -950,3 +950,67 @@ def test_a_loop_carrying_only_c_maps_only_c():
 
     s, _ = scan(cm.lstm_loop(), ["c0"])
     assert {name: slot for (_, name), (_, _, slot) in s.loop_carried.items()} == {"c_it": 1}
+
+
+# -- gate activations and how many state inputs a cell may read ------------------------------------------------------
+
+
+def hard_lstm(attrs_i: dict, attrs_rest: dict):
+    """The hand-built LSTM with HardSigmoid gates: i's attributes ``attrs_i``, f's and o's ``attrs_rest``."""
+    g = Net()
+    x = g.input("x", [1, I])
+    h = g.input("h0", [1, H])
+    c = g.input("c0", [1, H])
+    pre = {k: g.op("Add", [g.op("Gemm", [x, g.const(LW[k]), g.const(LB[k])], transB=1), g.op("MatMul", [h, g.const(LR[k].T.copy())])]) for k in "iofg"}
+    act = {k: g.op("HardSigmoid", [pre[k]], **(attrs_i if k == "i" else attrs_rest)) for k in "iof"}
+    act["g"] = g.op("Tanh", [pre["g"]])
+    c_new = g.op("Add", [g.op("Mul", [act["f"], c]), g.op("Mul", [act["i"], act["g"]])], out="cn")
+    g.op("Mul", [act["o"], g.op("Tanh", [c_new])], out="hn")
+    return scan(g.model(["hn", "cn"]), ["h0", "c0"])[0]
+
+
+def test_hard_sigmoid_gates_without_attributes_take_onnx_defaults():
+    (m,) = hard_lstm({}, {}).matches
+    assert m.weights.activations == ("HardSigmoid", "Tanh", "Tanh")
+    assert m.weights.activation_alpha == pytest.approx((0.2,)) and m.weights.activation_beta == pytest.approx((0.5,))
+
+
+def test_hard_sigmoid_gates_with_different_slopes_are_a_candidate():
+    s = hard_lstm({"alpha": 0.3}, {"alpha": 0.2})
+    assert s.matches == []
+    (cand,) = s.candidates
+    assert "its gates use different activations (HardSigmoid, HardSigmoid)" in cand.reason
+
+
+def test_hard_sigmoid_gates_with_different_offsets_are_a_candidate():
+    s = hard_lstm({"beta": 0.4}, {})
+    assert s.matches == [] and "different activations" in s.candidates[0].reason
+
+
+def rnn_reading(n_states: int):
+    """tanh(x W^T + b + sum_k h_k R_k^T) over n_states state inputs h_0..h_{n-1}."""
+    g = Net()
+    x = g.input("x", [1, I])
+    pre = g.op("Gemm", [x, g.const(W4), g.const(B4)], transB=1)
+    for k in range(n_states):
+        hk = g.input(f"h{k}", [1, H])
+        pre = g.op("Add", [pre, g.op("MatMul", [hk, g.const((R4 * (k + 1)).T.copy())])])
+    g.op("Tanh", [pre], out="hn")
+    return scan(g.model(["hn"]), [f"h{k}" for k in range(n_states)])[0]
+
+
+def test_a_cell_reading_four_state_inputs_is_an_rnn_on_one_with_the_others_as_input():
+    # which of the four is h is not fixed (all are state inputs); the weights must follow the choice
+    (m,) = rnn_reading(4).matches
+    k = int(m.h_in[1:])
+    assert m.x[0] == "x" and sorted(m.x[1:]) == sorted(f"h{j}" for j in range(4) if j != k)
+    np.testing.assert_allclose(m.weights.R[0], R4 * (k + 1), atol=1e-5)
+    for pos, name in enumerate(m.x[1:]):
+        np.testing.assert_allclose(m.weights.W[0, :, I + pos * H : I + (pos + 1) * H], R4 * (int(name[1:]) + 1), atol=1e-5)
+
+
+def test_a_cell_reading_five_state_inputs_is_a_candidate():
+    s = rnn_reading(5)
+    assert s.matches == []
+    (cand,) = s.candidates
+    assert cand.kind == "RNN" and "reads 5 different state inputs" in cand.reason
