@@ -1014,3 +1014,131 @@ def test_a_cell_reading_five_state_inputs_is_a_candidate():
     assert s.matches == []
     (cand,) = s.candidates
     assert cand.kind == "RNN" and "reads 5 different state inputs" in cand.reason
+
+
+# -- more shapes of the same cells: symbolic batch, shapes computed from Shape, empty optional inputs -----------------
+
+
+def test_an_rnn_with_a_symbolic_batch_is_probed_with_a_batch_of_one():
+    g = Net()
+    x = g.input("x", ["N", I])
+    h = g.input("h0", ["N", H])
+    rnn_step(g, x, h, out="hn")
+    (m,) = scan(g.model(["hn"]), ["h0"])[0].matches
+    assert m.x_shapes == ((1, I),) and m.hidden_size == H
+    assert m.weights.linear_before_reset == 0 and m.weights.activations == ("Tanh",)
+    np.testing.assert_allclose(m.weights.R[0], R4, atol=1e-5)
+
+
+def test_a_state_reshaped_to_the_shape_of_a_static_value_is_a_view_of_it():
+    # Shape(x0) of a declared [1, H] value folds to [1, H]: Reshape(h, Shape(x0)) only relabels h
+    g = Net()
+    x = g.input("x", [1, I])
+    like = g.input("like", [1, H])
+    h = g.input("h0", [H])
+    hv = g.op("Reshape", [h, g.op("Shape", [like])], out="hv")
+    rnn_step(g, x, hv, out="hn")
+    (m,) = scan(g.model(["hn"]), ["h0"])[0].matches
+    assert (m.h_in, m.h_source) == ("hv", "h0")
+
+
+def test_a_state_gathered_with_a_run_time_index_is_not_a_view_and_not_affine():
+    g = Net()
+    x = g.input("x", [1, I])
+    state = g.input("state", [2, 1, H])
+    idx = g.input("which", [], TensorProto.INT64)
+    h = g.op("Gather", [state, idx], axis=0)
+    rnn_step(g, x, h, out="hn")
+    s = scan(g.model(["hn"]), ["state"])[0]
+    assert s.matches == [] and s.candidates == []
+
+
+def test_a_gemm_with_an_empty_bias_name_is_read_as_no_bias():
+    g = Net()
+    x = g.input("x", [1, I])
+    h = g.input("h0", [1, H])
+    gx = g.op("Gemm", [x, g.const(W4), g.const(B4)], transB=1)
+    gh = g.op("Gemm", [h, g.const(R4), ""], transB=1)
+    g.op("Tanh", [g.op("Add", [gx, gh])], out="hn")
+    (m,) = scan(g.model(["hn"]), ["h0"])[0].matches
+    np.testing.assert_allclose(m.weights.R[0], R4, atol=1e-5)
+    np.testing.assert_allclose(m.weights.B[0, :H] + m.weights.B[0, H:], B4, atol=1e-5)
+
+
+def test_a_constant_of_shape_shaped_by_the_shape_of_an_input_is_a_zero_start():
+    def make(g):
+        like = g.input("like", [1, H])
+        return g.op("ConstantOfShape", [g.op("Shape", [like])], out="z")
+
+    assert zero_start(zero_reader(make))
+
+
+def test_a_gru_blending_as_n_plus_z_times_h_minus_n_is_one_gru_and_no_lstm_candidate():
+    g = Net()
+    x = g.input("x", [1, I])
+    h = g.input("h0", [1, H])
+
+    def lin(v, Wm, b):
+        return g.op("Gemm", [v, g.const(f32(Wm)), g.const(f32(b))], transB=1)
+
+    acts = {k: g.op("Sigmoid", [g.op("Add", [lin(x, GW[k], GBW[k]), lin(h, GR[k], GBR[k])])]) for k in "zr"}
+    n = g.op("Tanh", [g.op("Add", [lin(x, GW["n"], GBW["n"]), g.op("Mul", [acts["r"], lin(h, GR["n"], GBR["n"])])])])
+    g.op("Add", [n, g.op("Mul", [acts["z"], g.op("Sub", [h, n])])], out="hn")
+    s = scan(g.model(["hn"]), ["h0"])[0]
+    assert s.candidates == []
+    (m,) = s.matches
+    assert m.kind == "GRU"
+    np.testing.assert_allclose(m.weights.B[0], gru_expected_bias(), atol=1e-5)
+
+
+def test_tanh_of_an_input_projection_plus_the_state_is_no_rnn():
+    # no matmul on h: act(W x + h) keeps h's elements apart, an RNN cell's R mixes them
+    g = Net()
+    x = g.input("x", [1, I])
+    h = g.input("h0", [1, H])
+    g.op("Tanh", [g.op("Add", [g.op("Gemm", [x, g.const(W4), g.const(B4)], transB=1), h])], out="hn")
+    s = scan(g.model(["hn"]), ["h0"])[0]
+    assert s.matches == [] and s.candidates == []
+
+
+def test_an_rnn_with_a_residual_state_term_has_r_plus_the_identity():
+    # h read directly first, then again through the matmul: the walk must still see the matmul on h
+    g = Net()
+    x = g.input("x", [1, I])
+    h = g.input("h0", [1, H])
+    gx = g.op("Gemm", [x, g.const(W4), g.const(B4)], transB=1)
+    inner = g.op("Add", [gx, g.op("MatMul", [h, g.const(R4.T.copy())])])
+    g.op("Tanh", [g.op("Add", [inner, h])], out="hn")
+    (m,) = scan(g.model(["hn"]), ["h0"])[0].matches
+    np.testing.assert_allclose(m.weights.R[0], R4 + np.eye(H), atol=1e-5)
+
+
+def test_a_product_of_the_state_with_itself_is_no_rnn():
+    g = Net()
+    x = g.input("x", [1, I])
+    h = g.input("h0", [1, H])
+    gx = g.op("Gemm", [x, g.const(W4), g.const(B4)], transB=1)
+    gh = g.op("MatMul", [g.op("Mul", [h, h]), g.const(R4.T.copy())])
+    g.op("Tanh", [g.op("Add", [gx, gh])], out="hn")
+    s = scan(g.model(["hn"]), ["h0"])[0]
+    assert s.matches == [] and s.candidates == []
+
+
+def test_the_nodes_of_a_match_include_the_input_projection():
+    model = rnn_model()
+    gemm = next(n.name for n in model.graph.node if n.op_type == "Gemm" and n.input[0] == "x")
+    (m,) = scan(model, ["h0"])[0].matches
+    assert m.nodes[0] == "n_hn" and gemm in m.nodes
+
+
+def test_two_projections_added_are_one_input_not_walked_through():
+    # only a single state-free operand with constants around it is a projection of x; two added inputs are the input
+    g = Net()
+    x = g.input("x", [1, I])
+    y = g.input("y", [1, I])
+    both = g.op("Add", [g.op("MatMul", [x, g.const(W4.T.copy())]), g.op("MatMul", [y, g.const(W4.T.copy())])], out="xy")
+    h = g.input("h0", [1, H])
+    g.op("Tanh", [g.op("Add", [both, g.op("MatMul", [h, g.const(R4.T.copy())])])], out="hn")
+    (m,) = scan(g.model(["hn"]), ["h0"])[0].matches
+    assert m.x == ("xy",)
+    np.testing.assert_allclose(m.weights.W[0], np.eye(H), atol=1e-6)
