@@ -1142,3 +1142,18 @@ def test_two_projections_added_are_one_input_not_walked_through():
     (m,) = scan(g.model(["hn"]), ["h0"])[0].matches
     assert m.x == ("xy",)
     np.testing.assert_allclose(m.weights.W[0], np.eye(H), atol=1e-6)
+
+
+def test_a_pre_activation_written_as_one_sum_is_reported_as_unverified_not_dropped():
+    # Sum is affine, so the structure is a cell's; the evaluator has no Sum, so the cell cannot be run: it stays a
+    # candidate that says why (an unverified verdict), never silently nothing
+    g = Net()
+    x = g.input("x", [1, I])
+    h = g.input("h0", [1, H])
+    gx = g.op("MatMul", [x, g.const(W4.T.copy())])
+    gh = g.op("MatMul", [h, g.const(R4.T.copy())])
+    g.op("Tanh", [g.op("Sum", [gx, gh, g.const(B4)])], out="hn")
+    s = scan(g.model(["hn"]), ["h0"])[0]
+    assert s.matches == []
+    (cand,) = s.candidates
+    assert cand.kind == "RNN" and "could not be run" in cand.reason and "Sum" in cand.reason
