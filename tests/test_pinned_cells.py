@@ -1157,3 +1157,21 @@ def test_a_pre_activation_written_as_one_sum_is_reported_as_unverified_not_dropp
     assert s.matches == []
     (cand,) = s.candidates
     assert cand.kind == "RNN" and "could not be run" in cand.reason and "Sum" in cand.reason
+
+
+def test_an_lstm_whose_tanh_of_the_new_cell_state_is_also_returned_is_still_an_lstm():
+    # tanh(c') has a second reader (an Identity to an output) before the output gate's product: it is passed over
+    g = Net()
+    x = g.input("x", [1, I])
+    h = g.input("h0", [1, H])
+    c = g.input("c0", [1, H])
+    pre = {k: g.op("Add", [g.op("Gemm", [x, g.const(LW[k]), g.const(LB[k])], transB=1), g.op("MatMul", [h, g.const(LR[k].T.copy())])]) for k in "iofg"}
+    act = {k: g.op("Tanh" if k == "g" else "Sigmoid", [pre[k]]) for k in "iofg"}
+    c_new = g.op("Add", [g.op("Mul", [act["f"], c]), g.op("Mul", [act["i"], act["g"]])], out="cn")
+    th = g.op("Tanh", [c_new])
+    g.op("Identity", [th], out="tanh_c")
+    g.op("Mul", [act["o"], th], out="hn")
+    s = scan(g.model(["hn", "cn", "tanh_c"]), ["h0", "c0"])[0]
+    assert s.candidates == []
+    (m,) = s.matches
+    assert (m.kind, m.h_out, m.c_out) == ("LSTM", "hn", "cn")
