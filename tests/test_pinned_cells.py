@@ -1175,3 +1175,18 @@ def test_an_lstm_whose_tanh_of_the_new_cell_state_is_also_returned_is_still_an_l
     assert s.candidates == []
     (m,) = s.matches
     assert (m.kind, m.h_out, m.c_out) == ("LSTM", "hn", "cn")
+
+
+def test_a_projection_of_x_through_200_constant_gemms_is_walked_back_to_x():
+    # the affine part of a gate may span up to 512 values; constants are not among them (200 Gemms with their 400
+    # constant weights and biases would be 600): the cell is found with x as its input and the biases summed
+    def x_of(g, x):
+        v = g.op("MatMul", [x, g.const(W4.T.copy())])
+        for _ in range(200):
+            v = g.op("Gemm", [v, g.const(np.eye(H, dtype=np.float32)), g.const(np.full(H, 0.001, np.float32))])
+        return v
+
+    (m,) = scan(rnn_model(x_of=x_of), ["h0"])[0].matches
+    assert m.x == ("x",)
+    np.testing.assert_allclose(m.weights.W[0], W4, atol=1e-4)
+    np.testing.assert_allclose(m.weights.B[0, :H] + m.weights.B[0, H:], 0.2, atol=1e-4)
