@@ -29,18 +29,20 @@ def test_a_files_fastest_test_is_taken_after_the_budget_is_spent():
     # a: 1 + 2 + 3 = 6 > 5 spends the budget (the third is taken while 3 < 5); b's 0.5 comes first anyway;
     # test_fuzz's 3.0 test is its file's fastest and fits the budget on its own: taken although the budget is spent
     ids = {"tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_a.py::test_three", "tests/test_b.py::test_quick", "tests/test_fuzz.py::test_small"}
-    assert mutate.select_tests(ids, DURATIONS, 5.0) == sorted(ids)
+    assert mutate.select_tests(ids, DURATIONS, 5.0) == [
+        "tests/test_b.py::test_quick", "tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_a.py::test_three", "tests/test_fuzz.py::test_small",
+    ]
 
 
 def test_a_files_only_test_that_alone_exceeds_the_budget_is_left_out_once_the_budget_is_spent():
     ids = {"tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_a.py::test_three", "tests/test_fuzz.py::test_thousands"}
-    assert mutate.select_tests(ids, DURATIONS, 5.0) == ["tests/test_a.py::test_one", "tests/test_a.py::test_three", "tests/test_a.py::test_two"]
+    assert mutate.select_tests(ids, DURATIONS, 5.0) == ["tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_a.py::test_three"]
 
 
 def test_a_test_over_the_budget_still_runs_while_budget_is_left():
     # 1 + 2 = 3 < 5 when the 38 s test comes up: the budget is not spent yet, so it runs
     ids = {"tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_fuzz.py::test_thousands"}
-    assert mutate.select_tests(ids, DURATIONS, 5.0) == sorted(ids)
+    assert mutate.select_tests(ids, DURATIONS, 5.0) == ["tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_fuzz.py::test_thousands"]
 
 
 def test_a_lines_only_covering_test_runs_however_slow():
@@ -55,6 +57,13 @@ def test_budget_zero_runs_every_covering_test():
 def test_one_parametrization_per_function_first_the_rest_while_budget_is_left():
     durations = {"tests/test_a.py::test_p[x]": 1.0, "tests/test_a.py::test_p[y]": 0.5, "tests/test_a.py::test_p[z]": 9.0}
     # [y] is the function's fastest; then [x] (0.5 < 2); then 1.5 < 2 still, so [z] too
-    assert mutate.select_tests(set(durations), durations, 2.0) == sorted(durations)
+    assert mutate.select_tests(set(durations), durations, 2.0) == ["tests/test_a.py::test_p[y]", "tests/test_a.py::test_p[x]", "tests/test_a.py::test_p[z]"]
     # with a budget of 1: [y] (0.5), then [x] while 0.5 < 1, then 1.5 >= 1 stops before [z]
-    assert mutate.select_tests(set(durations), durations, 1.0) == ["tests/test_a.py::test_p[x]", "tests/test_a.py::test_p[y]"]
+    assert mutate.select_tests(set(durations), durations, 1.0) == ["tests/test_a.py::test_p[y]", "tests/test_a.py::test_p[x]"]
+
+
+def test_files_run_grouped_cheapest_file_first_and_fastest_first_within_a_file():
+    # with -x a mutant stops at the first failing test: a fast focused test should come before a slow broad one,
+    # but a file's tests stay together (its module fixtures are set up once)
+    durations = {"tests/test_a.py::test_slow": 4.0, "tests/test_a.py::test_fast": 0.1, "tests/test_b.py::test_mid": 0.2}
+    assert mutate.select_tests(set(durations), durations, 10.0) == ["tests/test_a.py::test_fast", "tests/test_a.py::test_slow", "tests/test_b.py::test_mid"]
