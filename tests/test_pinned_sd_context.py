@@ -230,3 +230,81 @@ def test_an_op_started_from_a_computed_constant_is_said_to_start_from_that_const
         "slot 'h': the state input never reaches the op whose final state is written back (RNN 'rnn'.Y_h[0]); "
         "RNN 'rnn'.initial_h starts from the constant 'zeros': the caller's state is ignored and every call restarts"
     )
+
+
+def test_an_alternative_that_restarts_while_the_other_keeps_the_state_is_a_reset():
+    # If(cond): then rnn1 from zeros, else h handed back unchanged: a deliberate reset, no SD003
+    b = rnnir.Builder("c")
+    h = b.slot("h", "float32", (1, 1, H))
+    x = b.input("x", "float32", (T, 1, I))
+    cond = b.input("cond", "bool", ())
+    w, r = weights(b, "0")
+    h0 = b.load(h, name="h0")
+    b.recurrent("RNN", x, w, r, initial_h=h0, hidden_size=H, name="rnn0", outputs=["Y0", "Yh0"])
+    w, r = weights(b, "1")
+    _, fresh = b.recurrent("RNN", x, w, r, hidden_size=H, name="rnn1", outputs=["Y1", "Yh1"])
+    b.store(b.if_(cond, [fresh], [h0], outputs=["hsel"]), h)
+    assert [d.code for d in findings(b.build())] == ["SD009"]  # unverified (a live-in value in one branch), not violated
+
+
+def test_the_whole_final_state_of_a_bidirectional_op_belongs_to_the_slot_its_directions_read():
+    # rnn reads h[0] and h[1] as its two directions; its whole Y_h also goes into g (no shape: one slice)
+    b = rnnir.Builder("c")
+    h = b.slot("h", "float32", (2, 1, H))
+    g = b.slot("g", "float32", None)
+    _, hn = bidirectional_rnn(b, h)
+    b.load(g, name="g0")
+    b.store(hn, h)
+    b.store(hn, g)
+    (d,) = findings(b.build(), "SD002")
+    assert d.slot == "g" and d.message.startswith(
+        "slot 'g': slice g (not read by any recurrent op) is written with RNN 'rnn'.Y_h, the final state that belongs to slot 'h', slice h["
+    )
+
+
+def test_the_hint_names_no_final_state_for_a_slot_read_only_through_a_value_changing_op():
+    # h reaches rnn0 only through Add(h0, h0): no op's final state belongs in it, so the hint cannot name one
+    b = rnnir.Builder("c")
+    h = b.slot("h", "float32", (1, 1, H))
+    g = b.slot("g", "float32", (1, 1, H))
+    x = b.input("x", "float32", (T, 1, I))
+    w, r = weights(b, "0")
+    h0 = b.load(h, name="h0")
+    g0 = b.load(g, name="g0")
+    _, hn = b.recurrent("RNN", x, w, r, initial_h=b.compute("Add", [h0, h0], outputs=["h2"]), hidden_size=H, name="rnn0", outputs=["Y0", "Yh0"])
+    b.store(g0, h)
+    b.store(hn, g)
+    (d,) = findings(b.build(), "SD002")
+    assert d.message == (
+        "slot 'h': slice h (not read by any recurrent op) is written with the live-in value of g (not read by any recurrent op): "
+        "the next call starts each slice from another slice's state"
+    )
+    assert d.hint == "write the final state of the op that reads it into h"
+
+
+def test_an_op_that_reads_another_slice_of_the_slot_is_no_reset_of_this_one():
+    # lstm reads h[0] as initial_h and starts c from the constant c0; rnn2 reads h[1]. If(cond) writes back
+    # Concat(Y_h, Y_c) (then) or h unchanged (else): h[1] gets lstm's Y_c, an op that reads the slot, just not h[1]
+    b = rnnir.Builder("c")
+    h = b.slot("h", "float32", (2, 1, H))
+    x = b.input("x", "float32", (T, 1, I))
+    cond = b.input("cond", "bool", ())
+    h0 = b.load(h, name="h0")
+
+    def part(i):
+        ints = [b.const(f"{n}{i}", np.array([v])) for n, v in (("start", i), ("end", i + 1), ("axis", 0))]
+        return b.compute("Slice", [h0, *ints], outputs=[f"h0_{i}"])
+
+    w, r = weights(b, "", gates=4)
+    c0 = b.const("c0", np.zeros((1, 1, H), np.float32))
+    _, yh, yc = b.recurrent("LSTM", x, w, r, initial_h=part(0), initial_c=c0, hidden_size=H, name="lstm", outputs=["Y", "Yh", "Yc"])
+    w, r = weights(b, "2")
+    b.recurrent("RNN", x, w, r, initial_h=part(1), hidden_size=H, name="rnn2", outputs=["Y2", "Yh2"])
+    both = b.compute("Concat", [yh, yc], attributes={"axis": 0}, outputs=["hc"])
+    b.store(b.if_(cond, [both], [h0], outputs=["hsel"]), h)
+    (d,) = findings(b.build(), "SD003")
+    assert d.message == (
+        "slot 'h': slice h[1] (initial_h of RNN 'rnn2') is written with LSTM 'lstm'.Y_c[0] in branch then_branch, the final state of "
+        "an op that never read this slice (it starts from the constant 'c0'): the live-out value is not the live-in's final state"
+    )
+    assert d.hint == "write the final state of RNN 'rnn2'.Y_h into h[1]"
