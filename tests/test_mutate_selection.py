@@ -67,3 +67,23 @@ def test_files_run_grouped_cheapest_file_first_and_fastest_first_within_a_file()
     # but a file's tests stay together (its module fixtures are set up once)
     durations = {"tests/test_a.py::test_slow": 4.0, "tests/test_a.py::test_fast": 0.1, "tests/test_b.py::test_mid": 0.2}
     assert mutate.select_tests(set(durations), durations, 10.0) == ["tests/test_a.py::test_fast", "tests/test_a.py::test_slow", "tests/test_b.py::test_mid"]
+
+
+def test_the_modules_own_test_files_go_first_within_the_budget():
+    # 100 broad tests of 0.1 s would fill a 5 s budget by themselves; the module's own tests (0.3 s each) are
+    # slower but written for it: they are taken first, then the broad ones while budget is left
+    durations = {f"tests/test_broad.py::test_{i:03d}": 0.1 for i in range(100)}
+    durations.update({"tests/test_pinned_sd_state_types.py::test_cast": 0.3, "tests/test_pinned_sd_state_types.py::test_shape": 0.3})
+    chosen = mutate.select_tests(set(durations), durations, 5.0, "state_types")
+    assert chosen[:2] == ["tests/test_pinned_sd_state_types.py::test_cast", "tests/test_pinned_sd_state_types.py::test_shape"]
+    # 0.6 s spent on them, then broad tests while spent < 5: 0.6 + 44 * 0.1 = 5.0 (the 45th is taken at 4.9 < 5)
+    assert len(chosen) == 2 + 45
+    # without the focus only the file's fastest test gets in, as any file's representative; its second never does
+    unfocused = mutate.select_tests(set(durations), durations, 5.0)
+    assert "tests/test_pinned_sd_state_types.py::test_cast" in unfocused and "tests/test_pinned_sd_state_types.py::test_shape" not in unfocused
+
+
+def test_a_modules_focus_is_its_stem_or_its_packages_name():
+    assert mutate.focus_of("rnnir/passes/store_destinations/state_types.py") == "state_types"
+    assert mutate.focus_of("rnnir/slices.py") == "slices"
+    assert mutate.focus_of("rnnir/passes/store_destinations/__init__.py") == "store_destinations"
