@@ -7,7 +7,6 @@ declared types; the ONNX dtype numbers come from onnx.helper (the ONNX spec), no
 
 from __future__ import annotations
 
-import pytest
 from onnx import TensorProto, helper
 
 from rnnir import passes
@@ -48,12 +47,13 @@ CAST_CODES = [
 ]
 
 
-@pytest.mark.parametrize("code", CAST_CODES)
-def test_a_cast_on_the_exit_path_is_named_by_its_onnx_dtype(code):
-    target = helper.tensor_dtype_to_np_dtype(code).name  # the ONNX spec's numbering, via onnx
-    slot = "float32[1,1,4]" if target == "float64" else "float64[1,1,4]"
-    text = program(slot, body=f"  %c = Cast<to={code}>(%hn)", store="%c")
-    assert sd005(text) == [mismatch(slot, "dtype", f"dtype: a Cast to {target} sits on the exit path")]
+def test_a_cast_on_the_exit_path_is_named_by_its_onnx_dtype():
+    # one function for the whole table (not parametrized): a wrong entry anywhere must fail the one test a mutant runs
+    for code in CAST_CODES:
+        target = helper.tensor_dtype_to_np_dtype(code).name  # the ONNX spec's numbering, via onnx
+        slot = "float32[1,1,4]" if target == "float64" else "float64[1,1,4]"
+        text = program(slot, body=f"  %c = Cast<to={code}>(%hn)", store="%c")
+        assert sd005(text) == [mismatch(slot, "dtype", f"dtype: a Cast to {target} sits on the exit path")], code
 
 
 def test_a_cast_to_the_slots_own_dtype_or_a_castlike_is_no_mismatch():
@@ -94,28 +94,28 @@ def test_the_dtype_of_the_paired_output():
 # -- declared shapes ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    "slot, value, aspects, detail",
-    [
-        # rank 3: [directions or layers, batch, hidden]; the op's own direction count is checked per slice as well
-        ("float32[3,1,4]", "float32[1,1,4]", "directions/layers and directions",
-         "directions/layers: dim 0 is 1 in the value written back (%c), 3 in the slot; "
-         "directions: h <- RNN 'rnn'.Y_h[0]: the op writes 1 direction(s), the slot holds 3"),
-        ("float32[1,3,4]", "float32[1,1,4]", "batch", "batch: dim 1 is 1 in the value written back (%c), 3 in the slot"),
-        ("float32[1,1,4]", "float32[1,1,6]", "hidden size", "hidden size: dim 2 is 6 in the value written back (%c), 4 in the slot"),
-        # rank 2: [batch, hidden]
-        ("float32[2,4]", "float32[1,4]", "batch", "batch: dim 0 is 1 in the value written back (%c), 2 in the slot"),
-        ("float32[1,4]", "float32[1,6]", "hidden size", "hidden size: dim 1 is 6 in the value written back (%c), 4 in the slot"),
-        # rank 4: the leading axes have no name
-        ("float32[2,1,1,4]", "float32[1,1,1,4]", "dim 0", "dim 0: dim 0 is 1 in the value written back (%c), 2 in the slot"),
-        ("float32[1,2,1,4]", "float32[1,1,1,4]", "dim 1", "dim 1: dim 1 is 1 in the value written back (%c), 2 in the slot"),
-        ("float32[1,1,2,4]", "float32[1,1,1,4]", "batch", "batch: dim 2 is 1 in the value written back (%c), 2 in the slot"),
-    ],
-)
-def test_each_axis_of_a_declared_shape_is_named_for_what_it_holds(slot, value, aspects, detail):
+SHAPE_CASES = [
+    # rank 3: [directions or layers, batch, hidden]; the op's own direction count is checked per slice as well
+    ("float32[3,1,4]", "float32[1,1,4]", "directions/layers and directions",
+     "directions/layers: dim 0 is 1 in the value written back (%c), 3 in the slot; "
+     "directions: h <- RNN 'rnn'.Y_h[0]: the op writes 1 direction(s), the slot holds 3"),
+    ("float32[1,3,4]", "float32[1,1,4]", "batch", "batch: dim 1 is 1 in the value written back (%c), 3 in the slot"),
+    ("float32[1,1,4]", "float32[1,1,6]", "hidden size", "hidden size: dim 2 is 6 in the value written back (%c), 4 in the slot"),
+    # rank 2: [batch, hidden]
+    ("float32[2,4]", "float32[1,4]", "batch", "batch: dim 0 is 1 in the value written back (%c), 2 in the slot"),
+    ("float32[1,4]", "float32[1,6]", "hidden size", "hidden size: dim 1 is 6 in the value written back (%c), 4 in the slot"),
+    # rank 4: the leading axes have no name
+    ("float32[2,1,1,4]", "float32[1,1,1,4]", "dim 0", "dim 0: dim 0 is 1 in the value written back (%c), 2 in the slot"),
+    ("float32[1,2,1,4]", "float32[1,1,1,4]", "dim 1", "dim 1: dim 1 is 1 in the value written back (%c), 2 in the slot"),
+    ("float32[1,1,2,4]", "float32[1,1,1,4]", "batch", "batch: dim 2 is 1 in the value written back (%c), 2 in the slot"),
+]
+
+
+def test_each_axis_of_a_declared_shape_is_named_for_what_it_holds():
     # the value written back is a Reshape of the final state declared with its own shape
-    text = program(slot, extra="  value %shape : int64[2]", body=f"  %c = Reshape(%hn, %shape) : {value}", store="%c")
-    assert sd005(text) == [mismatch(slot, aspects, detail)]
+    for slot, value, aspects, detail in SHAPE_CASES:
+        text = program(slot, extra="  value %shape : int64[2]", body=f"  %c = Reshape(%hn, %shape) : {value}", store="%c")
+        assert sd005(text) == [mismatch(slot, aspects, detail)], slot
 
 
 def test_declared_shapes_of_another_rank_or_with_symbolic_dims_are_not_compared():
@@ -183,17 +183,17 @@ def test_one_direction_of_a_bidirectional_op_written_into_a_one_direction_slot_m
     ]
 
 
-@pytest.mark.parametrize("layout", ["0", "seq_first", "time_first", "tbh", " TBH ", "layout=0", "weird"])
-def test_a_slot_layout_that_is_time_first_or_unknown_agrees_with_a_layout_0_op(layout):
-    assert sd005(program(f'float32[1,1,4] layout="{layout}"')) == []
+def test_a_slot_layout_that_is_time_first_or_unknown_agrees_with_a_layout_0_op():
+    for layout in ["0", "seq_first", "time_first", "tbh", " TBH ", "layout=0", "weird"]:
+        assert sd005(program(f'float32[1,1,4] layout="{layout}"')) == [], layout
 
 
-@pytest.mark.parametrize("layout", ["1", "batch_first", "bth", "layout=1", "Batch_First"])
-def test_a_batch_first_slot_layout_disagrees_with_a_layout_0_op(layout):
-    slot = f'float32[1,1,4] layout="{layout}"'
-    assert sd005(program(slot)) == [
-        mismatch(f"float32[1,1,4] layout={layout}", "layout", f"layout: h <- RNN 'rnn'.Y_h[0]: the slot is declared layout {layout!r}, the op runs layout=0")
-    ]
+def test_a_batch_first_slot_layout_disagrees_with_a_layout_0_op():
+    for layout in ["1", "batch_first", "bth", "layout=1", "Batch_First"]:
+        slot = f'float32[1,1,4] layout="{layout}"'
+        assert sd005(program(slot)) == [
+            mismatch(f"float32[1,1,4] layout={layout}", "layout", f"layout: h <- RNN 'rnn'.Y_h[0]: the slot is declared layout {layout!r}, the op runs layout=0")
+        ], layout
 
 
 def test_a_batch_first_slot_layout_agrees_with_a_layout_1_op():
