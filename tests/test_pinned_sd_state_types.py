@@ -231,3 +231,26 @@ def test_quantization_parameters_that_differ():
 def test_a_value_of_unknown_type_from_a_plain_op_is_not_called_unquantized():
     # Identity's result has no declared type and is no recurrent result: whether it is quantized is unknown
     assert sd005(program(f"float32[1,1,4] {Q}", body="  %c = Identity(%hn)", store="%c")) == []
+
+
+# -- what cannot be compared is not a mismatch -------------------------------------------------------------------------
+
+
+def test_nothing_unknown_is_called_a_mismatch():
+    # a slot of unknown shape (other rules do complain about it: its slices cannot be lined up), also against a value
+    # of known shape; a symbolic last dim; an op without a hidden_size attribute; a paired output of unknown dtype
+    assert sd005(program("float32[*]")) == []
+    assert sd005(program("float32[*]", body="  %c = Identity(%hn) : float32[1,1,4]", store="%c")) == []
+    assert sd005(program("float32[1,1,hidden]")) == []
+    assert sd005(program("float32[1,1,5]", attrs="")) == []
+    text = program("float32[1,1,4]", extra='  output hn_out : ?[1,1,4]\n  pair h -> hn_out declared "fed back"')
+    assert sd005(text.replace("  return<by runtime>(%s)", "  %o = store<out:hn_out, value>(%hn)\n  return<by runtime>(%s, %o)")) == []
+
+
+def test_a_projected_final_state_is_not_held_to_the_ops_hidden_size():
+    # MatMul(Y_h, P[4,6]) written into a [1,1,6] slot: the value is computed from the final state, its width is P's
+    assert sd005(program("float32[1,1,6]", extra="  value %P : float32[4,6]", body="  %c = MatMul(%hn, %P)", store="%c")) == []
+    # near miss: the same slot written with Y_h itself
+    assert sd005(program("float32[1,1,6]")) == [
+        mismatch("float32[1,1,6]", "hidden size", "hidden size: h <- RNN 'rnn'.Y_h[0]: the op's hidden_size is 4, the slot's last dim is 6")
+    ]
