@@ -254,3 +254,32 @@ def test_a_projected_final_state_is_not_held_to_the_ops_hidden_size():
     assert sd005(program("float32[1,1,6]")) == [
         mismatch("float32[1,1,6]", "hidden size", "hidden size: h <- RNN 'rnn'.Y_h[0]: the op's hidden_size is 4, the slot's last dim is 6")
     ]
+
+
+def test_symbolic_directions_and_batch_dims_of_the_slot_are_not_compared_with_the_op():
+    typed = " : float32[T,1,2,4], float32[1,2,4]"  # Y_h declared [1 direction, batch 2, hidden 4]
+    assert sd005(program("float32[dirs,2,4]", rnn_types=typed, body="  %c = Identity(%hn)", store="%c")) == []
+    assert sd005(program("float32[1,batch,4]", rnn_types=typed, body="  %c = Identity(%hn)", store="%c")) == []
+
+
+def test_a_rank_1_slot_has_no_batch_axis_to_compare():
+    # the state kept as [hidden] and unsqueezed for the op: its only dim is the hidden size (4, right), not a batch to
+    # hold against Y_h's batch of 1
+    text = """program @p {
+  slot @h : float32[4] init=zeros
+  value %x : float32[T,1,3]
+  value %W : float32[1,4,3]
+  value %R : float32[1,4,4]
+  value %axes : int64[2] = dense<int64[2] [0, 1]>
+
+  %h = load_slot<@h, copy>()
+  %h3 = Unsqueeze(%h, %axes)
+  %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h3) loc{'node': 'rnn'} : float32[T,1,1,4], float32[1,1,4]
+  %c = Squeeze(%hn, %axes)
+  %s = store<@h, token>(%c)
+  return<by runtime>(%s)
+}"""
+    assert passes.run(parse_program(text)) == []
+    assert sd005(text.replace("float32[4] init", "float32[5] init")) == [
+        mismatch("float32[5]", "hidden size", "hidden size: h <- RNN 'rnn'.Y_h[0]: the op's hidden_size is 4, the slot's last dim is 5")
+    ]
