@@ -283,3 +283,19 @@ def test_a_rank_1_slot_has_no_batch_axis_to_compare():
     assert sd005(text.replace("float32[4] init", "float32[5] init")) == [
         mismatch("float32[5]", "hidden size", "hidden size: h <- RNN 'rnn'.Y_h[0]: the op's hidden_size is 4, the slot's last dim is 5")
     ]
+
+
+def test_a_time_first_slot_layout_disagrees_with_a_layout_1_op():
+    for layout in ["0", "seq_first", "time_first", "tbh"]:
+        text = program(f'float32[1,1,4] layout="{layout}"', attrs="hidden_size=4, layout=1", x="float32[1,T,3]")
+        assert sd005(text) == [
+            mismatch(f"float32[1,1,4] layout={layout}", "layout", f"layout: h <- RNN 'rnn'.Y_h[0]: the slot is declared layout {layout!r}, the op runs layout=1")
+        ], layout
+
+
+def test_two_quantizations_that_differ_are_a_mismatch_even_when_the_dtype_is_unknown():
+    text = program(f"float32[1,1,4] {Q}", body="  %c = Identity(%hn) : ?[1,1,4] q(scale=[0.25], zero=[0], axis=None)", store="%c")
+    other = "QuantParams(scale=(0.25,), zero_point=(0,), axis=None)"
+    assert sd005(text) == [
+        mismatch("float32[1,1,4] q(scale=(0.5,))", "quantization", f"quantization: the slot is quantized {Q_TEXT}, the value written back is quantized {other}")
+    ]
