@@ -72,3 +72,24 @@ def test_the_other_final_state_of_the_same_op_is_another_port():
     )
     assert d.hint == "write the final state of LSTM 'lstm'.Y_h into h"
     assert d.data["got"] == "LSTM 'lstm'.Y_c[0]"
+
+
+def test_slices_that_nothing_writes_back_are_not_called_constant():
+    # h[0] and h[1] are the two directions of a bidirectional RNN; h is written back whole with the [1,1,4] final
+    # state of a one-direction op that starts from zeros: one exit for the whole slot, none for h[0] and h[1]
+    b = rnnir.Builder("c")
+    h = b.slot("h", "float32", (2, 1, H))
+    x = b.input("x", "float32", (T, 1, I))
+    w = b.const("W", np.ones((2, H, I), np.float32))
+    r = b.const("R", np.ones((2, H, H), np.float32))
+    b.recurrent("RNN", x, w, r, initial_h=b.load(h, name="h0"), hidden_size=H, name="rnn", direction="bidirectional", outputs=["Y", "Yh"])
+    w1 = b.const("W1", np.ones((1, H, I), np.float32))
+    r1 = b.const("R1", np.ones((1, H, H), np.float32))
+    _, one = b.recurrent("RNN", x, w1, r1, hidden_size=H, name="one", outputs=["Y1", "Yh1"])
+    b.store(one, h)
+    assert codes_and_messages(b) == [
+        ("SD005", "slot 'h' (float32[2,1,4]) and the final state written into it disagree on directions (directions: h <- RNN 'one'.Y_h[0]: "
+                  "the op writes 1 direction(s), the slot holds 2): the state fed back at the next call is not what the slot declares"),
+        ("SD007", "slot 'h': slice h (not read by any recurrent op) never reaches the op whose final state is written back (RNN 'one'.Y_h[0]); "
+                  "RNN 'one'.initial_h starts from zeros (no initial_h input): the caller's state is ignored and every call restarts"),
+    ]
