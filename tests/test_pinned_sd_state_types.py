@@ -260,6 +260,7 @@ def test_symbolic_directions_and_batch_dims_of_the_slot_are_not_compared_with_th
     typed = " : float32[T,1,2,4], float32[1,2,4]"  # Y_h declared [1 direction, batch 2, hidden 4]
     assert sd005(program("float32[dirs,2,4]", rnn_types=typed, body="  %c = Identity(%hn)", store="%c")) == []
     assert sd005(program("float32[1,batch,4]", rnn_types=typed, body="  %c = Identity(%hn)", store="%c")) == []
+    assert sd005(program("float32[batch,4]", rnn_types=typed, body="  %c = Identity(%hn)", store="%c")) == []  # rank 2: [batch, hidden]
 
 
 def test_a_rank_1_slot_has_no_batch_axis_to_compare():
