@@ -443,7 +443,7 @@ def line_coverage(modules: list[str], jobs: int) -> tuple[dict[str, dict[int, li
         data = _from_disk(json.loads(cache.read_text()))
     else:
         print(f"tracing which tests execute which lines (one run of the suite, cached in {cache.relative_to(ROOT)}) ...", flush=True)
-        data = {**_trace(all_targets, [], CACHE_DIR / "trace.json"), "files": now}
+        data = {**_trace(all_targets, [], CACHE_DIR / f"trace-{os.getpid()}.json"), "files": now}
     stale = sorted(f for f in set(now) | set(data["files"]) if now.get(f) != data["files"].get(f))
     if stale:
         gone = tuple(f + "::" for f in stale)
@@ -454,7 +454,7 @@ def line_coverage(modules: list[str], jobs: int) -> tuple[dict[str, dict[int, li
         present = [f for f in stale if f in now]
         if present:
             print(f"tracing the test files changed since: {' '.join(present)} ...", flush=True)
-            fresh = _trace(all_targets, present, CACHE_DIR / "trace.json")
+            fresh = _trace(all_targets, present, CACHE_DIR / f"trace-{os.getpid()}.json")
             data["durations"].update(fresh["durations"])
             for file, per_line in fresh["lines"].items():
                 mine = data["lines"].setdefault(file, {})
@@ -559,7 +559,9 @@ def _run_fork_server(plan: list[tuple[Mutant, list[str]]], durations: dict[str, 
     import subprocess
 
     CACHE_DIR.mkdir(exist_ok=True)
-    jobs_file, results_file = CACHE_DIR / "jobs.json", CACHE_DIR / "results.jsonl"
+    # named for this run: two runs in one checkout (two modules at once) must not read each other's results
+    jobs_file, results_file = CACHE_DIR / f"jobs-{os.getpid()}.json", CACHE_DIR / f"results-{os.getpid()}.jsonl"
+    results_file.unlink(missing_ok=True)
     payload = []
     for m, ids in plan:
         job = dataclasses.asdict(m)
@@ -571,9 +573,11 @@ def _run_fork_server(plan: list[tuple[Mutant, list[str]]], durations: dict[str, 
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "tools"), env.get("PYTHONPATH", "")]))
     subprocess.call([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "mutate_plugin", *files], cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     found = {}
-    for line in results_file.read_text().splitlines():
+    for line in results_file.read_text().splitlines() if results_file.exists() else []:
         r = json.loads(line)
         found[r["key"]] = (r["code"], r["seconds"])
+    jobs_file.unlink(missing_ok=True)
+    results_file.unlink(missing_ok=True)
     return found
 
 
