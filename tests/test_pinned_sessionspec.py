@@ -1,17 +1,19 @@
 """What a StatefulSession reads off its model (rnnir/sessionspec.py), pinned with small models built here and
-hand-checkable shapes: how declared dims become IOSpec dims, and which axes of a graph input are the time and
-batch axes of the recurrent op it feeds."""
+hand-checkable numbers: a malformed Transpose in front of X, and which graph inputs are a recurrent op's
+sequence_lens.  (What every session reads, on lines each runtime test executes, is pinned by the single tests of
+test_pinned_session_options.py and test_pinned_recurrent_inputs.py.)"""
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
-from rnnir import ModelError
+from rnnir import ModelError, StateError
 from rnnir.runtime import StatefulSession
-from rnnir.sessionspec import _recurrent_inputs
 
 F = TensorProto.FLOAT
 H, I = 2, 3
@@ -38,22 +40,6 @@ def gru(x_shape, h_shape, layout=0, perm=None):
     return m
 
 
-def test_a_dim_with_neither_value_nor_name_is_unknown_not_a_symbol_it_shares():
-    # x [?, ?, 3] and h0 [1, ?, 2]: the blank dims are unknown, each on its own; h0's is the batch, from x's batch
-    # axis (1), not from the first blank dim of x (its time axis, 5 steps) as a shared "" symbol would make it
-    m = gru(["T", "B", I], [1, "N", H])
-    for vi, axis in ((m.graph.input[0], 0), (m.graph.input[0], 1), (m.graph.input[1], 1), (m.graph.output[1], 1)):
-        vi.type.tensor_type.shape.dim[axis].Clear()
-    s = StatefulSession(m)
-    assert s.inputs["x"].shape == (None, None, I)
-    assert s.initial_state({"x": np.ones((5, 4, I), np.float32)})["h0"].shape == (1, 4, H)
-
-
-def test_a_batchwise_op_has_time_on_axis_1_and_batch_on_axis_0():
-    # ONNX: layout=1 makes X [batch, seq, input] (onnxruntime's CPU kernels refuse it, so no session here)
-    m = gru(["B", "T", I], [1, "B", H], layout=1)
-    (ri,) = _recurrent_inputs(m, rnnir.load(m))
-    assert (ri.input, ri.time_axis, ri.batch_axis) == ("x", 1, 0)
 
 
 def test_a_transpose_too_short_for_the_axes_stops_the_trace_and_onnxruntime_refuses_the_model():
@@ -61,34 +47,6 @@ def test_a_transpose_too_short_for_the_axes_stops_the_trace_and_onnxruntime_refu
     # stop, and onnxruntime's refusal is the clear error
     with pytest.raises(ModelError, match=r"^g: onnxruntime cannot load the model: .*GRU"):
         StatefulSession(gru(["T", "B", I], [1, "B", H], perm=[0]))
-
-
-def two_grus(x_names):
-    """One GRU per name in x_names (each with its own h0_k -> hn_k), all with the same weights."""
-    rng = np.random.default_rng(1)
-    nodes, inputs, outputs = [], [], []
-    for k, x in enumerate(x_names):
-        nodes.append(helper.make_node("GRU", [x, "W", "R", "", "", f"h0_{k}"], [f"Y_{k}", f"hn_{k}"], hidden_size=H))
-        inputs.append(helper.make_tensor_value_info(f"h0_{k}", F, [1, "N", H]))
-        outputs.append(helper.make_tensor_value_info(f"hn_{k}", F, [1, "N", H]))
-    inputs[:0] = [helper.make_tensor_value_info(x, F, ["T", "B", I]) for x in dict.fromkeys(x_names)]
-    g = helper.make_graph(nodes, "two", inputs, outputs, [
-        numpy_helper.from_array(rng.standard_normal((1, 3 * H, I)).astype(np.float32), "W"),
-        numpy_helper.from_array(rng.standard_normal((1, 3 * H, H)).astype(np.float32), "R"),
-    ])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
-    m.ir_version = 8
-    return m
-
-
-def test_an_input_feeding_two_recurrent_ops_is_listed_once():
-    s = StatefulSession(two_grus(["x", "x"]))
-    assert [(r.input, r.time_axis, r.batch_axis) for r in s.recurrent_inputs] == [("x", 0, 1)]
-
-
-def test_two_inputs_feeding_two_recurrent_ops_are_both_listed():
-    s = StatefulSession(two_grus(["a", "b"]))
-    assert [r.input for r in s.recurrent_inputs] == ["a", "b"]
 
 
 def rnn(inputs, inits=()):
@@ -103,11 +61,6 @@ def rnn(inputs, inits=()):
     m.ir_version = 8
     return m
 
-
-def test_a_recurrent_op_with_only_its_required_inputs_has_no_length_input():
-    s = StatefulSession(rnn(["x", "W", "R"]))
-    assert s.length_inputs == [] and s.slots == []
-    assert s.run_dict({"x": np.ones((3, 1, 1), np.float32)})["y"].ravel().tolist() == [1.0, 1.5, 1.75]
 
 
 def test_a_sequence_lens_from_an_initializer_is_not_a_length_input():
@@ -133,3 +86,52 @@ def test_a_sequence_lens_input_shared_by_two_recurrent_ops_is_listed_once():
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
     m.ir_version = 8
     assert StatefulSession(m).length_inputs == ["lens"]
+
+
+def half_program():
+    """The design doc's recurrence h = x + 0.5 h as a Builder program: no ONNX source."""
+    b = rnnir.Builder("half")
+    h = b.slot("h", "float32", (1, 1, 1))
+    x = b.input("x", "float32", (1, 1, 1))
+    _, hn = b.recurrent(
+        "RNN", x, b.const("W", np.ones((1, 1, 1), np.float32)), b.const("R", np.full((1, 1, 1), 0.5, np.float32)),
+        initial_h=b.load(h), hidden_size=1, activations=["Affine"], activation_alpha=[1.0], activation_beta=[0.0],
+    )
+    b.store(hn, h)
+    b.store(hn, b.output("hn", "float32", (1, 1, 1)))
+    return b.build()
+
+
+def test_a_program_without_onnx_source_runs_through_its_export_or_says_what_to_pass(monkeypatch):
+    s = StatefulSession(half_program())
+    assert [s.run_dict({"x": np.full((1, 1, 1), v, np.float32)})["hn"].item() for v in (1.0, 0.0, 2.0)] == [1.0, 0.5, 2.25]
+    monkeypatch.setitem(sys.modules, "rnnir.exporter", None)  # an installation without the exporter
+    with pytest.raises(StateError, match=r"^program 'half' was not lowered from ONNX and rnnir\.export is unavailable .*pass the \.onnx model instead$"):
+        StatefulSession(half_program())
+
+
+def test_a_lowered_program_given_pairs_is_lowered_again_with_them():
+    # a = b + x names nothing like state: no pair is found, until the caller declares a -> b
+    g = helper.make_graph(
+        [helper.make_node("Add", ["a", "x"], ["b"])], "ab",
+        [helper.make_tensor_value_info("x", F, [1]), helper.make_tensor_value_info("a", F, [1])], [helper.make_tensor_value_info("b", F, [1])],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+    program = rnnir.load(m)
+    assert StatefulSession(program).slots == []
+    s = StatefulSession(program, pairs={"a": "b"})
+    assert [(p.input, p.output) for p in s.slots] == [("a", "b")]
+    assert [s.run_dict({"x": np.ones(1, np.float32)})["b"].item() for _ in range(3)] == [1.0, 2.0, 3.0]
+
+
+def test_a_slot_lowered_from_a_constant_initial_state_is_not_a_graph_input_and_is_refused():
+    node = helper.make_node("RNN", ["x", "W", "R", "", "", "h0c"], ["y", "hn"], hidden_size=1)
+    g = helper.make_graph(
+        [node], "const0", [helper.make_tensor_value_info("x", F, ["T", 1, 1])], [helper.make_tensor_value_info("hn", F, [1, 1, 1])],
+        [numpy_helper.from_array(np.ones((1, 1, 1), np.float32), n) for n in ("W", "R", "h0c")],
+    )
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 14)])
+    m.ir_version = 8
+    with pytest.raises(StateError, match=r"^const0: state input 'h0c' is not a graph input \(lowered with entry='constant'\?\); export the program"):
+        StatefulSession(rnnir.load(m, entry="constant"))

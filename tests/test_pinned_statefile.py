@@ -9,6 +9,7 @@ import os
 import stat
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper
 
 from rnnir.runtime import StatefulSession
@@ -70,3 +71,19 @@ def test_a_dim_declared_0_takes_any_saved_size(tmp_path):
     fresh.load_state(path)
     assert fresh.state["h0"].tolist() == [[1.0, 2.0, 3.0]]
     # (the near miss, a fixed dim of another size refused, is test_a_saved_slot_of_another_rank_or_fixed_dim_is_refused)
+
+
+def test_a_writer_that_fails_leaves_the_old_file_and_no_temporary_and_its_error_goes_through(tmp_path, monkeypatch):
+    s = StatefulSession(adder([2]))
+    s.run_dict({"x": np.array([1.0, 2.0], np.float32)})
+    path = s.save_state(tmp_path / "s.state")
+    old = path.read_bytes()
+    s.run_dict({"x": np.array([1.0, 2.0], np.float32)})
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt  # not an OSError: not turned into a StateError, and not swallowed
+
+    monkeypatch.setattr(np, "savez", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        s.save_state(path)
+    assert os.listdir(tmp_path) == ["s.state"] and path.read_bytes() == old
