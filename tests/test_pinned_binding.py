@@ -114,3 +114,15 @@ def test_a_slot_whose_shape_changed_gets_a_spare_buffer_of_the_new_shape(native)
     assert s.run_dict({"x": two, "h0": np.full((1, 2, 1), 4.0, np.float32)})["hn"].ravel().tolist() == [3.0, 3.0]
     got = [s.run_dict({"x": two})["hn"].ravel().tolist() for _ in range(3)]
     assert got == [[2.5, 2.5], [2.25, 2.25], [2.125, 2.125]]
+
+
+@pytest.mark.parametrize("native", NATIVE)
+def test_fewer_outputs_than_the_last_call_are_each_what_they_name(native):
+    # the last call bound y, z and hn; this one binds hn and z only: y must not linger in z's place
+    s = StatefulSession(acc(4), native_binding=native)
+    x = {"x": np.ones(4, np.float32)}
+    assert list(s.run_dict(x)) == ["y", "z", "hn"]
+    hn, z = s.run(["hn", "z"], x)
+    assert hn.tolist() == [2.0] * 4 and z.tolist() == 8.0
+    (z,) = s.run(["z"], x)
+    assert z.tolist() == 12.0
