@@ -9,25 +9,26 @@ holds the same cases one by one and on both layers.  Every expected number is ha
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rnnir.runtime import StatefulSession
+from rnnir.runtime import OnnxRuntimeError, StatefulSession
 
 F = TensorProto.FLOAT
 BIG = 4096  # float32: 16 KiB, over the 8 KiB a plain output or a feed may be copied through
 
 
-def acc(n):
-    nodes = [
-        helper.make_node("Add", ["h0", "x"], ["hn"]),
-        helper.make_node("Add", ["hn", "hn"], ["y"]),
-        helper.make_node("ReduceSum", ["hn"], ["z"], keepdims=0),
-    ]
+def acc(n, with_sum=True):
+    nodes = [helper.make_node("Add", ["h0", "x"], ["hn"]), helper.make_node("Add", ["hn", "hn"], ["y"])]
+    outputs = [helper.make_tensor_value_info("y", F, [n])]
+    if with_sum:
+        nodes.append(helper.make_node("ReduceSum", ["hn"], ["z"], keepdims=0))
+        outputs.append(helper.make_tensor_value_info("z", F, []))
     g = helper.make_graph(
         nodes,
         "acc",
         [helper.make_tensor_value_info("x", F, [n]), helper.make_tensor_value_info("h0", F, [n])],
-        [helper.make_tensor_value_info("y", F, [n]), helper.make_tensor_value_info("z", F, []), helper.make_tensor_value_info("hn", F, [n])],
+        [*outputs, helper.make_tensor_value_info("hn", F, [n])],
     )
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 11)])
     m.ir_version = 8
@@ -62,9 +63,20 @@ def test_steady_calls_on_the_native_binding():
     # all outputs, then fewer: each returned array is the output it names
     one = {"x": np.ones(2, np.float32)}
     assert s.run_dict(one)["hn"].tolist() == [1.0, 3.0]
-    hn, z = s.run(["hn", "z"], one)
-    assert hn.tolist() == [2.0, 4.0] and z.item() == 6.0
-    assert [s.run(["z"], one)[0].item() for _ in range(3)] == [8.0, 10.0, 12.0]
+    held = [s.run(["hn", "z"], one) for _ in range(3)]  # copies: the calls after them do not write into them
+    assert [(hn.tolist(), z.item()) for hn, z in held] == [([2.0, 4.0], 6.0), ([3.0, 5.0], 8.0), ([4.0, 6.0], 10.0)]
+    assert (s.stats.calls, s.stats.python_state_bytes, s.stats.output_copy_bytes) == (7, 0, 8)  # hn: 2 float32 copied
+    assert [s.run(["z"], one)[0].item() for _ in range(3)] == [12.0, 14.0, 16.0]
+    assert (s.stats.calls, s.stats.output_copy_bytes) == (10, 0)
+    assert s.run(["z"], {"x": [1.0, 1.0]})[0].item() == 18.0  # a list where the plan has an array: the general path
+    with pytest.raises(OnnxRuntimeError):  # one value where the model takes 2: refused, not broadcast into the plan's buffer
+        s.run(["z"], {"x": np.ones(1, np.float32)})
+    # one plain output: onnxruntime's signature gives a list, the dict signature a dict, neither counts a copy
+    single = StatefulSession(acc(2, with_sum=False))
+    single.run_dict(one)
+    assert [single.run(None, one)[0].tolist() for _ in range(3)] == [[4.0, 4.0], [6.0, 6.0], [8.0, 8.0]]
+    assert single.stats.output_copy_bytes == 0
+    assert [single.run(one)["y"].tolist() for _ in range(3)] == [[10.0, 10.0], [12.0, 12.0], [14.0, 14.0]]
     # a fed input with a default overrides it every call; left out, the default is back
     k = StatefulSession(kdef())
     x, ten = np.array([1.0, 2.0], np.float32), np.array([10.0, 100.0], np.float32)
