@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rnnir.runtime import OnnxRuntimeError, StatefulSession
+from rnnir.runtime import FeedError, OnnxRuntimeError, StatefulSession
 
 F = TensorProto.FLOAT
 BIG = 4096  # float32: 16 KiB, over the 8 KiB a plain output or a feed may be copied through
@@ -77,6 +77,9 @@ def test_steady_calls_on_the_native_binding():
     assert [single.run(None, one)[0].tolist() for _ in range(3)] == [[4.0, 4.0], [6.0, 6.0], [8.0, 8.0]]
     assert single.stats.output_copy_bytes == 0
     assert [single.run(one)["y"].tolist() for _ in range(3)] == [[10.0, 10.0], [12.0, 12.0], [14.0, 14.0]]
+    assert [single.run(["y"], one)[0].tolist() for _ in range(2)] == [[16.0, 16.0], [18.0, 18.0]]
+    with pytest.raises(FeedError, match="output_names is a list of names, not the string 'y'"):  # not the plan for ["y"]
+        single.run("y", one)
     # a fed input with a default overrides it every call; left out, the default is back
     k = StatefulSession(kdef())
     x, ten = np.array([1.0, 2.0], np.float32), np.array([10.0, 100.0], np.float32)
