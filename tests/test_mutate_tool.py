@@ -147,3 +147,14 @@ def test_generated_tables_are_skipped_when_a_folder_is_expanded():
     lower = mutate._expand(["rnnir/lower"])
     assert "rnnir/lower/build.py" in lower and "rnnir/lower/_opschemas.py" not in lower
     assert mutate._expand(["rnnir/lower/_opschemas.py"]) == ["rnnir/lower/_opschemas.py"]  # asked for by name, it is run
+
+
+def test_twin_mutants_on_one_line_get_keys_of_their_own(tree: Path):
+    (tree / "pkg" / "t.py").write_text("def f(x, y):\n    return x == 1 or y == 1\n")
+    ones = [m for m in mutate.mutants_of("pkg/t.py") if m.operator is mutate.Operator.INT]
+    assert [m.description for m in ones] == ["1 -> 2", "1 -> 2"]
+    assert ones[0].key != ones[1].key and ones[1].key.endswith(" #2") and not ones[0].key.endswith("#1")
+    assert len({m.key for m in mutate.mutants_of("pkg/t.py")}) == len(mutate.mutants_of("pkg/t.py"))
+    # the two plant different bugs: f(0, 1) is True for the original, False with y's 1 made 2, True with x's
+    first, second = (_run(m).f for m in ones)
+    assert (first(0, 1), second(0, 1)) == (True, False)

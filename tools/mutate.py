@@ -86,10 +86,14 @@ class Mutant:
     source_line: str  # the mutated line's text, stripped
     function: str | None = None  # the module-level function or method holding the mutation (None: module-level code)
     function_line: int = 0  # that function's first line (its first decorator's), as in its code object
+    twin: int = 0  # how many mutants before it on its line have the same operator and description (`x == 1 or y == 1`)
 
     @property
     def key(self) -> str:
-        return f"{self.module}:{self.line} {self.operator.value} {self.description}"
+        # twins get a suffix: results, --keep-killed and the fork server are keyed by it, and two twins
+        # sharing a key shared one outcome (a survivor could be reported killed by its twin's result)
+        twin = f" #{self.twin + 1}" if self.twin else ""
+        return f"{self.module}:{self.line} {self.operator.value} {self.description}{twin}"
 
 
 _COMPARE_FLIP: dict[type[ast.cmpop], type[ast.cmpop]] = {
@@ -315,6 +319,7 @@ def mutants_of(module: str) -> list[Mutant]:
     lines = source.splitlines()
     tree = ast.parse(source)
     found = []
+    seen: dict[tuple[int, Operator, str], int] = {}
     for i, site in enumerate(_sites(tree)):
         line = getattr(site.node, "lineno", 1)
         end = getattr(site.node, "end_lineno", line) or line
@@ -324,7 +329,9 @@ def mutants_of(module: str) -> list[Mutant]:
             line = site.node.ifs[site.choice].lineno
             end = site.node.ifs[site.choice].end_lineno or line
         function, function_line = _enclosing_function(tree, site.path)
-        found.append(Mutant(module, i, site.operator, line, end, site.description, lines[line - 1].strip(), function, function_line))
+        twin = seen.get((line, site.operator, site.description), 0)
+        seen[(line, site.operator, site.description)] = twin + 1
+        found.append(Mutant(module, i, site.operator, line, end, site.description, lines[line - 1].strip(), function, function_line, twin))
     return found
 
 
