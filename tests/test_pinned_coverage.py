@@ -517,3 +517,154 @@ def test_sd009_is_left_out_for_a_slot_another_rule_reports_and_kept_for_the_othe
     ]
     every = sorted((d.code, d.slot) for d in passes.run(prog))
     assert every == [("SD001", "g"), ("SD009", "k")]  # g's SD009 would only repeat SD001
+
+
+# -- write-backs that differ by If branch: the branch and the op in it are named --------------------------
+
+_IF_HEAD = _HEAD + "  value %reset : bool[]\n  value %shape : int64[3] = dense<int64[3] [1, 1, 4]>\n"
+
+
+def _branchy(ops: str, then_out: str, else_out: str) -> str:
+    """The RNN reads h; an If picks what goes back into h: ``then_out`` or ``else_out``."""
+    return _RNN_READS_H + ops + f"""
+  %v = If<region.then_branch=('if0.then_branch',), region.else_branch=('if0.else_branch',)>(%reset, {then_out}, {else_out}) loc{{'id': 'if0', 'node': 'if0'}} : float32[1,1,4]
+  %s = store<@h, token>(%v)
+  %o = store<out:hn, value>(%v)
+  return<by runtime>(%s, %o)"""
+
+
+def _in(branch: str, node: str) -> str:
+    return f"loc{{'id': '{node}', 'node': '{node}', 'branch': ('if0.{branch}_branch',)}}"
+
+
+def test_a_branch_projecting_the_final_state_is_named_with_its_op():
+    body = _branchy(f"\n  %pe = MatMul(%hn, %P) {_in('else', 'p_else')}", "%hn", "%pe")
+    reason = "write-back of 'h' in branch if0.else_branch passes through MatMul 'p_else'"
+    assert _slices(body, _IF_HEAD) == {"h": ("unverified", reason, "p_else")}
+
+
+def test_the_op_named_for_a_branch_is_the_one_in_that_branch_even_when_another_branch_has_a_nearer_one():
+    # then: Reshape(MatMul(hn)), else: Tanh(hn): walking back from the If, the else branch's Tanh is met first
+    ops = f"""
+  %pt = MatMul(%hn, %P) {_in('then', 'p_then')}
+  %rt = Reshape(%pt, %shape) {_in('then', 'same_then')}
+  %te = Tanh(%hn) {_in('else', 'squash_else')}"""
+    reason = "write-back of 'h' in branch if0.then_branch passes through MatMul 'p_then'"
+    assert _slices(_branchy(ops, "%rt", "%te"), _IF_HEAD) == {"h": ("unverified", reason, "p_then")}
+
+
+@pytest.mark.parametrize("other", ["%hn", "%h"])
+def test_an_op_outside_the_branches_is_named_when_the_branch_has_none_of_its_own(other):
+    # the projection (and a Reshape after it) is computed before the If, in no branch; walking back from the If,
+    # the other branch's value -- the RNN's final state or the live-in state -- is met before the projection,
+    # but neither changed the value written back
+    ops = "\n  %pe = MatMul(%hn, %P) loc{'id': 'mm0', 'node': 'project'}\n  %rt = Reshape(%pe, %shape) loc{'id': 'rs0', 'node': 'same'}"
+    (verdict, reason, where) = _slices(_branchy(ops, "%rt", other), _IF_HEAD)["h"]
+    assert (verdict, reason, where) == ("unverified", "write-back of 'h' in branch if0.then_branch passes through MatMul 'project'", "project")
+
+
+@pytest.mark.parametrize(
+    ("then_out", "else_out", "reason"),
+    [
+        ("%hn", "%zeros", "'h' is written back with a constant in branch if0.else_branch"),
+        ("%zeros", "%hn", "'h' is written back with a constant in branch if0.then_branch"),
+        ("%hn", "%h", "'h' is written back with a live-in value in branch if0.else_branch, not a final state"),
+    ],
+)
+def test_a_branch_writing_back_a_constant_or_the_live_in_value_is_named(then_out, else_out, reason):
+    assert _slices(_branchy("", then_out, else_out), _IF_HEAD) == {"h": ("unverified", reason, None)}
+
+
+def test_a_projection_written_back_through_a_chained_output_store_is_still_found():
+    # the slot stores what the output store returns (a chained store): the walk goes through the store to its value
+    body = _RNN_READS_H + """
+  %t = MatMul(%hn, %P) loc{'id': 'mm0', 'node': 'project'}
+  %o = store<out:hn, value>(%t)
+  %s = store<@h, token>(%o)
+  return<by runtime>(%s, %o)"""
+    assert _why(body) == ["write-back of 'h' passes through MatMul 'project'"]
+    assert _sd009(body)[0][1] == ("project",)
+
+
+def test_a_layout_op_with_an_absent_optional_input_on_the_way_back_is_walked_through():
+    body = _RNN_READS_H + """
+  value %st : int64[1] = dense<int64[1] [0]>
+  value %en : int64[1] = dense<int64[1] [4]>
+  value %one : int64[1] = dense<int64[1] [1]>
+  %t = MatMul(%hn, %P) loc{'id': 'mm0', 'node': 'project'}
+  %whole = Slice(%t, %st, %en, _, %one) loc{'id': 'sl0', 'node': 'whole'}
+  %s = store<@h, token>(%whole)
+  %o = store<out:hn, value>(%whole)
+  return<by runtime>(%s, %o)"""
+    assert _slices(body) == {"h": ("unverified", "write-back of 'h' passes through MatMul 'project'", "project")}
+
+
+def test_the_first_op_a_state_reaches_is_found_past_an_output_store_and_an_if():
+    head = _IF_HEAD + "  output seen : float32[1,1,4]\n"
+    into_rnn = """
+  %h = load_slot<@h, copy>()
+  %o2 = store<out:seen, value>(%h)
+  %sel = If<region.then_branch=('if0.then_branch',), region.else_branch=('if0.else_branch',)>(%reset, %h, %h) loc{'id': 'if0', 'node': 'pick'} : float32[1,1,4]
+  %m = MatMul(%sel, %P) loc{'id': 'mm0', 'node': 'project'}
+  %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %m) loc{'id': 'rnn0', 'node': 'rnn'}
+  %s = store<@h, token>(%hn)
+  %o = store<out:hn, value>(%hn)
+  return<by runtime>(%s, %o, %o2)"""
+    reason = "state 'h' reaches RNN 'rnn' only through MatMul 'project', which changes its values"
+    assert _slices(into_rnn, head) == {"h": ("unverified", reason, "project")}
+    no_rnn = """
+  %h = load_slot<@h, copy>()
+  %o2 = store<out:seen, value>(%h)
+  %sel = If<region.then_branch=('if0.then_branch',), region.else_branch=('if0.else_branch',)>(%reset, %h, %h) loc{'id': 'if0', 'node': 'pick'} : float32[1,1,4]
+  %m = MatMul(%sel, %P) loc{'id': 'mm0', 'node': 'step'}
+  %s = store<@h, token>(%m)
+  %o = store<out:hn, value>(%m)
+  return<by runtime>(%s, %o, %o2)"""
+    assert _slices(no_rnn, head) == {"h": ("unverified", "state 'h' reaches MatMul 'step' and no recurrence rnnir recognises", "step")}
+
+
+# -- look-alikes: why the recurrence-like structures near the op are not recurrences ------------------------
+
+
+def _with_candidates(body: str, head: str, *candidates: tuple[str, tuple[str, ...]]):
+    from rnnir.lower.cells import CellCandidate
+
+    prog = _prog(body, head)
+    # what the lowering leaves for a structure that looked like a cell and was not confirmed: its reason and scope
+    prog.recurrence_candidates = [CellCandidate("LSTM", f"anchor{i}", reason, scope) for i, (reason, scope) in enumerate(candidates)]
+    return {s.slice: (s.verdict.value, s.reason) for s in passes.verify(prog).slices}
+
+
+_LOOP_HEAD = _HEAD + "  value %trip : int64[]\n"
+
+
+@pytest.mark.parametrize("op", ["Loop", "Scan"])
+def test_a_loop_carrying_the_state_lists_the_look_alikes_in_its_scope_and_its_body_the_first_two_once(op):
+    body = f"""
+  %h = load_slot<@h, copy>()
+  %r = {op}(%trip, _, %h) loc{{'id': 'loop0', 'node': 'time_loop', 'branch': ('if0.then_branch',)}}
+  %s = store<@h, token>(%r)
+  %o = store<out:hn, value>(%r)
+  return<by runtime>(%s, %o)"""
+    found = _with_candidates(
+        body, _LOOP_HEAD,
+        ("in its body", ("if0.then_branch", "time_loop.body")),
+        ("in the other branch", ("if0.else_branch",)),
+        ("at the top level", ()),
+        ("in its body", ("if0.then_branch", "time_loop.body")),
+        ("beside it", ("if0.then_branch",)),
+        ("a third one", ("if0.then_branch",)),
+    )
+    assert found == {"h": ("unverified", f"state 'h' reaches {op} 'time_loop' whose body is not understood; in its body; beside it")}
+
+
+def test_an_op_that_is_no_loop_lists_only_the_look_alikes_of_its_own_scope():
+    body = """
+  %h = load_slot<@h, copy>()
+  %m = MatMul(%h, %P) loc{'id': 'mm0', 'node': 'step'}
+  %s = store<@h, token>(%m)
+  %o = store<out:hn, value>(%m)
+  return<by runtime>(%s, %o)"""
+    found = _with_candidates(body, _LOOP_HEAD, ("inside a loop", ("time_loop.body",)), ("next to it", ()))
+    assert found == {"h": ("unverified", "state 'h' reaches MatMul 'step' and no recurrence rnnir recognises; next to it")}
+    assert _with_candidates(body, _LOOP_HEAD) == {"h": ("unverified", "state 'h' reaches MatMul 'step' and no recurrence rnnir recognises")}
