@@ -483,7 +483,7 @@ def test_a_merged_finding_names_its_slices_in_a_list():
 
 def test_a_finding_naming_no_slice_is_about_the_whole_slot_and_codes_are_listed_once_in_order():
     whole = _made_up("SD004", Severity.ERROR, "state", {})
-    again = _made_up("SD004", Severity.ERROR, "state", {"slice": 3})  # not a label: the whole slot again
+    again = _made_up("SD004", Severity.ERROR, "state", {"slice": 3, "slices": None})  # no label: the whole slot again
     warn = _made_up("SD006", Severity.WARNING, "state", {"slice": "state[1]"})
     assert _verdicts_with(whole, warn, again) == {"state[0]": ("violated", ("SD004",)), "state[1]": ("violated", ("SD004", "SD006"))}
 
@@ -506,6 +506,9 @@ def test_a_violated_slice_points_at_the_first_location_of_its_findings_with_a_na
     assert (s0.verdict, s0.reason, s0.where, s0.codes) == (passes.Verdict.VIOLATED, "first", "stateN", ("SD004", "SD002"))
     (t0, _) = slice_verdicts(facts, [nameless])
     assert (t0.reason, t0.where) == ("first", None)
+    both = Diagnostic("SD002", "made-up", Severity.ERROR, "both", (Location(onnx_node="pack", value="stateN"),), slot="state")
+    (u0, _) = slice_verdicts(facts, [both])
+    assert (u0.input, u0.output, u0.slice, u0.where) == ("state", "stateN", "state[0]", "pack")  # the node before the value
 
 
 def test_sd009_is_left_out_for_a_slot_another_rule_reports_and_kept_for_the_others():
@@ -668,3 +671,170 @@ def test_an_op_that_is_no_loop_lists_only_the_look_alikes_of_its_own_scope():
     found = _with_candidates(body, _LOOP_HEAD, ("inside a loop", ("time_loop.body",)), ("next to it", ()))
     assert found == {"h": ("unverified", "state 'h' reaches MatMul 'step' and no recurrence rnnir recognises; next to it")}
     assert _with_candidates(body, _LOOP_HEAD) == {"h": ("unverified", "state 'h' reaches MatMul 'step' and no recurrence rnnir recognises")}
+
+
+# -- which recurrence's final state goes back, per branch and per direction --------------------------------
+
+
+def test_a_write_back_the_slice_map_cannot_split_is_unverified_naming_the_op_that_changed_it_if_any():
+    # h has one entry along its first axis; two stacked copies of the final state do not fit it slice by slice
+    def twice(first: str) -> str:
+        return _RNN_READS_H + f"""
+  %m = Neg(%hn) loc{{'id': 'm0', 'node': 'flip'}}
+  %cat = Concat<axis=0>({first}, %hn) loc{{'id': 'cat0', 'node': 'twice'}}
+  %s = store<@h, token>(%cat)
+  %o = store<out:hn, value>(%cat)
+  return<by runtime>(%s, %o)"""
+
+    assert _slices(twice("%hn")) == {"h": ("unverified", "the write-back of 'h' could not be traced slice by slice", None)}
+    assert _slices(twice("%m")) == {"h": ("unverified", "the write-back of 'h' could not be traced slice by slice through Neg 'flip'", "flip")}
+
+
+def test_a_branch_writing_back_the_state_of_an_rnn_that_reads_another_slot_is_named_with_its_branch():
+    head = _IF_HEAD + """  slot @g : float32[1,1,4] init=zeros
+  output gn : float32[1,1,4]
+  pair g -> gn declared "a second state"
+"""
+    body = _RNN_READS_H + f"""
+  %g = load_slot<@g, copy>()
+  %yg, %gn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %g) {_in('else', 'rnn_g')}
+  %v = If<region.then_branch=('if0.then_branch',), region.else_branch=('if0.else_branch',)>(%reset, %hn, %gn) loc{{'id': 'if0', 'node': 'if0'}} : float32[1,1,4]
+  %s = store<@h, token>(%v)
+  %o = store<out:hn, value>(%v)
+  %sg = store<@g, token>(%gn)
+  %og = store<out:gn, value>(%gn)
+  return<by runtime>(%s, %o, %sg, %og)"""
+    assert _sd009(body, head) == [
+        ("state 'h' is not verified: 'h' in branch if0.else_branch is written back with RNN 'rnn_g'.Y_h[0], which does not read this slice", ("rnn_g",))
+    ]
+
+
+def test_an_rnn_starting_from_a_constant_is_a_fresh_start_not_another_slices_state():
+    body = _RNN_READS_H + """
+  %y2, %hn2 = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %zeros) loc{'id': 'rnn1', 'node': 'rnn_b'}
+  %s = store<@h, token>(%hn2)
+  %o = store<out:hn, value>(%hn2)
+  return<by runtime>(%s, %o)"""
+    assert _why(body) == ["no call path writes back into 'h' the final state of the recurrence that reads it"]
+
+
+def test_an_rnn_with_the_batch_first_layout_reading_and_writing_back_the_slot_is_verified():
+    # layout=1: the initial state is [batch, directions, hidden], so its entry has no direction; the exit has one
+    body = """
+  %h = load_slot<@h, copy>()
+  %y, %hn = recurrent.RNN<hidden_size=4, layout=1>(%x, %W, %R, _, _, %h) loc{'id': 'rnn0', 'node': 'rnn'}
+  %s = store<@h, token>(%hn)
+  %o = store<out:hn, value>(%hn)
+  return<by runtime>(%s, %o)"""
+    assert _slices(body) == {"h": ("verified", "", None)} and _sd009(body) == []
+
+
+_LSTM_HEAD = """program @p {
+  slot @h0 : float32[1,1,4] init=zeros
+  slot @c0 : float32[1,1,4] init=zeros
+  output hn : float32[1,1,4]
+  output cn : float32[1,1,4]
+  value %x : float32[T,1,3]
+  value %W : float32[1,16,3]
+  value %R : float32[1,16,4]
+  pair h0 -> hn declared "h"
+  pair c0 -> cn declared "c"
+"""
+
+
+def _lstm(h_back: str, c_back: str) -> str:
+    return f"""
+  %h0 = load_slot<@h0, copy>()
+  %c0 = load_slot<@c0, copy>()
+  %y, %yh, %yc = recurrent.LSTM<hidden_size=4>(%x, %W, %R, _, _, %h0, %c0) loc{{'id': 'l0', 'node': 'lstm'}}
+  %sh = store<@h0, token>({h_back})
+  %oh = store<out:hn, value>({h_back})
+  %sc = store<@c0, token>({c_back})
+  %oc = store<out:cn, value>({c_back})
+  return<by runtime>(%sh, %oh, %sc, %oc)"""
+
+
+def test_h_and_c_swapped_on_the_way_back_each_is_written_back_with_a_state_that_does_not_read_it():
+    found = sorted(m for m, _ in _sd009(_lstm("%yc", "%yh"), _LSTM_HEAD))
+    assert found == [
+        "state 'c0' is not verified: 'c0' is written back with LSTM 'lstm'.Y_h[0], which does not read this slice",
+        "state 'h0' is not verified: 'h0' is written back with LSTM 'lstm'.Y_c[0], which does not read this slice",
+    ]
+    assert _sd009(_lstm("%yh", "%yc"), _LSTM_HEAD) == []  # near-miss: each back where it came from
+
+
+_BIDI_HEAD = """program @p {
+  slot @h : float32[2,1,4] init=zeros
+  output hn : float32[2,1,4]
+  value %x : float32[T,1,3]
+  value %W : float32[2,4,3]
+  value %R : float32[2,4,4]
+  value %i0 : int64[1] = dense<int64[1] [0]>
+  value %i1 : int64[1] = dense<int64[1] [1]>
+  pair h -> hn declared "both directions"
+"""
+
+
+def _bidi(order: str) -> str:
+    return f"""
+  %h = load_slot<@h, copy>()
+  %y, %hn = recurrent.RNN<hidden_size=4, direction='bidirectional'>(%x, %W, %R, _, _, %h) loc{{'id': 'rnn0', 'node': 'rnn'}}
+  %fw = Gather<axis=0>(%hn, %i0) loc{{'id': 'g0', 'node': 'forward_h'}}
+  %bw = Gather<axis=0>(%hn, %i1) loc{{'id': 'g1', 'node': 'backward_h'}}
+  %back = Concat<axis=0>({order}) loc{{'id': 'cat0', 'node': 'pack'}}
+  %s = store<@h, token>(%back)
+  %o = store<out:hn, value>(%back)
+  return<by runtime>(%s, %o)"""
+
+
+def test_the_directions_of_a_bidirectional_rnn_swapped_on_the_way_back_do_not_read_their_slices():
+    found = sorted(m for m, _ in _sd009(_bidi("%bw, %fw"), _BIDI_HEAD))
+    assert found == [
+        "state 'h[0]' is not verified: 'h[0]' is written back with RNN 'rnn'.Y_h[1], which does not read this slice",
+        "state 'h[1]' is not verified: 'h[1]' is written back with RNN 'rnn'.Y_h[0], which does not read this slice",
+    ]
+    assert _sd009(_bidi("%fw, %bw"), _BIDI_HEAD) == []
+
+
+# -- what a fresh start is, and which returned values are the final state -----------------------------------
+
+
+def test_a_layout_op_over_a_constant_is_a_constant_start():
+    body = """
+  %z = Reshape(%zeros, %shape) loc{'id': 'rs0', 'node': 'start'}
+  %y, %hn = recurrent.RNN<hidden_size=4>(%x, %Wr, %Rr, _, _, %z) loc{'id': 'r0', 'node': 'rnn'}
+  %o = store<out:hn, value>(%hn)
+  return<by runtime>(%o)"""
+    assert _recurrences(body) == [("rnn", "not-exposed", "its initial_h is a constant while Y_h is returned as 'hn'")]
+
+
+def test_a_final_state_returned_in_one_branch_of_an_if_is_returned():
+    head = _NO_STATE + "  value %reset : bool[]\n"
+    body = """
+  %y, %hn = recurrent.RNN<hidden_size=4>(%x, %Wr, %Rr, _, _, _) loc{'id': 'r0', 'node': 'rnn'}
+  %v = If<region.then_branch=('if0.then_branch',), region.else_branch=('if0.else_branch',)>(%reset, %hn, %zeros) loc{'id': 'if0', 'node': 'if0'} : float32[1,1,4]
+  %o = store<out:hn, value>(%v)
+  return<by runtime>(%o)"""
+    assert _recurrences(body, head) == [("rnn", "not-exposed", "its initial_h is not given (zeros) while Y_h is returned as 'hn'")]
+
+
+def test_only_graph_outputs_count_as_returning_a_final_state_not_slot_stores():
+    # the slot h gets two stacked copies of the final state (no slice of h can be traced back: nothing is
+    # "written back" for the verdicts), and the output hn returns the same value: hn is named, the slot is not
+    head = _NO_STATE + '  slot @h : float32[1,1,4] init=zeros\n  pair h -> hn declared "test"\n'
+    body = """
+  %y, %hn = recurrent.RNN<hidden_size=4>(%x, %Wr, %Rr, _, _, _) loc{'id': 'r0', 'node': 'rnn'}
+  %cat = Concat<axis=0>(%hn, %hn) loc{'id': 'cat0', 'node': 'twice'}
+  %s = store<@h, token>(%cat)
+  %o = store<out:hn, value>(%cat)
+  return<by runtime>(%s, %o)"""
+    assert _recurrences(body, head) == [("rnn", "not-exposed", "its initial_h is not given (zeros) while Y_h is returned as 'hn'")]
+
+
+def test_a_slot_loaded_and_never_written_back_still_gets_a_verdict_and_sd009_says_nothing_is_written_back():
+    body = """
+  %h = load_slot<@h, copy>()
+  return<by runtime>()"""
+    (verdict, reason, where) = _slices(body)["h"]
+    assert (verdict, where) == ("violated", "h") and reason.startswith("slot 'h' is loaded but no store writes it back")
+    assert _sd009(body) == [("state 'h' is not verified: nothing is written back into 'h'", (None,))]
