@@ -509,6 +509,8 @@ def test_a_violated_slice_points_at_the_first_location_of_its_findings_with_a_na
     both = Diagnostic("SD002", "made-up", Severity.ERROR, "both", (Location(onnx_node="pack", value="stateN"),), slot="state")
     (u0, _) = slice_verdicts(facts, [both])
     assert (u0.input, u0.output, u0.slice, u0.where) == ("state", "stateN", "state[0]", "pack")  # the node before the value
+    node_first = Diagnostic("SD002", "made-up", Severity.ERROR, "x", (Location(onnx_node="pack"), Location(value="stateN")), slot="state")
+    assert slice_verdicts(facts, [node_first])[0].where == "pack"  # a location naming only a node counts
 
 
 def test_sd009_is_left_out_for_a_slot_another_rule_reports_and_kept_for_the_others():
@@ -838,3 +840,18 @@ def test_a_slot_loaded_and_never_written_back_still_gets_a_verdict_and_sd009_say
     (verdict, reason, where) = _slices(body)["h"]
     assert (verdict, where) == ("violated", "h") and reason.startswith("slot 'h' is loaded but no store writes it back")
     assert _sd009(body) == [("state 'h' is not verified: nothing is written back into 'h'", (None,))]
+
+
+def test_a_state_expanded_before_the_rnn_reads_it_is_unverified_at_the_rnn():
+    # Expand is a layout op (no op on the way changes values), yet the tracer cannot follow it slice by slice:
+    # the entry is "derived" with no value-changing op to name, so the verdict points at the recurrence itself
+    body = """
+  value %same : int64[3] = dense<int64[3] [1, 1, 4]>
+  %h = load_slot<@h, copy>()
+  %v = Expand(%h, %same) loc{'id': 'e0', 'node': 'widen'}
+  %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %v) loc{'id': 'rnn0', 'node': 'rnn'}
+  %s = store<@h, token>(%hn)
+  %o = store<out:hn, value>(%hn)
+  return<by runtime>(%s, %o)"""
+    (verdict, reason, where) = _slices(body)["h"]
+    assert (verdict, where) == ("unverified", "rnn") and reason.startswith("state 'h' reaches RNN 'rnn' only")
