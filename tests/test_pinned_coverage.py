@@ -342,17 +342,6 @@ def test_a_recurrence_starting_afresh_whose_final_state_is_written_back_is_state
     assert _recurrences(body, _HEAD) == [("rnn", "stateful", "writes a state output")]
 
 
-def test_a_recurrence_reading_the_slot_whose_final_state_is_only_returned_is_stateful():
-    # hn is returned but a constant goes back into the slot: the op still reads a state input, so it is
-    # exposed (SD003 reports the constant), not "starts afresh"
-    body = _RNN_READS_H + """
-  %s = store<@h, token>(%zeros)
-  %o = store<out:hn, value>(%hn)
-  return<by runtime>(%s, %o)"""
-    assert _recurrences(body, _HEAD) == [("rnn", "stateful", "reads a state input")]
-    assert "SD010" not in [d.code for d in passes.run(_prog(body))]
-
-
 def test_a_model_with_neither_a_state_pair_nor_a_recurrence_says_it_verified_nothing():
     body = """
   %t = Tanh(%u) loc{'id': 't0', 'node': 'act'}
@@ -692,25 +681,6 @@ def test_a_write_back_the_slice_map_cannot_split_is_unverified_naming_the_op_tha
     assert _slices(twice("%m")) == {"h": ("unverified", "the write-back of 'h' could not be traced slice by slice through Neg 'flip'", "flip")}
 
 
-def test_a_branch_writing_back_the_state_of_an_rnn_that_reads_another_slot_is_named_with_its_branch():
-    head = _IF_HEAD + """  slot @g : float32[1,1,4] init=zeros
-  output gn : float32[1,1,4]
-  pair g -> gn declared "a second state"
-"""
-    body = _RNN_READS_H + f"""
-  %g = load_slot<@g, copy>()
-  %yg, %gn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %g) {_in('else', 'rnn_g')}
-  %v = If<region.then_branch=('if0.then_branch',), region.else_branch=('if0.else_branch',)>(%reset, %hn, %gn) loc{{'id': 'if0', 'node': 'if0'}} : float32[1,1,4]
-  %s = store<@h, token>(%v)
-  %o = store<out:hn, value>(%v)
-  %sg = store<@g, token>(%gn)
-  %og = store<out:gn, value>(%gn)
-  return<by runtime>(%s, %o, %sg, %og)"""
-    assert _sd009(body, head) == [
-        ("state 'h' is not verified: 'h' in branch if0.else_branch is written back with RNN 'rnn_g'.Y_h[0], which does not read this slice", ("rnn_g",))
-    ]
-
-
 def test_an_rnn_starting_from_a_constant_is_a_fresh_start_not_another_slices_state():
     body = _RNN_READS_H + """
   %y2, %hn2 = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %zeros) loc{'id': 'rnn1', 'node': 'rnn_b'}
@@ -831,15 +801,6 @@ def test_only_graph_outputs_count_as_returning_a_final_state_not_slot_stores():
   %o = store<out:hn, value>(%cat)
   return<by runtime>(%s, %o)"""
     assert _recurrences(body, head) == [("rnn", "not-exposed", "its initial_h is not given (zeros) while Y_h is returned as 'hn'")]
-
-
-def test_a_slot_loaded_and_never_written_back_still_gets_a_verdict_and_sd009_says_nothing_is_written_back():
-    body = """
-  %h = load_slot<@h, copy>()
-  return<by runtime>()"""
-    (verdict, reason, where) = _slices(body)["h"]
-    assert (verdict, where) == ("violated", "h") and reason.startswith("slot 'h' is loaded but no store writes it back")
-    assert _sd009(body) == [("state 'h' is not verified: nothing is written back into 'h'", (None,))]
 
 
 def test_a_state_expanded_before_the_rnn_reads_it_is_unverified_at_the_rnn():
