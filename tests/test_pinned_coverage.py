@@ -465,11 +465,6 @@ def test_a_finding_naming_one_slice_makes_only_that_slice_violated():
     }
 
 
-def test_a_merged_finding_names_its_slices_in_a_list():
-    merged = _made_up("SD003", Severity.ERROR, "state", {"slices": [{"slice": "state[1]"}, "not a slice", {"other": 1}]})
-    assert _verdicts_with(merged) == {"state[0]": ("verified", ()), "state[1]": ("violated", ("SD003",))}
-
-
 def test_a_finding_naming_no_slice_is_about_the_whole_slot_and_codes_are_listed_once_in_order():
     whole = _made_up("SD004", Severity.ERROR, "state", {})
     again = _made_up("SD004", Severity.ERROR, "state", {"slice": 3, "slices": None})  # no label: the whole slot again
