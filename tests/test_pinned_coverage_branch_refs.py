@@ -1,8 +1,8 @@
 """Per If branch, only that branch's final state is checked against the slice (mutation survivors of
 rnnir/passes/coverage.py).
 
-Alone in its file on purpose: the mutation tool runs the fastest covering test of each file, and in
-test_pinned_coverage.py a faster branch test is chosen whose branches agree, so it cannot tell them apart."""
+In its own file because the mutation tool took only the fastest covering test of each file when these
+mutants were measured (before it ran the module's own test files first), and in test_pinned_coverage.py a faster branch test is chosen whose branches agree, so it cannot tell them apart."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The two directions of a bidirectional recurrence swapped on the way back: each slice gets the other
 direction's final state (mutation survivors of rnnir/passes/coverage.py).
 
-Alone in its file on purpose: the mutation tool runs the fastest covering test of each file, and in
-test_pinned_coverage.py a faster test is chosen whose recurrence runs one direction."""
+In its own file because the mutation tool took only the fastest covering test of each file when these
+mutants were measured (before it ran the module's own test files first), and in test_pinned_coverage.py a faster test is chosen whose recurrence runs one direction."""
 
 from __future__ import annotations
 

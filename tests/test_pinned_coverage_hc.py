@@ -1,8 +1,8 @@
 """An LSTM's h and c swapped on the way back: each slot gets a final state that does not read it (mutation
 survivors of rnnir/passes/coverage.py).
 
-Alone in its file on purpose: the mutation tool runs the fastest covering test of each file, and in
-test_pinned_coverage.py a faster test is chosen whose recurrence has one state port."""
+In its own file because the mutation tool took only the fastest covering test of each file when these
+mutants were measured (before it ran the module's own test files first), and in test_pinned_coverage.py a faster test is chosen whose recurrence has one state port."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """A batch-first recurrence's state has no direction on the way in and one on the way out, and is still
 verified (mutation survivors of rnnir/passes/coverage.py).
 
-Alone in its file on purpose: the mutation tool runs the fastest covering test of each file, and in
-test_pinned_coverage.py a faster test is chosen whose recurrence has a direction on both sides."""
+In its own file because the mutation tool took only the fastest covering test of each file when these
+mutants were measured (before it ran the module's own test files first), and in test_pinned_coverage.py a faster test is chosen whose recurrence has a direction on both sides."""
 
 from __future__ import annotations
 

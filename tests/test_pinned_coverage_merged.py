@@ -1,8 +1,8 @@
 """A merged finding (the slices of one swap reported once) makes only the slices it lists violated (mutation
 survivors of rnnir/passes/coverage.py).
 
-Alone in its file on purpose: the mutation tool runs the fastest covering test of each file, and in
-test_pinned_coverage.py a faster test is chosen whose findings name one slice or none."""
+In its own file because the mutation tool took only the fastest covering test of each file when these
+mutants were measured (before it ran the module's own test files first), and in test_pinned_coverage.py a faster test is chosen whose findings name one slice or none."""
 
 from __future__ import annotations
 

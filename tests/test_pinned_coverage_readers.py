@@ -1,7 +1,7 @@
 """A recurrence that reads a state input is stateful (mutation survivors of rnnir/passes/coverage.py).
 
-Alone in its file on purpose: the mutation tool runs the fastest covering test of each file, and in
-test_pinned_coverage.py a faster test whose recurrence also writes state back is chosen, which cannot tell
+In its own file because the mutation tool took only the fastest covering test of each file when these
+mutants were measured (before it ran the module's own test files first), and in test_pinned_coverage.py a faster test whose recurrence also writes state back is chosen, which cannot tell
 "reads a state input" from "writes a state output"."""
 
 from __future__ import annotations

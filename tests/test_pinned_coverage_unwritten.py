@@ -1,7 +1,7 @@
 """A slot loaded and never written back still gets a verdict (mutation survivors of rnnir/passes/coverage.py).
 
-Alone in its file on purpose: the mutation tool runs the fastest covering test of each file, and in
-test_pinned_coverage.py a faster test that covers the same lines (and cannot see this fallback) is chosen."""
+In its own file because the mutation tool took only the fastest covering test of each file when these
+mutants were measured (before it ran the module's own test files first), and in test_pinned_coverage.py a faster test that covers the same lines (and cannot see this fallback) is chosen."""
 
 from __future__ import annotations
 
