@@ -158,3 +158,31 @@ def test_twin_mutants_on_one_line_get_keys_of_their_own(tree: Path):
     # the two plant different bugs: f(0, 1) is True for the original, False with y's 1 made 2, True with x's
     first, second = (_run(m).f for m in ones)
     assert (first(0, 1), second(0, 1)) == (True, False)
+
+
+def test_an_entry_qualified_with_a_function_matches_only_there(tree: Path, monkeypatch: pytest.MonkeyPatch):
+    (tree / "pkg" / "c.py").write_text("def a(xs):\n    for x in xs:\n        continue\n\n\ndef b(xs):\n    for x in xs:\n        continue\n")
+    drops = [m for m in mutate.mutants_of("pkg/c.py") if m.operator is mutate.Operator.DROP_STATEMENT]
+    assert [(m.function, m.line) for m in drops] == [("a", 3), ("b", 8)]
+    plain = mutate.Equivalent("pkg/c.py", "drop-statement", "continue", "drop `continue`", "why")
+    only_b = dataclasses.replace(plain, function="b")
+    assert [mutate.is_equivalent(m, [plain]) for m in drops] == [True, True]
+    assert [mutate.is_equivalent(m, [only_b]) for m in drops] == [False, True]
+    # the file's spelling of it, and what --check-equivalents says of each
+    listing = tree / "eq.txt"
+    listing.write_text(
+        "# comment\n"
+        "pkg/c.py::b | drop-statement | continue | drop `continue` | only b's loop\n"
+        "pkg/c.py | drop-statement | continue | drop `continue` | both loops\n"
+        "pkg/c.py | drop-statement | break | drop `break` | a line since rewritten\n"
+    )
+    entries = mutate.read_equivalents(listing)
+    assert [e.function for e in entries] == ["b", None, None]
+    problems = mutate.check_equivalents(entries)
+    assert len(problems) == 2
+    assert problems[0].startswith("ambiguous (matches 2 places: a:3, b:8;")
+    assert problems[1].startswith("stale (matches no mutant): pkg/c.py | drop-statement | break")
+    monkeypatch.setattr(mutate, "EQUIVALENT_FILE", listing)
+    assert mutate.main(["--check-equivalents"]) == 1  # stale
+    listing.write_text("pkg/c.py::b | drop-statement | continue | drop `continue` | only b's loop\n")
+    assert mutate.main(["--check-equivalents"]) == 0

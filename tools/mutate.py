@@ -352,10 +352,12 @@ class Equivalent:
     line_text: str
     description: str
     reason: str
+    function: str | None = None  # `module::function`: only in this def (for a line as plain as `continue`)
 
 
-def read_equivalents(path: Path = EQUIVALENT_FILE) -> list[Equivalent]:
+def read_equivalents(path: Path | None = None) -> list[Equivalent]:
     """Lines `module | operator | mutated line text | description | reason`; `#` starts a comment."""
+    path = path or EQUIVALENT_FILE
     found: list[Equivalent] = []
     if not path.exists():
         return found
@@ -365,18 +367,41 @@ def read_equivalents(path: Path = EQUIVALENT_FILE) -> list[Equivalent]:
         parts = [p.strip() for p in raw.split(" | ")]
         if len(parts) != 5:
             raise SystemExit(f"{path}: expected `module | operator | line text | description | reason`: {raw!r}")
-        found.append(Equivalent(*parts))
+        module, _, function = parts[0].partition("::")
+        found.append(Equivalent(module, *parts[1:], function=function or None))
     return found
 
 
 def is_equivalent(mutant: Mutant, equivalents: list[Equivalent]) -> bool:
     return any(
-        e.module == mutant.module and e.operator == mutant.operator.value and e.line_text == mutant.source_line and e.description == mutant.description
+        e.module == mutant.module
+        and e.operator == mutant.operator.value
+        and e.line_text == mutant.source_line
+        and e.description == mutant.description
+        and (e.function is None or e.function == mutant.function)
         for e in equivalents
     )
 
 
 # ---------------------------------------------------------------- which tests execute which line
+
+
+def check_equivalents(equivalents: list[Equivalent]) -> list[str]:
+    """Problems with the entries: one that matches no mutant any more (its line changed), or one that
+    matches mutants in several places (a line as plain as `continue`: a real survivor elsewhere would hide)."""
+    problems: list[str] = []
+    by_module: dict[str, list[Mutant]] = {}
+    for e in equivalents:
+        if e.module not in by_module:
+            by_module[e.module] = mutants_of(e.module) if (ROOT / e.module).exists() else []
+        places = sorted({(m.function or "<module>", m.line) for m in by_module[e.module] if is_equivalent(m, [e])})
+        where = f"{e.module}{'::' + e.function if e.function else ''} | {e.operator} | {e.line_text} | {e.description}"
+        if not places:
+            problems.append(f"stale (matches no mutant): {where}")
+        elif len(places) > 1:
+            at = ", ".join(f"{f}:{line}" for f, line in places)
+            problems.append(f"ambiguous (matches {len(places)} places: {at}; qualify it as module::function): {where}")
+    return problems
 
 
 def _is_test_file(p: Path) -> bool:
@@ -825,8 +850,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep-killed", type=Path, help="a --json file of an earlier run: mutants it killed (same key) are not run again")
     parser.add_argument("--since", metavar="REV", help="only mutants on lines added or changed since this git revision (a change's own mutants)")
+    parser.add_argument("--check-equivalents", action="store_true", help="list stale or ambiguous entries of the equivalents file and exit (1 if one is stale)")
     parser.add_argument("--fail-under", type=float, default=0.0, metavar="PCT", help="exit 1 when a module scores below PCT percent")
     args = parser.parse_args(argv)
+    if args.check_equivalents:
+        problems = check_equivalents(read_equivalents())
+        print("\n".join(problems) if problems else "every equivalent entry matches mutants in one place")
+        # a stale entry is an error (the mutant it excused counts again); an ambiguous one is a place to look
+        return 1 if any(p.startswith("stale") for p in problems) else 0
     modules = _expand(args.targets)
     mutants: list[Mutant] = []
     rng = random.Random(args.seed)
