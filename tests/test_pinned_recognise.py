@@ -5,10 +5,13 @@ of its own inside the body."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import onnx
 import pytest
-from _cell_models import lstm_op_loop
-from onnx import helper, numpy_helper
+from _cell_models import _G, lstm_op_loop
+from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir.recurrence import Recognition
@@ -55,3 +58,145 @@ def test_an_lstm_step_in_a_loop_body_that_starts_from_its_own_zeros_is_no_loop_r
     (rec,) = prog.recurrents
     assert rec.recognition is Recognition.OP
     assert prog.recurrence_candidates == []  # recognition ran to the end: nothing failed on the way
+
+
+# -- unrolled steps: which neighbouring cells are one recurrence ---------------------------------------------------
+# Each step is written by hand as plain ops (Gemm, Add, Split, activations) with its own weights; the expected
+# grouping follows from the definition of an unrolled loop: the *same* cell (kind, activations, reset placement,
+# weights) threaded h -> h (and c -> c for an LSTM) from one step to the next.
+
+F32 = TensorProto.FLOAT
+
+
+@dataclass(frozen=True)
+class Step:
+    kind: str = "RNN"
+    act: str = "Tanh"  # an RNN step's activation
+    lbr: int = 1  # a GRU step's reset placement: 1 after the recurrent matmul (PyTorch), 0 before it
+    c_from: str = "prev"  # an LSTM step's cell state: the previous step's c' ("prev") or a graph input's name
+
+
+def _w(seed: int, shape: tuple[int, ...]) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal(shape) * 0.5).astype(np.float32)
+
+
+def unrolled(steps: list[Step], I: int = 3) -> onnx.ModelProto:  # noqa: E741
+    """x{t} [1, I] per step, state h0 (and c0 with LSTM steps) -> hn (cn); every step of one kind has the same weights."""
+    g = _G()
+    lstm = any(s.kind == "LSTM" for s in steps)
+    state = ["h0", "c0"] if lstm else ["h0"]
+    inputs = [helper.make_tensor_value_info(n, F32, [1, H]) for n in state]
+    h, c = "h0", "c0"
+    one = g.const(np.array(1.0, np.float32), "one")
+    for t, s in enumerate(steps):
+        x = f"x{t}"
+        inputs.append(helper.make_tensor_value_info(x, F32, [1, I]))
+        G = {"RNN": 1, "GRU": 3, "LSTM": 4}[s.kind]
+        W, R, b = _w(G, (G * H, I)), _w(10 + G, (G * H, H)), _w(20 + G, (2, G * H))
+        gx = g.op("Gemm", [x, g.const(W), g.const(b[0])], transB=1)
+        if s.kind == "RNN":
+            h = g.op(s.act, [g.op("Add", [gx, g.op("Gemm", [h, g.const(R), g.const(b[1])], transB=1)])])
+        elif s.kind == "LSTM":
+            i, f, gg, o = g.op("Split", [g.op("Add", [gx, g.op("Gemm", [h, g.const(R), g.const(b[1])], transB=1)])], n_out=4, axis=1, num_outputs=4)
+            c_prev = c if s.c_from == "prev" else s.c_from
+            c = g.op("Add", [g.op("Mul", [g.op("Sigmoid", [f]), c_prev]), g.op("Mul", [g.op("Sigmoid", [i]), g.op("Tanh", [gg])])])
+            h = g.op("Mul", [g.op("Sigmoid", [o]), g.op("Tanh", [c])])
+        else:  # GRU, gates r, z, n; the n gate's recurrent bias is 0 so that both reset placements have the same weights
+            b[1, 2 * H :] = 0
+            xr, xz, xn = g.op("Split", [gx], n_out=3, axis=1, num_outputs=3)
+            if s.lbr:
+                hr, hz, hn = g.op("Split", [g.op("Gemm", [h, g.const(R), g.const(b[1])], transB=1)], n_out=3, axis=1, num_outputs=3)
+            else:
+                hr, hz = g.op("Split", [g.op("Gemm", [h, g.const(R[: 2 * H]), g.const(b[1, : 2 * H])], transB=1)], n_out=2, axis=1, num_outputs=2)
+            r = g.op("Sigmoid", [g.op("Add", [xr, hr])])
+            z = g.op("Sigmoid", [g.op("Add", [xz, hz])])
+            if s.lbr:
+                n_pre = g.op("Add", [xn, g.op("Mul", [r, hn])])
+            else:
+                n_pre = g.op("Add", [xn, g.op("Gemm", [g.op("Mul", [r, h]), g.const(R[2 * H :])], transB=1)])
+            n = g.op("Tanh", [n_pre])
+            h = g.op("Add", [g.op("Mul", [g.op("Sub", [one, z]), n]), g.op("Mul", [z, h])])
+    finals = {"hn": h, "cn": c} if lstm else {"hn": h}
+    for name, v in finals.items():
+        g.nodes.append(helper.make_node("Identity", [v], [name], name=f"out_{name}"))
+    outputs = [helper.make_tensor_value_info(n, F32, [1, H]) for n in finals]
+    m = helper.make_model(helper.make_graph(g.nodes, "unrolled", inputs, outputs, g.inits), opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    onnx.checker.check_model(m)
+    return m
+
+
+def _recurrences(model: onnx.ModelProto) -> list[tuple[str, Recognition]]:
+    prog = rnnir.load(model)
+    assert prog.recurrence_candidates == []
+    return sorted((r.kind, r.recognition) for r in prog.recurrents)
+
+
+@pytest.mark.parametrize("kind", ["RNN", "GRU", "LSTM"])
+def test_two_steps_of_one_cell_threaded_through_the_state_are_one_unrolled_recurrence(kind):
+    assert _recurrences(unrolled([Step(kind), Step(kind)])) == [(kind, Recognition.UNROLLED)]
+
+
+@pytest.mark.parametrize(
+    "steps",
+    [
+        [Step("RNN", act="Tanh"), Step("RNN", act="Relu")],
+        [Step("GRU", lbr=1), Step("GRU", lbr=0)],
+        [Step("LSTM"), Step("LSTM", c_from="c0")],
+    ],
+    ids=["rnn-other-activation", "gru-other-reset-placement", "lstm-c-restarted-from-the-input"],
+)
+def test_neighbouring_steps_that_differ_or_are_not_threaded_c_to_c_are_two_recurrences(steps):
+    kind = steps[0].kind
+    assert _recurrences(unrolled(steps)) == [(kind, Recognition.CELL), (kind, Recognition.CELL)]
+
+
+# -- an RNN cell counts only when its new state goes where state goes ----------------------------------------------
+
+
+def _rnn_step(g: _G, x: str, h: str) -> str:
+    Wx, b, R = g.const(_w(1, (H, 3))), g.const(_w(2, (H,))), g.const(_w(3, (H, H)))
+    return g.op("Tanh", [g.op("Add", [g.op("Gemm", [x, Wx, b], transB=1), g.op("Gemm", [h, R], transB=1)])])  # type: ignore[return-value]
+
+
+def _rnn_model(g: _G, outputs: list[str]) -> onnx.ModelProto:
+    inputs = [helper.make_tensor_value_info("x", F32, [1, 3]), helper.make_tensor_value_info("h0", F32, [1, H])]
+    graph = helper.make_graph(g.nodes, "rnn", inputs, [helper.make_tensor_value_info(o, F32, [1, H]) for o in outputs], g.inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    onnx.checker.check_model(m)
+    return m
+
+
+def test_tanh_of_an_affine_map_of_the_state_that_is_not_written_back_is_no_recurrence():
+    # y = tanh(W x + R h0 + b) leaves as a plain output; the state h0 -> hn is returned unchanged: a readout, not a cell
+    g = _G()
+    y = _rnn_step(g, "x", "h0")
+    g.nodes += [helper.make_node("Identity", [y], ["y"]), helper.make_node("Identity", ["h0"], ["hn"])]
+    prog = rnnir.load(_rnn_model(g, ["y", "hn"]))
+    assert [(p.input, p.output) for p in prog.state_pairs] == [("h0", "hn")]
+    assert prog.recurrents == [] and prog.recurrence_candidates == []
+
+
+def test_an_rnn_cells_new_state_written_back_through_an_if_is_a_recurrence():
+    # both branches yield Identity(h'): the walk from h' to the state output goes through the branches' nodes
+    g = _G()
+    new_h = _rnn_step(g, "x", "h0")
+
+    def branch(name: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node("Identity", [new_h], [f"{name}_h"])], name, [], [helper.make_tensor_value_info(f"{name}_h", F32, [1, H])])
+
+    g.nodes.append(helper.make_node("If", [g.const(np.array(True), "cond")], ["hn"], name="pick", then_branch=branch("then"), else_branch=branch("else")))
+    assert _recurrences(_rnn_model(g, ["hn"])) == [("RNN", Recognition.CELL)]
+
+
+@pytest.mark.parametrize(("copies", "recognised"), [(63, True), (64, False)])
+def test_the_walk_from_an_rnn_cells_new_state_follows_at_most_64_values(copies, recognised):
+    # h' -> Identity -> ... -> hn: with 63 copies hn is the 64th value the walk visits, with 64 the 65th (a cost bound)
+    g = _G()
+    v = _rnn_step(g, "x", "h0")
+    for k in range(copies):
+        nxt = "hn" if k == copies - 1 else f"copy{k}"
+        g.nodes.append(helper.make_node("Identity", [v], [nxt]))
+        v = nxt
+    assert _recurrences(_rnn_model(g, ["hn"])) == ([("RNN", Recognition.CELL)] if recognised else [])
