@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import _cell_models as cm
 import numpy as np
 import onnx
 import pytest
@@ -200,3 +201,51 @@ def test_the_walk_from_an_rnn_cells_new_state_follows_at_most_64_values(copies, 
         g.nodes.append(helper.make_node("Identity", [v], [nxt]))
         v = nxt
     assert _recurrences(_rnn_model(g, ["hn"])) == ([("RNN", Recognition.CELL)] if recognised else [])
+
+
+def test_a_cell_beside_a_loop_that_carries_other_state_is_still_a_cell():
+    # h0 -> RNN cell -> hn in the main graph; s0 -> Loop adding 1 per iteration -> sn: the Loop's carried value is
+    # state too, but the cell reads h0, not anything the Loop carries
+    g = _G()
+    g.nodes.append(helper.make_node("Identity", [_rnn_step(g, "x", "h0")], ["hn"]))
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Add", ["s_in", "one"], ["s_out"])],
+        "body",
+        [vi("i", TensorProto.INT64, []), vi("c_in", TensorProto.BOOL, []), vi("s_in", F32, [1, H])],
+        [vi("c_out", TensorProto.BOOL, []), vi("s_out", F32, [1, H])],
+        [numpy_helper.from_array(np.float32(1), "one")],
+    )
+    trip, cond = g.const(np.array(2, np.int64), "trip"), g.const(np.array(True), "cond")
+    g.nodes.append(helper.make_node("Loop", [trip, cond, "s0"], ["sn"], name="count", body=body))
+    inputs = [vi("x", F32, [1, 3]), vi("h0", F32, [1, H]), vi("s0", F32, [1, H])]
+    graph = helper.make_graph(g.nodes, "cell_and_loop", inputs, [vi("hn", F32, [1, H]), vi("sn", F32, [1, H])], g.inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    prog = rnnir.load(m)
+    assert sorted((p.input, p.output) for p in prog.state_pairs) == [("h0", "hn"), ("s0", "sn")]
+    assert [(r.kind, r.recognition) for r in prog.recurrents] == [("RNN", Recognition.CELL)]
+
+
+def test_an_onnx_recurrent_op_in_the_main_graph_beside_a_cell_stays_an_op():
+    # a GRU node on g0 -> gn and an RNN cell written as plain ops on h0 -> hn: only an op inside a Loop body can
+    # stand for a Loop, the main graph's GRU is no such op
+    g = _G()
+    g.nodes.append(helper.make_node("Identity", [_rnn_step(g, "x", "h0")], ["hn"]))
+    x3 = g.op("Unsqueeze", ["x", g.const(np.array([0], np.int64))])
+    W, R = g.const(_w(4, (1, 3 * H, 3))), g.const(_w(5, (1, 3 * H, H)))
+    g.nodes.append(helper.make_node("GRU", [x3, W, R, "", "", "g0"], ["", "gn"], hidden_size=H, name="gru"))
+    vi = helper.make_tensor_value_info
+    inputs = [vi("x", F32, [1, 3]), vi("h0", F32, [1, H]), vi("g0", F32, [1, 1, H])]
+    graph = helper.make_graph(g.nodes, "cell_and_op", inputs, [vi("hn", F32, [1, H]), vi("gn", F32, [1, 1, H])], g.inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    onnx.checker.check_model(m)
+    assert _recurrences(m) == [("GRU", Recognition.OP), ("RNN", Recognition.CELL)]
+
+
+@pytest.mark.parametrize("build", [lambda: cm.rnn_cell()[0], lambda: cm.lstm_cell()[0]], ids=["rnn", "lstm"])
+def test_fix_expose_state_leaves_a_cell_that_reads_its_state_inputs_alone(build):
+    # the cell starts from the caller's h0 (c0), not from zeros: nothing to expose, nothing to report as skipped
+    result = rnnir.fix(build(), expose_state=True)
+    assert result.edits == [] and result.skipped == []
