@@ -15,6 +15,7 @@ from _cell_models import _G, lstm_op_loop
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
+from rnnir import passes
 from rnnir.recurrence import Recognition
 
 H = 4
@@ -249,3 +250,64 @@ def test_fix_expose_state_leaves_a_cell_that_reads_its_state_inputs_alone(build)
     # the cell starts from the caller's h0 (c0), not from zeros: nothing to expose, nothing to report as skipped
     result = rnnir.fix(build(), expose_state=True)
     assert result.edits == [] and result.skipped == []
+
+
+# -- Loops whose body runs ONNX recurrent ops ----------------------------------------------------------------------
+
+
+def rnn_op_loop(n_states: int, T: int = 3, I: int = 3) -> onnx.ModelProto:  # noqa: E741
+    """A Loop carrying h0..h{n-1}; its body runs one one-step RNN node per carried state, each on its own h."""
+    vi = helper.make_tensor_value_info
+    body = _G()
+    ax0 = body.const(np.array([0], np.int64), "ax0")
+    xt = body.op("Unsqueeze", [body.op("Gather", ["x", "it"], axis=0), ax0])
+    for k in range(n_states):
+        h1 = body.op("Unsqueeze", [f"h{k}_it", ax0])
+        _, yh = body.op("RNN", [xt, body.const(_w(k, (1, H, I))), body.const(_w(10 + k, (1, H, H))), "", "", h1], n_out=2, hidden_size=H)  # type: ignore[misc]
+        body.nodes.append(helper.make_node("Squeeze", [yh, ax0], [f"h{k}_next"]))
+    body.nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
+    carried = range(n_states)
+    bgraph = helper.make_graph(
+        body.nodes,
+        "body",
+        [vi("it", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, [])] + [vi(f"h{k}_it", F32, [1, H]) for k in carried],
+        [vi("cond_out", TensorProto.BOOL, [])] + [vi(f"h{k}_next", F32, [1, H]) for k in carried],
+        body.inits,
+    )
+    g = _G()
+    trip, cond = g.const(np.array(T, np.int64), "trip"), g.const(np.array(True), "cond")
+    g.nodes.append(helper.make_node("Loop", [trip, cond] + [f"h{k}_in" for k in carried], [f"h{k}_out" for k in carried], name="time_loop", body=bgraph))
+    inputs = [vi("x", F32, [T, 1, I])] + [vi(f"h{k}_in", F32, [1, H]) for k in carried]
+    graph = helper.make_graph(g.nodes, "rnn_op_loop", inputs, [vi(f"h{k}_out", F32, [1, H]) for k in carried], g.inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    onnx.checker.check_model(m)
+    return m
+
+
+def test_a_loop_whose_body_runs_one_rnn_node_on_its_carried_state_is_that_recurrence():
+    prog = rnnir.load(rnn_op_loop(1))
+    assert [(r.kind, r.recognition, r.provenance.node) for r in prog.recurrents] == [("RNN", Recognition.LOOP, "time_loop")]
+    assert prog.recurrence_candidates == []
+
+
+def test_a_loop_whose_carried_states_reach_two_recurrences_is_no_single_recurrence():
+    # h0 and h1 each feed their own RNN node: the Loop is two recurrences, which one Recurrent cannot stand for
+    prog = rnnir.load(rnn_op_loop(2))
+    assert [r.recognition for r in prog.recurrents] == [Recognition.OP, Recognition.OP]
+    assert sorted(c.reason for c in prog.recurrence_candidates) == [
+        f"state carried by Loop 'time_loop' as 'h{k}_it' reaches 2 recurrences in its body" for k in (0, 1)
+    ]
+
+
+def test_an_lstm_node_in_a_loop_body_that_restarts_c_from_zeros_ignores_the_carried_c():
+    # the body's LSTM reads the carried h but a zero initializer as c: the Loop is the recurrence, its c0 is never read
+    m = loop_model("plain")
+    body = next(a.g for a in m.graph.node[0].attribute if a.name == "body")
+    lstm = next(n for n in body.node if n.op_type == "LSTM")
+    body.initializer.append(numpy_helper.from_array(np.zeros((1, 1, H), np.float32), "zc"))
+    lstm.input[6] = "zc"
+    prog = rnnir.load(m)
+    assert [(r.recognition, r.provenance.node) for r in prog.recurrents] == [(Recognition.LOOP, "time_loop")]
+    assert prog.recurrence_candidates == []
+    assert sorted((d.code, d.slot) for d in passes.run(prog)) == [("SD007", "c0")]
