@@ -311,3 +311,56 @@ def test_an_lstm_node_in_a_loop_body_that_restarts_c_from_zeros_ignores_the_carr
     assert [(r.recognition, r.provenance.node) for r in prog.recurrents] == [(Recognition.LOOP, "time_loop")]
     assert prog.recurrence_candidates == []
     assert sorted((d.code, d.slot) for d in passes.run(prog)) == [("SD007", "c0")]
+
+
+def lstm_loop_with(third: str) -> onnx.ModelProto:
+    """A Loop whose body is one LSTM cell written as plain ops on the carried (h, c), carrying a third state s_in -> s_out
+    that the body passes on unchanged ("keep"), replaces by the carried h ("copy_h") or counts up ("count")."""
+    vi = helper.make_tensor_value_info
+    body = _G()
+    xt = body.op("Gather", ["x", "it"], axis=0)
+    gates = body.op("Add", [body.op("Gemm", [xt, body.const(_w(1, (4 * H, 3))), body.const(_w(2, (4 * H,)))], transB=1), body.op("Gemm", ["h_it", body.const(_w(3, (4 * H, H)))], transB=1)])
+    i, f, gg, o = body.op("Split", [gates], n_out=4, axis=1, num_outputs=4)  # type: ignore[misc]
+    c_new = body.op("Add", [body.op("Mul", [body.op("Sigmoid", [f]), "c_it"]), body.op("Mul", [body.op("Sigmoid", [i]), body.op("Tanh", [gg])])])
+    h_new = body.op("Mul", [body.op("Sigmoid", [o]), body.op("Tanh", [c_new])])
+    body.nodes += [
+        helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        helper.make_node("Identity", [h_new], ["h_next"]),
+        helper.make_node("Identity", [c_new], ["c_next"]),
+    ]
+    if third == "count":
+        body.nodes.append(helper.make_node("Add", ["s_it", body.const(np.float32(1), "one")], ["s_next"], name="count_s"))
+    else:
+        body.nodes.append(helper.make_node("Identity", ["h_it" if third == "copy_h" else "s_it"], ["s_next"], name=third))
+    state = [vi(n, F32, [1, H]) for n in ("h_it", "c_it", "s_it")]
+    bgraph = helper.make_graph(
+        body.nodes,
+        "body",
+        [vi("it", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), *state],
+        [vi("cond_out", TensorProto.BOOL, []), *(vi(n, F32, [1, H]) for n in ("h_next", "c_next", "s_next"))],
+        body.inits,
+    )
+    g = _G()
+    trip, cond = g.const(np.array(3, np.int64), "trip"), g.const(np.array(True), "cond")
+    g.nodes.append(helper.make_node("Loop", [trip, cond, "h0", "c0", "s_in"], ["hn", "cn", "s_out"], name="time_loop", body=bgraph))
+    inputs = [vi("x", F32, [3, 1, 3]), *(vi(n, F32, [1, H]) for n in ("h0", "c0", "s_in"))]
+    graph = helper.make_graph(g.nodes, "lstm_loop3", inputs, [vi(n, F32, [1, H]) for n in ("hn", "cn", "s_out")], g.inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    onnx.checker.check_model(m)
+    return m
+
+
+@pytest.mark.parametrize(
+    ("third", "candidates"),
+    [
+        ("keep", []),
+        ("copy_h", ["state carried by Loop 'time_loop' as 's_it' is transformed in its body by input 'h_it', which rnnir does not understand"]),
+        ("count", ["state carried by Loop 'time_loop' as 's_it' is transformed in its body by Add 'count_s', which rnnir does not understand"]),
+    ],
+)
+def test_a_carried_state_the_loops_cell_does_not_explain_is_a_candidate_unless_passed_on_unchanged(third, candidates):
+    prog = rnnir.load(lstm_loop_with(third))
+    assert sorted((p.input, p.output) for p in prog.state_pairs) == [("c0", "cn"), ("h0", "hn"), ("s_in", "s_out")]
+    assert [(r.kind, r.recognition) for r in prog.recurrents] == [("LSTM", Recognition.LOOP)]
+    assert [c.reason for c in prog.recurrence_candidates] == candidates
