@@ -255,30 +255,53 @@ def test_fix_expose_state_leaves_a_cell_that_reads_its_state_inputs_alone(build)
 # -- Loops whose body runs ONNX recurrent ops ----------------------------------------------------------------------
 
 
-def rnn_op_loop(n_states: int, T: int = 3, I: int = 3) -> onnx.ModelProto:  # noqa: E741
-    """A Loop carrying h0..h{n-1}; its body runs one one-step RNN node per carried state, each on its own h."""
+def rnn_op_loop(
+    n_states: int = 1, T: int = 3, I: int = 3, kind: str = "RNN", h_in: str = "unsqueeze", weights: str = "const", bias: bool = False, **attrs: object  # noqa: E741
+) -> onnx.ModelProto:
+    """A Loop carrying h0..h{n-1}; its body runs one one-step RNN (or GRU) node per carried state, each on its own h.
+
+    h_in: how the node reads the carried [1, H] h: "unsqueeze" (to [1, 1, H]), "scaled" (2 * that: not the state
+    itself) or "direct" (the Loop carries h as [1, 1, H] and the node reads it as is); weights "const" (body
+    initializers), "input" (W a graph input, known only at run time) or "R_input" (R one); bias: a B input (else none, which means zeros).
+    """
     vi = helper.make_tensor_value_info
+    G = {"RNN": 1, "GRU": 3}[kind]
+    hshape = [1, 1, H] if h_in == "direct" else [1, H]
     body = _G()
     ax0 = body.const(np.array([0], np.int64), "ax0")
     xt = body.op("Unsqueeze", [body.op("Gather", ["x", "it"], axis=0), ax0])
+    extra_inputs = []
     for k in range(n_states):
-        h1 = body.op("Unsqueeze", [f"h{k}_it", ax0])
-        _, yh = body.op("RNN", [xt, body.const(_w(k, (1, H, I))), body.const(_w(10 + k, (1, H, H))), "", "", h1], n_out=2, hidden_size=H)  # type: ignore[misc]
-        body.nodes.append(helper.make_node("Squeeze", [yh, ax0], [f"h{k}_next"]))
+        h = f"h{k}_it"
+        if h_in != "direct":
+            h = body.op("Unsqueeze", [h, ax0])  # type: ignore[assignment]
+        if h_in == "scaled":
+            h = body.op("Mul", [h, body.const(np.float32(2), "two")])  # type: ignore[assignment]
+        W, R = body.const(_w(k, (1, G * H, I))), body.const(_w(10 + k, (1, G * H, H)))
+        if weights in ("input", "R_input"):
+            extra_inputs.append(vi(f"R{k}", F32, [1, G * H, H]) if weights == "R_input" else vi(f"W{k}", F32, [1, G * H, I]))
+            W, R = (W, f"R{k}") if weights == "R_input" else (f"W{k}", R)
+        B = body.const(_w(20 + k, (1, 2 * G * H))) if bias else ""
+        node_attrs = {a: v for a, v in {"hidden_size": H, **attrs}.items() if v is not None}
+        _, yh = body.op(kind, [xt, W, R, B, "", h], n_out=2, **node_attrs)  # type: ignore[misc]
+        if h_in == "direct":
+            body.nodes.append(helper.make_node("Identity", [yh], [f"h{k}_next"]))
+        else:
+            body.nodes.append(helper.make_node("Squeeze", [yh, ax0], [f"h{k}_next"]))
     body.nodes.append(helper.make_node("Identity", ["cond_in"], ["cond_out"]))
     carried = range(n_states)
     bgraph = helper.make_graph(
         body.nodes,
         "body",
-        [vi("it", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, [])] + [vi(f"h{k}_it", F32, [1, H]) for k in carried],
-        [vi("cond_out", TensorProto.BOOL, [])] + [vi(f"h{k}_next", F32, [1, H]) for k in carried],
+        [vi("it", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, [])] + [vi(f"h{k}_it", F32, hshape) for k in carried],
+        [vi("cond_out", TensorProto.BOOL, [])] + [vi(f"h{k}_next", F32, hshape) for k in carried],
         body.inits,
     )
     g = _G()
     trip, cond = g.const(np.array(T, np.int64), "trip"), g.const(np.array(True), "cond")
     g.nodes.append(helper.make_node("Loop", [trip, cond] + [f"h{k}_in" for k in carried], [f"h{k}_out" for k in carried], name="time_loop", body=bgraph))
-    inputs = [vi("x", F32, [T, 1, I])] + [vi(f"h{k}_in", F32, [1, H]) for k in carried]
-    graph = helper.make_graph(g.nodes, "rnn_op_loop", inputs, [vi(f"h{k}_out", F32, [1, H]) for k in carried], g.inits)
+    inputs = [vi("x", F32, [T, 1, I])] + [vi(f"h{k}_in", F32, hshape) for k in carried] + extra_inputs
+    graph = helper.make_graph(g.nodes, "rnn_op_loop", inputs, [vi(f"h{k}_out", F32, hshape) for k in carried], g.inits)
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
     m.ir_version = 9
     onnx.checker.check_model(m)
@@ -288,6 +311,52 @@ def rnn_op_loop(n_states: int, T: int = 3, I: int = 3) -> onnx.ModelProto:  # no
 def test_a_loop_whose_body_runs_one_rnn_node_on_its_carried_state_is_that_recurrence():
     prog = rnnir.load(rnn_op_loop(1))
     assert [(r.kind, r.recognition, r.provenance.node) for r in prog.recurrents] == [("RNN", Recognition.LOOP, "time_loop")]
+    assert prog.recurrence_candidates == []
+
+
+@pytest.mark.parametrize(
+    ("build", "kind", "activations", "linear_before_reset", "gates"),
+    [
+        (lambda: rnn_op_loop(), "RNN", ("Tanh",), 0, 1),
+        (lambda: rnn_op_loop(h_in="direct"), "RNN", ("Tanh",), 0, 1),
+        (lambda: rnn_op_loop(activations=["Relu"]), "RNN", ("Relu",), 0, 1),
+        (lambda: rnn_op_loop(kind="GRU"), "GRU", ("Sigmoid", "Tanh"), 0, 3),
+        (lambda: rnn_op_loop(kind="GRU", linear_before_reset=1), "GRU", ("Sigmoid", "Tanh"), 1, 3),
+    ],
+    ids=["rnn", "h-carried-as-1x1xH", "rnn-relu", "gru", "gru-reset-after-matmul"],
+)
+def test_a_one_step_node_on_the_carried_h_is_the_loops_recurrence_with_the_nodes_attributes(build, kind, activations, linear_before_reset, gates):
+    # no B input: ONNX's default bias, zeros [1, 2 * gates * hidden]
+    (rec,) = rnnir.load(build()).recurrents
+    assert (rec.kind, rec.recognition, rec.activations, rec.linear_before_reset) == (kind, Recognition.LOOP, activations, linear_before_reset)
+    B = rec.port("B")
+    assert B is not None and B.type.shape == (1, 2 * gates * H) and not np.any(B.const)
+
+
+def test_a_loop_recurrence_takes_the_nodes_bias():
+    m = rnn_op_loop(bias=True)
+    body = next(a.g for a in m.graph.node[0].attribute if a.name == "body")
+    (rec,) = rnnir.load(m).recurrents
+    B = rec.port("B")
+    assert rec.recognition is Recognition.LOOP and B is not None
+    node = next(n for n in body.node if n.op_type == "RNN")
+    np.testing.assert_array_equal(B.const, numpy_helper.to_array(next(t for t in body.initializer if t.name == node.input[3])))
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: rnn_op_loop(direction="reverse"),
+        lambda: rnn_op_loop(layout=1),
+        lambda: rnn_op_loop(weights="input"),
+        lambda: rnn_op_loop(weights="R_input"),
+        lambda: rnn_op_loop(h_in="scaled"),
+    ],
+    ids=["reverse", "batch-first-layout", "W-known-at-run-time", "R-known-at-run-time", "reads-2h-not-h"],
+)
+def test_a_node_in_a_loop_body_that_is_no_plain_forward_step_on_the_carried_h_stays_an_op(build):
+    prog = rnnir.load(build())
+    assert [(r.kind, r.recognition) for r in prog.recurrents] == [("RNN", Recognition.OP)]
     assert prog.recurrence_candidates == []
 
 
