@@ -382,9 +382,11 @@ def test_an_lstm_node_in_a_loop_body_that_restarts_c_from_zeros_ignores_the_carr
     assert sorted((d.code, d.slot) for d in passes.run(prog)) == [("SD007", "c0")]
 
 
-def lstm_loop_with(third: str) -> onnx.ModelProto:
+def lstm_loop_with(third: str = "keep", h_copies: int = 1) -> onnx.ModelProto:
     """A Loop whose body is one LSTM cell written as plain ops on the carried (h, c), carrying a third state s_in -> s_out
-    that the body passes on unchanged ("keep"), replaces by the carried h ("copy_h") or counts up ("count")."""
+    that the body passes on unchanged through an Identity ("keep") or yields as its own input ("pass"), replaces by the
+    carried h ("copy_h") or counts up ("count"). The new h reaches its
+    yield through ``h_copies`` Identity ops."""
     vi = helper.make_tensor_value_info
     body = _G()
     xt = body.op("Gather", ["x", "it"], axis=0)
@@ -392,21 +394,22 @@ def lstm_loop_with(third: str) -> onnx.ModelProto:
     i, f, gg, o = body.op("Split", [gates], n_out=4, axis=1, num_outputs=4)  # type: ignore[misc]
     c_new = body.op("Add", [body.op("Mul", [body.op("Sigmoid", [f]), "c_it"]), body.op("Mul", [body.op("Sigmoid", [i]), body.op("Tanh", [gg])])])
     h_new = body.op("Mul", [body.op("Sigmoid", [o]), body.op("Tanh", [c_new])])
-    body.nodes += [
-        helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-        helper.make_node("Identity", [h_new], ["h_next"]),
-        helper.make_node("Identity", [c_new], ["c_next"]),
-    ]
+    for k in range(h_copies):
+        nxt = "h_next" if k == h_copies - 1 else f"h_copy{k}"
+        body.nodes.append(helper.make_node("Identity", [h_new], [nxt], name=f"copy_h{k}"))
+        h_new = nxt
+    body.nodes += [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Identity", [c_new], ["c_next"])]
+    s_yield = "s_it" if third == "pass" else "s_next"
     if third == "count":
         body.nodes.append(helper.make_node("Add", ["s_it", body.const(np.float32(1), "one")], ["s_next"], name="count_s"))
-    else:
+    elif third in ("keep", "copy_h"):
         body.nodes.append(helper.make_node("Identity", ["h_it" if third == "copy_h" else "s_it"], ["s_next"], name=third))
     state = [vi(n, F32, [1, H]) for n in ("h_it", "c_it", "s_it")]
     bgraph = helper.make_graph(
         body.nodes,
         "body",
         [vi("it", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), *state],
-        [vi("cond_out", TensorProto.BOOL, []), *(vi(n, F32, [1, H]) for n in ("h_next", "c_next", "s_next"))],
+        [vi("cond_out", TensorProto.BOOL, []), *(vi(n, F32, [1, H]) for n in ("h_next", "c_next", s_yield))],
         body.inits,
     )
     g = _G()
@@ -424,6 +427,7 @@ def lstm_loop_with(third: str) -> onnx.ModelProto:
     ("third", "candidates"),
     [
         ("keep", []),
+        ("pass", []),
         ("copy_h", ["state carried by Loop 'time_loop' as 's_it' is transformed in its body by input 'h_it', which rnnir does not understand"]),
         ("count", ["state carried by Loop 'time_loop' as 's_it' is transformed in its body by Add 'count_s', which rnnir does not understand"]),
     ],
@@ -433,3 +437,110 @@ def test_a_carried_state_the_loops_cell_does_not_explain_is_a_candidate_unless_p
     assert sorted((p.input, p.output) for p in prog.state_pairs) == [("c0", "cn"), ("h0", "hn"), ("s_in", "s_out")]
     assert [(r.kind, r.recognition) for r in prog.recurrents] == [("LSTM", Recognition.LOOP)]
     assert [c.reason for c in prog.recurrence_candidates] == candidates
+
+
+@pytest.mark.parametrize(
+    ("copies", "unexplained_by"),
+    [(15, None), (16, "Mul 'nMul_34'"), (32, "'h_next'")],
+)
+def test_a_yield_is_followed_back_through_at_most_15_copies_and_an_unexplained_one_through_32(copies, unexplained_by):
+    # h' = o * tanh(c') reaches the h yield through `copies` Identity ops: up to 15 it is recognised as the new h;
+    # past that the h slot is unexplained, and the candidate names the op found within 32 steps back (else the yield)
+    prog = rnnir.load(lstm_loop_with(h_copies=copies))
+    assert [r.recognition for r in prog.recurrents] == [Recognition.LOOP]
+    expected = [] if unexplained_by is None else [f"state carried by Loop 'time_loop' as 'h_it' is transformed in its body by {unexplained_by}, which rnnir does not understand"]
+    assert [c.reason for c in prog.recurrence_candidates] == expected
+
+
+# -- the sequence a Loop's recurrence reads as X -------------------------------------------------------------------
+
+
+def _lstm_gates(body: _G, xs: list[str], h: str, c: str) -> tuple[str, str]:
+    """One LSTM step on the inputs xs (one Gemm each, I = 3) and the state (h, c): (h', c')."""
+    gates = body.op("Gemm", [h, body.const(_w(3, (4 * H, H)))], transB=1)
+    for k, x in enumerate(xs):
+        gates = body.op("Add", [body.op("Gemm", [x, body.const(_w(1 + 10 * k, (4 * H, 3))), body.const(_w(2 + 10 * k, (4 * H,)))], transB=1), gates])
+    i, f, gg, o = body.op("Split", [gates], n_out=4, axis=1, num_outputs=4)  # type: ignore[misc]
+    c_new = body.op("Add", [body.op("Mul", [body.op("Sigmoid", [f]), c]), body.op("Mul", [body.op("Sigmoid", [i]), body.op("Tanh", [gg])])])
+    h_new = body.op("Mul", [body.op("Sigmoid", [o]), body.op("Tanh", [c_new])])
+    return h_new, c_new  # type: ignore[return-value]
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], inits: list[onnx.TensorProto] = ()) -> onnx.ModelProto:  # type: ignore[assignment]
+    outputs = [helper.make_tensor_value_info(n, F32, [1, H]) for n in ("hn", "cn")]
+    m = helper.make_model(helper.make_graph(nodes, "seq", inputs, outputs, list(inits)), opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    onnx.checker.check_model(m)
+    return m
+
+
+def loop_reading(how: str, T: int = 3) -> onnx.ModelProto:
+    """A Loop over an LSTM cell whose step input is x[t] ("gather": Gather(x, t) on axis 0 of x [T, 1, 3]), x[:, t]
+    ("axis1": axis 1 of x [1, T, 3]), the same x0 [1, 3] every step ("outer") or x[t] and u[t] ("two")."""
+    vi = helper.make_tensor_value_info
+    body = _G()
+    xshape, extra = [T, 1, 3], []
+    if how == "outer":
+        xs, extra = ["x0"], [vi("x0", F32, [1, 3])]
+    elif how == "axis1":
+        xs, xshape = [body.op("Gather", ["x", "it"], axis=1)], [1, T, 3]
+    else:
+        xs = [body.op("Gather", ["x", "it"], axis=0)]
+        if how == "two":
+            xs.append(body.op("Gather", ["u", "it"], axis=0))
+            extra = [vi("u", F32, [T, 1, 3])]
+    h_new, c_new = _lstm_gates(body, xs, "h_it", "c_it")  # type: ignore[arg-type]
+    body.nodes += [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Identity", [h_new], ["h_next"]), helper.make_node("Identity", [c_new], ["c_next"])]
+    state = [vi("h_it", F32, [1, H]), vi("c_it", F32, [1, H])]
+    bgraph = helper.make_graph(
+        body.nodes,
+        "body",
+        [vi("it", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), *state],
+        [vi("cond_out", TensorProto.BOOL, []), vi("h_next", F32, [1, H]), vi("c_next", F32, [1, H])],
+        body.inits,
+    )
+    g = _G()
+    trip, cond = g.const(np.array(T, np.int64), "trip"), g.const(np.array(True), "cond")
+    g.nodes.append(helper.make_node("Loop", [trip, cond, "h0", "c0"], ["hn", "cn"], name="time_loop", body=bgraph))
+    return _model(g.nodes, [vi("x", F32, xshape), vi("h0", F32, [1, H]), vi("c0", F32, [1, H]), *extra], g.inits)
+
+
+def scan_reading(how: str, T: int = 3) -> onnx.ModelProto:
+    """A Scan over an LSTM cell whose step input is its scanned x_t ("plain": axis 0 of x [T, 1, 3]; "axis1": axis 1
+    of x [1, T, 3]) or Relu(x_t) ("relu")."""
+    vi = helper.make_tensor_value_info
+    body = _G()
+    xt = body.op("Relu", ["x_t"]) if how == "relu" else "x_t"
+    h_new, c_new = _lstm_gates(body, [xt], "h_t", "c_t")  # type: ignore[list-item]
+    body.nodes += [helper.make_node("Identity", [h_new], ["h_next"]), helper.make_node("Identity", [c_new], ["c_next"])]
+    bgraph = helper.make_graph(
+        body.nodes, "body", [vi("h_t", F32, [1, H]), vi("c_t", F32, [1, H]), vi("x_t", F32, [1, 3])], [vi("h_next", F32, [1, H]), vi("c_next", F32, [1, H])], body.inits
+    )
+    attrs: dict[str, object] = {"num_scan_inputs": 1}
+    if how == "axis1":
+        attrs["scan_input_axes"] = [1]
+    node = helper.make_node("Scan", ["h0", "c0", "x"], ["hn", "cn"], name="time_scan", body=bgraph, **attrs)
+    return _model([node], [vi("x", F32, [1, T, 3] if how == "axis1" else [T, 1, 3]), vi("h0", F32, [1, H]), vi("c0", F32, [1, H])])
+
+
+@pytest.mark.parametrize(
+    ("build", "x_is_the_sequence"),
+    [
+        (lambda: loop_reading("gather"), True),
+        (lambda: loop_reading("outer"), False),
+        (lambda: loop_reading("axis1"), False),
+        (lambda: loop_reading("two"), False),
+        (lambda: scan_reading("plain"), True),
+        (lambda: scan_reading("relu"), False),
+        (lambda: scan_reading("axis1"), False),
+    ],
+    ids=["loop-x[t]", "loop-same-x-every-step", "loop-x[:,t]", "loop-x[t]-and-u[t]", "scan-axis-0", "scan-relu-of-step", "scan-axis-1"],
+)
+def test_the_loops_recurrence_reads_the_models_x_only_when_the_body_takes_x_step_by_step_along_axis_0(build, x_is_the_sequence):
+    # X of an ONNX recurrence is [seq, batch, input]: the Loop's own x when its body reads x[t] as the cell's whole input;
+    # anything else (a constant input, another axis, a second sequence, an op on the step) is not that sequence
+    prog = rnnir.load(build())
+    (rec,) = prog.recurrents
+    assert rec.recognition is Recognition.LOOP and prog.recurrence_candidates == []
+    X = rec.port("X")
+    assert X is not None and (X.name == "x") is x_is_the_sequence
