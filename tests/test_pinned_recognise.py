@@ -544,3 +544,22 @@ def test_the_loops_recurrence_reads_the_models_x_only_when_the_body_takes_x_step
     assert rec.recognition is Recognition.LOOP and prog.recurrence_candidates == []
     X = rec.port("X")
     assert X is not None and (X.name == "x") is x_is_the_sequence
+
+
+def test_a_contrib_quantized_lstm_in_a_loop_body_stays_an_op_of_its_own():
+    # onnxruntime's DynamicQuantizeLSTM (int8 weights [1, input, 4H] with scales) on the carried (h, c): only the
+    # standard RNN/GRU/LSTM nodes are read as a plain cell standing for the Loop
+    m = loop_model("plain")
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    body = next(a.g for a in m.graph.node[0].attribute if a.name == "body")
+    lstm = next(n for n in body.node if n.op_type == "LSTM")
+    lstm.op_type, lstm.domain = "DynamicQuantizeLSTM", "com.microsoft"
+    for k, (port, rows) in enumerate((("W", 3), ("R", H))):
+        body.initializer.append(numpy_helper.from_array(np.ones((1, rows, 4 * H), np.int8), f"q{port}"))
+        body.initializer.append(numpy_helper.from_array(np.full((1,), 0.01, np.float32), f"q{port}_scale"))
+        body.initializer.append(numpy_helper.from_array(np.zeros((1,), np.int8), f"q{port}_zero"))
+        lstm.input[1 + k] = f"q{port}"
+    lstm.input.extend(["", "qW_scale", "qW_zero", "qR_scale", "qR_zero"])  # P absent, then the quantization inputs
+    prog = rnnir.load(m)
+    assert [(r.kind, r.recognition) for r in prog.recurrents] == [("DynamicQuantizeLSTM", Recognition.OP)]
+    assert prog.recurrence_candidates == []
