@@ -476,12 +476,14 @@ def _model(nodes: list[onnx.NodeProto], inputs: list[onnx.ValueInfoProto], inits
 
 def loop_reading(how: str, T: int = 3) -> onnx.ModelProto:
     """A Loop over an LSTM cell whose step input is x[t] ("gather": Gather(x, t) on axis 0 of x [T, 1, 3]), x[:, t]
-    ("axis1": axis 1 of x [1, T, 3]), the same x0 [1, 3] every step ("outer") or x[t] and u[t] ("two")."""
+    ("axis1": axis 1 of x [1, T, 3]), the same x0 [1, 3] every step ("outer"), x0 ** t ("pow") or x[t] and u[t] ("two")."""
     vi = helper.make_tensor_value_info
     body = _G()
     xshape, extra = [T, 1, 3], []
     if how == "outer":
         xs, extra = ["x0"], [vi("x0", F32, [1, 3])]
+    elif how == "pow":  # x0 ** t: a step input that depends on the iteration without slicing a sequence
+        xs, extra = [body.op("Pow", ["x0", "it"])], [vi("x0", F32, [1, 3])]
     elif how == "axis1":
         xs, xshape = [body.op("Gather", ["x", "it"], axis=1)], [1, T, 3]
     else:
@@ -507,20 +509,20 @@ def loop_reading(how: str, T: int = 3) -> onnx.ModelProto:
 
 def scan_reading(how: str, T: int = 3) -> onnx.ModelProto:
     """A Scan over an LSTM cell whose step input is its scanned x_t ("plain": axis 0 of x [T, 1, 3]; "axis1": axis 1
-    of x [1, T, 3]) or Relu(x_t) ("relu")."""
+    of x [1, T, 3]), Relu(x_t) ("relu") or a third carried value u, passed on unchanged ("carried")."""
     vi = helper.make_tensor_value_info
     body = _G()
-    xt = body.op("Relu", ["x_t"]) if how == "relu" else "x_t"
+    xt = {"relu": body.op("Relu", ["x_t"]), "carried": "u_t"}.get(how, "x_t")
     h_new, c_new = _lstm_gates(body, [xt], "h_t", "c_t")  # type: ignore[list-item]
-    body.nodes += [helper.make_node("Identity", [h_new], ["h_next"]), helper.make_node("Identity", [c_new], ["c_next"])]
-    bgraph = helper.make_graph(
-        body.nodes, "body", [vi("h_t", F32, [1, H]), vi("c_t", F32, [1, H]), vi("x_t", F32, [1, 3])], [vi("h_next", F32, [1, H]), vi("c_next", F32, [1, H])], body.inits
-    )
+    body.nodes += [helper.make_node("Identity", [h_new], ["h_next"]), helper.make_node("Identity", [c_new], ["c_next"]), helper.make_node("Identity", ["u_t"], ["u_next"])]
+    state = [vi("h_t", F32, [1, H]), vi("c_t", F32, [1, H]), vi("u_t", F32, [1, 3])]
+    bgraph = helper.make_graph(body.nodes, "body", [*state, vi("x_t", F32, [1, 3])], [vi("h_next", F32, [1, H]), vi("c_next", F32, [1, H]), vi("u_next", F32, [1, 3])], body.inits)
     attrs: dict[str, object] = {"num_scan_inputs": 1}
     if how == "axis1":
         attrs["scan_input_axes"] = [1]
-    node = helper.make_node("Scan", ["h0", "c0", "x"], ["hn", "cn"], name="time_scan", body=bgraph, **attrs)
-    return _model([node], [vi("x", F32, [1, T, 3] if how == "axis1" else [T, 1, 3]), vi("h0", F32, [1, H]), vi("c0", F32, [1, H])])
+    node = helper.make_node("Scan", ["h0", "c0", "u0", "x"], ["hn", "cn", ""], name="time_scan", body=bgraph, **attrs)
+    inputs = [vi("x", F32, [1, T, 3] if how == "axis1" else [T, 1, 3]), vi("h0", F32, [1, H]), vi("c0", F32, [1, H]), vi("u0", F32, [1, 3])]
+    return _model([node], inputs)
 
 
 @pytest.mark.parametrize(
@@ -530,11 +532,13 @@ def scan_reading(how: str, T: int = 3) -> onnx.ModelProto:
         (lambda: loop_reading("outer"), False),
         (lambda: loop_reading("axis1"), False),
         (lambda: loop_reading("two"), False),
+        (lambda: loop_reading("pow"), False),
         (lambda: scan_reading("plain"), True),
         (lambda: scan_reading("relu"), False),
         (lambda: scan_reading("axis1"), False),
+        (lambda: scan_reading("carried"), False),
     ],
-    ids=["loop-x[t]", "loop-same-x-every-step", "loop-x[:,t]", "loop-x[t]-and-u[t]", "scan-axis-0", "scan-relu-of-step", "scan-axis-1"],
+    ids=["loop-x[t]", "loop-same-x-every-step", "loop-x[:,t]", "loop-x[t]-and-u[t]", "loop-x0**t", "scan-axis-0", "scan-relu-of-step", "scan-axis-1", "scan-carried-u"],
 )
 def test_the_loops_recurrence_reads_the_models_x_only_when_the_body_takes_x_step_by_step_along_axis_0(build, x_is_the_sequence):
     # X of an ONNX recurrence is [seq, batch, input]: the Loop's own x when its body reads x[t] as the cell's whole input;
@@ -543,7 +547,7 @@ def test_the_loops_recurrence_reads_the_models_x_only_when_the_body_takes_x_step
     (rec,) = prog.recurrents
     assert rec.recognition is Recognition.LOOP and prog.recurrence_candidates == []
     X = rec.port("X")
-    assert X is not None and (X.name == "x") is x_is_the_sequence
+    assert X is not None and (X.name == "x") is x_is_the_sequence and X.name not in ("x0", "u0")
 
 
 def test_a_contrib_quantized_lstm_in_a_loop_body_stays_an_op_of_its_own():
