@@ -139,18 +139,24 @@ def test_two_steps_of_one_cell_threaded_through_the_state_are_one_unrolled_recur
     assert _recurrences(unrolled([Step(kind), Step(kind)])) == [(kind, Recognition.UNROLLED)]
 
 
-@pytest.mark.parametrize(
-    "steps",
-    [
-        [Step("RNN", act="Tanh"), Step("RNN", act="Relu")],
-        [Step("GRU", lbr=1), Step("GRU", lbr=0)],
-        [Step("LSTM"), Step("LSTM", c_from="c0")],
-    ],
-    ids=["rnn-other-activation", "gru-other-reset-placement", "lstm-c-restarted-from-the-input"],
-)
-def test_neighbouring_steps_that_differ_or_are_not_threaded_c_to_c_are_two_recurrences(steps):
+def _two_cells(steps: list[Step]) -> None:
     kind = steps[0].kind
     assert _recurrences(unrolled(steps)) == [(kind, Recognition.CELL), (kind, Recognition.CELL)]
+
+
+# one test function each: a mutant runs one test of each covering function first, so each case gets its own
+
+
+def test_neighbouring_rnn_steps_with_other_activations_are_two_recurrences():
+    _two_cells([Step("RNN", act="Tanh"), Step("RNN", act="Relu")])
+
+
+def test_neighbouring_gru_steps_with_the_reset_before_and_after_the_matmul_are_two_recurrences():
+    _two_cells([Step("GRU", lbr=1), Step("GRU", lbr=0)])
+
+
+def test_an_lstm_step_that_restarts_c_from_the_input_is_not_the_previous_steps_next_step():
+    _two_cells([Step("LSTM"), Step("LSTM", c_from="c0")])
 
 
 # -- an RNN cell counts only when its new state goes where state goes ----------------------------------------------
