@@ -445,17 +445,27 @@ def test_a_carried_state_the_loops_cell_does_not_explain_is_a_candidate_unless_p
     assert [c.reason for c in prog.recurrence_candidates] == candidates
 
 
-@pytest.mark.parametrize(
-    ("copies", "unexplained_by"),
-    [(15, None), (16, "Mul 'nMul_34'"), (32, "'h_next'")],
-)
-def test_a_yield_is_followed_back_through_at_most_15_copies_and_an_unexplained_one_through_32(copies, unexplained_by):
-    # h' = o * tanh(c') reaches the h yield through `copies` Identity ops: up to 15 it is recognised as the new h;
-    # past that the h slot is unexplained, and the candidate names the op found within 32 steps back (else the yield)
+def _unexplained_h(copies: int) -> list[str]:
+    # h' = o * tanh(c') reaches the h yield through `copies` Identity ops
     prog = rnnir.load(lstm_loop_with(h_copies=copies))
     assert [r.recognition for r in prog.recurrents] == [Recognition.LOOP]
-    expected = [] if unexplained_by is None else [f"state carried by Loop 'time_loop' as 'h_it' is transformed in its body by {unexplained_by}, which rnnir does not understand"]
-    assert [c.reason for c in prog.recurrence_candidates] == expected
+    return [c.reason for c in prog.recurrence_candidates]
+
+
+def _h_transformed_by(what: str) -> list[str]:
+    return [f"state carried by Loop 'time_loop' as 'h_it' is transformed in its body by {what}, which rnnir does not understand"]
+
+
+def test_a_yield_15_copies_away_from_the_new_h_is_the_new_h():
+    assert _unexplained_h(15) == []
+
+
+def test_a_yield_16_copies_away_from_the_new_h_is_not_followed_back_and_the_candidate_names_the_op():
+    assert _unexplained_h(16) == _h_transformed_by("Mul 'nMul_34'")
+
+
+def test_an_unexplained_yield_32_copies_away_from_its_op_is_named_by_itself():
+    assert _unexplained_h(32) == _h_transformed_by("'h_next'")
 
 
 # -- the sequence a Loop's recurrence reads as X -------------------------------------------------------------------
@@ -531,29 +541,51 @@ def scan_reading(how: str, T: int = 3) -> onnx.ModelProto:
     return _model([node], inputs)
 
 
-@pytest.mark.parametrize(
-    ("build", "x_is_the_sequence"),
-    [
-        (lambda: loop_reading("gather"), True),
-        (lambda: loop_reading("outer"), False),
-        (lambda: loop_reading("axis1"), False),
-        (lambda: loop_reading("two"), False),
-        (lambda: loop_reading("pow"), False),
-        (lambda: scan_reading("plain"), True),
-        (lambda: scan_reading("relu"), False),
-        (lambda: scan_reading("axis1"), False),
-        (lambda: scan_reading("carried"), False),
-    ],
-    ids=["loop-x[t]", "loop-same-x-every-step", "loop-x[:,t]", "loop-x[t]-and-u[t]", "loop-x0**t", "scan-axis-0", "scan-relu-of-step", "scan-axis-1", "scan-carried-u"],
-)
-def test_the_loops_recurrence_reads_the_models_x_only_when_the_body_takes_x_step_by_step_along_axis_0(build, x_is_the_sequence):
-    # X of an ONNX recurrence is [seq, batch, input]: the Loop's own x when its body reads x[t] as the cell's whole input;
-    # anything else (a constant input, another axis, a second sequence, an op on the step) is not that sequence
-    prog = rnnir.load(build())
+def _loop_x(model: onnx.ModelProto) -> str:
+    prog = rnnir.load(model)
     (rec,) = prog.recurrents
     assert rec.recognition is Recognition.LOOP and prog.recurrence_candidates == []
     X = rec.port("X")
-    assert X is not None and (X.name == "x") is x_is_the_sequence and X.name not in ("x0", "u0")
+    assert X is not None
+    return X.name
+
+
+# X of an ONNX recurrence is [seq, batch, input]: the Loop's own x when its body reads x[t] as the cell's whole input;
+# anything else (a constant input, another axis, a second sequence, an op on the step) is not that sequence. One test
+# function each: a mutant runs one test of each covering function first.
+
+
+@pytest.mark.parametrize("build", [lambda: loop_reading("gather"), lambda: scan_reading("plain")], ids=["loop-x[t]", "scan-axis-0"])
+def test_the_loops_recurrence_reads_the_models_x_when_the_body_takes_x_step_by_step_along_axis_0(build):
+    assert _loop_x(build()) == "x"
+
+
+def test_a_loop_reading_the_same_x0_every_step_has_no_sequence_of_the_model_as_x():
+    assert _loop_x(loop_reading("outer")) not in ("x", "x0")
+
+
+def test_a_loop_slicing_x_along_axis_1_has_no_sequence_of_the_model_as_x():
+    assert _loop_x(loop_reading("axis1")) != "x"
+
+
+def test_a_loop_whose_cell_reads_two_sequences_has_neither_alone_as_x():
+    assert _loop_x(loop_reading("two")) not in ("x", "u")
+
+
+def test_a_loop_whose_step_input_is_x0_to_the_power_t_has_no_sequence_of_the_model_as_x():
+    assert _loop_x(loop_reading("pow")) not in ("x", "x0")
+
+
+def test_a_scan_whose_cell_reads_relu_of_the_step_has_no_sequence_of_the_model_as_x():
+    assert _loop_x(scan_reading("relu")) != "x"
+
+
+def test_a_scan_along_axis_1_has_no_sequence_of_the_model_as_x():
+    assert _loop_x(scan_reading("axis1")) != "x"
+
+
+def test_a_scan_whose_cell_reads_a_carried_value_has_no_sequence_of_the_model_as_x():
+    assert _loop_x(scan_reading("carried")) not in ("x", "u0")
 
 
 def test_a_contrib_quantized_lstm_in_a_loop_body_stays_an_op_of_its_own():
