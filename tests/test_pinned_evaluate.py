@@ -182,3 +182,22 @@ def test_unit_vector_rows_of_the_wrong_width_are_an_error_not_a_gather():
     probes = np.eye(5, 3).astype(np.float32)  # five one-hot rows of width 3: the fast path's shape, against a [4, 2] matrix
     with pytest.raises(EvalError, match="MatMul: "):
         run_op(helper.make_node("MatMul", ["a", "b"], ["y"]), [probes, np.ones((4, 2), np.float32)])
+
+
+# the one-hot fast path of MatMul is for matrices only: a stack of one-hot rows, or one-hot rows against a stack of
+# matrices, broadcast as ONNX MatMul does (one test function each: a mutant runs one test of each covering function)
+
+
+def _matmul_against_reference(a, b):
+    node, (want,) = reference("MatMul", [a, b])
+    (got,) = run_op(node, [a, b])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_stack_of_one_hot_rows_times_a_matrix_matches_onnx_reference():
+    _matmul_against_reference(np.repeat(np.eye(3, dtype=np.float32)[None], 6, axis=0) * 2, B)  # [6, 3, 3] @ [3, 4]
+
+
+def test_one_hot_rows_times_a_stack_of_matrices_matches_onnx_reference():
+    _matmul_against_reference(np.eye(6, 3).astype(np.float32) * 3, R.standard_normal((3, 3, 4)).astype(np.float32))  # [6, 3] @ [3, 3, 4]
