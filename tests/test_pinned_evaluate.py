@@ -201,3 +201,14 @@ def test_a_stack_of_one_hot_rows_times_a_matrix_matches_onnx_reference():
 
 def test_one_hot_rows_times_a_stack_of_matrices_matches_onnx_reference():
     _matmul_against_reference(np.eye(6, 3).astype(np.float32) * 3, R.standard_normal((3, 3, 4)).astype(np.float32))  # [6, 3] @ [3, 3, 4]
+
+
+def test_one_hot_rows_two_wide_take_the_fast_path_and_match_onnx_reference():
+    # each row has one zero and one nonzero: only the nonzero may be taken as the row's value
+    _matmul_against_reference(np.tile(np.array([[2.0, 0.0], [0.0, -1.0]], np.float32), (3, 1)), R.standard_normal((2, 4)).astype(np.float32))
+
+
+def test_one_hot_rows_against_a_matrix_of_the_wrong_height_are_an_error_even_when_its_width_fits():
+    probes = np.eye(5, 3).astype(np.float32)  # [5, 3] against [4, 3]: only the inner dimensions decide
+    with pytest.raises(EvalError, match="MatMul: "):
+        run_op(helper.make_node("MatMul", ["a", "b"], ["y"]), [probes, np.ones((4, 3), np.float32)])
