@@ -204,11 +204,31 @@ def test_one_hot_rows_times_a_stack_of_matrices_matches_onnx_reference():
 
 
 def test_one_hot_rows_two_wide_take_the_fast_path_and_match_onnx_reference():
-    # each row has one zero and one nonzero: only the nonzero may be taken as the row's value
-    _matmul_against_reference(np.tile(np.array([[2.0, 0.0], [0.0, -1.0]], np.float32), (3, 1)), R.standard_normal((2, 4)).astype(np.float32))
+    # each row has one zero and one one: only the nonzero may be taken as the row's value
+    _matmul_against_reference(np.tile(np.eye(2, dtype=np.float32), (3, 1)), R.standard_normal((2, 4)).astype(np.float32))
 
 
 def test_one_hot_rows_against_a_matrix_of_the_wrong_height_are_an_error_even_when_its_width_fits():
     probes = np.eye(5, 3).astype(np.float32)  # [5, 3] against [4, 3]: only the inner dimensions decide
     with pytest.raises(EvalError, match="MatMul: "):
         run_op(helper.make_node("MatMul", ["a", "b"], ["y"]), [probes, np.ones((4, 3), np.float32)])
+
+
+def test_an_integer_cast_to_float_rounds_to_float32_as_onnx_does():
+    x = i64(2**24 + 1, -(2**24) - 3)  # not representable in float32: ONNX rounds them
+    node, (want,) = reference("Cast", [x], to=TensorProto.FLOAT)
+    (got,) = run_op(node, [x])
+    assert got.tolist() == want.tolist() == [2.0**24, -(2.0**24) - 4]
+
+
+def test_squeeze_with_its_axes_input_absent_squeezes_every_size_1_axis():
+    x = R.standard_normal((1, 2, 1, 3)).astype(np.float32)
+    (got,) = run_op(helper.make_node("Squeeze", ["x", ""], ["y"]), [x, None])
+    assert got.shape == (2, 3)
+
+
+def test_squeeze_with_an_axes_input_squeezes_only_those_axes():
+    x = R.standard_normal((1, 2, 1, 3)).astype(np.float32)
+    node, (want,) = reference("Squeeze", [x, i64(2)])
+    (got,) = run_op(node, [x, i64(2)])
+    assert got.shape == want.shape == (1, 2, 3)
