@@ -232,3 +232,25 @@ def test_squeeze_with_an_axes_input_squeezes_only_those_axes():
     node, (want,) = reference("Squeeze", [x, i64(2)])
     (got,) = run_op(node, [x, i64(2)])
     assert got.shape == want.shape == (1, 2, 3)
+
+
+def test_flatten_on_axis_0_makes_one_row():
+    node, (want,) = reference("Flatten", [C3], axis=0)
+    (got,) = run_op(node, [C3])
+    assert got.shape == want.shape == (1, 6) and got.tolist() == want.tolist()
+
+
+def test_slice_with_its_axes_input_absent_and_steps_given_slices_the_leading_axes():
+    x = R.standard_normal((4, 5)).astype(np.float32)
+    ins = [x, i64(3, 0), i64(0, 5), None, i64(-1, 2)]  # axes "" (absent): axes 0 and 1
+    node, (want,) = reference("Slice", ins)
+    (got,) = run_op(node, ins)
+    assert got.tolist() == want.tolist() and got.shape == (3, 3)
+
+
+def test_slice_with_its_steps_input_absent_takes_steps_of_1():
+    x = R.standard_normal((4, 5)).astype(np.float32)
+    ins = [x, i64(1), i64(4), i64(1), None]  # steps "" (absent)
+    node, (want,) = reference("Slice", ins)
+    (got,) = run_op(node, ins)
+    assert got.tolist() == want.tolist() and got.shape == (4, 3)
