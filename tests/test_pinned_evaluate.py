@@ -254,3 +254,10 @@ def test_slice_with_its_steps_input_absent_takes_steps_of_1():
     node, (want,) = reference("Slice", ins)
     (got,) = run_op(node, ins)
     assert got.tolist() == want.tolist() and got.shape == (4, 3)
+
+
+def test_split_without_an_axis_splits_axis_0():
+    x = R.standard_normal((4, 4)).astype(np.float32)
+    node, want = reference("Split", [x], 18, n_out=2, num_outputs=2)
+    got = run_op(node, [x])
+    assert [g.tolist() for g in got] == [w.tolist() for w in want] and got[0].shape == (2, 4)
