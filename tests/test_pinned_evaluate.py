@@ -261,3 +261,10 @@ def test_split_without_an_axis_splits_axis_0():
     node, want = reference("Split", [x], 18, n_out=2, num_outputs=2)
     got = run_op(node, [x])
     assert [g.tolist() for g in got] == [w.tolist() for w in want] and got[0].shape == (2, 4)
+
+
+def test_split_with_its_split_input_absent_splits_into_num_outputs_parts():
+    x = R.standard_normal((2, 6)).astype(np.float32)
+    node, want = reference("Split", [x, None], 18, n_out=3, axis=1, num_outputs=3)  # inputs "x", "" (absent split)
+    got = run_op(node, [x, None])
+    assert [g.tolist() for g in got] == [w.tolist() for w in want] and got[0].shape == (2, 2)
