@@ -268,3 +268,10 @@ def test_split_with_its_split_input_absent_splits_into_num_outputs_parts():
     node, want = reference("Split", [x, None], 18, n_out=3, axis=1, num_outputs=3)  # inputs "x", "" (absent split)
     got = run_op(node, [x, None])
     assert [g.tolist() for g in got] == [w.tolist() for w in want] and got[0].shape == (2, 2)
+
+
+def test_split_with_a_split_input_takes_its_sizes():
+    x = R.standard_normal((2, 4)).astype(np.float32)
+    node, want = reference("Split", [x, i64(1, 3)], 18, n_out=2, axis=1)
+    got = run_op(node, [x, i64(1, 3)])
+    assert [g.tolist() for g in got] == [w.tolist() for w in want] and [g.shape for g in got] == [(2, 1), (2, 3)]
