@@ -277,7 +277,8 @@ def test_split_with_a_split_input_takes_its_sizes():
     assert [g.tolist() for g in got] == [w.tolist() for w in want] and [g.shape for g in got] == [(2, 1), (2, 3)]
 
 
-def test_binary_ops_take_their_inputs_in_order():
+def test_binary_and_unary_ops_take_their_inputs_in_order():
     # kept tiny on purpose: the op table is built at import, so a planted bug in it is run against the fastest tests
     a, b = np.array([6.0]), np.array([2.0])
     assert [run_op(helper.make_node(op, ["a", "b"], ["y"]), [a, b])[0].tolist() for op in ("Sub", "Div")] == [[4.0], [3.0]]
+    assert run_op(helper.make_node("Neg", ["a"], ["y"]), [a])[0].tolist() == [-6.0]
