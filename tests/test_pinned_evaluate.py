@@ -182,3 +182,103 @@ def test_unit_vector_rows_of_the_wrong_width_are_an_error_not_a_gather():
     probes = np.eye(5, 3).astype(np.float32)  # five one-hot rows of width 3: the fast path's shape, against a [4, 2] matrix
     with pytest.raises(EvalError, match="MatMul: "):
         run_op(helper.make_node("MatMul", ["a", "b"], ["y"]), [probes, np.ones((4, 2), np.float32)])
+
+
+# the one-hot fast path of MatMul is for matrices only: a stack of one-hot rows, or one-hot rows against a stack of
+# matrices, broadcast as ONNX MatMul does (one test function each: a mutant runs one test of each covering function)
+
+
+def _matmul_against_reference(a, b):
+    node, (want,) = reference("MatMul", [a, b])
+    (got,) = run_op(node, [a, b])
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_a_stack_of_one_hot_rows_times_a_matrix_matches_onnx_reference():
+    _matmul_against_reference(np.repeat(np.eye(3, dtype=np.float32)[None], 6, axis=0) * 2, B)  # [6, 3, 3] @ [3, 4]
+
+
+def test_one_hot_rows_times_a_stack_of_matrices_matches_onnx_reference():
+    _matmul_against_reference(np.eye(6, 3).astype(np.float32) * 3, R.standard_normal((3, 3, 4)).astype(np.float32))  # [6, 3] @ [3, 3, 4]
+
+
+def test_one_hot_rows_two_wide_take_the_fast_path_and_match_onnx_reference():
+    # each row has one zero and one one: only the nonzero may be taken as the row's value
+    _matmul_against_reference(np.tile(np.eye(2, dtype=np.float32), (3, 1)), R.standard_normal((2, 4)).astype(np.float32))
+
+
+def test_one_hot_rows_against_a_matrix_of_the_wrong_height_are_an_error_even_when_its_width_fits():
+    probes = np.eye(5, 3).astype(np.float32)  # [5, 3] against [4, 3]: only the inner dimensions decide
+    with pytest.raises(EvalError, match="MatMul: "):
+        run_op(helper.make_node("MatMul", ["a", "b"], ["y"]), [probes, np.ones((4, 3), np.float32)])
+
+
+def test_an_integer_cast_to_float_rounds_to_float32_as_onnx_does():
+    x = i64(2**24 + 1, -(2**24) - 3)  # not representable in float32: ONNX rounds them
+    node, (want,) = reference("Cast", [x], to=TensorProto.FLOAT)
+    (got,) = run_op(node, [x])
+    assert got.tolist() == want.tolist() == [2.0**24, -(2.0**24) - 4]
+
+
+def test_squeeze_with_its_axes_input_absent_squeezes_every_size_1_axis():
+    x = R.standard_normal((1, 2, 1, 3)).astype(np.float32)
+    (got,) = run_op(helper.make_node("Squeeze", ["x", ""], ["y"]), [x, None])
+    assert got.shape == (2, 3)
+
+
+def test_squeeze_with_an_axes_input_squeezes_only_those_axes():
+    x = R.standard_normal((1, 2, 1, 3)).astype(np.float32)
+    node, (want,) = reference("Squeeze", [x, i64(2)])
+    (got,) = run_op(node, [x, i64(2)])
+    assert got.shape == want.shape == (1, 2, 3)
+
+
+def test_flatten_on_axis_0_makes_one_row():
+    node, (want,) = reference("Flatten", [C3], axis=0)
+    (got,) = run_op(node, [C3])
+    assert got.shape == want.shape == (1, 6) and got.tolist() == want.tolist()
+
+
+def test_slice_with_its_axes_input_absent_and_steps_given_slices_the_leading_axes():
+    x = R.standard_normal((4, 5)).astype(np.float32)
+    ins = [x, i64(3, 0), i64(0, 5), None, i64(-1, 2)]  # axes "" (absent): axes 0 and 1
+    node, (want,) = reference("Slice", ins)
+    (got,) = run_op(node, ins)
+    assert got.tolist() == want.tolist() and got.shape == (3, 3)
+
+
+def test_slice_with_its_steps_input_absent_takes_steps_of_1():
+    x = R.standard_normal((4, 5)).astype(np.float32)
+    ins = [x, i64(1), i64(4), i64(1), None]  # steps "" (absent)
+    node, (want,) = reference("Slice", ins)
+    (got,) = run_op(node, ins)
+    assert got.tolist() == want.tolist() and got.shape == (4, 3)
+
+
+def test_split_without_an_axis_splits_axis_0():
+    x = R.standard_normal((4, 4)).astype(np.float32)
+    node, want = reference("Split", [x], 18, n_out=2, num_outputs=2)
+    got = run_op(node, [x])
+    assert [g.tolist() for g in got] == [w.tolist() for w in want] and got[0].shape == (2, 4)
+
+
+def test_split_with_its_split_input_absent_splits_into_num_outputs_parts():
+    x = R.standard_normal((2, 6)).astype(np.float32)
+    node, want = reference("Split", [x, None], 18, n_out=3, axis=1, num_outputs=3)  # inputs "x", "" (absent split)
+    got = run_op(node, [x, None])
+    assert [g.tolist() for g in got] == [w.tolist() for w in want] and got[0].shape == (2, 2)
+
+
+def test_split_with_a_split_input_takes_its_sizes():
+    x = R.standard_normal((2, 4)).astype(np.float32)
+    node, want = reference("Split", [x, i64(1, 3)], 18, n_out=2, axis=1)
+    got = run_op(node, [x, i64(1, 3)])
+    assert [g.tolist() for g in got] == [w.tolist() for w in want] and [g.shape for g in got] == [(2, 1), (2, 3)]
+
+
+def test_binary_and_unary_ops_take_their_inputs_in_order():
+    # kept tiny on purpose: the op table is built at import, so a planted bug in it is run against the fastest tests
+    a, b = np.array([6.0]), np.array([2.0])
+    assert [run_op(helper.make_node(op, ["a", "b"], ["y"]), [a, b])[0].tolist() for op in ("Sub", "Div")] == [[4.0], [3.0]]
+    assert run_op(helper.make_node("Neg", ["a"], ["y"]), [a])[0].tolist() == [-6.0]

@@ -211,3 +211,14 @@ def test_external_data_in_a_graphs_attribute_of_a_custom_node_is_checked():
     m.ir_version = 8
     with pytest.raises(ModelError, match="climbs out"):
         read_model(m)
+
+
+@pytest.mark.parametrize("field", ["key", "value"])
+def test_an_external_data_entry_that_is_not_utf8_text_is_refused_even_beside_a_valid_location(field):
+    # location "w.bin" is fine; the extra entry ("chunk" = "part") has its key or value bytes made invalid UTF-8
+    data = with_initializer(external("w", "w.bin", chunk="part")).SerializeToString()
+    old = b"chunk" if field == "key" else b"part"
+    assert data.count(old) == 1
+    with pytest.raises(ModelError, match="external data entry is not valid UTF-8 text") as ei:
+        read_model(data.replace(old, b"\xff" + old[1:]))
+    assert "tensor 'w'" in str(ei.value)

@@ -194,3 +194,11 @@ def test_a_path_model_is_labelled_by_its_path_and_knows_its_folder(tmp_path):
     p.write_bytes(model([helper.make_node("Relu", ["x"], ["y"])]).SerializeToString())
     src = read_model(str(p))
     assert (src.label, src.path, src.base_dir) == (str(p), p, tmp_path)
+
+
+def test_iter_tensors_skips_the_attributes_of_standard_ops_that_hold_no_tensors_in_practice():
+    # a Relu given a tensor and a graph attribute (no schema has them): not walked, as iter_graphs does not walk it
+    inner = helper.make_graph([], "inner", [], [vi("x")], initializer=[arr("inner_w", [1.0])])
+    odd = helper.make_node("Relu", ["x"], ["y"], t=arr("ta", [1.0]))
+    odd.attribute.append(helper.make_attribute("hidden", inner))
+    assert [t.name for t in iter_tensors(model([odd], [arr("w", [1.0])]))] == ["w"]
