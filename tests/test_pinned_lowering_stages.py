@@ -1,0 +1,97 @@
+"""Lowering's stages pinned down (mutation survivors of rnnir/lower/build.py and the stage modules: state, plan,
+values, stores, suggest, tensors, policy). Each case is a small model built here whose expected IR or pairs are
+read off the graph by hand."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from _pinned_models import H, I, T, model, vi, weights
+from onnx import helper, numpy_helper
+
+import rnnir
+from rnnir.pairs import PairSource
+
+
+def _gru(name, h_in, prefix):
+    return helper.make_node("GRU", ["x", prefix + "W", prefix + "R", "", "", h_in], [f"{name}_Y", f"{name}_Yh"], hidden_size=H, name=name)
+
+
+def test_one_suggestion_per_input_and_output_when_two_ops_start_from_the_input():
+    # feat starts two GRUs whose final states an unpaired output returns side by side: one suggestion, not one per op
+    nodes = [_gru("a", "feat", "a"), _gru("b", "feat", "b"), helper.make_node("Concat", ["a_Yh", "b_Yh"], ["result"], axis=0)]
+    m = model(nodes, [vi("x", [T, 1, I]), vi("feat", [1, 1, H])], [vi("result", [2, 1, H])], [*weights("GRU", prefix="a"), *weights("GRU", prefix="b")])
+    prog = rnnir.load(m)
+    assert prog.state_pairs == []
+    assert [(p.input, p.output, p.source) for p in prog.suggested_pairs] == [("feat", "result", PairSource.DATAFLOW)]
+
+
+def _plain_gru_model(graph_name):
+    nodes = [_gru("gru", "h0", ""), helper.make_node("Identity", ["gru_Yh"], ["hn"])]
+    m = model(nodes, [vi("x", [T, 1, I]), vi("h0", [1, 1, H])], [vi("hn", [1, 1, H])], weights("GRU"))
+    m.graph.name = graph_name
+    return m
+
+
+def test_a_program_is_named_after_its_graph_else_its_file_else_model(tmp_path):
+    assert rnnir.load(_plain_gru_model("encoder")).name == "encoder"
+    unnamed = _plain_gru_model("")
+    path = tmp_path / "streaming_vad.onnx"
+    onnx.save(unnamed, path)
+    assert rnnir.load(path).name == "streaming_vad"  # no graph name: the file's stem
+    assert rnnir.load(unnamed).name == "model"  # no graph name and no file
+    assert rnnir.load(path.read_bytes()).name == "model"
+
+
+def test_a_paired_output_is_never_suggested_again_for_another_input_of_its_op():
+    # h0 -> hn pairs by name; seed (not named like state) starts the same LSTM's cell state. hn is paired already,
+    # so no dataflow suggestion may pair seed with it
+    nodes = [
+        helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "seed"], ["Y", "Yh", "Yc"], hidden_size=H, name="lstm"),
+        helper.make_node("Identity", ["Yh"], ["hn"]),
+    ]
+    m = model(nodes, [vi("x", [T, 1, I]), vi("h0", [1, 1, H]), vi("seed", [1, 1, H])], [vi("hn", [1, 1, H])], weights("LSTM"))
+    prog = rnnir.load(m)
+    assert [(p.input, p.output) for p in prog.state_pairs] == [("h0", "hn")]
+    assert prog.suggested_pairs == []
+
+
+# -- entry=constant: which constant initial states become slots --------------------------------------------------
+
+
+def _const_start_lstm(h_init_node=None, c_input=None):
+    """An LSTM whose initial_h is the constant h_init (an initializer, or the given Constant node) and whose
+    initial_c is ``c_input`` (absent when None); both final states are graph outputs."""
+    ins = ["x", "W", "R", "", "", "h_init"] + ([c_input] if c_input is not None else [])
+    nodes = [*([h_init_node] if h_init_node is not None else []), helper.make_node("LSTM", ins, ["Y", "y_final", "c_final"], hidden_size=H, name="lstm")]
+    inits = [*weights("LSTM")]
+    if h_init_node is None:
+        inits.append(numpy_helper.from_array(np.full((1, 1, H), 0.5, np.float32), "h_init"))
+    inputs = [vi("x", [T, 1, I])] + ([vi(c_input, [1, 1, H])] if c_input else [])
+    return model(nodes, inputs, [vi("y_final", [1, 1, H]), vi("c_final", [1, 1, H])], inits)
+
+
+def test_entry_constant_skips_an_absent_initial_state():
+    prog = rnnir.load(_const_start_lstm(), entry="constant")  # initial_c not given at all: only h gets a slot
+    assert [(p.input, p.output, p.source) for p in prog.state_pairs] == [("h_init", "y_final", PairSource.CONSTANT)]
+    assert [s.name for s in prog.slots] == ["h_init"]
+    assert prog.slots[0].init.value.tolist() == [[[0.5] * H]]
+    empty = rnnir.load(_const_start_lstm(c_input=""), entry="constant")  # initial_c given as the empty name
+    assert [(p.input, p.output) for p in empty.state_pairs] == [("h_init", "y_final")]
+
+
+def test_entry_constant_makes_a_slot_of_a_constant_node_but_not_of_one_it_cannot_fold():
+    folded = helper.make_node("Constant", [], ["h_init"], value=numpy_helper.from_array(np.full((1, 1, H), 0.5, np.float32)))
+    prog = rnnir.load(_const_start_lstm(folded), entry="constant")
+    assert [(p.input, p.output, p.source) for p in prog.state_pairs] == [("h_init", "y_final", PairSource.CONSTANT)]
+    spelled = helper.make_node("Constant", [], ["h_init"], value_floats=[0.5] * H)  # not a `value` tensor: not read
+    assert rnnir.load(_const_start_lstm(spelled), entry="constant").state_pairs == []
+
+
+def test_entry_constant_leaves_an_initial_state_kept_in_external_data(tmp_path):
+    m = _const_start_lstm()
+    path = tmp_path / "m.onnx"
+    onnx.save(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location="m.data", size_threshold=0)
+    assert rnnir.load(path, entry="constant").state_pairs == []  # its bytes are not read: no slot to start it from
+    inline = _const_start_lstm()  # (onnx.save moved m's tensors out in place)
+    assert [(p.input, p.output) for p in rnnir.load(inline, entry="constant").state_pairs] == [("h_init", "y_final")]  # near-miss
