@@ -95,3 +95,23 @@ def test_entry_constant_leaves_an_initial_state_kept_in_external_data(tmp_path):
     assert rnnir.load(path, entry="constant").state_pairs == []  # its bytes are not read: no slot to start it from
     inline = _const_start_lstm()  # (onnx.save moved m's tensors out in place)
     assert [(p.input, p.output) for p in rnnir.load(inline, entry="constant").state_pairs] == [("h_init", "y_final")]  # near-miss
+
+
+def test_a_suggestion_needs_the_input_to_start_the_very_op_whose_final_state_the_output_returns():
+    # feat starts GRU a (returned as a_out), other starts GRU b (returned as result): each input is suggested with
+    # its own op's output only, not with the other op's
+    nodes = [
+        _gru("a", "feat", "a"),
+        _gru("b", "other", "b"),
+        helper.make_node("Identity", ["a_Yh"], ["a_out"]),
+        helper.make_node("Identity", ["b_Yh"], ["result"]),
+    ]
+    m = model(
+        nodes,
+        [vi("x", [T, 1, I]), vi("feat", [1, 1, H]), vi("other", [1, 1, H])],
+        [vi("a_out", [1, 1, H]), vi("result", [1, 1, H])],
+        [*weights("GRU", prefix="a"), *weights("GRU", prefix="b")],
+    )
+    prog = rnnir.load(m)
+    assert prog.state_pairs == []
+    assert [(p.input, p.output) for p in prog.suggested_pairs] == [("feat", "a_out"), ("other", "result")]
