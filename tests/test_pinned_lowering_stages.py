@@ -115,3 +115,26 @@ def test_a_suggestion_needs_the_input_to_start_the_very_op_whose_final_state_the
     prog = rnnir.load(m)
     assert prog.state_pairs == []
     assert [(p.input, p.output) for p in prog.suggested_pairs] == [("feat", "a_out"), ("other", "result")]
+
+
+def _fed_twice(joint):
+    """feat starts GRU a through an Identity (so it is a state-fed input) and GRU b through ``joint`` (feat, h0)
+    (None: b starts from h0 itself); h0 is a declared slot, so the joint op is built; the only output returns b's
+    final state."""
+    nodes = [
+        helper.make_node("Identity", ["feat"], ["feat_a"]),
+        helper.make_node(joint or "Identity", ["feat", "h0"] if joint else ["h0"], ["feat_b"], **({"axis": 2} if joint == "Concat" else {})),
+        _gru("a", "feat_a", "a"),
+        _gru("b", "feat_b" if joint else "h0", "b"),
+        helper.make_node("Identity", ["b_Yh"], ["result"]),
+    ]
+    half = H // 2 if joint == "Concat" else H
+    m = model(nodes, [vi("x", [T, 1, I]), vi("feat", [1, 1, half]), vi("h0", [1, 1, half])], [vi("result", [1, 1, H])], [*weights("GRU", prefix="a"), *weights("GRU", prefix="b")])
+    return rnnir.load(m, pairs={"h0": None})
+
+
+def test_a_suggestion_walks_back_through_layout_ops_only():
+    assert _fed_twice("Mul").suggested_pairs == []  # feat is scaled by the state before it starts b: not handed back
+    assert _fed_twice(None).suggested_pairs == []  # b starts from the slot's load: the walk stops there
+    # near-miss: feat is the first part of a Concat that starts b, so b's initial state holds feat as it came in
+    assert [(p.input, p.output) for p in _fed_twice("Concat").suggested_pairs] == [("feat", "result")]
