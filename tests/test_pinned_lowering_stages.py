@@ -138,3 +138,16 @@ def test_a_suggestion_walks_back_through_layout_ops_only():
     assert _fed_twice(None).suggested_pairs == []  # b starts from the slot's load: the walk stops there
     # near-miss: feat is the first part of a Concat that starts b, so b's initial state holds feat as it came in
     assert [(p.input, p.output) for p in _fed_twice("Concat").suggested_pairs] == [("feat", "result")]
+
+
+def test_lower_without_a_policy_fans_the_final_state_out():
+    from rnnir.ir import Store
+    from rnnir.lower import Policy, lower, read_model
+
+    def stores(prog):
+        return sorted((st.dest.name, st.inputs[0].name) for st in prog.nodes if isinstance(st, Store))
+
+    # h0 -> hn pairs by name: the slot store and the output store both read hn itself
+    assert stores(lower(read_model(_plain_gru_model("g")))) == [("h0", "hn"), ("hn", "hn")]
+    chained = lower(read_model(_plain_gru_model("g")), None, Policy(exit="chain"))  # near-miss: another policy
+    assert stores(chained) == [("h0", "hn"), ("hn", "store.h0")]
