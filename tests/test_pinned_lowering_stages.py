@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+import pytest
 from _pinned_models import H, I, T, model, vi, weights
 from onnx import helper, numpy_helper
 
@@ -151,3 +152,59 @@ def test_lower_without_a_policy_fans_the_final_state_out():
     assert stores(lower(read_model(_plain_gru_model("g")))) == [("h0", "hn"), ("hn", "hn")]
     chained = lower(read_model(_plain_gru_model("g")), None, Policy(exit="chain"))  # near-miss: another policy
     assert stores(chained) == [("h0", "hn"), ("hn", "store.h0")]
+
+
+# -- store placement from a recorded structure ---------------------------------------------------------------------
+
+
+def _lower_with(structure):
+    from rnnir.lower import Policy, lower, read_model
+
+    return lower(read_model(_plain_gru_model("g")), None, Policy(), structure=structure)
+
+
+def _structure(slots=("h0",), stores=(("s", "slot:h0", "hn", False), ("o", "out:hn", "hn", False)), alias_of=None, waits=None, order=()):
+    from rnnir.ir import StoreResult
+    from rnnir.structure import SlotFacts, StoreFact, StoreStructure
+
+    facts = [StoreFact(i, d, r, chained, StoreResult.TOKEN if d.startswith("slot:") else StoreResult.VALUE) for i, d, r, chained in stores]
+    return StoreStructure(
+        slots={s: SlotFacts(alias_of=alias_of) for s in slots},
+        outputs=["hn"],
+        stores=facts,
+        waits=[f.id for f in facts] if waits is None else list(waits),
+        order=list(order),
+    )
+
+
+def test_a_recorded_structure_places_exactly_its_stores():
+    from rnnir.ir import Store
+
+    prog = _lower_with(_structure(stores=(("s", "slot:h0", "hn", False), ("o", "out:hn", "s", True)), order=[("s", "o")]))
+    stores = {st.dest.name: st for st in prog.nodes if isinstance(st, Store)}
+    assert sorted(stores) == ["h0", "hn"]
+    assert stores["hn"].inputs[0] is stores["h0"].outputs[0]  # the output store reads the slot store's result (a chain)
+    assert [v.name for v in prog.returns[0].inputs] == [stores["h0"].outputs[0].name, stores["hn"].outputs[0].name]
+    fanned = _structure(order=[("o", "s")])  # the output store before the slot store: an order the data does not give
+    prog = _lower_with(fanned)
+    stores = {st.dest.name: st for st in prog.nodes if isinstance(st, Store)}
+    assert prog.graph.has_edge(stores["hn"].id, stores["h0"].id) and not prog.graph.has_edge(stores["h0"].id, stores["hn"].id)
+    unordered = _lower_with(_structure(waits=["o"]))
+    stores = {st.dest.name: st for st in unordered.nodes if isinstance(st, Store)}
+    assert not unordered.graph.has_edge(stores["hn"].id, stores["h0"].id)  # near-miss: no order recorded
+    assert [v.producer.dest.name for v in unordered.returns[0].inputs] == ["hn"]  # the Return waits for "o" only
+
+
+@pytest.mark.parametrize(
+    ("structure", "named"),
+    [
+        (dict(slots=("h0", "ghost")), "slot 'ghost'"),
+        (dict(stores=(("s", "slot:h0", "hn", False), ("o", "out:elsewhere", "hn", False))), "out:elsewhere"),
+        (dict(stores=(("s", "slot:h0", "hn", False), ("o", "out:hn", "nothing", True))), "nothing"),
+        (dict(waits=("s", "never")), "never"),
+        (dict(alias_of="out:gone"), "out:gone"),
+    ],
+)
+def test_a_recorded_structure_naming_what_the_graph_lacks_is_a_clear_error(structure, named):
+    with pytest.raises(rnnir.ModelError, match=f"names {named}.*which the graph does not have"):
+        _lower_with(_structure(**structure))
