@@ -208,3 +208,18 @@ def test_a_recorded_structure_places_exactly_its_stores():
 def test_a_recorded_structure_naming_what_the_graph_lacks_is_a_clear_error(structure, named):
     with pytest.raises(rnnir.ModelError, match=f"names {named}.*which the graph does not have"):
         _lower_with(_structure(**structure))
+
+
+# -- external values: what a state-path node reads from outside the state -------------------------------------------
+
+
+@pytest.mark.parametrize(("elements", "kept"), [(4096, True), (4097, False)])
+def test_a_constant_read_on_the_state_path_keeps_its_data_up_to_4096_elements(elements, kept):
+    offsets = np.arange(elements, dtype=np.float32)
+    nodes = [helper.make_node("Add", ["h0", "offsets"], ["h_in"]), _gru("gru", "h_in", ""), helper.make_node("Identity", ["gru_Yh"], ["hn"])]
+    m = model(nodes, [vi("x", [T, 1, I]), vi("h0", [1, 1, H])], [vi("hn", [1, 1, H])], [*weights("GRU"), numpy_helper.from_array(offsets, "offsets")])
+    ext = rnnir.load(m).externals["offsets"]
+    assert ext.type.shape == (elements,) and ext.type.dtype == "float32"  # the type is kept either way
+    assert ext.has_const is kept
+    if kept:
+        assert ext.const.tolist() == offsets.tolist()
