@@ -34,16 +34,6 @@ def _plain_gru_model(graph_name):
     return m
 
 
-def test_a_program_is_named_after_its_graph_else_its_file_else_model(tmp_path):
-    assert rnnir.load(_plain_gru_model("encoder")).name == "encoder"
-    unnamed = _plain_gru_model("")
-    path = tmp_path / "streaming_vad.onnx"
-    onnx.save(unnamed, path)
-    assert rnnir.load(path).name == "streaming_vad"  # no graph name: the file's stem
-    assert rnnir.load(unnamed).name == "model"  # no graph name and no file
-    assert rnnir.load(path.read_bytes()).name == "model"
-
-
 def test_a_paired_output_is_never_suggested_again_for_another_input_of_its_op():
     # h0 -> hn pairs by name; seed (not named like state) starts the same LSTM's cell state. hn is paired already,
     # so no dataflow suggestion may pair seed with it
