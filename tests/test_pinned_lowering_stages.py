@@ -213,16 +213,3 @@ def test_a_constant_read_on_the_state_path_keeps_its_data_up_to_4096_elements(el
     assert ext.has_const is kept
     if kept:
         assert ext.const.tolist() == offsets.tolist()
-
-
-def test_a_slot_the_recorded_structure_does_not_mention_gets_the_default_fan_out_whatever_the_exit_policy():
-    from rnnir.ir import Store, StoreResult
-    from rnnir.lower import Policy, lower, read_model
-
-    # the recording says how hn is stored, nothing about h0 (a slot exposed after the export)
-    structure = _structure(slots=(), stores=(("o", "out:hn", "hn", False),))
-    prog = lower(read_model(_plain_gru_model("g")), None, Policy(exit="chain"), structure=structure)
-    stores = sorted((st.dest.name, st.inputs[0].name, st.result) for st in prog.nodes if isinstance(st, Store))
-    assert stores == [("h0", "hn", StoreResult.TOKEN), ("hn", "hn", StoreResult.VALUE)]  # not chained, hn stored once
-    assert prog.returns[0].describe() == "return"  # the recorded Return
-    assert lower(read_model(_plain_gru_model("g"))).returns[0].describe() == "onnxruntime call"  # near-miss: none recorded
