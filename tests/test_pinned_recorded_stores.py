@@ -47,8 +47,10 @@ def test_the_recorded_structure_places_each_store_once_and_unreadable_text_is_re
     prog = rnnir.load(m)
     assert Counter(dest for dest, _ in _stores(prog)) == {"h0": 1, "hn": 1, "y": 1}  # nothing stored twice
     assert ("hn", "store.h0") in _stores(prog)  # the recorded chain, read back from the metadata
+    assert prog.returns[0].describe() == "return"  # the recorded Return, not the runtime's
     plain = rnnir.load(_gru_with_sequence_output())  # near-miss: nothing recorded, the default fan-out
     assert sorted(_stores(plain)) == [("h0", "hn"), ("hn", "hn"), ("y", "y")]
+    assert plain.returns[0].describe() == "onnxruntime call"
     helper.set_model_props(m, {"rnnir.ir": "program @p { not ir"})
     with pytest.raises(rnnir.ModelError, match=r"metadata 'rnnir.ir' is not IR text rnnir can read") as refused:
         rnnir.load(m, label="recorded.onnx")
