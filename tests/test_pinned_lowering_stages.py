@@ -193,6 +193,7 @@ def test_a_recorded_structure_places_exactly_its_stores():
         (dict(stores=(("s", "slot:h0", "hn", False), ("o", "out:hn", "nothing", True))), "nothing"),
         (dict(waits=("s", "never")), "never"),
         (dict(alias_of="out:gone"), "out:gone"),
+        (dict(stores=(("s", "slot:h0", "", False),), waits=("s",)), "value ''"),  # a store reading no value at all
     ],
 )
 def test_a_recorded_structure_naming_what_the_graph_lacks_is_a_clear_error(structure, named):
