@@ -125,39 +125,36 @@ def _load_generated() -> ModuleType:
     return module
 
 
+#: the AttributeProto field that holds a value of each type: one value, or a repeated field (read as a list)
+_ATTR_FIELD = {
+    ATTR.FLOAT: "f",
+    ATTR.INT: "i",
+    ATTR.STRING: "s",
+    ATTR.TENSOR: "t",
+    ATTR.SPARSE_TENSOR: "sparse_tensor",
+    ATTR.GRAPH: "g",
+    ATTR.TYPE_PROTO: "tp",
+}
+_ATTR_REPEATED_FIELD = {
+    ATTR.FLOATS: "floats",
+    ATTR.INTS: "ints",
+    ATTR.STRINGS: "strings",
+    ATTR.TENSORS: "tensors",
+    ATTR.SPARSE_TENSORS: "sparse_tensors",
+    ATTR.GRAPHS: "graphs",
+    ATTR.TYPE_PROTOS: "type_protos",
+}
+
+
 def attribute_value(attr: Any) -> Any:
     """``onnx.helper.get_attribute_value``: the Python value of an ``AttributeProto`` (bytes for strings)."""
     if attr.ref_attr_name:
         raise ValueError(f"Cannot get value of reference attribute: {attr}")
     t = attr.type
-    if t == ATTR.FLOAT:
-        return attr.f
-    if t == ATTR.INT:
-        return attr.i
-    if t == ATTR.STRING:
-        return attr.s
-    if t == ATTR.TENSOR:
-        return attr.t
-    if t == ATTR.SPARSE_TENSOR:
-        return attr.sparse_tensor
-    if t == ATTR.GRAPH:
-        return attr.g
-    if t == ATTR.TYPE_PROTO:
-        return attr.tp
-    if t == ATTR.FLOATS:
-        return list(attr.floats)
-    if t == ATTR.INTS:
-        return list(attr.ints)
-    if t == ATTR.STRINGS:
-        return list(attr.strings)
-    if t == ATTR.TENSORS:
-        return list(attr.tensors)
-    if t == ATTR.SPARSE_TENSORS:
-        return list(attr.sparse_tensors)
-    if t == ATTR.GRAPHS:
-        return list(attr.graphs)
-    if t == ATTR.TYPE_PROTOS:
-        return list(attr.type_protos)
+    if t in _ATTR_FIELD:
+        return getattr(attr, _ATTR_FIELD[t])
+    if t in _ATTR_REPEATED_FIELD:
+        return list(getattr(attr, _ATTR_REPEATED_FIELD[t]))
     if t == ATTR.UNDEFINED:
         return None
     raise ValueError(f"Unsupported ONNX attribute: {attr}")

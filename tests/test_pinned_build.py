@@ -13,7 +13,10 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir.ir import Compute, LoadSlot, Recurrent, StoreResult, TensorType
-from rnnir.lower.build import Policy, _plain_attrs, _small_array, tensor_type
+from rnnir.lower.build import Policy
+from rnnir.lower.tensors import plain_attrs as _plain_attrs
+from rnnir.lower.tensors import small_array as _small_array
+from rnnir.lower.tensors import tensor_type
 from rnnir.pairs import PairSource
 
 H, I, T = 4, 3, 5
@@ -174,12 +177,15 @@ def test_a_name_used_in_two_branches_gets_the_branch_in_its_ir_name():
 
 
 def test_a_third_use_of_a_name_in_the_same_branch_is_numbered():
-    from rnnir.lower.build import _Lowering
-    from rnnir.lower.source import read_model
+    from rnnir.ir import LoadKind, Program
+    from rnnir.lower.recognise import Recognised
+    from rnnir.lower.scope import ModelIndex
+    from rnnir.lower.state import DeclaredState
+    from rnnir.lower.values import ValueBuilder
 
-    low = _Lowering(read_model(gru_model()), None, Policy())
-    sc = low.index.root
-    assert [low._fresh_name("v", sc) for _ in range(4)] == ["v", "v@", "v@#1", "v@#2"]
+    index = ModelIndex(gru_model(), "m")
+    builder = ValueBuilder(Program("m"), index, DeclaredState((), {}, {}, ()), Recognised(), LoadKind.COPY)
+    assert [builder.fresh_name("v", index.root) for _ in range(4)] == ["v", "v@", "v@#1", "v@#2"]
 
 
 # -- policies -------------------------------------------------------------------------------------

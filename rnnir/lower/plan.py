@@ -1,0 +1,167 @@
+"""Lowering's planning stage: which definitions carry state, in the order to build them.
+
+Only values that depend on a state input or on a recurrent op's results become IR nodes. Two walks
+decide which: first the state's own journey (paired outputs and recurrent state inputs, through any op),
+then the other outputs only where they read a slot or rearrange a final state (a fan-out output like
+``hn``, a reader of the live-in state), not everything downstream of a recurrent op. Each walk is
+bounded by a forward pass from the state's seeds (:func:`may_carry_state`), so its cost follows the
+state-carrying part of the graph, not the whole model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..onnxproto import ATTR
+from ..recurrence import kind_for_op
+from .recognise import Key, Recognised
+from .scope import Definition, ModelIndex, Scope
+from .state import LAYOUT_OPS, DeclaredState, if_dependencies, key_of, recurrence_kind
+
+Demand = tuple[Scope, str]
+
+
+@dataclass(frozen=True)
+class BuildPlan:
+    """The state-carrying definitions, each after every state-carrying definition it reads."""
+
+    order: tuple[Definition, ...]
+
+
+def dependencies(index: ModelIndex, recognised: Recognised, d: Definition) -> list[Demand]:
+    """What a defined value depends on, for the taint walk (recurrent outputs depend on nothing)."""
+    if d.kind != "node" or d.node is None:
+        return []
+    site = recognised.by_key.get(key_of(d))
+    if site is not None:  # a recognised recurrence: like a recurrent op, only its state entries count,
+        # and an input that is another recognised recurrence's output (a stacked layer), so it is built first
+        return site.deps + [(sc, nm) for sc, nm in site.inputs if key_of(sc.resolve(nm)) in recognised.by_key]
+    if id(d.node) in recognised.replaced:
+        return []  # an output of a Loop that a recognised recurrence stands for, carrying no state of it
+    node = d.node
+    if node.op_type == "If":
+        return if_dependencies(d.scope, node)
+    kind = kind_for_op(node.op_type, node.domain)
+    if kind is not None:
+        # only the state-carrying inputs (sequence_lens, initial_h, initial_c): X, W, R, B and P
+        # are external to the state analysis, however large the graph that computes them
+        return [(d.scope, node.input[i]) for i in kind.state_inputs if i < len(node.input) and node.input[i]]
+    deps = [(d.scope, i) for i in node.input if i]
+    for a in node.attribute:
+        if a.type == ATTR.GRAPH:
+            deps.extend((d.scope, nm) for nm in sorted(index.outer_names(a.g)))
+    return deps
+
+
+def plan_build(index: ModelIndex, state: DeclaredState, recognised: Recognised) -> BuildPlan:
+    """The definitions to build: the state's journey first, then the other outputs that touch the state."""
+    root = index.root
+    outputs = [vi.name for vi in index.model.graph.output]
+    paired_out = state.paired_outputs
+    # 1. the state's own journey: paired outputs and recurrent state inputs, through any op
+    demands: list[Demand] = [(root, name) for name in outputs if name in paired_out]
+    for scope, node in index.recurrent:
+        for i in recurrence_kind(node).state_inputs:
+            if i < len(node.input) and node.input[i]:
+                demands.append((scope, node.input[i]))
+    for site in recognised.sites:
+        demands.extend(site.deps)
+    for p in state.pairs:
+        demands.append((root, p.input))
+    walk = _TaintWalk(index, state, recognised)
+    order = walk.walk(demands, may_carry_state(index, state, recognised, through_recurrent_results=True))
+    # 2. other outputs only where they read a slot or rearrange a final state (a fan-out output
+    # like hn, a reader of the live-in state): not everything downstream of a recurrent op
+    reachable = may_carry_state(index, state, recognised, through_recurrent_results=False)
+    order += walk.walk([(root, name) for name in outputs if name not in paired_out], reachable)
+    return BuildPlan(tuple(order))
+
+
+def may_carry_state(index: ModelIndex, state: DeclaredState, recognised: Recognised, *, through_recurrent_results: bool) -> set[str]:
+    """Names that may depend on state: the walk never leaves this set.
+
+    Live-in state (slot loads) spreads through every op except into recurrent results.  Recurrent
+    results spread through every op when ``through_recurrent_results``, else through layout-only ops.
+    """
+    seen: set[str] = set()
+    queue: list[tuple[str, bool]] = []  # (name, reached through layout-only ops from a recurrent result)
+
+    def add(name: str, layout_only: bool) -> None:
+        if name and name not in seen:
+            seen.add(name)
+            queue.append((name, layout_only))
+
+    for name in state.input_slots:
+        add(name, False)
+    for _, name in state.constant_slots:
+        add(name, False)
+    for _, node in index.recurrent:
+        for o in node.output:
+            add(o, not through_recurrent_results)
+    for site in recognised.sites:
+        for _scope, name in site.exit_names.values():
+            add(name, not through_recurrent_results)
+    node_op, node_outputs, is_recurrent = index.node_op, index.node_outputs, index.is_recurrent
+    while queue:
+        name, layout_only = queue.pop()
+        for node in index.consumers.get(name, ()):
+            op_type, domain = node_op[id(node)]
+            if is_recurrent(op_type, domain):
+                continue  # its results are seeds already; the state it reads does not flow through it
+            if layout_only and op_type not in LAYOUT_OPS and op_type != "If":
+                continue
+            for o in node_outputs[id(node)]:
+                add(o, layout_only)
+        for owner, k in index.subgraph_outputs.get(name, ()):
+            if owner.op_type == "If":
+                if k < len(owner.output):
+                    add(owner.output[k], layout_only)
+            elif not layout_only:  # Loop/Scan: any body output may feed any owner output
+                for o in owner.output:
+                    add(o, layout_only)
+    return seen
+
+
+class _TaintWalk:
+    """Post-order walks over backward cones; a definition's verdict (tainted or not) is kept across walks."""
+
+    def __init__(self, index: ModelIndex, state: DeclaredState, recognised: Recognised) -> None:
+        self.index = index
+        self.state = state
+        self.recognised = recognised
+        self.taint: dict[Key, bool] = {}
+
+    def is_source(self, d: Definition) -> bool:
+        """A slot's input, a constant made a slot, a recognised recurrence's exit or a recurrent op's output."""
+        key = key_of(d)
+        if d.kind == "input" and d.scope is self.index.root and d.name in self.state.input_slots:
+            return True
+        if key in self.state.constant_slots:
+            return True
+        if key in self.recognised.by_key:
+            return self.recognised.by_key[key].exits[key] != "none"
+        return d.kind == "node" and d.node is not None and kind_for_op(d.node.op_type, d.node.domain) is not None
+
+    def walk(self, demands: list[Demand], reachable: set[str]) -> list[Definition]:
+        """Post-order over the backward cone of ``demands`` within ``reachable``; returns the tainted definitions in order."""
+        order: list[Definition] = []
+        for scope, name in demands:
+            stack: list[tuple[Definition, bool]] = [(scope.resolve(name), False)]
+            while stack:
+                d, expanded = stack.pop()
+                key = key_of(d)
+                if key in self.taint and not expanded:
+                    continue  # decided already, or in progress (this check alone breaks accidental loops)
+                if expanded:
+                    deps = [sc.resolve(nm) for sc, nm in dependencies(self.index, self.recognised, d) if nm in reachable]
+                    t = self.is_source(d) or any(self.taint.get(key_of(x), False) for x in deps)
+                    self.taint[key] = t
+                    if t:
+                        order.append(d)
+                    continue
+                self.taint[key] = False  # provisional: marks "in progress"
+                stack.append((d, True))
+                for sc, nm in dependencies(self.index, self.recognised, d):
+                    if nm in reachable:  # else it cannot depend on state: an external value at build time
+                        stack.append((sc.resolve(nm), False))
+        return order

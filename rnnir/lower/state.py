@@ -1,0 +1,192 @@
+"""Lowering's first stage: declare the state — the program's outputs, the state pairs and a slot for each.
+
+Pairs come from :func:`rnnir.lower.pairing.find_pairs`; without a declaration, a state-named input that
+feeds a recurrent initial state but that no output returns is paired with nothing (so SD007 can say so).
+The ``constant`` entry policy adds a slot for each recurrent op that starts from a constant and whose
+final state is a graph output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..ir import Output, Program, Provenance, Slot, SlotInit
+from ..onnxproto import EXTERNAL, tensor_to_array
+from ..optraits import OpTrait, ops_with
+from ..pairs import PairSource, StatePair
+from ..recurrence import RecurrenceKind, kind_for_op
+from .pairing import find_pairs, looks_like_state
+from .recognise import Key
+from .scope import Definition, ModelIndex, Scope
+from .source import ModelSource
+from .tensors import constant_tensor, small_array, tensor_type, tensor_type_of
+
+if TYPE_CHECKING:
+    import onnx
+
+LAYOUT_OPS = ops_with(OpTrait.LAYOUT)
+
+
+def key_of(d: Definition) -> Key:
+    """A definition's identity across scopes: lowering's value key (the same as rnnir.lower.recognise's)."""
+    return (id(d.scope), d.name)
+
+
+def recurrence_kind(node: onnx.NodeProto) -> RecurrenceKind:
+    """The registered kind of a node the model index listed as recurrent."""
+    kind = kind_for_op(node.op_type, node.domain)
+    assert kind is not None, f"{node.op_type} is not a recurrent op"  # the index lists registered ops only
+    return kind
+
+
+def if_dependencies(scope: Scope, node: onnx.NodeProto) -> list[tuple[Scope, str]]:
+    """What an If's outputs depend on: its condition and every branch's yields (the If is built once, for all its outputs)."""
+    out = [(scope, node.input[0])] if node.input and node.input[0] else []
+    for attr in ("then_branch", "else_branch"):
+        sub = scope.child(node, attr)
+        out.extend((sub, o.name) for o in sub.graph.output)
+    return out
+
+
+@dataclass(frozen=True)
+class DeclaredState:
+    """The state as declared: its pairs (each with its slot), and which definitions a slot stands for.
+
+    ``input_slots`` maps a paired graph input to its slot; ``constant_slots`` the key of a constant that the
+    ``constant`` entry policy made a slot; ``state_fed_inputs`` lists the main-graph inputs that reach a
+    recurrent initial state through layout-only ops (paired or not).
+    """
+
+    pairs: tuple[StatePair, ...]
+    input_slots: Mapping[str, Slot]
+    constant_slots: Mapping[Key, Slot]
+    state_fed_inputs: tuple[str, ...]
+
+    def loaded_slot(self, d: Definition) -> Slot | None:
+        """The slot a definition is loaded from, when it is a paired input or a constant made a slot."""
+        slot = self.constant_slots.get(key_of(d))
+        if slot is not None:
+            return slot
+        return self.input_slots.get(d.name) if d.kind == "input" else None
+
+    @property
+    def paired_outputs(self) -> set[str]:
+        return {p.output for p in self.pairs if p.output is not None}
+
+
+def declare_state(
+    src: ModelSource, index: ModelIndex, program: Program, declared: Mapping[str, str | None] | None, *, constant_entries: bool
+) -> DeclaredState:
+    """Add the graph's outputs and a slot per state pair to ``program``; the pairs become ``program.state_pairs``."""
+    model = src.model
+    root = index.root
+    pairs = find_pairs(model, label=src.label, declared=declared, model_path=src.path)
+    fed = _inputs_reaching_initial_state(index)
+    if not declared:  # a declaration is the caller's whole contract
+        pairs += _unreturned_state_inputs(pairs, fed)
+    for vi in model.graph.output:
+        program.add_output(Output(vi.name, tensor_type(vi)))
+    input_slots: dict[str, Slot] = {}
+    for p in pairs:
+        d = root.resolve(p.input)
+        init = SlotInit("zeros")
+        if d.tensor is not None:
+            arr = small_array(d.tensor)
+            if arr is not None:
+                init = SlotInit("constant", arr)
+        slot = Slot(name=p.input, type=tensor_type(root.inputs.get(p.input)), init=init, provenance=Provenance(value=p.input))
+        program.add_slot(slot)
+        p.slot = slot
+        input_slots[p.input] = slot
+    constant_slots: dict[Key, Slot] = {}
+    if constant_entries:
+        pairs += _constant_entries(index, program, {vi.name for vi in model.graph.output}, pairs, constant_slots)
+    program.state_pairs = pairs
+    return DeclaredState(tuple(pairs), input_slots, constant_slots, tuple(fed))
+
+
+def _unreturned_state_inputs(pairs: list[StatePair], state_fed_inputs: list[str]) -> list[StatePair]:
+    """State-named graph inputs that feed a recurrent op's initial state but no output returns."""
+    paired = {p.input for p in pairs}
+    out: list[StatePair] = []
+    for name in state_fed_inputs:
+        if name not in paired and looks_like_state(name):
+            out.append(StatePair(name, None, PairSource.NAME, f"{name!r} is named like state and feeds a recurrent initial state, but no output matches it"))
+            paired.add(name)
+    return out
+
+
+def _inputs_reaching_initial_state(index: ModelIndex) -> list[str]:
+    """Main-graph inputs that reach a recurrent op's initial state through layout-only ops."""
+    found: list[str] = []
+    for scope, node in index.recurrent:
+        kind = recurrence_kind(node)
+        for port in (i for i in (kind.input_index(p) for p in kind.entries) if i is not None):
+            if port < len(node.input) and node.input[port]:
+                for name in _layout_sources(index, scope, node.input[port]):
+                    if name not in found:
+                        found.append(name)
+    return [n for n in found if n in index.root.inputs]
+
+
+def _layout_sources(index: ModelIndex, scope: Scope, name: str) -> list[str]:
+    """Main-graph inputs reachable backwards from ``name`` through layout-only ops (and If joins)."""
+    out: list[str] = []
+    stack = [(scope, name)]
+    seen: set[Key] = set()
+    while stack:
+        sc, nm = stack.pop()
+        d = sc.resolve(nm)
+        key = key_of(d)
+        if key in seen:
+            continue
+        seen.add(key)
+        if d.kind == "input" and d.scope is index.root:
+            out.append(d.name)
+        elif d.kind == "node" and d.node is not None:
+            if d.node.op_type in LAYOUT_OPS:
+                if d.node.input and d.node.input[0]:
+                    stack.append((d.scope, d.node.input[0]))
+                if d.node.op_type == "Concat":
+                    stack.extend((d.scope, i) for i in d.node.input[1:] if i)
+            elif d.node.op_type == "If":
+                stack.extend(if_dependencies(d.scope, d.node))
+    return out
+
+
+def _constant_entries(index: ModelIndex, program: Program, out_names: set[str], pairs: list[StatePair], made: dict[Key, Slot]) -> list[StatePair]:
+    """Constant-entry policy: slots for recurrent ops that start from a constant and return their final state.
+
+    Each slot is added to ``program`` and to ``made`` (by the constant's key); returns the new pairs.
+    """
+    new_pairs: list[StatePair] = []
+    paired_out = {p.output for p in pairs}
+    for scope, node in index.recurrent:
+        kind = recurrence_kind(node)
+        for state in kind.states:
+            port, final = kind.input_index(state.entry), kind.output_index(state.exit)
+            if port is None or final is None:
+                continue
+            if port >= len(node.input) or not node.input[port] or final >= len(node.output):
+                continue
+            d = scope.resolve(node.input[port])
+            if d.kind not in ("initializer",) and not (d.kind == "node" and d.node is not None and d.node.op_type == "Constant"):
+                continue
+            ret = node.output[final]
+            if ret not in out_names or ret in paired_out:
+                continue
+            t = d.tensor if d.tensor is not None else constant_tensor(d.node) if d.node is not None else None
+            if t is None:
+                continue
+            arr = tensor_to_array(t) if t.data_location != EXTERNAL else None
+            if arr is None:
+                continue
+            slot = Slot(name=d.name, type=tensor_type_of(t), init=SlotInit("constant", arr), provenance=Provenance(value=d.name))
+            program.add_slot(slot)
+            p = StatePair(d.name, ret, PairSource.CONSTANT, f"constant initial state of {index.node_name(node)!r} made a slot (entry=constant)")
+            p.slot = slot
+            new_pairs.append(p)
+            made[key_of(d)] = slot
+    return new_pairs
