@@ -1,0 +1,271 @@
+"""Slice tracing of Slice, Split and batch-first ports that no other test pinned (mutation survivors of rnnir/slices.py).
+
+Each program is IR text built for one case: a rolling buffer ``cache`` rotated or interleaved with Slice + Concat, a
+packed LSTM state of unknown length sliced by constant bounds, a Split without an ``axis``, a batch-first GRU and a
+sequence output written back whole. The expected slice maps are worked out by hand from what the op does to axis 0
+(numpy's slicing is the oracle where it is about indices): slot entry ``i`` of the new value is slot entry ``j`` of the
+old one, or a named port of the recurrent op.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rnnir.irtext import parse_program
+from rnnir.pairs import ExitKind
+
+INT64_MAX = 2**63 - 1  # what exporters write for "to the end"
+
+
+def ints(name: str, values: list[int]) -> str:
+    return f"  value %{name} : int64[{len(values)}] = dense<int64[{len(values)}] {values}>"
+
+
+def buffer(length: int | str, body: str, consts: dict[str, list[int]], stored: str = "new") -> dict[str, tuple[str, object]]:
+    """Slot ``cache[length, 2]``, loaded, passed through ``body`` and written back from ``%stored``: per slice label,
+    its exit kind and (for a passthrough) which entry of the old slot it carries."""
+    text = "\n".join(
+        [
+            "program @p {",
+            f"  slot @cache : float32[{length},2] init=zeros",
+            f"  output cacheN : float32[{length},2]",
+            *(ints(n, v) for n, v in consts.items()),
+            '  pair cache -> cacheN declared "the caller feeds it back"',
+            "",
+            "  %cache = load_slot<@cache, copy>()",
+            body,
+            f"  %st = store<@cache, token>(%{stored})",
+            f"  %o = store<out:cacheN, value>(%{stored})",
+            "  return<by runtime>(%st, %o)",
+            "}",
+        ]
+    )
+    (pair,) = parse_program(text).state_pairs
+    out: dict[str, tuple[str, object]] = {}
+    for sm in pair.slices:
+        kind = sm.exit_kind[""]
+        out[sm.label] = (kind.value, sm.exit_slot_refs[""][1] if kind is ExitKind.PASSTHROUGH else None)
+    return out
+
+
+def carried(order: list[int]) -> dict[str, tuple[str, object]]:
+    """Entry i of the new buffer is entry order[i] of the old one, unchanged."""
+    return {f"cache[{i}]": ("passthrough", (j,)) for i, j in enumerate(order)}
+
+
+def two_slices(a: tuple[int, int, int], b: tuple[int, int, int]) -> tuple[str, dict[str, list[int]]]:
+    """new = Concat(cache[a0:a1:a2], cache[b0:b1:b2]) along axis 0."""
+    consts = {"sa": [a[0]], "ea": [a[1]], "sb": [b[0]], "eb": [b[1]], "ax": [0], "pa": [a[2]], "pb": [b[2]]}
+    body = "\n".join(
+        [
+            "  %a = Slice(%cache, %sa, %ea, %ax, %pa)",
+            "  %b = Slice(%cache, %sb, %eb, %ax, %pb)",
+            "  %new = Concat<axis=0>(%a, %b)",
+        ]
+    )
+    return body, consts
+
+
+def numpy_order(length: int, a: tuple[int, int, int], b: tuple[int, int, int]) -> list[int]:
+    idx = np.arange(length)
+    return np.concatenate([idx[a[0] : a[1] : a[2]], idx[b[0] : b[1] : b[2]]]).tolist()
+
+
+# -- a buffer of known length: each Slice keeps exactly the entries numpy's slicing keeps -------------------------
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "order"),
+    [
+        ((1, 4, 1), (0, 1, 1), [1, 2, 3, 0]),  # rotate by one: the oldest entry goes last
+        ((2, 4, 1), (0, 2, 1), [2, 3, 0, 1]),  # rotate by two: a slice from 0 that stops short of the end
+        ((0, 4, 2), (1, 4, 2), [0, 2, 1, 3]),  # even entries, then odd ones: a slice from 0 to the end with step 2
+        ((3, 4, 1), (0, INT64_MAX, 1), None),  # entry 3, then the whole buffer: 5 entries for a 4-entry slot
+    ],
+)
+def test_a_rotated_buffer_carries_each_entry_to_its_new_place(a, b, order):
+    body, consts = two_slices(a, b)
+    got = buffer(4, body, consts)
+    if order is None:
+        # five entries do not line up with the slot's four: the write-back is one whole slice the tracer cannot follow
+        assert len(numpy_order(4, a, b)) == 5
+        assert got == {"cache": ("unknown", None)}
+    else:
+        assert numpy_order(4, a, b) == order
+        assert got == carried(order)
+
+
+@pytest.mark.parametrize("end", [4, 9, INT64_MAX])
+def test_a_slice_over_the_whole_buffer_leaves_every_entry_in_place(end):
+    # near miss of the rotations: cache[0:end] with end >= 4 is the whole buffer
+    got = buffer(4, "  %new = Slice(%cache, %s, %e, %ax)", {"s": [0], "e": [end], "ax": [0]})
+    assert got == carried([0, 1, 2, 3])
+
+
+LONG = 300  # longer than the 256 entries the tracer follows one by one
+
+
+@pytest.mark.parametrize("end", [LONG, INT64_MAX])
+def test_a_long_buffer_sliced_whole_is_still_its_own_value(end):
+    # the whole 300-entry buffer, unchanged: one passthrough slice, although its entries are too many to list
+    got = buffer(LONG, "  %new = Slice(%cache, %s, %e, %ax)", {"s": [0], "e": [end], "ax": [0]})
+    assert got == {"cache": ("passthrough", ())}
+
+
+def test_a_long_buffer_rotated_is_too_many_entries_to_follow():
+    # rotating 300 entries needs them listed one by one: past the limit the new value is only known to derive from cache
+    body, consts = two_slices((1, LONG, 1), (0, 1, 1))
+    assert len(numpy_order(LONG, (1, LONG, 1), (0, 1, 1))) == LONG
+    assert buffer(LONG, body, consts) == {"cache": ("derived", None)}
+
+
+# -- a packed state of unknown length: only bounds counted from the front (or a tail to the end) are followed --------
+
+LSTM_CONSTS = """  value %x : float32[5,1,3]
+  value %W : float32[1,16,3] = dense<float32[1,16,3] ...>
+  value %R : float32[1,16,4] = dense<float32[1,16,4] ...>"""
+
+
+def unknown_length_entry(start: int, end: int, step: int = 1) -> dict[str, list[tuple[str, str]]]:
+    """Slot ``state[N, 1, 4]`` (N unknown); ``state[start:end:step]`` is the LSTM's initial_h (c starts at zero).
+    Per slice label: the ports its entry feeds, with their notes."""
+    text = "\n".join(
+        [
+            "program @p {",
+            "  slot @state : float32[N,1,4] init=zeros",
+            "  output stateN : float32[N,1,4]",
+            LSTM_CONSTS,
+            ints("s", [start]),
+            ints("e", [end]),
+            ints("ax", [0]),
+            ints("st", [step]),
+            '  pair state -> stateN declared "the caller feeds it back"',
+            "",
+            "  %state = load_slot<@state, copy>()",
+            "  %h0 = Slice(%state, %s, %e, %ax, %st)",
+            "  %Y, %Yh, %Yc = recurrent.LSTM<hidden_size=4>(%x, %W, %R, _, _, %h0, _, _) loc{'node': 'lstm'}",
+            "  %new = Concat<axis=0>(%Yh, %Yc)",
+            "  %s1 = store<@state, token>(%new)",
+            "  %s2 = store<out:stateN, value>(%new)",
+            "  return<by runtime>(%s1, %s2)",
+            "}",
+        ]
+    )
+    (pair,) = parse_program(text).state_pairs
+    return {sm.label: [(e.port, e.note) for e in sm.entry] for sm in pair.slices if sm.entry}
+
+
+@pytest.mark.parametrize(("start", "end", "label"), [(0, 1, "state[0]"), (1, 2, "state[1]"), (-1, INT64_MAX, "state[-1]")])
+def test_a_slice_counted_from_the_front_of_an_unknown_length_state_is_that_entry(start, end, label):
+    # whatever N is, state[0:1] is entry 0, state[1:2] entry 1 and state[-1:] the last one
+    assert unknown_length_entry(start, end) == {label: [("initial_h", "")]}
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "step"),
+    [
+        (-2, -1, 1),  # entry N-2: which one depends on N
+        (1, INT64_MAX, 1),  # entries 1..N-1: how many depends on N
+        (0, 4, 2),  # entries 0 and 2, if N > 2
+    ],
+)
+def test_a_slice_whose_entries_depend_on_the_unknown_length_is_only_derived_from_the_state(start, end, step):
+    assert unknown_length_entry(start, end, step) == {"state": [("initial_h", "derived")]}
+
+
+# -- Split without an axis splits axis 0 -------------------------------------------------------------------------
+
+
+def packed_split(split_attrs: str) -> dict[str, tuple[list[str], list[str]]]:
+    """Slot ``state[2, 1, 4]`` = (h, c) split for an LSTM and written back as Concat(Y_h, Y_c)."""
+    text = "\n".join(
+        [
+            "program @p {",
+            "  slot @state : float32[2,1,4] init=zeros",
+            "  output stateN : float32[2,1,4]",
+            LSTM_CONSTS,
+            ints("sizes", [1, 1]),
+            '  pair state -> stateN declared "the caller feeds it back"',
+            "",
+            "  %state = load_slot<@state, copy>()",
+            f"  %h0, %c0 = Split{split_attrs}(%state, %sizes)",
+            "  %Y, %Yh, %Yc = recurrent.LSTM<hidden_size=4>(%x, %W, %R, _, _, %h0, %c0, _) loc{'node': 'lstm'}",
+            "  %new = Concat<axis=0>(%Yh, %Yc)",
+            "  %s1 = store<@state, token>(%new)",
+            "  %s2 = store<out:stateN, value>(%new)",
+            "  return<by runtime>(%s1, %s2)",
+            "}",
+        ]
+    )
+    (pair,) = parse_program(text).state_pairs
+    return {sm.label: ([e.port + (f" ({e.note})" if e.note else "") for e in sm.entry], [e.port for e in sm.exit]) for sm in pair.slices}
+
+
+H_AND_C = {"state[0]": (["initial_h"], ["Y_h"]), "state[1]": (["initial_c"], ["Y_c"])}
+
+
+def test_a_split_without_an_axis_splits_the_packed_state_along_axis_0():
+    # ONNX Split's axis defaults to 0: the same as writing axis=0
+    assert packed_split("") == H_AND_C == packed_split("<axis=0>")
+
+
+def test_a_split_along_axis_1_does_not_separate_h_and_c():
+    # near miss: split along axis 1 instead, h0 and c0 each hold a part of both entries (h and c), so each entry
+    # feeds both ports, partly; the written-back Concat(Y_h, Y_c) still lines up entry by entry
+    both = ["initial_h (partial)", "initial_c (partial)"]
+    assert packed_split("<axis=1>") == {"state[0]": (both, ["Y_h"]), "state[1]": (both, ["Y_c"])}
+
+
+# -- ports of a recurrent op written back whole ------------------------------------------------------------------
+
+
+def test_a_batch_first_final_state_written_back_is_one_slice_not_split_by_batch():
+    # layout=1: Y_h is [batch, directions, hidden], so axis 0 of h[2, 1, 4] is the batch of 2, not two directions
+    text = """program @p {
+  slot @h : float32[2,1,4] init=zeros
+  output hN : float32[2,1,4]
+  value %x : float32[2,5,3]
+  value %W : float32[1,12,3] = dense<float32[1,12,3] ...>
+  value %R : float32[1,12,4] = dense<float32[1,12,4] ...>
+  pair h -> hN declared "the caller feeds it back"
+
+  %h = load_slot<@h, copy>()
+  %Y, %Yh = recurrent.GRU<hidden_size=4, layout=1>(%x, %W, %R, _, _, %h) loc{'node': 'gru'}
+  %s1 = store<@h, token>(%Yh)
+  %s2 = store<out:hN, value>(%Yh)
+  return<by runtime>(%s1, %s2)
+}"""
+    (pair,) = parse_program(text).state_pairs
+    got = [(sm.label, [e.port for e in sm.entry], [(e.port, e.direction) for e in sm.exit], sm.exit_kind) for sm in pair.slices]
+    assert got == [("h", ["initial_h"], [("Y_h", 0)], {"": ExitKind.FINAL})]
+
+
+def test_a_sequence_output_written_back_whole_is_one_slice_per_step():
+    # a cache of the last T=2 outputs: Y[T, 1, 1, 4] of a one-direction op written back as is; entry t is step t
+    text = """program @p {
+  slot @ys : float32[2,1,1,4] init=zeros
+  output ysN : float32[2,1,1,4]
+  slot @h : float32[1,1,4] init=zeros
+  output hN : float32[1,1,4]
+  value %x : float32[2,1,3]
+  value %W : float32[1,12,3] = dense<float32[1,12,3] ...>
+  value %R : float32[1,12,4] = dense<float32[1,12,4] ...>
+  pair ys -> ysN declared "the caller keeps the last outputs"
+  pair h -> hN declared "the caller feeds it back"
+
+  %h = load_slot<@h, copy>()
+  %Y, %Yh = recurrent.GRU<hidden_size=4>(%x, %W, %R, _, _, %h) loc{'node': 'gru'}
+  %s1 = store<@ys, token>(%Y)
+  %s2 = store<out:ysN, value>(%Y)
+  %s3 = store<@h, token>(%Yh)
+  %s4 = store<out:hN, value>(%Yh)
+  return<by runtime>(%s1, %s2, %s3, %s4)
+}"""
+    ys = parse_program(text).state_pairs[0]
+    assert ys.input == "ys"
+    got = [(sm.label, [(e.port, e.step) for e in sm.exit], sm.exit_kind) for sm in ys.slices]
+    assert got == [
+        ("ys[0]", [("Y", "first")], {"": ExitKind.SEQUENCE}),
+        ("ys[1]", [("Y", "t=1")], {"": ExitKind.SEQUENCE}),
+    ]
