@@ -174,11 +174,12 @@ def test_a_slice_whose_entries_depend_on_the_unknown_length_is_only_derived_from
     assert unknown_length_entry(start, end, step) == {"state": [("initial_h", "derived")]}
 
 
-# -- Split without an axis splits axis 0 -------------------------------------------------------------------------
+# -- Gather and Split without an axis work on axis 0 --------------------------------------------------------------
 
 
-def packed_split(split_attrs: str) -> dict[str, tuple[list[str], list[str]]]:
-    """Slot ``state[2, 1, 4]`` = (h, c) split for an LSTM and written back as Concat(Y_h, Y_c)."""
+def packed(entry: str) -> dict[str, tuple[list[str], list[str]]]:
+    """Slot ``state[2, 1, 4]`` = (h, c): ``entry`` makes %h0 and %c0 for an LSTM, written back as Concat(Y_h, Y_c).
+    Per slice label: the ports its entry feeds (with their notes) and the ports it is written back from."""
     text = "\n".join(
         [
             "program @p {",
@@ -186,10 +187,12 @@ def packed_split(split_attrs: str) -> dict[str, tuple[list[str], list[str]]]:
             "  output stateN : float32[2,1,4]",
             LSTM_CONSTS,
             ints("sizes", [1, 1]),
+            ints("i0", [0]),
+            ints("i1", [1]),
             '  pair state -> stateN declared "the caller feeds it back"',
             "",
             "  %state = load_slot<@state, copy>()",
-            f"  %h0, %c0 = Split{split_attrs}(%state, %sizes)",
+            entry,
             "  %Y, %Yh, %Yc = recurrent.LSTM<hidden_size=4>(%x, %W, %R, _, _, %h0, %c0, _) loc{'node': 'lstm'}",
             "  %new = Concat<axis=0>(%Yh, %Yc)",
             "  %s1 = store<@state, token>(%new)",
@@ -203,18 +206,31 @@ def packed_split(split_attrs: str) -> dict[str, tuple[list[str], list[str]]]:
 
 
 H_AND_C = {"state[0]": (["initial_h"], ["Y_h"]), "state[1]": (["initial_c"], ["Y_c"])}
+# along axis 1 (the batch), h0 and c0 each hold a part of both entries: each entry feeds both ports, partly, while
+# the written-back Concat(Y_h, Y_c) still lines up entry by entry
+ALONG_AXIS_1 = {s: (["initial_h (partial)", "initial_c (partial)"], ex) for s, (_, ex) in H_AND_C.items()}
+
+
+def gather(attrs: str) -> str:
+    return f"  %h0 = Gather{attrs}(%state, %i0)\n  %c0 = Gather{attrs}(%state, %i1)"
+
+
+def test_a_gather_without_an_axis_picks_entries_along_axis_0():
+    # ONNX Gather's axis defaults to 0: state[[0]] is h, state[[1]] is c, as with axis=0 written out
+    assert packed(gather("")) == H_AND_C == packed(gather("<axis=0>"))
+
+
+def test_a_gather_along_axis_1_does_not_separate_h_and_c():
+    assert packed(gather("<axis=1>")) == ALONG_AXIS_1  # near miss
 
 
 def test_a_split_without_an_axis_splits_the_packed_state_along_axis_0():
-    # ONNX Split's axis defaults to 0: the same as writing axis=0
-    assert packed_split("") == H_AND_C == packed_split("<axis=0>")
+    # ONNX Split's axis defaults to 0 too
+    assert packed("  %h0, %c0 = Split(%state, %sizes)") == H_AND_C == packed("  %h0, %c0 = Split<axis=0>(%state, %sizes)")
 
 
 def test_a_split_along_axis_1_does_not_separate_h_and_c():
-    # near miss: split along axis 1 instead, h0 and c0 each hold a part of both entries (h and c), so each entry
-    # feeds both ports, partly; the written-back Concat(Y_h, Y_c) still lines up entry by entry
-    both = ["initial_h (partial)", "initial_c (partial)"]
-    assert packed_split("<axis=1>") == {"state[0]": (both, ["Y_h"]), "state[1]": (both, ["Y_c"])}
+    assert packed("  %h0, %c0 = Split<axis=1>(%state, %sizes)") == ALONG_AXIS_1  # near miss
 
 
 # -- ports of a recurrent op written back whole ------------------------------------------------------------------
@@ -269,3 +285,28 @@ def test_a_sequence_output_written_back_whole_is_one_slice_per_step():
         ("ys[0]", [("Y", "first")], {"": ExitKind.SEQUENCE}),
         ("ys[1]", [("Y", "t=1")], {"": ExitKind.SEQUENCE}),
     ]
+
+
+def test_one_batch_entry_of_a_batch_first_sequence_written_back_is_one_slice_per_step():
+    # layout=1: Y is [batch, T, directions, hidden], so Y[0] (Gather index 0) is batch entry 0's [T=2, 1, 4]
+    # sequence; its axis 0 is the 2 steps (not the 1 direction), lining up with ys[2, 1, 4] entry by entry
+    text = """program @p {
+  slot @ys : float32[2,1,4] init=zeros
+  output ysN : float32[2,1,4]
+  value %x : float32[1,2,3]
+  value %h0 : float32[1,1,4]
+  value %W : float32[1,12,3] = dense<float32[1,12,3] ...>
+  value %R : float32[1,12,4] = dense<float32[1,12,4] ...>
+  value %zero : int64[] = dense<int64[] [0]>
+  pair ys -> ysN declared "the caller keeps the last outputs"
+
+  %ys = load_slot<@ys, copy>()
+  %Y, %Yh = recurrent.GRU<hidden_size=4, layout=1>(%x, %W, %R, _, _, %h0) loc{'node': 'gru'}
+  %y0 = Gather<axis=0>(%Y, %zero)
+  %s1 = store<@ys, token>(%y0)
+  %s2 = store<out:ysN, value>(%y0)
+  return<by runtime>(%s1, %s2)
+}"""
+    (ys,) = parse_program(text).state_pairs
+    got = [(sm.label, sm.exit_kind) for sm in ys.slices]
+    assert got == [("ys[0]", {"": ExitKind.SEQUENCE}), ("ys[1]", {"": ExitKind.SEQUENCE})]
