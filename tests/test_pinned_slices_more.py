@@ -310,3 +310,40 @@ def test_one_batch_entry_of_a_batch_first_sequence_written_back_is_one_slice_per
     (ys,) = parse_program(text).state_pairs
     got = [(sm.label, sm.exit_kind) for sm in ys.slices]
     assert got == [("ys[0]", {"": ExitKind.SEQUENCE}), ("ys[1]", {"": ExitKind.SEQUENCE})]
+
+
+def written_back_by(concat: str) -> dict[str, tuple[list[str], list[str]]]:
+    """The packed LSTM state split along axis 0 and written back by ``concat`` of %Yh and %Yc into %new."""
+    text = "\n".join(
+        [
+            "program @p {",
+            "  slot @state : float32[2,1,4] init=zeros",
+            "  output stateN : float32[2,1,4]",
+            LSTM_CONSTS,
+            ints("sizes", [1, 1]),
+            '  pair state -> stateN declared "the caller feeds it back"',
+            "",
+            "  %state = load_slot<@state, copy>()",
+            "  %h0, %c0 = Split<axis=0>(%state, %sizes)",
+            "  %Y, %Yh, %Yc = recurrent.LSTM<hidden_size=4>(%x, %W, %R, _, _, %h0, %c0, _) loc{'node': 'lstm'}",
+            concat,
+            "  %s1 = store<@state, token>(%new)",
+            "  %s2 = store<out:stateN, value>(%new)",
+            "  return<by runtime>(%s1, %s2)",
+            "}",
+        ]
+    )
+    (pair,) = parse_program(text).state_pairs
+    return {sm.label: ([e.port for e in sm.entry], [e.port for e in sm.exit]) for sm in pair.slices}
+
+
+def test_a_concat_along_a_negative_axis_skips_an_absent_input():
+    # axis -3 of the rank-3 output is axis 0; the absent middle input adds no entries: new = (Y_h, Y_c)
+    got = written_back_by("  %new = Concat<axis=-3>(%Yh, _, %Yc) : float32[2,1,4]")
+    assert got == {"state[0]": (["initial_h"], ["Y_h"]), "state[1]": (["initial_c"], ["Y_c"])}
+
+
+def test_a_concat_along_a_negative_axis_that_is_not_axis_0_is_not_traced_entry_by_entry():
+    # near miss: axis -2 of rank 3 is axis 1 (the batch), so each entry of the written-back value mixes Y_h and Y_c
+    got = written_back_by("  %new = Concat<axis=-2>(%Yh, _, %Yc) : float32[1,2,4]")
+    assert {label: sorted(exits) for label, (_, exits) in got.items()} == {"state[0]": ["Y_c", "Y_h"], "state[1]": ["Y_c", "Y_h"]}
