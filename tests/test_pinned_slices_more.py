@@ -347,3 +347,28 @@ def test_a_concat_along_a_negative_axis_that_is_not_axis_0_is_not_traced_entry_b
     # near miss: axis -2 of rank 3 is axis 1 (the batch), so each entry of the written-back value mixes Y_h and Y_c
     got = written_back_by("  %new = Concat<axis=-2>(%Yh, _, %Yc) : float32[1,2,4]")
     assert {label: sorted(exits) for label, (_, exits) in got.items()} == {"state[0]": ["Y_c", "Y_h"], "state[1]": ["Y_c", "Y_h"]}
+
+
+def whole_state_map(dim0: str) -> list[tuple[str, list[str], list[str]]]:
+    """Slot h[dim0, 1, 4] read whole as an LSTM's initial_h and written back from its Y_h."""
+    text = f"""program @p {{
+  slot @h : float32[{dim0},1,4] init=zeros
+  output hN : float32[{dim0},1,4]
+{LSTM_CONSTS}
+  pair h -> hN declared "the caller feeds it back"
+
+  %h = load_slot<@h, copy>()
+  %Y, %Yh, %Yc = recurrent.LSTM<hidden_size=4>(%x, %W, %R, _, _, %h, _, _) loc{{'node': 'lstm'}}
+  %s1 = store<@h, token>(%Yh)
+  %s2 = store<out:hN, value>(%Yh)
+  return<by runtime>(%s1, %s2)
+}}"""
+    (pair,) = parse_program(text).state_pairs
+    return [(sm.label, [e.port for e in sm.entry], [e.port for e in sm.exit]) for sm in pair.slices]
+
+
+def test_a_state_axis_of_length_0_is_read_as_one_of_unknown_length():
+    # a dim written as 0 says nothing about the directions: h is traced as it is with a symbolic dim, not as empty
+    assert whole_state_map("0") == whole_state_map("N")
+    assert any(entry == ["initial_h"] for _, entry, _ in whole_state_map("0"))  # its entry is still traced, not dropped
+    assert whole_state_map("1") == [("h", ["initial_h"], ["Y_h"])]  # near miss: one direction, known
