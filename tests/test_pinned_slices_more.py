@@ -372,3 +372,40 @@ def test_a_state_axis_of_length_0_is_read_as_one_of_unknown_length():
     assert whole_state_map("0") == whole_state_map("N")
     assert any(entry == ["initial_h"] for _, entry, _ in whole_state_map("0"))  # its entry is still traced, not dropped
     assert whole_state_map("1") == [("h", ["initial_h"], ["Y_h"])]  # near miss: one direction, known
+
+
+def if_written_back(else_body: str) -> dict[str, dict[str, ExitKind]]:
+    """Slot h[1, 4] handed back by an If: the then branch casts it to float, the else branch computes %e from it."""
+    then_b, else_b = "If_0.then_branch", "If_0.else_branch"
+    text = f"""program @p {{
+  slot @h : float32[1,4] init=zeros
+  output hN : float32[1,4]
+  value %cond : bool[]
+  value %zero : int64[1] = dense<int64[1] [0]>
+  pair h -> hN declared "the caller feeds it back"
+
+  %h = load_slot<@h, copy>()
+  %t = Cast<to=1>(%h) loc{{'branch': ({then_b!r},)}}
+{else_body.replace("BRANCH", repr(else_b))}
+  %new = If<region.then_branch=({then_b!r},), region.else_branch=({else_b!r},)>(%cond, %t, %e)
+  %s1 = store<@h, token>(%new)
+  %s2 = store<out:hN, value>(%new)
+  return<by runtime>(%s1, %s2)
+}}"""
+    (pair,) = parse_program(text).state_pairs
+    return {sm.label: sm.exit_kind for sm in pair.slices}
+
+
+def test_an_if_whose_branches_hand_back_the_same_cast_slice_is_one_exit():
+    # else: Cast, then Unsqueeze and Squeeze of axis 0, which undo each other: both branches hand back h cast to
+    # float, so the write-back does not depend on the branch
+    body = """  %c = Cast<to=1>(%h) loc{'branch': (BRANCH,)}
+  %u = Unsqueeze(%c, %zero) loc{'branch': (BRANCH,)}
+  %e = Squeeze(%u, %zero) loc{'branch': (BRANCH,)}"""
+    assert if_written_back(body) == {"h": {"": ExitKind.PASSTHROUGH}}
+
+
+def test_an_if_whose_branches_hand_back_different_values_has_one_exit_per_branch():
+    # near miss: the else branch hands back Relu(h), so what is written back depends on the branch
+    body = """  %e = Relu(%h) loc{'branch': (BRANCH,)}"""
+    assert if_written_back(body) == {"h": {"If_0.then_branch": ExitKind.PASSTHROUGH, "If_0.else_branch": ExitKind.DERIVED}}
