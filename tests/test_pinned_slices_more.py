@@ -409,3 +409,34 @@ def test_an_if_whose_branches_hand_back_different_values_has_one_exit_per_branch
     # near miss: the else branch hands back Relu(h), so what is written back depends on the branch
     body = """  %e = Relu(%h) loc{'branch': (BRANCH,)}"""
     assert if_written_back(body) == {"h": {"If_0.then_branch": ExitKind.PASSTHROUGH, "If_0.else_branch": ExitKind.DERIVED}}
+
+
+def passed_through(shape: str, body: str) -> dict[str, tuple[str, object]]:
+    """Slot h of ``shape``, loaded, passed through ``body`` (which makes %new) and written back."""
+    text = f"""program @p {{
+  slot @h : float32{shape} init=zeros
+  output hN : float32{shape}
+  value %one : int64[1] = dense<int64[1] [1]>
+  value %zero : int64[1] = dense<int64[1] [0]>
+  pair h -> hN declared "the caller feeds it back"
+
+  %h = load_slot<@h, copy>()
+{body}
+  %s1 = store<@h, token>(%new)
+  %s2 = store<out:hN, value>(%new)
+  return<by runtime>(%s1, %s2)
+}}"""
+    (pair,) = parse_program(text).state_pairs
+    return {sm.label: (sm.exit_kind[""].value, sm.exit_slot_refs.get("")) for sm in pair.slices}
+
+
+@pytest.mark.parametrize("axis", ["one", "zero"])
+def test_an_unsqueeze_undone_by_a_squeeze_hands_back_a_state_of_unknown_shape_unchanged(axis):
+    # inserting an axis and removing the same one is the identity, whatever h's rank: h is written back as it came
+    body = f"  %u = Unsqueeze(%h, %{axis})\n  %new = Squeeze(%u, %{axis})"
+    assert passed_through("[*]", body) == {"h": ("passthrough", ("h", ()))}
+
+
+def test_a_state_of_unknown_shape_through_a_value_changing_op_is_derived():
+    # near miss: Relu changes the values
+    assert passed_through("[*]", "  %new = Relu(%h)") == {"h": ("derived", None)}
