@@ -127,9 +127,9 @@ LSTM_CONSTS = """  value %x : float32[5,1,3]
   value %R : float32[1,16,4] = dense<float32[1,16,4] ...>"""
 
 
-def unknown_length_entry(start: int, end: int, step: int = 1) -> dict[str, list[tuple[str, str]]]:
-    """Slot ``state[N, 1, 4]`` (N unknown); ``state[start:end:step]`` is the LSTM's initial_h (c starts at zero).
-    Per slice label: the ports its entry feeds, with their notes."""
+def unknown_length_entry(start: int, end: int, step: int = 1, pick: str = "Slice(%state, %s, %e, %ax, %st)") -> dict[str, list[tuple[str, str]]]:
+    """Slot ``state[N, 1, 4]`` (N unknown); ``state[start:end:step]`` (or what ``pick`` takes) is the LSTM's initial_h
+    (c starts at zero). Per slice label: the ports its entry feeds, with their notes."""
     text = "\n".join(
         [
             "program @p {",
@@ -143,7 +143,7 @@ def unknown_length_entry(start: int, end: int, step: int = 1) -> dict[str, list[
             '  pair state -> stateN declared "the caller feeds it back"',
             "",
             "  %state = load_slot<@state, copy>()",
-            "  %h0 = Slice(%state, %s, %e, %ax, %st)",
+            f"  %h0 = {pick}",
             "  %Y, %Yh, %Yc = recurrent.LSTM<hidden_size=4>(%x, %W, %R, _, _, %h0, _, _) loc{'node': 'lstm'}",
             "  %new = Concat<axis=0>(%Yh, %Yc)",
             "  %s1 = store<@state, token>(%new)",
@@ -172,6 +172,12 @@ def test_a_slice_counted_from_the_front_of_an_unknown_length_state_is_that_entry
 )
 def test_a_slice_whose_entries_depend_on_the_unknown_length_is_only_derived_from_the_state(start, end, step):
     assert unknown_length_entry(start, end, step) == {"state": [("initial_h", "derived")]}
+
+
+@pytest.mark.parametrize(("index", "label"), [(0, "state[0]"), (-1, "state[-1]")])
+def test_a_gather_from_an_unknown_length_state_is_the_entry_it_names(index, label):
+    # Gather with indices [k] keeps state[k]; a negative k counts from the end, whose position N leaves unknown
+    assert unknown_length_entry(index, 0, pick="Gather<axis=0>(%state, %s)") == {label: [("initial_h", "")]}
 
 
 # -- Gather and Split without an axis work on axis 0 --------------------------------------------------------------
