@@ -168,6 +168,7 @@ def test_a_slice_counted_from_the_front_of_an_unknown_length_state_is_that_entry
         (-2, -1, 1),  # entry N-2: which one depends on N
         (1, INT64_MAX, 1),  # entries 1..N-1: how many depends on N
         (0, 4, 2),  # entries 0 and 2, if N > 2
+        (-3, INT64_MAX, 2),  # entries N-3 and N-1, if N > 2 (else only N-1 or nothing)
     ],
 )
 def test_a_slice_whose_entries_depend_on_the_unknown_length_is_only_derived_from_the_state(start, end, step):
