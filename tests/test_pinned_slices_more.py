@@ -169,6 +169,7 @@ def test_a_slice_counted_from_the_front_of_an_unknown_length_state_is_that_entry
         (1, INT64_MAX, 1),  # entries 1..N-1: how many depends on N
         (0, 4, 2),  # entries 0 and 2, if N > 2
         (-3, INT64_MAX, 2),  # entries N-3 and N-1, if N > 2 (else only N-1 or nothing)
+        (0, INT64_MAX, 2),  # every other entry from 0: how many depends on N
     ],
 )
 def test_a_slice_whose_entries_depend_on_the_unknown_length_is_only_derived_from_the_state(start, end, step):
@@ -179,6 +180,32 @@ def test_a_slice_whose_entries_depend_on_the_unknown_length_is_only_derived_from
 def test_a_gather_from_an_unknown_length_state_is_the_entry_it_names(index, label):
     # Gather with indices [k] keeps state[k]; a negative k counts from the end, whose position N leaves unknown
     assert unknown_length_entry(index, 0, pick="Gather<axis=0>(%state, %s)") == {label: [("initial_h", "")]}
+
+
+def test_both_directions_starting_from_the_first_entry_of_an_unknown_length_state():
+    # a bidirectional GRU whose initial_h is Concat(state[0:1], state[0:1]): entry 0 feeds both directions
+    text = f"""program @p {{
+  slot @state : float32[N,1,4] init=zeros
+  output stateN : float32[N,1,4]
+  value %x : float32[5,1,3]
+  value %W : float32[2,12,3] = dense<float32[2,12,3] ...>
+  value %R : float32[2,12,4] = dense<float32[2,12,4] ...>
+{ints("s", [0])}
+{ints("e", [1])}
+{ints("ax", [0])}
+  pair state -> stateN declared "the caller feeds it back"
+
+  %state = load_slot<@state, copy>()
+  %first = Slice(%state, %s, %e, %ax)
+  %h0 = Concat<axis=0>(%first, %first)
+  %Y, %Yh = recurrent.GRU<direction='bidirectional', hidden_size=4>(%x, %W, %R, _, _, %h0) loc{{'node': 'gru'}}
+  %s1 = store<@state, token>(%Yh)
+  %s2 = store<out:stateN, value>(%Yh)
+  return<by runtime>(%s1, %s2)
+}}"""
+    (pair,) = parse_program(text).state_pairs
+    got = {sm.label: [(e.port, e.direction) for e in sm.entry] for sm in pair.slices if sm.entry}
+    assert got == {"state[0]": [("initial_h", 0), ("initial_h", 1)]}
 
 
 # -- Gather and Split without an axis work on axis 0 --------------------------------------------------------------
