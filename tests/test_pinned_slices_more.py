@@ -459,6 +459,7 @@ def passed_through(shape: str, body: str) -> dict[str, tuple[str, object]]:
   output hN : float32{shape}
   value %one : int64[1] = dense<int64[1] [1]>
   value %zero : int64[1] = dense<int64[1] [0]>
+  value %scalar : int64[0] = dense<int64[0] []>
   pair h -> hN declared "the caller feeds it back"
 
   %h = load_slot<@h, copy>()
@@ -481,3 +482,11 @@ def test_an_unsqueeze_undone_by_a_squeeze_hands_back_a_state_of_unknown_shape_un
 def test_a_state_of_unknown_shape_through_a_value_changing_op_is_derived():
     # near miss: Relu changes the values
     assert passed_through("[*]", "  %new = Relu(%h)") == {"h": ("derived", None)}
+
+
+def test_a_one_entry_state_reshaped_to_a_scalar_and_back_is_handed_back_unchanged():
+    # a [1] counter reshaped to shape [] (a scalar) and back to [1]: the same one entry, written back as it came
+    body = "  %s = Reshape(%h, %scalar)\n  %new = Reshape(%s, %one)"
+    assert passed_through("[1]", body) == {"h": ("passthrough", ("h", ()))}
+    # near miss: Relu in between changes the entry's values
+    assert passed_through("[1]", "  %s = Reshape(%h, %scalar)\n  %r = Relu(%s)\n  %new = Reshape(%r, %one)") == {"h": ("derived", None)}
