@@ -490,3 +490,28 @@ def test_a_one_entry_state_reshaped_to_a_scalar_and_back_is_handed_back_unchange
     assert passed_through("[1]", body) == {"h": ("passthrough", ("h", ()))}
     # near miss: Relu in between changes the entry's values
     assert passed_through("[1]", "  %s = Reshape(%h, %scalar)\n  %r = Relu(%s)\n  %new = Reshape(%r, %one)") == {"h": ("derived", None)}
+
+
+def test_a_pair_whose_input_is_no_slot_gets_no_slices_and_the_others_still_do():
+    # the declared pair x -> y names a plain graph input, not a slot: nothing to trace for it; h -> hN is traced
+    text = """program @p {
+  slot @h : float32[1,1,4] init=zeros
+  output hN : float32[1,1,4]
+  output y : float32[1,1,4]
+  value %x : float32[1,1,4]
+  value %xs : float32[5,1,3]
+  value %W : float32[1,12,3] = dense<float32[1,12,3] ...>
+  value %R : float32[1,12,4] = dense<float32[1,12,4] ...>
+  pair x -> y declared "a caller's mistake"
+  pair h -> hN declared "the caller feeds it back"
+
+  %h = load_slot<@h, copy>()
+  %Y, %Yh = recurrent.GRU<hidden_size=4>(%xs, %W, %R, _, _, %h) loc{'node': 'gru'}
+  %s1 = store<@h, token>(%Yh)
+  %s2 = store<out:hN, value>(%Yh)
+  %s3 = store<out:y, value>(%x)
+  return<by runtime>(%s1, %s2, %s3)
+}"""
+    x_pair, h_pair = parse_program(text).state_pairs
+    assert (x_pair.slot, x_pair.slices) == (None, [])
+    assert [(sm.label, [e.port for e in sm.entry], [e.port for e in sm.exit]) for sm in h_pair.slices] == [("h", ["initial_h"], ["Y_h"])]
