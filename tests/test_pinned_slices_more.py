@@ -75,25 +75,25 @@ def numpy_order(length: int, a: tuple[int, int, int], b: tuple[int, int, int]) -
 # -- a buffer of known length: each Slice keeps exactly the entries numpy's slicing keeps -------------------------
 
 
-@pytest.mark.parametrize(
-    ("a", "b", "order"),
-    [
-        ((1, 4, 1), (0, 1, 1), [1, 2, 3, 0]),  # rotate by one: the oldest entry goes last
-        ((2, 4, 1), (0, 2, 1), [2, 3, 0, 1]),  # rotate by two: a slice from 0 that stops short of the end
-        ((0, 4, 2), (1, 4, 2), [0, 2, 1, 3]),  # even entries, then odd ones: a slice from 0 to the end with step 2
-        ((3, 4, 1), (0, INT64_MAX, 1), None),  # entry 3, then the whole buffer: 5 entries for a 4-entry slot
-    ],
-)
-def test_a_rotated_buffer_carries_each_entry_to_its_new_place(a, b, order):
-    body, consts = two_slices(a, b)
-    got = buffer(4, body, consts)
-    if order is None:
-        # five entries do not line up with the slot's four: the write-back is one whole slice the tracer cannot follow
-        assert len(numpy_order(4, a, b)) == 5
-        assert got == {"cache": ("unknown", None)}
-    else:
+# the cases of one behaviour share one test function: the mutation tool runs one case per function
+ROTATIONS = [
+    ((1, 4, 1), (0, 1, 1), [1, 2, 3, 0]),  # rotate by one: the oldest entry goes last
+    ((2, 4, 1), (0, 2, 1), [2, 3, 0, 1]),  # rotate by two: a slice from 0 that stops short of the end
+    ((0, 4, 2), (1, 4, 2), [0, 2, 1, 3]),  # even entries, then odd ones: a slice from 0 to the end with step 2
+]
+
+
+def test_a_rotated_buffer_carries_each_entry_to_its_new_place():
+    for a, b, order in ROTATIONS:
         assert numpy_order(4, a, b) == order
-        assert got == carried(order)
+        assert buffer(4, *two_slices(a, b)) == carried(order), (a, b)
+
+
+def test_a_buffer_written_back_with_one_entry_too_many_is_one_slice_the_tracer_cannot_follow():
+    # entry 3, then the whole buffer: five entries do not line up with the slot's four
+    a, b = (3, 4, 1), (0, INT64_MAX, 1)
+    assert len(numpy_order(4, a, b)) == 5
+    assert buffer(4, *two_slices(a, b)) == {"cache": ("unknown", None)}
 
 
 @pytest.mark.parametrize("end", [4, 9, INT64_MAX])
@@ -156,30 +156,30 @@ def unknown_length_entry(start: int, end: int, step: int = 1, pick: str = "Slice
     return {sm.label: [(e.port, e.note) for e in sm.entry] for sm in pair.slices if sm.entry}
 
 
-@pytest.mark.parametrize(("start", "end", "label"), [(0, 1, "state[0]"), (1, 2, "state[1]"), (-1, INT64_MAX, "state[-1]")])
-def test_a_slice_counted_from_the_front_of_an_unknown_length_state_is_that_entry(start, end, label):
+def test_a_slice_counted_from_the_front_of_an_unknown_length_state_is_that_entry():
     # whatever N is, state[0:1] is entry 0, state[1:2] entry 1 and state[-1:] the last one
-    assert unknown_length_entry(start, end) == {label: [("initial_h", "")]}
+    for start, end, label in [(0, 1, "state[0]"), (1, 2, "state[1]"), (-1, INT64_MAX, "state[-1]")]:
+        assert unknown_length_entry(start, end) == {label: [("initial_h", "")]}, (start, end)
 
 
-@pytest.mark.parametrize(
-    ("start", "end", "step"),
-    [
-        (-2, -1, 1),  # entry N-2: which one depends on N
-        (1, INT64_MAX, 1),  # entries 1..N-1: how many depends on N
-        (0, 4, 2),  # entries 0 and 2, if N > 2
-        (-3, INT64_MAX, 2),  # entries N-3 and N-1, if N > 2 (else only N-1 or nothing)
-        (0, INT64_MAX, 2),  # every other entry from 0: how many depends on N
-    ],
-)
-def test_a_slice_whose_entries_depend_on_the_unknown_length_is_only_derived_from_the_state(start, end, step):
-    assert unknown_length_entry(start, end, step) == {"state": [("initial_h", "derived")]}
+DEPENDS_ON_N = [
+    (-2, -1, 1),  # entry N-2: which one depends on N
+    (1, INT64_MAX, 1),  # entries 1..N-1: how many depends on N
+    (0, 4, 2),  # entries 0 and 2, if N > 2
+    (-3, INT64_MAX, 2),  # entries N-3 and N-1, if N > 2 (else only N-1 or nothing)
+    (0, INT64_MAX, 2),  # every other entry from 0: how many depends on N
+]
 
 
-@pytest.mark.parametrize(("index", "label"), [(0, "state[0]"), (-1, "state[-1]")])
-def test_a_gather_from_an_unknown_length_state_is_the_entry_it_names(index, label):
+def test_a_slice_whose_entries_depend_on_the_unknown_length_is_only_derived_from_the_state():
+    for start, end, step in DEPENDS_ON_N:
+        assert unknown_length_entry(start, end, step) == {"state": [("initial_h", "derived")]}, (start, end, step)
+
+
+def test_a_gather_from_an_unknown_length_state_is_the_entry_it_names():
     # Gather with indices [k] keeps state[k]; a negative k counts from the end, whose position N leaves unknown
-    assert unknown_length_entry(index, 0, pick="Gather<axis=0>(%state, %s)") == {label: [("initial_h", "")]}
+    for index, label in [(0, "state[0]"), (-1, "state[-1]")]:
+        assert unknown_length_entry(index, 0, pick="Gather<axis=0>(%state, %s)") == {label: [("initial_h", "")]}
 
 
 def test_both_directions_starting_from_the_first_entry_of_an_unknown_length_state():
@@ -472,11 +472,11 @@ def passed_through(shape: str, body: str) -> dict[str, tuple[str, object]]:
     return {sm.label: (sm.exit_kind[""].value, sm.exit_slot_refs.get("")) for sm in pair.slices}
 
 
-@pytest.mark.parametrize("axis", ["one", "zero"])
-def test_an_unsqueeze_undone_by_a_squeeze_hands_back_a_state_of_unknown_shape_unchanged(axis):
+def test_an_unsqueeze_undone_by_a_squeeze_hands_back_a_state_of_unknown_shape_unchanged():
     # inserting an axis and removing the same one is the identity, whatever h's rank: h is written back as it came
-    body = f"  %u = Unsqueeze(%h, %{axis})\n  %new = Squeeze(%u, %{axis})"
-    assert passed_through("[*]", body) == {"h": ("passthrough", ("h", ()))}
+    for axis in ("one", "zero"):
+        body = f"  %u = Unsqueeze(%h, %{axis})\n  %new = Squeeze(%u, %{axis})"
+        assert passed_through("[*]", body) == {"h": ("passthrough", ("h", ()))}, axis
 
 
 def test_a_state_of_unknown_shape_through_a_value_changing_op_is_derived():
