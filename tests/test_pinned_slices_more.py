@@ -515,3 +515,21 @@ def test_a_pair_whose_input_is_no_slot_gets_no_slices_and_the_others_still_do():
     x_pair, h_pair = parse_program(text).state_pairs
     assert (x_pair.slot, x_pair.slices) == (None, [])
     assert [(sm.label, [e.port for e in sm.entry], [e.port for e in sm.exit]) for sm in h_pair.slices] == [("h", ["initial_h"], ["Y_h"])]
+
+
+def test_a_final_state_stored_inside_an_if_branch_is_named_with_that_branch():
+    # the GRU and the store of its Y_h both sit in the then branch (no If output between them): the exit names the branch
+    text = """program @p {
+  slot @h : float32[1,1,4] init=zeros
+  value %x : float32[5,1,3]
+  value %W : float32[1,12,3] = dense<float32[1,12,3] ...>
+  value %R : float32[1,12,4] = dense<float32[1,12,4] ...>
+  pair h -> h declared "the caller feeds it back"
+
+  %h = load_slot<@h, copy>()
+  %Y, %Yh = recurrent.GRU<hidden_size=4>(%x, %W, %R, _, _, %h) loc{'node': 'gru', 'branch': ('If_0.then_branch',)}
+  %s1 = store<@h, token>(%Yh) loc{'branch': ('If_0.then_branch',)}
+  return<by runtime>(%s1)
+}"""
+    (pair,) = parse_program(text).state_pairs
+    assert [[(e.port, e.branch) for e in sm.exit] for sm in pair.slices] == [[("Y_h", ("If_0.then_branch",))]]
