@@ -69,7 +69,11 @@ def test_the_planted_bugs_are_the_ones_described(tree: Path):
     assert box == {}
     replaced = _run(found[(mutate.Operator.RETURN, "return None instead of `low`")])
     assert replaced.clamp(-1, 0, 9) is None
-    args = _run(found[(mutate.Operator.SWAP_ARGS, "swap `x`, `high`")])
+    swap = found[(mutate.Operator.SWAP_ARGS, "swap `x`, `high`")]
+    # min is symmetric, so running it cannot show the swap: the mutated tree must hold min(high, x)
+    swapped_tree = mutate._apply(ast.parse(SOURCE), mutate._sites(ast.parse(SOURCE))[swap.index])
+    assert "return min(high, x)" in ast.unparse(swapped_tree) and "min(x, high)" not in ast.unparse(swapped_tree)
+    args = _run(swap)
     assert args.clamp(5, 0, 9) == 5  # min(9, 5): swapped but equal here ...
     assert args.clamp(12, 0, 9) == 9  # ... and here: min is symmetric, which is why such a survivor can be equivalent
 
