@@ -136,3 +136,25 @@ def test_a_slot_the_caller_must_fill_asks_for_its_state_at_the_first_call():
         s.initial_state()
     assert val(s.run_dict({"x": np.ones(2, np.float32), "h0": np.array([5, 6], np.float32)})["hn"]) == [6.0, 7.0]
     assert val(s.run_dict({"x": np.ones(2, np.float32)})["hn"]) == [7.0, 8.0]
+
+
+def test_a_zeros_init_starts_from_zeros_whatever_value_it_carries():
+    m = build([helper.make_node("Add", ["h0", "x"], ["hn"])], [vi("x", [2]), vi("h0", [2])], [vi("hn", [2])], name="zeros", opset=14)
+    program = rnnir.load(m)
+    (pair,) = program.state_pairs
+    pair.slot.init = SlotInit("zeros", np.array([7.0, 8.0], np.float32))  # the kind decides; a stray value is ignored
+    s = StatefulSession(program)
+    assert val(s.initial_state()["h0"]) == [0.0, 0.0]
+    assert val(s.run_dict({"x": np.ones(2, np.float32)})["hn"]) == [1.0, 1.0]
+    pair.slot.init = SlotInit("constant", np.array([7.0, 8.0], np.float32))
+    assert val(StatefulSession(program).run_dict({"x": np.ones(2, np.float32)})["hn"]) == [8.0, 9.0]
+
+
+def test_a_dim_declared_0_is_not_a_fixed_size_but_resolved_like_a_symbol():
+    # the session treats only a positive declared dim as fixed (as `state =` and a state file's check do): a 0 in a
+    # state's declaration is resolved from the feeds, and a plain input declared [0, 2] has a dynamic leading dim
+    nodes = [helper.make_node("ReduceSum", ["x"], ["sx"], keepdims=0), helper.make_node("Add", ["h0", "sx"], ["hn"])]
+    s = StatefulSession(build(nodes, [vi("x", ["N", 2]), vi("h0", [0, 2])], [vi("hn", [0, 2])], name="zero"))
+    assert s.initial_state({"x": np.ones((3, 2), np.float32)})["h0"].shape == (3, 2)
+    t = StatefulSession(build(nodes, [vi("x", [0, 2]), vi("h0", ["M", 2])], [vi("hn", ["M", 2])], name="zero"))
+    assert t.initial_state({"x": np.ones((0, 2), np.float32)})["h0"].shape == (0, 2)  # x's leading dim, though 0

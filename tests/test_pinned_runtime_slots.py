@@ -160,3 +160,20 @@ def test_a_refused_call_without_plain_inputs_says_so():
     with pytest.raises(OnnxRuntimeError, match=re.escape("tick: onnxruntime refused the call (no inputs): ")):
         s.run_dict({}, run_options=terminating())
     assert val(s.run_dict({})["hn"]) == [1.0, 1.0]
+
+
+def test_after_a_reset_a_given_state_of_steady_size_is_double_buffered_again():
+    # hn = concat(h0, x): handed off once it grew; after reset() the slot starts over, so a state given explicitly whose
+    # size then stays the same (x empty) is double-buffered: one allocation for its spare, then none
+    m = build([helper.make_node("Concat", ["h0", "x"], ["hn"], axis=0)], [vi("x", ["K"]), vi("h0", ["M"])], [vi("hn", ["L"])], name="cache")
+    s = StatefulSession(m, state_shapes={"h0": (1,)})
+    s.run_dict({"x": np.ones(1, np.float32)})
+    empty = {"x": np.zeros(0, np.float32)}
+    s.run_dict(empty)
+    assert counted(s) == (2, 2)  # handed off: an allocation per call
+    s.reset()
+    assert val(s.run_dict({**empty, "h0": np.array([5, 6], np.float32)})["hn"]) == [5.0, 6.0]
+    assert counted(s) == (3, 3)
+    for _ in range(3):
+        assert val(s.run_dict(empty)["hn"]) == [5.0, 6.0]
+    assert counted(s) == (4, 3)  # the spare, once

@@ -107,3 +107,15 @@ def test_migrations_without_the_migrate_policy_are_refused_for_the_version(tmp_p
     with pytest.raises(StateError, match=re.escape("a state only means something to the graph that produced it")):
         new.load_state(tmp_path / "old.state", migrations=steps)
     assert new.state["h0"].tolist() == [0.0] * 4
+
+
+def test_a_large_state_along_a_dim_declared_0_loads_back(tmp_path):
+    # a dim declared 0 is not fixed for the session (state = takes any size along it), so its file is not held to 0 bytes
+    m = build([helper.make_node("Add", ["h0", "x"], ["hn"])], [vi("x", [0, 2]), vi("h0", [0, 2])], [vi("hn", [0, 2])], name="zero")
+    s = StatefulSession(m)
+    state = np.arange(2 * (BIG // 2), dtype=np.float32).reshape(BIG // 2, 2)
+    s.state = {"h0": state}
+    s.save_state(tmp_path / "zero.state")
+    t = StatefulSession(m)
+    t.load_state(tmp_path / "zero.state")
+    np.testing.assert_array_equal(t.state["h0"], state)
