@@ -5,7 +5,7 @@ whose numbers can be checked by hand: which calls let onnxruntime allocate the s
 The module docstring's rules, counted here: a call whose state input is not a buffer of the slot's double pair (the
 first call, one after an explicit state, a state of a new shape) lets onnxruntime allocate the state output (one
 allocation, a probe call); a state that keeps its shape from then on is double-buffered (the spare costs one
-allocation, once); a state whose size changed is handed off for good (one allocation every call)."""
+allocation, once); a state whose size changed is handed off for good, until reset() (one allocation every call)."""
 
 from __future__ import annotations
 
