@@ -57,6 +57,26 @@ def _np_dtype(elem_type: int) -> np.dtype | None:
         return None
 
 
+def _unbindable(vi: onnx.ValueInfoProto) -> str | None:
+    """Why onnxruntime's IOBinding, which every call goes through, cannot take this input or output; None if it can.
+
+    Left to the call, onnxruntime refuses such a value only then, with a bare RuntimeError ("Only binding Tensors is
+    currently supported").
+    """
+    kind = vi.type.WhichOneof("value")
+    if kind is None:
+        return None  # no type declared: onnxruntime infers a tensor or refuses the model at load
+    if kind != "tensor_type":
+        return f"a {kind.removesuffix('_type').replace('_', ' ')}, not a tensor"
+    elem = vi.type.tensor_type.elem_type
+    if elem == onnx.TensorProto.STRING:
+        return "a string tensor"
+    dtype = _np_dtype(elem) if elem else None
+    if elem and (dtype is None or dtype.kind not in "biuf"):
+        return f"a {onnx.helper.tensor_dtype_to_string(elem).removeprefix('TensorProto.').lower()} tensor, which numpy cannot hand to onnxruntime"
+    return None
+
+
 def _io_spec(vi: onnx.ValueInfoProto) -> IOSpec:
     tt = vi.type.tensor_type
     dtype = _np_dtype(tt.elem_type) if tt.elem_type else None
@@ -171,6 +191,15 @@ class SessionModel:
         self.optional_inputs = {n for n in self.inputs if n in inits}
         self.output_specs: dict[str, IOSpec] = {vi.name: _io_spec(vi) for vi in graph.output}
         self.output_names = list(self.output_specs)
+        for side, values in (("input", [vi for vi in graph.input if vi.name not in inits]), ("output", graph.output)):
+            for vi in values:
+                why = _unbindable(vi)
+                if why is not None:
+                    raise ModelError(
+                        f"graph {side} {vi.name!r} is {why}; StatefulSession binds numeric tensors only "
+                        "(bool, int, uint, float)",
+                        model=src.label,
+                    )
 
         slots: list[SlotSpec] = []
         for p in program.state_pairs:
