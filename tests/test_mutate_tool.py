@@ -190,3 +190,20 @@ def test_an_entry_qualified_with_a_function_matches_only_there(tree: Path, monke
     assert mutate.main(["--check-equivalents"]) == 1  # stale
     listing.write_text("pkg/c.py::b | drop-statement | continue | drop `continue` | only b's loop\n")
     assert mutate.main(["--check-equivalents"]) == 0
+
+
+def test_the_shards_of_a_run_are_its_mutants_split_in_order(tree: Path, capsys: pytest.CaptureFixture[str]):
+    assert mutate.main(["pkg/m.py", "--list"]) == 0
+    whole = capsys.readouterr().out.splitlines()
+    parts = []
+    for k in (1, 2, 3):
+        assert mutate.main(["pkg/m.py", "--list", "--shard", f"{k}/3"]) == 0
+        parts.append(capsys.readouterr().out.splitlines())
+    # every mutant in exactly one shard, the shards in the run's order and as even as ceil(n/3) allows
+    assert parts[0] + parts[1] + parts[2] == whole
+    size = -(-len(whole) // 3)
+    assert [len(p) for p in parts] == [size, size, len(whole) - 2 * size] and all(parts)
+    for bad in ("0/2", "3/2", "2", "a/b"):
+        with pytest.raises(SystemExit):
+            mutate.main(["pkg/m.py", "--list", "--shard", bad])
+    assert "is not K/N with 1 <= K <= N" in capsys.readouterr().err

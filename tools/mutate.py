@@ -833,12 +833,22 @@ def _expand(targets: list[str]) -> list[str]:
     return modules
 
 
+def _shard(text: str) -> tuple[int, int]:
+    k, _, n = text.partition("/")
+    if not (k.isdigit() and n.isdigit() and 1 <= int(k) <= int(n)):
+        raise argparse.ArgumentTypeError(f"{text!r} is not K/N with 1 <= K <= N (e.g. 2/3)")
+    return int(k), int(n)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("targets", nargs="*", default=list(DEFAULT_TARGETS), help="files or folders (default: the verdict code)")
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once (default 2)")
     parser.add_argument("--sample", type=int, default=0, help="at most N random mutants per module (0: all)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--shard", type=_shard, metavar="K/N", help="only the K-th of N equal runs of each module's mutants, in order (a full run split across processes or machines; merge the --json files)"
+    )
     parser.add_argument("--line", type=int, default=0, help="only mutants on this line (with one module)")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
     parser.add_argument("--json", type=Path, help="also write every result here")
@@ -869,6 +879,10 @@ def main(argv: list[str] | None = None) -> int:
             changed = changed_lines(module, args.since)
             if changed is not None:
                 found = [m for m in found if changed.intersection(range(m.line, m.end_line + 1))]
+        if args.shard:
+            k, n = args.shard
+            size = -(-len(found) // n)
+            found = found[(k - 1) * size : k * size]
         if args.sample and len(found) > args.sample:
             found = sorted(rng.sample(found, args.sample), key=lambda m: m.index)
         mutants.extend(found)
