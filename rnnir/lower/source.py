@@ -258,10 +258,23 @@ def read_regular_file(path: Path, label: str, limit: int = _MAX_PROTO_BYTES) -> 
             raise ModelError(f"is {kind}, not a regular file; only regular files are read as models", model=label)
         if st.st_size > limit:
             raise ModelError(f"file is {st.st_size} bytes, over the {limit}-byte limit; save weights as external data", model=label)
+        # read what stat promised plus a byte, then on in 1 MiB steps: a file that grows, or one of /proc's that
+        # reports size 0, is still read to its end or past the limit; fh.read(limit + 1) in one go made Python
+        # allocate the whole 2 GiB limit for every model, however small
+        chunks: list[bytes] = []
+        total, step = 0, st.st_size + 1
         try:
-            data = fh.read(limit + 1)
+            while total <= limit:
+                wanted = min(step, limit + 1 - total)
+                chunk = fh.read(wanted)
+                chunks.append(chunk)
+                total += len(chunk)
+                if len(chunk) < wanted:  # a buffered read returns less only at the end of the file
+                    break
+                step = 1 << 20
         except OSError as exc:
             raise ModelError(f"cannot read file: {exc.strerror or exc}", model=label) from None
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
     if len(data) > limit:
         raise ModelError(f"file grew past the {limit}-byte limit while being read", model=label)
     return data
