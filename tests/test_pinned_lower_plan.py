@@ -108,7 +108,10 @@ def test_stacked_cells_read_the_state_before_the_layer_below_is_built():
 def test_each_slot_is_loaded_in_the_order_of_the_pairs():
     # a_state is read by nothing (the GRU starts from a constant), b_state only by an unpaired output: the loads still
     # come in pair order, so the IR (its ids and text) does not depend on who reads which slot
-    nodes = [helper.make_node("GRU", ["x", "W", "R", "", "", "h_zero"], ["Y", "hn"], hidden_size=H, name="gru"), helper.make_node("Add", ["b_state", "x"], ["y"])]
+    nodes = [
+        helper.make_node("GRU", ["x", "W", "R", "", "", "h_zero"], ["Y", "hn"], hidden_size=H, name="gru"),
+        helper.make_node("Add", ["b_state", "x"], ["y"]),
+    ]
     inits = [*weights("GRU"), numpy_helper.from_array(np.zeros((1, 1, H), np.float32), "h_zero")]
     m = model(nodes, [vi("x", [T, 1, I]), vi("a_state", [1, 1, H]), vi("b_state", [T, 1, I])], [vi("hn", [1, 1, H]), vi("y", [T, 1, I])], inits)
     prog = rnnir.load(m, pairs={"a_state": "hn", "b_state": None})
