@@ -241,3 +241,19 @@ def test_a_cell_whose_input_is_no_matrix_or_a_constant_keeps_x_absent():
     prog = rnnir.load(m)
     (rec,) = prog.recurrents
     assert rec.recognition is Recognition.CELL and rec.port("X") is None
+
+
+def test_a_recognised_cell_is_built_though_its_new_state_goes_nowhere():
+    # a GRU cell written as plain ops whose new state no output reads: the recurrence is still in the IR, starting
+    # from the loaded state (so SD001 can name it)
+    m, _ = gru_cell()
+    g = m.graph
+    kept = [n for n in g.node if n.output[0] != "hn"]
+    del g.node[:]
+    g.node.extend([*kept, helper.make_node("Identity", ["x"], ["x_copy"])])
+    del g.output[:]
+    g.output.append(vi("x_copy", [1, 5]))
+    prog = rnnir.load(m, pairs={"h0": None})
+    (rec,) = prog.recurrents
+    assert rec.recognition is Recognition.CELL
+    assert _chain(rec.port("initial_h")) == ["Unsqueeze", "load h0"]
