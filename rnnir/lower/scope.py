@@ -246,6 +246,15 @@ class ModelIndex:
                             model=self.label,
                             where=sc.branch_path or "main graph",
                         )
+                    if out in sc.inputs or out in sc.initializers:
+                        # onnxruntime refuses it too ("Duplicate definition"); read on, a state input redefined by a
+                        # node would be lowered with no load of its slot at all
+                        what = "a graph input" if out in sc.inputs else "an initializer"
+                        raise ModelError(
+                            f"value {out!r} is {what} and is produced again by {self.node_name(node)!r}; ONNX values are SSA",
+                            model=self.label,
+                            where=sc.branch_path or "main graph",
+                        )
                     producers[out] = (node, i)
                     positions[out] = pos
                 if special:  # subgraphs (If/Loop/Scan bodies, or any graph attribute of a custom op)
