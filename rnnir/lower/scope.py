@@ -370,6 +370,8 @@ class ModelIndex:
             want_in, want_out = len(node.input), 1 + len(node.output)  # (iteration, cond, carried...) -> (cond, carried..., scans...)
         elif op == "Scan" and attr == "body":  # inputs differ between opset 8 (sequence_lens) and 9+
             want_out = len(node.output)
+        elif op == "SequenceMap" and attr == "body":  # one body input per node input, one output per node output
+            want_in, want_out = len(node.input), len(node.output)
         if want_out is not None and len(body.output) != want_out or want_in is not None and len(body.input) != want_in:
             raise ModelError(
                 f"{op} {attr} has {len(body.input)} input(s) and {len(body.output)} output(s); the node's "
@@ -477,7 +479,9 @@ class ModelIndex:
             seen.add(vi.name)
         for sc in self._all(root):
             for vi in sc.graph.output:
-                if vi.name and sc.resolve(vi.name).kind == "missing":
+                if not vi.name:  # onnx.checker and onnxruntime refuse it too; no caller could read such an output
+                    raise ModelError("a graph output has an empty name", model=self.label, where=self._where(sc))
+                if sc.resolve(vi.name).kind == "missing":
                     raise ModelError(
                         f"graph output {vi.name!r} is not defined by any node, graph input or initializer",
                         model=self.label,
@@ -639,6 +643,7 @@ def _reads(node: onnx.NodeProto, outer: Callable[[onnx.GraphProto], Iterable[str
 def outer_names(graph: onnx.GraphProto, outer: Callable[[onnx.GraphProto], Iterable[str]] | None = None) -> set[str]:
     """Names a subgraph (and its own subgraphs) read from enclosing scopes."""
     defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    defined |= {st.values.name for st in graph.sparse_initializer}
     defined |= {o for n in graph.node for o in n.output if o}
     free: set[str] = set()
     for node in graph.node:
