@@ -1,0 +1,250 @@
+"""More recogniser cases for rnnir/lower/cells.py, written for the survivors of its first full mutation run.
+
+The cells are built op by op (with the helpers of ``test_pinned_cells``), so what each computes is known by
+construction: the expected weights are the arrays put into the model, the expected names are the names given to
+its nodes and values, and the expected numbers are worked out by hand in the comments.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import test_pinned_cells as pc
+from test_pinned_cells import H, I, Net, f32, rnn_step, scan
+
+
+def test_a_match_is_anchored_at_the_node_that_makes_its_new_state():
+    # RNN: the activation; GRU: the candidate's tanh; LSTM: the Add that makes c' (the names Net gives: n_<output>)
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    rnn_step(g, x, h, out="hn")
+    (m,) = scan(g.model(["hn"]), ["h0"])[0].matches
+    assert len(m.nodes) > 1 and m.anchor == "n_hn"
+    (m,) = scan(pc.lstm_model(), ["h0", "c0"])[0].matches
+    assert len(m.nodes) > 1 and m.anchor == "n_c1"
+    (m,) = scan(pc.gru(), ["h0"])[0].matches
+    tanh = next(n.name for n in pc.gru().graph.node if n.op_type == "Tanh")
+    assert len(m.nodes) > 1 and m.anchor == tanh
+
+
+def test_an_input_declared_without_a_shape_leaves_the_cell_unverified():
+    # x is a float tensor of unknown rank (no shape field at all, and nothing to infer one from): not a scalar
+    g = Net()
+    x, h = g.input("x", None), g.input("h0", [1, H])
+    rnn_step(g, x, h, out="hn")
+    s, _ = scan(g.model(["hn"]), ["h0"])
+    assert s.matches == []
+    assert [(c.kind, c.reason) for c in s.candidates] == [("RNN", "cell-like structure at node 'n_hn': the shape of its input 'x' is unknown")]
+
+
+def test_a_pre_activation_plus_the_truncated_difference_of_input_and_state_is_no_rnn():
+    # pre = x W^T + h R^T + b + trunc(x - h), x and h both H wide: the probes (unit vectors) read trunc(+-1) = +-1, so
+    # the extracted cell is tanh(x (W+I)^T + h (R-I)^T + b), which equals the model only where trunc(x - h) = x - h:
+    # on data where x equals h, never on independent random x and h (the checks must draw them independently)
+    g = Net()
+    x, h = g.input("x", [1, H]), g.input("h0", [1, H])
+    W = f32(np.random.default_rng(5).standard_normal((H, H)) * 0.5)
+    gx = g.op("Gemm", [x, g.const(W), g.const(pc.B4)], transB=1)
+    gh = g.op("MatMul", [h, g.const(pc.R4.T.copy())])
+    trunc = g.op("Cast", [g.op("Cast", [g.op("Sub", [x, h])], to=pc.TensorProto.INT32)], to=pc.TensorProto.FLOAT)
+    g.op("Tanh", [g.op("Add", [g.op("Add", [gx, gh]), trunc])], out="hn")
+    s, _ = scan(g.model(["hn"]), ["h0"])
+    assert s.matches == []
+    (c,) = s.candidates
+    assert c.kind == "RNN" and "does not compute an RNN cell" in c.reason
+
+
+# -- a cell inside an If branch, where the branch reuses names of the main graph (ONNX scoping allows it) -------------
+
+
+def rnn_in_a_branch(shadow_output: bool = False, main_reads: str = ""):
+    """hn = If(cond): then h' = tanh(Gemm(x) + h0 R^T) with h0 and x read from the main graph, else h0.
+
+    ``shadow_output``: the main graph also makes a value 'o' (Identity(h0)), the name of the branch's product h0 R^T.
+    ``main_reads``: the main graph also makes a value of that name from x, read by a main-graph Relu."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    W, b, RT = pc.W4, pc.B4, pc.R4.T.copy()
+    then_nodes = [
+        helper.make_node("Gemm", ["x", "W", "b"], ["gx"], transB=1, name="b_gemm"),
+        helper.make_node("MatMul", ["h0", "RT"], ["o"], name="b_matmul"),
+        helper.make_node("Add", ["gx", "o"], ["pre"], name="b_add"),
+        helper.make_node("Tanh", ["pre"], ["hb"], name="b_tanh"),
+    ]
+    then_g = helper.make_graph(then_nodes, "then", [], [helper.make_tensor_value_info("hb", TensorProto.FLOAT, [1, H])])
+    else_g = helper.make_graph([helper.make_node("Identity", ["h0"], ["he"])], "else", [], [helper.make_tensor_value_info("he", TensorProto.FLOAT, [1, H])])
+    nodes = [helper.make_node("If", ["cond"], ["hn"], then_branch=then_g, else_branch=else_g, name="if")]
+    outputs = ["hn"]
+    if shadow_output:
+        nodes.append(helper.make_node("Identity", ["h0"], ["o"], name="main_o"))
+        outputs.append("o")
+    if main_reads:
+        nodes += [helper.make_node("Identity", ["x"], [main_reads], name="main_same_name"), helper.make_node("Relu", [main_reads], ["q"], name="main_relu")]
+        outputs.append("q")
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, I]), helper.make_tensor_value_info("h0", TensorProto.FLOAT, [1, H]), helper.make_tensor_value_info("cond", TensorProto.BOOL, [])]
+    inits = [numpy_helper.from_array(W, "W"), numpy_helper.from_array(b, "b"), numpy_helper.from_array(RT, "RT")]
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs], inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    return m
+
+
+def branch_rnn(model) -> None:
+    s, _ = scan(model, ["h0"])
+    assert s.candidates == []
+    (m,) = s.matches
+    assert (m.kind, m.scope_path != (), m.h_in, m.h_out, m.x) == ("RNN", True, "h0", "hb", ("x",))
+    np.testing.assert_allclose(m.weights.W[0], pc.W4, atol=1e-5)
+    np.testing.assert_allclose(m.weights.R[0], pc.R4, atol=1e-5)
+
+
+def test_a_cell_in_a_branch_is_found_when_its_product_has_the_name_of_a_main_graph_value():
+    # the branch's MatMul reads the main graph's h0 and makes its own 'o': it lives in the branch, not in the main graph
+    branch_rnn(rnn_in_a_branch(shadow_output=True))
+
+
+def test_a_cell_in_a_branch_is_found_when_a_main_graph_node_reads_a_value_of_the_same_name():
+    # the main graph's Relu reads the main graph's 'pre', not the branch's: it is no reader of the cell's values
+    branch_rnn(rnn_in_a_branch(main_reads="pre"))
+
+
+def test_an_lstm_shape_on_a_branchs_own_value_of_the_states_name_is_outside_the_cone():
+    # the main graph: an RNN step on the state h0. An If branch has its own initializer named h0 (ONNX scoping: it
+    # shadows the main graph's) and an LSTM-shaped structure on it and on x: nothing there depends on the state, so
+    # it is no candidate (a reader of the branch's h0 is no reader of the state)
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(8)
+    mats = {k: f32(rng.standard_normal((H, H))) for k in "iofg"}
+    inits = [numpy_helper.from_array(f32(np.ones((1, H))), "h0")] + [numpy_helper.from_array(mats[k], f"R{k}") for k in "iofg"]
+    nodes = [helper.make_node("MatMul", ["h0", f"R{k}"], [f"p{k}"]) for k in "iofg"]
+    nodes += [helper.make_node("Tanh" if k == "g" else "Sigmoid", [f"p{k}"], [f"a{k}"]) for k in "iofg"]
+    nodes += [
+        helper.make_node("Identity", ["x"], ["cx"]),
+        helper.make_node("Mul", ["af", "cx"], ["fc"]),
+        helper.make_node("Mul", ["ai", "ag"], ["ig"]),
+        helper.make_node("Add", ["fc", "ig"], ["cb"], name="branch_c"),
+        helper.make_node("Tanh", ["cb"], ["tc"]),
+        helper.make_node("Mul", ["ao", "tc"], ["hb"]),
+    ]
+    then_g = helper.make_graph(nodes, "then", [], [helper.make_tensor_value_info("hb", TensorProto.FLOAT, [1, H])], inits)
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["xe"])], "else", [], [helper.make_tensor_value_info("xe", TensorProto.FLOAT, [1, H])])
+    g = Net()
+    x, h = g.input("x", [1, H]), g.input("h0", [1, H])
+    g.input("cond", [], TensorProto.BOOL)
+    rnn_step(g, x, h, W=f32(np.eye(H)), out="hn")
+    g.nodes.append(helper.make_node("If", ["cond"], ["side"], then_branch=then_g, else_branch=else_g, name="if"))
+    s, _ = scan(g.model(["hn", "side"]), ["h0"])
+    assert [(m.kind, m.h_in, m.h_out) for m in s.matches] == [("RNN", "h0", "hn")]
+    assert s.candidates == []
+
+
+def state_through(owner: str):
+    """h' = tanh(Gemm(x) + h0 R^T + s) where s depends on the state h0 through a node with a subgraph:
+
+    "If": s = If(cond) then Identity(h0) else Neg(h0); "Loop": s = Reshape(Loop(1 trip) whose body yields h0 as a scan
+    output, read from the main graph). Neither is affine, so this is no RNN cell (and nothing worth a candidate)."""
+    from onnx import TensorProto, helper
+
+    def graph(nodes, name, inputs, outs):
+        return helper.make_graph(nodes, name, inputs, [helper.make_tensor_value_info(o, TensorProto.FLOAT if o != "c_out" else TensorProto.BOOL, None) for o in outs])
+
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    g.input("cond", [], TensorProto.BOOL)
+    if owner == "If":
+        then_g = graph([helper.make_node("Identity", ["h0"], ["t_s"])], "t", [], ["t_s"])
+        else_g = graph([helper.make_node("Neg", ["h0"], ["e_s"])], "e", [], ["e_s"])
+        g.nodes.append(helper.make_node("If", ["cond"], ["s"], then_branch=then_g, else_branch=else_g, name="if"))
+        s = "s"
+    else:
+        body_inputs = [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("c_in", TensorProto.BOOL, [])]
+        body = graph([helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Identity", ["h0"], ["y"])], "body", body_inputs, ["c_out", "y"])
+        g.nodes.append(helper.make_node("Loop", [g.const(np.array(1, np.int64)), "cond"], ["ys"], body=body, name="loop"))
+        s = g.op("Reshape", ["ys", g.const(np.array([1, H], np.int64))])
+    gx = g.op("Gemm", [x, g.const(pc.W4), g.const(pc.B4)], transB=1)
+    gh = g.op("MatMul", [h, g.const(pc.R4.T.copy())])
+    g.op("Tanh", [g.op("Add", [g.op("Add", [gx, gh]), s])], out="hn")
+    return g.model(["hn"])
+
+
+def test_a_pre_activation_that_reads_the_state_through_an_if_is_no_rnn():
+    # s depends on h0 (through either branch): it is no input x of a cell, and an If is no affine op
+    s, _ = scan(state_through("If"), ["h0"])
+    assert s.matches == [] and s.candidates == []
+
+
+def test_a_pre_activation_that_reads_the_state_through_a_loop_is_no_rnn():
+    s, _ = scan(state_through("Loop"), ["h0"])
+    assert s.matches == [] and s.candidates == []
+
+
+def rnn_on_an_if_of_x(side: str):
+    """h' = tanh(Gemm(u) + h0 R^T) where u = If(cond) of x: then Identity(x), else Neg(x), each branch yielding 's'.
+
+    ``side`` "sibling": another If, on the state, whose branches also yield values named 's';
+    ``side`` "shadow": u's branches name their value 'h0', the state's name (their own value, from x)."""
+    from onnx import TensorProto, helper
+
+    def branch(op: str, src: str, out: str, tag: str):
+        return helper.make_graph([helper.make_node(op, [src], [out], name=f"{tag}_{op}")], tag, [], [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)])
+
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    g.input("cond", [], TensorProto.BOOL)
+    name = "h0" if side == "shadow" else "s"
+    g.nodes.append(helper.make_node("If", ["cond"], ["u"], then_branch=branch("Identity", "x", name, "ut"), else_branch=branch("Neg", "x", name, "ue"), name="if_x"))
+    outs = ["hn"]
+    if side == "sibling":
+        g.nodes.append(helper.make_node("If", ["cond"], ["v"], then_branch=branch("Identity", "h0", "s", "vt"), else_branch=branch("Neg", "h0", "s", "ve"), name="if_h"))
+        outs.append("v")
+    gx = g.op("Gemm", ["u", g.const(pc.W4), g.const(pc.B4)], transB=1)
+    gh = g.op("MatMul", [h, g.const(pc.R4.T.copy())])
+    g.op("Tanh", [g.op("Add", [gx, gh])], out="hn")
+    m = g.model(outs)
+    m.graph.value_info.append(helper.make_tensor_value_info("u", TensorProto.FLOAT, [1, I]))  # u's shape, as exporters declare it
+    return m
+
+
+def rnn_with_input_u(model) -> None:
+    s, _ = scan(model, ["h0"])
+    assert [(m.kind, m.x, m.h_in, m.h_out) for m in s.matches] == [("RNN", ("u",), "h0", "hn")]
+    np.testing.assert_allclose(s.matches[0].weights.W[0], pc.W4, atol=1e-5)
+
+
+def test_an_if_of_the_input_is_the_cells_input_beside_an_if_on_the_state_whose_branches_use_the_same_names():
+    rnn_with_input_u(rnn_on_an_if_of_x("sibling"))
+
+
+def test_an_if_of_the_input_is_the_cells_input_when_its_branches_name_their_value_like_the_state():
+    rnn_with_input_u(rnn_on_an_if_of_x("shadow"))
+
+
+def rnn_on_the_first_output_of_an_if(domain: str = "", node_outputs: int = 2):
+    """h' = tanh(Gemm(u) + h0 R^T) with (u, v) = If(cond): u from x in both branches, v from the state h0.
+
+    ``domain`` another domain's op named If; ``node_outputs`` 1: that node names only u (its branches yield two)."""
+    from onnx import TensorProto, helper
+
+    def branch(op: str, tag: str):
+        nodes = [helper.make_node(op, ["x"], [f"{tag}_u"]), helper.make_node(op, ["h0"], [f"{tag}_v"])]
+        return helper.make_graph(nodes, tag, [], [helper.make_tensor_value_info(f"{tag}_{o}", TensorProto.FLOAT, None) for o in "uv"])
+
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    g.input("cond", [], TensorProto.BOOL)
+    g.nodes.append(helper.make_node("If", ["cond"], ["u", "v"][:node_outputs], then_branch=branch("Identity", "t"), else_branch=branch("Neg", "e"), name="if", domain=domain or None))
+    gx = g.op("Gemm", ["u", g.const(pc.W4), g.const(pc.B4)], transB=1)
+    gh = g.op("MatMul", [h, g.const(pc.R4.T.copy())])
+    g.op("Tanh", [g.op("Add", [gx, gh])], out="hn")
+    m = g.model(["hn", "v"][:node_outputs])
+    m.graph.value_info.append(helper.make_tensor_value_info("u", TensorProto.FLOAT, [1, I]))
+    return m
+
+
+def test_only_the_if_output_its_branches_compute_from_the_state_depends_on_it():
+    rnn_with_input_u(rnn_on_the_first_output_of_an_if())
+
+
+def test_another_domains_if_with_more_branch_outputs_than_outputs_is_scanned_without_error():
+    # its branches' second output (from the state) has no node output to flow to
+    rnn_with_input_u(rnn_on_the_first_output_of_an_if(domain="custom.test", node_outputs=1))
