@@ -248,3 +248,96 @@ def test_only_the_if_output_its_branches_compute_from_the_state_depends_on_it():
 def test_another_domains_if_with_more_branch_outputs_than_outputs_is_scanned_without_error():
     # its branches' second output (from the state) has no node output to flow to
     rnn_with_input_u(rnn_on_the_first_output_of_an_if(domain="custom.test", node_outputs=1))
+
+
+# -- which weights are constants: only what a run cannot change and the recogniser can read ---------------------------
+
+
+def rnn_with_recurrent_weight(make_r):
+    """h' = tanh(Gemm(x) + h0 R^T) where ``make_r(g)`` makes the value 'RT' (R^T) the MatMul reads."""
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    gx = g.op("Gemm", [x, g.const(pc.W4), g.const(pc.B4)], transB=1)
+    gh = g.op("MatMul", [h, make_r(g)])
+    g.op("Tanh", [g.op("Add", [gx, gh])], out="hn")
+    return g.model(["hn"])
+
+
+def no_cell(model) -> None:
+    # a matmul of the state by a weight that is no constant: not affine in the state, so no cell and no candidate
+    s, _ = scan(model, ["h0"])
+    assert s.matches == [] and s.candidates == []
+
+
+def test_an_initializer_recurrent_weight_is_a_constant():
+    s, _ = scan(rnn_with_recurrent_weight(lambda g: g.const(pc.R4.T.copy(), "RT")), ["h0"])
+    (m,) = s.matches
+    np.testing.assert_allclose(m.weights.R[0], pc.R4, atol=1e-5)
+
+
+def test_a_recurrent_weight_that_is_a_graph_input_with_a_default_is_no_constant():
+    # an initializer of a graph input's name is only its default: the caller may feed another weight
+    def make(g):
+        g.input("RT", [H, H])
+        return g.const(pc.R4.T.copy(), "RT")
+
+    no_cell(rnn_with_recurrent_weight(make))
+
+
+def test_a_recurrent_weight_made_by_another_domains_constant_is_no_constant():
+    from onnx import helper, numpy_helper
+
+    def make(g):
+        g.nodes.append(helper.make_node("Constant", [], ["RT"], domain="custom.test", value=numpy_helper.from_array(pc.R4.T.copy())))
+        return "RT"
+
+    no_cell(rnn_with_recurrent_weight(make))
+
+
+def external_rt():
+    from onnx import TensorProto
+
+    t = TensorProto(name="RT", data_type=TensorProto.FLOAT, dims=[H, H])
+    t.data_location = TensorProto.EXTERNAL
+    t.external_data.add(key="location", value="weights.bin")
+    return t
+
+
+def test_a_recurrent_weight_whose_data_lives_in_an_external_file_not_loaded_is_no_constant():
+    def make(g):
+        g.inits.append(external_rt())
+        return "RT"
+
+    no_cell(rnn_with_recurrent_weight(make))
+
+
+def test_a_constant_node_whose_tensor_lives_in_an_external_file_not_loaded_is_no_constant():
+    from onnx import helper
+
+    def make(g):
+        g.nodes.append(helper.make_node("Constant", [], ["RT"], value=external_rt()))
+        return "RT"
+
+    no_cell(rnn_with_recurrent_weight(make))
+
+
+def test_a_fill_shaped_at_run_time_is_an_input_of_the_cell_not_a_constant():
+    # pre = Gemm(x) + h0 R^T + ConstantOfShape(shape) with shape a graph input: the fill is a run-time value (its
+    # shape declared [1, H]), so it is one of the cell's inputs, its columns the identity in W
+    from onnx import TensorProto, helper
+
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    g.input("shape", [2], TensorProto.INT64)
+    g.nodes.append(helper.make_node("ConstantOfShape", ["shape"], ["fill"], name="fill", value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.0])))
+    gx = g.op("Gemm", [x, g.const(pc.W4), g.const(pc.B4)], transB=1)
+    gh = g.op("MatMul", [h, g.const(pc.R4.T.copy())])
+    g.op("Tanh", [g.op("Add", [g.op("Add", [gx, gh]), "fill"])], out="hn")
+    model = g.model(["hn"])
+    model.graph.value_info.append(helper.make_tensor_value_info("fill", TensorProto.FLOAT, [1, H]))
+    s, _ = scan(model, ["h0"])
+    (m,) = s.matches
+    assert sorted(m.x) == ["fill", "x"]
+    at = {name: sum(H if n == "fill" else I for n in m.x[:j]) for j, name in enumerate(m.x)}  # first column of each
+    np.testing.assert_allclose(m.weights.W[0][:, at["x"] : at["x"] + I], pc.W4, atol=1e-5)
+    np.testing.assert_allclose(m.weights.W[0][:, at["fill"] : at["fill"] + H], np.eye(H), atol=1e-5)
