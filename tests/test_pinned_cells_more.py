@@ -341,3 +341,45 @@ def test_a_fill_shaped_at_run_time_is_an_input_of_the_cell_not_a_constant():
     at = {name: sum(H if n == "fill" else I for n in m.x[:j]) for j, name in enumerate(m.x)}  # first column of each
     np.testing.assert_allclose(m.weights.W[0][:, at["x"] : at["x"] + I], pc.W4, atol=1e-5)
     np.testing.assert_allclose(m.weights.W[0][:, at["fill"] : at["fill"] + H], np.eye(H), atol=1e-5)
+
+
+def test_a_recurrent_weight_computed_by_another_domains_op_from_a_constant_is_no_constant():
+    # custom.test's Neg is not ONNX's: what it computes is unknown here, so its output is a run-time value
+    no_cell(rnn_with_recurrent_weight(lambda g: g.op("Neg", [g.const(-pc.R4.T)], domain="custom.test")))
+
+
+def test_another_domains_size_is_an_input_of_the_cell_not_the_number_of_elements():
+    # pre = Gemm(x) + h0 R^T + Reshape(Cast(custom Size(x)), [1, 1]) V: only ONNX's Size is folded from x's shape (3);
+    # custom.test's is a run-time value, an input of the cell whose column in W is V
+    from onnx import TensorProto, helper
+
+    V = f32(np.arange(1, H + 1).reshape(1, H))
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    size = g.op("Cast", [g.op("Size", [x], domain="custom.test")], to=TensorProto.FLOAT)
+    size = g.op("Reshape", [size, g.const(np.array([1, 1], np.int64))], out="size")
+    gx = g.op("Gemm", [x, g.const(pc.W4), g.const(pc.B4)], transB=1)
+    gh = g.op("MatMul", [h, g.const(pc.R4.T.copy())])
+    g.op("Tanh", [g.op("Add", [g.op("Add", [gx, gh]), g.op("MatMul", [size, g.const(V)])])], out="hn")
+    model = g.model(["hn"])
+    model.graph.value_info.append(helper.make_tensor_value_info("size", TensorProto.FLOAT, [1, 1]))
+    (m,) = scan(model, ["h0"])[0].matches
+    assert sorted(m.x) == ["size", "x"]
+    at = 0 if m.x[0] == "size" else I
+    np.testing.assert_allclose(m.weights.W[0][:, at], V[0], atol=1e-5)
+    np.testing.assert_allclose(m.weights.B[0, :H] + m.weights.B[0, H:], pc.B4, atol=1e-5)
+
+
+def test_a_state_whose_default_has_another_batch_than_declared_is_probed_with_a_batch_of_one():
+    # h0 is declared [N, H] (N symbolic: batch 1 for the checks) and defaults to zeros of 2 rows: its declared shape
+    # counts, the default only fills it when the caller gives none
+    from onnx import TensorProto, helper
+
+    g = Net()
+    x = g.input("x", [1, I])
+    g.inputs.append(helper.make_tensor_value_info("h0", TensorProto.FLOAT, ["N", H]))
+    g.const(np.zeros((2, H), np.float32), "h0")
+    rnn_step(g, x, "h0", out="hn")
+    (m,) = scan(g.model(["hn"]), ["h0"])[0].matches
+    assert (m.kind, m.hidden_size, m.h_in) == ("RNN", H, "h0")
+    np.testing.assert_allclose(m.weights.R[0], pc.R4, atol=1e-5)
