@@ -383,3 +383,59 @@ def test_a_state_whose_default_has_another_batch_than_declared_is_probed_with_a_
     (m,) = scan(g.model(["hn"]), ["h0"])[0].matches
     assert (m.kind, m.hidden_size, m.h_in) == ("RNN", H, "h0")
     np.testing.assert_allclose(m.weights.R[0], pc.R4, atol=1e-5)
+
+
+def test_zeros_shaped_by_a_graph_input_are_no_zero_start_and_no_error():
+    # h = ConstantOfShape(shape) with shape fed at run time, read as a matmul's data: its size is unknown, so it is
+    # no constant state (and the model has no other state): nothing to report
+    from onnx import TensorProto, helper
+
+    g = Net()
+    x = g.input("x", [1, I])
+    g.input("shape", [2], TensorProto.INT64)
+    g.nodes.append(helper.make_node("ConstantOfShape", ["shape"], ["z"], name="zeros"))
+    rnn_step(g, x, "z", out="hn")
+    s, index = scan(g.model(["hn"]))
+    assert s.matches == [] and s.candidates == [] and not s.is_zero_start(index.root, "z")
+
+
+def test_quieting_float_errors_before_numpy_is_imported_leaves_numpy_unimported(monkeypatch):
+    # a lint that never computes must not import numpy (it costs more than linting most models): before numpy is
+    # imported, float errors are silenced as the RuntimeWarnings they are then, without touching numpy
+    import sys
+    import warnings
+
+    import rnnir.lower.cells as cells
+
+    class NoNumpy:
+        def __getattr__(self, name: str):
+            raise AssertionError(f"numpy.{name} was used")
+
+    monkeypatch.delitem(sys.modules, "numpy")
+    monkeypatch.setattr(cells, "np", NoNumpy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with cells._quiet_float_errors():
+            warnings.warn("overflow encountered in exp", RuntimeWarning)  # silenced, not raised
+    assert "numpy" not in sys.modules
+
+
+def test_a_sparse_constant_the_cell_reads_is_an_input_of_its_declared_shape():
+    # s = Constant(sparse_value) [1, 2], which the recogniser cannot evaluate: a run-time input of the cell, of the
+    # shape the model declares for it, read through the projection s V (V's rows are its two columns in W)
+    from onnx import TensorProto, helper, numpy_helper
+
+    V = f32(np.arange(2 * H).reshape(2, H) / 8)
+    sparse = helper.make_sparse_tensor(numpy_helper.from_array(f32([1.0]), "v"), numpy_helper.from_array(np.array([1], np.int64), "i"), [1, 2])
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    g.nodes.append(helper.make_node("Constant", [], ["s"], sparse_value=sparse, name="sparse"))
+    gx = g.op("Gemm", [x, g.const(pc.W4), g.const(pc.B4)], transB=1)
+    gh = g.op("MatMul", [h, g.const(pc.R4.T.copy())])
+    g.op("Tanh", [g.op("Add", [g.op("Add", [gx, gh]), g.op("MatMul", ["s", g.const(V)])])], out="hn")
+    model = g.model(["hn"])
+    model.graph.value_info.append(helper.make_tensor_value_info("s", TensorProto.FLOAT, [1, 2]))
+    (m,) = scan(model, ["h0"])[0].matches
+    assert sorted(m.x) == ["s", "x"]
+    at = 0 if m.x[0] == "s" else I
+    np.testing.assert_allclose(m.weights.W[0][:, at : at + 2], V.T, atol=1e-5)
