@@ -439,3 +439,47 @@ def test_a_sparse_constant_the_cell_reads_is_an_input_of_its_declared_shape():
     assert sorted(m.x) == ["s", "x"]
     at = 0 if m.x[0] == "s" else I
     np.testing.assert_allclose(m.weights.W[0][:, at : at + 2], V.T, atol=1e-5)
+
+
+def test_zeros_whose_raw_bytes_are_no_whole_number_of_floats_are_no_zero_start():
+    # 17 bytes for a [1, 4] float tensor: unreadable, so no zeros the cell starts from (and no error)
+    from onnx import TensorProto
+
+    def make(g):
+        g.inits.append(TensorProto(name="z", data_type=TensorProto.FLOAT, dims=[1, H], raw_data=bytes(17)))
+        return "z"
+
+    assert not pc.zero_start(pc.zero_reader(make))
+
+
+def rnn_on_a_view_chain(length: int):
+    """h' = tanh(Gemm(x) + h0 R1^T + v R2^T) with v = h0 passed through ``length`` Identity ops: v holds h0's elements."""
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    v = h
+    for _ in range(length):
+        v = g.op("Identity", [v])
+    R2 = f32(np.eye(H) * 0.5)
+    gx = g.op("Gemm", [x, g.const(pc.W4), g.const(pc.B4)], transB=1)
+    gh = g.op("Add", [g.op("MatMul", [h, g.const(pc.R4.T.copy())]), g.op("MatMul", [v, g.const(R2.T.copy())])])
+    g.op("Tanh", [g.op("Add", [gx, gh])], out="hn")
+    return g.model(["hn"]), v, R2
+
+
+def test_a_state_read_directly_and_through_a_view_is_one_state_input():
+    model, v, R2 = rnn_on_a_view_chain(2)
+    (m,) = scan(model, ["h0"])[0].matches
+    assert m.x == ("x",) and sorted(m.h_views) == sorted(["h0", v])
+    np.testing.assert_allclose(m.weights.R[0], pc.R4 + R2, atol=1e-5)
+
+
+def test_views_are_compared_by_running_at_most_4096_nodes():
+    # the two views are told to hold the same elements by running v's chain on random data: 4,096 Identity ops are
+    # within the run budget, 4,097 are not, and then v is read as another input of the cell
+    model, v, R2 = rnn_on_a_view_chain(4096)
+    (m,) = scan(model, ["h0"])[0].matches
+    assert m.x == ("x",) and sorted(m.h_views) == sorted(["h0", v])
+    np.testing.assert_allclose(m.weights.R[0], pc.R4 + R2, atol=1e-5)
+    model, v, R2 = rnn_on_a_view_chain(4097)
+    (m,) = scan(model, ["h0"])[0].matches
+    assert len(m.x) == 2 and len(m.h_views) == 1
