@@ -483,3 +483,18 @@ def test_views_are_compared_by_running_at_most_4096_nodes():
     model, v, R2 = rnn_on_a_view_chain(4097)
     (m,) = scan(model, ["h0"])[0].matches
     assert len(m.x) == 2 and len(m.h_views) == 1
+
+
+def test_another_domains_if_near_the_outputs_without_onnxs_branches_is_walked_past():
+    # looking for zeros near the outputs follows an If's branches; another domain's "If" may have no else branch
+    # and a then branch that yields nothing: it is walked past, and the cell beside it is found
+    from onnx import TensorProto, helper
+
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    g.input("cond", [], TensorProto.BOOL)
+    empty = helper.make_graph([], "then", [], [])
+    g.nodes.append(helper.make_node("If", ["cond"], ["side"], then_branch=empty, domain="custom.test", name="custom_if"))
+    rnn_step(g, x, h, out="hn")
+    (m,) = scan(g.model(["hn", "side"]), ["h0"])[0].matches
+    assert (m.kind, m.h_in, m.h_out) == ("RNN", "h0", "hn")
