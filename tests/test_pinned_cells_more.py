@@ -498,3 +498,29 @@ def test_another_domains_if_near_the_outputs_without_onnxs_branches_is_walked_pa
     rnn_step(g, x, h, out="hn")
     (m,) = scan(g.model(["hn", "side"]), ["h0"])[0].matches
     assert (m.kind, m.h_in, m.h_out) == ("RNN", "h0", "hn")
+
+
+def lstm_step(g: Net, x: str, h: str, c: str, Wk: dict, Rk: dict, bk: dict, tag: str) -> tuple[str, str]:
+    """c' = f*c + i*g, h' = o*tanh(c'), gate k = act(x Wk^T + h Rk^T + bk); returns (h', c')."""
+    act = {}
+    for k in "iofg":
+        pre = g.op("Add", [g.op("Gemm", [x, g.const(Wk[k]), g.const(bk[k])], transB=1), g.op("MatMul", [h, g.const(Rk[k].T.copy())])])
+        act[k] = g.op("Tanh" if k == "g" else "Sigmoid", [pre])
+    c_new = g.op("Add", [g.op("Mul", [act["f"], c]), g.op("Mul", [act["i"], act["g"]])], out=f"c{tag}")
+    return g.op("Mul", [act["o"], g.op("Tanh", [c_new])], out=f"h{tag}"), c_new
+
+
+def test_a_graph_state_input_is_tried_as_h_before_a_cells_output():
+    # layer 1: an LSTM on (x, h0a, c0a) with weights W (on x) and R (on h). Layer 2: an LSTM on c0b whose gates read
+    # h0b through W and layer 1's h1 through R. Read with h1 as its state, layer 2 would be a second step of layer 1
+    # (same weights); the graph's state input h0b is tried as h first, and layer 2 is a cell on (h0b, c0b) with h1
+    # as its input
+    rng = np.random.default_rng(12)
+    Wk, Rk, bk = ({k: f32(rng.standard_normal(shape) * 0.5) for k in "iofg"} for shape in ((H, H), (H, H), (H,)))
+    g = Net()
+    x, h0a, c0a, h0b, c0b = (g.input(n, [1, H]) for n in ("x", "h0a", "c0a", "h0b", "c0b"))
+    h1, _ = lstm_step(g, x, h0a, c0a, Wk, Rk, bk, "1")
+    h2, c2 = lstm_step(g, h0b, h1, c0b, Wk, Rk, bk, "2")
+    s, _ = scan(g.model([h2, c2]), ["h0a", "c0a", "h0b", "c0b"])
+    assert [(m.h_in, m.c_in, m.x, m.h_out) for m in s.matches] == [("h0a", "c0a", ("x",), "h1"), ("h0b", "c0b", ("h1",), "h2")]
+    np.testing.assert_allclose(s.matches[1].weights.R[0], np.concatenate([Wk[k] for k in "iofg"]), atol=1e-5)
