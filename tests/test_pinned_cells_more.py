@@ -524,3 +524,26 @@ def test_a_graph_state_input_is_tried_as_h_before_a_cells_output():
     s, _ = scan(g.model([h2, c2]), ["h0a", "c0a", "h0b", "c0b"])
     assert [(m.h_in, m.c_in, m.x, m.h_out) for m in s.matches] == [("h0a", "c0a", ("x",), "h1"), ("h0b", "c0b", ("h1",), "h2")]
     np.testing.assert_allclose(s.matches[1].weights.R[0], np.concatenate([Wk[k] for k in "iofg"]), atol=1e-5)
+
+
+def test_a_gru_whose_new_state_is_the_third_blend_found_is_still_found():
+    # h' = h + z*(n - h) (z the write ratio), beside a side output aux = z*((n-h) + (n-h)): walking out from n, the
+    # blends of n, z and h met are z*(n-h), then aux (through the sum that reads n-h twice), then h' itself, the
+    # third; up to three are tried, each once
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+
+    def lin(v, Wm, b):
+        return g.op("Gemm", [v, g.const(f32(Wm)), g.const(f32(b))], transB=1)
+
+    z = g.op("Sigmoid", [g.op("Add", [lin(x, pc.GW["z"], pc.GBW["z"]), lin(h, pc.GR["z"], pc.GBR["z"])])])
+    r = g.op("Sigmoid", [g.op("Add", [lin(x, pc.GW["r"], pc.GBW["r"]), lin(h, pc.GR["r"], pc.GBR["r"])])])
+    n = g.op("Tanh", [g.op("Add", [lin(x, pc.GW["n"], pc.GBW["n"]), g.op("Mul", [r, lin(h, pc.GR["n"], pc.GBR["n"])])])])
+    d = g.op("Sub", [n, h])
+    twice = g.op("Add", [d, d])  # made before z*(n-h): the walk meets it first
+    aux = g.op("Mul", [z, twice], out="aux")
+    h_new = g.op("Add", [h, g.op("Mul", [z, d])], out="hn")
+    s, _ = scan(g.model([h_new, aux]), ["h0"])
+    (m,) = s.matches
+    assert (m.kind, m.h_in, m.h_out) == ("GRU", "h0", "hn")
+    np.testing.assert_allclose(m.weights.R[0], np.concatenate([pc.GR[k] for k in "zrn"]) * np.repeat([-1, 1, 1], H)[:, None], atol=1e-5)
