@@ -547,3 +547,16 @@ def test_a_gru_whose_new_state_is_the_third_blend_found_is_still_found():
     (m,) = s.matches
     assert (m.kind, m.h_in, m.h_out) == ("GRU", "h0", "hn")
     np.testing.assert_allclose(m.weights.R[0], np.concatenate([pc.GR[k] for k in "zrn"]) * np.repeat([-1, 1, 1], H)[:, None], atol=1e-5)
+
+
+def expanded(value, shape):
+    """A zero_reader maker: z = Expand(value, shape), whose rank, size and values only evaluating it tells."""
+    return lambda g: g.op("Expand", [g.const(np.asarray(value)), g.const(np.array(shape, np.int64))], out="z")
+
+
+def test_only_float_zeros_of_rank_two_with_elements_made_by_expand_are_a_zero_start():
+    assert pc.zero_start(pc.zero_reader(expanded(np.float32(0.0), [1, H])))
+    assert not pc.zero_start(pc.zero_reader(expanded(np.float32(0.0), [H])))  # rank 1: a bias
+    assert not pc.zero_start(pc.zero_reader(expanded(np.float32(0.5), [1, H])))  # not zeros: a weight
+    assert not pc.zero_start(pc.zero_reader(expanded(np.int64(0), [1, H]), read="concat_second"))  # int64: pads a signal
+    assert not pc.zero_start(pc.zero_reader(expanded(np.float32(0.0), [0, H]), read="concat_second"))  # no elements
