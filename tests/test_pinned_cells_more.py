@@ -560,3 +560,35 @@ def test_only_float_zeros_of_rank_two_with_elements_made_by_expand_are_a_zero_st
     assert not pc.zero_start(pc.zero_reader(expanded(np.float32(0.5), [1, H])))  # not zeros: a weight
     assert not pc.zero_start(pc.zero_reader(expanded(np.int64(0), [1, H]), read="concat_second"))  # int64: pads a signal
     assert not pc.zero_start(pc.zero_reader(expanded(np.float32(0.0), [0, H]), read="concat_second"))  # no elements
+
+
+def test_zeros_shaped_by_another_constant_of_shape_are_a_zero_start():
+    # z = ConstantOfShape(ConstantOfShape([2], value=H)): zeros of [H, H], whose shape only evaluating tells (the
+    # inner node's value attribute is its fill, not the shape)
+    from onnx import TensorProto, helper
+
+    def make(g):
+        shape = g.op("ConstantOfShape", [g.const(np.array([2], np.int64))], value=helper.make_tensor("v", TensorProto.INT64, [1], [H]))
+        return g.op("ConstantOfShape", [shape], out="z")
+
+    assert pc.zero_start(pc.zero_reader(make))
+
+
+def test_zeros_read_through_an_op_that_is_no_view_are_not_looked_for():
+    # z -> Relu -> MatMul: Relu(0) is 0, but only layout views carry a state to where it meets run-time data
+    def make(g):
+        g.const(np.zeros((1, H), np.float32), "z0")
+        return g.op("Relu", ["z0"], out="z")
+
+    s, index = scan(pc.zero_reader(make))
+    assert not s.is_zero_start(index.root, "z0") and not s.is_zero_start(index.root, "z")
+
+
+def test_zeros_that_only_give_castlike_its_type_are_no_state():
+    # CastLike(x, z) takes only z's element type: z never reaches the MatMul that reads the CastLike's output
+    g = Net()
+    x = g.input("x", [1, H])
+    g.const(np.zeros((1, H), np.float32), "z")
+    y = g.op("MatMul", [g.op("CastLike", [x, "z"]), g.const(pc.R4)])
+    s, index = scan(g.model([y]))
+    assert not s.is_zero_start(index.root, "z")
