@@ -592,3 +592,41 @@ def test_zeros_that_only_give_castlike_its_type_are_no_state():
     y = g.op("MatMul", [g.op("CastLike", [x, "z"]), g.const(pc.R4)])
     s, index = scan(g.model([y]))
     assert not s.is_zero_start(index.root, "z")
+
+
+def test_zeros_whose_name_a_branch_reads_as_its_own_value_are_no_state():
+    # the main graph's zeros z feed only a Relu; an If branch has its own initializer z, which its MatMul reads
+    from onnx import TensorProto, helper, numpy_helper
+
+    then_g = helper.make_graph(
+        [helper.make_node("MatMul", ["z", "R"], ["t"])], "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)],
+        [numpy_helper.from_array(f32(np.ones((1, H))), "z")],
+    )
+    else_g = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    g = Net()
+    g.input("x", [1, H])
+    g.input("cond", [], TensorProto.BOOL)
+    g.const(np.zeros((1, H), np.float32), "z")
+    g.const(pc.R4, "R")
+    g.nodes.append(helper.make_node("If", ["cond"], ["side"], then_branch=then_g, else_branch=else_g, name="if"))
+    y = g.op("Relu", ["z"])
+    s, index = scan(g.model([y, "side"]))
+    assert not s.is_zero_start(index.root, "z")
+
+
+def test_a_cell_on_the_output_of_an_onnx_rnn_op_reads_it_as_its_input():
+    # an ONNX RNN op on state hA (its own state ports are lowering's business), then a cell written as plain ops on
+    # state h0b whose input is the op's Y_h: the op's results are no values of the cell's state cone
+    from onnx import TensorProto, helper
+
+    g = Net()
+    x, ha, hb = g.input("x", [1, 1, I]), g.input("hA", [1, 1, H]), g.input("h0b", [1, H])
+    W, R = g.const(f32(pc.W4[None])), g.const(f32(pc.R4[None]))
+    g.nodes.append(helper.make_node("RNN", [x, W, R, "", "", ha], ["", "yh"], hidden_size=H, name="rnn_op"))
+    u = g.op("Reshape", ["yh", g.const(np.array([1, H], np.int64))], out="u")
+    rnn_step(g, u, hb, W=f32(np.eye(H)), out="hn")
+    model = g.model(["hn", "yh"])
+    model.graph.value_info.append(helper.make_tensor_value_info("u", TensorProto.FLOAT, [1, H]))
+    (m,) = scan(model, ["hA", "h0b"])[0].matches
+    assert (m.kind, m.h_in, m.x, m.h_out) == ("RNN", "h0b", ("u",), "hn")
+    np.testing.assert_allclose(m.weights.W[0], np.eye(H), atol=1e-5)
