@@ -189,7 +189,8 @@ def rnn_on_an_if_of_x(side: str):
         return helper.make_graph([helper.make_node(op, [src], [out], name=f"{tag}_{op}")], tag, [], [helper.make_tensor_value_info(out, TensorProto.FLOAT, None)])
 
     g = Net()
-    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    g.input("x", [1, I])
+    h = g.input("h0", [1, H])
     g.input("cond", [], TensorProto.BOOL)
     name = "h0" if side == "shadow" else "s"
     g.nodes.append(helper.make_node("If", ["cond"], ["u"], then_branch=branch("Identity", "x", name, "ut"), else_branch=branch("Neg", "x", name, "ue"), name="if_x"))
@@ -230,7 +231,8 @@ def rnn_on_the_first_output_of_an_if(domain: str = "", node_outputs: int = 2):
         return helper.make_graph(nodes, tag, [], [helper.make_tensor_value_info(f"{tag}_{o}", TensorProto.FLOAT, None) for o in "uv"])
 
     g = Net()
-    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    g.input("x", [1, I])
+    h = g.input("h0", [1, H])
     g.input("cond", [], TensorProto.BOOL)
     g.nodes.append(helper.make_node("If", ["cond"], ["u", "v"][:node_outputs], then_branch=branch("Identity", "t"), else_branch=branch("Neg", "e"), name="if", domain=domain or None))
     gx = g.op("Gemm", ["u", g.const(pc.W4), g.const(pc.B4)], transB=1)
@@ -416,7 +418,7 @@ def test_quieting_float_errors_before_numpy_is_imported_leaves_numpy_unimported(
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with cells._quiet_float_errors():
-            warnings.warn("overflow encountered in exp", RuntimeWarning)  # silenced, not raised
+            warnings.warn("overflow encountered in exp", RuntimeWarning, stacklevel=1)  # silenced, not raised
     assert "numpy" not in sys.modules
 
 
@@ -630,3 +632,40 @@ def test_a_cell_on_the_output_of_an_onnx_rnn_op_reads_it_as_its_input():
     (m,) = scan(model, ["hA", "h0b"])[0].matches
     assert (m.kind, m.h_in, m.x, m.h_out) == ("RNN", "h0b", ("u",), "hn")
     np.testing.assert_allclose(m.weights.W[0], np.eye(H), atol=1e-5)
+
+
+def test_zeros_carried_into_a_loop_are_not_followed_into_its_body():
+    # z (zeros, read as a matmul's data: a zero start) is also carried into a Loop: the body input it becomes is
+    # not looked for as a state (only state inputs are followed into Loop bodies)
+    from onnx import TensorProto, helper
+
+    body_inputs = [helper.make_tensor_value_info("i", TensorProto.INT64, []), helper.make_tensor_value_info("c_in", TensorProto.BOOL, []), helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [1, H])]
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["c_in"], ["c_out"]), helper.make_node("Neg", ["s_in"], ["s_out"])],
+        "body", body_inputs,
+        [helper.make_tensor_value_info("c_out", TensorProto.BOOL, []), helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [1, H])],
+    )
+    g = Net()
+    x = g.input("x", [1, I])
+    g.input("cond", [], TensorProto.BOOL)
+    z = g.const(np.zeros((1, H), np.float32), "z")
+    g.nodes.append(helper.make_node("Loop", [g.const(np.array(2, np.int64)), "cond", z], ["carried"], body=body, name="loop"))
+    h = rnn_step(g, x, z, out="hn")
+    s, index = scan(g.model([h, "carried"]))
+    assert [(m.h_source, m.h_out) for m in s.matches] == [("z", "hn")] and s.is_zero_start(index.root, "z")
+    assert s.loop_carried == {}
+
+
+def test_a_scan_whose_scan_input_count_is_negative_carries_only_its_inputs():
+    # num_scan_inputs -1 would make two carried values of one input: the one input there is carries h0
+    from onnx import TensorProto, helper
+
+    body = helper.make_graph(
+        [helper.make_node("Neg", ["s_in"], ["s_out"])], "body", [helper.make_tensor_value_info("s_in", TensorProto.FLOAT, [1, H])],
+        [helper.make_tensor_value_info("s_out", TensorProto.FLOAT, [1, H])],
+    )
+    g = Net()
+    g.input("h0", [1, H])
+    g.nodes.append(helper.make_node("Scan", ["h0"], ["h1"], body=body, num_scan_inputs=-1, name="scan"))
+    s, index = scan(g.model(["h1"]), ["h0"])
+    assert [(sc.path, name, node.name, slot) for (sc, name), (node, _, slot) in s.loop_carried.items()] == [(("scan.body",), "s_in", "scan", 0)]
