@@ -669,3 +669,15 @@ def test_a_scan_whose_scan_input_count_is_negative_carries_only_its_inputs():
     g.nodes.append(helper.make_node("Scan", ["h0"], ["h1"], body=body, num_scan_inputs=-1, name="scan"))
     s, index = scan(g.model(["h1"]), ["h0"])
     assert [(sc.path, name, node.name, slot) for (sc, name), (node, _, slot) in s.loop_carried.items()] == [(("scan.body",), "s_in", "scan", 0)]
+
+
+def test_a_state_reshaped_to_the_shape_of_an_initializer_is_a_view_of_it():
+    # Shape(like) of a [1, H] initializer folds to [1, H] from its dims: Reshape(h, Shape(like)) only relabels h
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [H])
+    like = g.const(np.ones((1, H), np.float32), "like")
+    hv = g.op("Reshape", [h, g.op("Shape", [like])], out="hv")
+    rnn_step(g, x, hv, out="hn")
+    (m,) = scan(g.model(["hn"]), ["h0"])[0].matches
+    assert (m.h_in, m.h_source) == ("hv", "h0")
+    np.testing.assert_allclose(m.weights.R[0], pc.R4, atol=1e-5)
