@@ -681,3 +681,15 @@ def test_a_state_reshaped_to_the_shape_of_an_initializer_is_a_view_of_it():
     (m,) = scan(g.model(["hn"]), ["h0"])[0].matches
     assert (m.h_in, m.h_source) == ("hv", "h0")
     np.testing.assert_allclose(m.weights.R[0], pc.R4, atol=1e-5)
+
+
+def test_a_node_of_the_state_cone_with_an_omitted_output_is_scanned_past():
+    # Dropout(h0) -> (hd, ""): the mask output is omitted; the cone goes on through hd, and the cell on h0 is found
+    from onnx import helper
+
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    g.nodes.append(helper.make_node("Dropout", [h], ["hd", ""], name="dropout"))
+    rnn_step(g, x, h, out="hn")
+    (m,) = scan(g.model(["hn", "hd"]), ["h0"])[0].matches
+    assert (m.kind, m.h_in, m.h_out) == ("RNN", "h0", "hn")
