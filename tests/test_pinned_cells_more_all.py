@@ -12,9 +12,7 @@ import inspect
 
 import test_pinned_cells_more as more
 
-#: the run-budget case builds two chains of 4,000 ops: it runs alone (only the runner's budget lines need it)
-SLOW = {"test_views_are_compared_by_running_at_most_4096_nodes"}
-CASES = [f for name, f in vars(more).items() if name.startswith("test_") and name not in SLOW and callable(f) and not inspect.signature(f).parameters]
+CASES = [f for name, f in vars(more).items() if name.startswith("test_") and callable(f) and not inspect.signature(f).parameters]
 
 
 def test_every_case_of_test_pinned_cells_more():
