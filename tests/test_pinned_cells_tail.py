@@ -1,0 +1,171 @@
+"""GRU and LSTM cells written as plain ops, and near-misses of them (mutation survivors of rnnir/lower/cells.py, its
+GRU recogniser, reset-gate search, output blends and the reasons an LSTM without h' is refused).
+
+Every model is written here with onnx.helper from weights drawn here, so the expected answer is known without the
+recogniser: a GRU in ONNX's semantics (z the keep ratio, linear_before_reset 1) confirmed with exactly the W/R it was
+built from, the value that is its new state, and, for a structure that is no cell, the part of it the reason names.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from rnnir.lower.cells import CellScan, find_cells
+from rnnir.lower.scope import ModelIndex
+
+I, H = 3, 4
+
+
+class _Graph:
+    """Nodes and initializers with names made here (the reasons quote them)."""
+
+    def __init__(self) -> None:
+        self.nodes: list[onnx.NodeProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.n = 0
+
+    def const(self, a: np.ndarray, stem: str = "w") -> str:
+        self.n += 1
+        name = f"{stem}{self.n}"
+        self.inits.append(numpy_helper.from_array(np.asarray(a, dtype=np.float32), name))
+        return name
+
+    def ints(self, values: list[int]) -> str:
+        self.n += 1
+        name = f"i{self.n}"
+        self.inits.append(numpy_helper.from_array(np.array(values, dtype=np.int64), name))
+        return name
+
+    def op(self, op: str, ins: list[str], n_out: int = 1, name: str = "", **attrs: object) -> str:
+        self.n += 1
+        outs = [f"{op.lower()}{self.n}"] if n_out == 1 else [f"{op.lower()}{self.n}_{j}" for j in range(n_out)]
+        self.nodes.append(helper.make_node(op, ins, outs, name=name or f"{op}_{self.n}", **attrs))
+        return outs[0] if n_out == 1 else ",".join(outs)
+
+    def split(self, v: str, n: int) -> list[str]:
+        return self.op("Split", [v], n, axis=1, num_outputs=n).split(",")
+
+    def model(self, inputs: list[str], outputs: dict[str, str]) -> onnx.ModelProto:
+        for name, value in outputs.items():
+            self.nodes.append(helper.make_node("Identity", [value], [name], name=f"out_{name}"))
+        graph = helper.make_graph(
+            self.nodes,
+            "cells",
+            [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, [1, I if n.startswith("x") else H]) for n in inputs],
+            [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, ["rows", "cols"]) for n in outputs],
+            self.inits,
+        )
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        m.ir_version = 9
+        onnx.checker.check_model(m)
+        return m
+
+
+def _scan(m: onnx.ModelProto, sources: list[str]) -> CellScan:
+    index = ModelIndex(m, "test")
+    return find_cells(index, [(index.root, s) for s in sources])
+
+
+def _weights(seed: int, gates: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    W = (rng.standard_normal((gates * H, I)) * 0.5).astype(np.float32)
+    R = (rng.standard_normal((gates * H, H)) * 0.5).astype(np.float32)
+    return W, R, (rng.standard_normal(gates * H) * 0.3).astype(np.float32), (rng.standard_normal(gates * H) * 0.3).astype(np.float32)
+
+
+def _gru_gates(g: _Graph, x: str, h: str, W: np.ndarray, R: np.ndarray, bW: np.ndarray, bR: np.ndarray) -> tuple[str, str, str, str]:
+    """z, r, the candidate's pre-activation's input part and the reset-gated product of ONNX's GRU (linear_before_reset 1)."""
+    xz, xr, xn = g.split(g.op("Gemm", [x, g.const(W), g.const(bW)], transB=1), 3)
+    hz, hr, hn = g.split(g.op("Gemm", [h, g.const(R), g.const(bR)], transB=1), 3)
+    z = g.op("Sigmoid", [g.op("Add", [xz, hz])], name="z")
+    r = g.op("Sigmoid", [g.op("Add", [xr, hr])], name="r")
+    return z, r, xn, g.op("Mul", [r, hn], name="reset")
+
+
+def _blend(g: _Graph, z: str, n: str, h: str) -> str:
+    """h' = (1 - z) * n + z * h."""
+    one = g.const(np.array(1.0), "one")
+    return g.op("Add", [g.op("Mul", [g.op("Sub", [one, z]), n]), g.op("Mul", [z, h])], name="blend")
+
+
+def _gru(g: _Graph, x: str, h: str, seed: int = 0) -> tuple[str, np.ndarray, np.ndarray]:
+    W, R, bW, bR = _weights(seed, 3)
+    z, _r, xn, reset = _gru_gates(g, x, h, W, R, bW, bR)
+    n = g.op("Tanh", [g.op("Add", [xn, reset])], name="n")
+    return _blend(g, z, n, h), W, R
+
+
+def _one_gru(scan: CellScan, h_out: str, W: np.ndarray, R: np.ndarray) -> None:
+    assert scan.candidates == []
+    (m,) = scan.matches
+    assert (m.kind, m.h_in, m.h_out, m.hidden_size, m.weights.linear_before_reset) == ("GRU", "h0", h_out, H, 1)
+    np.testing.assert_allclose(m.weights.W[0], W, atol=1e-5)
+    np.testing.assert_allclose(m.weights.R[0], R, atol=1e-5)
+
+
+def test_a_gru_whose_input_is_gated_by_a_sigmoid_is_a_gru():
+    # x' = sigmoid(U x) * x is an input-side gated product: the reset gate is looked for in the state cone only
+    g = _Graph()
+    U = np.random.default_rng(9).standard_normal((I, I))
+    x_gated = g.op("Mul", [g.op("Sigmoid", [g.op("Gemm", ["x", g.const(U)], transB=1)]), "x"], name="x_gate")
+    h_new, W, R = _gru(g, x_gated, "h0")
+    scan = _scan(g.model(["x", "h0"], {"hN": h_new}), ["h0"])
+    _one_gru(scan, h_new, W, R)
+    assert scan.matches[0].x == (x_gated,)
+
+
+def test_a_gru_candidate_whose_pre_activation_reuses_a_value_is_checked_in_linear_time():
+    # n = tanh(v) with v = ((u + u) * 0.5 ... 26 times): the same GRU, every value reached twice; walking a value
+    # again instead of once would take 2**26 steps
+    g = _Graph()
+    W, R, bW, bR = _weights(1, 3)
+    z, _r, xn, reset = _gru_gates(g, "x", "h0", W, R, bW, bR)
+    v = g.op("Add", [xn, reset])
+    half = g.const(np.array(0.5), "half")
+    for _ in range(26):
+        v = g.op("Mul", [g.op("Add", [v, v]), half])
+    h_new = _blend(g, z, g.op("Tanh", [v], name="n"), "h0")
+    _one_gru(_scan(g.model(["x", "h0"], {"hN": h_new}), ["h0"]), h_new, W, R)
+
+
+def test_a_blend_with_the_reset_gate_is_not_the_new_state():
+    # an extra output (1 - r) * n + r * h, made before the real blend: the reset gate is never also the update gate
+    g = _Graph()
+    W, R, bW, bR = _weights(2, 3)
+    z, r, xn, reset = _gru_gates(g, "x", "h0", W, R, bW, bR)
+    n = g.op("Tanh", [g.op("Add", [xn, reset])], name="n")
+    by_r = _blend(g, r, n, "h0")
+    h_new = _blend(g, z, n, "h0")
+    _one_gru(_scan(g.model(["x", "h0"], {"aux": by_r, "hN": h_new}), ["h0"]), h_new, W, R)
+
+
+def test_a_gru_whose_blend_reads_no_state_is_a_candidate_that_waits_for_one():
+    # h' = (1 - z) * n + z * x2 with x2 a plain input: a GRU-like candidate (its n has the reset product) whose blend
+    # reads no state input; said so, not dropped
+    g = _Graph()
+    W, R, bW, bR = _weights(3, 3)
+    z, _r, xn, reset = _gru_gates(g, "x", "h0", W, R, bW, bR)
+    n = g.op("Tanh", [g.op("Add", [xn, reset])], name="n")
+    scan = _scan(g.model(["x", "h0", "x2"], {"hN": _blend(g, z, n, "x2")}), ["h0"])
+    assert scan.matches == []
+    assert [(c.kind, c.anchor, c.reason) for c in scan.candidates] == [("GRU", "n", "GRU-like structure at node 'n': its output blend reads no state input")]
+
+
+def test_gates_wider_than_the_state_are_refused_with_their_sizes():
+    # a bias of two rows broadcasts one gate's pre-activation to [2, H]: 2H values where the state has H
+    for gate in ("z", "n"):
+        g = _Graph()
+        W, R, bW, bR = _weights(4, 3)
+        xz, xr, xn = g.split(g.op("Gemm", ["x", g.const(W), g.const(bW)], transB=1), 3)
+        hz, hr, hn = g.split(g.op("Gemm", ["h0", g.const(R), g.const(bR)], transB=1), 3)
+        two_rows = g.const(np.full((2, H), 0.1), "rows")
+        pre_z = g.op("Add", [xz, hz])
+        z = g.op("Sigmoid", [g.op("Add", [pre_z, two_rows]) if gate == "z" else pre_z])
+        r = g.op("Sigmoid", [g.op("Add", [xr, hr])])
+        pre_n = g.op("Add", [xn, g.op("Mul", [r, hn])])
+        n = g.op("Tanh", [g.op("Add", [pre_n, two_rows]) if gate == "n" else pre_n], name="n")
+        scan = _scan(g.model(["x", "h0"], {"hN": _blend(g, z, n, "h0")}), ["h0"])
+        assert scan.matches == [], gate
+        assert [c.reason for c in scan.candidates] == [f"GRU-like structure at node 'n': gate sizes do not match the state size {H}"], gate
