@@ -169,3 +169,103 @@ def test_gates_wider_than_the_state_are_refused_with_their_sizes():
         scan = _scan(g.model(["x", "h0"], {"hN": _blend(g, z, n, "h0")}), ["h0"])
         assert scan.matches == [], gate
         assert [c.reason for c in scan.candidates] == [f"GRU-like structure at node 'n': gate sizes do not match the state size {H}"], gate
+
+
+def _near_miss_gru(reset: str) -> onnx.ModelProto:
+    """A GRU whose candidate's reset product is written wrong (``reset`` says how); the blend is ONNX's."""
+    g = _Graph()
+    W, R, bW, bR = _weights(5, 3)
+    xz, xr, xn = g.split(g.op("Gemm", ["x", g.const(W), g.const(bW)], transB=1), 3)
+    hz, hr, hn = g.split(g.op("Gemm", ["h0", g.const(R), g.const(bR)], transB=1), 3)
+    z = g.op("Sigmoid", [g.op("Add", [xz, hz])])
+    r = g.op("Sigmoid", [g.op("Add", [xr, hr])])
+    if reset == "scaled gate":  # (0.5 r) * (R h): 0.5 r is no gate output
+        product = g.op("Mul", [g.op("Mul", [r, g.const(np.array(0.5))]), hn])
+    elif reset == "two gates":  # r * (s * R h), s another sigmoid of the state
+        s = g.op("Sigmoid", [g.op("Add", [hz, hr])])
+        product = g.op("Mul", [r, g.op("Mul", [s, hn])])
+    else:  # "constant under the matmul": R (r * c) with c a constant, no state under the gate
+        product = g.op("Gemm", [g.op("Mul", [r, g.const(np.full((1, H), 0.3))]), g.const(R[2 * H :])], transB=1)
+    n = g.op("Tanh", [g.op("Add", [xn, product])], name="n")
+    return g.model(["x", "h0"], {"hN": _blend(g, z, n, "h0")})
+
+
+def test_a_candidate_needs_exactly_one_sigmoid_gating_a_run_time_value():
+    want = {
+        "scaled gate": "has no reset gate",
+        "two gates": "has 2 gated products, not one reset gate",
+        "constant under the matmul": "has no reset gate",
+    }
+    for reset, what in want.items():
+        scan = _scan(_near_miss_gru(reset), ["h0"])
+        assert scan.matches == [], reset
+        assert [c.reason for c in scan.candidates] == [f"GRU-like structure at node 'n': its candidate n = Tanh(...) {what}"], reset
+
+
+def test_the_reset_product_is_found_through_a_reshape():
+    g = _Graph()
+    W, R, bW, bR = _weights(6, 3)
+    z, _r, xn, reset = _gru_gates(g, "x", "h0", W, R, bW, bR)
+    pre = g.op("Reshape", [g.op("Unsqueeze", [g.op("Add", [xn, reset]), g.ints([0])]), g.ints([1, H])])
+    h_new = _blend(g, z, g.op("Tanh", [pre], name="n"), "h0")
+    _one_gru(_scan(g.model(["x", "h0"], {"hN": h_new}), ["h0"]), h_new, W, R)
+
+
+def test_a_blend_more_than_four_ops_after_the_candidate_is_not_looked_for():
+    # h' = z*h - (-(-(-((1 - z) * n)))): the new state is five blend ops after n; four is the reach (a GRU's blend
+    # takes two or three), so nothing is confirmed and, no blend reading state at all, nothing is a candidate either
+    def model(negations: int) -> tuple[onnx.ModelProto, str]:
+        g = _Graph()
+        W, R, bW, bR = _weights(7, 3)
+        z, _r, xn, reset = _gru_gates(g, "x", "h0", W, R, bW, bR)
+        n = g.op("Tanh", [g.op("Add", [xn, reset])], name="n")
+        v = g.op("Mul", [g.op("Sub", [g.const(np.array(1.0)), z]), n])
+        for _ in range(negations):
+            v = g.op("Neg", [v])
+        kept = g.op("Mul", [z, "h0"])
+        h_new = g.op("Sub", [kept, v]) if negations % 2 else g.op("Add", [kept, v])
+        return g.model(["x", "h0"], {"hN": h_new}), h_new
+
+    m, h_new = model(2)  # four ops after n: found
+    assert [(c.kind, c.h_out) for c in _scan(m, ["h0"]).matches] == [("GRU", h_new)]
+    scan = _scan(model(3)[0], ["h0"])
+    assert (scan.matches, scan.candidates) == ([], [])
+
+
+def _lstm_gates(g: _Graph, x: str, h: str | None) -> tuple[str, str, str, str]:
+    """i, o, f (sigmoids) and g (tanh) of an LSTM reading x and, when given, h."""
+    W, R, b, _ = _weights(8, 4)
+    pre = g.op("Gemm", [x, g.const(W), g.const(b)], transB=1)
+    if h is not None:
+        pre = g.op("Add", [pre, g.op("Gemm", [h, g.const(R)], transB=1)])
+    i, o, f, cand = g.split(pre, 4)
+    return g.op("Sigmoid", [i], name="i"), g.op("Sigmoid", [o], name="o"), g.op("Sigmoid", [f], name="f"), g.op("Tanh", [cand], name="g")
+
+
+def test_an_lstm_update_without_its_output_names_what_the_output_product_reads():
+    # c' = f*c + i*g is there, h' = o*tanh(c') is not: the reason names the product that stands where h' should
+    prefix = "LSTM-like structure at node 'c_new'"
+    for h_out in ("o*tanh(c)", "o*tanh(2c')", "f*tanh(c)", "o*g", "o*tanh(c), no h"):
+        g = _Graph()
+        i, o, f, cand = _lstm_gates(g, "x", None if h_out.endswith("no h") else "h0")
+        c_new = g.op("Add", [g.op("Mul", [f, "c0"]), g.op("Mul", [i, cand])], name="c_new")
+        if h_out == "o*tanh(2c')":
+            read = g.op("Mul", [c_new, g.const(np.array(2.0))])
+            h_new = g.op("Mul", [o, g.op("Tanh", [read])], name="h_new")
+        elif h_out == "o*g":
+            h_new = g.op("Mul", [o, cand], name="h_new")
+        else:
+            read = "c0"
+            h_new = g.op("Mul", [f if h_out == "f*tanh(c)" else o, g.op("Tanh", ["c0"])], name="h_new")
+        scan = _scan(g.model(["x", "h0", "c0"], {"hN": h_new, "cN": c_new}), ["h0", "c0"])
+        assert scan.matches == [], h_out
+        (reason,) = [c.reason for c in scan.candidates if c.anchor == "c_new"]
+        if h_out in ("f*tanh(c)", "o*g"):  # a product of the forget gate or of the candidate is no output product
+            assert reason == f"{prefix} (c' = f*c + i*g) has no output h' = o*tanh(c')", h_out
+            continue
+        said = f"{prefix} does not compute an LSTM cell: h' at node 'h_new' is o*tanh({read!r}), not o*tanh(c'); it differs from o*tanh(c')"
+        if h_out.endswith("no h"):  # without an h state the two cannot be run side by side: no number
+            assert reason == said, h_out
+            continue
+        assert reason.startswith(said + " by "), (h_out, reason)
+        assert float(reason.removeprefix(said + " by ")) > 0.01, (h_out, reason)  # tanh(c) and tanh(2c') vs tanh(c'): far apart
