@@ -47,7 +47,7 @@ class _Graph:
     def split(self, v: str, n: int) -> list[str]:
         return self.op("Split", [v], n, axis=1, num_outputs=n).split(",")
 
-    def model(self, inputs: list[str], outputs: dict[str, str]) -> onnx.ModelProto:
+    def model(self, inputs: list[str], outputs: dict[str, str], domains: tuple[str, ...] = ()) -> onnx.ModelProto:
         for name, value in outputs.items():
             self.nodes.append(helper.make_node("Identity", [value], [name], name=f"out_{name}"))
         graph = helper.make_graph(
@@ -57,7 +57,7 @@ class _Graph:
             [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, ["rows", "cols"]) for n in outputs],
             self.inits,
         )
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18), *(helper.make_opsetid(d, 1) for d in domains)])
         m.ir_version = 9
         onnx.checker.check_model(m)
         return m
@@ -269,3 +269,65 @@ def test_an_lstm_update_without_its_output_names_what_the_output_product_reads()
             continue
         assert reason.startswith(said + " by "), (h_out, reason)
         assert float(reason.removeprefix(said + " by ")) > 0.01, (h_out, reason)  # tanh(c) and tanh(2c') vs tanh(c'): far apart
+
+
+def _rnn_weights(seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((H, I)) * 0.5).astype(np.float32), (rng.standard_normal((H, H)) * 0.5).astype(np.float32), (rng.standard_normal(H) * 0.3).astype(np.float32)
+
+
+def _rnn_model(g: _Graph, pre: str, domains: tuple[str, ...] = ()) -> tuple[onnx.ModelProto, str]:
+    h_new = g.op("Tanh", [pre], name="act")
+    return g.model(["x", "h0"], {"hN": h_new}, domains), h_new
+
+
+def _one_rnn(m: onnx.ModelProto, h_out: str, W: np.ndarray, R: np.ndarray, x: tuple[str, ...] = ("x",)) -> None:
+    scan = _scan(m, ["h0"])
+    assert scan.candidates == []
+    (c,) = scan.matches
+    assert (c.kind, c.h_in, c.h_out, c.x) == ("RNN", "h0", h_out, x)
+    np.testing.assert_allclose(c.weights.W[0], W, atol=1e-5)
+    np.testing.assert_allclose(c.weights.R[0], R, atol=1e-5)
+
+
+def test_rnn_cells_written_with_fused_and_optional_inputs():
+    W, R, b = _rnn_weights(10)
+    # the input projection as the recurrent Gemm's C: tanh(Gemm(h, R, C = Gemm(x, W, b)))
+    g = _Graph()
+    m, h_new = _rnn_model(g, g.op("Gemm", ["h0", g.const(R), g.op("Gemm", ["x", g.const(W), g.const(b)], transB=1)], transB=1))
+    _one_rnn(m, h_new, W, R)
+    # an optional input left out by name: Gemm(x, W, '') and Slice(..., axes, steps='')
+    g = _Graph()
+    gx = g.op("Add", [g.op("Gemm", ["x", g.const(W), ""], transB=1), g.const(b)])
+    gh = g.op("Slice", [g.op("Gemm", ["h0", g.const(R)], transB=1), g.ints([0]), g.ints([H]), g.ints([1]), ""])
+    m, h_new = _rnn_model(g, g.op("Add", [gx, gh]))
+    _one_rnn(m, h_new, W, R)
+    # the state divided by a constant is affine in it: R / 2
+    g = _Graph()
+    gh = g.op("Gemm", [g.op("Div", ["h0", g.const(np.array(2.0))]), g.const(R)], transB=1)
+    m, h_new = _rnn_model(g, g.op("Add", [g.op("Gemm", ["x", g.const(W), g.const(b)], transB=1), gh]))
+    _one_rnn(m, h_new, W, R / 2)
+    # an op of another domain is opaque: what it gives is the cell's input
+    g = _Graph()
+    custom = g.op("MatMul", ["x", g.const(np.eye(I))], domain="my.ops")
+    m, h_new = _rnn_model(g, g.op("Add", [g.op("Gemm", [custom, g.const(W), g.const(b)], transB=1), g.op("Gemm", ["h0", g.const(R)], transB=1)]), ("my.ops",))
+    m.graph.value_info.append(helper.make_tensor_value_info(custom, onnx.TensorProto.FLOAT, [1, I]))  # no inference for it
+    _one_rnn(m, h_new, W, R, x=(custom,))
+
+
+def test_an_activation_without_a_recurrent_matmul_or_not_affine_in_the_state_is_no_rnn_cell():
+    W, R, b = _rnn_weights(11)
+    for what in ("x + h + h", "W x + U x + h", "R (1 / h)", "R h + U sigmoid(h)"):
+        g = _Graph()
+        gx = g.op("Gemm", ["x", g.const(W), g.const(b)], transB=1)
+        if what == "x + h + h":  # the state read twice, never through a matmul: act(W x + 2 h) has no recurrent weight
+            pre = g.op("Add", [g.op("Add", [gx, "h0"]), "h0"])
+        elif what == "W x + U x + h":  # the input read twice through matmuls, the state through none
+            pre = g.op("Add", [g.op("Add", [gx, g.op("Gemm", ["x", g.const(W[::-1])], transB=1)]), "h0"])
+        elif what == "R (1 / h)":
+            pre = g.op("Add", [gx, g.op("Gemm", [g.op("Div", [g.const(np.ones((1, H))), "h0"]), g.const(R)], transB=1)])
+        else:
+            sig = g.op("Gemm", [g.op("Sigmoid", ["h0"]), g.const(R[::-1])], transB=1)
+            pre = g.op("Add", [g.op("Add", [gx, g.op("Gemm", ["h0", g.const(R)], transB=1)]), sig])
+        scan = _scan(_rnn_model(g, pre)[0], ["h0"])
+        assert (scan.matches, scan.candidates) == ([], []), what
