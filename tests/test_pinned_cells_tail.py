@@ -296,9 +296,10 @@ def test_rnn_cells_written_with_fused_and_optional_inputs():
     g = _Graph()
     m, h_new = _rnn_model(g, g.op("Gemm", ["h0", g.const(R), g.op("Gemm", ["x", g.const(W), g.const(b)], transB=1)], transB=1))
     _one_rnn(m, h_new, W, R)
-    # an optional input left out by name: Gemm(x, W, '') and Slice(..., axes, steps='')
+    # an optional input left out by name: Gemm(x, W, '') and Slice(..., axes, steps=''), on either side
     g = _Graph()
     gx = g.op("Add", [g.op("Gemm", ["x", g.const(W), ""], transB=1), g.const(b)])
+    gx = g.op("Slice", [gx, g.ints([0]), g.ints([H]), g.ints([1]), ""])
     gh = g.op("Slice", [g.op("Gemm", ["h0", g.const(R)], transB=1), g.ints([0]), g.ints([H]), g.ints([1]), ""])
     m, h_new = _rnn_model(g, g.op("Add", [gx, gh]))
     _one_rnn(m, h_new, W, R)
@@ -313,17 +314,28 @@ def test_rnn_cells_written_with_fused_and_optional_inputs():
     m, h_new = _rnn_model(g, g.op("Add", [g.op("Gemm", [custom, g.const(W), g.const(b)], transB=1), g.op("Gemm", ["h0", g.const(R)], transB=1)]), ("my.ops",))
     m.graph.value_info.append(helper.make_tensor_value_info(custom, onnx.TensorProto.FLOAT, [1, I]))  # no inference for it
     _one_rnn(m, h_new, W, R, x=(custom,))
+    # a projection that is not affine in x, or whose weight is a run-time value, is where the cell's input starts
+    for what in ("square", "run-time weight"):
+        g = _Graph()
+        if what == "square":
+            x_in = g.op("Pow", [g.op("Gemm", ["x", g.const(np.eye(I)[::-1])], transB=1), g.const(np.array(2.0))])
+        else:
+            x_in = g.op("MatMul", ["x", "xw"])
+        gx = g.op("Gemm", [x_in, g.const(W), g.const(b)], transB=1)
+        h_new = g.op("Tanh", [g.op("Add", [gx, g.op("Gemm", ["h0", g.const(R)], transB=1)])], name="act")
+        m = g.model(["x", "h0", "xw"], {"hN": h_new})
+        m.graph.input[2].type.tensor_type.shape.dim[0].dim_value = I
+        m.graph.input[2].type.tensor_type.shape.dim[1].dim_value = I
+        _one_rnn(m, h_new, W, R, x=(x_in,))
 
 
 def test_an_activation_without_a_recurrent_matmul_or_not_affine_in_the_state_is_no_rnn_cell():
     W, R, b = _rnn_weights(11)
-    for what in ("x + h + h", "W x + U x + h", "R (1 / h)", "R h + U sigmoid(h)"):
+    for what in ("x + h + h", "R (1 / h)", "R h + U sigmoid(h)"):
         g = _Graph()
         gx = g.op("Gemm", ["x", g.const(W), g.const(b)], transB=1)
         if what == "x + h + h":  # the state read twice, never through a matmul: act(W x + 2 h) has no recurrent weight
             pre = g.op("Add", [g.op("Add", [gx, "h0"]), "h0"])
-        elif what == "W x + U x + h":  # the input read twice through matmuls, the state through none
-            pre = g.op("Add", [g.op("Add", [gx, g.op("Gemm", ["x", g.const(W[::-1])], transB=1)]), "h0"])
         elif what == "R (1 / h)":
             pre = g.op("Add", [gx, g.op("Gemm", [g.op("Div", [g.const(np.ones((1, H))), "h0"]), g.const(R)], transB=1)])
         else:
@@ -331,3 +343,32 @@ def test_an_activation_without_a_recurrent_matmul_or_not_affine_in_the_state_is_
             pre = g.op("Add", [g.op("Add", [gx, g.op("Gemm", ["h0", g.const(R)], transB=1)]), sig])
         scan = _scan(_rnn_model(g, pre)[0], ["h0"])
         assert (scan.matches, scan.candidates) == ([], []), what
+
+
+def test_a_stacked_lstm_with_one_weight_everywhere_threads_each_layer_through_its_own_state():
+    # two layers, two steps, every cell with W = R (input size = hidden size) and one bias: each cell then also
+    # computes an LSTM with x and h taken the other way round; the state it threads is its own layer's (a state
+    # input first, then the cell that made its c), never the layer below's output
+    rng = np.random.default_rng(12)
+    Wt, bt = (rng.standard_normal((4 * H, H)) * 0.5).astype(np.float32), (rng.standard_normal(4 * H) * 0.3).astype(np.float32)
+    g = _Graph()
+    w, b = g.const(Wt), g.const(bt)
+
+    def step(x: str, h: str, c: str, name: str) -> tuple[str, str]:
+        i, o, f, cand = g.split(g.op("Add", [g.op("Gemm", [x, w, b], transB=1), g.op("Gemm", [h, w], transB=1)]), 4)
+        i, o, f, cand = g.op("Sigmoid", [i]), g.op("Sigmoid", [o]), g.op("Sigmoid", [f]), g.op("Tanh", [cand])
+        c_new = g.op("Add", [g.op("Mul", [f, c]), g.op("Mul", [i, cand])], name=f"c_{name}")
+        return g.op("Mul", [o, g.op("Tanh", [c_new])], name=f"h_{name}"), c_new
+
+    h1a, c1a = step("x1", "h0a", "c0a", "1a")
+    h2a, c2a = step("x2", h1a, c1a, "2a")
+    h1b, c1b = step(h1a, "h0b", "c0b", "1b")
+    h2b, c2b = step(h2a, h1b, c1b, "2b")
+    m = g.model(["x1", "x2", "h0a", "c0a", "h0b", "c0b"], {"ha": h2a, "ca": c2a, "hb": h2b, "cb": c2b})
+    for vi in m.graph.input[:2]:
+        vi.type.tensor_type.shape.dim[1].dim_value = H
+    scan = _scan(m, ["h0a", "c0a", "h0b", "c0b"])
+    assert scan.candidates == []
+    got = sorted((c.x, c.h_in, c.c_in, c.h_out, c.c_out) for c in scan.matches)
+    want = [(("x1",), "h0a", "c0a", h1a, c1a), (("x2",), h1a, c1a, h2a, c2a), ((h1a,), "h0b", "c0b", h1b, c1b), ((h2a,), h1b, c1b, h2b, c2b)]
+    assert got == sorted(want)
