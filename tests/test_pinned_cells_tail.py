@@ -348,27 +348,49 @@ def test_an_activation_without_a_recurrent_matmul_or_not_affine_in_the_state_is_
 def test_a_stacked_lstm_with_one_weight_everywhere_threads_each_layer_through_its_own_state():
     # two layers, two steps, every cell with W = R (input size = hidden size) and one bias: each cell then also
     # computes an LSTM with x and h taken the other way round; the state it threads is its own layer's (a state
-    # input first, then the cell that made its c), never the layer below's output
+    # input first, then the cell that made its c), never the layer below's output, whichever operand comes first
     rng = np.random.default_rng(12)
     Wt, bt = (rng.standard_normal((4 * H, H)) * 0.5).astype(np.float32), (rng.standard_normal(4 * H) * 0.3).astype(np.float32)
-    g = _Graph()
-    w, b = g.const(Wt), g.const(bt)
 
-    def step(x: str, h: str, c: str, name: str) -> tuple[str, str]:
-        i, o, f, cand = g.split(g.op("Add", [g.op("Gemm", [x, w, b], transB=1), g.op("Gemm", [h, w], transB=1)]), 4)
+    def step(g: _Graph, x: str, h: str, c: str, name: str, h_first: bool) -> tuple[str, str]:
+        terms = [g.op("Gemm", [x, "Wt", "bt"], transB=1), g.op("Gemm", [h, "Wt"], transB=1)]
+        i, o, f, cand = g.split(g.op("Add", terms[::-1] if h_first else terms), 4)
         i, o, f, cand = g.op("Sigmoid", [i]), g.op("Sigmoid", [o]), g.op("Sigmoid", [f]), g.op("Tanh", [cand])
         c_new = g.op("Add", [g.op("Mul", [f, c]), g.op("Mul", [i, cand])], name=f"c_{name}")
         return g.op("Mul", [o, g.op("Tanh", [c_new])], name=f"h_{name}"), c_new
 
-    h1a, c1a = step("x1", "h0a", "c0a", "1a")
-    h2a, c2a = step("x2", h1a, c1a, "2a")
-    h1b, c1b = step(h1a, "h0b", "c0b", "1b")
-    h2b, c2b = step(h2a, h1b, c1b, "2b")
-    m = g.model(["x1", "x2", "h0a", "c0a", "h0b", "c0b"], {"ha": h2a, "ca": c2a, "hb": h2b, "cb": c2b})
-    for vi in m.graph.input[:2]:
-        vi.type.tensor_type.shape.dim[1].dim_value = H
-    scan = _scan(m, ["h0a", "c0a", "h0b", "c0b"])
-    assert scan.candidates == []
-    got = sorted((c.x, c.h_in, c.c_in, c.h_out, c.c_out) for c in scan.matches)
-    want = [(("x1",), "h0a", "c0a", h1a, c1a), (("x2",), h1a, c1a, h2a, c2a), ((h1a,), "h0b", "c0b", h1b, c1b), ((h2a,), h1b, c1b, h2b, c2b)]
-    assert got == sorted(want)
+    for h_first in (False, True):
+        g = _Graph()
+        g.inits += [numpy_helper.from_array(Wt, "Wt"), numpy_helper.from_array(bt, "bt")]
+        h1a, c1a = step(g, "x1", "h0a", "c0a", "1a", h_first)
+        h2a, c2a = step(g, "x2", h1a, c1a, "2a", h_first)
+        h1b, c1b = step(g, h1a, "h0b", "c0b", "1b", h_first)
+        h2b, c2b = step(g, h2a, h1b, c1b, "2b", h_first)
+        m = g.model(["x1", "x2", "h0a", "c0a", "h0b", "c0b"], {"ha": h2a, "ca": c2a, "hb": h2b, "cb": c2b})
+        for vi in m.graph.input[:2]:
+            vi.type.tensor_type.shape.dim[1].dim_value = H
+        scan = _scan(m, ["h0a", "c0a", "h0b", "c0b"])
+        assert scan.candidates == [], h_first
+        got = sorted((c.x, c.h_in, c.c_in, c.h_out, c.c_out) for c in scan.matches)
+        want = [(("x1",), "h0a", "c0a", h1a, c1a), (("x2",), h1a, c1a, h2a, c2a), ((h1a,), "h0b", "c0b", h1b, c1b), ((h2a,), h1b, c1b, h2b, c2b)]
+        assert got == sorted(want), h_first
+
+
+def test_a_gate_of_one_value_is_a_cell_of_hidden_size_one_and_a_scalar_gate_is_refused():
+    rng = np.random.default_rng(13)
+    W, R = rng.standard_normal((1, I)).astype(np.float32), rng.standard_normal((1, 1)).astype(np.float32)
+    for scalar in (False, True):
+        g = _Graph()
+        pre = g.op("Add", [g.op("Gemm", ["x", g.const(W)], transB=1), g.op("Gemm", ["h0", g.const(R)], transB=1)])
+        if scalar:
+            pre = g.op("Squeeze", [pre])
+        h_new = g.op("Tanh", [pre], name="act")
+        m = g.model(["x", "h0"], {"hN": h_new})
+        m.graph.input[1].type.tensor_type.shape.dim[1].dim_value = 1
+        scan = _scan(m, ["h0"])
+        if not scalar:
+            _one_rnn(m, h_new, W, R)
+            assert scan.matches[0].hidden_size == 1
+        else:
+            assert scan.matches == []
+            assert [c.reason for c in scan.candidates] == [f"cell-like structure at node 'act': its gate {pre!r} is a scalar"]
