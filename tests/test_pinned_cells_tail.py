@@ -394,3 +394,45 @@ def test_a_gate_of_one_value_is_a_cell_of_hidden_size_one_and_a_scalar_gate_is_r
         else:
             assert scan.matches == []
             assert [c.reason for c in scan.candidates] == [f"cell-like structure at node 'act': its gate {pre!r} is a scalar"]
+
+
+def test_the_reset_product_is_looked_for_within_64_values_of_the_candidate():
+    # n = tanh(Identity^k(xn + r * hn) [+ h * 0]): the search for the reset gate walks at most 64 values back from n's
+    # input (state views and constants it passes over do not count); 62 identities reach it, 63 do not
+    for identities, plus_h_times_zero, found in ((62, False, True), (63, False, False), (60, True, True)):
+        g = _Graph()
+        W, R, bW, bR = _weights(14, 3)
+        z, _r, xn, reset = _gru_gates(g, "x", "h0", W, R, bW, bR)
+        v = g.op("Add", [xn, reset])
+        if plus_h_times_zero:  # two values more (the Add and the Mul); h and the 0 are a state view and a constant
+            v = g.op("Add", [v, g.op("Mul", ["h0", g.const(np.array(0.0))])])
+        for _ in range(identities):
+            v = g.op("Identity", [v])
+        h_new = _blend(g, z, g.op("Tanh", [v], name="n"), "h0")
+        scan = _scan(g.model(["x", "h0"], {"hN": h_new}), ["h0"])
+        case = (identities, plus_h_times_zero)
+        if found:
+            _one_gru(scan, h_new, W, R)
+        else:
+            assert scan.matches == [], case
+            assert [c.reason for c in scan.candidates] == ["GRU-like structure at node 'n': its candidate n = Tanh(...) has no reset gate"], case
+
+
+def test_an_output_blend_spans_at_most_32_values():
+    # h' = (1 - z) * n + Neg^k(z * h), Sub for odd k: the blend's expression has 8 + k values; 24 negations make 32
+    for negations, found in ((24, True), (25, False)):
+        g = _Graph()
+        W, R, bW, bR = _weights(15, 3)
+        z, _r, xn, reset = _gru_gates(g, "x", "h0", W, R, bW, bR)
+        n = g.op("Tanh", [g.op("Add", [xn, reset])], name="n")
+        kept = g.op("Mul", [z, "h0"])
+        for _ in range(negations):
+            kept = g.op("Neg", [kept])
+        written = g.op("Mul", [g.op("Sub", [g.const(np.array(1.0)), z]), n])
+        h_new = g.op("Sub" if negations % 2 else "Add", [written, kept])
+        scan = _scan(g.model(["x", "h0"], {"hN": h_new}), ["h0"])
+        if found:
+            _one_gru(scan, h_new, W, R)
+        else:
+            assert scan.matches == []
+            assert [(c.kind, c.anchor) for c in scan.candidates] == [("GRU", "n")]
