@@ -397,15 +397,16 @@ def test_a_gate_of_one_value_is_a_cell_of_hidden_size_one_and_a_scalar_gate_is_r
 
 
 def test_the_reset_product_is_looked_for_within_64_values_of_the_candidate():
-    # n = tanh(Identity^k(xn + r * hn) [+ h * 0]): the search for the reset gate walks at most 64 values back from n's
+    # n = tanh(Identity^k(xn + r * hn [+ h * zeros_like(h)])): the search for the reset gate walks at most 64 values back from n's
     # input (state views and constants it passes over do not count); 62 identities reach it, 63 do not
     for identities, plus_h_times_zero, found in ((62, False, True), (63, False, False), (60, True, True)):
         g = _Graph()
         W, R, bW, bR = _weights(14, 3)
         z, _r, xn, reset = _gru_gates(g, "x", "h0", W, R, bW, bR)
         v = g.op("Add", [xn, reset])
-        if plus_h_times_zero:  # two values more (the Add and the Mul); h and the 0 are a state view and a constant
-            v = g.op("Add", [v, g.op("Mul", ["h0", g.const(np.array(0.0))])])
+        if plus_h_times_zero:  # two values more (the Add and the Mul); h and zeros_like(h) are a state view and a constant
+            zeros = g.op("ConstantOfShape", [g.op("Shape", ["h0"])])
+            v = g.op("Add", [v, g.op("Mul", ["h0", zeros])])
         for _ in range(identities):
             v = g.op("Identity", [v])
         h_new = _blend(g, z, g.op("Tanh", [v], name="n"), "h0")
@@ -436,3 +437,24 @@ def test_an_output_blend_spans_at_most_32_values():
         else:
             assert scan.matches == []
             assert [(c.kind, c.anchor) for c in scan.candidates] == [("GRU", "n")]
+
+
+def test_a_state_that_is_no_batch_of_gate_rows_is_refused_with_its_size():
+    rng = np.random.default_rng(16)
+    # an RNN-like act(W x + R h) with h of 6 values and gates of 4
+    g = _Graph()
+    pre = g.op("Add", [g.op("Gemm", ["x", g.const(rng.standard_normal((H, I)))], transB=1), g.op("Gemm", ["h0", g.const(rng.standard_normal((H, 6)))], transB=1)])
+    m = g.model(["x", "h0"], {"hN": g.op("Tanh", [pre], name="act")})
+    m.graph.input[1].type.tensor_type.shape.dim[1].dim_value = 6
+    scan = _scan(m, ["h0"])
+    assert scan.matches == []
+    assert [c.reason for c in scan.candidates] == [f"cell-like structure at node 'act': its state (6 elements) is not a batch of gates {H} wide"]
+    # an LSTM whose c holds two rows of H where h holds one: c' = f*c + i*g broadcasts, but it is no cell's state
+    g = _Graph()
+    i, o, f, cand = _lstm_gates(g, "x", "h0")
+    c_new = g.op("Add", [g.op("Mul", [f, "c0"]), g.op("Mul", [i, cand])], name="c_new")
+    m = g.model(["x", "h0", "c0"], {"hN": g.op("Mul", [o, g.op("Tanh", [c_new])]), "cN": c_new})
+    m.graph.input[2].type.tensor_type.shape.dim[0].dim_value = 2
+    scan = _scan(m, ["h0", "c0"])
+    assert scan.matches == []
+    assert [c.reason for c in scan.candidates] == [f"cell-like structure at node 'c_new': its state ({H} elements) is not a batch of gates {H} wide"]
