@@ -308,6 +308,12 @@ def test_rnn_cells_written_with_fused_and_optional_inputs():
     gh = g.op("Gemm", [g.op("Div", ["h0", g.const(np.array(2.0))]), g.const(R)], transB=1)
     m, h_new = _rnn_model(g, g.op("Add", [g.op("Gemm", ["x", g.const(W), g.const(b)], transB=1), gh]))
     _one_rnn(m, h_new, W, R / 2)
+    # the last row of the state's projection (a batch of one has no other): probes stacked on the batch axis would
+    # all read the last probe's row there, so they are checked against the single probe and run one at a time
+    g = _Graph()
+    gh = g.op("Slice", [g.op("Gemm", ["h0", g.const(R)], transB=1), g.ints([-1]), g.ints([2**62]), g.ints([0])])
+    m, h_new = _rnn_model(g, g.op("Add", [g.op("Gemm", ["x", g.const(W), g.const(b)], transB=1), gh]))
+    _one_rnn(m, h_new, W, R)
     # an op of another domain is opaque: what it gives is the cell's input
     g = _Graph()
     custom = g.op("MatMul", ["x", g.const(np.eye(I))], domain="my.ops")
@@ -331,11 +337,13 @@ def test_rnn_cells_written_with_fused_and_optional_inputs():
 
 def test_an_activation_without_a_recurrent_matmul_or_not_affine_in_the_state_is_no_rnn_cell():
     W, R, b = _rnn_weights(11)
-    for what in ("x + h + h", "R (1 / h)", "R h + U sigmoid(h)"):
+    for what in ("x + h + h", "W x + U x + h", "R (1 / h)", "R h + U sigmoid(h)"):
         g = _Graph()
         gx = g.op("Gemm", ["x", g.const(W), g.const(b)], transB=1)
         if what == "x + h + h":  # the state read twice, never through a matmul: act(W x + 2 h) has no recurrent weight
             pre = g.op("Add", [g.op("Add", [gx, "h0"]), "h0"])
+        elif what == "W x + U x + h":  # Gemm(x, W, C = Gemm(x, U, C = h)): x twice through a matmul, the state through none
+            pre = g.op("Gemm", ["x", g.const(W), g.op("Gemm", ["x", g.const(W[::-1]), "h0"], transB=1)], transB=1)
         elif what == "R (1 / h)":
             pre = g.op("Add", [gx, g.op("Gemm", [g.op("Div", [g.const(np.ones((1, H))), "h0"]), g.const(R)], transB=1)])
         else:
@@ -458,3 +466,16 @@ def test_a_state_that_is_no_batch_of_gate_rows_is_refused_with_its_size():
     scan = _scan(m, ["h0", "c0"])
     assert scan.matches == []
     assert [c.reason for c in scan.candidates] == [f"cell-like structure at node 'c_new': its state ({H} elements) is not a batch of gates {H} wide"]
+
+
+def test_a_gru_whose_reset_gate_is_a_vector_is_a_gru():
+    # r = sigmoid(Reshape(xr + hr, [H])) has no batch axis: the probes cannot stack it on one, and run one at a time
+    g = _Graph()
+    W, R, bW, bR = _weights(17, 3)
+    xz, xr, xn = g.split(g.op("Gemm", ["x", g.const(W), g.const(bW)], transB=1), 3)
+    hz, hr, hn = g.split(g.op("Gemm", ["h0", g.const(R), g.const(bR)], transB=1), 3)
+    z = g.op("Sigmoid", [g.op("Add", [xz, hz])])
+    r = g.op("Sigmoid", [g.op("Reshape", [g.op("Add", [xr, hr]), g.ints([H])])])
+    n = g.op("Tanh", [g.op("Add", [xn, g.op("Mul", [r, hn])])], name="n")
+    h_new = _blend(g, z, n, "h0")
+    _one_gru(_scan(g.model(["x", "h0"], {"hN": h_new}), ["h0"]), h_new, W, R)
