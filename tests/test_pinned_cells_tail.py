@@ -479,3 +479,25 @@ def test_a_gru_whose_reset_gate_is_a_vector_is_a_gru():
     n = g.op("Tanh", [g.op("Add", [xn, g.op("Mul", [r, hn])])], name="n")
     h_new = _blend(g, z, n, "h0")
     _one_gru(_scan(g.model(["x", "h0"], {"hN": h_new}), ["h0"]), h_new, W, R)
+
+
+def test_an_rnn_reading_a_scalar_input_is_an_rnn():
+    # pre = R h + b + x with x a scalar (a time step, a gain) added to every unit: one input column of ones, and the
+    # probes cannot stack on an input without a batch axis
+    _, R, b = _rnn_weights(18)
+    g = _Graph()
+    m, h_new = _rnn_model(g, g.op("Add", [g.op("Gemm", ["h0", g.const(R), g.const(b)], transB=1), "x"]))
+    del m.graph.input[0].type.tensor_type.shape.dim[:]  # x: rank 0
+    _one_rnn(m, h_new, np.ones((H, 1)), R)
+
+
+def test_carry_layout_counts_the_values_a_loop_or_scan_carries():
+    from rnnir.lower.cells import carry_layout
+
+    loop = helper.make_node("Loop", ["M", "cond", "a", "b", "c"], ["a2", "b2", "c2", "scan"], body=helper.make_graph([], "body", [], []))
+    assert carry_layout(loop) == (3, 2, 2, 1, 0)
+    for inputs, scanned, carried in ((["s1", "s2", "x"], 1, 2), (["x", "y"], 2, 0)):
+        scan = helper.make_node("Scan", inputs, ["o"], num_scan_inputs=scanned, body=helper.make_graph([], "body", [], []))
+        assert carry_layout(scan) == (carried, 0, 0, 0, 0), inputs
+    assert carry_layout(helper.make_node("Add", ["a", "b"], ["c"])) is None
+    assert carry_layout(helper.make_node("Loop", ["M", "cond", "a"], ["a2"], domain="my.ops")) is None
