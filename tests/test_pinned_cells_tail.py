@@ -501,3 +501,47 @@ def test_carry_layout_counts_the_values_a_loop_or_scan_carries():
         assert carry_layout(scan) == (carried, 0, 0, 0, 0), inputs
     assert carry_layout(helper.make_node("Add", ["a", "b"], ["c"])) is None
     assert carry_layout(helper.make_node("Loop", ["M", "cond", "a"], ["a2"], domain="my.ops")) is None
+
+
+def test_a_cell_with_more_inputs_than_can_be_probed_could_not_be_run():
+    # input + hidden above 8192 unit-vector probes: the LSTM and the GRU are candidates that could not be run
+    wide = 8192
+    rng = np.random.default_rng(19)
+    for kind in ("LSTM", "GRU"):
+        g = _Graph()
+        gates = 4 if kind == "LSTM" else 3
+        W = rng.standard_normal((gates * H, wide)).astype(np.float32) * 0.01
+        R = rng.standard_normal((gates * H, H)).astype(np.float32)
+        parts = g.split(g.op("Add", [g.op("Gemm", ["x", g.const(W)], transB=1), g.op("Gemm", ["h0", g.const(R)], transB=1)]), gates)
+        if kind == "LSTM":
+            i, o, f, cand = g.op("Sigmoid", [parts[0]]), g.op("Sigmoid", [parts[1]]), g.op("Sigmoid", [parts[2]]), g.op("Tanh", [parts[3]])
+            c_new = g.op("Add", [g.op("Mul", [f, "c0"]), g.op("Mul", [i, cand])], name="anchor")
+            outputs = {"hN": g.op("Mul", [o, g.op("Tanh", [c_new])]), "cN": c_new}
+        else:
+            z, r = g.op("Sigmoid", [parts[0]]), g.op("Sigmoid", [parts[1]])
+            n = g.op("Tanh", [g.op("Add", [parts[2], g.op("Mul", [r, g.op("Gemm", ["h0", g.const(R[:H])], transB=1)])])], name="anchor")
+            outputs = {"hN": _blend(g, z, n, "h0")}
+        m = g.model(["x", "h0", "c0"] if kind == "LSTM" else ["x", "h0"], outputs)
+        m.graph.input[0].type.tensor_type.shape.dim[1].dim_value = wide
+        scan = _scan(m, ["h0", "c0"] if kind == "LSTM" else ["h0"])
+        assert scan.matches == [], kind
+        assert [c.reason for c in scan.candidates] == [f"{kind}-like structure at node 'anchor' could not be run: input {wide} + hidden {H} is too large to probe"], kind
+
+
+def test_a_new_state_wider_than_the_gates_is_no_cell():
+    # a constant of two rows added in the cell: the new state has 2H values where the reference cell has H
+    W, R, b = _rnn_weights(20)
+    g = _Graph()
+    pre = g.op("Add", [g.op("Add", [g.op("Gemm", ["x", g.const(W), g.const(b)], transB=1), g.op("Gemm", ["h0", g.const(R)], transB=1)]), g.const(np.zeros((2, H)))])
+    scan = _scan(_rnn_model(g, pre)[0], ["h0"])
+    assert scan.matches == []
+    assert [c.reason for c in scan.candidates] == [f"RNN-like structure at node 'act': its output has {2 * H} elements, the state {H}"]
+    g = _Graph()
+    Wg, Rg, bW, bR = _weights(21, 3)
+    z, _r, xn, reset = _gru_gates(g, "x", "h0", Wg, Rg, bW, bR)
+    n = g.op("Tanh", [g.op("Add", [xn, reset])], name="n")
+    kept = g.op("Mul", [z, g.op("Add", ["h0", g.const(np.zeros((2, H)))])])  # z * h, broadcast to two rows
+    h_new = g.op("Add", [g.op("Mul", [g.op("Sub", [g.const(np.array(1.0)), z]), n]), kept])
+    scan = _scan(g.model(["x", "h0"], {"hN": h_new}), ["h0"])
+    assert scan.matches == []
+    assert [c.reason for c in scan.candidates] == [f"GRU-like structure at node 'n' does not compute a GRU cell: the new state at {h_new!r} differs from (1-z)*n + z*h with the extracted weights by inf"]
