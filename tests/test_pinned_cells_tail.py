@@ -90,10 +90,10 @@ def _blend(g: _Graph, z: str, n: str, h: str) -> str:
     return g.op("Add", [g.op("Mul", [g.op("Sub", [one, z]), n]), g.op("Mul", [z, h])], name="blend")
 
 
-def _gru(g: _Graph, x: str, h: str, seed: int = 0) -> tuple[str, np.ndarray, np.ndarray]:
+def _gru(g: _Graph, x: str, h: str, seed: int = 0, name: str = "n") -> tuple[str, np.ndarray, np.ndarray]:
     W, R, bW, bR = _weights(seed, 3)
     z, _r, xn, reset = _gru_gates(g, x, h, W, R, bW, bR)
-    n = g.op("Tanh", [g.op("Add", [xn, reset])], name="n")
+    n = g.op("Tanh", [g.op("Add", [xn, reset])], name=name)
     return _blend(g, z, n, h), W, R
 
 
@@ -545,3 +545,64 @@ def test_a_new_state_wider_than_the_gates_is_no_cell():
     scan = _scan(g.model(["x", "h0"], {"hN": h_new}), ["h0"])
     assert scan.matches == []
     assert [c.reason for c in scan.candidates] == [f"GRU-like structure at node 'n' does not compute a GRU cell: the new state at {h_new!r} differs from (1-z)*n + z*h with the extracted weights by inf"]
+
+
+def test_a_gru_blend_keeping_two_states_is_refused():
+    # h' = (1 - z) * n + z * (h0 + 0 * h1): the blend keeps two state inputs, a GRU keeps one
+    g = _Graph()
+    W, R, bW, bR = _weights(22, 3)
+    z, _r, xn, reset = _gru_gates(g, "x", "h0", W, R, bW, bR)
+    n = g.op("Tanh", [g.op("Add", [xn, reset])], name="n")
+    both = g.op("Add", ["h0", g.op("Mul", ["h1", g.const(np.array(0.0))])])
+    h_new = g.op("Add", [g.op("Mul", [g.op("Sub", [g.const(np.array(1.0)), z]), n]), g.op("Mul", [z, both])])
+    scan = _scan(g.model(["x", "h0", "h1"], {"hN": h_new, "h1N": g.op("Identity", ["h1"])}), ["h0", "h1"])
+    assert scan.matches == []
+    assert [c.reason for c in scan.candidates] == ["GRU-like structure at node 'n': its output blend reads two different state slices"]
+
+
+def test_a_gru_step_reading_another_grus_output_as_its_state_is_not_that_cell():
+    # two GRU steps with different weights: the second keeps the first's output as its state, so it is not one
+    # recurrence threaded through both (the first is confirmed, the second is said to read another cell's output)
+    g = _Graph()
+    h1, W1, R1 = _gru(g, "x", "h0", seed=23)
+    h2, _W2, _R2 = _gru(g, "x2", h1, seed=24, name="n2")
+    scan = _scan(g.model(["x", "x2", "h0"], {"hN": h2}), ["h0"])
+    assert [(c.kind, c.h_in, c.h_out) for c in scan.matches] == [("GRU", "h0", h1)]
+    np.testing.assert_allclose(scan.matches[0].weights.W[0], W1, atol=1e-5)
+    assert [c.reason for c in scan.candidates] == ["GRU-like structure at node 'n2' reads the output of another cell as its state"]
+
+
+def test_an_rnn_whose_affine_part_spans_more_than_512_values_is_no_cell():
+    # act(W x + Identity^k(R h)): the gate's affine part is walked over at most 512 values (a cell's has tens)
+    W, R, b = _rnn_weights(25)
+    for identities, found in ((500, True), (520, False)):
+        g = _Graph()
+        gh = g.op("Gemm", ["h0", g.const(R)], transB=1)
+        for _ in range(identities):
+            gh = g.op("Identity", [gh])
+        m, h_new = _rnn_model(g, g.op("Add", [g.op("Gemm", ["x", g.const(W), g.const(b)], transB=1), gh]))
+        scan = _scan(m, ["h0"])
+        assert [c.h_out for c in scan.matches] == ([h_new] if found else []), identities
+        assert scan.candidates == [], identities
+
+
+def test_an_rnn_whose_shapes_are_unknown_or_no_batch_is_refused_with_why():
+    W, R, b = _rnn_weights(26)
+    cases = {
+        "h0": "cell-like structure at node 'act': the shape of state view 'h0' is unknown",
+        "x": "cell-like structure at node 'act': the shape of its input 'x' is unknown",
+        "batch": "cell-like structure at node 'act': its inputs are not a batch of 2 rows like its state",
+    }
+    for what, reason in cases.items():
+        g = _Graph()
+        m, _h = _rnn_model(g, g.op("Add", [g.op("Gemm", ["x", g.const(W), g.const(b)], transB=1), g.op("Gemm", ["h0", g.const(R)], transB=1)]))
+        if what == "batch":  # a state of two rows, an input of one
+            m.graph.input[1].type.tensor_type.shape.dim[0].dim_value = 2
+        else:
+            vi = next(v for v in m.graph.input if v.name == what)
+            vi.type.tensor_type.ClearField("shape")
+            del m.graph.output[:]
+            m.graph.output.append(helper.make_tensor_value_info("hN", onnx.TensorProto.FLOAT, None))
+        scan = _scan(m, ["h0"])
+        assert scan.matches == [], what
+        assert [c.reason for c in scan.candidates] == [reason], what
