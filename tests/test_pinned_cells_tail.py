@@ -606,3 +606,16 @@ def test_an_rnn_whose_shapes_are_unknown_or_no_batch_is_refused_with_why():
         scan = _scan(m, ["h0"])
         assert scan.matches == [], what
         assert [c.reason for c in scan.candidates] == [reason], what
+
+
+def test_a_blend_of_n_with_only_gates_and_constants_is_nothing_to_wait_for():
+    # h' = (1 - z) * n + z, or + 0.5: no term could become a state input later, so no candidate waits for one
+    for extra in ("z", "constant"):
+        g = _Graph()
+        W, R, bW, bR = _weights(27, 3)
+        z, _r, xn, reset = _gru_gates(g, "x", "h0", W, R, bW, bR)
+        n = g.op("Tanh", [g.op("Add", [xn, reset])], name="n")
+        written = g.op("Mul", [g.op("Sub", [g.const(np.array(1.0)), z]), n])
+        h_new = g.op("Add", [written, z if extra == "z" else g.const(np.full((1, H), 0.5))])
+        scan = _scan(g.model(["x", "h0"], {"hN": h_new}), ["h0"])
+        assert (scan.matches, scan.candidates) == ([], []), extra
