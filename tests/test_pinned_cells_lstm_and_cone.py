@@ -1,0 +1,258 @@
+"""The LSTM roles, the state cone and the scan of rnnir/lower/cells.py (its lines 629-1029), pinned on cells built op by op.
+
+Every cell here is written by hand, so what it computes is known: the weights a match must give back are the arrays
+the test put into the model, in ONNX gate order (i, o, f, g) by the test's own table; activations, names and reasons
+follow from how the test wired the ops. find_cells is called on tiny models, so each case runs in milliseconds, and
+cases that must all run under the mutation tool (which runs one parametrization of a test) are loops in one test.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+from rnnir.lower.cells import CellScan, find_cells
+from rnnir.lower.scope import ModelIndex
+
+F = TensorProto.FLOAT
+H, I = 4, 3
+ONNX_ORDER = "iofg"  # the rows of an ONNX LSTM's W, R and B, gate by gate
+
+
+def f32(a) -> np.ndarray:
+    return np.asarray(a, dtype=np.float32)
+
+
+RNG = np.random.default_rng(29)
+LW = {k: f32(RNG.standard_normal((H, I)) * 0.5) for k in "iofg"}
+LR = {k: f32(RNG.standard_normal((H, H)) * 0.5) for k in "iofg"}
+LB = {k: f32(RNG.standard_normal(H) * 0.3) for k in "iofg"}
+RW = f32(RNG.standard_normal((H, I)) * 0.5)  # an RNN cell: h' = tanh(x RW^T + h RR^T + RB)
+RR = f32(RNG.standard_normal((H, H)) * 0.5)
+RB = f32(RNG.standard_normal(H) * 0.3)
+LW_STACKED = {k: f32(RNG.standard_normal((H, H)) * 0.5) for k in "iofg"}  # an LSTM reading another cell's h as its x
+
+
+class Net:
+    """A graph built node by node: initializers from arrays, inputs and outputs by name."""
+
+    def __init__(self) -> None:
+        self.nodes: list = []
+        self.inits: list = []
+        self.inputs: list = []
+        self.n = 0
+
+    def input(self, name: str, shape, dtype: int = F) -> str:
+        self.inputs.append(helper.make_tensor_value_info(name, dtype, shape))
+        return name
+
+    def const(self, arr) -> str:
+        self.n += 1
+        name = f"k{self.n}"
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), name))
+        return name
+
+    def op(self, op: str, ins: list[str], out: str | None = None, domain: str = "", n_out: int = 1, **attrs):
+        self.n += 1
+        outs = [out or f"{op.lower()}{self.n}"] if n_out == 1 else [f"{op.lower()}{self.n}_{j}" for j in range(n_out)]
+        self.nodes.append(helper.make_node(op, ins, outs, name=f"n_{outs[0]}", domain=domain or None, **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def model(self, outputs: list[str]):
+        outs = [helper.make_tensor_value_info(o, F, None) for o in outputs]
+        graph = helper.make_graph(self.nodes, "g", self.inputs, outs, self.inits)
+        opsets = [helper.make_opsetid("", 18)]
+        if any(n.domain for n in self.nodes):
+            opsets.append(helper.make_opsetid("custom.test", 1))
+        m = helper.make_model(graph, opset_imports=opsets)
+        m.ir_version = 9
+        return m
+
+
+def scan(model, sources) -> CellScan:
+    index = ModelIndex(model, "test")
+    return find_cells(index, [(index.root, s) for s in sources])
+
+
+def lstm_step(
+    g: Net, x: str, h: str, c: str, *, W=LW, g_act: str = "Tanh", h_act: str = "Tanh", i_width: int = H, anchor_domain: str = "", swaps: str = "", tag: str = "1"
+):
+    """c' = f*c + i*g, h' = o*h_act(c'), gate k = act_k(x Wk^T + h Rk^T + bk) with act i, f, o Sigmoid and g g_act;
+    i_width 1 gives the input gate one unit (its first row), broadcast over the state. ``swaps`` names the products and
+    sums written with their operands the other way round: "a" c' = i*g + f*c, "f" c*f, "i" g*i, "o" h_act(c')*o.
+    Returns (h', c')."""
+    act = {}
+    for k in "iofg":
+        rows = slice(0, i_width) if k == "i" else slice(0, H)
+        gx = g.op("Gemm", [x, g.const(W[k][rows]), g.const(LB[k][rows])], transB=1)
+        pre = g.op("Add", [gx, g.op("MatMul", [h, g.const(LR[k][rows].T.copy())])])
+        act[k] = g.op(g_act if k == "g" else "Sigmoid", [pre])
+
+    def ordered(a: str, b: str, swap: str) -> list[str]:
+        return [b, a] if swap in swaps else [a, b]
+
+    fc = g.op("Mul", ordered(act["f"], c, "f"), out=f"fc{tag}")
+    ig = g.op("Mul", ordered(act["i"], act["g"], "i"), out=f"ig{tag}")
+    c_new = g.op("Add", ordered(fc, ig, "a"), out=f"c{tag}", domain=anchor_domain)
+    h_new = g.op("Mul", ordered(act["o"], g.op(h_act, [c_new], out=f"act_c{tag}"), "o"), out=f"h{tag}")
+    return h_new, c_new
+
+
+def lstm_model(**kw):
+    g = Net()
+    x, h, c = g.input("x", [1, I]), g.input("h0", [1, H]), g.input("c0", [1, H])
+    h1, c1 = lstm_step(g, x, h, c, **kw)
+    return g.model([h1, c1])
+
+
+def onnx_order(parts: dict[str, np.ndarray]) -> np.ndarray:
+    return np.concatenate([parts[k] for k in ONNX_ORDER])
+
+
+def relu(a: np.ndarray) -> np.ndarray:
+    return np.maximum(a, 0.0)
+
+
+def sigmoid(a: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-a))
+
+
+# -- the LSTM's activations: the candidate's and the output's are each the op the model applies ---------------------
+
+
+def test_an_lstm_keeps_the_candidate_and_output_activations_the_model_applies():
+    for g_act, h_act in (("Relu", "Relu"), ("Tanh", "Relu"), ("Relu", "Tanh"), ("Tanh", "Tanh")):
+        s = scan(lstm_model(g_act=g_act, h_act=h_act), ["h0", "c0"])
+        assert s.candidates == [], (g_act, h_act, s.candidates)
+        (m,) = s.matches
+        assert (m.kind, m.h_in, m.c_in, m.h_out, m.c_out, m.x) == ("LSTM", "h0", "c0", "h1", "c1", ("x",)), (g_act, h_act)
+        assert m.weights.activations == ("Sigmoid", g_act, h_act)
+        np.testing.assert_allclose(m.weights.W[0], onnx_order(LW), atol=1e-5)
+        np.testing.assert_allclose(m.weights.R[0], onnx_order(LR), atol=1e-5)
+        np.testing.assert_allclose(m.weights.B[0], np.concatenate([onnx_order(LB), np.zeros(4 * H)]), atol=1e-5)
+        assert m.hidden_size == H
+
+
+def test_an_lstm_with_a_relu_candidate_and_output_computes_what_the_hand_written_cell_computes():
+    # the extracted weights and activations put into an ONNX LSTM node give, on onnxruntime, the cell's own numbers
+    import onnxruntime as ort
+
+    m = scan(lstm_model(g_act="Relu", h_act="Relu"), ["h0", "c0"]).matches[0]
+    rng = np.random.default_rng(3)
+    x, h, c = f32(rng.standard_normal((1, I))), f32(rng.standard_normal((1, H))), f32(rng.standard_normal((1, H)))
+    pre = {k: x @ LW[k].T + h @ LR[k].T + LB[k] for k in "iofg"}
+    c_want = sigmoid(pre["f"]) * c + sigmoid(pre["i"]) * relu(pre["g"])
+    h_want = sigmoid(pre["o"]) * relu(c_want)
+    w = m.weights
+    inits = [numpy_helper.from_array(f32(a), n) for a, n in ((w.W, "W"), (w.R, "R"), (w.B, "B"))]
+    node = helper.make_node("LSTM", ["X", "W", "R", "B", "", "h", "c"], ["Y", "Y_h", "Y_c"], hidden_size=H, activations=list(w.activations))
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph([node], "op", [vi("X", F, [1, 1, I]), vi("h", F, [1, 1, H]), vi("c", F, [1, 1, H])], [vi(o, F, None) for o in ("Y", "Y_h", "Y_c")], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    model.ir_version = 9
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    _, y_h, y_c = sess.run(None, {"X": x[None], "h": h[None], "c": c[None]})
+    np.testing.assert_allclose(y_c[0], c_want, atol=1e-5)
+    np.testing.assert_allclose(y_h[0], h_want, atol=1e-5)
+
+
+def test_an_lstm_whose_input_gate_is_one_unit_wide_is_a_candidate_naming_the_gate_sizes():
+    s = scan(lstm_model(i_width=1), ["h0", "c0"])
+    assert [m.kind for m in s.matches if m.kind == "LSTM"] == []
+    lstm = [c for c in s.candidates if c.kind == "LSTM"]
+    assert [c.anchor for c in lstm] == ["n_c1"]
+    assert lstm[0].reason == "LSTM-like structure at node 'n_c1': gate sizes [1, 4, 4, 4] do not match the state size 4"
+
+
+def test_an_add_of_another_domain_is_no_lstm_anchor():
+    s = scan(lstm_model(anchor_domain="custom.test"), ["h0", "c0"])
+    assert [m.kind for m in s.matches if m.kind == "LSTM"] == []
+    assert [c.kind for c in s.candidates if c.kind == "LSTM"] == []
+    # near miss: the same cell with the default domain's Add is the LSTM
+    assert [m.kind for m in scan(lstm_model(), ["h0", "c0"]).matches] == ["LSTM"]
+
+
+# -- the scan: an anchor that waits for another kind's cell is checked again once that cell is confirmed ----------------
+
+
+def rnn_then_lstm():
+    """r1 = tanh(x RW^T + r0 RR^T + RB) (an RNN on state r0), then an LSTM on state (h0, c0) whose input is r1.
+
+    The LSTM kind is scanned first: its gates then reach the RNN's Tanh, not affine, so it waits; the RNN pass
+    confirms r1 as a cell's output, a state source, and the LSTM is checked again with r1 as its input."""
+    g = Net()
+    x, r0, h, c = g.input("x", [1, I]), g.input("r0", [1, H]), g.input("h0", [1, H]), g.input("c0", [1, H])
+    pre = g.op("Add", [g.op("Gemm", [x, g.const(RW), g.const(RB)], transB=1), g.op("MatMul", [r0, g.const(RR.T.copy())])])
+    r1 = g.op("Tanh", [pre], out="r1")
+    h1, c1 = lstm_step(g, r1, h, c, W=LW_STACKED)
+    return g.model([r1, h1, c1])
+
+
+def test_an_lstm_reading_an_rnns_output_as_its_input_is_confirmed_after_the_rnn():
+    s = scan(rnn_then_lstm(), ["r0", "h0", "c0"])
+    assert s.candidates == []
+    assert [(m.kind, m.h_in, m.c_in, m.h_out, m.c_out, m.x) for m in s.matches] == [("RNN", "r0", None, "r1", None, ("x",)), ("LSTM", "h0", "c0", "h1", "c1", ("r1",))]
+    rnn, lstm = s.matches
+    np.testing.assert_allclose(rnn.weights.W[0], RW, atol=1e-5)
+    np.testing.assert_allclose(rnn.weights.R[0], RR, atol=1e-5)
+    np.testing.assert_allclose(lstm.weights.W[0], onnx_order(LW_STACKED), atol=1e-5)
+    np.testing.assert_allclose(lstm.weights.R[0], onnx_order(LR), atol=1e-5)
+
+
+# -- the state cone: an ONNX recurrent op's own ports are lowering's, its results are not the cone ---------------------
+
+
+def rnn_op_then_cell():
+    """y = Y_h of an ONNX RNN op on state h0; then a plain-op RNN cell s1 = tanh(y A^T + s0 RR^T + RB) on state s0."""
+    g = Net()
+    x, h, s0 = g.input("x", [1, I]), g.input("h0", [1, H]), g.input("s0", [1, H])
+    ax = g.const(np.array([0], np.int64))
+    _, y_h = g.op("RNN", [g.op("Unsqueeze", [x, ax]), g.const(RW[None]), g.const(RR[None]), "", "", g.op("Unsqueeze", [h, ax])], n_out=2, hidden_size=H)
+    y = g.op("Squeeze", [y_h, ax], out="y")
+    pre = g.op("Add", [g.op("Gemm", [y, g.const(LW_STACKED["i"]), g.const(RB)], transB=1), g.op("MatMul", [s0, g.const(RR.T.copy())])])
+    return g.model([y, g.op("Tanh", [pre], out="s1")])
+
+
+def test_a_cell_reading_an_onnx_recurrent_ops_output_reads_it_as_its_input():
+    # the op's results are not in the state cone: y is the cell's input x, not a state the walk would stop at
+    s = scan(rnn_op_then_cell(), ["h0", "s0"])
+    assert s.candidates == []
+    assert [(m.kind, m.h_in, m.h_out, m.x) for m in s.matches] == [("RNN", "s0", "s1", ("y",))]
+    np.testing.assert_allclose(s.matches[0].weights.W[0], LW_STACKED["i"], atol=1e-5)
+    np.testing.assert_allclose(s.matches[0].weights.R[0], RR, atol=1e-5)
+
+
+# -- roles by what each operand is, whatever the order the exporter wrote them in ------------------------------------
+
+
+def test_an_lstm_is_found_with_the_operands_of_each_sum_and_product_in_either_order():
+    for bits in range(16):
+        swaps = "".join(ch for j, ch in enumerate("afio") if bits >> j & 1)
+        s = scan(lstm_model(swaps=swaps), ["h0", "c0"])
+        assert s.candidates == [], (swaps, s.candidates)
+        (m,) = s.matches
+        assert (m.kind, m.anchor, m.h_in, m.c_in, m.h_out, m.c_out, m.x) == ("LSTM", "n_c1", "h0", "c0", "h1", "c1", ("x",)), swaps
+        assert {"n_c1", "n_fc1", "n_ig1", "n_act_c1", "n_h1"} <= set(m.nodes), swaps
+        np.testing.assert_allclose(m.weights.W[0], onnx_order(LW), atol=1e-5, err_msg=swaps)
+        np.testing.assert_allclose(m.weights.R[0], onnx_order(LR), atol=1e-5, err_msg=swaps)
+        np.testing.assert_allclose(m.weights.B[0, : 4 * H], onnx_order(LB), atol=1e-5, err_msg=swaps)
+
+
+# -- what the forget product multiplies when it is no state: the candidate names it -----------------------------------
+
+
+def lstm_forgetting(c_from: str):
+    """An LSTM on state h0 whose forget gate multiplies a graph input u that is no state ("input"), or Neg(u) ("node")."""
+    g = Net()
+    x, h, u = g.input("x", [1, I]), g.input("h0", [1, H]), g.input("u", [1, H])
+    c = u if c_from == "input" else g.op("Neg", [u], out="nu")
+    h1, c1 = lstm_step(g, x, h, c)
+    return g.model([h1, c1])
+
+
+def test_an_lstm_whose_forget_product_reads_no_state_is_a_candidate_naming_what_it_reads():
+    for c_from, what in (("input", "input 'u'"), ("node", "Neg 'n_nu'")):
+        s = scan(lstm_forgetting(c_from), ["h0"])
+        assert [m.kind for m in s.matches if m.kind == "LSTM"] == [], c_from
+        lstm = [c for c in s.candidates if c.kind == "LSTM"]
+        assert [c.reason for c in lstm] == [f"LSTM-like structure at node 'n_c1': the cell-state operand of the forget product is {what}, not a state input"]
