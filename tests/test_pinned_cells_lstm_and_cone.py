@@ -75,17 +75,20 @@ def scan(model, sources) -> CellScan:
 
 
 def lstm_step(
-    g: Net, x: str, h: str, c: str, *, W=LW, g_act: str = "Tanh", h_act: str = "Tanh", i_width: int = H, anchor_domain: str = "", swaps: str = "", tag: str = "1"
+    g: Net, x: str, h: str, c: str, *, W=LW, g_act: str = "Tanh", h_act: str = "Tanh", i_width: int = H, anchor_domain: str = "", swaps: str = "", rounded: str = "", tag: str = "1"
 ):
     """c' = f*c + i*g, h' = o*h_act(c'), gate k = act_k(x Wk^T + h Rk^T + bk) with act i, f, o Sigmoid and g g_act;
     i_width 1 gives the input gate one unit (its first row), broadcast over the state. ``swaps`` names the products and
     sums written with their operands the other way round: "a" c' = i*g + f*c, "f" c*f, "i" g*i, "o" h_act(c')*o.
-    Returns (h', c')."""
+    The gates named in ``rounded`` have their pre-activation rounded to integers (Cast to int32 and back): no longer
+    affine, though the walk passes Cast. Returns (h', c')."""
     act = {}
     for k in "iofg":
         rows = slice(0, i_width) if k == "i" else slice(0, H)
         gx = g.op("Gemm", [x, g.const(W[k][rows]), g.const(LB[k][rows])], transB=1)
         pre = g.op("Add", [gx, g.op("MatMul", [h, g.const(LR[k][rows].T.copy())])])
+        if k in rounded:
+            pre = g.op("Cast", [g.op("Cast", [pre], to=TensorProto.INT32)], to=F)
         act[k] = g.op(g_act if k == "g" else "Sigmoid", [pre])
 
     def ordered(a: str, b: str, swap: str) -> list[str]:
@@ -256,3 +259,62 @@ def test_an_lstm_whose_forget_product_reads_no_state_is_a_candidate_naming_what_
         assert [m.kind for m in s.matches if m.kind == "LSTM"] == [], c_from
         lstm = [c for c in s.candidates if c.kind == "LSTM"]
         assert [c.reason for c in lstm] == [f"LSTM-like structure at node 'n_c1': the cell-state operand of the forget product is {what}, not a state input"]
+
+
+# -- state views: a layout-only chain with constant parameters, an omitted optional input among them -------------------
+
+
+def rnn_on_a_view(params: str):
+    """h' = tanh(x RW^T + v RR^T + RB), v = Slice(h0, starts, ends, axes, steps) keeping all of h0 [1, H]: axes omitted
+    (an empty name) when ``params`` is "omitted", a constant when "const", a run-time input when "runtime"."""
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    starts, ends, steps = g.const(np.array([0, 0], np.int64)), g.const(np.array([1, H], np.int64)), g.const(np.array([1, 1], np.int64))
+    axes = {"omitted": "", "const": g.const(np.array([0, 1], np.int64)), "runtime": g.input("axes", [2], TensorProto.INT64)}[params]
+    v = g.op("Slice", [h, starts, ends, axes, steps], out="v")
+    pre = g.op("Add", [g.op("Gemm", [x, g.const(RW), g.const(RB)], transB=1), g.op("MatMul", [v, g.const(RR.T.copy())])])
+    return g.model([g.op("Tanh", [pre], out="h1")])
+
+
+def test_a_state_sliced_with_constant_or_omitted_parameters_is_a_view_of_it():
+    for params in ("omitted", "const"):
+        s = scan(rnn_on_a_view(params), ["h0"])
+        assert s.candidates == [], params
+        assert [(m.kind, m.h_in, m.h_source, m.h_out, m.x) for m in s.matches] == [("RNN", "v", "h0", "h1", ("x",))], params
+        np.testing.assert_allclose(s.matches[0].weights.R[0], RR, atol=1e-5)
+    # near miss: a parameter known only at run time makes the slice no view, and the state no affine operand
+    s = scan(rnn_on_a_view("runtime"), ["h0"])
+    assert s.matches == []
+
+
+# -- a stacked LSTM: the second layer reads its own (h, c) and the first layer's h' as its input ----------------------
+
+
+def two_lstm_layers():
+    g = Net()
+    x = g.input("x", [1, I])
+    ha, ca, hb, cb = (g.input(n, [1, H]) for n in ("ha0", "ca0", "hb0", "cb0"))
+    ha1, ca1 = lstm_step(g, x, ha, ca, tag="a")
+    hb1, cb1 = lstm_step(g, ha1, hb, cb, W=LW_STACKED, tag="b")
+    return g.model([ha1, ca1, hb1, cb1])
+
+
+def test_the_second_layer_of_a_stacked_lstm_reads_the_first_layers_output_as_its_input():
+    s = scan(two_lstm_layers(), ["ha0", "ca0", "hb0", "cb0"])
+    assert s.candidates == []
+    assert [(m.kind, m.h_in, m.c_in, m.h_out, m.c_out, m.x) for m in s.matches] == [
+        ("LSTM", "ha0", "ca0", "ha", "ca", ("x",)),
+        ("LSTM", "hb0", "cb0", "hb", "cb", ("ha",)),
+    ]
+    np.testing.assert_allclose(s.matches[1].weights.W[0], onnx_order(LW_STACKED), atol=1e-5)
+    np.testing.assert_allclose(s.matches[1].weights.R[0], onnx_order(LR), atol=1e-5)
+
+
+def test_an_lstm_whose_gate_is_rounded_is_a_candidate_that_says_the_extracted_cell_differs():
+    for gate in "iofg":
+        s = scan(lstm_model(rounded=gate), ["h0", "c0"])
+        assert [m.kind for m in s.matches if m.kind == "LSTM"] == [], gate
+        (cand,) = [c for c in s.candidates if c.kind == "LSTM"]
+        prefix = "LSTM-like structure at node 'n_c1' does not compute an LSTM cell: the new state differs from o*tanh(c'), c' = f*c + i*g with the extracted weights by "
+        assert cand.reason.startswith(prefix), (gate, cand.reason)
+        assert float(cand.reason[len(prefix) :]) > 1e-4, gate
