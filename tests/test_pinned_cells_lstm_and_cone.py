@@ -318,3 +318,35 @@ def test_an_lstm_whose_gate_is_rounded_is_a_candidate_that_says_the_extracted_ce
         prefix = "LSTM-like structure at node 'n_c1' does not compute an LSTM cell: the new state differs from o*tanh(c'), c' = f*c + i*g with the extracted weights by "
         assert cand.reason.startswith(prefix), (gate, cand.reason)
         assert float(cand.reason[len(prefix) :]) > 1e-4, gate
+
+
+# -- zeros read as state: a subgraph's own value of the same name is another value -----------------------------------
+
+
+def zeros_and_a_branch_of_the_same_name(branch_reads: str):
+    """Zeros z [1, H] (an initializer) read only by a Relu in the main graph; an If's then-branch makes its own value
+    named z and multiplies it with x ("own"), or multiplies the main graph's z with x ("outer": the near miss)."""
+    vi = helper.make_tensor_value_info
+    then_nodes = [helper.make_node("Mul", ["z", "x"], ["t"])]
+    if branch_reads == "own":
+        then_nodes.insert(0, helper.make_node("Constant", [], ["z"], value=numpy_helper.from_array(np.ones((1, H), np.float32))))
+    then_branch = helper.make_graph(then_nodes, "then", [], [vi("t", F, None)])
+    else_branch = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e", F, None)])
+    nodes = [
+        helper.make_node("Relu", ["z"], ["r"]),
+        helper.make_node("If", ["cond"], ["y"], then_branch=then_branch, else_branch=else_branch),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [vi("x", F, [1, H]), vi("cond", TensorProto.BOOL, [])], [vi("r", F, None), vi("y", F, None)], [numpy_helper.from_array(np.zeros((1, H), np.float32), "z")]
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    return m
+
+
+def test_zeros_are_not_read_as_state_by_a_subgraphs_own_value_of_the_same_name():
+    index = ModelIndex(zeros_and_a_branch_of_the_same_name("own"), "test")
+    assert not find_cells(index, []).is_zero_start(index.root, "z")
+    # near miss: the branch multiplies the main graph's zeros with x: read as state
+    index = ModelIndex(zeros_and_a_branch_of_the_same_name("outer"), "test")
+    assert find_cells(index, []).is_zero_start(index.root, "z")
