@@ -350,3 +350,38 @@ def test_zeros_are_not_read_as_state_by_a_subgraphs_own_value_of_the_same_name()
     # near miss: the branch multiplies the main graph's zeros with x: read as state
     index = ModelIndex(zeros_and_a_branch_of_the_same_name("outer"), "test")
     assert find_cells(index, []).is_zero_start(index.root, "z")
+
+
+# -- a GRU that waits for an RNN: checked, then checked again once the RNN's output is a state source --------------------
+
+GW = {k: f32(RNG.standard_normal((H, H)) * 0.5) for k in "zrn"}  # a GRU reading another cell's h [1, H] as its x
+GR = {k: f32(RNG.standard_normal((H, H)) * 0.5) for k in "zrn"}
+GBW = {k: f32(RNG.standard_normal(H) * 0.3) for k in "zrn"}
+GBR = {k: f32(RNG.standard_normal(H) * 0.3) for k in "zrn"}
+
+
+def rnn_then_gru():
+    """r1 = tanh(x RW^T + r0 RR^T + RB) on state r0; then a GRU (PyTorch's: reset after the matmul) on state h0 with
+    input r1: r, z = sigmoid(r1 W^T + bW + h0 R^T + bR), n = tanh(r1 Wn^T + bWn + r*(h0 Rn^T + bRn)), h1 = (1-z)*n + z*h0."""
+    g = Net()
+    x, r0, h = g.input("x", [1, I]), g.input("r0", [1, H]), g.input("h0", [1, H])
+    pre = g.op("Add", [g.op("Gemm", [x, g.const(RW), g.const(RB)], transB=1), g.op("MatMul", [r0, g.const(RR.T.copy())])])
+    r1 = g.op("Tanh", [pre], out="r1")
+    gx = {k: g.op("Gemm", [r1, g.const(GW[k]), g.const(GBW[k])], transB=1) for k in "zrn"}
+    gh = {k: g.op("Gemm", [h, g.const(GR[k]), g.const(GBR[k])], transB=1) for k in "zrn"}
+    r = g.op("Sigmoid", [g.op("Add", [gx["r"], gh["r"]])])
+    z = g.op("Sigmoid", [g.op("Add", [gx["z"], gh["z"]])])
+    n = g.op("Tanh", [g.op("Add", [gx["n"], g.op("Mul", [r, gh["n"]])])], out="n")
+    keep = g.op("Sub", [g.const(np.array(1.0, np.float32)), z])
+    h1 = g.op("Add", [g.op("Mul", [keep, n]), g.op("Mul", [z, h])], out="h1")
+    return g.model([r1, h1])
+
+
+def test_a_gru_reading_an_rnns_output_as_its_input_is_confirmed_after_the_rnn():
+    s = scan(rnn_then_gru(), ["r0", "h0"])
+    assert s.candidates == []
+    assert [(m.kind, m.h_in, m.h_out, m.x) for m in s.matches] == [("RNN", "r0", "r1", ("x",)), ("GRU", "h0", "h1", ("r1",))]
+    gru = s.matches[1]
+    np.testing.assert_allclose(gru.weights.W[0], np.concatenate([GW[k] for k in "zrn"]), atol=1e-5)
+    np.testing.assert_allclose(gru.weights.R[0], np.concatenate([GR[k] for k in "zrn"]), atol=1e-5)
+    assert gru.weights.linear_before_reset == 1
