@@ -75,17 +75,17 @@ def scan(model, sources) -> CellScan:
 
 
 def lstm_step(
-    g: Net, x: str, h: str, c: str, *, W=LW, g_act: str = "Tanh", h_act: str = "Tanh", i_width: int = H, anchor_domain: str = "", swaps: str = "", rounded: str = "", tag: str = "1"
+    g: Net, x: str, h: str, c: str, *, W=LW, g_act: str = "Tanh", h_act: str = "Tanh", i_width: int = H, anchor_domain: str = "", swaps: str = "", rounded: str = "", x_of: dict[str, str] | None = None, tag: str = "1"
 ):
     """c' = f*c + i*g, h' = o*h_act(c'), gate k = act_k(x Wk^T + h Rk^T + bk) with act i, f, o Sigmoid and g g_act;
     i_width 1 gives the input gate one unit (its first row), broadcast over the state. ``swaps`` names the products and
     sums written with their operands the other way round: "a" c' = i*g + f*c, "f" c*f, "i" g*i, "o" h_act(c')*o.
     The gates named in ``rounded`` have their pre-activation rounded to integers (Cast to int32 and back): no longer
-    affine, though the walk passes Cast. Returns (h', c')."""
+    affine, though the walk passes Cast. ``x_of`` gives some gates another value than x as their input. Returns (h', c')."""
     act = {}
     for k in "iofg":
         rows = slice(0, i_width) if k == "i" else slice(0, H)
-        gx = g.op("Gemm", [x, g.const(W[k][rows]), g.const(LB[k][rows])], transB=1)
+        gx = g.op("Gemm", [(x_of or {}).get(k, x), g.const(W[k][rows]), g.const(LB[k][rows])], transB=1)
         pre = g.op("Add", [gx, g.op("MatMul", [h, g.const(LR[k][rows].T.copy())])])
         if k in rounded:
             pre = g.op("Cast", [g.op("Cast", [pre], to=TensorProto.INT32)], to=F)
@@ -291,6 +291,7 @@ def test_a_state_sliced_with_constant_or_omitted_parameters_is_a_view_of_it():
 
 
 def two_lstm_layers():
+    """Layer a on (ha0, ca0) with input x; layer b on (hb0, cb0) with input ha, a's h'."""
     g = Net()
     x = g.input("x", [1, I])
     ha, ca, hb, cb = (g.input(n, [1, H]) for n in ("ha0", "ca0", "hb0", "cb0"))
@@ -308,6 +309,7 @@ def test_the_second_layer_of_a_stacked_lstm_reads_the_first_layers_output_as_its
     ]
     np.testing.assert_allclose(s.matches[1].weights.W[0], onnx_order(LW_STACKED), atol=1e-5)
     np.testing.assert_allclose(s.matches[1].weights.R[0], onnx_order(LR), atol=1e-5)
+
 
 
 def test_an_lstm_whose_gate_is_rounded_is_a_candidate_that_says_the_extracted_cell_differs():
