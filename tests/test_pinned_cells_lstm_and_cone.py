@@ -387,3 +387,38 @@ def test_a_gru_reading_an_rnns_output_as_its_input_is_confirmed_after_the_rnn():
     np.testing.assert_allclose(gru.weights.W[0], np.concatenate([GW[k] for k in "zrn"]), atol=1e-5)
     np.testing.assert_allclose(gru.weights.R[0], np.concatenate([GR[k] for k in "zrn"]), atol=1e-5)
     assert gru.weights.linear_before_reset == 1
+
+
+# -- zeros a cell starts from, in an If branch that yields the cell's new state --------------------------------------
+
+
+def zero_start_cell_in_a_branch(yielded: bool):
+    """An If whose else-branch runs h' = tanh(x RW^T + z RR^T + RB) from zeros z [1, H] it makes (a Constant) and yields
+    h' as the If's second output (``yielded``), or yields x there and leaves h' unused (the near miss)."""
+    vi = helper.make_tensor_value_info
+    b = Net()
+    z = b.op("Constant", [], out="z", value=numpy_helper.from_array(np.zeros((1, H), np.float32)))
+    pre = b.op("Add", [b.op("Gemm", ["x", b.const(RW), b.const(RB)], transB=1), b.op("MatMul", [z, b.const(RR.T.copy())])])
+    h1 = b.op("Tanh", [pre], out="h1")
+    b.nodes.append(helper.make_node("Identity", ["x"], ["e0"]))
+    b.nodes.append(helper.make_node("Identity", [h1 if yielded else "x"], ["e1"]))
+    else_branch = helper.make_graph(b.nodes, "else", [], [vi("e0", F, None), vi("e1", F, None)], b.inits)
+    then_branch = helper.make_graph([helper.make_node("Identity", ["x"], ["t0"]), helper.make_node("Identity", ["x"], ["t1"])], "then", [], [vi("t0", F, None), vi("t1", F, None)])
+    node = helper.make_node("If", ["cond"], ["y0", "y1"], name="branch", then_branch=then_branch, else_branch=else_branch)
+    graph = helper.make_graph([node], "g", [vi("x", F, [1, I]), vi("cond", TensorProto.BOOL, [])], [vi("y0", F, None), vi("y1", F, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    return m
+
+
+def test_a_cell_starting_from_zeros_in_a_branch_that_yields_its_state_is_found():
+    index = ModelIndex(zero_start_cell_in_a_branch(yielded=True), "test")
+    s = find_cells(index, [])
+    assert s.candidates == []
+    assert [(m.kind, m.h_in, m.h_source, m.h_out, m.x) for m in s.matches] == [("RNN", "z", "z", "h1", ("x",))]
+    (m,) = s.matches
+    assert s.is_zero_start(m.scope, "z")
+    np.testing.assert_allclose(m.weights.W[0], RW, atol=1e-5)
+    np.testing.assert_allclose(m.weights.R[0], RR, atol=1e-5)
+    # near miss: the branch does not yield the cell's new state, so its zeros are not near an output
+    assert find_cells(ModelIndex(zero_start_cell_in_a_branch(yielded=False), "test"), []).matches == []
