@@ -422,3 +422,65 @@ def test_a_cell_starting_from_zeros_in_a_branch_that_yields_its_state_is_found()
     np.testing.assert_allclose(m.weights.R[0], RR, atol=1e-5)
     # near miss: the branch does not yield the cell's new state, so its zeros are not near an output
     assert find_cells(ModelIndex(zero_start_cell_in_a_branch(yielded=False), "test"), []).matches == []
+
+
+# -- which zeros are a state read: through layout-only ops, as the data of a product; never a rank-1 or derived value ---
+
+
+def zeros_model(make, read):
+    """``make(g)`` makes the value 'z'; ``read(g, z)`` reads it and gives the graph's output; x [1, H] is run-time data."""
+    g = Net()
+    g.input("x", [1, H])
+    z = make(g)
+    return g.model([read(g, z)])
+
+
+def expand_zeros(shape):
+    return lambda g: g.op("Expand", [g.const(np.zeros((1,), np.float32)), g.const(np.array(shape, np.int64))], out="z")
+
+
+def is_zero_start(model) -> bool:
+    index = ModelIndex(model, "test")
+    return find_cells(index, []).is_zero_start(index.root, "z")
+
+
+def matmul_data(g, v):
+    return g.op("Add", [g.op("MatMul", [v, g.const(RR)]), "x"])
+
+
+def test_zeros_expanded_to_rank_one_are_a_bias_not_a_state():
+    assert not is_zero_start(zeros_model(expand_zeros([H]), matmul_data))
+    assert is_zero_start(zeros_model(expand_zeros([1, H]), matmul_data))  # near miss: [batch, hidden]
+
+
+def test_zeros_read_by_a_product_only_after_a_value_changing_op_are_not_a_state():
+    # Relu(z) is computed from the zeros, not a view of them: the zeros reach the matmul through no layout-only chain
+    assert not is_zero_start(zeros_model(expand_zeros([1, H]), lambda g, z: matmul_data(g, g.op("Relu", [z]))))
+    assert is_zero_start(zeros_model(expand_zeros([1, H]), lambda g, z: matmul_data(g, g.op("Identity", [z]))))  # near miss
+
+
+def test_zeros_giving_only_their_type_to_a_castlike_are_not_a_state():
+    # CastLike(x, z) reads z's element type, not its elements: the cast x meeting a matmul is no read of the zeros
+    assert not is_zero_start(zeros_model(expand_zeros([1, H]), lambda g, z: matmul_data(g, g.op("CastLike", ["x", z]))))
+    assert is_zero_start(zeros_model(expand_zeros([1, H]), lambda g, z: matmul_data(g, g.op("CastLike", [z, "x"]))))  # near miss
+
+
+def zeros_in_a_branch_and_a_main_value_of_the_same_name():
+    """The then-branch makes zeros z [1, H] and yields Relu(z) (no state read); the main graph has its own input named
+    z, multiplied with x (a state read of that input, not of the branch's zeros)."""
+    vi = helper.make_tensor_value_info
+    zeros = numpy_helper.from_array(np.zeros((1, H), np.float32))
+    then_branch = helper.make_graph([helper.make_node("Constant", [], ["z"], value=zeros), helper.make_node("Relu", ["z"], ["t"])], "then", [], [vi("t", F, None)])
+    else_branch = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [], [vi("e", F, None)])
+    nodes = [helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_branch, else_branch=else_branch), helper.make_node("Mul", ["x", "z"], ["p"])]
+    graph = helper.make_graph(nodes, "g", [vi("x", F, [1, H]), vi("z", F, [1, H]), vi("cond", TensorProto.BOOL, [])], [vi("y", F, None), vi("p", F, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    return m
+
+
+def test_zeros_in_a_branch_are_not_read_as_state_by_a_main_graph_value_of_the_same_name():
+    model = zeros_in_a_branch_and_a_main_value_of_the_same_name()
+    index = ModelIndex(model, "test")
+    then_scope = index.root.children[(id(model.graph.node[0]), "then_branch")]
+    assert not find_cells(index, []).is_zero_start(then_scope, "z")
