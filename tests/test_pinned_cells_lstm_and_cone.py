@@ -484,3 +484,59 @@ def test_zeros_in_a_branch_are_not_read_as_state_by_a_main_graph_value_of_the_sa
     index = ModelIndex(model, "test")
     then_scope = index.root.children[(id(model.graph.node[0]), "then_branch")]
     assert not find_cells(index, []).is_zero_start(then_scope, "z")
+
+
+# -- state carried into a Loop or Scan: only a state input is followed into the body ---------------------------------
+
+
+def zeros_read_and_carried_into_a_loop():
+    """Zeros z [1, H] read as state (z RR + x) and also carried into a Loop whose body hands the carried value on."""
+    vi = helper.make_tensor_value_info
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Identity", ["v_in"], ["v_out"])],
+        "body",
+        [vi("it", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL, []), vi("v_in", F, [1, H])],
+        [vi("cond_out", TensorProto.BOOL, []), vi("v_out", F, [1, H])],
+    )
+    g = Net()
+    g.input("x", [1, H])
+    g.inits.append(numpy_helper.from_array(np.zeros((1, H), np.float32), "z"))
+    y = matmul_data(g, "z")
+    g.nodes.append(helper.make_node("Loop", [g.const(np.array(3, np.int64)), g.const(np.array(True)), "z"], ["vn"], name="loop", body=body))
+    return g.model([y, "vn"])
+
+
+def test_zeros_carried_into_a_loop_are_a_zero_start_but_not_followed_into_the_body():
+    index = ModelIndex(zeros_read_and_carried_into_a_loop(), "test")
+    s = find_cells(index, [])
+    assert s.is_zero_start(index.root, "z")
+    assert s.loop_carried == {}
+
+
+def scan_with_a_body_short_of_inputs():
+    """A Scan carrying h0 over x whose body declares no inputs at all (the spec wants one per state and scanned input)."""
+    vi = helper.make_tensor_value_info
+    w = numpy_helper.from_array(np.ones((1, H), np.float32), "w")
+    body = helper.make_graph([helper.make_node("Identity", ["w"], ["h_next"]), helper.make_node("Identity", ["w"], ["y_t"])], "body", [], [vi("h_next", F, [1, H]), vi("y_t", F, [1, H])], [w])
+    node = helper.make_node("Scan", ["h0", "x"], ["hn", "y"], name="scan", body=body, num_scan_inputs=1)
+    graph = helper.make_graph([node], "g", [vi("h0", F, [1, H]), vi("x", F, [3, 1, H])], [vi("hn", F, None), vi("y", F, None)])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    return m
+
+
+def test_a_scan_whose_body_has_no_input_for_the_state_carries_nothing():
+    s = scan(scan_with_a_body_short_of_inputs(), ["h0"])
+    assert (s.loop_carried, s.matches, s.candidates) == ({}, [], [])
+
+
+def test_an_omitted_output_of_a_node_reading_the_state_is_no_value_of_the_cone():
+    # TopK(h0) with its values output omitted (an empty name) beside an RNN cell on h0: the cell is found, nothing breaks
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    g.nodes.append(helper.make_node("TopK", [h, g.const(np.array([1], np.int64))], ["", "top_index"], name="top"))
+    pre = g.op("Add", [g.op("Gemm", [x, g.const(RW), g.const(RB)], transB=1), g.op("MatMul", [h, g.const(RR.T.copy())])])
+    model = g.model([g.op("Tanh", [pre], out="h1"), "top_index"])
+    s = scan(model, ["h0"])
+    assert s.candidates == []
+    assert [(m.kind, m.h_in, m.h_out, m.x) for m in s.matches] == [("RNN", "h0", "h1", ("x",))]
