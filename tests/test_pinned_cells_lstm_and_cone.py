@@ -540,3 +540,27 @@ def test_an_omitted_output_of_a_node_reading_the_state_is_no_value_of_the_cone()
     s = scan(model, ["h0"])
     assert s.candidates == []
     assert [(m.kind, m.h_in, m.h_out, m.x) for m in s.matches] == [("RNN", "h0", "h1", ("x",))]
+
+
+# -- the cone goes on through what a subgraph yields: an If's output that hands on the state depends on it ------------
+
+
+def lstm_reading_an_if_output_as_h():
+    """An If whose branches both yield Identity(h0); an LSTM on c0 whose gates read the If's output y as their h."""
+    vi = helper.make_tensor_value_info
+    branches = {
+        name: helper.make_graph([helper.make_node("Identity", ["h0"], [f"{name}_h"])], name, [], [vi(f"{name}_h", F, [1, H])]) for name in ("then", "else")
+    }
+    g = Net()
+    x, c = g.input("x", [1, I]), g.input("c0", [1, H])
+    g.input("h0", [1, H])
+    g.input("cond", [], TensorProto.BOOL)
+    g.nodes.append(helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=branches["then"], else_branch=branches["else"]))
+    h1, c1 = lstm_step(g, x, "y", c)
+    return g.model([h1, c1])
+
+
+def test_an_lstm_reading_the_state_through_an_if_is_a_candidate_saying_the_state_reaches_the_if():
+    s = scan(lstm_reading_an_if_output_as_h(), ["h0", "c0"])
+    assert s.matches == []
+    assert [(c.kind, c.reason) for c in s.candidates] == [("LSTM", "cell-like structure at node 'n_c1': the state reaches If 'branch', which is not affine")]
