@@ -564,3 +564,37 @@ def test_an_lstm_reading_the_state_through_an_if_is_a_candidate_saying_the_state
     s = scan(lstm_reading_an_if_output_as_h(), ["h0", "c0"])
     assert s.matches == []
     assert [(c.kind, c.reason) for c in s.candidates] == [("LSTM", "cell-like structure at node 'n_c1': the state reaches If 'branch', which is not affine")]
+
+
+def zero_start_cell_yielded_twice():
+    """An If whose then-branch runs A: a1 = tanh(x RW^T + z RR^T + RB) from zeros z it makes, and yields a1 twice (y0, y1;
+    the else-branch yields ones). y0 is an output; y1 is the input of B: s1 = tanh(y1 GW^T + s0 RR^T + RB) on state s0,
+    whose new state reaches the output through 30 Relus, so y1 lies farther from every output than zeros are looked for."""
+    vi = helper.make_tensor_value_info
+    t = Net()
+    z = t.op("Constant", [], out="z", value=numpy_helper.from_array(np.zeros((1, H), np.float32)))
+    pre = t.op("Add", [t.op("Gemm", ["x", t.const(RW), t.const(RB)], transB=1), t.op("MatMul", [z, t.const(RR.T.copy())])])
+    t.op("Tanh", [pre], out="a1")
+    then_branch = helper.make_graph(t.nodes, "then", [], [vi("a1", F, [1, H]), vi("a1", F, [1, H])], t.inits)
+    ones = numpy_helper.from_array(np.ones((1, H), np.float32))
+    else_branch = helper.make_graph(
+        [helper.make_node("Constant", [], ["e0"], value=ones), helper.make_node("Constant", [], ["e1"], value=ones)], "else", [], [vi("e0", F, [1, H]), vi("e1", F, [1, H])]
+    )
+    g = Net()
+    g.input("x", [1, I])
+    g.input("s0", [1, H])
+    g.input("cond", [], TensorProto.BOOL)
+    g.nodes.append(helper.make_node("If", ["cond"], ["y0", "y1"], name="branch", then_branch=then_branch, else_branch=else_branch))
+    pre_b = g.op("Add", [g.op("Gemm", ["y1", g.const(GW["z"]), g.const(RB)], transB=1), g.op("MatMul", ["s0", g.const(RR.T.copy())])])
+    v = g.op("Tanh", [pre_b], out="s1")
+    for _ in range(30):
+        v = g.op("Relu", [v])
+    m = g.model(["y0", v])
+    m.graph.value_info.append(vi("y1", F, [1, H]))
+    return m
+
+
+def test_what_a_zero_start_cell_yields_far_from_the_outputs_is_another_cells_input():
+    s = scan(zero_start_cell_yielded_twice(), ["s0"])
+    assert s.candidates == []
+    assert sorted((m.kind, m.h_in, m.h_source, m.h_out, m.x) for m in s.matches) == [("RNN", "s0", "s0", "s1", ("y1",)), ("RNN", "z", "z", "a1", ("x",))]
