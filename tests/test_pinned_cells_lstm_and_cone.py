@@ -75,7 +75,7 @@ def scan(model, sources) -> CellScan:
 
 
 def lstm_step(
-    g: Net, x: str, h: str, c: str, *, W=LW, g_act: str = "Tanh", h_act: str = "Tanh", i_width: int = H, anchor_domain: str = "", swaps: str = "", rounded: str = "", x_of: dict[str, str] | None = None, tag: str = "1"
+    g: Net, x: str, h: str, c: str, *, W=LW, g_act: str = "Tanh", h_act: str = "Tanh", i_width: int = H, anchor_domain: str = "", swaps: str = "", rounded: str = "", x_of: dict[str, str] | None = None, gate_acts: dict[str, str] | None = None, tag: str = "1"
 ):
     """c' = f*c + i*g, h' = o*h_act(c'), gate k = act_k(x Wk^T + h Rk^T + bk) with act i, f, o Sigmoid and g g_act;
     i_width 1 gives the input gate one unit (its first row), broadcast over the state. ``swaps`` names the products and
@@ -89,7 +89,7 @@ def lstm_step(
         pre = g.op("Add", [gx, g.op("MatMul", [h, g.const(LR[k][rows].T.copy())])])
         if k in rounded:
             pre = g.op("Cast", [g.op("Cast", [pre], to=TensorProto.INT32)], to=F)
-        act[k] = g.op(g_act if k == "g" else "Sigmoid", [pre])
+        act[k] = g.op((gate_acts or {}).get(k, g_act if k == "g" else "Sigmoid"), [pre], out=f"act_{k}{tag}")
 
     def ordered(a: str, b: str, swap: str) -> list[str]:
         return [b, a] if swap in swaps else [a, b]
@@ -598,3 +598,28 @@ def test_what_a_zero_start_cell_yields_far_from_the_outputs_is_another_cells_inp
     s = scan(zero_start_cell_yielded_twice(), ["s0"])
     assert s.candidates == []
     assert sorted((m.kind, m.h_in, m.h_source, m.h_out, m.x) for m in s.matches) == [("RNN", "s0", "s0", "s1", ("y1",)), ("RNN", "z", "z", "a1", ("x",))]
+
+
+def test_an_lstm_whose_forget_or_input_gate_is_no_sigmoid_is_a_candidate_naming_that_gate():
+    for gate, role in (("f", "forget"), ("i", "input")):
+        for op in ("Tanh", "Relu"):
+            s = scan(lstm_model(gate_acts={gate: op}), ["h0", "c0"])
+            assert [m.kind for m in s.matches if m.kind == "LSTM"] == [], (gate, op)
+            lstm = [c.reason for c in s.candidates if c.kind == "LSTM"]
+            assert lstm == [f"LSTM-like structure at node 'n_c1': its {role} gate {op} 'n_act_{gate}1' is not a sigmoid"], (gate, op, s.candidates)
+
+
+def test_the_output_product_is_the_one_an_output_gate_multiplies_with_act_c():
+    # c' also feeds a decoy Tanh multiplied with x, listed first among c's readers: h' is still o*tanh(c')
+    g = Net()
+    x, h, c = g.input("x", [1, I]), g.input("h0", [1, H]), g.input("c0", [1, H])
+    x4 = g.input("x4", [1, H])
+    h1, c1 = lstm_step(g, x, h, c)
+    decoy = g.op("Mul", [g.op("Tanh", ["c1"], out="decoy_act"), x4], out="decoy")
+    decoy_nodes = g.nodes[-2:]
+    real_act = next(i for i, n in enumerate(g.nodes) if n.output[0] == "act_c1")
+    g.nodes[real_act:real_act] = decoy_nodes  # the decoy's Tanh and Mul before the real Tanh(c'): c's first reader
+    del g.nodes[-2:]
+    s = scan(g.model([h1, c1, decoy]), ["h0", "c0"])
+    assert s.candidates == []
+    assert [(m.kind, m.h_out, m.c_out) for m in s.matches] == [("LSTM", "h1", "c1")]
