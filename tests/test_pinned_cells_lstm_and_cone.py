@@ -623,3 +623,28 @@ def test_the_output_product_is_the_one_an_output_gate_multiplies_with_act_c():
     s = scan(g.model([h1, c1, decoy]), ["h0", "c0"])
     assert s.candidates == []
     assert [(m.kind, m.h_out, m.c_out) for m in s.matches] == [("LSTM", "h1", "c1")]
+
+
+def lstm_after_a_zero_start_cell_in_a_branch():
+    """An If whose then-branch runs a1 = tanh(x RW^T + z RR^T + RB) from zeros z it makes and yields a1 (the else-branch
+    yields ones); after the If, an LSTM-like structure multiplies its forget gate with the If's output y."""
+    vi = helper.make_tensor_value_info
+    t = Net()
+    z = t.op("Constant", [], out="z", value=numpy_helper.from_array(np.zeros((1, H), np.float32)))
+    pre = t.op("Add", [t.op("Gemm", ["x", t.const(RW), t.const(RB)], transB=1), t.op("MatMul", [z, t.const(RR.T.copy())])])
+    t.op("Tanh", [pre], out="a1")
+    then_branch = helper.make_graph(t.nodes, "then", [], [vi("a1", F, [1, H])], t.inits)
+    else_branch = helper.make_graph([helper.make_node("Constant", [], ["e0"], value=numpy_helper.from_array(np.ones((1, H), np.float32)))], "else", [], [vi("e0", F, [1, H])])
+    g = Net()
+    x, hb = g.input("x", [1, I]), g.input("hb", [1, H])
+    g.input("cond", [], TensorProto.BOOL)
+    g.nodes.append(helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_branch, else_branch=else_branch))
+    h1, c1 = lstm_step(g, x, hb, "y")
+    return g.model([h1, c1])
+
+
+def test_the_zeros_cone_goes_on_through_what_a_branch_yields_near_the_outputs():
+    # y hands on the zero-start cell's new state: the structure reading it is looked at, and told apart from a cell
+    s = scan(lstm_after_a_zero_start_cell_in_a_branch(), [])
+    assert [(m.kind, m.h_source) for m in s.matches] == [("RNN", "z")]
+    assert [(c.kind, c.reason) for c in s.candidates] == [("LSTM", "LSTM-like structure at node 'n_c1': the cell-state operand of the forget product is If 'branch', not a state input")]
