@@ -648,3 +648,28 @@ def test_the_zeros_cone_goes_on_through_what_a_branch_yields_near_the_outputs():
     s = scan(lstm_after_a_zero_start_cell_in_a_branch(), [])
     assert [(m.kind, m.h_source) for m in s.matches] == [("RNN", "z")]
     assert [(c.kind, c.reason) for c in s.candidates] == [("LSTM", "LSTM-like structure at node 'n_c1': the cell-state operand of the forget product is If 'branch', not a state input")]
+
+
+def rnn_model():
+    g = Net()
+    x, h = g.input("x", [1, I]), g.input("h0", [1, H])
+    pre = g.op("Add", [g.op("Gemm", [x, g.const(RW), g.const(RB)], transB=1), g.op("MatMul", [h, g.const(RR.T.copy())])])
+    return g.model([g.op("Tanh", [pre], out="h1")])
+
+
+def test_an_anchor_whose_check_broke_is_not_checked_again_as_another_kind(monkeypatch):
+    # the GRU check of the RNN's Tanh breaks with an error no check foresaw: the anchor is unconfirmed and says why,
+    # and the RNN check, which would confirm it, is not run on it afterwards (one verdict per anchor)
+    from rnnir.lower import cells
+
+    def broken(self, node, scope, k):
+        raise ValueError("operands could not be broadcast together")
+
+    monkeypatch.setattr(cells._Recogniser, "_gru", broken)
+    s = scan(rnn_model(), ["h0"])
+    assert s.matches == []
+    assert [(c.kind, c.anchor, c.reason) for c in s.candidates] == [
+        ("GRU", "n_h1", "GRU-like structure at node 'n_h1' could not be checked: operands could not be broadcast together")
+    ]
+    monkeypatch.undo()  # near miss: with the GRU check intact, the same model is one RNN
+    assert [(m.kind, m.h_out) for m in scan(rnn_model(), ["h0"]).matches] == [("RNN", "h1")]
