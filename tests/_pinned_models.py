@@ -30,3 +30,33 @@ def model(nodes, inputs, outputs, inits=()):
     m = helper.make_model(helper.make_graph(nodes, "m", inputs, outputs, initializer=list(inits)), opset_imports=[helper.make_opsetid("", 17)])
     m.ir_version = 8
     return m
+
+
+def value_chain(v):
+    """What IR value ``v`` is made from, following each producer's first input: op names, 'load <slot>', a
+    recurrence's kind and port, or 'external <name>' where the chain leaves the IR."""
+    from rnnir.ir import LoadSlot, Recurrent
+
+    out = []
+    while v is not None:
+        p = v.producer
+        if p is None:
+            out.append(f"external {v.name}")
+            break
+        if isinstance(p, LoadSlot):
+            out.append(f"load {p.slot.name}")
+            break
+        if isinstance(p, Recurrent):
+            out.append(f"{p.kind}.{p.port_of(v)}")
+            break
+        out.append(p.op)
+        v = p.inputs[0] if p.inputs else None
+    return out
+
+
+def stored_value(prog, dest):
+    """The value a program stores into the slot or output called ``dest``."""
+    from rnnir.ir import Store
+
+    (st,) = [s for s in prog.nodes_of(Store) if s.dest.name == dest]
+    return st.inputs[0]

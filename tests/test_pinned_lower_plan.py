@@ -12,39 +12,17 @@ import numpy as np
 import onnxruntime as ort
 from _cell_models import gru_cell
 from _pinned_models import H, I, T, model, vi, weights
+from _pinned_models import stored_value as _stored
+from _pinned_models import value_chain as _chain
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir import passes
-from rnnir.ir import Compute, LoadSlot, Recurrent, Store
+from rnnir.ir import Compute, LoadSlot
 
 TORCH_CELLS = pathlib.Path(__file__).parent / "data" / "torch_cells"
 
 
-def _chain(v):
-    """What ``v`` is made from, following each producer's first input: op names, 'load <slot>', a recurrence's kind
-    and port, or 'external <name>' where the chain leaves the IR."""
-    out = []
-    while v is not None:
-        p = v.producer
-        if p is None:
-            out.append(f"external {v.name}")
-            break
-        if isinstance(p, LoadSlot):
-            out.append(f"load {p.slot.name}")
-            break
-        if isinstance(p, Recurrent):
-            out.append(f"{p.kind}.{p.port_of(v)}")
-            break
-        out.append(p.op)
-        v = p.inputs[0] if p.inputs else None
-    return out
-
-
-def _stored(prog, dest):
-    """The value stored into the slot or output called ``dest``."""
-    (st,) = [s for s in prog.nodes_of(Store) if s.dest.name == dest]
-    return st.inputs[0]
 
 
 def _gru(name, h_in, x="x"):

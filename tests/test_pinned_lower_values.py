@@ -12,35 +12,13 @@ import onnx
 import onnxruntime as ort
 from _cell_models import gru_cell, lstm_loop, unrolled_lstm
 from _pinned_models import H, I, T, model, vi, weights
+from _pinned_models import stored_value as _stored
+from _pinned_models import value_chain as _chain
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
-from rnnir.ir import Compute, LoadSlot, Provenance, Recognition, Recurrent, Store
+from rnnir.ir import Compute, Provenance, Recognition
 from rnnir.simulate import run_calls
-
-
-def _chain(v):
-    """What ``v`` is made from, following each producer's first input (see test_pinned_lower_plan)."""
-    out = []
-    while v is not None:
-        p = v.producer
-        if p is None:
-            out.append(f"external {v.name}")
-            break
-        if isinstance(p, LoadSlot):
-            out.append(f"load {p.slot.name}")
-            break
-        if isinstance(p, Recurrent):
-            out.append(f"{p.kind}.{p.port_of(v)}")
-            break
-        out.append(p.op)
-        v = p.inputs[0] if p.inputs else None
-    return out
-
-
-def _stored(prog, dest):
-    (st,) = [s for s in prog.nodes_of(Store) if s.dest.name == dest]
-    return st.inputs[0]
 
 
 def _matches_onnxruntime(m, prog, feeds, state):
