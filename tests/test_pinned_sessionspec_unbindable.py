@@ -85,3 +85,11 @@ def test_rnnir_run_reports_an_unbindable_input_as_an_error(tmp_path, capsys):
     assert main(["run", "--no-config", str(path)]) == 2
     err = capsys.readouterr().err
     assert "graph input 's' is a string tensor" in err and "Traceback" not in err
+
+
+def test_an_undefined_element_type_is_left_to_onnxruntime_to_refuse():
+    # elem_type 0 says nothing about binding: onnxruntime's own load error is the clearer one
+    undefined = helper.make_tensor_value_info("u", T.FLOAT, [1])
+    undefined.type.tensor_type.elem_type = 0
+    with pytest.raises(ModelError, match=r"^passthrough: onnxruntime cannot load the model: .*Invalid tensor data type 0"):
+        StatefulSession(rnn_with([undefined], [], []))

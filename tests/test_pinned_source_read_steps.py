@@ -66,3 +66,35 @@ def test_a_file_larger_than_stat_says_is_read_whole_in_steps(tmp_path, monkeypat
     with pytest.raises(ModelError, match=r"^weights: file grew past the .*-byte limit while being read$"):
         source_module.read_regular_file(path, "weights", limit=len(data) - 1)
     assert len(source_module.read_regular_file(path, "weights", limit=len(data))) == len(data)
+
+
+def test_a_file_that_keeps_growing_is_read_only_to_the_limit(tmp_path, monkeypatch):
+    # a log being appended to faster than it is read: stat says 0 bytes, every read returns all it is asked for
+    path = tmp_path / "growing.onnx"
+    path.write_bytes(b"")
+    asked: list[int] = []
+
+    class Endless:
+        def __init__(self, fd: int) -> None:
+            self.fd = fd
+
+        def __enter__(self) -> Endless:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            os.close(self.fd)
+
+        def fileno(self) -> int:
+            return self.fd
+
+        def read(self, n: int) -> bytes:
+            asked.append(n)
+            if sum(asked) > 10_000_000:  # a reader that never stops would go on for ever: fail instead
+                raise AssertionError("read past the limit")
+            return b"\0" * n
+
+    monkeypatch.setattr(source_module.os, "fdopen", lambda fd, mode: Endless(fd))
+    with pytest.raises(ModelError, match=r"^growing: file grew past the 3000000-byte limit while being read$"):
+        source_module.read_regular_file(path, "growing", limit=3_000_000)
+    # the empty file's byte, then 1 MiB steps, then exactly what is left to pass the limit by one byte
+    assert asked == [1, 1 << 20, 1 << 20, 3_000_001 - 1 - 2 * (1 << 20)]
