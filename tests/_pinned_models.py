@@ -32,6 +32,30 @@ def model(nodes, inputs, outputs, inits=()):
     return m
 
 
+def shadowing_loop_model(mul_output):
+    """A Loop whose body declares its own ``hidden`` (the carried value, started from the constant h_start) and starts a
+    GRU from it, beside a main-graph input also called ``hidden`` that only feeds ``Mul(hidden, 2) -> mul_output``
+    (onnxruntime runs it: the body input shadows the outer name)."""
+    body = helper.make_graph(
+        [
+            helper.make_node("GRU", ["xb", "W", "R", "", "", "hidden"], ["body_Y", "hidden_next"], hidden_size=H, name="body_gru"),
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+        ],
+        "body",
+        [vi("iteration", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("hidden", [1, 1, H])],
+        [vi("cond_out", [], TensorProto.BOOL), vi("hidden_next", [1, 1, H])],
+    )
+    nodes = [helper.make_node("Loop", ["trips", "", "h_start"], ["looped"], body=body), helper.make_node("Mul", ["hidden", "two"], [mul_output])]
+    inits = [
+        *weights("GRU"),
+        numpy_helper.from_array(np.ones((T, 1, I), np.float32), "xb"),
+        numpy_helper.from_array(np.array(3, np.int64), "trips"),
+        numpy_helper.from_array(np.zeros((1, 1, H), np.float32), "h_start"),
+        numpy_helper.from_array(np.float32(2), "two"),
+    ]
+    return model(nodes, [vi("hidden", [1, 1, H])], [vi("looped", [1, 1, H]), vi(mul_output, [1, 1, H])], inits)
+
+
 def value_chain(v):
     """What IR value ``v`` is made from, following each producer's first input: op names, 'load <slot>', a
     recurrence's kind and port, or 'external <name>' where the chain leaves the IR."""

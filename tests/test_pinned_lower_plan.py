@@ -11,7 +11,7 @@ import pathlib
 import numpy as np
 import onnxruntime as ort
 from _cell_models import gru_cell
-from _pinned_models import H, I, T, model, vi, weights
+from _pinned_models import H, I, T, model, shadowing_loop_model, vi, weights
 from _pinned_models import stored_value as _stored
 from _pinned_models import value_chain as _chain
 from onnx import TensorProto, helper, numpy_helper
@@ -143,24 +143,7 @@ def test_an_if_whose_condition_reads_the_state_carries_the_state():
 def test_a_loop_body_input_named_like_a_slot_is_not_that_slot():
     # the main graph's `hidden` is a slot (paired with hidden_out by name); the Loop body's own `hidden` is its carried
     # value, started from h_start: the body's GRU starts from that, not from a second load of the slot
-    body = helper.make_graph(
-        [
-            helper.make_node("GRU", ["xb", "W", "R", "", "", "hidden"], ["body_Y", "hidden_next"], hidden_size=H, name="body_gru"),
-            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-        ],
-        "body",
-        [vi("iteration", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("hidden", [1, 1, H])],
-        [vi("cond_out", [], TensorProto.BOOL), vi("hidden_next", [1, 1, H])],
-    )
-    nodes = [helper.make_node("Loop", ["trips", "", "h_start"], ["looped"], body=body), helper.make_node("Mul", ["hidden", "two"], ["hidden_out"])]
-    inits = [
-        *weights("GRU"),
-        numpy_helper.from_array(np.ones((T, 1, I), np.float32), "xb"),
-        numpy_helper.from_array(np.array(3, np.int64), "trips"),
-        numpy_helper.from_array(np.zeros((1, 1, H), np.float32), "h_start"),
-        numpy_helper.from_array(np.float32(2), "two"),
-    ]
-    m = model(nodes, [vi("hidden", [1, 1, H])], [vi("looped", [1, 1, H]), vi("hidden_out", [1, 1, H])], inits)
+    m = shadowing_loop_model("hidden_out")
     ort.InferenceSession(m.SerializeToString())  # onnxruntime takes the shadowing body input
     prog = rnnir.load(m)
     assert [(p.input, p.output) for p in prog.state_pairs] == [("hidden", "hidden_out")]

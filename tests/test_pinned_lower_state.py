@@ -7,7 +7,7 @@ absent input; only a node's own inputs and outputs are its ports)."""
 from __future__ import annotations
 
 import numpy as np
-from _pinned_models import H, I, T, model, vi, weights
+from _pinned_models import H, I, T, model, shadowing_loop_model, vi, weights
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
@@ -74,24 +74,7 @@ def test_a_state_reaching_the_initial_state_along_many_shared_paths_is_walked_on
 def test_a_loop_body_input_sharing_a_main_graph_inputs_name_is_not_that_input():
     # the Loop's body declares its own `hidden` (the carried value, started from the constant h_start) and starts a GRU
     # from it; the main graph's `hidden` only feeds a Mul, so it reaches no initial state (onnxruntime runs this model)
-    body = helper.make_graph(
-        [
-            helper.make_node("GRU", ["xb", "W", "R", "", "", "hidden"], ["body_Y", "hidden_next"], hidden_size=H, name="body_gru"),
-            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-        ],
-        "body",
-        [vi("iteration", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("hidden", [1, 1, H])],
-        [vi("cond_out", [], TensorProto.BOOL), vi("hidden_next", [1, 1, H])],
-    )
-    nodes = [helper.make_node("Loop", ["trips", "", "h_start"], ["looped"], body=body), helper.make_node("Mul", ["hidden", "two"], ["scaled"])]
-    inits = [
-        *weights("GRU"),
-        numpy_helper.from_array(np.ones((T, 1, I), np.float32), "xb"),
-        numpy_helper.from_array(np.array(3, np.int64), "trips"),
-        numpy_helper.from_array(np.zeros((1, 1, H), np.float32), "h_start"),
-        numpy_helper.from_array(np.float32(2), "two"),
-    ]
-    m = model(nodes, [vi("hidden", [1, 1, H])], [vi("looped", [1, 1, H]), vi("scaled", [1, 1, H])], inits)
+    m = shadowing_loop_model("scaled")
     prog = rnnir.load(m)
     assert prog.state_pairs == [] and prog.slots == []
 
