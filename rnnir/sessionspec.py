@@ -69,10 +69,12 @@ def _unbindable(vi: onnx.ValueInfoProto) -> str | None:
     if kind != "tensor_type":
         return f"a {kind.removesuffix('_type').replace('_', ' ')}, not a tensor"
     elem = vi.type.tensor_type.elem_type
+    if not elem:
+        return None  # undefined: onnxruntime refuses the model at load, with its own message
     if elem == onnx.TensorProto.STRING:
         return "a string tensor"
-    dtype = _np_dtype(elem) if elem else None
-    if elem and (dtype is None or dtype.kind not in "biuf"):
+    dtype = _np_dtype(elem)
+    if dtype is None or dtype.kind not in "biuf":
         return f"a {onnx.helper.tensor_dtype_to_string(elem).removeprefix('TensorProto.').lower()} tensor, which numpy cannot hand to onnxruntime"
     return None
 
