@@ -32,7 +32,10 @@ def dependencies(index: ModelIndex, recognised: Recognised, d: Definition) -> li
     """What a defined value depends on, for the taint walk (recurrent outputs depend on nothing)."""
     if d.kind != "node" or d.node is None:
         return []
-    site = recognised.by_key.get(key_of(d))
+    key = key_of(d)
+    site = recognised.by_key.get(key)
+    if site is not None and key in site.carried:
+        return [site.carried[key].source]  # a Loop output made from the state carried in
     if site is not None:  # a recognised recurrence: like a recurrent op, only its state entries count,
         # and an input that is another recognised recurrence's output (a stacked layer), so it is built first
         return site.deps + [(sc, nm) for sc, nm in site.inputs if key_of(sc.resolve(nm)) in recognised.by_key]

@@ -53,6 +53,19 @@ _DEFAULT_ACTS = {"RNN": ("Tanh",), "GRU": ("Sigmoid", "Tanh"), "LSTM": ("Sigmoid
 
 
 
+@dataclass(frozen=True)
+class CarriedExit:
+    """A replaced Loop's output for a carried state its recognised cell does not read or write.
+
+    ``op`` is ``Identity`` when the body yields the carried value back through Identity only (the output is
+    the input, whatever the trip count), else the Loop's own op type: an opaque change of the state that
+    rnnir does not follow, so the slot it is written to is reported unverified, not "depends on no state".
+    """
+
+    source: tuple[Scope, str]  # the Loop input carried in
+    op: str
+
+
 @dataclass(eq=False)
 class RecurrenceSite:
     """One recurrence found in plain ops, ready to be built as a ``Recurrent``.
@@ -60,7 +73,9 @@ class RecurrenceSite:
     ``entries`` maps an entry port (initial_h/initial_c) to the (scope, name) of the value it reads;
     ``exits`` maps a value key to the role it plays: ``Y``, ``Y_h``, ``Y_c``, ``h@t`` / ``c@t`` (the state
     after inner step ``t`` of an unrolled loop) or ``none`` (an output of a replaced Loop that carries no
-    recognised state: an external value).
+    recognised state: an external value, unless ``carried`` says which carried state it comes from).
+    ``carried`` maps a replaced Loop's output that carries state the recognised cell does not explain to how
+    it is made from the Loop input carried in.
     """
 
     kind: str
@@ -77,6 +92,7 @@ class RecurrenceSite:
     steps: int = 1
     cells: tuple[CellMatch, ...] = ()
     zero_starts: frozenset[str] = frozenset()  # entry ports that read zeros the model makes (not a state input)
+    carried: dict[Key, CarriedExit] = field(default_factory=dict)
 
     @property
     def deps(self) -> list[tuple[Scope, str]]:
@@ -352,6 +368,10 @@ class _Builder:
                 continue
             y = yields[body_out_off + slot] if body_out_off + slot < len(yields) else None
             src = self.scan.view_source(body, y) if y else None
+            out = loop.output[out_off + slot] if out_off + slot < len(loop.output) else ""
+            if out and y is not None:
+                op = "Identity" if self._yields_input(body, y, bname) else loop.op_type
+                site.carried[_key(lscope, out)] = CarriedExit((lscope, loop.input[in_off + slot]), op)
             if src is not None and src[1] == bname:
                 continue  # carried through unchanged
             what = self._first_compute(body, y) if y else "nothing"
@@ -412,6 +432,20 @@ class _Builder:
             inner: str = d.node.input[0]
             return inner
         return name
+
+    @staticmethod
+    def _yields_input(body: Scope, name: str, body_input: str) -> bool:
+        """``name`` is the body input ``body_input`` itself or reached from it through Identity only (a Reshape or
+        Transpose in the way would make the Loop's result a rearrangement, not the value carried in)."""
+        d = body.resolve(name)
+        for _ in range(32):
+            if d.kind == "input" and d.scope is body:
+                return d.name == body_input
+            node = d.node
+            if node is None or node.op_type != "Identity" or node.domain not in ("", "ai.onnx") or not node.input:
+                return False
+            d = d.scope.resolve(node.input[0])
+        return False
 
     def _first_compute(self, body: Scope, name: str) -> str:
         """The first op on the way back from a yield that is not a layout-only rearrangement (what changed the state)."""

@@ -111,7 +111,9 @@ class ValueBuilder:
                 self.build_step(site, key)
                 return
             self.build_site(site)
-            if key not in self.values:  # an output of a replaced Loop that carries none of its state
+            if key in site.carried and key not in self.values:
+                self.build_carried(site, key)
+            elif key not in self.values:  # an output of a replaced Loop that carries none of its state
                 self.external_value(d)
             return
         if id(node) in self.recognised.replaced:
@@ -323,6 +325,15 @@ class ValueBuilder:
             if y_index is not None and port_value is outs[y_index]:
                 axes = self._external_ints(f"{site.anchor}.axes1", site.scope, [1])
             self.program.add(Compute(op="Squeeze", inputs=[port_value, axes], outputs=[v], provenance=Provenance(node=site.anchor, value=v.name, branch=site.scope.path)))
+
+    def build_carried(self, site: RecurrenceSite, key: Key) -> None:
+        """A replaced Loop's output for a carried state its cell does not explain, made from the state carried in."""
+        scope, name = site.exit_names[key]
+        carried = site.carried[key]
+        v = Value(name=self.fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+        self.values[key] = v
+        prov = Provenance(node=site.anchor, value=v.name, branch=site.scope.path)
+        self.program.add(Compute(op=carried.op, inputs=[self.operand(*carried.source)], outputs=[v], provenance=prov))
 
     def build_step(self, site: RecurrenceSite, key: Key) -> None:
         """A state after an inner step of an unrolled loop, read outside the chain of steps."""
