@@ -106,3 +106,50 @@ def test_a_third_state_the_body_changes_is_unverified_not_a_state_free_value(yie
 
 def test_the_loop_without_a_third_state_is_clean():
     assert _findings(lstm_loop(T=T)) == []
+
+
+def cell_in_if_loop() -> onnx.ModelProto:
+    """lstm_loop with its body's cell moved into an If: steps 0 and 1 run the cell, later steps hand (h, c) back."""
+    m = lstm_loop(T=T)
+    loop = m.graph.node[-1]
+    battr = next(a for a in loop.attribute if a.name == "body")
+    body = battr.g
+    yields = {n.name: n for n in body.node if n.name in ("yield_h", "yield_c")}
+    cell = [n for n in body.node if n.name not in ("cond_pass", "yield_h", "yield_c")]
+    vi = helper.make_tensor_value_info
+    then_g = helper.make_graph(
+        [*cell, helper.make_node("Identity", [yields["yield_h"].input[0]], ["t_h"]), helper.make_node("Identity", [yields["yield_c"].input[0]], ["t_c"])],
+        "then",
+        [],
+        [vi("t_h", TensorProto.FLOAT, [1, 4]), vi("t_c", TensorProto.FLOAT, [1, 4])],
+        list(body.initializer),
+    )
+    else_g = helper.make_graph(
+        [helper.make_node("Identity", ["h_it"], ["e_h"]), helper.make_node("Identity", ["c_it"], ["e_c"])],
+        "else",
+        [],
+        [vi("e_h", TensorProto.FLOAT, [1, 4]), vi("e_c", TensorProto.FLOAT, [1, 4])],
+    )
+    nodes = [
+        next(n for n in body.node if n.name == "cond_pass"),
+        helper.make_node("Constant", [], ["two"], value=helper.make_tensor("two", TensorProto.INT64, [], [2])),
+        helper.make_node("Less", ["it", "two"], ["flag"]),
+        helper.make_node("If", ["flag"], ["hh", "cc"], name="gate", then_branch=then_g, else_branch=else_g),
+        helper.make_node("Identity", ["hh"], ["h_next"], name="yield_h"),
+        helper.make_node("Identity", ["cc"], ["c_next"], name="yield_c"),
+    ]
+    battr.g.CopyFrom(helper.make_graph(nodes, "body", list(body.input), list(body.output)))
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def test_a_loop_whose_cell_runs_in_an_if_is_unverified_not_a_restart():
+    m = cell_in_if_loop()
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = np.random.default_rng(1).standard_normal((T, 1, 3)).astype(np.float32)
+    h1, c1 = sess.run(["hn", "cn"], {"x": x, "h0": np.zeros((1, 4), np.float32), "c0": np.zeros((1, 4), np.float32)})
+    h2, c2 = sess.run(["hn", "cn"], {"x": x, "h0": h1, "c0": c1})
+    # onnxruntime: the results depend on the state carried in, so "every call restarts" (SD003) was false
+    assert not np.allclose(h1, h2) and not np.allclose(c1, c2)
+    assert _findings(m) == [("SD009", "c0"), ("SD009", "h0")]  # was SD003 for both, as errors
+    assert _slices(m) == {"h0": "unverified", "c0": "unverified"}

@@ -34,11 +34,11 @@ def dependencies(index: ModelIndex, recognised: Recognised, d: Definition) -> li
         return []
     key = key_of(d)
     site = recognised.by_key.get(key)
-    if site is not None and key in site.carried:
-        return [site.carried[key].source]  # a Loop output made from the state carried in
     if site is not None:  # a recognised recurrence: like a recurrent op, only its state entries count,
-        # and an input that is another recognised recurrence's output (a stacked layer), so it is built first
-        return site.deps + [(sc, nm) for sc, nm in site.inputs if key_of(sc.resolve(nm)) in recognised.by_key]
+        # and an input that is another recognised recurrence's output (a stacked layer), so it is built first;
+        # a Loop output made from other state carried in reads that too (every key of a site builds all of it)
+        carried = [site.carried[key].source] if key in site.carried else []
+        return site.deps + [(sc, nm) for sc, nm in site.inputs if key_of(sc.resolve(nm)) in recognised.by_key] + carried
     if id(d.node) in recognised.replaced:
         return []  # an output of a Loop that a recognised recurrence stands for, carrying no state of it
     node = d.node
