@@ -470,6 +470,7 @@ for _kind in ("ts", "dynamo"):
         CATALOGUE[f"torch_cells/{_name}.{_kind}.onnx"] = _h()
     CATALOGUE[f"torch_cells/lstm_cell_packed.{_kind}.onnx"] = _packed()
     CATALOGUE[f"torch_cells/gru_cell_stacked.{_kind}.onnx"] = _stacked()
+    CATALOGUE[f"torch_cells/rnn_cell_stacked.{_kind}.onnx"] = _stacked()
 CATALOGUE["torch_cells/lstm_cell_loop.ts.onnx"] = _loop("/Loop")
 CATALOGUE["torch_cells/lstm_hand_loop.ts.onnx"] = _loop("/Loop")
 CATALOGUE["torch_cells/lstm_cell_scan.dynamo.onnx"] = _loop("node_scan__2")

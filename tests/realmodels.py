@@ -517,6 +517,7 @@ TORCH_CELL_MODELS = {
     "lstm_cell_loop": ("ts",),
     "lstm_hand_loop": ("ts",),
     "lstm_cell_scan": ("dynamo",),
+    "rnn_cell_stacked": ("ts", "dynamo"),
 }
 
 _LSTM_PAIRS = {"h0": "hn", "c0": "cn"}
@@ -535,6 +536,7 @@ TORCH_CELL_STATE_PAIRS = {
     "lstm_cell_loop": _LSTM_PAIRS,
     "lstm_hand_loop": _LSTM_PAIRS,
     "lstm_cell_scan": _LSTM_PAIRS,
+    "rnn_cell_stacked": {"h0": "hn"},          # h0[l] = layer l
 }
 
 #: tests/data/ort (make_ort_models.py): file -> its state pairs

@@ -38,6 +38,7 @@ EXPECTED = {
     "lstm_hand_loop": ([("LSTM", "loop")], {"h0": "hn", "c0": "cn"}),
     "lstm_cell_scan": ([("LSTM", "loop")], {"h0": "hn", "c0": "cn"}),
     "rnn_cell": ([("RNN", "cell")], {"h0": "hn"}),
+    "rnn_cell_stacked": ([("RNN", "cell"), ("RNN", "cell")], {"h0": "hn"}),  # the second layer reads the first one's new state
 }
 
 

@@ -1329,9 +1329,13 @@ class _Recogniser:
             raise _SilentRetry(str(exc)) from None
         except _NotACell:
             return None  # act(something not affine in the state): not an RNN cell, and nothing that looks like one
-        if not walk.matmul_on_state or not walk.state_leaves or not walk.x_leaves:
-            return None  # an RNN cell reads an input that is not state: act(W h) alone is an MLP layer on the state
+        if not walk.matmul_on_state or not walk.state_leaves:
+            return None
         classes = self._classes(walk.state_leaves, anchor)
+        if not walk.x_leaves and not (len(classes) > 1 and any(c.source in self.cell_of_source for c in classes)):
+            # an RNN cell reads an input besides its state: act(W h) alone is an MLP layer on the state; a stacked
+            # layer's input is the new state of a cell found already (the layer below), read as state too
+            return None
         pre_shape = None
         self.done.add(id(node))
         last = ""

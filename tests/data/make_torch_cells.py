@@ -135,6 +135,21 @@ class GruCellStacked(nn.Module):
         return self.head(h_b), torch.stack([h_a, h_b])
 
 
+class RnnCellStacked(nn.Module):
+    """Two stacked nn.RNNCell (tanh); h0[l] is layer l's state; hn = stack(layer 0, layer 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell0 = nn.RNNCell(IN, HID, nonlinearity="tanh")
+        self.cell1 = nn.RNNCell(HID, HID, nonlinearity="tanh")
+        self.head = nn.Linear(HID, HEAD)
+
+    def forward(self, x, h0):
+        h_a = self.cell0(x, h0[0])
+        h_b = self.cell1(h_a, h0[1])
+        return self.head(h_b), torch.stack([h_a, h_b])
+
+
 class LstmCellKeras(nn.Module):
     """Keras LSTMCell math written in torch ops: gate order i, f, c, o; x @ kernel (MatMul)."""
 
@@ -319,6 +334,10 @@ SPECS: dict[str, Spec] = {
                            desc="nn.LSTMCell under torch's `scan` higher-order op (torch._higher_order_ops.scan), "
                                 "exported by dynamo as an ONNX Scan carrying h and c; dynamic T",
                            exporters=("dynamo",)),
+    # last, so the models above keep their seeds (build() seeds by position)
+    "rnn_cell_stacked": Spec(RnnCellStacked, **GRU_IO, state_shapes={"h0": S2}, time=Time.NONE,
+                             desc="two stacked nn.RNNCell (8->16, 16->16, tanh), + Linear(16, 4) on layer 1",
+                             layout="h0[0] = layer 0, h0[1] = layer 1; hn = stack(h0', h1')"),
 }
 
 
