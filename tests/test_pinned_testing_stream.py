@@ -65,7 +65,7 @@ def big_input(elements: int):
 
 
 def test_the_default_element_limit_is_fifty_million():
-    over = f"refusing to generate input 'big' of shape (50000001,) (50000001 elements > max_elements=50000000)"
+    over = "refusing to generate input 'big' of shape (50000001,) (50000001 elements > max_elements=50000000)"
     with pytest.raises(StreamError, match=re.escape(over)):
         check_multicall(big_input(50_000_001), {"x": ones(2)}, chunk_sizes=[1], variants=["persistent"])
     # exactly at the limit: generated (zeros, noted) and the check runs
