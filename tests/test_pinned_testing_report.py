@@ -1,6 +1,6 @@
 """rnnir.testing (check_multicall): what the mutation run of testing.py found unpinned about the comparisons and the
 report — a whole-stream oracle whose outputs cannot be cut into the calls, a final-state difference after an
-earlier one, where h and c may be swapped (a partial or two-level packed place, one state for both, a packed h with a
+earlier one, where h and c may be swapped (a partial or two-level packed place, a packed h with a
 slot c, two ops reading one h and c), the output a trace follows, and how the text lists the differences.
 
 Expected numbers are worked out by hand on the seed recurrence ``h_t = 0.5 * h_{t-1} + x_t`` (see
