@@ -192,6 +192,18 @@ def test_an_entry_qualified_with_a_function_matches_only_there(tree: Path, monke
     assert mutate.main(["--check-equivalents"]) == 0
 
 
+def test_an_entry_may_match_several_lines_of_one_function_but_not_two_functions(tree: Path):
+    (tree / "pkg" / "d.py").write_text(
+        "def a(xs):\n    for x in xs:\n        if x:\n            continue\n        continue\n\n\ndef b(xs):\n    for x in xs:\n        continue\n"
+    )
+    listing = tree / "eq.txt"
+    listing.write_text("pkg/d.py::a | drop-statement | continue | drop `continue` | both of a's\n")
+    assert mutate.check_equivalents(mutate.read_equivalents(listing)) == []
+    listing.write_text("pkg/d.py | drop-statement | continue | drop `continue` | a's and b's\n")
+    (problem,) = mutate.check_equivalents(mutate.read_equivalents(listing))
+    assert problem.startswith("ambiguous (matches 3 places: a:4, a:5, b:10;")
+
+
 def test_the_shards_of_a_run_are_its_mutants_split_in_order(tree: Path, capsys: pytest.CaptureFixture[str]):
     assert mutate.main(["pkg/m.py", "--list"]) == 0
     whole = capsys.readouterr().out.splitlines()
