@@ -322,14 +322,14 @@ def check_multicall(
     health_run: tuple[int, list[dict[str, np.ndarray]]] | None = None
     for c in sizes:
         chunks = runner.chunks(c)
-        persistent, states = runner.persistent(chunks)
+        persistent, states = runner.persistent(chunks, c)
         if health_run is None or len(states) > len(health_run[1]):
             health_run = (c, states)
         results.append(runner.compare_whole(persistent, whole_out, c))
         for name in variants:
             if name == "persistent":
                 continue
-            out = runner.broken(name, chunks)
+            out = runner.broken(name, chunks, c)
             if out is None:
                 plain = [p.input for p in session.pairs if p.plain_recurrence]
                 if c == sizes[0] and (plain or any(r.kind == "LSTM" for r in session.program.recurrents)):
@@ -685,30 +685,30 @@ class _Runner:
             notes.append(f"one call over the whole stream failed ({type(exc).__name__}: {exc}); persistence judged by the broken variants only")
             return None
 
-    def persistent(self, chunks: list[dict[str, np.ndarray]]) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
+    def persistent(self, chunks: list[dict[str, np.ndarray]], c: int) -> tuple[list[dict[str, np.ndarray]], list[dict[str, np.ndarray]]]:
         s = self.session.fork(reset=True, alias_outputs=False)
         outs, states = [], []
-        what = "persistent" + self._chunk_label(chunks)
+        what = "persistent" + self._chunk_label(c)
         for feed in chunks:
             outs.append(s.run_dict(feed))
             states.append(s.state)
             self._tick(what, len(outs), len(chunks))
         return outs, states
 
-    def _chunk_label(self, chunks: list[dict[str, np.ndarray]]) -> str:
-        return "" if self.mode == "calls" or not chunks else f", chunk {-(-self.length // len(chunks))}"
+    def _chunk_label(self, c: int) -> str:
+        return "" if self.mode == "calls" else f", chunk {c}"  # c, not length / calls: the last call may be shorter
 
     def _tick(self, what: str, done: int, total: int) -> None:
         if self.progress is not None:
             self.progress(what, done, total)
 
-    def broken(self, name: str, chunks: list[dict[str, np.ndarray]]) -> list[dict[str, np.ndarray]] | None:
+    def broken(self, name: str, chunks: list[dict[str, np.ndarray]], c: int) -> list[dict[str, np.ndarray]] | None:
         if name == "hc-swapped" and not self.swaps:
             return None
         s = self.session.fork(reset=True, alias_outputs=False)
         outs: list[dict[str, np.ndarray]] = []
         initial = s.initial_state(chunks[0]) if chunks else {}
-        what = name + self._chunk_label(chunks)
+        what = name + self._chunk_label(c)
         for k, feed in enumerate(chunks):
             self._tick(what, k, len(chunks))
             if name == "reinit":
