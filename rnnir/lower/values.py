@@ -111,7 +111,7 @@ class ValueBuilder:
                 self.build_step(site, key)
                 return
             self.build_site(site)
-            if key in site.carried and key not in self.values:
+            if key in site.carried:  # never built by build_site: its role is none
                 self.build_carried(site, key)
             elif key not in self.values:  # an output of a replaced Loop that carries none of its state
                 self.external_value(d)
