@@ -153,3 +153,28 @@ def test_a_loop_whose_cell_runs_in_an_if_is_unverified_not_a_restart():
     assert not np.allclose(h1, h2) and not np.allclose(c1, c2)
     assert _findings(m) == [("SD009", "c0"), ("SD009", "h0")]  # was SD003 for both, as errors
     assert _slices(m) == {"h0": "unverified", "c0": "unverified"}
+
+
+def _third_state_yield(m: onnx.ModelProto) -> tuple[onnx.GraphProto, onnx.NodeProto]:
+    body = next(a.g for a in m.graph.node[-1].attribute if a.name == "body")
+    return body, next(n for n in body.node if n.name == "yield_k")
+
+
+def test_an_identity_of_another_domain_is_no_hand_back():
+    # only the ONNX Identity is known to copy its input: a custom-domain op of that name may compute anything
+    m = three_state_loop("Identity")
+    _body, node = _third_state_yield(m)
+    node.domain = "com.acme"
+    m.opset_import.append(helper.make_opsetid("com.acme", 1))
+    assert _findings(m) == [("SD009", "k0")]
+
+
+def test_a_third_state_the_body_replaces_with_its_own_constant_is_unverified():
+    # after the first step kn is the body's constant; with a trip count of 0 it would be k0: no plain verdict
+    m = three_state_loop("Identity")
+    body, node = _third_state_yield(m)
+    body.initializer.append(helper.make_tensor("k_const", TensorProto.FLOAT, [2, 2], [0.5] * 4))
+    body.node.remove(node)
+    body.output[-1].name = "k_const"
+    np.testing.assert_array_equal(_kn(m, K0), np.full((2, 2), 0.5, np.float32))  # onnxruntime
+    assert _findings(m) == [("SD009", "k0")]

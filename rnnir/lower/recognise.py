@@ -438,14 +438,9 @@ class _Builder:
         """``name`` is the body input ``body_input`` itself or reached from it through Identity only (a Reshape or
         Transpose in the way would make the Loop's result a rearrangement, not the value carried in)."""
         d = body.resolve(name)
-        for _ in range(32):
-            if d.kind == "input" and d.scope is body:
-                return d.name == body_input
-            node = d.node
-            if node is None or node.op_type != "Identity" or node.domain not in ("", "ai.onnx") or not node.input:
-                return False
-            d = d.scope.resolve(node.input[0])
-        return False
+        while d.node is not None and d.node.op_type == "Identity" and d.node.domain in ("", "ai.onnx"):
+            d = d.scope.resolve(d.node.input[0])  # scope validation: an Identity has its input, and no cycle
+        return d.kind == "input" and d.scope is body and d.name == body_input
 
     def _first_compute(self, body: Scope, name: str) -> str:
         """The first op on the way back from a yield that is not a layout-only rearrangement (what changed the state)."""
