@@ -204,6 +204,12 @@ def test_an_entry_may_match_several_lines_of_one_function_but_not_two_functions(
     assert problem.startswith("ambiguous (matches 3 places: a:4, a:5, b:10;")
 
 
+def test_the_projects_equivalents_file_has_no_stale_or_ambiguous_entry():
+    """Edits that change a listed line, or add a second function with the same plain line, fail here: each entry
+    must still excuse exactly the mutant its reason was written for."""
+    assert mutate.check_equivalents(mutate.read_equivalents()) == []
+
+
 def test_the_shards_of_a_run_are_its_mutants_split_in_order(tree: Path, capsys: pytest.CaptureFixture[str]):
     assert mutate.main(["pkg/m.py", "--list"]) == 0
     whole = capsys.readouterr().out.splitlines()
