@@ -178,3 +178,27 @@ def test_a_third_state_the_body_replaces_with_its_own_constant_is_unverified():
     body.output[-1].name = "k_const"
     np.testing.assert_array_equal(_kn(m, K0), np.full((2, 2), 0.5, np.float32))  # onnxruntime
     assert _findings(m) == [("SD009", "k0")]
+
+
+def test_two_carried_states_the_body_swaps_are_not_handed_back():
+    # k' = j and j' = k: each output is another state's input, after an odd trip count the two are exchanged
+    m = three_state_loop("Identity")
+    loop = m.graph.node[-1]
+    body, node = _third_state_yield(m)
+    body.input.append(helper.make_tensor_value_info("j_it", TensorProto.FLOAT, [2, 2]))
+    node.input[0] = "j_it"
+    body.node.append(helper.make_node("Identity", ["k_it"], ["j_next"], name="yield_j"))
+    body.output.append(helper.make_tensor_value_info("j_next", TensorProto.FLOAT, [2, 2]))
+    loop.input.append("j0")
+    loop.output.append("jn")
+    m.graph.input.append(helper.make_tensor_value_info("j0", TensorProto.FLOAT, [2, 2]))
+    m.graph.output.append(helper.make_tensor_value_info("jn", TensorProto.FLOAT, [2, 2]))
+    onnx.checker.check_model(m, full_check=True)
+    sess = ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
+    feeds = {"x": np.zeros((T, 1, 3), np.float32), "h0": np.zeros((1, 4), np.float32), "c0": np.zeros((1, 4), np.float32)}
+    kn, jn = sess.run(["kn", "jn"], {**feeds, "k0": K0, "j0": -K0})
+    np.testing.assert_array_equal(kn, -K0)  # onnxruntime: three steps exchange them
+    np.testing.assert_array_equal(jn, K0)
+    # neither slot gets its own value back: no SD001 ("handed straight back") for either
+    assert [f for f in _findings(m) if f[0] == "SD001"] == []
+    assert {s: v for s, v in _slices(m).items() if s[0] in "jk"} == {"k0": "unverified", "j0": "unverified"}
