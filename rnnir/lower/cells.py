@@ -965,8 +965,10 @@ class _Recogniser:
             if not is_sig(gate):
                 self.done.add(id(node))
                 raise _NotACell(f"LSTM-like structure at node {anchor!r}: its {role} gate {self._describe(gate)} is not a sigmoid")
-        # h' = o * act(c')
-        h_out = o_gate = h_act = None
+        # h' = o * act(c'): the first such product whose gate reads the state, as the cell's own gates do (a
+        # product gated by x alone, a head on the new cell state, is an LSTM too, with R_o = 0: it only serves
+        # when nothing better is there)
+        found: list[tuple[Key, Key, onnx.NodeProto]] = []
         for cons, sc in net.consumers(k):
             if cons.op_type in _CANDIDATE_ACTS:
                 act_key = net.outputs_of(cons, sc)[0]
@@ -984,10 +986,8 @@ class _Recogniser:
 
                     o, _ = _pick(op_a, op_b, is_sig, is_activated)
                     if o is not None:
-                        h_out, o_gate, h_act = out2, o, cons
-                        break
-            if h_out is not None:
-                break
+                        found.append((out2, o, cons))
+        h_out, o_gate, h_act = next((f for f in found if f[1] in self.cone), found[0] if found else (None, None, None))
         if h_out is None or o_gate is None or h_act is None:
             self.done.add(id(node))
             raise _NotACell(self._lstm_no_h(k, anchor, c_term, f_gate, i_gate, g_val))
