@@ -1,0 +1,120 @@
+"""The recogniser's bounds, pinned at their exact limits (mutation survivors of rnnir/lower/cells.py's constants):
+a gate's affine part spans at most 512 values, a cell is probed with at most 8192 unit vectors, constant initial
+states are looked for among the 1024 values nearest the outputs, and at most three output blends of a GRU
+candidate are tried.
+
+Every model is built here with onnx.helper; the counts are worked out by hand in each test from the model's values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from rnnir.lower.cells import CellScan, find_cells
+from rnnir.lower.scope import ModelIndex
+
+H = 4
+N = helper.make_node
+
+
+def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]], outputs: list[str], inits: dict[str, np.ndarray]) -> onnx.ModelProto:
+    graph = helper.make_graph(
+        nodes,
+        "limits",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
+        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None if o.startswith("d") else [1, H]) for o in outputs],
+        [numpy_helper.from_array(a, n) for n, a in inits.items()],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    return m
+
+
+def _scan(m: onnx.ModelProto, states: list[str]) -> tuple[CellScan, ModelIndex]:
+    index = ModelIndex(m, "test")
+    return find_cells(index, [(index.root, s) for s in states]), index
+
+
+def _rnn_with_zero_adds(adds: int, inputs: int = 3) -> onnx.ModelProto:
+    """h' = tanh(t_adds), t_0 = x @ WT + h @ RT, t_j = t_(j-1) + zero: an RNN cell whatever the number of adds."""
+    rng = np.random.default_rng(41)
+    nodes = [N("MatMul", ["x", "WT"], ["xw"], name="mm_x"), N("MatMul", ["h0", "RT"], ["hr"], name="mm_h"), N("Add", ["xw", "hr"], ["t0"], name="add0")]
+    nodes += [N("Add", [f"t{j - 1}", "zero"], [f"t{j}"], name=f"add{j}") for j in range(1, adds + 1)]
+    nodes.append(N("Tanh", [f"t{adds}"], ["hN"], name="act"))
+    inits = {"WT": (rng.standard_normal((inputs, H)) * 0.5).astype(np.float32), "RT": (rng.standard_normal((H, H)) * 0.5).astype(np.float32), "zero": np.zeros(H, np.float32)}
+    return _model(nodes, {"x": [1, inputs], "h0": [1, H]}, ["hN"], inits)
+
+
+def test_a_gate_affine_over_512_values_is_a_cell_and_over_513_is_none():
+    # the walk back from tanh's input sees t_adds .. t_1, t0, zero (once), hr, h0 (the state), xw (x's projection,
+    # walked through: its weight is W) and x: adds + 6 values. 506 adds: 512, a cell; 507 adds: 513, no cell (the
+    # bound keeps a residual stack, affine over the whole model, from being walked as one gate)
+    scan, _ = _scan(_rnn_with_zero_adds(506), ["h0"])
+    assert [(m.kind, m.h_out) for m in scan.matches] == [("RNN", "hN")]
+    scan, _ = _scan(_rnn_with_zero_adds(507), ["h0"])
+    assert (scan.matches, scan.candidates) == ([], [])
+
+
+def test_a_cell_with_input_plus_hidden_over_8192_is_refused_before_probing():
+    # x has 8189 elements, h 4: 8193 unit vectors would be probed (8192 is the most), so the cell is not run at all.
+    # (The cell at exactly 8192 would be confirmed, but probing it takes two 8192 x 8192 arrays: not a unit test.)
+    scan, _ = _scan(_rnn_with_zero_adds(1, inputs=8189), ["h0"])
+    assert scan.matches == []
+    assert [(c.kind, c.reason) for c in scan.candidates] == [("RNN", "RNN-like structure at node 'act' could not be run: input 8189 + hidden 4 is too large to probe")]
+
+
+def _zeros_behind_a_wide_sum(others: int) -> onnx.ModelProto:
+    """y = Sum(i_0, ..., i_(others-1), x * z) with z zeros [2, H]: the zeros a model starts from, read by a product."""
+    nodes = [N("Mul", ["x", "z"], ["p"], name="use"), N("Sum", [*(f"i{j}" for j in range(others)), "p"], ["y"], name="sum")]
+    inputs = {**{f"i{j}": [2, H] for j in range(others)}, "x": [2, H]}
+    return _model(nodes, inputs, ["y"], {"z": np.zeros((2, H), np.float32)})
+
+
+def test_zeros_among_the_1024_values_nearest_the_outputs_are_a_state_and_the_1025th_are_not():
+    # breadth first from the output y: y, then Sum's inputs i_0 .. i_(others-1) and p, then Mul's x and z:
+    # z is value number others + 4. 1020 others: the 1024th, looked at; 1021 others: the 1025th, never reached
+    scan, index = _scan(_zeros_behind_a_wide_sum(1020), [])
+    assert scan.is_zero_start(index.root, "z")
+    scan, index = _scan(_zeros_behind_a_wide_sum(1021), [])
+    assert not scan.is_zero_start(index.root, "z")
+
+
+def _gru_with_decoys(decoys: int) -> onnx.ModelProto:
+    """A GRU (ONNX semantics, linear_before_reset 1) whose candidate n is first read by ``decoys`` values n + z*h,
+    which look like its new state (n, one sigmoid, the state) but are not a GRU's, before the real (1-z)*n + z*h."""
+    I = 3  # noqa: E741
+    rng = np.random.default_rng(43)
+    W = (rng.standard_normal((3 * H, I)) * 0.5).astype(np.float32)
+    R = (rng.standard_normal((3 * H, H)) * 0.5).astype(np.float32)
+    nodes = [
+        N("Gemm", ["x", "W"], ["gx"], transB=1, name="gemm_x"),
+        N("Gemm", ["h0", "R"], ["gh"], transB=1, name="gemm_h"),
+        N("Split", ["gx"], ["xz", "xr", "xn"], axis=1, num_outputs=3, name="split_x"),
+        N("Split", ["gh"], ["hz", "hr", "hn"], axis=1, num_outputs=3, name="split_h"),
+        N("Add", ["xz", "hz"], ["pz"], name="add_z"),
+        N("Sigmoid", ["pz"], ["z"], name="z"),
+        N("Add", ["xr", "hr"], ["pr"], name="add_r"),
+        N("Sigmoid", ["pr"], ["r"], name="r"),
+        N("Mul", ["r", "hn"], ["reset"], name="reset"),
+        N("Add", ["xn", "reset"], ["pn"], name="add_n"),
+        N("Tanh", ["pn"], ["n"], name="n"),
+        N("Mul", ["z", "h0"], ["zh"], name="zh"),
+    ]
+    nodes += [N("Add", ["n", "zh"], [f"d{j}"], name=f"decoy{j}") for j in range(1, decoys + 1)]
+    nodes += [N("Sub", ["one", "z"], ["keep"], name="keep"), N("Mul", ["keep", "n"], ["kn"], name="kn"), N("Add", ["kn", "zh"], ["hN"], name="blend")]
+    inits = {"W": W, "R": R, "one": np.array(1.0, np.float32)}
+    return _model(nodes, {"x": [1, I], "h0": [1, H]}, ["hN", *(f"d{j}" for j in range(1, decoys + 1))], inits)
+
+
+def test_a_gru_candidate_tries_three_output_blends():
+    # the decoys are met first (n's own consumers), the real blend one step further: with two decoys it is the
+    # third blend tried and the GRU is confirmed; with three it would be the fourth, and the last one tried, d3, is
+    # what the reason names
+    scan, _ = _scan(_gru_with_decoys(2), ["h0"])
+    assert [(m.kind, m.h_out) for m in scan.matches] == [("GRU", "hN")]
+    scan, _ = _scan(_gru_with_decoys(3), ["h0"])
+    assert scan.matches == []
+    assert [c.kind for c in scan.candidates] == ["GRU"]
+    assert scan.candidates[0].reason.startswith("GRU-like structure at node 'n' does not compute a GRU cell: the new state at 'd3' differs from (1-z)*n + z*h")
