@@ -56,6 +56,17 @@ def test_float_weights_of_every_float_type_are_ruled_out_as_zero_states_without_
         assert (scan.matches, scan.candidates, scan.is_zero_start(index.root, "W")) == ([], [], False), dtype
 
 
+def test_a_vector_weight_is_ruled_out_as_a_zero_state_by_its_rank_without_numpy(monkeypatch: pytest.MonkeyPatch):
+    # y = x * b with b [H] zeros: zeros, but of rank 1, never a [batch, hidden] state: the dims alone say so
+    bias = numpy_helper.from_array(np.zeros(H, dtype=np.float32), "b")
+    nodes = [helper.make_node("Mul", ["x", "b"], ["y"], name="scale"), helper.make_node("Neg", ["h0"], ["hN"], name="neg")]
+    m = _model(TensorProto.FLOAT, nodes, [bias], ["y", "hN"])
+    with monkeypatch.context() as patch:
+        patch.setattr(cells, "np", _NoNumpy())
+        scan, index = _scan(m)
+    assert (scan.matches, scan.candidates, scan.is_zero_start(index.root, "b")) == ([], [], False)
+
+
 def test_a_zero_fill_of_every_float_type_is_a_zero_initial_state_and_an_integer_one_is_not():
     # y = x * ConstantOfShape([2, H], value=0): zeros read by a product with run-time data near an output are the
     # state a model starts from when it keeps none, whatever their float type; an int64 zero fill pads a signal
