@@ -1,0 +1,94 @@
+"""Near-misses of an LSTM and of a GRU refused with the reason their structure calls for (mutation survivors of
+rnnir/lower/cells.py: the state classes of an LSTM without h', and the reset gate left out of the affine walk).
+
+The models are written here with onnx.helper from weights drawn here; which part of each is not a cell's is known
+by construction, and the reasons quote the names given here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from rnnir.lower.cells import CellScan, find_cells
+from rnnir.lower.scope import ModelIndex
+
+I, H = 3, 4
+N = helper.make_node
+
+
+def _scan(nodes: list[onnx.NodeProto], states: list[str], outputs: list[str], inits: dict[str, np.ndarray]) -> CellScan:
+    info = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, I if n == "x" else H]) for n in ("x", *states)]
+    graph = helper.make_graph(
+        nodes, "cell", info, [helper.make_tensor_value_info(o, TensorProto.FLOAT, [1, H]) for o in outputs], [numpy_helper.from_array(a, n) for n, a in inits.items()]
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 9
+    onnx.checker.check_model(m)
+    index = ModelIndex(m, "test")
+    return find_cells(index, [(index.root, s) for s in states])
+
+
+def _weights(gates: int, seed: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {"W": (rng.standard_normal((gates * H, I)) * 0.5).astype(np.float32), "R": (rng.standard_normal((gates * H, H)) * 0.5).astype(np.float32)}
+
+
+def test_an_lstm_update_of_a_negated_cell_state_with_h_from_the_old_state_names_its_output_product():
+    # c' = f*(-c) + i*g and h' = o*tanh(c): no o*tanh(c'), so the reason names the product that is there instead;
+    # -c is no state view, so the two cannot be run side by side to say by how much they differ (no " by ...")
+    nodes = [
+        N("Gemm", ["x", "W"], ["gx"], transB=1, name="gemm_x"),
+        N("Gemm", ["h0", "R"], ["gh"], transB=1, name="gemm_h"),
+        N("Add", ["gx", "gh"], ["g4"], name="gates"),
+        N("Split", ["g4"], ["pi", "pf", "pg", "po"], axis=1, num_outputs=4, name="split"),
+        N("Sigmoid", ["pi"], ["i"], name="i"),
+        N("Sigmoid", ["pf"], ["f"], name="f"),
+        N("Tanh", ["pg"], ["g"], name="g"),
+        N("Sigmoid", ["po"], ["o"], name="o"),
+        N("Neg", ["c0"], ["minus_c"], name="negate"),
+        N("Mul", ["f", "minus_c"], ["fc"], name="fc"),
+        N("Mul", ["i", "g"], ["ig"], name="ig"),
+        N("Add", ["fc", "ig"], ["cN"], name="c_new"),
+        N("Tanh", ["c0"], ["tc"], name="tanh_c_old"),
+        N("Mul", ["o", "tc"], ["hN"], name="h_new"),
+    ]
+    scan = _scan(nodes, ["h0", "c0"], ["hN", "cN"], _weights(4, 91))
+    assert scan.matches == []
+    assert [(c.kind, c.reason) for c in scan.candidates] == [
+        ("LSTM", "LSTM-like structure at node 'c_new' does not compute an LSTM cell: h' at node 'h_new' is o*tanh('c0'), not o*tanh(c'); it differs from o*tanh(c')")
+    ]
+
+
+def test_a_gru_candidate_that_also_adds_its_reset_gate_has_a_recurrent_bias_of_one():
+    # n = tanh(xn + r*hn + r) = tanh(xn + r*(hn + 1)): ONNX's GRU (linear_before_reset 1) whose recurrent bias of n is
+    # 1; the reset gate, reached twice, is set aside in the affine walk (probed as a constant), never walked into
+    nodes = [
+        N("Gemm", ["x", "W"], ["gx"], transB=1, name="gemm_x"),
+        N("Gemm", ["h0", "R"], ["gh"], transB=1, name="gemm_h"),
+        N("Split", ["gx"], ["xz", "xr", "xn"], axis=1, num_outputs=3, name="split_x"),
+        N("Split", ["gh"], ["hz", "hr", "hn"], axis=1, num_outputs=3, name="split_h"),
+        N("Add", ["xz", "hz"], ["pz"], name="add_z"),
+        N("Sigmoid", ["pz"], ["z"], name="z"),
+        N("Add", ["xr", "hr"], ["pr"], name="add_r"),
+        N("Sigmoid", ["pr"], ["r"], name="r"),
+        N("Mul", ["r", "hn"], ["reset"], name="reset"),
+        N("Add", ["xn", "reset"], ["pn0"], name="add_n"),
+        N("Add", ["pn0", "r"], ["pn"], name="plus_r"),
+        N("Tanh", ["pn"], ["n"], name="n"),
+        N("Sub", ["one", "z"], ["keep"], name="keep"),
+        N("Mul", ["keep", "n"], ["kn"], name="kn"),
+        N("Mul", ["z", "h0"], ["zh"], name="zh"),
+        N("Add", ["kn", "zh"], ["hN"], name="blend"),
+    ]
+    w = _weights(3, 92)
+    scan = _scan(nodes, ["h0"], ["hN"], {**w, "one": np.array(1.0, np.float32)})
+    assert scan.candidates == []
+    (m,) = scan.matches
+    assert (m.kind, m.h_in, m.h_out, m.weights.linear_before_reset) == ("GRU", "h0", "hN", 1)
+    np.testing.assert_allclose(m.weights.W[0], w["W"], atol=1e-5)  # split as z, r, n: ONNX's order
+    np.testing.assert_allclose(m.weights.R[0], w["R"], atol=1e-5)
+    expected_b = np.zeros(6 * H)
+    expected_b[5 * H :] = 1.0  # Rb of n: the r added to r*hn
+    np.testing.assert_allclose(m.weights.B[0], expected_b, atol=1e-5)
