@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from _cell_models import lstm_cell
 from onnx import TensorProto, helper, numpy_helper
 
 from rnnir.lower.cells import CellScan, find_cells
 from rnnir.lower.scope import ModelIndex
-
-from _cell_models import lstm_cell
 
 I, H = 4, 4  # x as wide as h, so that h' + x is a model's residual output
 _RNG = np.random.default_rng(31)
