@@ -1,5 +1,5 @@
 """Which product is an LSTM's h' when tanh(c') or c' is read again later (mutation survivors of
-rnnir/lower/cells.py's search for h' = o*tanh(c')): the first product in graph order is h', and a later one
+rnnir/lower/cells.py's search for h' = o*tanh(c')): the product whose gate reads the state is h', and a later one
 gated by a constant does not replace it.
 
 The models are written here with onnx.helper from weights drawn here: an LSTM in PyTorch's gate order (i, f, g, o),
@@ -59,11 +59,11 @@ def _one_lstm(scan: CellScan) -> None:
 
 
 def test_a_later_constant_gated_product_of_tanh_c_new_does_not_replace_h_new():
-    # y = sigmoid(0.3) * tanh(c'), after h' = o * tanh(c') in graph order: h' is the first such product
+    # y = sigmoid(0.3) * tanh(c'), after h' = o * tanh(c') in graph order: y's gate reads no state, h' stays h'
     _one_lstm(_lstm([N("Mul", ["o2", "tc"], ["y"], name="later")], ["y"]))
 
 
 def test_a_later_tanh_of_c_new_with_a_constant_gated_product_does_not_replace_h_new():
-    # y = sigmoid(0.3) * tanh2(c'), tanh2 a second Tanh of c' after the first: h' is the product of the first
+    # y = sigmoid(0.3) * tanh2(c'), tanh2 a second Tanh of c' after the first: h' stays the product of the first
     extra = [N("Tanh", ["cN"], ["tc2"], name="tanh_c_again"), N("Mul", ["o2", "tc2"], ["y"], name="later")]
     _one_lstm(_lstm(extra, ["y"]))
