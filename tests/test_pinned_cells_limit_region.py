@@ -9,31 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
-
-from rnnir.lower.cells import CellScan, find_cells
-from rnnir.lower.scope import ModelIndex
-
-H = 4
-N = helper.make_node
-
-
-def _model(nodes: list[onnx.NodeProto], inputs: dict[str, list[int]], outputs: list[str], inits: dict[str, np.ndarray]) -> onnx.ModelProto:
-    graph = helper.make_graph(
-        nodes,
-        "limits",
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs.items()],
-        [helper.make_tensor_value_info(o, TensorProto.FLOAT, None if o.startswith("d") else [1, H]) for o in outputs],
-        [numpy_helper.from_array(a, n) for n, a in inits.items()],
-    )
-    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
-    m.ir_version = 9
-    return m
-
-
-def _scan(m: onnx.ModelProto, states: list[str]) -> tuple[CellScan, ModelIndex]:
-    index = ModelIndex(m, "test")
-    return find_cells(index, [(index.root, s) for s in states]), index
+from _cells_limit_models import H, N
+from _cells_limit_models import model as _model
+from _cells_limit_models import scan as _scan
 
 
 def _zeros_behind_a_wide_sum(others: int) -> onnx.ModelProto:
