@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from _cell_graphs import gru_gate_nodes
 from onnx import TensorProto, helper, numpy_helper
 
 from rnnir.lower.cells import find_cells
@@ -23,15 +24,7 @@ def test_a_blend_that_reuses_a_value_26_times_is_walked_in_linear_time_and_refus
     W = (rng.standard_normal((3 * H, I)) * 0.5).astype(np.float32)
     R = (rng.standard_normal((3 * H, H)) * 0.5).astype(np.float32)
     nodes = [
-        N("Gemm", ["x", "W"], ["gx"], transB=1, name="gemm_x"),
-        N("Gemm", ["h0", "R"], ["gh"], transB=1, name="gemm_h"),
-        N("Split", ["gx"], ["xz", "xr", "xn"], axis=1, num_outputs=3, name="split_x"),
-        N("Split", ["gh"], ["hz", "hr", "hn"], axis=1, num_outputs=3, name="split_h"),
-        N("Add", ["xz", "hz"], ["pz"], name="add_z"),
-        N("Sigmoid", ["pz"], ["z"], name="z"),
-        N("Add", ["xr", "hr"], ["pr"], name="add_r"),
-        N("Sigmoid", ["pr"], ["r"], name="r"),
-        N("Mul", ["r", "hn"], ["reset"], name="reset"),
+        *gru_gate_nodes(),
         N("Add", ["xn", "reset"], ["pn"], name="add_n"),
         N("Tanh", ["pn"], ["n"], name="n"),
         N("Sub", ["h0", "n"], ["d0"], name="d0"),

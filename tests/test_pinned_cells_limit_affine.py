@@ -7,8 +7,8 @@ The model is built here with onnx.helper; the count is worked out by hand in the
 
 from __future__ import annotations
 
-from _cells_limit_models import rnn_with_zero_adds as _rnn_with_zero_adds
-from _cells_limit_models import scan as _scan
+from _cell_graphs import rnn_with_zero_adds as _rnn_with_zero_adds
+from _cell_graphs import scan as _scan
 
 
 def test_a_gate_affine_over_512_values_is_a_cell_and_over_513_is_none():

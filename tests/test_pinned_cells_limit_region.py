@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from _cells_limit_models import H, N
-from _cells_limit_models import model as _model
-from _cells_limit_models import scan as _scan
+from _cell_graphs import H, N
+from _cell_graphs import model as _model
+from _cell_graphs import scan as _scan
 
 
 def _zeros_behind_a_wide_sum(others: int) -> onnx.ModelProto:

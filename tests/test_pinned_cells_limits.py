@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-from _cells_limit_models import H, N
-from _cells_limit_models import model as _model
-from _cells_limit_models import rnn_with_zero_adds as _rnn_with_zero_adds
-from _cells_limit_models import scan as _scan
+from _cell_graphs import H, N, gru_gate_nodes
+from _cell_graphs import model as _model
+from _cell_graphs import rnn_with_zero_adds as _rnn_with_zero_adds
+from _cell_graphs import scan as _scan
 
 
 def test_a_cell_with_input_plus_hidden_over_8192_is_refused_before_probing():
@@ -31,15 +31,7 @@ def _gru_with_decoys(decoys: int) -> onnx.ModelProto:
     W = (rng.standard_normal((3 * H, I)) * 0.5).astype(np.float32)
     R = (rng.standard_normal((3 * H, H)) * 0.5).astype(np.float32)
     nodes = [
-        N("Gemm", ["x", "W"], ["gx"], transB=1, name="gemm_x"),
-        N("Gemm", ["h0", "R"], ["gh"], transB=1, name="gemm_h"),
-        N("Split", ["gx"], ["xz", "xr", "xn"], axis=1, num_outputs=3, name="split_x"),
-        N("Split", ["gh"], ["hz", "hr", "hn"], axis=1, num_outputs=3, name="split_h"),
-        N("Add", ["xz", "hz"], ["pz"], name="add_z"),
-        N("Sigmoid", ["pz"], ["z"], name="z"),
-        N("Add", ["xr", "hr"], ["pr"], name="add_r"),
-        N("Sigmoid", ["pr"], ["r"], name="r"),
-        N("Mul", ["r", "hn"], ["reset"], name="reset"),
+        *gru_gate_nodes(),
         N("Add", ["xn", "reset"], ["pn"], name="add_n"),
         N("Tanh", ["pn"], ["n"], name="n"),
         N("Mul", ["z", "h0"], ["zh"], name="zh"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from _cell_graphs import lstm_nodes
 from _cell_models import lstm_cell
 from onnx import TensorProto, helper, numpy_helper
 
@@ -30,22 +31,11 @@ def _scan(m: onnx.ModelProto, states: list[str]) -> CellScan:
 def _lstm_like(forget_act: str, forget_operand: str, residual: bool, peephole: bool = False) -> onnx.ModelProto:
     """c' = f*<forget_operand> + i*g, h' = o*tanh(c') with f = <forget_act>(...); outputs h' (plus x when residual), c'.
     peephole: f's pre-activation adds c itself (f = sigmoid(... + c))."""
-    nodes = [
-        N("Gemm", ["x", "W"], ["gx"], transB=1, name="gemm_x"),
-        N("Gemm", ["h0", "R"], ["gh"], transB=1, name="gemm_h"),
-        N("Add", ["gx", "gh"], ["g4"], name="gates"),
-        N("Split", ["g4"], ["pi", "pf", "pg", "po"], axis=1, num_outputs=4, name="split"),
-        N("Sigmoid", ["pi"], ["i"], name="i"),
-        N("Add", ["pf", "c0"], ["pf_peep"], name="peep") if peephole else N("Identity", ["pf"], ["pf_peep"], name="no_peep"),
-        N(forget_act, ["pf_peep"], ["f"], name="f"),
-        N("Tanh", ["pg"], ["g"], name="g"),
-        N("Sigmoid", ["po"], ["o"], name="o"),
-        N("Mul", ["f", forget_operand], ["fc"], name="fc"),
-        N("Mul", ["i", "g"], ["ig"], name="ig"),
-        N("Add", ["fc", "ig"], ["cN"], name="c_new"),
-        N("Tanh", ["cN"], ["tc"], name="tanh_c"),
-        N("Mul", ["o", "tc"], ["hN"], name="h_new"),
-    ]
+    peep = N("Add", ["pf", "c0"], ["pf_peep"], name="peep") if peephole else N("Identity", ["pf"], ["pf_peep"], name="no_peep")
+    nodes = lstm_nodes(
+        replace={"f": N(forget_act, ["pf_peep"], ["f"], name="f"), "fc": N("Mul", ["f", forget_operand], ["fc"], name="fc")},
+        before={"f": [peep]},
+    )
     outputs = ["hN", "cN"]
     if residual:
         nodes.append(N("Add", ["hN", "x"], ["y"], name="residual"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from _cell_graphs import lstm_nodes
 from onnx import TensorProto, helper, numpy_helper
 
 from rnnir.lower.cells import CellScan, find_cells
@@ -24,19 +25,7 @@ R = (_RNG.standard_normal((4 * H, H)) * 0.5).astype(np.float32)
 
 def _lstm(extra: list[onnx.NodeProto], extra_outputs: list[str]) -> CellScan:
     nodes = [
-        N("Gemm", ["x", "W"], ["gx"], transB=1, name="gemm_x"),
-        N("Gemm", ["h0", "R"], ["gh"], transB=1, name="gemm_h"),
-        N("Add", ["gx", "gh"], ["g4"], name="gates"),
-        N("Split", ["g4"], ["pi", "pf", "pg", "po"], axis=1, num_outputs=4, name="split"),
-        N("Sigmoid", ["pi"], ["i"], name="i"),
-        N("Sigmoid", ["pf"], ["f"], name="f"),
-        N("Tanh", ["pg"], ["g"], name="g"),
-        N("Sigmoid", ["po"], ["o"], name="o"),
-        N("Mul", ["f", "c0"], ["fc"], name="fc"),
-        N("Mul", ["i", "g"], ["ig"], name="ig"),
-        N("Add", ["fc", "ig"], ["cN"], name="c_new"),
-        N("Tanh", ["cN"], ["tc"], name="tanh_c"),
-        N("Mul", ["o", "tc"], ["hN"], name="h_new"),
+        *lstm_nodes(),
         N("Sigmoid", ["k"], ["o2"], name="constant_gate"),
         *extra,
     ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from _cell_graphs import gru_gate_nodes, lstm_nodes
 from onnx import TensorProto, helper, numpy_helper
 
 from rnnir.lower.cells import CellScan, find_cells
@@ -38,22 +39,10 @@ def _weights(gates: int, seed: int) -> dict[str, np.ndarray]:
 def test_an_lstm_update_of_a_negated_cell_state_with_h_from_the_old_state_names_its_output_product():
     # c' = f*(-c) + i*g and h' = o*tanh(c): no o*tanh(c'), so the reason names the product that is there instead;
     # -c is no state view, so the two cannot be run side by side to say by how much they differ (no " by ...")
-    nodes = [
-        N("Gemm", ["x", "W"], ["gx"], transB=1, name="gemm_x"),
-        N("Gemm", ["h0", "R"], ["gh"], transB=1, name="gemm_h"),
-        N("Add", ["gx", "gh"], ["g4"], name="gates"),
-        N("Split", ["g4"], ["pi", "pf", "pg", "po"], axis=1, num_outputs=4, name="split"),
-        N("Sigmoid", ["pi"], ["i"], name="i"),
-        N("Sigmoid", ["pf"], ["f"], name="f"),
-        N("Tanh", ["pg"], ["g"], name="g"),
-        N("Sigmoid", ["po"], ["o"], name="o"),
-        N("Neg", ["c0"], ["minus_c"], name="negate"),
-        N("Mul", ["f", "minus_c"], ["fc"], name="fc"),
-        N("Mul", ["i", "g"], ["ig"], name="ig"),
-        N("Add", ["fc", "ig"], ["cN"], name="c_new"),
-        N("Tanh", ["c0"], ["tc"], name="tanh_c_old"),
-        N("Mul", ["o", "tc"], ["hN"], name="h_new"),
-    ]
+    nodes = lstm_nodes(
+        replace={"fc": N("Mul", ["f", "minus_c"], ["fc"], name="fc"), "tanh_c": N("Tanh", ["c0"], ["tc"], name="tanh_c_old")},
+        before={"fc": [N("Neg", ["c0"], ["minus_c"], name="negate")]},
+    )
     scan = _scan(nodes, ["h0", "c0"], ["hN", "cN"], _weights(4, 91))
     assert scan.matches == []
     assert [(c.kind, c.reason) for c in scan.candidates] == [
@@ -65,15 +54,7 @@ def test_a_gru_candidate_that_also_adds_its_reset_gate_has_a_recurrent_bias_of_o
     # n = tanh(xn + r*hn + r) = tanh(xn + r*(hn + 1)): ONNX's GRU (linear_before_reset 1) whose recurrent bias of n is
     # 1; the reset gate, reached twice, is set aside in the affine walk (probed as a constant), never walked into
     nodes = [
-        N("Gemm", ["x", "W"], ["gx"], transB=1, name="gemm_x"),
-        N("Gemm", ["h0", "R"], ["gh"], transB=1, name="gemm_h"),
-        N("Split", ["gx"], ["xz", "xr", "xn"], axis=1, num_outputs=3, name="split_x"),
-        N("Split", ["gh"], ["hz", "hr", "hn"], axis=1, num_outputs=3, name="split_h"),
-        N("Add", ["xz", "hz"], ["pz"], name="add_z"),
-        N("Sigmoid", ["pz"], ["z"], name="z"),
-        N("Add", ["xr", "hr"], ["pr"], name="add_r"),
-        N("Sigmoid", ["pr"], ["r"], name="r"),
-        N("Mul", ["r", "hn"], ["reset"], name="reset"),
+        *gru_gate_nodes(),
         N("Add", ["xn", "reset"], ["pn0"], name="add_n"),
         N("Add", ["pn0", "r"], ["pn"], name="plus_r"),
         N("Tanh", ["pn"], ["n"], name="n"),

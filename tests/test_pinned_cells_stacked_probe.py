@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from _cell_graphs import lstm_nodes
 from onnx import TensorProto, helper, numpy_helper
 
 from rnnir.lower.cells import CellScan, find_cells
@@ -86,21 +87,7 @@ def test_a_pre_activation_flattened_to_one_axis_is_probed_one_vector_at_a_time()
 def test_an_lstm_whose_input_gate_is_one_constant_is_refused_for_its_gate_sizes():
     # i = sigmoid(0.3), a scalar broadcast over the cell: the probes read 1 input-gate value, not H (a scalar stays
     # a scalar when the probes are stacked: no row per probe there either), so the cell is refused with the sizes
-    nodes = [
-        N("Gemm", ["x", "W"], ["gx"], transB=1, name="gemm_x"),
-        N("Gemm", ["h0", "R"], ["gh"], transB=1, name="gemm_h"),
-        N("Add", ["gx", "gh"], ["g4"], name="gates"),
-        N("Split", ["g4"], ["pi", "pf", "pg", "po"], axis=1, num_outputs=4, name="split"),
-        N("Sigmoid", ["ci"], ["i"], name="i"),
-        N("Sigmoid", ["pf"], ["f"], name="f"),
-        N("Tanh", ["pg"], ["g"], name="g"),
-        N("Sigmoid", ["po"], ["o"], name="o"),
-        N("Mul", ["f", "c0"], ["fc"], name="fc"),
-        N("Mul", ["i", "g"], ["ig"], name="ig"),
-        N("Add", ["fc", "ig"], ["cN"], name="c_new"),
-        N("Tanh", ["cN"], ["tc"], name="tanh_c"),
-        N("Mul", ["o", "tc"], ["hN"], name="h_new"),
-    ]
+    nodes = lstm_nodes(replace={"i": N("Sigmoid", ["ci"], ["i"], name="i")})
     m = _model(nodes, {"W": W, "R": R, "ci": np.array(0.3, dtype=np.float32)}, ["h0", "c0"], ["hN", "cN"])
     scan = _scan(m, ["h0", "c0"])
     assert scan.matches == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
+from _cell_graphs import lstm_nodes
 from onnx import TensorProto, helper, numpy_helper
 
 from rnnir.lower.cells import CellScan, find_cells
@@ -43,21 +44,7 @@ def test_a_scalar_input_gate_in_a_batch_of_two_is_not_a_batch_of_rows():
     rng = np.random.default_rng(61)
     W = (rng.standard_normal((4 * H, I)) * 0.5).astype(np.float32)
     R = (rng.standard_normal((4 * H, H)) * 0.5).astype(np.float32)
-    nodes = [
-        N("Gemm", ["x", "W"], ["gx"], transB=1, name="gemm_x"),
-        N("Gemm", ["h0", "R"], ["gh"], transB=1, name="gemm_h"),
-        N("Add", ["gx", "gh"], ["g4"], name="gates"),
-        N("Split", ["g4"], ["pi", "pf", "pg", "po"], axis=1, num_outputs=4, name="split"),
-        N("Sigmoid", ["ci"], ["i"], name="i"),
-        N("Sigmoid", ["pf"], ["f"], name="f"),
-        N("Tanh", ["pg"], ["g"], name="g"),
-        N("Sigmoid", ["po"], ["o"], name="o"),
-        N("Mul", ["f", "c0"], ["fc"], name="fc"),
-        N("Mul", ["i", "g"], ["ig"], name="ig"),
-        N("Add", ["fc", "ig"], ["cN"], name="c_new"),
-        N("Tanh", ["cN"], ["tc"], name="tanh_c"),
-        N("Mul", ["o", "tc"], ["hN"], name="h_new"),
-    ]
+    nodes = lstm_nodes(replace={"i": N("Sigmoid", ["ci"], ["i"], name="i")})
     rows = {"x": [2, I], "h0": [2, H], "c0": [2, H]}
     m = _model(nodes, rows, {"hN": [2, H], "cN": [2, H]}, {"W": W, "R": R, "ci": np.array(0.3, np.float32)})
     scan = _scan(m, ["h0", "c0"])
