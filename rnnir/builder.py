@@ -247,7 +247,7 @@ class Builder:
             stores = prog.stores
             self.ret(*[s.outputs[0] for s in stores if s.outputs and s.outputs[0] is not None])
         check_acyclic(prog)
-        prog.state_pairs = []
+        pairs: list[StatePair] = []
         for slot in prog.slots:
             outs = [s for s in prog.stores_to(slot)]
             out_name = None
@@ -263,7 +263,8 @@ class Builder:
                 reason="slot built with rnnir.Builder",
             )
             pair.slot = slot
-            prog.state_pairs.append(pair)
+            pairs.append(pair)
+        prog.state_pairs = pairs
         from .slices import analyse_state
 
         analyse_state(prog)

@@ -103,9 +103,11 @@ class DiGraph:
         self._attrs: dict[Hashable, dict[str, Any]] = {}
         self._succ: dict[Hashable, dict[Hashable, dict[str, Any]]] = {}
         self._pred: dict[Hashable, dict[Hashable, dict[str, Any]]] = {}
+        self.changes = 0  # counts every add and removal: a Program's version includes it (its graph is public)
 
     # -- construction -----------------------------------------------------------------------
     def add_node(self, n: Hashable, **attr: Any) -> None:
+        self.changes += 1
         if n not in self._attrs:
             self._attrs[n] = {}
             self._succ[n] = {}
@@ -119,6 +121,7 @@ class DiGraph:
     def add_edge(self, u: Hashable, v: Hashable, **attr: Any) -> None:
         self.add_node(u)
         self.add_node(v)
+        self.changes += 1
         data = self._succ[u].get(v)
         if data is None:
             data = {}
@@ -129,6 +132,13 @@ class DiGraph:
     def add_edges_from(self, edges: Iterable[tuple[Hashable, Hashable]]) -> None:
         for u, v in edges:
             self.add_edge(u, v)
+
+    def remove_edge(self, u: Hashable, v: Hashable) -> None:
+        if not self.has_edge(u, v):
+            raise KeyError((u, v))
+        self.changes += 1
+        del self._succ[u][v]
+        del self._pred[v][u]
 
     # -- queries ----------------------------------------------------------------------------
     @property

@@ -18,10 +18,11 @@ Node kinds (see docs/design.md):
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
 from . import digraph
 from .errors import IRError
@@ -39,6 +40,8 @@ N = TypeVar("N", bound="Node")
 
 __all__ = [
     "FrozenProgramError",
+    "IRTuple",
+    "ImmutableIRError",
     "TensorType",
     "QuantParams",
     "Provenance",
@@ -177,10 +180,36 @@ class FrozenProgramError(IRError):
     """Something tried to change a program while an analysis had it frozen (analyses never mutate the IR)."""
 
 
+_EDIT_THROUGH = (
+    "rnnir IR containers are immutable tuples, so that no edit escapes the program's version (which keys every "
+    "cached analysis): edit through the Program (set_input, set_output, replace_all_uses_with, add, ...)"
+)
+
+
+class ImmutableIRError(IRError, TypeError):
+    """An in-place write to an IR container (a TypeError, as for any tuple, that says what to call instead)."""
+
+
+class IRTuple(tuple):  # type: ignore[type-arg]  # holds Values, use pairs, slots...: typed by the fields that hold it
+    """The immutable container of the IR (operands, results, use lists, slots, outputs, state pairs).
+
+    A plain tuple would refuse ``node.inputs[0] = v`` too; this one says why and what to call instead.
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *args: object, **kwargs: object) -> NoReturn:
+        raise ImmutableIRError(_EDIT_THROUGH)
+
+    __setitem__ = __delitem__ = __iadd__ = _refuse
+    append = extend = insert = remove = pop = clear = sort = reverse = _refuse
+
+
 class _Owned:
-    """Slots, outputs and nodes know the program they were added to: while that program is frozen (an analysis
-    pass is running) writing one of their attributes raises :class:`FrozenProgramError`, and any other write
-    bumps the program's version, so cached analyses never outlive an edit made behind the Program's back."""
+    """Slots, outputs, nodes and values know the program they were added to: while that program is frozen (an
+    analysis pass is running) writing one of their attributes raises :class:`FrozenProgramError`, and any other
+    write bumps the program's version, so cached analyses never outlive an edit made behind the Program's back.
+    Their containers are :class:`IRTuple` s: an in-place write raises instead of going unseen."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         program: Program | None = self.__dict__.get("_program")
@@ -230,12 +259,14 @@ class Output(_Owned):
 
 
 @dataclass(eq=False)
-class Value:
+class Value(_Owned):
     """An SSA value: produced by at most one node, used by any number.
 
     ``producer`` is None for a value defined outside the analysed region (a
     graph input that is not state, a weight, anything not on a state path);
     such values may carry a ``const`` array when they are constants.
+    ``producer``, ``index`` and ``uses`` are kept by the program (:meth:`Program.add`,
+    :meth:`Program.set_input`): once the value belongs to one they cannot be written.
     """
 
     name: str
@@ -243,8 +274,16 @@ class Value:
     producer: Node | None = None
     index: int = 0
     const: np.ndarray | None = field(default=None, repr=False)
-    uses: list[tuple[Node, int]] = field(default_factory=list, repr=False)
+    uses: Sequence[tuple[Node, int]] = field(default=(), repr=False)
     kind: str = "tensor"  # "tensor", or "token"/"alias"/"value" for store results
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _USE_DEF:
+            if self.__dict__.get("_program") is not None:
+                raise IRError(f"{self!r}.{name} is kept by program {self.__dict__['_program'].name!r}: {_EDIT_THROUGH}")
+            if name == "uses":
+                value = IRTuple(value)
+        super().__setattr__(name, value)
 
     @property
     def users(self) -> list[Node]:
@@ -310,6 +349,15 @@ def _set_const(self: Value, value: np.ndarray | PendingConst | None) -> None:
     self.__dict__["_const"] = value
 
 
+_USE_DEF = frozenset(("producer", "index", "uses"))
+_OPERANDS = frozenset(("inputs", "outputs"))
+
+
+def _keep(obj: object, name: str, value: object) -> None:
+    """The program's own write of a use-def field (counted by the caller's ``_changed``)."""
+    object.__setattr__(obj, name, value)
+
+
 # ``const`` stays a dataclass field (``Value(const=...)``); its storage goes through this property, so a
 # PendingConst becomes an array only when someone reads it.
 Value.const = property(_get_const, _set_const)  # type: ignore[assignment]
@@ -320,11 +368,21 @@ class Node(_Owned):
     """Base of every IR node: a stable id, provenance, operands and results."""
 
     id: str = ""
-    inputs: list[Value | None] = field(default_factory=list)
-    outputs: list[Value | None] = field(default_factory=list)
+    inputs: Sequence[Value | None] = ()
+    outputs: Sequence[Value | None] = ()
     provenance: Provenance = field(default_factory=Provenance)
 
     opname = "node"
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _OPERANDS:
+            program = self.__dict__.get("_program")
+            if program is not None:
+                raise IRError(f"{self!r}.{name} is kept by program {program.name!r}: {_EDIT_THROUGH}")
+            value = IRTuple(value)
+        elif name == "id" and self.__dict__.get("_program") is not None:
+            raise IRError(f"{self!r} is keyed by its id in program {self.__dict__['_program'].name!r}: its id cannot change")
+        super().__setattr__(name, value)
 
     def operands(self) -> Iterator[Value]:
         return (v for v in self.inputs if v is not None)
@@ -363,14 +421,18 @@ class LoadSlot(Node):
         return f"<@{self.slot.name if self.slot else '?'}, {self.kind.value}>"
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, frozen=True)
 class Region:
     """A nested region of a Compute node (an If branch): its own nodes and the values it yields."""
 
     name: str
     path: tuple[str, ...]
-    nodes: list[Node] = field(default_factory=list)
-    yields: list[Value | None] = field(default_factory=list)
+    nodes: Sequence[Node] = ()
+    yields: Sequence[Value | None] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "nodes", IRTuple(self.nodes))
+        object.__setattr__(self, "yields", IRTuple(self.yields))
 
 
 @dataclass(eq=False, repr=False)
@@ -383,9 +445,14 @@ class Compute(Node):
 
     op: str = ""
     domain: str = ""
-    attributes: dict[str, Any] = field(default_factory=dict)
-    regions: dict[str, Region] = field(default_factory=dict)
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    regions: Mapping[str, Region] = field(default_factory=dict)
     onnx_node: Any = field(default=None, repr=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("attributes", "regions"):
+            value = MappingProxyType(dict(value))  # read-only: replacing the whole mapping is an owned write
+        super().__setattr__(name, value)
 
     @property
     def opname(self) -> str:  # type: ignore[override]  # a class-level name on other nodes, computed from the op here
@@ -397,7 +464,7 @@ class Compute(Node):
             return ""
         return "<" + ", ".join(f"{k}={v!r}" for k, v in sorted(shown.items())) + ">"
 
-    def branch_yields(self, region: str) -> list[Value | None]:
+    def branch_yields(self, region: str) -> Sequence[Value | None]:
         """The values branch ``region`` yields (If only)."""
         if self.op != "If":
             raise IRError(f"{self.id} is a {self.op}, not an If")
@@ -564,12 +631,12 @@ class Program:
     def __init__(self, name: str = "program") -> None:
         self.name = name
         self.graph: digraph.DiGraph = digraph.DiGraph()
-        self.slots: list[Slot] = []
-        self.outputs: list[Output] = []
-        self.externals: dict[str, Value] = {}
-        self.state_pairs: list[Any] = []  # rnnir.lower.pairing.StatePair
-        self.suggested_pairs: list[Any] = []
-        self.recurrence_candidates: list[Any] = []  # rnnir.lower.cells.CellCandidate: looked like a recurrence, not confirmed
+        self._slots: IRTuple = IRTuple()
+        self._outputs: IRTuple = IRTuple()
+        self._externals: dict[str, Value] = {}
+        self._state_pairs: IRTuple = IRTuple()  # rnnir.pairs.StatePair
+        self._suggested_pairs: IRTuple = IRTuple()  # rnnir.lower.suggest's StatePairs
+        self._recurrence_candidates: IRTuple = IRTuple()  # rnnir.lower.cells.CellCandidate: looked like a recurrence, not confirmed
         # the ONNX model this program is one call of (None when built or parsed from IR text): export writes it back
         # with the pairing, StatefulSession and the simulator run it
         self.source: ModelSource | None = None
@@ -579,9 +646,57 @@ class Program:
         self._slot_names: dict[str, Slot] = {}
         self._output_names: dict[str, Output] = {}
         self._by_dest: dict[int, list[Node]] | None = None  # stores and loads by their slot/output, per graph change
-        self.version = 0  # bumped by every change: through this class's methods, or to an owned slot/output/node
+        # bumped by every change: through this class's methods, or a write to an owned slot, output, node, value or
+        # state pair; the containers are IRTuples, so there is no other way to change the program
+        self._version = 0
         self._frozen = 0  # > 0 while analyses run: owned objects refuse writes
-        self._analyses: dict[str, tuple[tuple[int, ...], Any]] = {}  # analyses computed once per state of the program
+        self._analyses: dict[str, tuple[int, Any]] = {}  # analyses computed once per version of the program
+
+    # -- containers (immutable: replaced whole, which bumps the version) ---------------------
+    @property
+    def slots(self) -> Sequence[Slot]:
+        return cast("Sequence[Slot]", self._slots)
+
+    @property
+    def outputs(self) -> Sequence[Output]:
+        return cast("Sequence[Output]", self._outputs)
+
+    @property
+    def externals(self) -> Mapping[str, Value]:
+        """Values defined outside the analysed region, by name (read-only: add one with :meth:`external`)."""
+        return MappingProxyType(self._externals)
+
+    @property
+    def state_pairs(self) -> Sequence[Any]:
+        """The state pairs (rnnir.pairs.StatePair); assign a new sequence to change them (the version moves)."""
+        return cast("Sequence[Any]", self._state_pairs)
+
+    @state_pairs.setter
+    def state_pairs(self, pairs: Iterable[Any]) -> None:
+        self._changed()
+        self._state_pairs = IRTuple(pairs)
+        for p in self._state_pairs:
+            adopt = getattr(p, "_adopt", None)
+            if adopt is not None:
+                adopt(self)
+
+    @property
+    def suggested_pairs(self) -> Sequence[Any]:
+        return cast("Sequence[Any]", self._suggested_pairs)
+
+    @suggested_pairs.setter
+    def suggested_pairs(self, pairs: Iterable[Any]) -> None:
+        self._changed()
+        self._suggested_pairs = IRTuple(pairs)
+
+    @property
+    def recurrence_candidates(self) -> Sequence[Any]:
+        return cast("Sequence[Any]", self._recurrence_candidates)
+
+    @recurrence_candidates.setter
+    def recurrence_candidates(self, candidates: Iterable[Any]) -> None:
+        self._changed()
+        self._recurrence_candidates = IRTuple(candidates)
 
     # -- construction -------------------------------------------------------------------
     def fresh_id(self, stem: str) -> str:
@@ -594,7 +709,7 @@ class Program:
             raise IRError(f"program {self.name!r} already has a slot named {slot.name!r}")
         self._changed()
         slot._adopt(self)
-        self.slots.append(slot)
+        self._slots = IRTuple((*self._slots, slot))
         self._slot_names[slot.name] = slot
         return slot
 
@@ -603,45 +718,117 @@ class Program:
             raise IRError(f"program {self.name!r} already has an output named {output.name!r}")
         self._changed()
         output._adopt(self)
-        self.outputs.append(output)
+        self._outputs = IRTuple((*self._outputs, output))
         self._output_names[output.name] = output
         return output
 
     def external(self, name: str, type: TensorType | None = None, const: np.ndarray | PendingConst | None = None) -> Value:
         """A value defined outside the analysed region (graph input, weight, off-path value)."""
-        v = self.externals.get(name)
+        v = self._externals.get(name)
         if v is None:
             v = Value(name=name, type=type or TensorType(), const=const)  # type: ignore[arg-type]  # a PendingConst is stored as such (see Value.const)
-            self.externals[name] = v
+            self._changed()
+            v._adopt(self)
+            self._externals[name] = v
         return v
 
     def add(self, node: Node) -> Node:
         """Insert ``node``: its id must be unique, its operands must already belong to the program."""
+        if node.__dict__.get("_program") is not None:
+            raise IRError(f"{node!r} already belongs to program {node.__dict__['_program'].name!r}")
         if not node.id:
             node.id = self.fresh_id(node.opname.split(".")[-1].lower() if isinstance(node, Compute) else type(node).__name__.lower())
         if node.id in self.graph:
             raise IRError(f"duplicate node id {node.id!r}")
+        for v in node.operands():
+            self._check_operand(node, v)
+        for v in node.results():
+            if v.producer is not None and v.producer is not node:
+                raise IRError(f"%{v.name} already has producer {v.producer.id}")
         self.graph.add_node(node.id, node=node)
         self._changed()
         node._adopt(self)
-        for i, v in enumerate(node.inputs):
-            if v is None:
+        for i, operand in enumerate(node.inputs):
+            if operand is None:
                 continue
-            if v.producer is not None:
-                if v.producer.id not in self.graph or self.graph.nodes[v.producer.id]["node"] is not v.producer:
-                    raise IRError(f"{node.id} reads %{v.name}, produced by a node outside this program")
-                self.graph.add_edge(v.producer.id, node.id, kind="data")
-            elif self.externals.get(v.name) is not v:
-                raise IRError(f"{node.id} reads %{v.name}, which is neither produced here nor an external value")
-            v.uses.append((node, i))
-        for i, v in enumerate(node.outputs):
-            if v is None:
+            if operand.producer is not None:
+                self.graph.add_edge(operand.producer.id, node.id, kind="data")
+            _keep(operand, "uses", IRTuple((*operand.uses, (node, i))))
+        for i, result in enumerate(node.outputs):
+            if result is None:
                 continue
-            if v.producer is not None and v.producer is not node:
-                raise IRError(f"%{v.name} already has producer {v.producer.id}")
-            v.producer = node
-            v.index = i
+            _keep(result, "producer", node)
+            _keep(result, "index", i)
+            result._adopt(self)
         return node
+
+    def _check_operand(self, node: Node, v: Value) -> None:
+        if v.producer is not None:
+            if v.producer.id not in self.graph or self.graph.nodes[v.producer.id]["node"] is not v.producer:
+                raise IRError(f"{node.id} reads %{v.name}, produced by a node outside this program")
+        elif self._externals.get(v.name) is not v:
+            raise IRError(f"{node.id} reads %{v.name}, which is neither produced here nor an external value")
+
+    def _owns(self, node: Node) -> None:
+        if node.__dict__.get("_program") is not self:
+            raise IRError(f"{node!r} is not a node of program {self.name!r}")
+
+    def set_input(self, node: Node, index: int, value: Value | None) -> None:
+        """Make ``node`` read ``value`` at operand ``index`` (MLIR's ``setOperand``): use lists and data edges follow,
+        and the version moves, so every cached analysis is recomputed.  Refused when it would close a cycle."""
+        self._owns(node)
+        if not 0 <= index < len(node.inputs):
+            raise IRError(f"{node.id} has no operand {index} (it has {len(node.inputs)})")
+        old = node.inputs[index]
+        if value is old:
+            return
+        if value is not None:
+            self._check_operand(node, value)
+            p = value.producer
+            if p is not None and (p is node or digraph.has_path(self.graph, node.id, p.id)):
+                raise IRError(f"{node.id} cannot read %{value.name}: its producer {p.id} runs after it (a cycle)")
+        self._changed()
+        inputs = list(node.inputs)
+        inputs[index] = value
+        _keep(node, "inputs", IRTuple(inputs))
+        if old is not None:
+            _keep(old, "uses", IRTuple(u for u in old.uses if not (u[0] is node and u[1] == index)))
+            p = old.producer
+            if p is not None and not any(v is not None and v.producer is p for v in node.inputs):
+                if self.graph.edges[p.id, node.id].get("kind") == "data":
+                    self.graph.remove_edge(p.id, node.id)
+        if value is not None:
+            _keep(value, "uses", IRTuple((*value.uses, (node, index))))
+            if value.producer is not None and not self.graph.has_edge(value.producer.id, node.id):
+                self.graph.add_edge(value.producer.id, node.id, kind="data")
+
+    def replace_all_uses_with(self, old: Value, new: Value | None) -> None:
+        """Every operand that reads ``old`` reads ``new`` instead (onnx-ir's and MLIR's ``replace_all_uses_with``)."""
+        for node, index in list(old.uses):
+            self.set_input(node, index, new)
+
+    def set_output(self, node: Node, index: int, value: Value | None) -> None:
+        """Make ``node`` produce ``value`` (or nothing) at result ``index``; the value it replaces must be unused."""
+        self._owns(node)
+        if not 0 <= index < len(node.outputs):
+            raise IRError(f"{node.id} has no result {index} (it has {len(node.outputs)})")
+        old = node.outputs[index]
+        if value is old:
+            return
+        if old is not None and old.uses:
+            raise IRError(f"%{old.name} is still read by {', '.join(sorted({n.id for n, _ in old.uses}))}: replace its uses first")
+        if value is not None and (value.producer is not None or value.__dict__.get("_program") is not None):
+            raise IRError(f"%{value.name} already belongs to the program; a result must be a new value")
+        self._changed()
+        outputs = list(node.outputs)
+        outputs[index] = value
+        _keep(node, "outputs", IRTuple(outputs))
+        if old is not None:
+            _keep(old, "producer", None)
+        if value is not None:
+            _keep(value, "producer", node)
+            _keep(value, "index", index)
+            value._adopt(self)
 
     def add_order(self, before: Node, after: Node) -> None:
         """An explicit ordering edge: ``before`` completes before ``after`` starts."""
@@ -650,10 +837,15 @@ class Program:
         self.graph.add_edge(before.id, after.id, kind="order")
         self._changed()
 
+    @property
+    def version(self) -> int:
+        """Moves with every change of the program (the key of every cached analysis)."""
+        return self._version + self.graph.changes
+
     def _changed(self) -> None:
         if self._frozen:
             raise FrozenProgramError(f"program {self.name!r} changed while frozen for analysis")
-        self.version += 1
+        self._version += 1
         self._order = None
 
     @property
@@ -669,31 +861,30 @@ class Program:
         finally:
             self._frozen -= 1
 
-    def stamp(self) -> tuple[int, ...]:
-        """What an analysis of this program depends on: the version, plus the sizes of what callers may edit
-        directly (the graph, the slot list, the state pairs)."""
-        g = self.graph
-        pairs = [x for p in self.state_pairs for x in (id(p), id(getattr(p, "slices", None)))]
-        return (self.version, g.number_of_nodes(), g.number_of_edges(), len(self.slots), len(self.outputs), *pairs)
-
     def analysis(self, key: str, compute: Callable[[], T]) -> T:
-        """The analysis ``key`` of this program, computed by ``compute`` once per state of the program (MLIR's
-        ``getAnalysis``): lowering, the builder and every pass share one result instead of recomputing it."""
-        stamp = self.stamp()
+        """The analysis ``key`` of this program, computed by ``compute`` once per version of the program (MLIR's
+        ``getAnalysis``): lowering, the builder and every pass share one result instead of recomputing it.
+        The version alone is the key: every change of the program goes through it."""
         hit = self._analyses.get(key)
-        if hit is not None and hit[0] == stamp:
+        if hit is not None and hit[0] == self.version:
             return cast(T, hit[1])  # stored by this method (or remember) under this key
         value = compute()
-        self._analyses[key] = (self.stamp(), value)
+        self._analyses[key] = (self.version, value)
         return value
 
     def remember(self, key: str, value: Any) -> None:
         """Record ``value`` as the current result of analysis ``key`` (it was computed in place, e.g. slice maps)."""
-        self._analyses[key] = (self.stamp(), value)
+        self._analyses[key] = (self.version, value)
+
+    def forget(self, key: str) -> None:
+        """Drop the result of analysis ``key`` (its inputs were written in place); refused while frozen."""
+        if self._frozen:
+            raise FrozenProgramError(f"analysis {key!r} of program {self.name!r} written while frozen for analysis")
+        self._analyses.pop(key, None)
 
     def is_current(self, key: str) -> bool:
         hit = self._analyses.get(key)
-        return hit is not None and hit[0] == self.stamp()
+        return hit is not None and hit[0] == self.version
 
     # -- queries --------------------------------------------------------------------------
     def node(self, node_id: str) -> Node:
@@ -739,18 +930,14 @@ class Program:
 
     def slot(self, name: str) -> Slot:
         hit = self._slot_names.get(name)
-        if hit is None:  # slots is a public list: a slot appended to it directly is found by a scan
-            hit = next((s for s in self.slots if s.name == name), None)
-            if hit is None:
-                raise KeyError(name)
+        if hit is None:
+            raise KeyError(name)
         return hit
 
     def output(self, name: str) -> Output:
         hit = self._output_names.get(name)
         if hit is None:
-            hit = next((o for o in self.outputs if o.name == name), None)
-            if hit is None:
-                raise KeyError(name)
+            raise KeyError(name)
         return hit
 
     def _touching(self, target: Slot | Output) -> list[Node]:

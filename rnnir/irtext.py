@@ -521,7 +521,10 @@ class _Parser:
             source = PairSource(sc.word())
             reason = sc.string() if not sc.at_end() else ""
             pair = StatePair(inp, out, source, reason)
-            (prog.suggested_pairs if suggested else prog.state_pairs).append(pair)
+            if suggested:
+                prog.suggested_pairs = (*prog.suggested_pairs, pair)
+            else:
+                prog.state_pairs = (*prog.state_pairs, pair)
             return
         if sc.eat("order "):
             a = self._node_by_ref(sc)

@@ -94,6 +94,10 @@ class SliceMap:
         }
 
 
+_TRACED = frozenset(("slices", "plain_recurrence"))  # what slice analysis writes into a pair
+SLICE_MAPS = "slice-maps"  # the analysis key: the state pairs' slices were traced on the program as it is
+
+
 @dataclass
 class StatePair:
     """A graph input the caller feeds with what a graph output returned at the previous call."""
@@ -105,6 +109,20 @@ class StatePair:
     slices: list[SliceMap] = field(default_factory=list)
     plain_recurrence: list[str] | None = None  # dependency path when no Recurrent node carries it
     slot: Any = None  # the ir.Slot
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # a pair in a program is part of it: changing the declaration (not the traced slices, an analysis result)
+        # moves the program's version, or raises while an analysis has it frozen
+        program = self.__dict__.get("_program")
+        if program is not None:
+            if name in _TRACED:
+                program.forget(SLICE_MAPS)  # slices written by hand: the passes trace again
+            else:
+                program._changed()
+        object.__setattr__(self, name, value)
+
+    def _adopt(self, program: Any) -> None:
+        object.__setattr__(self, "_program", program)
 
     def __str__(self) -> str:
         out = self.output if self.output is not None else "<nothing>"

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from . import digraph
 from .ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
 from .optraits import OpTrait, ops_with
-from .pairs import ExitKind, PortRef, SliceMap
+from .pairs import SLICE_MAPS, ExitKind, PortRef, SliceMap
 
 if TYPE_CHECKING:
     pass
@@ -595,7 +595,6 @@ def slot_store_value(program: Program, slot: Slot, output_name: str | None) -> V
     return None
 
 
-SLICE_MAPS = "slice-maps"  # the analysis key: the state pairs' slices were traced on the program as it is
 
 
 def analyse_state(program: Program, tracer: Tracer | None = None) -> None:

@@ -66,7 +66,7 @@ def test_custom_domain_op_is_opaque_not_an_error():
     m = model([n], [vi("x", [1])], [vi("y", [1])])
     m.opset_import.append(helper.make_opsetid("com.example", 1))
     prog = rnnir.load(m)
-    assert prog.state_pairs == []
+    assert prog.state_pairs == ()
 
 
 def test_missing_input_is_named():
@@ -150,4 +150,4 @@ def test_not_a_model_object():
 def test_constant_unused_shape():
     # a graph whose output is a constant still lowers (nothing carries state)
     m = model([helper.make_node("Constant", [], ["y"], value=const("c", np.ones(2, np.float32)))], [], [vi("y", [2])])
-    assert rnnir.load(m).state_pairs == []
+    assert rnnir.load(m).state_pairs == ()

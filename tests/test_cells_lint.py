@@ -48,7 +48,7 @@ def test_correct_cell_is_clean_and_every_slice_resolves_to_its_ports(build):
     prog = rnnir.load(model)
     (rec,) = prog.recurrents
     assert rec.recognition is Recognition.CELL and rec.recognised_from
-    assert prog.recurrence_candidates == []
+    assert prog.recurrence_candidates == ()
     for pair in prog.state_pairs:
         for sm in pair.slices:
             assert len(sm.entry) == 1 and sm.entry[0].node_id == rec.id and sm.entry[0].port in ("initial_h", "initial_c")
@@ -339,4 +339,4 @@ def test_a_residual_stack_on_the_state_is_no_cell_and_costs_no_execution(monkeyp
 
     monkeypatch.setattr(cells._Recogniser, "_probe", counting)
     prog = rnnir.load(model)
-    assert prog.recurrents == [] and prog.recurrence_candidates == [] and probes["n"] == 0
+    assert prog.recurrents == [] and prog.recurrence_candidates == () and probes["n"] == 0

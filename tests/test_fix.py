@@ -213,7 +213,7 @@ def _stateless_packed_if() -> onnx.ModelProto:
 @pytest.mark.parametrize("sr", [16000, 8000])
 def test_silero_style_packed_state_restored(sr: int) -> None:
     stateless = _stateless_packed_if()
-    assert rnnir.load(stateless).state_pairs == []
+    assert rnnir.load(stateless).state_pairs == ()
     result = fix(stateless, expose_state=True, packed=True)
     onnx.checker.check_model(result.model, full_check=True)
     assert _errors(result.model) == []
@@ -646,7 +646,7 @@ def _stateless_silero(path: Path) -> onnx.ModelProto:
 def test_real_silero_made_stateless_is_streamable_again(silero_dir: Path) -> None:
     path = silero_dir / "silero_vad_openvino_16k.onnx"
     stateless = _stateless_silero(path)
-    assert rnnir.load(stateless).state_pairs == []
+    assert rnnir.load(stateless).state_pairs == ()
     result = fix(stateless, expose_state=True, packed=True)
     onnx.checker.check_model(result.model, full_check=True)
     assert _errors(result.model) == []

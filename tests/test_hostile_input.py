@@ -272,7 +272,7 @@ def test_fuzzed_models_are_model_errors_naming_the_element(case):
 
 def test_if_nesting_within_the_limit_near_miss():
     prog = rnnir.load(deep_if(40))  # deeper than any file protobuf can parse, still analysed
-    assert prog.state_pairs == []
+    assert prog.state_pairs == ()
 
 
 def test_attribute_of_the_right_type_near_miss():

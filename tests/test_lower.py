@@ -155,7 +155,7 @@ def test_dataflow_alone_gives_only_a_suggestion():
         [const("W", rng.standard_normal((1, 3 * H, I)).astype(np.float32)), const("R", rng.standard_normal((1, 3 * H, H)).astype(np.float32))],
     )
     prog = rnnir.load(m)
-    assert prog.state_pairs == []
+    assert prog.state_pairs == ()
     assert [(p.input, p.output, p.source) for p in prog.suggested_pairs] == [("foo", "bar", PairSource.DATAFLOW)]
 
 
@@ -264,7 +264,7 @@ def test_entry_constant_policy_makes_a_slot_of_a_constant_initial_state():
             const("h_init", np.full((1, 1, H), 0.25, np.float32)),
         ],
     )
-    assert rnnir.load(m).state_pairs == []
+    assert rnnir.load(m).state_pairs == ()
     prog = rnnir.load(m, entry="constant")
     (pair,) = prog.state_pairs
     assert (pair.input, pair.output, pair.source) == ("h_init", "h_last", PairSource.CONSTANT)

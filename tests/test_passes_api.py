@@ -171,7 +171,7 @@ def test_the_freeze_is_what_catches_it_and_the_program_is_left_as_it_was():
 
 @dataclasses.dataclass(frozen=True)
 class _UseListVandal(AnalysisPass):
-    """Writes where the freeze does not reach (a value's use list): only the fingerprint switch sees it."""
+    """Appends to a value's use list: the list is an immutable IR container, so the default check sees it."""
 
     name: ClassVar[str] = "use-list-vandal"
     rules: ClassVar = (passes.RULES["SD001"],)
@@ -181,10 +181,49 @@ class _UseListVandal(AnalysisPass):
         return []
 
 
+@dataclasses.dataclass(frozen=True)
+class _OperandVandal(AnalysisPass):
+    """Rewires a store in place (the stale-cache edit of issue 23), then through the Program's method."""
+
+    name: ClassVar[str] = "operand-vandal"
+    rules: ClassVar = (passes.RULES["SD001"],)
+    through_program: bool = False
+
+    def analyse(self, facts):
+        st, y = facts.program.stores[0], facts.program.loads[0].outputs[0]
+        if self.through_program:
+            facts.program.set_input(st, 0, y)
+        else:
+            st.inputs[0] = y
+        return []
+
+
+@dataclasses.dataclass(frozen=True)
+class _SliceVandal(AnalysisPass):
+    """Appends to a pair's traced slices (a plain list: an analysis result, which the freeze does not own):
+    only the fingerprint sees it."""
+
+    name: ClassVar[str] = "slice-vandal"
+    rules: ClassVar = (passes.RULES["SD001"],)
+
+    def analyse(self, facts):
+        facts.program.state_pairs[0].slices.append(rnnir.SliceMap(index=(9,), label="h[9]"))
+        return []
+
+
+@pytest.mark.parametrize("vandal", [_UseListVandal(), _OperandVandal(), _OperandVandal(through_program=True)], ids=["uses", "operand", "set_input"])
+def test_the_default_check_catches_container_writes_and_program_edits(vandal):
+    prog = _swapped()
+    printed = str(prog)
+    with pytest.raises(PassContractError, match=f"{vandal.name}.*analyses must not mutate"):
+        PassManager((vandal,)).run(prog)
+    assert str(prog) == printed and not prog.is_frozen
+
+
 def test_fingerprint_switch_catches_writes_the_freeze_cannot_see():
-    PassManager((_UseListVandal(),)).run(_swapped())  # the default check does not see a list append
-    with pytest.raises(PassContractError, match="use-list-vandal"):
-        PassManager((_UseListVandal(),), check_immutable="fingerprint").run(_swapped())
+    PassManager((_SliceVandal(),)).run(_swapped())  # the default check does not see the traced slices change
+    with pytest.raises(PassContractError, match="slice-vandal"):
+        PassManager((_SliceVandal(),), check_immutable="fingerprint").run(_swapped())
 
 
 def test_passes_are_frozen_dataclasses_with_a_name_and_codes():

@@ -212,7 +212,7 @@ def test_the_fanout_policy_stores_the_final_state_into_the_slot_and_the_output()
     assert slot_store.value is out_store.value
     assert (slot_store.result, out_store.result) == (StoreResult.TOKEN, StoreResult.VALUE)
     assert isinstance(prog.loads_of(slot)[0], LoadSlot)
-    assert prog.returns[0].inputs == [slot_store.outputs[0], out_store.outputs[0]]
+    assert prog.returns[0].inputs == (slot_store.outputs[0], out_store.outputs[0])
 
 
 def test_the_chain_policy_hands_the_slot_store_result_to_the_output_store():
@@ -220,7 +220,7 @@ def test_the_chain_policy_hands_the_slot_store_result_to_the_output_store():
     (slot_store,) = prog.stores_to(prog.slot("h0"))
     (out_store,) = prog.stores_to(prog.output("hn"))
     assert out_store.value is slot_store.outputs[0] and slot_store.result is StoreResult.ALIAS
-    assert prog.returns[0].inputs == [slot_store.outputs[0], out_store.outputs[0]]
+    assert prog.returns[0].inputs == (slot_store.outputs[0], out_store.outputs[0])
 
 
 def test_an_output_no_pair_returns_is_stored_only_when_computed_here():
@@ -246,7 +246,7 @@ def test_a_state_named_input_feeding_an_initial_state_without_an_output_is_an_un
 def test_an_input_not_named_like_state_is_not_made_a_pair_but_suggested_by_dataflow():
     m = gru_model(h_in="feat", out="result")
     prog = rnnir.load(m)
-    assert prog.state_pairs == []
+    assert prog.state_pairs == ()
     assert [(p.input, p.output, p.source) for p in prog.suggested_pairs] == [("feat", "result", PairSource.DATAFLOW)]
 
 
@@ -259,7 +259,7 @@ def test_no_suggestion_when_the_output_is_not_the_ops_final_state_or_the_input_i
         [vi("result", [1, 1, H])],
         [*weights(), const("two", 2.0)],
     )
-    assert rnnir.load(scaled).suggested_pairs == []  # feat is scaled before it enters: not a layout-only path
+    assert rnnir.load(scaled).suggested_pairs == ()  # feat is scaled before it enters: not a layout-only path
 
 
 def test_state_inputs_reached_through_layout_ops_and_if_joins_are_found():
@@ -285,7 +285,7 @@ def test_an_unnamed_input_feeding_the_initial_state_is_suggested_for_the_output_
     m = model(nodes, [vi("x", [T, 1, I]), vi("hz", [1, 1, H])], [vi("out", [1, 1, H]), vi("other", [T, 1, I]), vi("x_back", [T, 1, I])], weights())
     m.graph.node.append(helper.make_node("Identity", ["x"], ["x_back"]))
     prog = rnnir.load(m)
-    assert prog.state_pairs == []
+    assert prog.state_pairs == ()
     assert [(p.input, p.output, p.source) for p in prog.suggested_pairs] == [("hz", "out", PairSource.DATAFLOW)]
     assert "'hz' reaches 'gru'" in prog.suggested_pairs[0].reason and "'out' returns" in prog.suggested_pairs[0].reason
 

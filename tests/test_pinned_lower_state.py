@@ -53,7 +53,7 @@ def test_a_concat_without_inputs_before_the_initial_state_is_lowered_without_a_t
     nodes = [helper.make_node("Concat", [], ["h_in"], axis=2), _gru("h_in"), helper.make_node("Identity", ["gru_Yh"], ["result"])]
     m = model(nodes, [vi("x", [T, 1, I])], [vi("result", [1, 1, H])], weights("GRU"))
     prog = rnnir.load(m)
-    assert prog.state_pairs == [] and prog.slots == []
+    assert prog.state_pairs == () and prog.slots == ()
 
 
 def test_a_state_reaching_the_initial_state_along_many_shared_paths_is_walked_once():
@@ -76,7 +76,7 @@ def test_a_loop_body_input_sharing_a_main_graph_inputs_name_is_not_that_input():
     # from it; the main graph's `hidden` only feeds a Mul, so it reaches no initial state (onnxruntime runs this model)
     m = shadowing_loop_model("scaled")
     prog = rnnir.load(m)
-    assert prog.state_pairs == [] and prog.slots == []
+    assert prog.state_pairs == () and prog.slots == ()
 
 
 # -- entry=constant: which initial states become slots ------------------------------------------------------------
@@ -130,7 +130,7 @@ def test_entry_constant_reads_a_constant_nodes_value_only_from_a_constant():
     shape = numpy_helper.from_array(np.array([1, 1, H], np.int64), "state_shape")
     nodes = [fill, helper.make_node("GRU", ["x", "W", "R", "", "", "h_init"], ["Y", "h_final"], hidden_size=H, name="gru")]
     m = model(nodes, [vi("x", [T, 1, I])], [vi("h_final", [1, 1, H])], [*weights("GRU"), shape])
-    assert rnnir.load(m, entry="constant").state_pairs == []
+    assert rnnir.load(m, entry="constant").state_pairs == ()
 
 
 def test_an_absent_initial_state_is_not_the_initializer_with_the_empty_name():
@@ -138,4 +138,4 @@ def test_an_absent_initial_state_is_not_the_initializer_with_the_empty_name():
     # the GRU starts from zeros, not from the stray tensor, so there is no constant start to make a slot of
     nodes = [helper.make_node("GRU", ["x", "W", "R", "", "", ""], ["Y", "h_final"], hidden_size=H, name="gru")]
     m = model(nodes, [vi("x", [T, 1, I])], [vi("h_final", [1, 1, H])], [*weights("GRU"), _full("", 0.5)])
-    assert rnnir.load(m, entry="constant").state_pairs == []
+    assert rnnir.load(m, entry="constant").state_pairs == ()

@@ -23,7 +23,7 @@ def test_one_suggestion_per_input_and_output_when_two_ops_start_from_the_input()
     nodes = [_gru("a", "feat", "a"), _gru("b", "feat", "b"), helper.make_node("Concat", ["a_Yh", "b_Yh"], ["result"], axis=0)]
     m = model(nodes, [vi("x", [T, 1, I]), vi("feat", [1, 1, H])], [vi("result", [2, 1, H])], [*weights("GRU", prefix="a"), *weights("GRU", prefix="b")])
     prog = rnnir.load(m)
-    assert prog.state_pairs == []
+    assert prog.state_pairs == ()
     assert [(p.input, p.output, p.source) for p in prog.suggested_pairs] == [("feat", "result", PairSource.DATAFLOW)]
 
 
@@ -44,7 +44,7 @@ def test_a_paired_output_is_never_suggested_again_for_another_input_of_its_op():
     m = model(nodes, [vi("x", [T, 1, I]), vi("h0", [1, 1, H]), vi("seed", [1, 1, H])], [vi("hn", [1, 1, H])], weights("LSTM"))
     prog = rnnir.load(m)
     assert [(p.input, p.output) for p in prog.state_pairs] == [("h0", "hn")]
-    assert prog.suggested_pairs == []
+    assert prog.suggested_pairs == ()
 
 
 # -- entry=constant: which constant initial states become slots --------------------------------------------------
@@ -76,14 +76,14 @@ def test_entry_constant_makes_a_slot_of_a_constant_node_but_not_of_one_it_cannot
     prog = rnnir.load(_const_start_lstm(folded), entry="constant")
     assert [(p.input, p.output, p.source) for p in prog.state_pairs] == [("h_init", "y_final", PairSource.CONSTANT)]
     spelled = helper.make_node("Constant", [], ["h_init"], value_floats=[0.5] * H)  # not a `value` tensor: not read
-    assert rnnir.load(_const_start_lstm(spelled), entry="constant").state_pairs == []
+    assert rnnir.load(_const_start_lstm(spelled), entry="constant").state_pairs == ()
 
 
 def test_entry_constant_leaves_an_initial_state_kept_in_external_data(tmp_path):
     m = _const_start_lstm()
     path = tmp_path / "m.onnx"
     onnx.save(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location="m.data", size_threshold=0)
-    assert rnnir.load(path, entry="constant").state_pairs == []  # its bytes are not read: no slot to start it from
+    assert rnnir.load(path, entry="constant").state_pairs == ()  # its bytes are not read: no slot to start it from
     inline = _const_start_lstm()  # (onnx.save moved m's tensors out in place)
     assert [(p.input, p.output) for p in rnnir.load(inline, entry="constant").state_pairs] == [("h_init", "y_final")]  # near-miss
 
@@ -104,7 +104,7 @@ def test_a_suggestion_needs_the_input_to_start_the_very_op_whose_final_state_the
         [*weights("GRU", prefix="a"), *weights("GRU", prefix="b")],
     )
     prog = rnnir.load(m)
-    assert prog.state_pairs == []
+    assert prog.state_pairs == ()
     assert [(p.input, p.output) for p in prog.suggested_pairs] == [("feat", "a_out"), ("other", "result")]
 
 
@@ -125,8 +125,8 @@ def _fed_twice(joint):
 
 
 def test_a_suggestion_walks_back_through_layout_ops_only():
-    assert _fed_twice("Mul").suggested_pairs == []  # feat is scaled by the state before it starts b: not handed back
-    assert _fed_twice(None).suggested_pairs == []  # b starts from the slot's load: the walk stops there
+    assert _fed_twice("Mul").suggested_pairs == ()  # feat is scaled by the state before it starts b: not handed back
+    assert _fed_twice(None).suggested_pairs == ()  # b starts from the slot's load: the walk stops there
     # near-miss: feat is the first part of a Concat that starts b, so b's initial state holds feat as it came in
     assert [(p.input, p.output) for p in _fed_twice("Concat").suggested_pairs] == [("feat", "result")]
 

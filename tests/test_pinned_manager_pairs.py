@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rnnir import passes
 from rnnir.irtext import parse_program
-from rnnir.slices import SLICE_MAPS
+from rnnir.pairs import SLICE_MAPS
 
 _PROGRAM = """program @p {
   slot @h : float32[1,1,4] init=zeros

@@ -118,7 +118,7 @@ def test_a_racing_reader_without_a_first_output_is_located_by_its_node():
     # the RNN reads the VIEW load, its Y is not produced, and the slot is written with something it does not feed
     b, h, h0, hn = cell("view")
     rnn = hn.producer
-    rnn.outputs[0] = None
+    b.program.set_output(rnn, 0, None)
     b.store(b.input("h_new", "float32", (1, 1, H)), h)
     b.store(hn, b.output("hn"), "value")
     (d,) = found(b.build(), "OR002")

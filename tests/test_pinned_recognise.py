@@ -59,7 +59,7 @@ def test_an_lstm_step_in_a_loop_body_that_starts_from_its_own_zeros_is_no_loop_r
     prog = rnnir.load(m)
     (rec,) = prog.recurrents
     assert rec.recognition is Recognition.OP
-    assert prog.recurrence_candidates == []  # recognition ran to the end: nothing failed on the way
+    assert prog.recurrence_candidates == ()  # recognition ran to the end: nothing failed on the way
 
 
 # -- unrolled steps: which neighbouring cells are one recurrence ---------------------------------------------------
@@ -130,7 +130,7 @@ def unrolled(steps: list[Step], I: int = 3) -> onnx.ModelProto:  # noqa: E741
 
 def _recurrences(model: onnx.ModelProto) -> list[tuple[str, Recognition]]:
     prog = rnnir.load(model)
-    assert prog.recurrence_candidates == []
+    assert prog.recurrence_candidates == ()
     return sorted((r.kind, r.recognition) for r in prog.recurrents)
 
 
@@ -183,7 +183,7 @@ def test_tanh_of_an_affine_map_of_the_state_that_is_not_written_back_is_no_recur
     g.nodes += [helper.make_node("Identity", [y], ["y"]), helper.make_node("Identity", ["h0"], ["hn"])]
     prog = rnnir.load(_rnn_model(g, ["y", "hn"]))
     assert [(p.input, p.output) for p in prog.state_pairs] == [("h0", "hn")]
-    assert prog.recurrents == [] and prog.recurrence_candidates == []
+    assert prog.recurrents == [] and prog.recurrence_candidates == ()
 
 
 def test_an_rnn_cells_new_state_written_back_through_an_if_is_a_recurrence():
@@ -317,7 +317,7 @@ def rnn_op_loop(
 def test_a_loop_whose_body_runs_one_rnn_node_on_its_carried_state_is_that_recurrence():
     prog = rnnir.load(rnn_op_loop(1))
     assert [(r.kind, r.recognition, r.provenance.node) for r in prog.recurrents] == [("RNN", Recognition.LOOP, "time_loop")]
-    assert prog.recurrence_candidates == []
+    assert prog.recurrence_candidates == ()
 
 
 @pytest.mark.parametrize(
@@ -363,7 +363,7 @@ def test_a_loop_recurrence_takes_the_nodes_bias():
 def test_a_node_in_a_loop_body_that_is_no_plain_forward_step_on_the_carried_h_stays_an_op(build):
     prog = rnnir.load(build())
     assert [(r.kind, r.recognition) for r in prog.recurrents] == [("RNN", Recognition.OP)]
-    assert prog.recurrence_candidates == []
+    assert prog.recurrence_candidates == ()
 
 
 def test_a_loop_whose_carried_states_reach_two_recurrences_is_no_single_recurrence():
@@ -384,7 +384,7 @@ def test_an_lstm_node_in_a_loop_body_that_restarts_c_from_zeros_ignores_the_carr
     lstm.input[6] = "zc"
     prog = rnnir.load(m)
     assert [(r.recognition, r.provenance.node) for r in prog.recurrents] == [(Recognition.LOOP, "time_loop")]
-    assert prog.recurrence_candidates == []
+    assert prog.recurrence_candidates == ()
     assert sorted((d.code, d.slot) for d in passes.run(prog)) == [("SD007", "c0")]
 
 
@@ -544,7 +544,7 @@ def scan_reading(how: str, T: int = 3) -> onnx.ModelProto:
 def _loop_x(model: onnx.ModelProto) -> str:
     prog = rnnir.load(model)
     (rec,) = prog.recurrents
-    assert rec.recognition is Recognition.LOOP and prog.recurrence_candidates == []
+    assert rec.recognition is Recognition.LOOP and prog.recurrence_candidates == ()
     X = rec.port("X")
     assert X is not None
     return X.name
@@ -604,4 +604,4 @@ def test_a_contrib_quantized_lstm_in_a_loop_body_stays_an_op_of_its_own():
     lstm.input.extend(["", "qW_scale", "qW_zero", "qR_scale", "qR_zero"])  # P absent, then the quantization inputs
     prog = rnnir.load(m)
     assert [(r.kind, r.recognition) for r in prog.recurrents] == [("DynamicQuantizeLSTM", Recognition.OP)]
-    assert prog.recurrence_candidates == []
+    assert prog.recurrence_candidates == ()

@@ -84,4 +84,4 @@ def test_torch_bidirectional_maps_both_directions(kind):
 @pytest.mark.parametrize("kind", ["ts", "dynamo"])
 def test_torch_stateless_encoder_has_no_pairs(kind):
     prog = rnnir.load(realmodels.torch_models_dir() / f"gru_encoder_stateless.{kind}.onnx")
-    assert prog.state_pairs == [] and prog.suggested_pairs == []
+    assert prog.state_pairs == () and prog.suggested_pairs == ()

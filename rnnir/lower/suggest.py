@@ -23,6 +23,7 @@ def suggest_pairs(builder: ValueBuilder) -> None:
     inputs = [n for n in state.state_fed_inputs if n not in paired_in]
     if not inputs:
         return
+    suggested: list[StatePair] = []
     for o in prog.outputs:
         if o.name in paired_out:
             continue
@@ -33,10 +34,11 @@ def suggest_pairs(builder: ValueBuilder) -> None:
         for name in inputs:
             for rec in prog.recurrents:
                 if rec.id in ops and any(_reads_through_layout(rec.port(p), name) for p in rec.state_ports if rec.port(p) is not None):
-                    prog.suggested_pairs.append(
+                    suggested.append(
                         StatePair(name, o.name, PairSource.DATAFLOW, f"{name!r} reaches {rec.describe()!r}, whose final state {o.name!r} returns")
                     )
                     break
+    prog.suggested_pairs = (*prog.suggested_pairs, *suggested)
 
 
 def _reads_through_layout(value: Value | None, name: str) -> bool:

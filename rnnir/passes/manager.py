@@ -22,9 +22,9 @@ from typing import Any, ClassVar
 
 from rnnir import digraph
 from rnnir.errors import RnnirError
-from rnnir.ir import FrozenProgramError, LoadSlot, Node, Output, Program, Recurrent, Return, Slot, Store
-from rnnir.pairs import PairSource, StatePair
-from rnnir.slices import SLICE_MAPS, Tracer, analyse_state, tracer_for
+from rnnir.ir import FrozenProgramError, ImmutableIRError, LoadSlot, Node, Output, Program, Recurrent, Return, Slot, Store
+from rnnir.pairs import SLICE_MAPS, PairSource, StatePair
+from rnnir.slices import Tracer, analyse_state, tracer_for
 
 from .diagnostics import Diagnostic, Rule, Severity
 
@@ -309,10 +309,10 @@ class PassManager:
     """Runs passes over a program, keeps the selected codes, sorts the findings.
 
     Passes run with the program frozen (:meth:`rnnir.ir.Program.frozen`): a write to any of its slots,
-    outputs or nodes raises, and the program's version must be the same after each pass.  That costs
-    nothing per pass.  ``check_immutable="fingerprint"`` also prints and compares the whole program around
-    every pass (a test-only switch: it catches writes to objects the freeze does not own, such as a
-    value's use list, at the price of one printing per pass); ``False`` checks nothing.
+    outputs, nodes, values or pairs raises, its containers are immutable, and the program's version must be
+    the same after each pass.  That costs nothing per pass.  ``check_immutable="fingerprint"`` also prints
+    and compares the whole program around every pass (a test-only switch: it catches writes the freeze
+    cannot see, such as a pair's traced slices, at the price of one printing per pass); ``False`` checks nothing.
     """
 
     passes: tuple[AnalysisPass, ...]
@@ -359,7 +359,7 @@ class PassManager:
                         out = list(p.analyse(facts))
                 else:
                     out = list(p.analyse(facts))
-            except FrozenProgramError as exc:
+            except (FrozenProgramError, ImmutableIRError) as exc:
                 raise PassContractError(f"analysis pass {p.name!r} changed program {program.name!r}: {exc}; analyses must not mutate the IR") from None
             if self.check_immutable and program.version != version:
                 raise PassContractError(f"analysis pass {p.name!r} changed program {program.name!r}; analyses must not mutate the IR")
