@@ -1,4 +1,5 @@
-"""A numpy reference of the ONNX recurrent ops ``RNN``, ``GRU`` and ``LSTM``.
+"""A numpy reference of the ONNX recurrent ops ``RNN``, ``GRU`` and ``LSTM`` (and onnxruntime's
+``DynamicQuantizeLSTM``, an LSTM of dequantized weights; see :data:`UNSUPPORTED_KINDS` for what it refuses).
 
 The reference exists so that rnnir can check a model's numbers without
 trusting the runtime it is checking. It implements every attribute of the
@@ -47,13 +48,26 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .errors import RnnirError
+
 if TYPE_CHECKING:
     import numpy as np
 else:
     from .lazymod import numpy as np
 
 
-__all__ = ["ACTIVATION_NAMES", "gru", "lstm", "rnn", "run_node"]
+__all__ = [
+    "ACTIVATION_NAMES",
+    "UNSUPPORTED_KINDS",
+    "UnsupportedKindError",
+    "dequantize_weights",
+    "dynamic_quantize_lstm",
+    "gru",
+    "lstm",
+    "rnn",
+    "run_node",
+    "supports",
+]
 
 if TYPE_CHECKING:  # aliases for annotations only: evaluating np.ndarray here would import numpy
     _Array = np.ndarray
@@ -574,7 +588,46 @@ def lstm(
 # Dispatch by ONNX op type
 # --------------------------------------------------------------------------
 
-_INPUT_COUNTS = {"RNN": 6, "GRU": 6, "LSTM": 8}
+# --------------------------------------------------------------------------
+# onnxruntime's DynamicQuantizeLSTM: an LSTM whose W and R are int8 (or uint8)
+# --------------------------------------------------------------------------
+
+
+def dequantize_weights(q: _Array, scale: _Array, zero_point: _Array | None) -> _Array:
+    """``(q - zero_point) * scale`` for a ``[D, K, G*H]`` quantized weight with a scale (and zero point) per
+    direction (``[D]``) or per output column (``[D, G*H]``), returned transposed to the ONNX ``[D, G*H, K]``."""
+    q64 = np.asarray(q).astype(np.float64)
+    d = q64.shape[0]
+    s64 = np.asarray(scale, np.float64).reshape(d, 1, -1)
+    z64 = np.zeros_like(s64) if zero_point is None else np.asarray(zero_point).astype(np.float64).reshape(d, 1, -1)
+    return np.transpose((q64 - z64) * s64, (0, 2, 1))
+
+
+def dynamic_quantize_lstm(
+    X: _Array, W: _Array, R: _Array, B: _Array | None = None, sequence_lens: _Array | None = None,
+    initial_h: _Array | None = None, initial_c: _Array | None = None, P: _Array | None = None,
+    W_scale: _Array | None = None, W_zero_point: _Array | None = None,
+    R_scale: _Array | None = None, R_zero_point: _Array | None = None, **attributes: Any,
+) -> tuple[_Array, _Array, _Array]:
+    """com.microsoft ``DynamicQuantizeLSTM``: the LSTM of the dequantized weights.
+
+    ``W`` is ``[D, input, 4H]`` and ``R`` ``[D, H, 4H]`` (transposed against ONNX LSTM), with scales and zero
+    points per direction or per column.  onnxruntime also quantizes ``X`` and ``h`` to uint8 at every step
+    (one scale per tensor), which this reference does not: the two differ by that rounding, at most half a
+    quantization step of each input times the weights it meets (the contract test derives its tolerance so).
+    """
+    if W_scale is None or R_scale is None:
+        raise ValueError("DynamicQuantizeLSTM: W_scale and R_scale are required")
+    w = dequantize_weights(W, W_scale, W_zero_point)
+    r = dequantize_weights(R, R_scale, R_zero_point)
+    return lstm(X, w, r, B, sequence_lens, initial_h, initial_c, P, **attributes)
+
+
+# --------------------------------------------------------------------------
+# Dispatch by ONNX op type / registered recurrence kind
+# --------------------------------------------------------------------------
+
+_INPUT_COUNTS = {"RNN": 6, "GRU": 6, "LSTM": 8, "DynamicQuantizeLSTM": 12}
 _ATTRIBUTES = {
     "RNN": frozenset(
         {"hidden_size", "direction", "layout", "activations", "activation_alpha",
@@ -583,23 +636,46 @@ _ATTRIBUTES = {
 }
 _ATTRIBUTES["GRU"] = _ATTRIBUTES["RNN"] | {"linear_before_reset"}
 _ATTRIBUTES["LSTM"] = _ATTRIBUTES["RNN"] | {"input_forget"}
-_OPS: dict[str, Callable[..., tuple[_Array, ...]]] = {"RNN": rnn, "GRU": gru, "LSTM": lstm}
+_ATTRIBUTES["DynamicQuantizeLSTM"] = _ATTRIBUTES["LSTM"]
+_OPS: dict[str, Callable[..., tuple[_Array, ...]]] = {"RNN": rnn, "GRU": gru, "LSTM": lstm, "DynamicQuantizeLSTM": dynamic_quantize_lstm}
+
+#: registered recurrence kinds (rnnir.recurrence.KINDS) the reference refuses, and why
+UNSUPPORTED_KINDS: Mapping[str, str] = {
+    "AttnLSTM": (
+        "onnxruntime's AttnLSTM (an LSTM with Bahdanau attention over a memory, its attention state fed back "
+        "at every step) has no numpy reference in rnnir yet; its state pairing and lint are still checked"
+    ),
+}
+
+
+class UnsupportedKindError(RnnirError, ValueError):
+    """The reference has no implementation of this op or recurrence kind (the message says why)."""
+
+
+def supports(kind: str) -> bool:
+    """Whether :func:`run_node` runs ``kind`` (an ONNX op type or a registered recurrence kind's name)."""
+    return kind in _OPS
 
 
 def run_node(
     op_type: str, inputs: Sequence[_Array | None], attributes: Mapping[str, Any]
 ) -> list[_Array]:
-    """Run one ONNX ``RNN`` / ``GRU`` / ``LSTM`` node.
+    """Run one ONNX ``RNN`` / ``GRU`` / ``LSTM`` node, or com.microsoft ``DynamicQuantizeLSTM``.
 
-    ``inputs`` follow the op's ONNX input order (``X, W, R, B, sequence_lens,
-    initial_h`` and, for LSTM, ``initial_c, P``); ``None`` or a missing
+    ``inputs`` follow the op's input order (``X, W, R, B, sequence_lens,
+    initial_h`` and, for LSTM, ``initial_c, P``; then ``W_scale, W_zero_point,
+    R_scale, R_zero_point`` for DynamicQuantizeLSTM); ``None`` or a missing
     trailing entry marks an absent optional input. ``attributes`` uses the
     ONNX attribute names; strings may be ``bytes``. Returns all outputs
-    (``[Y, Y_h]`` or ``[Y, Y_h, Y_c]``).
+    (``[Y, Y_h]`` or ``[Y, Y_h, Y_c]``).  A kind listed in :data:`UNSUPPORTED_KINDS`, or any
+    other op, raises :class:`UnsupportedKindError`.
     """
     op = _OPS.get(op_type)
     if op is None:
-        raise ValueError(f"run_node: unsupported op type {op_type!r}; expected RNN, GRU or LSTM.")
+        why = UNSUPPORTED_KINDS.get(op_type)
+        if why is not None:
+            raise UnsupportedKindError(f"run_node: {op_type} is not supported: {why}")
+        raise UnsupportedKindError(f"run_node: unsupported op type {op_type!r}; expected one of {', '.join(_OPS)}.")
     if not 3 <= len(inputs) <= _INPUT_COUNTS[op_type]:
         raise ValueError(
             f"{op_type}: expected 3 to {_INPUT_COUNTS[op_type]} inputs, got {len(inputs)}."

@@ -151,6 +151,12 @@ class Simulator:
         }
         if unknown:
             raise SimulationError(f"faults name slots {sorted(unknown)} that program {program.name!r} does not have")
+        from . import reference
+
+        for rec in program.recurrents:
+            if not reference.supports(rec.kind):
+                why = reference.UNSUPPORTED_KINDS.get(rec.kind, "rnnir.reference has no implementation of it")
+                raise SimulationError(f"{rec.describe()} is a {rec.kind}, which the simulator cannot run: {why}")
         self._order = self._schedule()
         self._off_path_names = self._find_off_path()
         self._off_path_evaluator: Any = None
@@ -228,9 +234,14 @@ class Simulator:
         if self._off_path_evaluator is None:
             model = type(src.model)()
             model.CopyFrom(src.with_external_data())
+            _keep_only_producers_of(model.graph, self._off_path_names)  # a contrib recurrence elsewhere need not run
+            del model.graph.output[:]
             for name in self._off_path_names:
                 model.graph.output.append(helper.make_empty_tensor_value_info(name))
-            self._off_path_evaluator = ReferenceEvaluator(model)
+            try:
+                self._off_path_evaluator = ReferenceEvaluator(model)
+            except Exception as exc:  # noqa: BLE001 - onnx.reference raises many kinds (NotImplementedError for contrib ops)
+                raise SimulationError(f"cannot compute the off-path values {self._off_path_names} with onnx.reference: {exc}") from exc
         state = {ld.slot.name: values[id(ld.outputs[0])] for ld in self.program.loads if ld.outputs and ld.slot is not None}
         graph_feeds: dict[str, Any] = {}
         for vi in src.model.graph.input:
@@ -473,6 +484,32 @@ class Simulator:
 
 
 # -- a small numpy table for the common ops ------------------------------------------------------
+
+
+def _names_read(node: Any) -> set[str]:
+    """Every name ``node`` reads, with the outer-scope names its subgraphs read (an over-approximation)."""
+    from onnx import AttributeProto
+
+    names = {n for n in node.input if n}
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == AttributeProto.GRAPH else list(attr.graphs) if attr.type == AttributeProto.GRAPHS else []
+        for g in graphs:
+            for inner in g.node:
+                names |= _names_read(inner)
+    return names
+
+
+def _keep_only_producers_of(graph: Any, names: Iterable[str]) -> None:
+    """Drop from ``graph`` every node that none of ``names`` depends on."""
+    needed = set(names)
+    kept = []
+    for node in reversed(graph.node):
+        if needed.intersection(node.output):
+            kept.append(node)
+            needed |= _names_read(node)
+    kept.reverse()
+    del graph.node[:]
+    graph.node.extend(kept)
 
 
 def _axes(attrs: Mapping[str, Any], axes_in: Any) -> list[int]:
