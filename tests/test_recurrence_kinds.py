@@ -74,10 +74,11 @@ _WEIGHTS: dict[str, Callable[[RecurrenceKind, np.random.Generator], dict[str, np
 STATE_NAMES = {"initial_h": ("h0", "hn"), "initial_c": ("c0", "cn")}
 
 
-def _model(kind: RecurrenceKind) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
-    """One node of ``kind`` with its weights as initializers, its states as h0/c0 -> hn/cn; and the weights."""
+def _model(kind: RecurrenceKind, negated_x: bool = False) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """One node of ``kind`` with its weights as initializers, its states as h0/c0 -> hn/cn; and the weights.
+    ``negated_x``: X is ``Neg(x)``, a value off the state path (the simulator computes it from the ONNX graph)."""
     weights = _WEIGHTS[kind.name](kind, np.random.default_rng(23))
-    names = {port: port for port in weights} | {"X": "x"} | {e: STATE_NAMES[e][0] for e in kind.entries}
+    names = {port: port for port in weights} | {"X": "neg_x" if negated_x else "x"} | {e: STATE_NAMES[e][0] for e in kind.entries}
     inputs = [names.get(p, "") for p in kind.inputs]
     while inputs[-1] == "":
         inputs.pop()
@@ -87,7 +88,7 @@ def _model(kind: RecurrenceKind) -> tuple[onnx.ModelProto, dict[str, np.ndarray]
                             domain=kind.domain or None, hidden_size=H)
     state = [helper.make_tensor_value_info(STATE_NAMES[e][0], TensorProto.FLOAT, [1, BATCH, H]) for e in kind.entries]
     graph = helper.make_graph(
-        [node],
+        [helper.make_node("Neg", ["x"], ["neg_x"], name="negate"), node] if negated_x else [node],
         kind.name,
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [T, BATCH, IN]), *state],
         [helper.make_tensor_value_info(n, TensorProto.FLOAT, shapes[n]) for p, n in outputs.items() if p],
@@ -176,8 +177,9 @@ def test_every_kind_exports_and_reads_back_the_same(kind):
             np.testing.assert_array_equal(after[0][name], value, err_msg=name)
 
 
-def test_every_kind_simulates_and_references_like_onnxruntime_or_is_refused_with_its_reason(kind):
-    model, weights = _model(kind)
+@pytest.mark.parametrize("negated_x", [False, True], ids=["x", "neg_x"])
+def test_every_kind_simulates_and_references_like_onnxruntime_or_is_refused_with_its_reason(kind, negated_x):
+    model, weights = _model(kind, negated_x)
     prog = rnnir.load(model)
     calls = [_feeds(kind, 1), _feeds(kind, 2)]
     if not reference.supports(kind.name):
@@ -194,14 +196,15 @@ def test_every_kind_simulates_and_references_like_onnxruntime_or_is_refused_with
     (rec,) = prog.recurrents
     states = {name: np.zeros((1, BATCH, H), np.float32) for e in kind.entries for name in STATE_NAMES[e][:1]}
     for i, feeds in enumerate(calls):
-        ins = [None if v is None else feeds["x"] if v.name == "x" else states[v.name] if v.name in states else weights[v.name] for v in rec.inputs]
+        x = -feeds["x"] if negated_x else feeds["x"]
+        ins = [None if v is None else x if v is rec.inputs[0] else states[v.name] if v.name in states else weights[v.name] for v in rec.inputs]
         referenced = dict(zip([None if v is None else v.name for v in rec.outputs], reference.run_node(kind.name, ins, rec.attributes())))
         for name in ("y", *(STATE_NAMES[e][1] for e in kind.entries)):
             np.testing.assert_allclose(simulated[i][name], referenced[name], rtol=0, atol=1e-6, err_msg=f"call {i} {name}")
         states = {STATE_NAMES[e][0]: referenced[STATE_NAMES[e][1]] for e in kind.entries}
     # the second call really carries the state: it differs from a call started afresh with the same input
     fresh = run_calls(prog, [calls[1]])[0]
-    assert np.abs(fresh["hn"] - simulated[1]["hn"]).max() > 1e-3
+    assert np.abs(fresh["hn"] - simulated[1]["hn"]).max() > 1e-5  # float32 rounding is 1e-7 here
     expected = _ort_calls(model, kind, calls)
     if expected is None:
         pytest.skip(f"this onnxruntime does not run {kind.name}: simulated and referenced without its oracle")
