@@ -4,6 +4,8 @@ data (checked with numpy where they are about indices), not what the tracer happ
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -536,8 +538,8 @@ def test_operands_from_two_different_ifs_do_not_pair_up_branch_by_branch():
     first = b.if_(go, [h], [c])
     inner = b.if_(go, [c], [h])
     # a second If whose branch paths differ from the first's (nested under a region of its own)
-    b.program.nodes[-1].regions["then_branch"].path = ("other", "then_branch")
-    b.program.nodes[-1].regions["else_branch"].path = ("other", "else_branch")
+    node = b.program.nodes[-1]  # regions are frozen: the node gets new ones (a write the program's version sees)
+    node.regions = {name: dataclasses.replace(region, path=("other", name)) for name, region in node.regions.items()}
     cat = b.compute("Concat", [first, inner], attributes={"axis": 0})
     got = traced(b, cat)
     assert got == derived(exact(Ref(STATE)))
