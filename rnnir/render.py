@@ -569,6 +569,8 @@ def render_sarif(result: LintResult) -> str:
                             "kind": "variable" if loc.value else "function",
                         }
                     ],
+                    # the ONNX names above are the graph's own; the IR node rnnir found it at rides beside them
+                    **({"properties": {"irNode": loc.node}} if loc.node else {}),
                 }
                 for loc in d.locations
             ] or [{"physicalLocation": physical(f.path)}]

@@ -111,7 +111,7 @@ def test_lint_fix_rewrites_files_and_reports_the_rest(tmp_path: Path, capsys) ->
     code = main(["lint", str(tmp_path), "--fix"])
     captured = capsys.readouterr()
     assert code == 1  # sd003_other_op is left: its fix is unsafe
-    assert "sd003_other_op.onnx: store1: SD003 [error]" in captured.out
+    assert "sd003_other_op.onnx: gru_b: SD003 [error]" in captured.out  # the ONNX node whose final state is stored
     assert "1 error" in captured.out
     fixed_lines = [line for line in captured.err.splitlines() if ": fixed: " in line]
     assert len(fixed_lines) == 4

@@ -97,10 +97,11 @@ def test_every_option_of_every_command_has_help_text():
 def test_str_of_a_diagnostic_is_the_finding_as_lint_prints_it():
     import rnnir
 
-    # samples/al001_chain.expected.json: one AL001 error; the chain's output store is ONNX node store1
+    # samples/al001_chain.expected.json: one AL001 error; the chain's stores (store1, store2 in the IR) store what
+    # the node 'gru' produced, which the finding names
     (d,) = passes.run(rnnir.load(REPO / "samples" / "al001_chain.rnnir"))
     head, hint = str(d).split("\n")
-    assert head == f"store1: AL001 [error] {d.message}"
+    assert head == f"gru: AL001 [error] {d.message}"
     assert hint == f"  hint: {d.hint}" and d.hint
     assert repr(d).startswith("Diagnostic(code='AL001'")  # repr stays the dataclass's, for debugging
 

@@ -52,9 +52,10 @@ def test_the_file_is_versioned_sorted_and_readable(repo, capsys):
     doc = json.loads((repo / "base.json").read_text())
     assert doc["version"] == 1 and doc["tool"] == "rnnir"
     assert [(e["model"], e["code"], e["slot"], e["where"], e["count"]) for e in doc["findings"]] == [
-        ("models/bilstm.onnx", "SD006", "c0", ["bilstm/Y_c", "cn"], 1),
-        ("models/bilstm.onnx", "SD006", "h0", ["bilstm/Y_h", "hn"], 1),
-        ("models/broken.onnx", "SD001", "h0", ["hn"], 1),  # 'store1' is rnnir's own numbered id: not part of it
+        # a store is located at the ONNX node that produced the stored value; 'store1' (rnnir's own numbered id) is not part of it
+        ("models/bilstm.onnx", "SD006", "c0", ["bilstm/Y_c", "bilstm/cn"], 1),
+        ("models/bilstm.onnx", "SD006", "h0", ["bilstm/Y_h", "bilstm/hn"], 1),
+        ("models/broken.onnx", "SD001", "h0", ["hand_back/hn"], 1),
     ]
     first = (repo / "base.json").read_bytes()
     assert lint(capsys, "models/broken.onnx", "models/bilstm.onnx", "--jobs", "2", "--write-baseline", "base.json")[0] == 0
@@ -81,7 +82,7 @@ def test_a_second_identical_finding_is_new(repo, capsys):
 
 
 def _sd006(slot: str) -> list[Diagnostic]:
-    return [Diagnostic("SD006", "reverse-state-persisted", Severity.WARNING, "m", (Location("store1", "store1", "hn" if slot == "h0" else "cn"), Location(None, "bilstm", "Y_h" if slot == "h0" else "Y_c")), "h", slot)]
+    return [Diagnostic("SD006", "reverse-state-persisted", Severity.WARNING, "m", (Location("store1", "bilstm", "hn" if slot == "h0" else "cn"), Location(None, "bilstm", "Y_h" if slot == "h0" else "Y_c")), "h", slot)]
 
 
 def test_the_baseline_works_from_any_working_directory(repo, monkeypatch, capsys):
@@ -123,7 +124,7 @@ def test_a_fixed_finding_leaves_a_stale_entry_reported_on_one_line(repo):
     assert proc.stderr == "rnnir: base.json: 1 baseline entry matches no finding any more (fixed, or moved); --write-baseline drops them\n"
     assert proc.stdout == "0 errors, 0 warnings in 3 files (2 baselined); 6 of 8 state slices verified\n"
     verbose = run_subprocess("lint", "--no-config", "models", "--baseline", "base.json", "-v", "--format", "json", cwd=repo)
-    assert verbose.stderr.endswith("\n  stale: models/broken.onnx: SD001 (slot h0) at hn\n")
+    assert verbose.stderr.endswith("\n  stale: models/broken.onnx: SD001 (slot h0) at hand_back/hn\n")
     assert json.loads(verbose.stdout)["summary"]["baseline_stale"] == 1
     strict = run_subprocess("lint", "--no-config", "models", "--baseline", "base.json", "--exit-non-zero-on-stale-baseline", cwd=repo)
     assert strict.returncode == 1
@@ -155,7 +156,7 @@ def _written(repo, capsys) -> dict:
         (lambda doc: {**doc, "version": 2}, "baseline version 2 is not supported (this rnnir reads version 1)"),
         (lambda doc: {**doc, "findings": [{**doc["findings"][0], "model": "models/other.onnx"}]}, "does not match its fingerprint: it was edited by hand"),
         (lambda doc: {**doc, "findings": [{**doc["findings"][0], "slot": "c0"}]}, "does not match its fingerprint"),
-        (lambda doc: {**doc, "findings": doc["findings"] * 2}, "entry 2 (models/broken.onnx: SD001 (slot h0) at hn) is listed twice"),
+        (lambda doc: {**doc, "findings": doc["findings"] * 2}, "entry 2 (models/broken.onnx: SD001 (slot h0) at hand_back/hn) is listed twice"),
         (lambda doc: {**doc, "findings": [{**doc["findings"][0], "count": 0}]}, "count must be a whole number of at least 1, not 0"),
         (lambda doc: {**doc, "findings": [{"model": "m"}]}, "entry 1: expected the keys code, count, fingerprint, model, slot, where"),
     ],
@@ -179,7 +180,7 @@ def test_near_miss_lowering_a_count_or_deleting_an_entry_by_hand_is_allowed(repo
     doc["findings"] = [e for e in doc["findings"] if e["code"] != "SD001"]  # un-accept the SD001
     (repo / "base.json").write_text(json.dumps(doc))
     code, out, err = lint(capsys, "models", "--baseline", "base.json")
-    assert code == 1 and err == "" and out.startswith("models/broken.onnx: store1: SD001 [error]")
+    assert code == 1 and err == "" and out.startswith("models/broken.onnx: hand_back: SD001 [error]")
 
 
 def test_write_baseline_and_baseline_together_is_a_usage_error(repo, capsys):

@@ -21,7 +21,7 @@ from test_cli import clean_lstm, run_subprocess, save, state_handed_back_lstm
 
 from rnnir import cli
 
-SD001_LINE = "b/broken.onnx: store1: SD001 [error] slot 'h0' is written back with its own live-in value on every call path (the state is handed straight back): the recurrence never advances across calls"
+SD001_LINE = "b/broken.onnx: hand_back: SD001 [error] slot 'h0' is written back with its own live-in value on every call path (the state is handed straight back): the recurrence never advances across calls"
 
 
 @pytest.fixture

@@ -56,7 +56,7 @@ def test_near_miss_an_entry_for_another_node_suppresses_nothing_and_is_reported_
     assert proc.returncode == 1
     assert proc.stdout == textwrap.dedent(
         f"""\
-        broken.onnx: store1: SD001 [error] {SD001}
+        broken.onnx: hand_back: SD001 [error] {SD001}
           hint: write the recurrent op's final state into 'h0', not the loaded value
         broken.onnx: RN100 [warning] suppression 'SD001:c0' in metadata_props 'rnnir.noqa' matches no SD001 finding naming 'c0'
           hint: remove it: rnnir fix MODEL --unsuppress 'SD001:c0' --in-place

@@ -237,7 +237,7 @@ def _through_views(v: Value | None) -> Value | None:
 
 
 def _loc(st: Store) -> Location:
-    return Location(node=st.id, onnx_node=st.describe(), value=st.value.name if st.value else None, branch=st.provenance.branch)
+    return Location.at(st, st.value.name if st.value else None)
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from rnnir.pairs import ExitKind, SliceMap, StatePair
 from rnnir.recurrence import Recognition
 from rnnir.slices import Abs, AbsKind, OriginKind, Ref
 
-from .diagnostics import Diagnostic, Location, Message, Severity, rule
+from .diagnostics import Diagnostic, Location, Message, Severity, onnx_node_of, rule
 from .manager import AnalysisPass, ProgramFacts
 
 LAYOUT_OPS = ops_with(OpTrait.LAYOUT)
@@ -520,7 +520,7 @@ def slice_verdicts(facts: ProgramFacts, diagnostics: Iterable[Diagnostic]) -> li
             if why is None:
                 out.append(SliceVerdict(pair.input, pair.output, sm.label, Verdict.VERIFIED))
             else:
-                where = why.node.describe() if why.node is not None else None
+                where = (onnx_node_of(why.node) or why.node.id) if why.node is not None else None
                 out.append(SliceVerdict(pair.input, pair.output, sm.label, Verdict.UNVERIFIED, why.reason, where))
     return out
 
@@ -531,7 +531,7 @@ def slice_verdicts(facts: ProgramFacts, diagnostics: Iterable[Diagnostic]) -> li
 def _location(node: Node | None, value: str | None = None) -> list[Location]:
     if node is None:
         return [Location(value=value)] if value else []
-    return [Location(node=node.id, onnx_node=node.describe(), value=value, branch=node.provenance.branch)]
+    return [Location.at(node, value)]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,10 @@ import inspect
 import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rnnir.ir import Node
 
 
 class Severity(enum.Enum):
@@ -24,14 +27,41 @@ class Severity(enum.Enum):
         return {"error": 2, "warning": 1, "info": 0}[self.value]
 
 
+def onnx_node_of(node: Node) -> str | None:
+    """The ONNX node a finding about IR node ``node`` points at: the node it was lowered from; for a store (which
+    no ONNX graph has) the node that produced the stored value, such as the Concat that packs the state; None
+    when no ONNX node stands behind it (a slot load, the Return, a store of a loaded value, a program written as
+    IR text without ``node`` provenance)."""
+    from rnnir.ir import LoadSlot, Return, Store
+
+    current: Node | None = node
+    for _ in range(64):  # a chain of stores (AL001) leads back to the value first stored; never a cycle in a DAG
+        if not isinstance(current, Store):
+            break
+        value = current.value
+        current = value.producer if value is not None else None
+    if current is None or isinstance(current, (LoadSlot, Return, Store)):
+        return None
+    return current.provenance.node
+
+
 @dataclass(frozen=True)
 class Location:
-    """Where a finding applies: IR node id, ONNX node / value names, If-branch path."""
+    """Where a finding applies: IR node id, ONNX node / value names, If-branch path.
+
+    ``onnx_node`` is always a node of the ONNX graph (or None), never an id rnnir made up; ``node`` is the IR
+    node id beside it (``ir_node`` in JSON), which a program written as IR text shows as ``loc{'id': ...}``.
+    """
 
     node: str | None = None  # IR node id
     onnx_node: str | None = None
     value: str | None = None
     branch: tuple[str, ...] = ()
+
+    @classmethod
+    def at(cls, node: Node, value: str | None = None) -> Location:
+        """The location of IR node ``node``: its ONNX node (see :func:`onnx_node_of`), ``value``, its branch."""
+        return cls(node=node.id, onnx_node=onnx_node_of(node), value=value, branch=tuple(node.provenance.branch))
 
     @property
     def logical(self) -> str:

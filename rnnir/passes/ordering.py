@@ -152,7 +152,7 @@ WRITE_BEFORE_LAST_READ = rule("OR002", "write-before-last-read", Severity.ERROR,
 
 
 def _loc(n: Node) -> Location:
-    return Location(node=n.id, onnx_node=n.describe(), value=n.outputs[0].name if n.outputs and n.outputs[0] else None, branch=n.provenance.branch)
+    return Location.at(n, n.outputs[0].name if n.outputs and n.outputs[0] else None)
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,8 @@ class Suppression:
             return False
         if self.node is None:
             return True
-        names = {d.slot, *(loc.onnx_node for loc in d.locations), *(loc.value for loc in d.locations)}
+        # the IR node id too: a program written as IR text has no other name for its stores
+        names = {d.slot, *(loc.onnx_node for loc in d.locations), *(loc.value for loc in d.locations), *(loc.node for loc in d.locations)}
         return self.node in names
 
 

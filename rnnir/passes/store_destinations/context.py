@@ -62,7 +62,7 @@ def ref_loc(r: PortRef) -> Location:
 
 
 def store_loc(st: Store) -> Location:
-    return Location(node=st.id, onnx_node=st.describe(), value=st.value.name if st.value else None, branch=st.provenance.branch)
+    return Location.at(st, st.value.name if st.value else None)
 
 
 def refs_for(sm: SliceMap, bp: str) -> list[PortRef]:
