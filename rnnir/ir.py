@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from .lower.source import ModelSource
+    from .pairs import StatePair
 else:
     from .lazymod import numpy as np
 
@@ -634,8 +635,8 @@ class Program:
         self._slots: IRTuple = IRTuple()
         self._outputs: IRTuple = IRTuple()
         self._externals: dict[str, Value] = {}
-        self._state_pairs: IRTuple = IRTuple()  # rnnir.pairs.StatePair
-        self._suggested_pairs: IRTuple = IRTuple()  # rnnir.lower.suggest's StatePairs
+        self._state_pairs: IRTuple = IRTuple()
+        self._suggested_pairs: IRTuple = IRTuple()  # pairs only the dataflow suggests (rnnir.lower.suggest)
         self._recurrence_candidates: IRTuple = IRTuple()  # rnnir.lower.cells.CellCandidate: looked like a recurrence, not confirmed
         # the ONNX model this program is one call of (None when built or parsed from IR text): export writes it back
         # with the pairing, StatefulSession and the simulator run it
@@ -667,25 +668,23 @@ class Program:
         return MappingProxyType(self._externals)
 
     @property
-    def state_pairs(self) -> Sequence[Any]:
-        """The state pairs (rnnir.pairs.StatePair); assign a new sequence to change them (the version moves)."""
-        return cast("Sequence[Any]", self._state_pairs)
+    def state_pairs(self) -> Sequence[StatePair]:
+        """The state pairs; assign a new sequence to change them (the version moves)."""
+        return cast("Sequence[StatePair]", self._state_pairs)
 
     @state_pairs.setter
-    def state_pairs(self, pairs: Iterable[Any]) -> None:
+    def state_pairs(self, pairs: Iterable[StatePair]) -> None:
         self._changed()
         self._state_pairs = IRTuple(pairs)
         for p in self._state_pairs:
-            adopt = getattr(p, "_adopt", None)
-            if adopt is not None:
-                adopt(self)
+            p._adopt(self)
 
     @property
-    def suggested_pairs(self) -> Sequence[Any]:
-        return cast("Sequence[Any]", self._suggested_pairs)
+    def suggested_pairs(self) -> Sequence[StatePair]:
+        return cast("Sequence[StatePair]", self._suggested_pairs)
 
     @suggested_pairs.setter
-    def suggested_pairs(self, pairs: Iterable[Any]) -> None:
+    def suggested_pairs(self, pairs: Iterable[StatePair]) -> None:
         self._changed()
         self._suggested_pairs = IRTuple(pairs)
 
@@ -955,7 +954,7 @@ class Program:
     def stores_to(self, dest: Slot | Output) -> list[Store]:
         return [n for n in self._touching(dest) if isinstance(n, Store)]
 
-    def pair(self, input_name: str) -> Any:
+    def pair(self, input_name: str) -> StatePair:
         for p in self.state_pairs:
             if p.input == input_name:
                 return p
