@@ -1,5 +1,6 @@
-"""A numpy reference of the ONNX recurrent ops ``RNN``, ``GRU`` and ``LSTM`` (and onnxruntime's
-``DynamicQuantizeLSTM``, an LSTM of dequantized weights; see :data:`UNSUPPORTED_KINDS` for what it refuses).
+"""A numpy reference of the ONNX recurrent ops ``RNN``, ``GRU`` and ``LSTM``, and of onnxruntime's contrib
+``DynamicQuantizeLSTM`` (an LSTM of dequantized weights) and ``AttnLSTM`` (an LSTM in Bahdanau attention):
+every kind of :data:`rnnir.recurrence.KINDS` (:data:`UNSUPPORTED_KINDS` lists any it refuses, with why).
 
 The reference exists so that rnnir can check a model's numbers without
 trusting the runtime it is checking. It implements every attribute of the
@@ -60,6 +61,7 @@ __all__ = [
     "ACTIVATION_NAMES",
     "UNSUPPORTED_KINDS",
     "UnsupportedKindError",
+    "attn_lstm",
     "dequantize_weights",
     "dynamic_quantize_lstm",
     "gru",
@@ -624,10 +626,106 @@ def dynamic_quantize_lstm(
 
 
 # --------------------------------------------------------------------------
+# onnxruntime's AttnLSTM: an LSTM wrapped in Bahdanau attention over a memory
+# --------------------------------------------------------------------------
+
+
+def attn_lstm(
+    X: _Array, W: _Array, R: _Array, B: _Array | None = None, sequence_lens: _Array | None = None,
+    initial_h: _Array | None = None, initial_c: _Array | None = None, P: _Array | None = None,
+    QW: _Array | None = None, MW: _Array | None = None, V: _Array | None = None, M: _Array | None = None,
+    memory_seq_lens: _Array | None = None, AW: _Array | None = None,
+    *,
+    hidden_size: int | None = None,
+    direction: str = "forward",
+    activations: Sequence[str] | None = None,
+    activation_alpha: Sequence[float] | None = None,
+    activation_beta: Sequence[float] | None = None,
+    clip: float | None = None,
+    input_forget: int = 0,
+) -> tuple[_Array, _Array, _Array]:
+    """com.microsoft ``AttnLSTM`` (TensorFlow's AttentionWrapper around an LSTM cell, Bahdanau attention)::
+
+        [i o f c] from  concat(x_t, a_{t-1})  (W is [D, 4H, input + A]), h_{t-1}, c_{t-1}: the LSTM equations
+        keys    = M MW                                           [batch, memory steps, attention size]
+        score_m = V . tanh(keys_m + h_t QW)   (-inf past memory_seq_lens)
+        context = sum_m softmax(score)_m M_m                     [batch, memory depth]
+        a_t     = concat(h_t, context) AW     (context itself without AW);  a_0 = 0
+
+    ``Y``, ``Y_h`` and ``Y_c`` are the LSTM's; the attention ``a`` is internal, so it restarts from zeros at
+    every call (the op has no input for it).  Checked against onnxruntime's kernel (forward, bidirectional,
+    with and without AW, a memory shorter than its padding).
+    """
+    if QW is None or MW is None or V is None or M is None:
+        raise ValueError("AttnLSTM: QW, MW, V and M are required")
+    x_in = np.asarray(X)
+    inp = x_in.shape[-1]
+    w_all = np.asarray(W)
+    p = _prepare(
+        "AttnLSTM", 4, x_in, w_all[:, :, :inp], R, B, sequence_lens, [initial_h, initial_c],
+        hidden_size, direction, 0, clip,
+    )
+    num_dirs = len(p.reverse)
+    n = p.hidden_size
+    peep = np.zeros((num_dirs, 3 * n)) if P is None else np.asarray(P, dtype=np.float64).reshape(num_dirs, 3 * n)
+    acts = _resolve_activations(
+        "AttnLSTM", activations, activation_alpha, activation_beta, ("Sigmoid", "Tanh", "Tanh"), num_dirs
+    )
+    clipped = _clipper(p.clip)
+    memory = np.asarray(M, dtype=np.float64)
+    batch, steps, depth = memory.shape
+    lengths = np.full(batch, steps) if memory_seq_lens is None else np.asarray(memory_seq_lens).astype(np.int64).reshape(-1)
+    valid = np.arange(steps)[None, :] < lengths[:, None]
+    attention_size = depth if AW is None else int(np.asarray(AW).shape[-1])
+    if w_all.shape[-1] != inp + attention_size:
+        raise ValueError(f"AttnLSTM: W must have {inp} + {attention_size} columns (input and attention), got {w_all.shape}.")
+
+    def make_step(d: int) -> _Step:
+        f, g, h_act = acts[d]
+        w = np.concatenate([p.w[d], w_all[d, :, inp:].astype(np.float64)], axis=1)
+        wi, wo, wf, wc = (w[k * n : (k + 1) * n].T for k in range(4))
+        ri, ro, rf, rc = (p.r[d, k * n : (k + 1) * n].T for k in range(4))
+        b = p.b[d, : 4 * n] + p.b[d, 4 * n :]
+        bi, bo, bf, bc = (b[k * n : (k + 1) * n] for k in range(4))
+        pi, po, pf = (peep[d, k * n : (k + 1) * n] for k in range(3))
+        keys = memory @ np.asarray(MW, dtype=np.float64)[d]
+        query_w = np.asarray(QW, dtype=np.float64)[d]
+        v = np.asarray(V, dtype=np.float64)[d]
+        layer = None if AW is None else np.asarray(AW, dtype=np.float64)[d]
+
+        def step(x_t: _Array, h: _Array, c: _Array, a: _Array) -> tuple[_Array, _Array, _Array]:
+            xa = np.concatenate([x_t, a], axis=1)
+            i = f(clipped(xa @ wi + h @ ri + pi * c + bi))
+            forget = 1.0 - i if input_forget else f(clipped(xa @ wf + h @ rf + pf * c + bf))
+            cell = forget * c + i * g(clipped(xa @ wc + h @ rc + bc))
+            o = f(clipped(xa @ wo + h @ ro + po * cell + bo))
+            h_new = o * h_act(cell)
+            score = np.where(valid, np.tanh(keys + (h_new @ query_w)[:, None, :]) @ v, -np.inf)
+            e = np.exp(score - score.max(axis=1, keepdims=True))
+            context = np.einsum("bm,bmd->bd", e / e.sum(axis=1, keepdims=True), memory)
+            a_new = context if layer is None else np.concatenate([h_new, context], axis=1) @ layer
+            return h_new, cell, a_new
+
+        return step
+
+    ys: list[_Array] = []
+    finals: list[tuple[_Array, ...]] = []
+    for d, reverse in enumerate(p.reverse):
+        start = (p.states[0][d], p.states[1][d], np.zeros((batch, attention_size)))
+        y, final = _scan(p.x, p.lengths, reverse, start, make_step(d))
+        ys.append(y)
+        finals.append(final)
+    y_all = np.stack(ys, axis=1)
+    y_h = np.stack([f[0] for f in finals], axis=0)
+    y_c = np.stack([f[1] for f in finals], axis=0)
+    return y_all.astype(p.dtype), y_h.astype(p.dtype), y_c.astype(p.dtype)
+
+
+# --------------------------------------------------------------------------
 # Dispatch by ONNX op type / registered recurrence kind
 # --------------------------------------------------------------------------
 
-_INPUT_COUNTS = {"RNN": 6, "GRU": 6, "LSTM": 8, "DynamicQuantizeLSTM": 12}
+_INPUT_COUNTS = {"RNN": 6, "GRU": 6, "LSTM": 8, "DynamicQuantizeLSTM": 12, "AttnLSTM": 14}
 _ATTRIBUTES = {
     "RNN": frozenset(
         {"hidden_size", "direction", "layout", "activations", "activation_alpha",
@@ -637,15 +735,14 @@ _ATTRIBUTES = {
 _ATTRIBUTES["GRU"] = _ATTRIBUTES["RNN"] | {"linear_before_reset"}
 _ATTRIBUTES["LSTM"] = _ATTRIBUTES["RNN"] | {"input_forget"}
 _ATTRIBUTES["DynamicQuantizeLSTM"] = _ATTRIBUTES["LSTM"]
-_OPS: dict[str, Callable[..., tuple[_Array, ...]]] = {"RNN": rnn, "GRU": gru, "LSTM": lstm, "DynamicQuantizeLSTM": dynamic_quantize_lstm}
-
-#: registered recurrence kinds (rnnir.recurrence.KINDS) the reference refuses, and why
-UNSUPPORTED_KINDS: Mapping[str, str] = {
-    "AttnLSTM": (
-        "onnxruntime's AttnLSTM (an LSTM with Bahdanau attention over a memory, its attention state fed back "
-        "at every step) has no numpy reference in rnnir yet; its state pairing and lint are still checked"
-    ),
+_ATTRIBUTES["AttnLSTM"] = _ATTRIBUTES["LSTM"] - {"layout"}
+_OPS: dict[str, Callable[..., tuple[_Array, ...]]] = {
+    "RNN": rnn, "GRU": gru, "LSTM": lstm, "DynamicQuantizeLSTM": dynamic_quantize_lstm, "AttnLSTM": attn_lstm,
 }
+
+#: registered recurrence kinds (rnnir.recurrence.KINDS) the reference refuses, and why (none today: a kind
+#: added to the registry without a reference goes here, and the simulator then refuses it by name)
+UNSUPPORTED_KINDS: Mapping[str, str] = {}
 
 
 class UnsupportedKindError(RnnirError, ValueError):
@@ -660,11 +757,12 @@ def supports(kind: str) -> bool:
 def run_node(
     op_type: str, inputs: Sequence[_Array | None], attributes: Mapping[str, Any]
 ) -> list[_Array]:
-    """Run one ONNX ``RNN`` / ``GRU`` / ``LSTM`` node, or com.microsoft ``DynamicQuantizeLSTM``.
+    """Run one ONNX ``RNN`` / ``GRU`` / ``LSTM`` node, or com.microsoft ``DynamicQuantizeLSTM`` / ``AttnLSTM``.
 
     ``inputs`` follow the op's input order (``X, W, R, B, sequence_lens,
     initial_h`` and, for LSTM, ``initial_c, P``; then ``W_scale, W_zero_point,
-    R_scale, R_zero_point`` for DynamicQuantizeLSTM); ``None`` or a missing
+    R_scale, R_zero_point`` for DynamicQuantizeLSTM, ``QW, MW, V, M,
+    memory_seq_lens, AW`` for AttnLSTM); ``None`` or a missing
     trailing entry marks an absent optional input. ``attributes`` uses the
     ONNX attribute names; strings may be ``bytes``. Returns all outputs
     (``[Y, Y_h]`` or ``[Y, Y_h, Y_c]``).  A kind listed in :data:`UNSUPPORTED_KINDS`, or any

@@ -3,6 +3,7 @@ verification, export, the simulator and the numpy reference, checked against onn
 
 A new kind in KINDS is included automatically: the test fails until ``_WEIGHTS`` says how to build a small
 model of it (and the reference either runs it or lists it in ``reference.UNSUPPORTED_KINDS``, with the reason).
+Below the contract: the contrib kinds' references on what the small models leave out.
 """
 
 from __future__ import annotations
@@ -234,3 +235,66 @@ def test_the_quantized_tolerance_is_far_below_what_a_dequantization_slip_moves()
     _, no_zero_h, _ = reference.dynamic_quantize_lstm(calls[0]["x"], **no_zero)
     assert 0 < tol < np.abs(right_h).max() / 5
     assert np.abs(reshaped_h - right_h).max() > tol / 2 and np.abs(no_zero_h - right_h).max() > tol / 4
+
+
+def test_every_kind_is_run_by_the_reference_or_refused_with_a_reason():
+    assert set(reference.UNSUPPORTED_KINDS) <= set(KINDS)
+    for name in KINDS:
+        assert reference.supports(name) != (name in reference.UNSUPPORTED_KINDS), name
+
+
+def test_a_refused_kind_stops_the_simulator_by_name_before_any_call(monkeypatch):
+    # no registered kind is refused today: pretend GRU were, as a kind added without a reference would be
+    model, _ = _model(KINDS["GRU"])
+    prog = rnnir.load(model)
+    monkeypatch.setattr(reference, "_OPS", {k: v for k, v in reference._OPS.items() if k != "GRU"})
+    monkeypatch.setattr(reference, "UNSUPPORTED_KINDS", {"GRU": "no reference for this test"})
+    with pytest.raises(SimulationError, match=r"'?GRU_node'? is a GRU, which the simulator cannot run: no reference for this test"):
+        run_calls(prog, [_feeds(KINDS["GRU"], 1)])
+    with pytest.raises(reference.UnsupportedKindError, match="GRU is not supported: no reference for this test"):
+        reference.run_node("GRU", [np.zeros((1, 1, 1))] * 3, {})
+
+
+def _attn_model(direction: str, layer: int | None) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
+    """AttnLSTM over a batch of 2 whose second memory is 2 of 4 steps long, with or without the attention layer AW."""
+    rng = np.random.default_rng(5)
+    d = 2 if direction == "bidirectional" else 1
+    attention = MEMORY_DEPTH if layer is None else layer
+    w = {
+        "W": _float(rng, d, 4 * H, IN + attention), "R": _float(rng, d, 4 * H, H), "B": _float(rng, d, 8 * H),
+        "QW": _float(rng, d, H, ATTN), "MW": _float(rng, d, MEMORY_DEPTH, ATTN), "V": _float(rng, d, ATTN),
+        "M": _float(rng, 2, MEMORY_STEPS, MEMORY_DEPTH), "memory_seq_lens": np.array([MEMORY_STEPS, 2], np.int32),
+    }
+    if layer is not None:
+        w["AW"] = _float(rng, d, MEMORY_DEPTH + H, layer)
+    ins = ["x", "W", "R", "B", "", "h0", "c0", "", "QW", "MW", "V", "M", "memory_seq_lens", *(["AW"] if layer else [])]
+    node = helper.make_node("AttnLSTM", ins, ["y", "hn", "cn"], domain="com.microsoft", hidden_size=H, direction=direction)
+    vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in (("x", [T, 2, IN]), ("h0", [d, 2, H]), ("c0", [d, 2, H]))]
+    outs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, None) for n in ("y", "hn", "cn")]
+    graph = helper.make_graph([node], "attn", vi, outs, [numpy_helper.from_array(v, k) for k, v in w.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]), w
+
+
+@pytest.mark.parametrize("direction", ["forward", "bidirectional"])
+@pytest.mark.parametrize("layer", [None, 5], ids=["no_AW", "AW"])
+def test_the_attn_lstm_reference_is_onnxruntimes_kernel(direction, layer):
+    model, w = _attn_model(direction, layer)
+    d = 2 if direction == "bidirectional" else 1
+    rng = np.random.default_rng(6)
+    feeds = {"x": _float(rng, T, 2, IN), "h0": _float(rng, d, 2, H), "c0": _float(rng, d, 2, H)}
+    try:
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception:  # noqa: BLE001 - a build of onnxruntime without the contrib op
+        pytest.skip("this onnxruntime does not run AttnLSTM")
+    expected = sess.run(None, feeds)
+    args = dict(w, initial_h=feeds["h0"], initial_c=feeds["c0"])
+    got = reference.attn_lstm(feeds["x"], **args, direction=direction)
+    for name, g, e in zip(("Y", "Y_h", "Y_c"), got, expected):
+        np.testing.assert_allclose(g, e, rtol=0, atol=1e-5, err_msg=name)
+    # near misses: the short memory read to its padding, or AW applied to (context, h) instead of (h, context)
+    unmasked = reference.attn_lstm(feeds["x"], **{**args, "memory_seq_lens": None}, direction=direction)
+    assert np.abs(unmasked[1][:, 1] - expected[1][:, 1]).max() > 1e-3
+    if layer is not None:
+        swapped = np.concatenate([w["AW"][:, H:], w["AW"][:, :H]], axis=1)  # rows of (context, h) read as (h, context)
+        wrong = reference.attn_lstm(feeds["x"], **{**args, "AW": swapped}, direction=direction)
+        assert np.abs(wrong[1] - expected[1]).max() > 1e-3
