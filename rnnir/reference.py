@@ -563,27 +563,36 @@ def lstm(
     clipped = _clipper(p.clip)
 
     def make_step(d: int) -> _Step:
-        f, g, h_act = acts[d]
-        wi, wo, wf, wc = (p.w[d, k * n : (k + 1) * n].T for k in range(4))
-        ri, ro, rf, rc = (p.r[d, k * n : (k + 1) * n].T for k in range(4))
-        b = p.b[d, : 4 * n] + p.b[d, 4 * n :]
-        bi, bo, bf, bc = (b[k * n : (k + 1) * n] for k in range(4))
-        pi, po, pf = (peep[d, k * n : (k + 1) * n] for k in range(3))
-
-        def step(x_t: _Array, h: _Array, c: _Array) -> tuple[_Array, _Array]:
-            i = f(clipped(x_t @ wi + h @ ri + pi * c + bi))
-            if input_forget:
-                forget = 1.0 - i
-            else:
-                forget = f(clipped(x_t @ wf + h @ rf + pf * c + bf))
-            cell = forget * c + i * g(clipped(x_t @ wc + h @ rc + bc))
-            o = f(clipped(x_t @ wo + h @ ro + po * cell + bo))
-            return o * h_act(cell), cell
-
-        return step
+        return _lstm_cell(p.w[d], p.r[d], p.b[d], peep[d], acts[d], clipped, input_forget)
 
     y, y_h, y_c = _run_directions(p, make_step)
     return y, y_h, y_c
+
+
+def _lstm_cell(
+    w: _Array, r: _Array, b: _Array, peep: _Array, acts: Sequence[_ActivationFn],
+    clipped: Callable[[_Array], _Array], input_forget: int,
+) -> Callable[[_Array, _Array, _Array], tuple[_Array, _Array]]:
+    """One direction's LSTM step ``(x_t, h, c) -> (h', c')`` (``w``: ``[4H, K]``, ``r``: ``[4H, H]``, ``b``: ``[8H]``)."""
+    n = r.shape[-1]
+    f, g, h_act = acts
+    wi, wo, wf, wc = (w[k * n : (k + 1) * n].T for k in range(4))
+    ri, ro, rf, rc = (r[k * n : (k + 1) * n].T for k in range(4))
+    bias = b[: 4 * n] + b[4 * n :]
+    bi, bo, bf, bc = (bias[k * n : (k + 1) * n] for k in range(4))
+    pi, po, pf = (peep[k * n : (k + 1) * n] for k in range(3))
+
+    def step(x_t: _Array, h: _Array, c: _Array) -> tuple[_Array, _Array]:
+        i = f(clipped(x_t @ wi + h @ ri + pi * c + bi))
+        if input_forget:
+            forget = 1.0 - i
+        else:
+            forget = f(clipped(x_t @ wf + h @ rf + pf * c + bf))
+        cell = forget * c + i * g(clipped(x_t @ wc + h @ rc + bc))
+        o = f(clipped(x_t @ wo + h @ ro + po * cell + bo))
+        return o * h_act(cell), cell
+
+    return step
 
 
 # --------------------------------------------------------------------------
@@ -681,25 +690,15 @@ def attn_lstm(
         raise ValueError(f"AttnLSTM: W must have {inp} + {attention_size} columns (input and attention), got {w_all.shape}.")
 
     def make_step(d: int) -> _Step:
-        f, g, h_act = acts[d]
-        w = np.concatenate([p.w[d], w_all[d, :, inp:].astype(np.float64)], axis=1)
-        wi, wo, wf, wc = (w[k * n : (k + 1) * n].T for k in range(4))
-        ri, ro, rf, rc = (p.r[d, k * n : (k + 1) * n].T for k in range(4))
-        b = p.b[d, : 4 * n] + p.b[d, 4 * n :]
-        bi, bo, bf, bc = (b[k * n : (k + 1) * n] for k in range(4))
-        pi, po, pf = (peep[d, k * n : (k + 1) * n] for k in range(3))
+        w = np.concatenate([p.w[d], w_all[d, :, inp:].astype(np.float64)], axis=1)  # over (x, attention)
+        lstm_step = _lstm_cell(w, p.r[d], p.b[d], peep[d], acts[d], clipped, input_forget)
         keys = memory @ np.asarray(MW, dtype=np.float64)[d]
         query_w = np.asarray(QW, dtype=np.float64)[d]
         v = np.asarray(V, dtype=np.float64)[d]
         layer = None if AW is None else np.asarray(AW, dtype=np.float64)[d]
 
         def step(x_t: _Array, h: _Array, c: _Array, a: _Array) -> tuple[_Array, _Array, _Array]:
-            xa = np.concatenate([x_t, a], axis=1)
-            i = f(clipped(xa @ wi + h @ ri + pi * c + bi))
-            forget = 1.0 - i if input_forget else f(clipped(xa @ wf + h @ rf + pf * c + bf))
-            cell = forget * c + i * g(clipped(xa @ wc + h @ rc + bc))
-            o = f(clipped(xa @ wo + h @ ro + po * cell + bo))
-            h_new = o * h_act(cell)
+            h_new, cell = lstm_step(np.concatenate([x_t, a], axis=1), h, c)
             score = np.where(valid, np.tanh(keys + (h_new @ query_w)[:, None, :]) @ v, -np.inf)
             e = np.exp(score - score.max(axis=1, keepdims=True))
             context = np.einsum("bm,bmd->bd", e / e.sum(axis=1, keepdims=True), memory)
