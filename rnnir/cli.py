@@ -673,16 +673,18 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    """The rule's code, name, severity and summary first (as ``ruff rule F401`` starts), then its docstring and
+    its automatic fix.  Imports neither onnx nor numpy: a question about a rule costs no model machinery."""
     backend = _passes()
     try:
-        text = backend.explain(args.code)  # a code (SD002) or a name (wrong-slot), any case
-        code = backend.rule_for(args.code).code
+        rule = backend.rule_for(args.code)  # a code (SD002) or a name (wrong-slot), any case
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     from .cli_fix import explain_fix  # the automatic fix, where the rule has one
 
-    text = (text if text.endswith("\n") else text + "\n") + explain_fix(code)
-    _emit(text, None)
+    doc = backend.explain(rule.code)
+    head = f"{rule.code} {rule.name} ({rule.severity.value})\n{rule.summary}\n\n"
+    _emit(head + (doc if doc.endswith("\n") else doc + "\n") + explain_fix(rule.code), None)
     return 0
 
 

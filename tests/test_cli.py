@@ -506,14 +506,15 @@ def test_github_annotations_point_at_the_file(models, capsys):
 def test_explain_prints_the_rule_docstring_exactly(capsys):
     from rnnir.passes import explain
 
-    assert cli.main(["explain", "SD005"]) == 0  # a rule without an automatic fix: the docstring and nothing else
+    assert cli.main(["explain", "SD005"]) == 0  # a rule without an automatic fix: the heading, the docstring and nothing else
     out = capsys.readouterr().out
     doc = explain("SD005")
-    assert out == (doc if doc.endswith("\n") else doc + "\n")
+    head, _, body = out.partition("\n\n")
+    assert head.startswith("SD005 ") and body == (doc if doc.endswith("\n") else doc + "\n")
     assert cli.main(["explain", "SD002"]) == 0  # a rule with one: the docstring, then the fix (tests/test_cli_fix.py)
     out = capsys.readouterr().out
     doc = explain("SD002")
-    assert out.startswith(doc if doc.endswith("\n") else doc + "\n")
+    assert out.partition("\n\n")[2].startswith(doc if doc.endswith("\n") else doc + "\n")
 
 
 def test_explain_accepts_lowercase(capsys):

@@ -1,0 +1,58 @@
+"""The small things a newcomer tripped over (issue 23), one behaviour per test.
+
+``explain`` starts with the rule's code, name and severity and imports no model machinery; a missing model is
+reported once; ``run`` prints streaming verdicts only for streaming checks that were asked for; ``--jobs 0`` is
+one worker per CPU; rule names are accepted wherever codes are; ``lint --fix`` says which files it cannot fix;
+``show -o`` says what it wrote; a bad ``pairs`` entry names its file.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rnnir import cli
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "samples"
+
+
+def run_python(code: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """``code`` in a fresh interpreter (so ``sys.modules`` starts empty), with this checkout first on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("RNNIR_DEBUG", None)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
+
+
+# -- rnnir explain ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("given", ["SD002", "wrong-slot"])
+def test_explain_starts_with_code_name_and_severity(capsys, given):
+    assert cli.main(["explain", given]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == "SD002 wrong-slot (error)"  # the catalogue's code, slug and severity (`rnnir rules` lists them)
+
+
+def test_explain_heading_gives_an_info_rules_severity(capsys):
+    assert cli.main(["explain", "unverified-state"]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == "SD009 unverified-state (info)"
+
+
+@pytest.mark.parametrize("given", ["SD002", "wrong-slot"])
+def test_explain_imports_neither_onnx_nor_numpy(given):
+    done = run_python(
+        "import sys\n"
+        "from rnnir import cli\n"
+        f"code = cli.main(['explain', {given!r}])\n"
+        "heavy = sorted(m for m in ('onnx', 'onnxruntime', 'numpy') if m in sys.modules)\n"
+        "print('HEAVY', heavy, code)\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "HEAVY [] 0"
+    assert "Fix (safe: `rnnir lint --fix`)" in done.stdout  # the fix section still comes (from the fix table, not the fixer)
