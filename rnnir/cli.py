@@ -28,7 +28,8 @@ Exit codes (every command):
   model that could not be read or analysed.  With several models, **2 wins over 1**: a CI job must
   not pass (or fail "normally") when part of what it was asked to check was never checked.  The
   other models are still linted and reported; the failed one appears in the output with its
-  ``error`` and on stderr as ``rnnir: error: <file>: <message>``.
+  ``error``, and on stderr as ``rnnir: error: <file>: <message>`` unless the output is a text report on
+  stdout that already shows it (``--quiet``, ``--statistics``, ``-o FILE`` and the other formats keep the line).
 
 ``lint --baseline FILE`` reports only findings FILE does not accept (:mod:`rnnir.baseline`), and
 ``--write-baseline FILE`` records them; suppressions stored in a model (``rnnir.noqa`` metadata) are
@@ -406,7 +407,11 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     for f in files:
         for warning in f.warnings:
             print(printable(f"rnnir: warning: {f.path}: {warning}"), file=sys.stderr)
-    for f in result.failed:
+    # a text report on stdout already says why each failed model failed: the same words on stderr would say it twice
+    report_says_it = args.format == "text" and not args.output and not any(
+        getattr(args, flag, False) for flag in ("quiet", "statistics", "write_baseline", "add_noqa")
+    )
+    for f in result.failed if not report_says_it else ():
         print(printable(f"rnnir: error: {f.path}: {(f.error or {}).get('message')}"), file=sys.stderr)
     if getattr(args, "write_baseline", None):
         return _write_baseline(Path(args.write_baseline), result)

@@ -56,3 +56,23 @@ def test_explain_imports_neither_onnx_nor_numpy(given):
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "HEAVY [] 0"
     assert "Fix (safe: `rnnir lint --fix`)" in done.stdout  # the fix section still comes (from the fix table, not the fixer)
+
+
+# -- a model that cannot be read is reported once -----------------------------------------------
+
+
+def test_missing_model_is_reported_once(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["lint", "--no-config", "missing.onnx"]) == 2
+    out, err = capsys.readouterr()
+    assert (out + err).count("no such file") == 1, out + err
+
+
+@pytest.mark.parametrize("flags", [["--format", "json"], ["--format", "sarif"], ["-o", "report.txt"], ["--quiet"], ["--statistics"]])
+def test_missing_model_goes_to_stderr_when_the_report_does_not_show_it(tmp_path, monkeypatch, capsys, flags):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["lint", "--no-config", "missing.onnx", *flags]) == 2
+    out, err = capsys.readouterr()
+    assert err.count("rnnir: error: missing.onnx: no such file") == 1
+    if flags[0] != "--format":  # machine formats carry it in the document as well
+        assert "no such file" not in out
