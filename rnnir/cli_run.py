@@ -161,7 +161,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         text = json.dumps(doc, indent=2) + "\n"
     else:
         text = testing.report_to_text(report)
-        text = (text if text.endswith("\n") else text + "\n") + streaming.streaming_to_text(stream_report)
+        text = text if text.endswith("\n") else text + "\n"
+        if stream_report.checked or not args.quiet:  # measurements alone have no verdict line for -q to keep
+            text += streaming.streaming_to_text(stream_report, persistence=report.status)
         if args.quiet:
             text = "".join(line for line in text.splitlines(keepends=True) if not line.startswith(" "))
     _emit(text, args.output)

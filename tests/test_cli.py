@@ -706,6 +706,7 @@ class FakeReport:
 class FakeStreaming:
     def __init__(self, ok):
         self.ok = ok
+        self.checked = False
 
     def to_json(self):
         return {"ok": self.ok}
@@ -724,7 +725,7 @@ def test_run_exit_code_follows_the_report_status(models, capsys, monkeypatch, st
     monkeypatch.setattr(testing, "report_to_text", lambda r: f"verdict {r.status}\n")
     streaming = pytest.importorskip("rnnir.streaming")
     monkeypatch.setattr(streaming, "check_streaming", lambda *a, **kw: FakeStreaming(True))
-    monkeypatch.setattr(streaming, "streaming_to_text", lambda r: "streaming pass\n")
+    monkeypatch.setattr(streaming, "streaming_to_text", lambda r, persistence: "streaming pass\n")
     assert cli.main(["run", "--no-config", "clean.onnx", "--calls", "7", "--chunk", "3", "--pair", "h0=hn"]) == code
     assert capsys.readouterr().out == f"verdict {status}\nstreaming pass\n"
     assert callable(seen.pop("progress"))

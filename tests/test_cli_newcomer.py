@@ -76,3 +76,39 @@ def test_missing_model_goes_to_stderr_when_the_report_does_not_show_it(tmp_path,
     assert err.count("rnnir: error: missing.onnx: no such file") == 1
     if flags[0] != "--format":  # machine formats carry it in the document as well
         assert "no such file" not in out
+
+
+# -- rnnir run: streaming verdicts only for streaming checks ------------------------------------
+
+
+def run_text(capsys, *argv: str) -> tuple[int, str]:
+    code = cli.main(["run", "--no-config", *argv])
+    return code, capsys.readouterr().out
+
+
+def test_run_without_a_streaming_flag_prints_no_streaming_verdict(capsys):
+    code, out = run_text(capsys, str(SAMPLES / "gru_fanout.onnx"), "--calls", "8")
+    assert code == 0 and ": PASS: persistence holds" in out
+    assert "streaming checks" not in out  # no drop, restart, burst, long run or pool was asked for
+    assert "gru_fanout.onnx: measured over 8 calls\n  latency per call: " in out  # the measurements stay, without a verdict
+
+
+def test_run_failing_persistence_prints_no_streaming_pass(capsys):
+    # sd002_hc_swap.onnx writes c into h's slot: the multi-call check fails; nothing streaming was asked for
+    code, out = run_text(capsys, str(SAMPLES / "sd002_hc_swap.onnx"), "--calls", "8", "-q")
+    assert code == 1 and ": FAIL: " in out
+    assert "PASS" not in out and "streaming" not in out
+
+
+def test_run_failing_persistence_with_a_passing_drop_check_does_not_say_pass(capsys):
+    code, out = run_text(capsys, str(SAMPLES / "sd002_hc_swap.onnx"), "--calls", "8", "--drop", "2")
+    assert code == 1 and ": FAIL: " in out
+    assert "PASS" not in out
+    assert "streaming checks found no failure of their own over 8 calls (tolerance 0.001); the verdict above (FAIL) stands" in out
+    assert "chunk 2 dropped (skip): back within 0.001" in out  # the check's own result is still shown
+
+
+def test_run_passing_persistence_with_a_drop_check_says_streaming_pass(capsys):
+    code, out = run_text(capsys, str(SAMPLES / "gru_fanout.onnx"), "--calls", "8", "--drop", "2")
+    assert code == 0
+    assert "gru_fanout.onnx: streaming checks PASS over 8 calls (tolerance 0.001)" in out
