@@ -541,11 +541,12 @@ def _statistics_text(result: LintResult) -> str:
 
 
 def _workers(requested: int, files: int) -> int:
-    """``--jobs N`` clamped to the files and CPUs there are (more processes only cost memory), said on stderr."""
-    if requested < 1:
-        raise UsageError(f"--jobs {requested}: give a number of worker processes, 1 or more")
+    """``--jobs N`` clamped to the files and CPUs there are (more processes only cost memory), said on stderr;
+    ``--jobs 0`` is one per CPU (as ``--help`` says), clamped to the files without a word."""
+    if requested < 0:
+        raise UsageError(f"--jobs {requested}: give a number of worker processes, 1 or more (0: one per CPU)")
     cpus = os.cpu_count() or 1
-    workers = max(1, min(requested, files, cpus))
+    workers = max(1, min(requested or cpus, files, cpus))
     if workers < requested and files > 1:
         print(f"rnnir: --jobs {requested}: using {workers} worker process(es) ({files} files, {cpus} CPUs)", file=sys.stderr)
     return workers
@@ -763,7 +764,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to skip")
     p.add_argument("--cost", action="store_true", help="add the per-call cost analysis")
     p.add_argument("--strict", action="store_true", help="state rnnir could not verify (SD009) or a model does not expose (SD010) is an error")
-    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in up to N worker processes (at most one per file and per CPU)")
+    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in up to N worker processes (at most one per file and per CPU; 0: one per CPU)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--shard", metavar="I/N", help="lint only shard I of N (models dealt round-robin in sorted order), for CI job matrices")
     p.add_argument("--show-settings", action="store_true", help="print each model's configuration file and resolved settings, and lint nothing")

@@ -112,3 +112,55 @@ def test_run_passing_persistence_with_a_drop_check_says_streaming_pass(capsys):
     code, out = run_text(capsys, str(SAMPLES / "gru_fanout.onnx"), "--calls", "8", "--drop", "2")
     assert code == 0
     assert "gru_fanout.onnx: streaming checks PASS over 8 calls (tolerance 0.001)" in out
+
+
+# -- --jobs 0: one worker per CPU, for lint and cost --------------------------------------------
+
+
+class InlinePool:
+    """A stand-in for ProcessPoolExecutor that records its size and runs each job at once (no processes)."""
+
+    sizes: list[int] = []
+
+    def __init__(self, max_workers: int) -> None:
+        InlinePool.sizes.append(max_workers)
+
+    def __enter__(self) -> InlinePool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, fn, *args):
+        from concurrent.futures import Future
+
+        future: Future = Future()
+        future.set_result(fn(*args))
+        return future
+
+
+@pytest.mark.parametrize("command", ["lint", "cost"])
+def test_jobs_0_is_one_worker_per_cpu(tmp_path, monkeypatch, capsys, command):
+    for k in range(5):
+        (tmp_path / f"m{k}.onnx").write_bytes((SAMPLES / "gru_fanout.onnx").read_bytes())
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    monkeypatch.setattr(cli, "ProcessPoolExecutor", InlinePool, raising=False)
+    InlinePool.sizes = []
+    assert cli.main([command, "--no-config", str(tmp_path), "--jobs", "0", "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert InlinePool.sizes == [3] and out.count('"path"') >= 5
+    assert err == ""  # 0 asks for "as many as there are CPUs": nothing was cut down, nothing to say
+
+
+def test_jobs_0_with_one_file_lints_it_in_process(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(cli, "ProcessPoolExecutor", InlinePool, raising=False)
+    InlinePool.sizes = []
+    assert cli.main(["lint", "--no-config", str(SAMPLES / "gru_fanout.onnx"), "--jobs", "0"]) == 0
+    assert InlinePool.sizes == []
+
+
+def test_jobs_help_says_what_0_means_for_lint_and_cost(capsys):
+    for command in ("lint", "cost"):
+        with pytest.raises(SystemExit):
+            cli.build_parser().parse_args([command, "--help"])
+        assert "0: one per CPU" in " ".join(capsys.readouterr().out.split())
