@@ -167,14 +167,20 @@ def _print_deprecations(configs: Sequence[Config]) -> None:
 
 
 def _split_codes(values: Sequence[str]) -> tuple[str, ...]:
-    """``["SD,OR", "AL001"]`` → ``("SD", "OR", "AL001")``; repeated flags add up."""
-    return tuple(c.strip().upper() for v in values for c in v.split(",") if c.strip())
+    """``["SD,OR", "AL001", "wrong-slot"]`` → ``("SD", "OR", "AL001", "SD002")``; repeated flags add up."""
+    from .passes.catalogue import selector_code  # the one reading of a selector, shared with [tool.rnnir] and the library
+
+    return tuple(selector_code(c) for v in values for c in v.split(",") if c.strip())
 
 
 def _check_selectors(selectors: Sequence[str], codes: Sequence[str], what: str) -> None:
-    unknown = [s for s in selectors if not any(code.startswith(s) for code in codes)]
-    if unknown:
-        raise UsageError(f"{what}: unknown rule code or prefix {', '.join(map(repr, unknown))}; known codes: {', '.join(sorted(codes))}")
+    from .passes.catalogue import check_selectors
+    from .passes.manager import SelectionError
+
+    try:
+        check_selectors(selectors, what, known=codes)
+    except SelectionError as exc:
+        raise UsageError(str(exc)) from None
 
 
 # -- collecting models ------------------------------------------------------------------------
@@ -759,9 +765,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="text: print only the summary line")
     p.add_argument("--statistics", action="store_true", help="text: print a count per rule code instead of the findings")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even with error-level findings (2 still means the tool failed)")
-    p.add_argument("--select", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to run (default: all; ALL: every rule)")
-    p.add_argument("--extend-select", action="append", metavar="CODES", help="rule codes or prefixes to run on top of --select or the configured selection")
-    p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to skip")
+    p.add_argument("--select", action="append", metavar="CODES", help="comma-separated rule codes, prefixes or names to run (default: all; ALL: every rule)")
+    p.add_argument("--extend-select", action="append", metavar="CODES", help="rule codes, prefixes or names to run on top of --select or the configured selection")
+    p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes, prefixes or names to skip")
     p.add_argument("--cost", action="store_true", help="add the per-call cost analysis")
     p.add_argument("--strict", action="store_true", help="state rnnir could not verify (SD009) or a model does not expose (SD010) is an error")
     p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in up to N worker processes (at most one per file and per CPU; 0: one per CPU)")

@@ -118,7 +118,9 @@ def add_fix_command(sub: Any, add_model_options: Any) -> None:
 def _codes(select: list[str] | None) -> list[str] | None:
     if not select:
         return None
-    codes = [c.strip().upper() for v in select for c in v.split(",") if c.strip()]
+    from .passes.catalogue import selector_code  # a rule name (wrong-slot) is its code, as everywhere codes are taken
+
+    codes = [selector_code(c) for v in select for c in v.split(",") if c.strip()]
     return [] if codes == ["NONE"] else codes
 
 
@@ -175,6 +177,7 @@ def _edit_suppressions(args: argparse.Namespace) -> int:
     """``--suppress``/``--unsuppress``: edit only the model's suppression list (metadata rnnir.noqa)."""
     from rnnir.metadata import META_NOQA, NoqaFormatError, read_noqa, write_noqa
     from rnnir.passes import RULES, Suppression
+    from rnnir.passes.catalogue import selector_code
 
     from .lower.source import read_model
 
@@ -188,6 +191,8 @@ def _edit_suppressions(args: argparse.Namespace) -> int:
         raise FixUsageError(f"{src}: {exc}; remove the entry with any ONNX editor, or --unsuppress cannot tell what is there") from None
     for text in args.suppress or []:
         entry = Suppression.parse(text)
+        if entry.code not in RULES:  # a rule name (wrong-slot) is stored as its code: the model's list names exact codes
+            entry = Suppression(selector_code(text.partition(":")[0]), entry.node)
         if entry.code not in RULES:
             raise FixUsageError(f"--suppress {text!r}: {entry.code!r} is not a rule code (rnnir rules lists them; suppressions name exact codes)")
         entries.append(entry.text)

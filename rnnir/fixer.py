@@ -177,7 +177,9 @@ def fix(
     work = onnx.ModelProto()
     work.CopyFrom(src.with_external_data())
     result = FixResult(work)
-    chosen = list(FIXES) if codes is None else [c.strip().upper() for c in codes]
+    from .passes.catalogue import selector_code  # a rule name (wrong-slot) is its code, as everywhere codes are taken
+
+    chosen = list(FIXES) if codes is None else [selector_code(c) for c in codes]
     unknown = [c for c in chosen if c not in FIXES]
     if unknown:
         raise FixError(f"no automatic fix for {', '.join(unknown)}; fixable codes: {', '.join(FIXES)}")

@@ -164,3 +164,93 @@ def test_jobs_help_says_what_0_means_for_lint_and_cost(capsys):
         with pytest.raises(SystemExit):
             cli.build_parser().parse_args([command, "--help"])
         assert "0: one per CPU" in " ".join(capsys.readouterr().out.split())
+
+
+# -- rule names wherever rule codes are taken ---------------------------------------------------
+# sd002_hc_swap.onnx has exactly one finding, SD002 (samples/sd002_hc_swap.expected.json)
+
+
+def lint_codes(capsys, *argv: str, cwd_args: tuple[str, ...] = ("--no-config",)) -> tuple[int, list[str], str]:
+    import json
+
+    code = cli.main(["lint", *cwd_args, str(SAMPLES / "sd002_hc_swap.onnx"), "--format", "json", *argv])
+    out, err = capsys.readouterr()
+    return code, ([d["code"] for f in json.loads(out)["files"] for d in f["diagnostics"]] if out else []), err
+
+
+@pytest.mark.parametrize("select", ["wrong-slot", "Wrong_Slot", "SD002", "sd", "wrong-slot,not-final-state"])
+def test_select_takes_a_rule_name_as_well_as_a_code(capsys, select):
+    code, codes, err = lint_codes(capsys, "--select", select)
+    assert (code, codes, err) == (1, ["SD002"], "")
+
+
+def test_select_of_another_rules_name_leaves_the_finding_out(capsys):
+    code, codes, _ = lint_codes(capsys, "--select", "not-final-state")  # near miss: SD003's name
+    assert (code, codes) == (0, [])
+
+
+def test_ignore_and_extend_select_take_rule_names(capsys):
+    assert lint_codes(capsys, "--ignore", "wrong-slot")[:2] == (0, [])
+    assert lint_codes(capsys, "--select", "SD003", "--extend-select", "wrong-slot")[:2] == (1, ["SD002"])
+
+
+@pytest.mark.parametrize("flag", ["--select", "--ignore", "--extend-select"])
+def test_a_misspelt_rule_name_is_refused_as_typed(capsys, flag):
+    code = cli.main(["lint", "--no-config", str(SAMPLES / "sd002_hc_swap.onnx"), flag, "wrong-slots"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{flag}: unknown rule code, prefix or name 'wrong-slots'" in err
+
+
+def test_configuration_select_ignore_and_per_file_ignores_take_rule_names(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    model = tmp_path / "m.onnx"
+    model.write_bytes((SAMPLES / "sd002_hc_swap.onnx").read_bytes())
+    for body, expected in [
+        ('select = ["wrong-slot"]', (1, ["SD002"])),
+        ('ignore = ["wrong-slot"]', (0, [])),
+        ('[tool.rnnir.per-file-ignores]\n"m.onnx" = ["wrong-slot"]', (0, [])),
+        ('[tool.rnnir.per-file-ignores]\n"other.onnx" = ["wrong-slot"]', (1, ["SD002"])),  # near miss: another file
+    ]:
+        (tmp_path / "pyproject.toml").write_text(f"[tool.rnnir]\n{body}\n")
+        import json
+
+        code = cli.main(["lint", "m.onnx", "--format", "json"])
+        out, err = capsys.readouterr()
+        assert (code, [d["code"] for d in json.loads(out)["files"][0]["diagnostics"]]) == expected, (body, err)
+
+
+def test_configuration_with_a_misspelt_rule_name_names_the_file(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.onnx").write_bytes((SAMPLES / "sd002_hc_swap.onnx").read_bytes())
+    (tmp_path / "pyproject.toml").write_text('[tool.rnnir]\nignore = ["wrong-slots"]\n')
+    assert cli.main(["lint", "m.onnx"]) == 2
+    err = capsys.readouterr().err
+    assert "pyproject.toml: ignore: unknown rule code, prefix or name 'wrong-slots'" in err
+
+
+def test_library_selection_takes_rule_names():
+    import rnnir
+    from rnnir import passes
+
+    program = rnnir.load(str(SAMPLES / "sd002_hc_swap.onnx"))
+    assert [d.code for d in passes.run(program, select=["wrong-slot"])] == ["SD002"]
+    assert passes.run(program, ignore=["wrong-slot"]) == []
+    assert [r.error for r in rnnir.lint_many([str(SAMPLES / "sd002_hc_swap.onnx")], ignore=["wrong-slot"], max_workers=1)] == [None]
+
+
+def test_fix_select_and_suppress_take_rule_names(tmp_path, capsys):
+    out = tmp_path / "fixed.onnx"
+    assert cli.main(["fix", "--no-config", str(SAMPLES / "sd002_hc_swap.onnx"), "--select", "wrong-slot", "-o", str(out)]) == 0
+    assert lint_codes_of(capsys, out) == []  # the SD002 fix was applied
+    sup = tmp_path / "suppressed.onnx"
+    assert cli.main(["fix", str(SAMPLES / "sd002_hc_swap.onnx"), "--suppress", "wrong-slot", "-o", str(sup)]) == 0
+    assert "suppresses SD002" in capsys.readouterr().out  # stored as the code: the model's list names exact codes
+    assert lint_codes_of(capsys, sup) == []
+
+
+def lint_codes_of(capsys, path: Path) -> list[str]:
+    import json
+
+    capsys.readouterr()  # what came before
+    cli.main(["lint", "--no-config", str(path), "--format", "json"])
+    return [d["code"] for f in json.loads(capsys.readouterr().out)["files"] for d in f["diagnostics"]]
