@@ -10,7 +10,8 @@ Like Ruff, ``lint --fix`` rewrites the files it lints (atomically: a temporary f
 then a rename) and refuses a file it cannot write; ``rnnir fix`` writes only where ``-o`` says, or over
 the model with ``--in-place``.  ``--diff`` exits 1 when there is something to fix, 0 otherwise.
 A model that keeps its weights in external data is written with a new data file beside the output;
-it is never rewritten in place (its data file would have to change under it).
+it is never rewritten in place (its data file would have to change under it).  IR text (``.rnnir``) is
+linted but never fixed: ``lint --fix``/``--diff`` say so on stderr, one warning per file.
 
 Kept apart from :mod:`rnnir.cli` so the main command line only needs a small hook.
 """
@@ -303,6 +304,9 @@ def lint_fixes(args: argparse.Namespace, jobs: Sequence[LintJob]) -> int:
     fixed_files = fixed_findings = 0
     for job in jobs:
         path = job.path
+        if Path(path).suffix.lower() == ".rnnir":  # linted, but never edited: say so rather than leave it unsaid
+            print(f"rnnir: warning: {path}: not fixed: --fix edits ONNX models, and this is rnnir IR text; fix the model it came from", file=sys.stderr)
+            continue
         codes = selected_codes(RULES, job.select, job.ignore) & set(FIXES)
         try:
             # as Ruff's --fix leaves noqa-ed lines alone: a rule the model suppresses (wholly or for one node) is not fixed in it

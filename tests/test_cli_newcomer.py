@@ -254,3 +254,29 @@ def lint_codes_of(capsys, path: Path) -> list[str]:
     capsys.readouterr()  # what came before
     cli.main(["lint", "--no-config", str(path), "--format", "json"])
     return [d["code"] for f in json.loads(capsys.readouterr().out)["files"] for d in f["diagnostics"]]
+
+
+# -- lint --fix says which files it does not fix -------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["--fix", "--diff"])
+def test_lint_fix_names_an_ir_text_file_it_does_not_fix(tmp_path, monkeypatch, capsys, mode):
+    monkeypatch.chdir(tmp_path)
+    ir = tmp_path / "chain.rnnir"
+    ir.write_bytes((SAMPLES / "al001_chain.rnnir").read_bytes())  # one AL001 finding, fixable in ONNX metadata only
+    before = ir.read_bytes()
+    code = cli.main(["lint", "--no-config", "chain.rnnir", mode])
+    out, err = capsys.readouterr()
+    assert ir.read_bytes() == before
+    assert "rnnir: warning: chain.rnnir: not fixed: --fix edits ONNX models, and this is rnnir IR text" in err
+    # the finding is still there: --fix reports it (exit 1); --diff has nothing to show (exit 0, as with no fix)
+    assert code == (1 if mode == "--fix" else 0)
+    assert ("AL001" in out) == (mode == "--fix")
+
+
+def test_lint_fix_of_an_onnx_model_says_nothing_about_ir_text(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "m.onnx").write_bytes((SAMPLES / "sd002_hc_swap.onnx").read_bytes())
+    assert cli.main(["lint", "--no-config", "m.onnx", "--fix"]) == 0
+    err = capsys.readouterr().err
+    assert "not fixed" not in err and "m.onnx: fixed: SD002" in err
