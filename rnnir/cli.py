@@ -634,8 +634,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             raise UsageError(f"{output}: an image is rendered from the DOT picture; --format {args.format} does not apply")
     program, _ = _load(args)
     journey = not args.full
+    what = "the state pairs" if fmt == "json" else "the whole program" if args.full else "the state's journey"
     if suffix in _IMAGE_SUFFIXES:
         _render_image(to_dot(program, journey=journey), dot, suffix[1:], output)  # type: ignore[arg-type]
+        _say_written(output, f"{what}, drawn by Graphviz")  # type: ignore[arg-type]
         return 0
     if fmt == "json":
         doc = {
@@ -652,7 +654,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     if fmt != "json":  # names come from the model: no raw escape sequence reaches the terminal
         text = "\n".join(map(printable, text.split("\n")))
     _emit(text + "\n", output)
+    if output:
+        _say_written(output, f"{what} as {fmt}")
     return 0
+
+
+def _say_written(output: str, what: str) -> None:
+    """``rnnir: wrote FILE: WHAT`` on stderr, as ``--write-baseline`` and ``fix`` say what they wrote: a file
+    written without a word leaves the user wondering whether anything happened."""
+    print(printable(f"rnnir: wrote {output}: {what}"), file=sys.stderr)
 
 
 def _render_image(dot_text: str, dot: str, kind: str, output: str) -> None:

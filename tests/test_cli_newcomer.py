@@ -280,3 +280,43 @@ def test_lint_fix_of_an_onnx_model_says_nothing_about_ir_text(tmp_path, monkeypa
     assert cli.main(["lint", "--no-config", "m.onnx", "--fix"]) == 0
     err = capsys.readouterr().err
     assert "not fixed" not in err and "m.onnx: fixed: SD002" in err
+
+
+# -- show -o says what it wrote -------------------------------------------------------------------
+
+
+@pytest.fixture
+def fake_dot(tmp_path, monkeypatch) -> Path:
+    """A `dot` on PATH that copies the DOT text it is given to the -o file (Graphviz itself may not be installed)."""
+    if os.name == "nt":
+        pytest.skip("the stand-in dot is a shell script")
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    script = folder / "dot"
+    script.write_text('#!/bin/sh\n# dot -Tsvg -o OUTPUT\ncat > "$3"\n')
+    script.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
+    return script
+
+
+def test_show_image_says_what_it_wrote(tmp_path, capsys, fake_dot):
+    target = tmp_path / "x.svg"
+    assert cli.main(["show", "--no-config", str(SAMPLES / "lstm_fanout.onnx"), "-o", str(target)]) == 0
+    out, err = capsys.readouterr()
+    assert target.read_text().startswith("digraph ")  # what the stand-in dot was given
+    assert out == "" and err == f"rnnir: wrote {target}: the state's journey, drawn by Graphviz\n"
+
+
+@pytest.mark.parametrize("suffix,fmt", [(".dot", "dot"), (".mmd", "mermaid"), (".json", "json"), (".txt", "text")])
+def test_show_text_file_says_what_it_wrote(tmp_path, capsys, suffix, fmt):
+    target = tmp_path / f"picture{suffix}"
+    assert cli.main(["show", "--no-config", str(SAMPLES / "lstm_fanout.onnx"), "-o", str(target), "--full"]) == 0
+    out, err = capsys.readouterr()
+    what = "the state pairs" if fmt == "json" else "the whole program"
+    assert out == "" and err == f"rnnir: wrote {target}: {what} as {fmt}\n" and target.stat().st_size > 0
+
+
+def test_show_to_stdout_says_nothing_on_stderr(capsys):
+    assert cli.main(["show", "--no-config", str(SAMPLES / "lstm_fanout.onnx")]) == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("state journey of @") and err == ""
