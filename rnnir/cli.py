@@ -46,7 +46,8 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -54,7 +55,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
 from .config import ENTRY_POLICIES, EXIT_POLICIES, Config, ConfigError, ConfigFinder, find_config, load_config, parse_pair
-from .errors import ModelError, RnnirError
+from .errors import ModelError, PairingError, RnnirError
 from .render import FORMATS, FileResult, LintResult, printable, render, render_cost_text, unicode_text
 
 if TYPE_CHECKING:
@@ -102,6 +103,19 @@ class Settings:
     exit: str
     config: Config
     strict: bool = False
+    pairs_origin: str | None = None  # where configured pairs were declared (file and key); None: --pair or none
+
+
+@contextmanager
+def pairs_declared_in(origin: str | None) -> Iterator[None]:
+    """A declared pair the model does not have is reported with where it was declared, when that is a
+    configuration file: the user has to know which file to edit (the model's name alone does not say)."""
+    try:
+        yield
+    except PairingError as exc:
+        if origin is None:
+            raise
+        raise PairingError(f"{exc} (pairs declared in {origin})") from None
 
 
 def _config_finder(args: argparse.Namespace) -> ConfigFinder:
@@ -150,12 +164,15 @@ def _settings(args: argparse.Namespace, config: Config | None = None) -> Setting
     else:
         ignore = config.ignore or ()
     pairs: Mapping[str, str | None] | None = config.pairs
+    pairs_origin = f"{_shown_path(config.path) or 'the configuration'}: [tool.rnnir] pairs" if pairs is not None else None
     if getattr(args, "pair", None):
-        pairs = dict(parse_pair(p) for p in args.pair)
+        pairs, pairs_origin = dict(parse_pair(p) for p in args.pair), None
     entry = getattr(args, "lower_entry", None) or config.entry or "dynamic"
     exit_ = getattr(args, "lower_exit", None) or config.exit or "fanout"
     strict = bool(getattr(args, "strict", False) or config.strict)
-    return Settings(select=select, ignore=tuple(ignore), pairs=pairs, entry=entry, exit=exit_, config=config, strict=strict)
+    return Settings(
+        select=select, ignore=tuple(ignore), pairs=pairs, entry=entry, exit=exit_, config=config, strict=strict, pairs_origin=pairs_origin
+    )
 
 
 def _print_deprecations(configs: Sequence[Config]) -> None:
@@ -239,6 +256,7 @@ class LintJob:
     cost: bool = False
     strict: bool = False
     config: str | None = None  # the configuration file these settings came from, as shown to the user
+    pairs_origin: str | None = None  # Settings.pairs_origin
 
 
 def _error_message(exc: BaseException, path: str) -> str:
@@ -266,7 +284,8 @@ def _lint_one(job: LintJob) -> FileResult:
 
     result = FileResult(path=job.path, config=job.config)
     try:
-        program = rnnir.load(job.path, pairs=job.pairs, entry=job.entry, exit=job.exit)
+        with pairs_declared_in(job.pairs_origin):
+            program = rnnir.load(job.path, pairs=job.pairs, entry=job.entry, exit=job.exit)
         result.state_pairs = [p.to_json() for p in program.state_pairs]
         result.suggested_pairs = [p.to_json() for p in program.suggested_pairs]
         if job.pairs and program.source is not None:  # a declaration replaces automatic pairing: say what it left out
@@ -387,7 +406,10 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
                 settings = by_config[id(config)] = _checked_settings(args, config, codes)
             ignore = settings.ignore + tuple(c for c in config.ignores_for(Path(t.path)) if c not in settings.ignore)
             jobs.append(
-                LintJob(t.path, settings.select, ignore, settings.pairs, settings.entry, settings.exit, rules, cost, settings.strict, config=_shown_path(config.path))
+                LintJob(
+                    t.path, settings.select, ignore, settings.pairs, settings.entry, settings.exit, rules, cost, settings.strict,
+                    config=_shown_path(config.path), pairs_origin=settings.pairs_origin,
+                )
             )
     _print_deprecations([s.config for s in by_config.values()])
     if getattr(args, "show_settings", False):
@@ -606,7 +628,8 @@ def _load(args: argparse.Namespace) -> tuple[Program, Settings]:
     import rnnir
 
     settings = _settings(args)
-    return rnnir.load(args.model, pairs=settings.pairs, entry=settings.entry, exit=settings.exit), settings
+    with pairs_declared_in(settings.pairs_origin):
+        return rnnir.load(args.model, pairs=settings.pairs, entry=settings.entry, exit=settings.exit), settings
 
 
 #: ``rnnir show -o FILE``: suffixes Graphviz renders, and suffixes that choose a text format

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ModelError, RnnirError
+from .errors import ModelError, PairingError, RnnirError
 
 if TYPE_CHECKING:
     import onnx
@@ -133,12 +133,14 @@ def cmd_fix(args: argparse.Namespace) -> int:
         raise FixUsageError("say where the edited model goes: -o OUT, --in-place, or --diff to only show it")
     if args.suppress or args.unsuppress:
         return _edit_suppressions(args)
-    from .cli import _settings  # --pair, [tool.rnnir] pairs, --config/--no-config: as every other command reads them
+    from .cli import _settings, pairs_declared_in  # --pair, [tool.rnnir] pairs, --config/--no-config: as every other command reads them
 
-    pairs = _settings(args).pairs
+    settings = _settings(args)
+    pairs = settings.pairs
     src = Path(args.model)
     try:
-        result = fix(str(src), expose_state=args.expose_state, codes=_codes(args.select), unsafe=args.unsafe_fixes, packed=args.packed, state_defaults=args.state_defaults, pairs=pairs)
+        with pairs_declared_in(settings.pairs_origin):
+            result = fix(str(src), expose_state=args.expose_state, codes=_codes(args.select), unsafe=args.unsafe_fixes, packed=args.packed, state_defaults=args.state_defaults, pairs=pairs)
     except FixError as exc:
         raise FixUsageError(str(exc)) from None
     original = read_model(str(src)).model
@@ -328,8 +330,8 @@ def lint_fixes(args: argparse.Namespace, jobs: Sequence[LintJob]) -> int:
                     print(f"{path}: not fixed: {e}", file=sys.stderr)
             fixed_files += bool(result.edits)
             fixed_findings += len(result.edits)
-        except ModelError:
-            continue  # an unreadable model: the lint that follows reports it, once
+        except (ModelError, PairingError):
+            continue  # an unreadable model, or pairs it does not have: the lint that follows reports it, once
         except (RnnirError, OSError) as exc:
             print(f"rnnir: error: {path}: cannot fix: {exc}", file=sys.stderr)
             status = 2

@@ -115,8 +115,11 @@ def _config_from(data: Mapping[str, Any], path: Path) -> Config:
     pairs = None
     if "pairs" in table:
         raw = table["pairs"]
-        if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
-            raise ConfigError(f'{where} pairs must be a table of input = "output" strings, e.g. pairs = {{h0 = "hn"}}')
+        if not isinstance(raw, dict):
+            raise ConfigError(f'{where} pairs must be a table of input = "output" strings, e.g. pairs = {{h0 = "hn"}}, not {raw!r}')
+        bad = next((k for k, v in raw.items() if not isinstance(v, str)), None)
+        if bad is not None:
+            raise ConfigError(f'{where} pairs entry {bad} = {raw[bad]!r}: the output must be a string, e.g. pairs = {{{bad} = "hn"}} ("" for none)')
         pairs = {k: (v or None) for k, v in raw.items()}
     pfi: list[tuple[str, tuple[str, ...]]] = []
     raw_pfi = table.get("per-file-ignores", {})

@@ -320,3 +320,61 @@ def test_show_to_stdout_says_nothing_on_stderr(capsys):
     assert cli.main(["show", "--no-config", str(SAMPLES / "lstm_fanout.onnx")]) == 0
     out, err = capsys.readouterr()
     assert out.startswith("state journey of @") and err == ""
+
+
+# -- a bad pairs entry in pyproject.toml names the file -------------------------------------------
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch) -> Path:
+    """models/gru.onnx (state h0 -> hn) under a pyproject.toml whose pairs name an input the model does not have."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "gru.onnx").write_bytes((SAMPLES / "gru_fanout.onnx").read_bytes())
+    (tmp_path / "models" / "pyproject.toml").write_text('[tool.rnnir]\npairs = { nope = "hn" }\n')
+    return tmp_path
+
+
+WHERE = f"(pairs declared in {os.path.join('models', 'pyproject.toml')}: [tool.rnnir] pairs)"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["lint", "models/gru.onnx", "-q"], ["show", "models/gru.onnx"], ["run", "models/gru.onnx", "--calls", "4"], ["fix", "models/gru.onnx", "--diff"]],
+    ids=["lint", "show", "run", "fix"],
+)
+def test_configured_pair_the_model_lacks_names_the_file_and_key(project, capsys, argv):
+    assert cli.main(argv) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "declared state input 'nope' is not a graph input" in err and err.rstrip().endswith(WHERE), err
+
+
+def test_configured_pair_error_in_the_text_report_names_the_file(project, capsys):
+    assert cli.main(["lint", "models/gru.onnx"]) == 2
+    assert WHERE in capsys.readouterr().out
+
+
+def test_pair_flag_the_model_lacks_names_no_file(project, capsys):
+    # near miss: the same pair typed as --pair replaces the configured one, and the user knows where it came from
+    assert cli.main(["lint", "models/gru.onnx", "--pair", "nope=hn", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "declared state input 'nope' is not a graph input" in err and "pyproject.toml" not in err
+
+
+def test_configured_pairs_the_model_has_lint_clean(project, capsys):
+    (project / "models" / "pyproject.toml").write_text('[tool.rnnir]\npairs = { h0 = "hn" }\n')
+    assert cli.main(["lint", "models/gru.onnx"]) == 0
+
+
+def test_lint_fix_reports_a_configured_pair_the_model_lacks_once(project, capsys):
+    assert cli.main(["lint", "models/gru.onnx", "--fix"]) == 2
+    out, err = capsys.readouterr()
+    assert (out + err).count("'nope'") == 1 and "cannot fix" not in err
+
+
+def test_a_pairs_entry_that_is_not_a_string_names_the_file_and_the_entry(project, capsys):
+    (project / "models" / "pyproject.toml").write_text('[tool.rnnir]\npairs = { h0 = 3 }\n')
+    assert cli.main(["lint", "models/gru.onnx"]) == 2
+    err = capsys.readouterr().err
+    assert "pyproject.toml: [tool.rnnir] pairs entry h0 = 3: the output must be a string" in err
