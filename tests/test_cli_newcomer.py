@@ -378,3 +378,134 @@ def test_a_pairs_entry_that_is_not_a_string_names_the_file_and_the_entry(project
     assert cli.main(["lint", "models/gru.onnx"]) == 2
     err = capsys.readouterr().err
     assert "pyproject.toml: [tool.rnnir] pairs entry h0 = 3: the output must be a string" in err
+
+
+# -- StatefulSession refuses a feed of another dtype, as onnxruntime does ---------------------------
+# gru_fanout.onnx: x float32 [T, 1, 3], state h0 float32 [1, 1, 4] -> hn
+
+
+def gru_x(dtype, steps: int = 4):
+    import numpy as np
+
+    return (np.arange(steps * 3).reshape(steps, 1, 3) / 10).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "int64", "float16"])
+def test_session_refuses_a_feed_onnxruntime_refuses(dtype):
+    import onnxruntime as ort
+
+    from rnnir.runtime import FeedError, StatefulSession
+
+    path = str(SAMPLES / "gru_fanout.onnx")
+    x = gru_x(dtype)
+    with pytest.raises(Exception, match="Unexpected input data type"):  # the oracle: onnxruntime's own answer
+        ort.InferenceSession(path).run(None, {"x": x, "h0": gru_x("float32", 1)[..., :1].repeat(4, axis=2)})
+    session = StatefulSession(path)
+    with pytest.raises(FeedError) as caught:
+        session.run({"x": x})
+    message = str(caught.value)
+    assert f"input 'x' takes float32, got a {dtype} array" in message and "cast_inputs=True" in message
+    assert session.state["h0"].tolist() == [[[0.0] * 4]]  # nothing ran: the state is still the initial one
+
+
+def test_session_refuses_an_explicit_state_of_another_dtype():
+    import numpy as np
+
+    from rnnir.runtime import FeedError, StatefulSession
+
+    session = StatefulSession(str(SAMPLES / "gru_fanout.onnx"))
+    with pytest.raises(FeedError, match="input 'h0' takes float32, got a float64 array"):
+        session.run_dict({"x": gru_x("float32"), "h0": np.zeros((1, 1, 4))})
+
+
+def test_session_with_cast_inputs_converts_and_matches_the_float32_feed():
+    from rnnir.runtime import StatefulSession
+
+    path = str(SAMPLES / "gru_fanout.onnx")
+    cast = StatefulSession(path, cast_inputs=True)
+    exact = StatefulSession(path)
+    for _ in range(3):
+        got = cast.run({"x": gru_x("float64")})["y"]
+        want = exact.run({"x": gru_x("float32")})["y"]
+        assert got.dtype.name == "float32" and got.tobytes() == want.tobytes()  # the same float32 feed, bit for bit
+    assert cast.fork().cast_inputs  # a fork keeps the choice
+
+
+def test_session_takes_a_list_as_onnxruntime_does():
+    from rnnir.runtime import StatefulSession
+
+    session = StatefulSession(str(SAMPLES / "gru_fanout.onnx"))
+    out = session.run({"x": gru_x("float32").tolist()})  # a list has no dtype of its own: it takes the input's
+    assert out["y"].dtype.name == "float32"
+
+
+def test_session_with_context_refuses_another_dtype_before_joining_it():
+    from rnnir.runtime import FeedError, StatefulSession
+
+    session = StatefulSession(str(SAMPLES / "gru_fanout.onnx"), context={"x": 2})
+    with pytest.raises(FeedError, match="input 'x' takes float32, got a float64 array"):
+        session.run({"x": gru_x("float64")})
+    assert StatefulSession(str(SAMPLES / "gru_fanout.onnx"), context={"x": 2}, cast_inputs=True).run({"x": gru_x("float64")})
+
+
+def test_pool_refuses_another_dtype_unless_cast_inputs():
+    from rnnir.pool import SessionPool
+    from rnnir.runtime import FeedError
+
+    pool = SessionPool(str(SAMPLES / "gru_fanout.onnx"))
+    for sid in "ab":
+        pool.open(sid)
+    with pytest.raises(FeedError, match="input 'x' takes float32, got a float64 array"):
+        pool.run({"a": {"x": gru_x("float64")}, "b": {"x": gru_x("float32")}})
+    with pytest.raises(FeedError, match="input 'x' takes float32, got a float64 array"):
+        pool.run_one("a", {"x": gru_x("float64")})
+    cast = SessionPool(str(SAMPLES / "gru_fanout.onnx"), cast_inputs=True)
+    exact = SessionPool(str(SAMPLES / "gru_fanout.onnx"))
+    got = cast.run({"a": {"x": gru_x("float64")}, "b": {"x": gru_x("float64") * 2}}, open_missing=True)
+    want = exact.run({"a": {"x": gru_x("float32")}, "b": {"x": (gru_x("float64") * 2).astype("float32")}}, open_missing=True)
+    assert all(got[sid]["y"].tobytes() == want[sid]["y"].tobytes() for sid in "ab")
+
+
+def test_pool_run_batch_refuses_another_dtype_unless_cast_inputs():
+    import numpy as np
+    import streaming_models as sm
+
+    from rnnir.pool import SessionPool
+    from rnnir.runtime import FeedError
+
+    model = sm.lstm_b()  # batch axis 1, open: the pool stacks streams into one call
+    width = model.graph.input[0].type.tensor_type.shape.dim[2].dim_value
+    stacked = np.linspace(-1, 1, 2 * width).reshape(1, 2, width)  # float64
+    for cast in (False, True):
+        pool = SessionPool(model, cast_inputs=cast)
+        pool.run_batch(["a", "b"], {"x": stacked.astype(np.float32)}, open_missing=True)  # the first, probing, call
+        for _ in range(2):  # the second tick may take the checked-signature shortcut: it must refuse too
+            if cast:
+                got = pool.run_batch(["a", "b"], {"x": stacked})["hn"]
+                assert got.dtype.name == "float32"
+            else:
+                with pytest.raises(FeedError, match="input 'x' takes float32, got a float64 array"):
+                    pool.run_batch(["a", "b"], {"x": stacked})
+
+
+def test_check_multicall_converts_a_float64_stream_to_the_inputs_dtype():
+    import numpy as np
+
+    from rnnir.testing import check_multicall
+
+    stream = np.random.default_rng(0).standard_normal((48, 1, 3))  # numpy's default float64: data, not a feed
+    as64 = check_multicall(str(SAMPLES / "gru_fanout.onnx"), {"x": stream}, chunk_sizes=[16])
+    as32 = check_multicall(str(SAMPLES / "gru_fanout.onnx"), {"x": stream.astype(np.float32)}, chunk_sizes=[16])
+    assert as64.status == as32.status == "pass"
+    assert as64.variant("persistent", 16).trace == as32.variant("persistent", 16).trace
+
+
+def test_run_feeds_a_float64_npy_file(tmp_path, capsys):
+    import json
+
+    import numpy as np
+
+    np.save(tmp_path / "x.npy", np.random.default_rng(1).standard_normal((48, 1, 3)))  # float64
+    code = cli.main(["run", "--no-config", str(SAMPLES / "gru_fanout.onnx"), "--input", f"x={tmp_path / 'x.npy'}", "--chunk", "16", "--format", "json"])
+    out, err = capsys.readouterr()
+    assert (code, err) == (0, "") and json.loads(out)["status"] == "pass"
