@@ -100,7 +100,7 @@ def add_fix_command(sub: Any, add_model_options: Any) -> None:
     p.add_argument("--expose-state", action="store_true", help="add a state input and output for every recurrence that starts from zeros and returns no state")
     p.add_argument("--packed", action="store_true", help="with --expose-state: one packed 'state' tensor (silero-style) instead of h0/c0 per op")
     p.add_argument("--state-defaults", action="store_true", help="with --expose-state: give each new state input a zeros initializer as its default (onnxruntime's IOBinding cannot feed such inputs)")
-    p.add_argument("--select", action="append", metavar="CODES", help="rule codes whose findings are repaired (default: every fixable rule; --select none for none)")
+    p.add_argument("--select", action="append", metavar="CODES", help="rule codes or names whose findings are repaired (default: every fixable rule; --select none for none)")
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that are not certain")
     p.add_argument(
         "--suppress", action="append", metavar="CODE[:NODE]",
