@@ -28,7 +28,8 @@ Exit codes (every command):
   model that could not be read or analysed.  With several models, **2 wins over 1**: a CI job must
   not pass (or fail "normally") when part of what it was asked to check was never checked.  The
   other models are still linted and reported; the failed one appears in the output with its
-  ``error`` and on stderr as ``rnnir: error: <file>: <message>``.
+  ``error``, and on stderr as ``rnnir: error: <file>: <message>`` unless the output is a text report on
+  stdout that already shows it (``--quiet``, ``--statistics``, ``-o FILE`` and the other formats keep the line).
 
 ``lint --baseline FILE`` reports only findings FILE does not accept (:mod:`rnnir.baseline`), and
 ``--write-baseline FILE`` records them; suppressions stored in a model (``rnnir.noqa`` metadata) are
@@ -45,7 +46,8 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -53,7 +55,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
 from .config import ENTRY_POLICIES, EXIT_POLICIES, Config, ConfigError, ConfigFinder, find_config, load_config, parse_pair
-from .errors import ModelError, RnnirError
+from .errors import ModelError, PairingError, RnnirError
 from .render import FORMATS, FileResult, LintResult, printable, render, render_cost_text, unicode_text
 
 if TYPE_CHECKING:
@@ -101,6 +103,19 @@ class Settings:
     exit: str
     config: Config
     strict: bool = False
+    pairs_origin: str | None = None  # where configured pairs were declared (file and key); None: --pair or none
+
+
+@contextmanager
+def pairs_declared_in(origin: str | None) -> Iterator[None]:
+    """A declared pair the model does not have is reported with where it was declared, when that is a
+    configuration file: the user has to know which file to edit (the model's name alone does not say)."""
+    try:
+        yield
+    except PairingError as exc:
+        if origin is None:
+            raise
+        raise PairingError(f"{exc} (pairs declared in {origin})") from None
 
 
 def _config_finder(args: argparse.Namespace) -> ConfigFinder:
@@ -149,12 +164,15 @@ def _settings(args: argparse.Namespace, config: Config | None = None) -> Setting
     else:
         ignore = config.ignore or ()
     pairs: Mapping[str, str | None] | None = config.pairs
+    pairs_origin = f"{_shown_path(config.path) or 'the configuration'}: [tool.rnnir] pairs" if pairs is not None else None
     if getattr(args, "pair", None):
-        pairs = dict(parse_pair(p) for p in args.pair)
+        pairs, pairs_origin = dict(parse_pair(p) for p in args.pair), None
     entry = getattr(args, "lower_entry", None) or config.entry or "dynamic"
     exit_ = getattr(args, "lower_exit", None) or config.exit or "fanout"
     strict = bool(getattr(args, "strict", False) or config.strict)
-    return Settings(select=select, ignore=tuple(ignore), pairs=pairs, entry=entry, exit=exit_, config=config, strict=strict)
+    return Settings(
+        select=select, ignore=tuple(ignore), pairs=pairs, entry=entry, exit=exit_, config=config, strict=strict, pairs_origin=pairs_origin
+    )
 
 
 def _print_deprecations(configs: Sequence[Config]) -> None:
@@ -166,14 +184,20 @@ def _print_deprecations(configs: Sequence[Config]) -> None:
 
 
 def _split_codes(values: Sequence[str]) -> tuple[str, ...]:
-    """``["SD,OR", "AL001"]`` → ``("SD", "OR", "AL001")``; repeated flags add up."""
-    return tuple(c.strip().upper() for v in values for c in v.split(",") if c.strip())
+    """``["SD,OR", "AL001", "wrong-slot"]`` → ``("SD", "OR", "AL001", "SD002")``; repeated flags add up."""
+    from .passes.catalogue import selector_code  # the one reading of a selector, shared with [tool.rnnir] and the library
+
+    return tuple(selector_code(c) for v in values for c in v.split(",") if c.strip())
 
 
 def _check_selectors(selectors: Sequence[str], codes: Sequence[str], what: str) -> None:
-    unknown = [s for s in selectors if not any(code.startswith(s) for code in codes)]
-    if unknown:
-        raise UsageError(f"{what}: unknown rule code or prefix {', '.join(map(repr, unknown))}; known codes: {', '.join(sorted(codes))}")
+    from .passes.catalogue import check_selectors
+    from .passes.manager import SelectionError
+
+    try:
+        check_selectors(selectors, what, known=codes)
+    except SelectionError as exc:
+        raise UsageError(str(exc)) from None
 
 
 # -- collecting models ------------------------------------------------------------------------
@@ -232,6 +256,7 @@ class LintJob:
     cost: bool = False
     strict: bool = False
     config: str | None = None  # the configuration file these settings came from, as shown to the user
+    pairs_origin: str | None = None  # Settings.pairs_origin
 
 
 def _error_message(exc: BaseException, path: str) -> str:
@@ -259,7 +284,8 @@ def _lint_one(job: LintJob) -> FileResult:
 
     result = FileResult(path=job.path, config=job.config)
     try:
-        program = rnnir.load(job.path, pairs=job.pairs, entry=job.entry, exit=job.exit)
+        with pairs_declared_in(job.pairs_origin):
+            program = rnnir.load(job.path, pairs=job.pairs, entry=job.entry, exit=job.exit)
         result.state_pairs = [p.to_json() for p in program.state_pairs]
         result.suggested_pairs = [p.to_json() for p in program.suggested_pairs]
         if job.pairs and program.source is not None:  # a declaration replaces automatic pairing: say what it left out
@@ -380,7 +406,10 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
                 settings = by_config[id(config)] = _checked_settings(args, config, codes)
             ignore = settings.ignore + tuple(c for c in config.ignores_for(Path(t.path)) if c not in settings.ignore)
             jobs.append(
-                LintJob(t.path, settings.select, ignore, settings.pairs, settings.entry, settings.exit, rules, cost, settings.strict, config=_shown_path(config.path))
+                LintJob(
+                    t.path, settings.select, ignore, settings.pairs, settings.entry, settings.exit, rules, cost, settings.strict,
+                    config=_shown_path(config.path), pairs_origin=settings.pairs_origin,
+                )
             )
     _print_deprecations([s.config for s in by_config.values()])
     if getattr(args, "show_settings", False):
@@ -406,7 +435,11 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     for f in files:
         for warning in f.warnings:
             print(printable(f"rnnir: warning: {f.path}: {warning}"), file=sys.stderr)
-    for f in result.failed:
+    # a text report on stdout already says why each failed model failed: the same words on stderr would say it twice
+    report_says_it = args.format == "text" and not args.output and not any(
+        getattr(args, flag, False) for flag in ("quiet", "statistics", "write_baseline", "add_noqa")
+    )
+    for f in result.failed if not report_says_it else ():
         print(printable(f"rnnir: error: {f.path}: {(f.error or {}).get('message')}"), file=sys.stderr)
     if getattr(args, "write_baseline", None):
         return _write_baseline(Path(args.write_baseline), result)
@@ -536,11 +569,12 @@ def _statistics_text(result: LintResult) -> str:
 
 
 def _workers(requested: int, files: int) -> int:
-    """``--jobs N`` clamped to the files and CPUs there are (more processes only cost memory), said on stderr."""
-    if requested < 1:
-        raise UsageError(f"--jobs {requested}: give a number of worker processes, 1 or more")
+    """``--jobs N`` clamped to the files and CPUs there are (more processes only cost memory), said on stderr;
+    ``--jobs 0`` is one per CPU (as ``--help`` says), clamped to the files without a word."""
+    if requested < 0:
+        raise UsageError(f"--jobs {requested}: give a number of worker processes, 1 or more (0: one per CPU)")
     cpus = os.cpu_count() or 1
-    workers = max(1, min(requested, files, cpus))
+    workers = max(1, min(requested or cpus, files, cpus))
     if workers < requested and files > 1:
         print(f"rnnir: --jobs {requested}: using {workers} worker process(es) ({files} files, {cpus} CPUs)", file=sys.stderr)
     return workers
@@ -594,7 +628,8 @@ def _load(args: argparse.Namespace) -> tuple[Program, Settings]:
     import rnnir
 
     settings = _settings(args)
-    return rnnir.load(args.model, pairs=settings.pairs, entry=settings.entry, exit=settings.exit), settings
+    with pairs_declared_in(settings.pairs_origin):
+        return rnnir.load(args.model, pairs=settings.pairs, entry=settings.entry, exit=settings.exit), settings
 
 
 #: ``rnnir show -o FILE``: suffixes Graphviz renders, and suffixes that choose a text format
@@ -622,8 +657,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             raise UsageError(f"{output}: an image is rendered from the DOT picture; --format {args.format} does not apply")
     program, _ = _load(args)
     journey = not args.full
+    what = "the state pairs" if fmt == "json" else "the whole program" if args.full else "the state's journey"
     if suffix in _IMAGE_SUFFIXES:
         _render_image(to_dot(program, journey=journey), dot, suffix[1:], output)  # type: ignore[arg-type]
+        _say_written(output, f"{what}, drawn by Graphviz")  # type: ignore[arg-type]
         return 0
     if fmt == "json":
         doc = {
@@ -640,7 +677,15 @@ def cmd_show(args: argparse.Namespace) -> int:
     if fmt != "json":  # names come from the model: no raw escape sequence reaches the terminal
         text = "\n".join(map(printable, text.split("\n")))
     _emit(text + "\n", output)
+    if output:
+        _say_written(output, f"{what} as {fmt}")
     return 0
+
+
+def _say_written(output: str, what: str) -> None:
+    """``rnnir: wrote FILE: WHAT`` on stderr, as ``--write-baseline`` and ``fix`` say what they wrote: a file
+    written without a word leaves the user wondering whether anything happened."""
+    print(printable(f"rnnir: wrote {output}: {what}"), file=sys.stderr)
 
 
 def _render_image(dot_text: str, dot: str, kind: str, output: str) -> None:
@@ -673,16 +718,18 @@ def cmd_rules(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    """The rule's code, name, severity and summary first (as ``ruff rule F401`` starts), then its docstring and
+    its automatic fix.  Imports neither onnx nor numpy: a question about a rule costs no model machinery."""
     backend = _passes()
     try:
-        text = backend.explain(args.code)  # a code (SD002) or a name (wrong-slot), any case
-        code = backend.rule_for(args.code).code
+        rule = backend.rule_for(args.code)  # a code (SD002) or a name (wrong-slot), any case
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     from .cli_fix import explain_fix  # the automatic fix, where the rule has one
 
-    text = (text if text.endswith("\n") else text + "\n") + explain_fix(code)
-    _emit(text, None)
+    doc = backend.explain(rule.code)
+    head = f"{rule.code} {rule.name} ({rule.severity.value})\n{rule.summary}\n\n"
+    _emit(head + (doc if doc.endswith("\n") else doc + "\n") + explain_fix(rule.code), None)
     return 0
 
 
@@ -751,12 +798,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", "-q", action="store_true", help="text: print only the summary line")
     p.add_argument("--statistics", action="store_true", help="text: print a count per rule code instead of the findings")
     p.add_argument("--exit-zero", action="store_true", help="exit 0 even with error-level findings (2 still means the tool failed)")
-    p.add_argument("--select", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to run (default: all; ALL: every rule)")
-    p.add_argument("--extend-select", action="append", metavar="CODES", help="rule codes or prefixes to run on top of --select or the configured selection")
-    p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes or prefixes to skip")
+    p.add_argument("--select", action="append", metavar="CODES", help="comma-separated rule codes, prefixes or names to run (default: all; ALL: every rule)")
+    p.add_argument("--extend-select", action="append", metavar="CODES", help="rule codes, prefixes or names to run on top of --select or the configured selection")
+    p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes, prefixes or names to skip")
     p.add_argument("--cost", action="store_true", help="add the per-call cost analysis")
     p.add_argument("--strict", action="store_true", help="state rnnir could not verify (SD009) or a model does not expose (SD010) is an error")
-    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in up to N worker processes (at most one per file and per CPU)")
+    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in up to N worker processes (at most one per file and per CPU; 0: one per CPU)")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     p.add_argument("--shard", metavar="I/N", help="lint only shard I of N (models dealt round-robin in sorted order), for CI job matrices")
     p.add_argument("--show-settings", action="store_true", help="print each model's configuration file and resolved settings, and lint nothing")

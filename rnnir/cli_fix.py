@@ -10,7 +10,8 @@ Like Ruff, ``lint --fix`` rewrites the files it lints (atomically: a temporary f
 then a rename) and refuses a file it cannot write; ``rnnir fix`` writes only where ``-o`` says, or over
 the model with ``--in-place``.  ``--diff`` exits 1 when there is something to fix, 0 otherwise.
 A model that keeps its weights in external data is written with a new data file beside the output;
-it is never rewritten in place (its data file would have to change under it).
+it is never rewritten in place (its data file would have to change under it).  IR text (``.rnnir``) is
+linted but never fixed: ``lint --fix``/``--diff`` say so on stderr, one warning per file.
 
 Kept apart from :mod:`rnnir.cli` so the main command line only needs a small hook.
 """
@@ -29,7 +30,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import ModelError, RnnirError
+from .errors import ModelError, PairingError, RnnirError
 
 if TYPE_CHECKING:
     import onnx
@@ -99,7 +100,7 @@ def add_fix_command(sub: Any, add_model_options: Any) -> None:
     p.add_argument("--expose-state", action="store_true", help="add a state input and output for every recurrence that starts from zeros and returns no state")
     p.add_argument("--packed", action="store_true", help="with --expose-state: one packed 'state' tensor (silero-style) instead of h0/c0 per op")
     p.add_argument("--state-defaults", action="store_true", help="with --expose-state: give each new state input a zeros initializer as its default (onnxruntime's IOBinding cannot feed such inputs)")
-    p.add_argument("--select", action="append", metavar="CODES", help="rule codes whose findings are repaired (default: every fixable rule; --select none for none)")
+    p.add_argument("--select", action="append", metavar="CODES", help="rule codes or names whose findings are repaired (default: every fixable rule; --select none for none)")
     p.add_argument("--unsafe-fixes", action="store_true", help="also apply fixes that are not certain")
     p.add_argument(
         "--suppress", action="append", metavar="CODE[:NODE]",
@@ -118,7 +119,9 @@ def add_fix_command(sub: Any, add_model_options: Any) -> None:
 def _codes(select: list[str] | None) -> list[str] | None:
     if not select:
         return None
-    codes = [c.strip().upper() for v in select for c in v.split(",") if c.strip()]
+    from .passes.catalogue import selector_code  # a rule name (wrong-slot) is its code, as everywhere codes are taken
+
+    codes = [selector_code(c) for v in select for c in v.split(",") if c.strip()]
     return [] if codes == ["NONE"] else codes
 
 
@@ -130,12 +133,14 @@ def cmd_fix(args: argparse.Namespace) -> int:
         raise FixUsageError("say where the edited model goes: -o OUT, --in-place, or --diff to only show it")
     if args.suppress or args.unsuppress:
         return _edit_suppressions(args)
-    from .cli import _settings  # --pair, [tool.rnnir] pairs, --config/--no-config: as every other command reads them
+    from .cli import _settings, pairs_declared_in  # --pair, [tool.rnnir] pairs, --config/--no-config: as every other command reads them
 
-    pairs = _settings(args).pairs
+    settings = _settings(args)
+    pairs = settings.pairs
     src = Path(args.model)
     try:
-        result = fix(str(src), expose_state=args.expose_state, codes=_codes(args.select), unsafe=args.unsafe_fixes, packed=args.packed, state_defaults=args.state_defaults, pairs=pairs)
+        with pairs_declared_in(settings.pairs_origin):
+            result = fix(str(src), expose_state=args.expose_state, codes=_codes(args.select), unsafe=args.unsafe_fixes, packed=args.packed, state_defaults=args.state_defaults, pairs=pairs)
     except FixError as exc:
         raise FixUsageError(str(exc)) from None
     original = read_model(str(src)).model
@@ -175,6 +180,7 @@ def _edit_suppressions(args: argparse.Namespace) -> int:
     """``--suppress``/``--unsuppress``: edit only the model's suppression list (metadata rnnir.noqa)."""
     from rnnir.metadata import META_NOQA, NoqaFormatError, read_noqa, write_noqa
     from rnnir.passes import RULES, Suppression
+    from rnnir.passes.catalogue import selector_code
 
     from .lower.source import read_model
 
@@ -188,6 +194,8 @@ def _edit_suppressions(args: argparse.Namespace) -> int:
         raise FixUsageError(f"{src}: {exc}; remove the entry with any ONNX editor, or --unsuppress cannot tell what is there") from None
     for text in args.suppress or []:
         entry = Suppression.parse(text)
+        if entry.code not in RULES:  # a rule name (wrong-slot) is stored as its code: the model's list names exact codes
+            entry = Suppression(selector_code(text.partition(":")[0]), entry.node)
         if entry.code not in RULES:
             raise FixUsageError(f"--suppress {text!r}: {entry.code!r} is not a rule code (rnnir rules lists them; suppressions name exact codes)")
         entries.append(entry.text)
@@ -298,6 +306,9 @@ def lint_fixes(args: argparse.Namespace, jobs: Sequence[LintJob]) -> int:
     fixed_files = fixed_findings = 0
     for job in jobs:
         path = job.path
+        if Path(path).suffix.lower() == ".rnnir":  # linted, but never edited: say so rather than leave it unsaid
+            print(f"rnnir: warning: {path}: not fixed: --fix edits ONNX models, and this is rnnir IR text; fix the model it came from", file=sys.stderr)
+            continue
         codes = selected_codes(RULES, job.select, job.ignore) & set(FIXES)
         try:
             # as Ruff's --fix leaves noqa-ed lines alone: a rule the model suppresses (wholly or for one node) is not fixed in it
@@ -319,8 +330,8 @@ def lint_fixes(args: argparse.Namespace, jobs: Sequence[LintJob]) -> int:
                     print(f"{path}: not fixed: {e}", file=sys.stderr)
             fixed_files += bool(result.edits)
             fixed_findings += len(result.edits)
-        except ModelError:
-            continue  # an unreadable model: the lint that follows reports it, once
+        except (ModelError, PairingError):
+            continue  # an unreadable model, or pairs it does not have: the lint that follows reports it, once
         except (RnnirError, OSError) as exc:
             print(f"rnnir: error: {path}: cannot fix: {exc}", file=sys.stderr)
             status = 2
@@ -335,7 +346,7 @@ def lint_fixes(args: argparse.Namespace, jobs: Sequence[LintJob]) -> int:
 
 def explain_fix(code: str) -> str:
     """The ``Fix`` section ``rnnir explain`` appends for a rule that has an automatic fix ("" otherwise)."""
-    from .fixer import FIXES
+    from .fix_catalogue import FIXES  # not rnnir.fixer: `rnnir explain` stays free of onnx and numpy
 
     info = FIXES.get(code)
     if info is None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .cli import UsageError, _emit, _isatty, _settings
+from .cli import UsageError, _emit, _isatty, _settings, pairs_declared_in
 from .cli_inputs import InputFlags, PreparedInputs, check_flag_names, model_interface, parse_dims, prepare_inputs, shape_text
 from .errors import ModelError, RnnirError
 from .render import printable
@@ -83,7 +83,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         context=_parse_assignments(args.context or [], "--context", _context_size, "give a number of steps, e.g. --context input=64"),
     )
     settings = _settings(args)
-    with paused_gc():  # as rnnir.load, but an ONNX model only: IR text has no graph onnxruntime could run
+    with paused_gc(), pairs_declared_in(settings.pairs_origin):  # as rnnir.load, but an ONNX model only: IR text has no graph onnxruntime could run
         program = lower(read_model(args.model), settings.pairs, Policy.named(settings.entry, settings.exit))
     if settings.exit != "fanout":  # the chain / reused store exists in the IR only: never a silent pass
         print(printable(f"rnnir: warning: {args.model}: --lower-exit {settings.exit} changes the program rnnir analyses, not the graph "
@@ -161,7 +161,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         text = json.dumps(doc, indent=2) + "\n"
     else:
         text = testing.report_to_text(report)
-        text = (text if text.endswith("\n") else text + "\n") + streaming.streaming_to_text(stream_report)
+        text = text if text.endswith("\n") else text + "\n"
+        if stream_report.checked or not args.quiet:  # measurements alone have no verdict line for -q to keep
+            text += streaming.streaming_to_text(stream_report, persistence=report.status)
         if args.quiet:
             text = "".join(line for line in text.splitlines(keepends=True) if not line.startswith(" "))
     _emit(text, args.output)

@@ -3,8 +3,8 @@
 Recognised keys (all optional)::
 
     [tool.rnnir]
-    select = ["SD", "OR"]            # rule codes or prefixes to run (default: all)
-    ignore = ["SD006"]               # rule codes or prefixes to skip
+    select = ["SD", "OR"]            # rule codes, prefixes or names (wrong-slot) to run (default: all)
+    ignore = ["SD006"]               # rule codes, prefixes or names to skip
     pairs = { h0 = "hn", c0 = "cn" } # declared state pairs (input = output; "" = no output)
     lower-entry = "dynamic"          # lowering policy for demonstrations: dynamic | constant
     lower-exit = "fanout"            # lowering policy for demonstrations: fanout | chain | reuse-single-store
@@ -115,8 +115,11 @@ def _config_from(data: Mapping[str, Any], path: Path) -> Config:
     pairs = None
     if "pairs" in table:
         raw = table["pairs"]
-        if not isinstance(raw, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in raw.items()):
-            raise ConfigError(f'{where} pairs must be a table of input = "output" strings, e.g. pairs = {{h0 = "hn"}}')
+        if not isinstance(raw, dict):
+            raise ConfigError(f'{where} pairs must be a table of input = "output" strings, e.g. pairs = {{h0 = "hn"}}, not {raw!r}')
+        bad = next((k for k, v in raw.items() if not isinstance(v, str)), None)
+        if bad is not None:
+            raise ConfigError(f'{where} pairs entry {bad} = {raw[bad]!r}: the output must be a string, e.g. pairs = {{{bad} = "hn"}} ("" for none)')
         pairs = {k: (v or None) for k, v in raw.items()}
     pfi: list[tuple[str, tuple[str, ...]]] = []
     raw_pfi = table.get("per-file-ignores", {})
@@ -125,7 +128,7 @@ def _config_from(data: Mapping[str, Any], path: Path) -> Config:
     for pattern, codes in raw_pfi.items():
         if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
             raise ConfigError(f'{where} per-file-ignores entry {pattern!r} must be a list of rule codes')
-        pfi.append((pattern, tuple(c.strip().upper() for c in codes)))
+        pfi.append((pattern, _selectors(codes)))
     deprecations: list[str] = []
     for old, new in _RENAMED_KEYS.items():
         if old in table:
@@ -222,7 +225,14 @@ def _codes(table: Mapping[str, Any], key: str, where: str) -> tuple[str, ...] | 
         raw = [raw]
     if not isinstance(raw, list) or not all(isinstance(c, str) for c in raw):
         raise ConfigError(f'{where} {key} must be a list of rule codes or prefixes, e.g. {key} = ["SD", "OR001"]')
-    return tuple(c.strip().upper() for c in raw if c.strip())
+    return _selectors(raw)
+
+
+def _selectors(raw: list[str]) -> tuple[str, ...]:
+    """Rule codes, prefixes or names as codes and prefixes (:func:`rnnir.passes.catalogue.selector_code`)."""
+    from .passes.catalogue import selector_code  # here: the rule catalogue only when a file names rules
+
+    return tuple(selector_code(c) for c in raw if c.strip())
 
 
 def _choice(table: Mapping[str, Any], key: str, allowed: tuple[str, ...], where: str) -> str | None:

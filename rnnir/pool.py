@@ -71,7 +71,7 @@ import onnxruntime as ort
 
 from .context import ContextSpec, InputContext
 from .errors import RnnirError, StateError
-from .runtime import FeedError, StatefulSession
+from .runtime import FeedError, StatefulSession, feed_array
 from .statefile import STATE_FORMAT
 from .versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, compatible, reconcile
 
@@ -257,9 +257,10 @@ class _WholeTick:
 class SessionPool:
     """Concurrent streams of one model, each keyed by a session id, run as batched onnxruntime calls.
 
-    ``model``, ``pairs``, ``session_options``, ``providers``, ``state_shapes`` and
-    ``context`` are as for :class:`~rnnir.runtime.StatefulSession` (``context``
-    is kept per stream).  ``batch_axes`` overrides the batch axis of named inputs
+    ``model``, ``pairs``, ``session_options``, ``providers``, ``state_shapes``,
+    ``cast_inputs`` and ``context`` are as for :class:`~rnnir.runtime.StatefulSession`
+    (``context`` is kept per stream; a feed of another dtype than its input's is
+    refused unless ``cast_inputs=True``).  ``batch_axes`` overrides the batch axis of named inputs
     and state inputs (None: shared input).  ``max_batch`` caps the rows of one
     onnxruntime call.  ``idle_timeout`` (seconds of ``clock``) closes streams
     that made no call for that long.  One pool is used by one thread at a time
@@ -279,16 +280,18 @@ class SessionPool:
         session_options: Any = None,
         providers: Sequence[Any] | None = None,
         state_shapes: Mapping[str, Sequence[int]] | None = None,
+        cast_inputs: bool = False,
     ) -> None:
         if max_batch is not None and max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         if idle_timeout is not None and idle_timeout <= 0:
             raise ValueError(f"idle_timeout must be positive, got {idle_timeout}")
-        self._options = {"session_options": session_options, "providers": providers, "state_shapes": state_shapes}
+        self._options = {"session_options": session_options, "providers": providers, "state_shapes": state_shapes, "cast_inputs": cast_inputs}
         self._context_arg = context
         self._batch_axes_arg = dict(batch_axes or {})
         self.max_batch = max_batch
         self.idle_timeout = idle_timeout
+        self.cast_inputs = bool(cast_inputs)  # as StatefulSession's: a feed of another dtype is refused unless True
         self.clock = clock
         self._lock = threading.Lock()
         self._streams: dict[Hashable, _Stream] = {}  # in order of joining
@@ -738,10 +741,7 @@ class SessionPool:
             if spec is None or name in m.slot_by_input:
                 what = "a state input (the pool keeps it)" if spec is not None else "not an input"
                 raise FeedError(f"{m.label}: session {sid!r} feeds {name!r}, {what}; inputs are {m.plain_inputs}")
-            arr = np.asarray(value)
-            if spec.dtype is not None and arr.dtype != spec.dtype:
-                arr = arr.astype(spec.dtype)
-            out[name] = arr
+            out[name] = feed_array(m.label, spec, value, self.cast_inputs)
         missing = [n for n in m.required_inputs if n not in out]
         if missing:
             raise FeedError(f"{m.label}: session {sid!r} is missing input(s) {missing}")
@@ -960,9 +960,7 @@ class SessionPool:
             spec = m.inputs.get(name)
             if spec is None or name in m.slot_by_input:
                 raise FeedError(f"{m.label}: run_batch feeds {name!r}, which is not a plain input; inputs are {m.plain_inputs}")
-            arr = np.asarray(value)
-            if spec.dtype is not None and arr.dtype != spec.dtype:
-                arr = arr.astype(spec.dtype)
+            arr = feed_array(m.label, spec, value, self.cast_inputs)
             converted = converted or arr is not value
             axis = layout.inputs.get(name)
             if axis is not None and (arr.ndim <= axis or arr.shape[axis] != len(ids)):

@@ -136,7 +136,30 @@ class OnnxRuntimeError(RnnirError, RuntimeError):
 
 
 class FeedError(RnnirError, ValueError):
-    """A feed names an input the model does not have, or a required input is missing."""
+    """A feed names an input the model does not have, a required input is missing, or an array's dtype is not
+    the input's (without ``cast_inputs=True``)."""
+
+
+#: values without a dtype of their own: they take the input's, as onnxruntime converts them
+_UNTYPED_FEEDS = (list, tuple, int, float, bool)
+
+
+def feed_array(label: str, spec: IOSpec, value: Any, cast: bool) -> np.ndarray:
+    """``value`` as the array bound to input ``spec``.  An array of another dtype is refused with a
+    :class:`FeedError` naming the input and both dtypes, as onnxruntime refuses it (a float64 array for a
+    float input, an int64 one for int32), unless ``cast`` (``cast_inputs=True``) converts it; a list or a
+    Python number has no dtype of its own and becomes the input's, as onnxruntime's ``run()`` does."""
+    if isinstance(value, _UNTYPED_FEEDS) and spec.dtype is not None:
+        return np.asarray(value, dtype=spec.dtype)
+    arr = np.asarray(value)
+    if spec.dtype is not None and arr.dtype != spec.dtype:
+        if not cast:
+            raise FeedError(
+                f"{label}: input {spec.name!r} takes {spec.dtype}, got a {arr.dtype} array; onnxruntime refuses it too. "
+                f"Convert it (x.astype(np.{spec.dtype})) or pass cast_inputs=True to convert every feed"
+            )
+        arr = arr.astype(spec.dtype)
+    return arr
 
 
 @dataclass
@@ -173,7 +196,9 @@ class StatefulSession:
     A state output whose dtype differs from its input's is refused with
     :class:`~rnnir.StateError` (SD005), unless ``cast_state=True``: then it is
     converted through numpy every call (counted in ``python_state_bytes``).
-    ``context={"input": 64}`` keeps the tail of an input and prepends it to the
+    A feed whose dtype is not its input's (a float64 array for a float input) is refused with
+    :class:`FeedError`, as onnxruntime refuses it, unless ``cast_inputs=True``: then it is converted
+    (:func:`feed_array`).  ``context={"input": 64}`` keeps the tail of an input and prepends it to the
     next call (:mod:`rnnir.context`).  ``session_options``, ``providers`` and
     ``**ort_kwargs`` go to ``onnxruntime.InferenceSession``.  A slot whose initial
     or loaded value would exceed ``max_slot_bytes`` (default 256 MiB) is refused
@@ -194,6 +219,7 @@ class StatefulSession:
         native_binding: bool = True,
         context: ContextSpec | None = None,
         max_slot_bytes: int = DEFAULT_MAX_SLOT_BYTES,
+        cast_inputs: bool = False,
         **ort_kwargs: Any,
     ) -> None:
         shared = SessionModel(model, pairs, session_options, providers, ort_kwargs)
@@ -201,6 +227,7 @@ class StatefulSession:
         time_axes = {ri.input: ri.time_axis for ri in shared.recurrent_inputs}
         specs = parse_context(context, shared.inputs, time_axes, set(shared.slot_by_input), shared.label)
         self._setup(shared, alias_outputs, state_shapes, native_binding, cast_state, specs)
+        self.cast_inputs = bool(cast_inputs)
 
     def _setup(
         self,
@@ -418,7 +445,7 @@ class StatefulSession:
             pending = None
             context = self._context
             if context is not None:
-                feeds, pending = context.extend(feeds, self.label)
+                feeds, pending = context.extend(self._context_feeds(feeds), self.label)
             steady = self._steady
             result: dict[str, np.ndarray] | list[np.ndarray] | None = None
             if run_options is not None:  # the pre-bound fast path runs without options
@@ -438,6 +465,14 @@ class StatefulSession:
         finally:
             self._lock.release()
 
+    def _context_feeds(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The feeds of inputs with a kept context checked (or cast) before the context joins them, which would
+        otherwise convert them on the way."""
+        assert self._context is not None
+        m = self._model
+        names = [c.input for c in self._context.specs if c.input in feeds]
+        return {**feeds, **{n: feed_array(m.label, m.inputs[n], feeds[n], self.cast_inputs) for n in names}}
+
     def _busy_message(self, what: str) -> str:
         return (
             f"{self.label}: {what}() while another thread is using this StatefulSession; one instance is one "
@@ -453,9 +488,7 @@ class StatefulSession:
             spec = m.inputs.get(name)
             if spec is None:
                 raise FeedError(f"{m.label}: the model has no input {name!r}; inputs are {list(m.inputs)}")
-            arr = np.asarray(value)
-            if spec.dtype is not None and arr.dtype != spec.dtype:
-                arr = arr.astype(spec.dtype)
+            arr = feed_array(m.label, spec, value, self.cast_inputs)
             if not arr.flags.c_contiguous:
                 arr = np.ascontiguousarray(arr)  # (only when needed: it turns a 0-d array into shape (1,))
             (overrides if name in m.slot_by_input else plain)[name] = arr
@@ -797,6 +830,7 @@ class StatefulSession:
         with self._lock:
             twin = object.__new__(StatefulSession)
             twin._setup(self._model, alias, self._state_shapes, self._binding.kind == "native", self.cast_state, self.context)
+            twin.cast_inputs = self.cast_inputs
             if not reset:
                 if self._context is not None and twin._context is not None:
                     twin._context = self._context.copy()

@@ -280,6 +280,12 @@ class StreamingReport:
     def status(self) -> str:
         return "pass" if self.ok else "fail"
 
+    @property
+    def checked(self) -> bool:
+        """Whether a streaming check ran (a drop, restart, burst, long run or pool of streams): without one, the
+        report holds measurements only (latency, state bytes) and has no verdict to print."""
+        return bool(self.checks or self.burst_health) or self.long is not None or self.isolation is not None
+
     def check(self, name: str) -> Recovery:
         for c in self.checks:
             if c.check == name:
@@ -648,8 +654,18 @@ def _long_run(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray
 # -- text --------------------------------------------------------------------------------------
 
 
-def streaming_to_text(report: StreamingReport) -> str:
-    lines = [f"{report.model}: streaming checks {report.status.upper()} over {report.calls} calls (tolerance {report.tol:g})"]
+def streaming_to_text(report: StreamingReport, *, persistence: str = "pass") -> str:
+    """The report as text.  ``persistence`` is the status of the multi-call check printed above it (as in
+    ``rnnir run``): after a ``fail`` (or ``no-state``, ``inconclusive``) streaming checks that found nothing
+    say so without the word PASS, which would read as the run's verdict.  No check asked: no verdict at all."""
+    where = f"over {report.calls} calls (tolerance {report.tol:g})"
+    if not report.checked:
+        head = f"{report.model}: measured over {report.calls} calls"
+    elif report.ok and persistence != "pass":
+        head = f"{report.model}: streaming checks found no failure of their own {where}; the verdict above ({persistence.upper()}) stands"
+    else:
+        head = f"{report.model}: streaming checks {report.status.upper()} {where}"
+    lines = [head]
     lat = report.latency
     lines.append(f"  latency per call: p50 {lat.p50_us:.1f} µs, p99 {lat.p99_us:.1f} µs (mean {lat.mean_us:.1f}, max {lat.max_us:.1f}; {lat.calls} calls)")
     lines.append(f"  state per session: {report.state_bytes} bytes")

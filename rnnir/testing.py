@@ -272,7 +272,7 @@ def check_multicall(
     ``model``: a path, bytes, ``onnx.ModelProto``, :class:`~rnnir.Program` or a
     :class:`~rnnir.runtime.StatefulSession` (its forks are used; its own state is left alone).
     ``stream``: input name -> array over the whole stream (an array alone feeds the one streamed
-    input); inputs left out are generated from the model's input types (seeded by ``seed``).
+    input), converted to the dtype each input takes; inputs left out are generated from the model's input types (seeded by ``seed``).
     ``chunk`` (one size) replaces ``chunk_sizes``; ``calls``/``length`` size a generated stream
     (``length`` time steps, default ``calls * max chunk`` or ``3 * max chunk``; calls mode:
     ``calls`` frames, default 48).  ``whole``: an oracle for the whole stream (see module docstring).
@@ -439,6 +439,9 @@ def _prepare_stream(
         if len(streamed) != 1:
             raise StreamError(f"a bare array needs exactly one streamed input; this model has {streamed}: pass a dict")
         given = {streamed[0]: np.asarray(stream)}
+    # the stream is data to cut into calls: each input's part is converted to the dtype the input takes, as a
+    # caller feeding the model must (StatefulSession refuses another dtype, as onnxruntime does)
+    given = {k: _as_input_dtype(a, inputs[k].dtype) if k in inputs else a for k, a in given.items()}
     unknown = set(given) - set(inputs)
     if unknown:
         states = set(given) & {s.input for s in session.slots}
@@ -499,6 +502,10 @@ def _prepare_stream(
         if mode == "time" and axes[name] is None:
             const_names.add(name)
     return given, int(stream_len), const_names, lengths
+
+
+def _as_input_dtype(a: np.ndarray, dtype: np.dtype | None) -> np.ndarray:
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
 def _symbols(session: StatefulSession, given: Mapping[str, np.ndarray], axes: dict[str, int | None], mode: str, batch: int) -> dict[str, int]:
@@ -725,7 +732,8 @@ class _Runner:
         return outs
 
     def _written(self, out: Mapping[str, np.ndarray], initial: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {s.input: (out[s.output] if s.output is not None else initial[s.input]) for s in self.slots}
+        # a state output of another dtype (SD005) is converted as a caller would have to: the session refuses it as is
+        return {s.input: (out[s.output].astype(s.dtype, copy=False) if s.output is not None else initial[s.input]) for s in self.slots}
 
     # -- comparisons -------------------------------------------------------------------------
     def compare_calls(self, name: str, outs: list[dict[str, np.ndarray]], ref: list[dict[str, np.ndarray]], c: int) -> VariantResult:

@@ -113,8 +113,10 @@ def lint_many(
     targets = collect_models([os.fspath(p) for p in paths])
     if shard is not None:
         targets = shard.of(targets)
-    select_t = None if select is None else tuple(c.strip().upper() for c in select)
-    ignore_t = tuple(c.strip().upper() for c in ignore)
+    from .passes.catalogue import selector_code
+
+    select_t = None if select is None else tuple(map(selector_code, select))  # rule names (wrong-slot) as their codes
+    ignore_t = tuple(map(selector_code, ignore))
     _check_codes(select_t or (), "select")  # once, here: not the same error on every one of 100,000 models
     _check_codes(ignore_t, "ignore")
     jobs = [LintJob(t.path, select_t, ignore_t, pairs, entry, exit, True, cost, strict) for t in targets if t.error is None]
@@ -133,12 +135,9 @@ def lint_many(
 
 
 def _check_codes(codes: Sequence[str], what: str) -> None:
-    from rnnir import passes
+    from .passes.catalogue import check_selectors
 
-    known = list(passes.RULES)
-    unknown = [c for c in codes if not any(k.startswith(c) for k in known)]
-    if unknown:
-        raise ValueError(f"{what}: unknown rule code or prefix {', '.join(map(repr, unknown))}; known codes: {', '.join(known)}")
+    check_selectors(codes, what)  # a SelectionError, which is a ValueError
 
 
 def _collect(executor: Executor, jobs: Sequence[object], task: object) -> list[FileResult]:

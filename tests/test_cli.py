@@ -153,14 +153,17 @@ def test_unreadable_model_exits_2_with_one_line_and_no_traceback(models, content
     proc = run_subprocess("lint", "--no-config", "bad.onnx", cwd=models)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
+    # said once: in the text report (stdout), not again on stderr
+    assert proc.stderr == "" and proc.stdout.count("bad.onnx") == 1 and proc.stdout.startswith("bad.onnx: error: "), proc.stdout
+    proc = run_subprocess("lint", "--no-config", "bad.onnx", "--format", "json", cwd=models)  # a JSON report: one line on stderr
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("rnnir: error: bad.onnx: "), proc.stderr
+    assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("rnnir: error: bad.onnx: "), proc.stderr
 
 
 def test_truncated_copy_of_a_real_model_exits_2(models, capsys):
     data = (models / "clean.onnx").read_bytes()
     (models / "cut.onnx").write_bytes(data[: len(data) // 2])
-    code, out, err = run_main(capsys, "cut.onnx")
+    code, out, err = run_main(capsys, "cut.onnx", "--format", "json")
     assert code == 2
     assert err.startswith("rnnir: error: cut.onnx: ") and err.count("\n") == 1
 
@@ -182,7 +185,9 @@ def test_unreadable_file_among_good_ones_exits_2_and_the_others_are_still_linted
 def test_missing_file_exits_2(models, capsys):
     code, out, err = run_main(capsys, "nowhere.onnx")
     assert code == 2
-    assert "rnnir: error: nowhere.onnx: no such file" in err
+    assert err == "" and out.count("nowhere.onnx: error: no such file") == 1  # once, in the report (issue 23)
+    code, out, err = run_main(capsys, "nowhere.onnx", "-q")  # the report shows only the summary: stderr says why
+    assert code == 2 and "rnnir: error: nowhere.onnx: no such file" in err and "nowhere" not in out
 
 
 @pytest.mark.parametrize(
@@ -267,9 +272,9 @@ def test_a_model_named_twice_is_linted_once(models, capsys):
 def test_folder_without_models_exits_2(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "empty").mkdir()
-    code, _, err = run_main(capsys, "empty")
+    code, out, err = run_main(capsys, "empty")
     assert code == 2
-    assert "rnnir: error: empty: no .onnx or .rnnir files" in err
+    assert "empty: error: no .onnx or .rnnir files" in out and err == ""
 
 
 # -- configuration ----------------------------------------------------------------------------
@@ -506,14 +511,15 @@ def test_github_annotations_point_at_the_file(models, capsys):
 def test_explain_prints_the_rule_docstring_exactly(capsys):
     from rnnir.passes import explain
 
-    assert cli.main(["explain", "SD005"]) == 0  # a rule without an automatic fix: the docstring and nothing else
+    assert cli.main(["explain", "SD005"]) == 0  # a rule without an automatic fix: the heading, the docstring and nothing else
     out = capsys.readouterr().out
     doc = explain("SD005")
-    assert out == (doc if doc.endswith("\n") else doc + "\n")
+    head, _, body = out.partition("\n\n")
+    assert head.startswith("SD005 ") and body == (doc if doc.endswith("\n") else doc + "\n")
     assert cli.main(["explain", "SD002"]) == 0  # a rule with one: the docstring, then the fix (tests/test_cli_fix.py)
     out = capsys.readouterr().out
     doc = explain("SD002")
-    assert out.startswith(doc if doc.endswith("\n") else doc + "\n")
+    assert out.partition("\n\n")[2].startswith(doc if doc.endswith("\n") else doc + "\n")
 
 
 def test_explain_accepts_lowercase(capsys):
@@ -700,6 +706,7 @@ class FakeReport:
 class FakeStreaming:
     def __init__(self, ok):
         self.ok = ok
+        self.checked = False
 
     def to_json(self):
         return {"ok": self.ok}
@@ -718,7 +725,7 @@ def test_run_exit_code_follows_the_report_status(models, capsys, monkeypatch, st
     monkeypatch.setattr(testing, "report_to_text", lambda r: f"verdict {r.status}\n")
     streaming = pytest.importorskip("rnnir.streaming")
     monkeypatch.setattr(streaming, "check_streaming", lambda *a, **kw: FakeStreaming(True))
-    monkeypatch.setattr(streaming, "streaming_to_text", lambda r: "streaming pass\n")
+    monkeypatch.setattr(streaming, "streaming_to_text", lambda r, persistence: "streaming pass\n")
     assert cli.main(["run", "--no-config", "clean.onnx", "--calls", "7", "--chunk", "3", "--pair", "h0=hn"]) == code
     assert capsys.readouterr().out == f"verdict {status}\nstreaming pass\n"
     assert callable(seen.pop("progress"))

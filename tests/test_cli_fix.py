@@ -167,8 +167,8 @@ def test_lint_fix_reports_an_unreadable_model_once(tmp_path: Path, capsys) -> No
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not onnx")
     assert main(["lint", str(bad), "--fix"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("bad.onnx") == 1 and "cannot fix" not in err
+    out, err = capsys.readouterr()
+    assert (out + err).count("bad.onnx") == 1 and "cannot fix" not in err
 
 
 def test_fix_of_a_missing_model_is_a_clear_error(tmp_path: Path, capsys) -> None:

@@ -43,7 +43,7 @@ def test_explain_takes_a_rule_name_in_any_case(capsys, given, code):
     by_code = capsys.readouterr().out
     assert cli.main(["explain", given]) == 0
     out = capsys.readouterr().out
-    assert out == by_code and out.startswith(passes.RULES[code].doc)
+    assert out == by_code and passes.RULES[code].doc in out
 
 
 def test_explain_by_name_from_python():

@@ -117,7 +117,7 @@ def test_statistics_and_exit_code_leave_suppressed_findings_out_like_ruff(cwd, c
 )
 def test_a_malformed_suppression_list_is_the_models_error(cwd, capsys, raw, why):
     broken(cwd, None, raw=raw)
-    code, out, err = lint(capsys, "broken.onnx")
+    code, out, err = lint(capsys, "broken.onnx", "--format", "json")
     assert code == 2
     assert err.startswith("rnnir: error: broken.onnx: metadata_props 'rnnir.noqa' ") and why in err and "Traceback" not in err
 

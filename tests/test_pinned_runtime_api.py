@@ -90,8 +90,8 @@ def test_run_refuses_what_onnxruntime_would_not_take():
     assert s.stats.calls == 0 and val(s.run_dict(x1())["hn"]) == [1.0]  # nothing ran before
 
 
-def test_feeds_are_converted_to_the_declared_dtype_and_made_contiguous():
-    s = StatefulSession(seed())
+def test_feeds_of_another_dtype_are_converted_with_cast_inputs_and_made_contiguous():
+    s = StatefulSession(seed(), cast_inputs=True)
     x = np.ones((1, 2, 1), np.float64)  # float64 where float32 is declared
     assert val(s.run_dict(x1() | {"x": x})["hn"]) == [1.0, 1.0]
     strided = np.ones((2, 2, 2), np.float32)[:, :, :1]  # not contiguous
@@ -102,7 +102,7 @@ def test_feeds_are_converted_to_the_declared_dtype_and_made_contiguous():
 def test_an_explicit_state_feed_replaces_that_call_only():
     s = StatefulSession(seed())
     s.run_dict(x1())  # h = 1
-    assert val(s.run_dict(x1() | {"h0": np.full((1, 1, 1), 4.0, np.float64)})["hn"]) == [3.0]  # 0.5 * 4 + 1, given as float64
+    assert val(s.run_dict(x1() | {"h0": np.full((1, 1, 1), 4.0, np.float32)})["hn"]) == [3.0]  # 0.5 * 4 + 1
     assert val(s.run_dict(x1())["hn"]) == [2.5]  # from the call's result, not from 1 or 4
 
 

@@ -76,9 +76,9 @@ def test_select_and_ignore_apply(serial):
     chain = str(SAMPLES / "al001_chain.rnnir")
     assert codes(rnnir.lint_many([chain], select=["AL"])[0]) == Counter({"AL001": 1})
     assert codes(rnnir.lint_many([chain], ignore=["al001"])[0]) == Counter()
-    with pytest.raises(ValueError, match="select: unknown rule code or prefix 'XX'; known codes: SD001"):
+    with pytest.raises(ValueError, match="select: unknown rule code, prefix or name 'XX'; known codes: AL001"):
         rnnir.lint_many([chain], select=["XX"])
-    with pytest.raises(ValueError, match="ignore: unknown rule code or prefix 'ZZ9'"):
+    with pytest.raises(ValueError, match="ignore: unknown rule code, prefix or name 'ZZ9'"):
         rnnir.lint_many([chain], ignore=["SD", "zz9"])
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 from rnnir.ir import Program
 
-from .catalogue import PASSES, RULES, explain, rule_for
+from .catalogue import PASSES, RULES, explain, rule_for, selector_code
 from .cost import CostReport, cost
 from .coverage import STRICT_CODES, RecurrenceState, RecurrenceVerdict, SliceVerdict, Verdict, recurrence_verdicts, slice_verdicts
 from .diagnostics import Diagnostic, Location, Message, Rule, Severity
@@ -58,7 +58,11 @@ __all__ = [
 
 def _manager(select: Sequence[str] | None, ignore: Sequence[str] | None, strict: bool) -> tuple[PassManager, set[str]]:
     """The manager of the passes' selected rules, and every selected code of the catalogue (RN100 is no pass's)."""
-    codes = selected_codes(RULES, tuple(select) if select is not None else None, tuple(ignore) if ignore is not None else None)
+    codes = selected_codes(
+        RULES,
+        tuple(map(selector_code, select)) if select is not None else None,  # rule names (wrong-slot) as their codes
+        tuple(map(selector_code, ignore)) if ignore is not None else None,
+    )
     pass_codes = tuple(sorted(codes & {c for p in PASSES for c in p.codes()}))
     severity = dict.fromkeys(STRICT_CODES, Severity.ERROR) if strict else {}
     return PassManager(PASSES, select=pass_codes, severity=severity), codes
@@ -69,7 +73,7 @@ def run(
 ) -> list[Diagnostic]:
     """Every selected rule over ``program``, sorted by :meth:`Diagnostic.sort_key`; the program is never changed.
 
-    ``select``/``ignore`` take rule codes or code prefixes (``"SD"``, ``"OR001"``);
+    ``select``/``ignore`` take rule codes, code prefixes or rule names (``"SD"``, ``"OR001"``, ``"wrong-slot"``);
     a pattern that matches no rule raises :class:`SelectionError` (a ``ValueError``).
     ``strict`` makes what rnnir could not verify an error (:data:`STRICT_CODES`: SD009, SD010).
     ``noqa``: honour the suppressions the model stores (``metadata_props`` ``rnnir.noqa``) and report unused
