@@ -16,7 +16,8 @@ from ..onnxproto import ATTR
 from ..recurrence import kind_for_op
 from .recognise import Key, Recognised
 from .scope import Definition, ModelIndex, Scope
-from .state import LAYOUT_OPS, DeclaredState, if_dependencies, key_of, recurrence_kind
+from .dataflow import if_dependencies
+from .state import LAYOUT_OPS, DeclaredState, key_of, recurrence_kind
 
 Demand = tuple[Scope, str]
 

@@ -1,0 +1,230 @@
+"""What the main graph's dataflow says about its inputs and outputs: which carry a recurrence's state, which a sequence.
+
+Pairing reads it (:func:`rnnir.lower.pairing.find_pairs`) when names say nothing:
+
+- a **state link** is a graph input that reaches a recurrence's initial state through layout-only ops (and ``If``
+  joins) together with the graph output that returns that very state's final value through layout-only ops: an
+  ``RNN``/``GRU``/``LSTM`` (any kind in :data:`rnnir.recurrence.KINDS`) ``initial_h`` and its ``Y_h``, or a
+  ``Scan``/``Loop`` state variable and its final value, when the body computes the new value from the old one;
+- a **sequence** input or output is one that feeds a recurrence's ``X`` or a ``Scan``'s scanned inputs, or returns
+  ``Y`` or a scan output: data that streams through the call, never state, so position never pairs it;
+- :meth:`Dataflow.state_flows` says whether an output is computed from an input at all, and not just the input
+  handed back: a name alone (``opt_in`` / ``opt_out``) is no state when nothing flows between them.
+
+The walks are over the ONNX graph before anything is built (pairs decide the slots), so a recurrence written as
+plain ops is not seen here: its pairs come from names, position or a declaration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import onnx
+
+from ..optraits import OpTrait, ops_with
+from ..recurrence import kind_for_op
+from .scope import ModelIndex, Scope, attribute_value
+
+__all__ = ["Dataflow", "StateLink", "if_dependencies", "layout_sources"]
+
+LAYOUT_OPS = ops_with(OpTrait.LAYOUT)
+
+#: what a layout-only walk back from a graph output ends at: a node's output (by node identity and output index),
+#: or a value no node makes (a graph input, an initializer or a missing name)
+_End = tuple[int, int] | str
+
+
+@dataclass(frozen=True)
+class StateLink:
+    """A graph input that starts a recurrence's state and the graph output that returns the same state's final value."""
+
+    input: str
+    output: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Carrier:
+    """One state of one recurrence: the node, the input position the state enters at and the output it leaves at."""
+
+    scope: Scope
+    node: onnx.NodeProto
+    entry: int
+    exit: int
+    what: str  # "initial_h -> Y_h" / "state variable 0"
+
+
+def if_dependencies(scope: Scope, node: onnx.NodeProto) -> list[tuple[Scope, str]]:
+    """What an If's outputs depend on: its condition and every branch's yields (the If is built once, for all its outputs)."""
+    out = [(scope, node.input[0])] if node.input and node.input[0] else []
+    for attr in ("then_branch", "else_branch"):
+        sub = scope.child(node, attr)
+        out.extend((sub, o.name) for o in sub.graph.output)
+    return out
+
+
+def layout_sources(index: ModelIndex, scope: Scope, name: str) -> list[str]:
+    """Main-graph inputs reachable backwards from ``name`` through layout-only ops (every part of a Concat) and If joins."""
+    out: list[str] = []
+    stack = [(scope, name)]
+    seen: set[tuple[int, str]] = set()
+    while stack:
+        sc, nm = stack.pop()
+        d = sc.resolve(nm)
+        key = (id(d.scope), d.name)
+        if key in seen:
+            continue
+        seen.add(key)
+        if d.kind == "input" and d.scope is index.root:
+            out.append(d.name)
+        elif d.kind == "node" and d.node is not None:
+            if d.node.op_type in LAYOUT_OPS:
+                if d.node.input and d.node.input[0]:
+                    stack.append((d.scope, d.node.input[0]))
+                if d.node.op_type == "Concat":
+                    stack.extend((d.scope, i) for i in d.node.input[1:] if i)
+            elif d.node.op_type == "If":
+                stack.extend(if_dependencies(d.scope, d.node))
+    return out
+
+
+def _layout_ends(scope: Scope, name: str) -> frozenset[_End]:
+    """What ``name`` is, seen back through layout-only ops that keep one operand's elements (a Concat of several parts
+    mixes values, so it is an end) and through both branches of an If."""
+    ends: set[_End] = set()
+    stack = [(scope, name)]
+    seen: set[tuple[int, str]] = set()
+    while stack:
+        sc, nm = stack.pop()
+        d = sc.resolve(nm)
+        key = (id(d.scope), d.name)
+        if key in seen:
+            continue
+        seen.add(key)
+        node = d.node
+        if d.kind != "node" or node is None:
+            ends.add(d.name)
+        elif node.op_type in LAYOUT_OPS and node.input and node.input[0] and (node.op_type != "Concat" or sum(1 for i in node.input if i) == 1):
+            stack.append((d.scope, node.input[0]))
+        elif node.op_type == "If":
+            stack.extend(if_dependencies(d.scope, node)[1:] if node.input and node.input[0] else if_dependencies(d.scope, node))
+        else:
+            ends.add((id(node), d.index))
+    return frozenset(ends)
+
+
+def _depends(index: ModelIndex, scope: Scope, output: str, source: str) -> bool:
+    """``output`` of ``scope``'s graph is computed from ``source`` (a name of the same scope), not merely ``source``
+    handed back through layout-only ops."""
+    if source in _layout_ends(scope, output):
+        return False
+    stack, seen = [output], set()
+    while stack:
+        nm = stack.pop()
+        if nm == source:
+            return True
+        if nm in seen:
+            continue
+        seen.add(nm)
+        hit = scope.producers.get(nm)
+        if hit is None:
+            continue
+        node = hit[0]
+        stack.extend(i for i in node.input if i)
+        for attr in node.attribute:
+            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            for sub in subs:
+                stack.extend(index.outer_names(sub))
+    return False
+
+
+class Dataflow:
+    """The state links and sequence inputs/outputs of one model's main graph (see the module docstring)."""
+
+    def __init__(self, index: ModelIndex) -> None:
+        self.index = index
+        root = index.root
+        self._ends = {vi.name: _layout_ends(root, vi.name) for vi in root.graph.output}
+        links: list[StateLink] = []
+        for c in self._carriers():
+            if c.entry >= len(c.node.input) or not c.node.input[c.entry] or c.exit >= len(c.node.output) or not c.node.output[c.exit]:
+                continue
+            outs = self._returning(c.node, c.exit)
+            sources = layout_sources(index, c.scope, c.node.input[c.entry])
+            if len(outs) != 1 or len(sources) != 1:
+                continue  # parts of the state, or one of several inputs an If picks: which is the state is a guess
+            (name,), (out,) = sources, outs
+            links.append(StateLink(name, out, f"{name!r} starts {c.what} of {index.node_name(c.node)!r}, whose final value {out!r} returns"))
+        self.links = tuple(links)
+        self.sequence_inputs, self.sequence_outputs = self._sequences()
+
+    def state_flows(self, input: str, output: str) -> bool:
+        """Graph output ``output`` is computed from graph input ``input``, not that input handed back unchanged."""
+        return _depends(self.index, self.index.root, output, input)
+
+    def _returning(self, node: onnx.NodeProto, position: int) -> list[str]:
+        """Graph outputs that are ``node``'s output ``position``, through layout-only ops, and nothing else."""
+        want = frozenset({(id(node), position)})
+        return [name for name, ends in self._ends.items() if ends == want]
+
+    def _carriers(self) -> Iterator[_Carrier]:
+        index = self.index
+        for scope, node in index.recurrent:
+            kind = kind_for_op(node.op_type, node.domain)
+            if kind is None:
+                continue
+            for state in kind.states:
+                entry, exit_ = kind.input_index(state.entry), kind.output_index(state.exit)
+                if entry is not None and exit_ is not None:
+                    yield _Carrier(scope, node, entry, exit_, f"{state.entry} -> {state.exit}")
+        for scope in index.scopes():
+            for node in scope.nodes:
+                if node.domain not in ("", "ai.onnx") or node.op_type not in ("Scan", "Loop") or (id(node), "body") not in scope.children:
+                    continue
+                body = scope.child(node, "body")
+                first_in, first_body_in, first_body_out = self._carried_offsets(node)
+                for k in range(max(0, self._carried_count(node, body))):
+                    body_in = body.graph.input[first_body_in + k].name
+                    body_out = body.graph.output[first_body_out + k].name
+                    if _depends(index, body, body_out, body_in):  # the body computes the new value from the old one
+                        yield _Carrier(scope, node, first_in + k, k, f"{node.op_type} state variable {k}")
+
+    def _carried_offsets(self, node: onnx.NodeProto) -> tuple[int, int, int]:
+        """(first carried input of the node, of its body, first carried output of its body)."""
+        if node.op_type == "Loop":
+            return 2, 2, 1  # Loop(M, cond, v...): body(iter, cond, v...) -> (cond, v..., scans...)
+        scan8 = self.index.opsets.get("", 0) < 9
+        return (1 if scan8 else 0), 0, 0  # Scan-8 takes sequence_lens first
+
+    def _carried_count(self, node: onnx.NodeProto, body: Scope) -> int:
+        if node.op_type == "Loop":
+            return len(body.graph.input) - 2
+        return len(body.graph.input) - int(attribute_value(node, "num_scan_inputs", 0))
+
+    def _sequences(self) -> tuple[frozenset[str], frozenset[str]]:
+        index = self.index
+        ins: set[str] = set()
+        outs: set[str] = set()
+        for scope, node in index.recurrent:
+            kind = kind_for_op(node.op_type, node.domain)
+            if kind is None:
+                continue
+            x, y = kind.input_index("X"), kind.output_index(kind.sequence_output)
+            if x is not None and x < len(node.input) and node.input[x]:
+                ins.update(layout_sources(index, scope, node.input[x]))
+            if y is not None and y < len(node.output) and node.output[y]:
+                outs.update(self._returning(node, y))
+        for scope in index.scopes():
+            for node in scope.nodes:
+                if node.domain not in ("", "ai.onnx") or node.op_type not in ("Scan", "Loop") or (id(node), "body") not in scope.children:
+                    continue
+                carried = self._carried_count(node, scope.child(node, "body"))
+                first_in = self._carried_offsets(node)[0]
+                if node.op_type == "Scan":
+                    for name in node.input[first_in + carried :]:
+                        if name:
+                            ins.update(layout_sources(index, scope, name))
+                for k in range(max(0, carried), len(node.output)):
+                    outs.update(self._returning(node, k))
+        return frozenset(ins), frozenset(outs)
