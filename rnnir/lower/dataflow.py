@@ -90,8 +90,8 @@ def layout_sources(index: ModelIndex, scope: Scope, name: str) -> list[str]:
 
 
 def _layout_ends(scope: Scope, name: str) -> frozenset[_End]:
-    """What ``name`` is, seen back through layout-only ops that keep one operand's elements (a Concat of several parts
-    mixes values, so it is an end) and through both branches of an If."""
+    """What ``name`` is made of, seen back through layout-only ops (every part of a Concat: a stack of final states)
+    and both branches of an If."""
     ends: set[_End] = set()
     stack = [(scope, name)]
     seen: set[tuple[int, str]] = set()
@@ -105,10 +105,11 @@ def _layout_ends(scope: Scope, name: str) -> frozenset[_End]:
         node = d.node
         if d.kind != "node" or node is None:
             ends.add(d.name)
-        elif node.op_type in LAYOUT_OPS and node.input and node.input[0] and (node.op_type != "Concat" or sum(1 for i in node.input if i) == 1):
-            stack.append((d.scope, node.input[0]))
+        elif node.op_type in LAYOUT_OPS and node.input and node.input[0]:
+            parts = [i for i in node.input if i] if node.op_type == "Concat" else [node.input[0]]
+            stack.extend((d.scope, i) for i in parts)
         elif node.op_type == "If":
-            stack.extend(if_dependencies(d.scope, node)[1:] if node.input and node.input[0] else if_dependencies(d.scope, node))
+            stack.extend((sub, o) for sub, o in if_dependencies(d.scope, node) if sub is not d.scope)  # the yields, not the condition
         else:
             ends.add((id(node), d.index))
     return frozenset(ends)
@@ -146,27 +147,37 @@ class Dataflow:
         self.index = index
         root = index.root
         self._ends = {vi.name: _layout_ends(root, vi.name) for vi in root.graph.output}
-        links: list[StateLink] = []
+        # each state: its exit as a layout walk sees it, and the one graph input it starts from (None: none, or several)
+        started: dict[_End, tuple[_Carrier, str | None]] = {}
         for c in self._carriers():
             if c.entry >= len(c.node.input) or not c.node.input[c.entry] or c.exit >= len(c.node.output) or not c.node.output[c.exit]:
                 continue
-            outs = self._returning(c.node, c.exit)
             sources = layout_sources(index, c.scope, c.node.input[c.entry])
-            if len(outs) != 1 or len(sources) != 1:
-                continue  # parts of the state, or one of several inputs an If picks: which is the state is a guess
-            (name,), (out,) = sources, outs
-            links.append(StateLink(name, out, f"{name!r} starts {c.what} of {index.node_name(c.node)!r}, whose final value {out!r} returns"))
-        self.links = tuple(links)
+            started[(id(c.node), c.exit)] = (c, sources[0] if len(sources) == 1 else None)
+        links: list[StateLink] = []
+        for out, ends in self._ends.items():
+            if not ends or not ends <= started.keys():
+                continue  # not made of final states alone
+            inputs = {started[e][1] for e in ends}
+            if len(inputs) != 1 or None in inputs:
+                continue  # final states of states started from different inputs (or from one an If picks): no one pair
+            (name,) = inputs
+            assert name is not None
+            if any(src == name and e not in ends for e, (_, src) in started.items()):
+                continue  # the input starts more states than the output returns: a part is no pair
+            what = " and ".join(sorted({f"{started[e][0].what} of {index.node_name(started[e][0].node)!r}" for e in ends}))
+            links.append(StateLink(name, out, f"{name!r} starts {what}, whose final value {out!r} returns"))
+        order = {vi.name: k for k, vi in enumerate(root.graph.input)}
+        self.links = tuple(sorted(links, key=lambda link: order.get(link.input, len(order))))  # in the graph's input order
         self.sequence_inputs, self.sequence_outputs = self._sequences()
 
     def state_flows(self, input: str, output: str) -> bool:
         """Graph output ``output`` is computed from graph input ``input``, not that input handed back unchanged."""
         return _depends(self.index, self.index.root, output, input)
 
-    def _returning(self, node: onnx.NodeProto, position: int) -> list[str]:
-        """Graph outputs that are ``node``'s output ``position``, through layout-only ops, and nothing else."""
-        want = frozenset({(id(node), position)})
-        return [name for name, ends in self._ends.items() if ends == want]
+    def _made_of(self, ends: set[_End]) -> list[str]:
+        """Graph outputs made of nothing but (some of) ``ends``, through layout-only ops."""
+        return [name for name, e in self._ends.items() if e and e <= ends]
 
     def _carriers(self) -> Iterator[_Carrier]:
         index = self.index
@@ -205,7 +216,7 @@ class Dataflow:
     def _sequences(self) -> tuple[frozenset[str], frozenset[str]]:
         index = self.index
         ins: set[str] = set()
-        outs: set[str] = set()
+        seq_ends: set[_End] = set()
         for scope, node in index.recurrent:
             kind = kind_for_op(node.op_type, node.domain)
             if kind is None:
@@ -213,8 +224,8 @@ class Dataflow:
             x, y = kind.input_index("X"), kind.output_index(kind.sequence_output)
             if x is not None and x < len(node.input) and node.input[x]:
                 ins.update(layout_sources(index, scope, node.input[x]))
-            if y is not None and y < len(node.output) and node.output[y]:
-                outs.update(self._returning(node, y))
+            if y is not None:
+                seq_ends.add((id(node), y))
         for scope in index.scopes():
             for node in scope.nodes:
                 if node.domain not in ("", "ai.onnx") or node.op_type not in ("Scan", "Loop") or (id(node), "body") not in scope.children:
@@ -225,6 +236,5 @@ class Dataflow:
                     for name in node.input[first_in + carried :]:
                         if name:
                             ins.update(layout_sources(index, scope, name))
-                for k in range(max(0, carried), len(node.output)):
-                    outs.update(self._returning(node, k))
-        return frozenset(ins), frozenset(outs)
+                seq_ends.update((id(node), k) for k in range(max(0, carried), len(node.output)))
+        return frozenset(ins), frozenset(self._made_of(seq_ends))
