@@ -275,9 +275,9 @@ def find_pairs(
                 break
 
     for link in flow.links if flow is not None else ():
-        i, o = by_in[link.input], by_out[link.output]
-        if i.name not in used_in and o.name not in used_out and _compatible(i, o):
-            take(i.name, o.name, PairSource.DATAFLOW, link.reason)
+        start, final = by_in[link.input], by_out[link.output]
+        if start.name not in used_in and final.name not in used_out and _compatible(start, final):
+            take(start.name, final.name, PairSource.DATAFLOW, link.reason)
 
     # Position: torch exports list (x, h0, c0) -> (y, hn, cn).  Only when the leftovers line up
     # one to one with compatible, state-shaped (rank >= 2) types, and none of them streams a sequence.

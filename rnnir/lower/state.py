@@ -20,7 +20,7 @@ from ..recurrence import RecurrenceKind, kind_for_op
 from .dataflow import Dataflow, layout_sources
 from .pairing import find_pairs, looks_like_state
 from .recognise import Key
-from .scope import Definition, ModelIndex, Scope
+from .scope import Definition, ModelIndex
 from .source import ModelSource
 from .tensors import constant_tensor, small_array, tensor_type, tensor_type_of
 
