@@ -19,12 +19,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import onnx
-
+from ..onnxproto import ATTR
 from ..optraits import OpTrait, ops_with
 from ..recurrence import kind_for_op
 from .scope import ModelIndex, Scope, attribute_value
+
+if TYPE_CHECKING:  # `rnnir lint` of an exported model imports neither onnx nor numpy
+    import onnx
 
 __all__ = ["Dataflow", "StateLink", "if_dependencies", "layout_sources"]
 
@@ -134,7 +137,7 @@ def _depends(index: ModelIndex, scope: Scope, output: str, source: str) -> bool:
         node = hit[0]
         stack.extend(i for i in node.input if i)
         for attr in node.attribute:
-            subs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+            subs = [attr.g] if attr.type == ATTR.GRAPH else list(attr.graphs)
             for sub in subs:
                 stack.extend(index.outer_names(sub))
     return False
@@ -146,6 +149,13 @@ class Dataflow:
     def __init__(self, index: ModelIndex) -> None:
         self.index = index
         root = index.root
+        # Scan and Loop nodes with a body, from the (op_type, domain) the index read once per node
+        self._loops = [
+            (scope, node)
+            for scope in index.scopes()
+            for node, (op, domain) in zip(scope.nodes, scope.node_ops)
+            if op in ("Scan", "Loop") and domain in ("", "ai.onnx") and (id(node), "body") in scope.children
+        ]
         self._ends = {vi.name: _layout_ends(root, vi.name) for vi in root.graph.output}
         # each state: its exit as a layout walk sees it, and the one graph input it starts from (None: none, or several)
         started: dict[_End, tuple[_Carrier, str | None]] = {}
@@ -189,17 +199,16 @@ class Dataflow:
                 entry, exit_ = kind.input_index(state.entry), kind.output_index(state.exit)
                 if entry is not None and exit_ is not None:
                     yield _Carrier(scope, node, entry, exit_, f"{state.entry} -> {state.exit}")
-        for scope in index.scopes():
-            for node in scope.nodes:
-                if node.domain not in ("", "ai.onnx") or node.op_type not in ("Scan", "Loop") or (id(node), "body") not in scope.children:
-                    continue
-                body = scope.child(node, "body")
-                first_in, first_body_in, first_body_out = self._carried_offsets(node)
-                for k in range(max(0, self._carried_count(node, body))):
-                    body_in = body.graph.input[first_body_in + k].name
-                    body_out = body.graph.output[first_body_out + k].name
-                    if _depends(index, body, body_out, body_in):  # the body computes the new value from the old one
-                        yield _Carrier(scope, node, first_in + k, k, f"{node.op_type} state variable {k}")
+        for scope, node in self._loops:
+            body = scope.child(node, "body")
+            first_in, first_body_in, first_body_out = self._carried_offsets(node)
+            for k in range(max(0, self._carried_count(node, body))):
+                if first_body_in + k >= len(body.graph.input) or first_body_out + k >= len(body.graph.output):
+                    break  # a body with fewer outputs than carried inputs: onnx refuses it; nothing to pair
+                body_in = body.graph.input[first_body_in + k].name
+                body_out = body.graph.output[first_body_out + k].name
+                if _depends(index, body, body_out, body_in):  # the body computes the new value from the old one
+                    yield _Carrier(scope, node, first_in + k, k, f"{node.op_type} state variable {k}")
 
     def _carried_offsets(self, node: onnx.NodeProto) -> tuple[int, int, int]:
         """(first carried input of the node, of its body, first carried output of its body)."""
@@ -226,15 +235,12 @@ class Dataflow:
                 ins.update(layout_sources(index, scope, node.input[x]))
             if y is not None:
                 seq_ends.add((id(node), y))
-        for scope in index.scopes():
-            for node in scope.nodes:
-                if node.domain not in ("", "ai.onnx") or node.op_type not in ("Scan", "Loop") or (id(node), "body") not in scope.children:
-                    continue
-                carried = self._carried_count(node, scope.child(node, "body"))
-                first_in = self._carried_offsets(node)[0]
-                if node.op_type == "Scan":
-                    for name in node.input[first_in + carried :]:
-                        if name:
-                            ins.update(layout_sources(index, scope, name))
-                seq_ends.update((id(node), k) for k in range(max(0, carried), len(node.output)))
+        for scope, node in self._loops:
+            carried = self._carried_count(node, scope.child(node, "body"))
+            first_in = self._carried_offsets(node)[0]
+            if node.op_type == "Scan":
+                for name in node.input[first_in + max(0, carried) :]:
+                    if name:
+                        ins.update(layout_sources(index, scope, name))
+            seq_ends.update((id(node), k) for k in range(max(0, carried), len(node.output)))
         return frozenset(ins), frozenset(self._made_of(seq_ends))
