@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 from ..onnxproto import ATTR
 from ..optraits import OpTrait, ops_with
 from ..recurrence import kind_for_op
-from .scope import ModelIndex, Scope, attribute_value
+from .scope import Definition, ModelIndex, Scope, attribute_value
 
 if TYPE_CHECKING:  # `rnnir lint` of an exported model imports neither onnx nor numpy
     import onnx
@@ -67,35 +67,9 @@ def if_dependencies(scope: Scope, node: onnx.NodeProto) -> list[tuple[Scope, str
     return out
 
 
-def layout_sources(index: ModelIndex, scope: Scope, name: str) -> list[str]:
-    """Main-graph inputs reachable backwards from ``name`` through layout-only ops (every part of a Concat) and If joins."""
-    out: list[str] = []
-    stack = [(scope, name)]
-    seen: set[tuple[int, str]] = set()
-    while stack:
-        sc, nm = stack.pop()
-        d = sc.resolve(nm)
-        key = (id(d.scope), d.name)
-        if key in seen:
-            continue
-        seen.add(key)
-        if d.kind == "input" and d.scope is index.root:
-            out.append(d.name)
-        elif d.kind == "node" and d.node is not None:
-            if d.node.op_type in LAYOUT_OPS:
-                if d.node.input and d.node.input[0]:
-                    stack.append((d.scope, d.node.input[0]))
-                if d.node.op_type == "Concat":
-                    stack.extend((d.scope, i) for i in d.node.input[1:] if i)
-            elif d.node.op_type == "If":
-                stack.extend(if_dependencies(d.scope, d.node))
-    return out
-
-
-def _layout_ends(scope: Scope, name: str) -> frozenset[_End]:
-    """What ``name`` is made of, seen back through layout-only ops (every part of a Concat: a stack of final states)
-    and both branches of an If."""
-    ends: set[_End] = set()
+def _layout_walk(scope: Scope, name: str) -> Iterator[Definition]:
+    """The definitions a walk back from ``name`` stops at, through layout-only ops (every part of a Concat: a stack)
+    and the yields of both branches of an If (not its condition, which picks a branch and is no part of the value)."""
     stack = [(scope, name)]
     seen: set[tuple[int, str]] = set()
     while stack:
@@ -106,16 +80,23 @@ def _layout_ends(scope: Scope, name: str) -> frozenset[_End]:
             continue
         seen.add(key)
         node = d.node
-        if d.kind != "node" or node is None:
-            ends.add(d.name)
-        elif node.op_type in LAYOUT_OPS and node.input and node.input[0]:
-            parts = [i for i in node.input if i] if node.op_type == "Concat" else [node.input[0]]
+        if d.kind == "node" and node is not None and node.op_type in LAYOUT_OPS:
+            parts = [i for i in node.input if i] if node.op_type == "Concat" else [node.input[0]] if node.input and node.input[0] else []
             stack.extend((d.scope, i) for i in parts)
-        elif node.op_type == "If":
-            stack.extend((sub, o) for sub, o in if_dependencies(d.scope, node) if sub is not d.scope)  # the yields, not the condition
+        elif d.kind == "node" and node is not None and node.op_type == "If":
+            stack.extend((sub, o) for sub, o in if_dependencies(d.scope, node) if sub is not d.scope)
         else:
-            ends.add((id(node), d.index))
-    return frozenset(ends)
+            yield d
+
+
+def layout_sources(index: ModelIndex, scope: Scope, name: str) -> list[str]:
+    """Main-graph inputs ``name`` is made of, through layout-only ops and If joins (:func:`_layout_walk`)."""
+    return [d.name for d in _layout_walk(scope, name) if d.kind == "input" and d.scope is index.root]
+
+
+def _layout_ends(scope: Scope, name: str) -> frozenset[_End]:
+    """What ``name`` is made of, through layout-only ops and If joins: node outputs and values no node makes."""
+    return frozenset(d.name if d.kind != "node" or d.node is None else (id(d.node), d.index) for d in _layout_walk(scope, name))
 
 
 def _depends(index: ModelIndex, scope: Scope, output: str, source: str) -> bool:
