@@ -160,3 +160,28 @@ def test_an_output_stacking_another_value_with_the_final_state_is_no_dataflow_pa
     m = _keras_like(stack=("Y_h", "h_1b"))  # h' stacked with the incoming h: not made of final states alone
     # only position (the weakest source, same place and type) pairs what is left
     assert [(p.input, p.output, p.source) for p in rnnir.load(m).state_pairs] == [("input_5", "tf_op_layer_stack_5", PairSource.POSITION)]
+
+
+# -- Scan: a state variable is state only when the body computes it from its old value -------------------------------
+
+
+def _scan(body_op):
+    """Scan-9 over x [T, 2] with one state variable s [2]: the body yields ``body_op(s_in, x_t)`` as the new state
+    (``Identity``: s_in handed back unchanged) and x_t + s_in as the scan output."""
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Identity", ["s_in"], ["s_out"]) if body_op == "Identity" else helper.make_node(body_op, ["s_in", "x_t"], ["s_out"]),
+             helper.make_node("Add", ["x_t", "s_in"], ["z_t"])]
+    body = helper.make_graph(nodes, "body", [vi("s_in", TensorProto.FLOAT, [2]), vi("x_t", TensorProto.FLOAT, [2])],
+                             [vi("s_out", TensorProto.FLOAT, [2]), vi("z_t", TensorProto.FLOAT, [2])])
+    scan = helper.make_node("Scan", ["acc", "xs"], ["total", "zs"], num_scan_inputs=1, body=body)
+    g = helper.make_graph([scan], "g", [vi("acc", TensorProto.FLOAT, [2]), vi("xs", TensorProto.FLOAT, ["T", 2])],
+                          [vi("total", TensorProto.FLOAT, [2]), vi("zs", TensorProto.FLOAT, ["T", 2])])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)])
+
+
+def test_a_scan_state_variable_pairs_by_dataflow_only_when_its_body_computes_it():
+    got = rnnir.load(_scan("Add")).state_pairs
+    assert [(p.input, p.output, p.source) for p in got] == [("acc", "total", PairSource.DATAFLOW)]
+    # near-miss: the body hands the value back unchanged, so nothing is carried (and position never pairs xs with zs,
+    # which stream the scan): no pair at all
+    assert rnnir.load(_scan("Identity")).state_pairs == []
