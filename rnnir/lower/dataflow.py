@@ -79,11 +79,11 @@ def _layout_walk(scope: Scope, name: str) -> Iterator[Definition]:
         if key in seen:
             continue
         seen.add(key)
-        node = d.node
-        if d.kind == "node" and node is not None and node.op_type in LAYOUT_OPS:
+        node = d.node  # set exactly when the name is a node's output (Scope.resolve)
+        if node is not None and node.op_type in LAYOUT_OPS:
             parts = [i for i in node.input if i] if node.op_type == "Concat" else [node.input[0]] if node.input and node.input[0] else []
             stack.extend((d.scope, i) for i in parts)
-        elif d.kind == "node" and node is not None and node.op_type == "If":
+        elif node is not None and node.op_type == "If":
             stack.extend((sub, o) for sub, o in if_dependencies(d.scope, node) if sub is not d.scope)
         else:
             yield d
@@ -96,14 +96,14 @@ def layout_sources(index: ModelIndex, scope: Scope, name: str) -> list[str]:
 
 def _layout_ends(scope: Scope, name: str) -> frozenset[_End]:
     """What ``name`` is made of, through layout-only ops and If joins: node outputs and values no node makes."""
-    return frozenset(d.name if d.kind != "node" or d.node is None else (id(d.node), d.index) for d in _layout_walk(scope, name))
+    return frozenset(d.name if d.node is None else (id(d.node), d.index) for d in _layout_walk(scope, name))
 
 
 def _depends(index: ModelIndex, scope: Scope, output: str, source: str) -> bool:
     """``output`` of ``scope``'s graph is computed from ``source`` (a name of the same scope), not merely ``source``
     handed back through layout-only ops."""
-    if source in _layout_ends(scope, output):
-        return False
+    if _layout_ends(scope, output) == {source}:
+        return False  # the source itself, rearranged at most
     stack, seen = [output], set()
     while stack:
         nm = stack.pop()
