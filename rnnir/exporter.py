@@ -41,6 +41,7 @@ from .lower.source import graph_fingerprint, iter_graphs
 from .metadata import META_FINGERPRINT, META_IR, META_PAIRS, META_PROGRAM_V0, META_SLOTS
 from .metadata import drop as _drop_meta
 from .metadata import write as _set_meta
+from .pairs import PairSource
 
 _INLINE_INIT = 65536  # elements of a constant initial value written inline as JSON
 
@@ -139,21 +140,43 @@ def _export_lowered(program: Program) -> onnx.ModelProto:
     graph = model.graph
     outputs = {o.name for o in graph.output}
     inputs = {i.name for i in graph.input}
-    pairs: dict[str, str | None] = {}
     for p in program.state_pairs:
-        pairs[p.input] = p.output
         if p.input not in inputs:
             _constant_to_input(graph, p.input, p.slot)
         if p.output is not None and p.output not in outputs:
             raise ExportError(f"state output {p.output!r} of slot {p.input!r} is not a graph output of {src.label}")
+    pairs = _persisted_pairs(program)
     _set_meta(model, META_PAIRS, json.dumps(pairs, sort_keys=True))
-    _set_meta(model, META_SLOTS, json.dumps(_slot_meta(program, pairs), sort_keys=True))
+    _set_meta(model, META_SLOTS, json.dumps({k: v for k, v in _slot_meta(program, pairs).items() if k in pairs}, sort_keys=True))
     if not _default_structure(program):
         _set_meta(model, META_IR, print_program(program))
     else:
         _drop_meta(model, META_IR)
     _drop_meta(model, META_PROGRAM_V0)
     return model
+
+
+#: pair sources that are a contract by themselves: the caller's word, what an earlier export recorded, or a slot
+#: rnnir made (entry=constant, a built program)
+_CONTRACT_SOURCES = frozenset({PairSource.DECLARED, PairSource.METADATA, PairSource.TRITON, PairSource.CONSTANT, PairSource.BUILDER})
+
+
+def _persisted_pairs(program: Program) -> dict[str, str | None]:
+    """The pairs worth recording in ``rnnir.pairs``, where they outrank every other source on the next load: the ones the
+    caller declared (or an earlier export recorded) and the ones rnnir verified slice by slice.  A guess from names,
+    dataflow or position that rnnir could not verify stays a guess: the next load makes it again from the same graph,
+    and a wrong guess (a scanned input paired with a scan output) is not written down as the caller's contract."""
+    guessed = [p for p in program.state_pairs if p.source not in _CONTRACT_SOURCES]
+    verified: set[str] = set()
+    if guessed:
+        from .passes import verify
+        from .passes.coverage import Verdict
+
+        by_input: dict[str, list[Verdict]] = {}
+        for s in verify(program, noqa=False).slices:
+            by_input.setdefault(s.input, []).append(s.verdict)
+        verified = {i for i, verdicts in by_input.items() if verdicts and all(v is Verdict.VERIFIED for v in verdicts)}
+    return {p.input: p.output for p in program.state_pairs if p.source in _CONTRACT_SOURCES or p.input in verified}
 
 
 def _constant_to_input(graph: onnx.GraphProto, name: str, slot: Slot | None) -> None:

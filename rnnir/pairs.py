@@ -1,9 +1,11 @@
 """State pairs: which graph input the caller feeds back from which graph output, and why.
 
-A pair is the caller's contract, so it comes from what the caller sees
-(declaration, metadata, names, position), never from the dataflow being
-checked.  The dataflow is recorded next to it, slice by slice, so the passes
-can compare the contract with what the graph really does.
+A pair is the caller's contract, so it comes first from what the caller sees
+(declaration, metadata, Triton, names); only where names say nothing from the
+dataflow (an input that starts a recurrence's state, the output that returns
+exactly its final value), then position (docs/pairing.md).  The dataflow is
+recorded next to each pair, slice by slice, so the passes can compare the
+contract with what the graph really does.
 """
 
 from __future__ import annotations
@@ -20,10 +22,10 @@ class PairSource(enum.Enum):
     METADATA = "metadata"  # rnnir.* metadata_props written by rnnir.export
     TRITON = "triton"  # sequence_batching.state in a config.pbtxt beside the model
     NAME = "name"  # naming convention (state/stateN, h0/hn, cache_x/new_cache_x, ...)
+    DATAFLOW = "dataflow"  # the input starts a recurrence's state, the output returns its final value (or a suggestion)
     POSITION = "position"  # same position among the remaining inputs/outputs, same type
     CONSTANT = "constant"  # the lowering's constant-entry policy made a slot of a constant initial state
     BUILDER = "builder"  # a Program built with rnnir.Builder
-    DATAFLOW = "dataflow"  # only ever a suggestion
 
 
 @dataclass(frozen=True)

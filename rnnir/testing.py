@@ -953,6 +953,7 @@ def _judge(report: MulticallReport, session: StatefulSession) -> None:
         if unwritten
         else ""
     )
+    restarting = _restarting_states(session)
     if not report.pairs:
         report.status = "no-state"
         extra = ""
@@ -974,6 +975,19 @@ def _judge(report: MulticallReport, session: StatefulSession) -> None:
                 "its final state is the state at the chunk's start, which no later call can use (SD006)."
             )
         return
+    broken_by_design = restarting + (
+        [f"state input {i!r} has no paired output: nothing writes it back, so every call restarts it from its initial value (SD001)" for i in unwritten]
+        if len(unwritten) < len(report.pairs)
+        else []
+    )
+    if broken_by_design and report.persistent_matches_whole is not True:
+        # the graph itself restarts part of the state every call while it carries the rest: no stream makes that
+        # persistence, whether or not this one can show it (a static time axis leaves no whole-stream oracle)
+        report.status = "fail"
+        report.verdict = "FAIL: part of the state restarts on every call while the rest is carried: " + "; ".join(broken_by_design) + "."
+        return
+    if broken_by_design:
+        notes.extend(f"{why}; this stream does not show it (chunked calls equal one whole call)" for why in broken_by_design)
     if reverse and report.persistent_matches_whole is None:
         notes.append(
             f"the model runs {', '.join(repr(r) for r in reverse)} backwards in time: carrying its state across calls is "
@@ -989,6 +1003,18 @@ def _judge(report: MulticallReport, session: StatefulSession) -> None:
         return
     first = report.first_divergence["reinit"]
     assert first is not None  # revealing: the re-initialised variant diverged somewhere
+    unverified = [] if report.persistent_matches_whole else _unverified_slices(session)
+    if unverified:
+        # the broken variants show that the state matters, not that what is fed back is the state: without a
+        # whole-stream oracle only rnnir's own check of the write-back can say that, and it could not
+        report.status = "inconclusive"
+        report.verdict = (
+            "NOT VERIFIED: the state matters (a lost state shows from call "
+            f"{first.call} on, output {first.output!r}), but no whole-stream oracle is here and rnnir could not verify "
+            "that what each call writes back is the state: " + "; ".join(unverified) + ". Pass whole= (or a stream with a "
+            "time axis) to compare with one call over the whole stream."
+        )
+        return
     if report.persistent_matches_whole:
         matched = "persistence holds: chunked calls equal one call over the whole stream"
     else:
@@ -1003,6 +1029,47 @@ def _judge(report: MulticallReport, session: StatefulSession) -> None:
                 f"initial value through call {d.call - 1}, so a stream that starts with silence shows a lost or stale "
                 "state only after the onset"
             )
+
+
+def _unverified_slices(session: StatefulSession) -> list[str]:
+    """Each state slice rnnir's passes do not verify, with the reason (``rnnir lint``'s verdicts)."""
+    from .passes import verify
+    from .passes.coverage import Verdict
+
+    return [
+        f"{s.slice!r} {s.verdict.value} ({s.reason})" if s.reason else f"{s.slice!r} {s.verdict.value}"
+        for s in verify(session.program, noqa=False).slices
+        if s.verdict is not Verdict.VERIFIED
+    ]
+
+
+def _restarting_states(session: StatefulSession) -> list[str]:
+    """Recurrences that carry one state across calls (read from a slot that is written back) while another of their
+    states starts every call from a plain input the caller feeds, or from nothing (zeros): with ``--pair initial_h=Y_h``
+    alone an LSTM keeps h and restarts c, and chunked calls cannot equal one call over the whole stream."""
+    from .ir import Compute, LoadSlot
+    from .optraits import OpTrait, ops_with
+
+    layout = ops_with(OpTrait.LAYOUT)
+    written = {s.input for s in session.slots if s.output is not None}
+    plain = set(session.inputs)
+    out: list[str] = []
+    for rec in session.program.recurrents:
+        carried: list[str] = []
+        restarted: list[str] = []
+        for state in rec.spec.states:
+            v = rec.port(state.entry)
+            while v is not None and isinstance(v.producer, Compute) and v.producer.op in layout and v.producer.inputs:
+                v = v.producer.inputs[0]
+            if v is None:
+                restarted.append(f"its {state.entry} is not given (zeros every call)")
+            elif isinstance(v.producer, LoadSlot) and v.producer.slot is not None and v.producer.slot.name in written:
+                carried.append(state.entry)
+            elif v.producer is None and v.name in plain:
+                restarted.append(f"its {state.entry} comes from the plain input {v.name!r}, fed anew every call")
+        if carried and restarted:
+            out.append(f"{rec.kind} {rec.describe()!r} carries {', '.join(carried)} across calls but " + " and ".join(restarted))
+    return out
 
 
 def _why_not(variant: str, report: MulticallReport) -> str:

@@ -91,4 +91,17 @@ def test_multicall_check_runs_on_every_catalogued_model(key):
         input_values={"sr": 16000} if key.startswith("silero:") else None,
     )
     static = key.endswith(".dynamo.onnx") and key.startswith("torch/")  # the dynamo exporter fixed T = 4
+    if key in _NOT_VERIFIED_STEPS:
+        # one step per call, so no whole-stream oracle, and a cell rnnir does not recognise: the broken variants show
+        # the state matters, nothing shows what is fed back is the state -- never a PASS
+        assert report.status == "inconclusive" and report.verdict.startswith("NOT VERIFIED: the state matters"), str(report)
+        assert _NOT_VERIFIED_STEPS[key] in report.verdict
+        return
     assert report.status == ("inconclusive" if static or key == "ort/lstm_stream.dynamo.qdyn.onnx" else "pass"), str(report)
+
+
+#: step models (no time axis) whose cells onnxruntime's transforms leave unrecognised, and where rnnir stops
+_NOT_VERIFIED_STEPS = {
+    "ort/gru_cell_reset_before.ts.ortopt.onnx": "'h0' unverified (state 'h0' reaches MatMul '/MatMul_1' and no recurrence rnnir recognises)",
+    "ort/lstm_cell.ts.qdyn.onnx": "'h0' unverified (state 'h0' reaches DynamicQuantizeLinear 'h0_QuantizeLinear' and no recurrence rnnir recognises",
+}

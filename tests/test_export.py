@@ -60,7 +60,12 @@ def test_silero_round_trip_three_calls(silero_dir, name):
             f.pop(s)
     _assert_same(_three_calls(_session(str(path)), feeds, pairs), _three_calls(_session(exported), feeds, pairs))
     again = rnnir.load(exported)
-    assert {p.input: (p.output, p.source.value) for p in again.state_pairs} == {i: (o, "metadata") for i, o in pairs.items()}
+    # a pair found by name is recorded as the contract only when rnnir verified it; op15's write-back passes through
+    # Add (unverified until rnnir proves the zero term), so the next load finds it by name again
+    from rnnir.passes import verify
+
+    recorded = "metadata" if verify(prog).all_verified else "name"
+    assert {p.input: (p.output, p.source.value) for p in again.state_pairs} == {i: (o, recorded) for i, o in pairs.items()}
 
 
 TORCH_FILES = [f"{n}.{kind}.onnx" for n in realmodels.TORCH_MODELS for kind in ("ts", "dynamo")]

@@ -138,25 +138,47 @@ def test_naming_conventions(names):
     assert all(p.source is PairSource.NAME for p in prog.state_pairs)
 
 
-def test_position_pairs_when_names_say_nothing():
+def test_dataflow_pairs_when_names_say_nothing():
+    # a starts the LSTM's initial_h and p returns its Y_h; b starts initial_c and q returns Y_c (read off the node)
     prog = rnnir.load(lstm_h0c0(names=("a", "b", "p", "q")))
-    assert {(p.input, p.output, p.source) for p in prog.state_pairs} == {("a", "p", PairSource.POSITION), ("b", "q", PairSource.POSITION)}
+    assert {(p.input, p.output, p.source) for p in prog.state_pairs} == {("a", "p", PairSource.DATAFLOW), ("b", "q", PairSource.DATAFLOW)}
+    assert prog.pair("a").reason == "'a' starts initial_h -> Y_h of 'lstm', whose final value 'p' returns"
+    assert prog.suggested_pairs == ()
+    # near-miss: the outputs listed the other way round; position would pair a -> q, the dataflow pairs a -> p
+    m = lstm_h0c0(names=("a", "b", "p", "q"))
+    outs = list(m.graph.output)
+    del m.graph.output[:]
+    m.graph.output.extend([outs[0], outs[2], outs[1]])
+    assert {(p.input, p.output) for p in rnnir.load(m).state_pairs} == {("a", "p"), ("b", "q")}
 
 
-def test_dataflow_alone_gives_only_a_suggestion():
-    # input 'foo' feeds initial_h, output 'bar' returns Y_h; different ranks stop position pairing
+def test_position_pairs_when_neither_names_nor_dataflow_say_anything():
+    # no recurrent op: p = tanh(a + x) is a step written as plain ops, which the dataflow does not see before lowering
+    nodes = [helper.make_node("Neg", ["x"], ["y"]), helper.make_node("Add", ["a", "x"], ["s"]), helper.make_node("Tanh", ["s"], ["p"])]
+    m = model(nodes, [vi("x", [1, 4]), vi("a", [1, 4])], [vi("y", [1, 4]), vi("p", [1, 4])], [])
+    assert [(p.input, p.output, p.source) for p in rnnir.load(m).state_pairs] == [("a", "p", PairSource.POSITION)]
+
+
+def _gru_foo_bar(bar_shape):
     H, I = 2, 1
     n = helper.make_node("GRU", ["x", "W", "R", "", "", "foo"], ["", "bar"], hidden_size=H, name="gru")
     rng = np.random.default_rng(0)
-    m = model(
+    return model(
         [n, helper.make_node("Identity", ["x"], ["echo"])],
         [vi("x", ["T", 1, I]), vi("foo", [1, 1, H])],
-        [vi("echo", ["T", 1, I]), vi("bar", None)],
+        [vi("echo", ["T", 1, I]), vi("bar", bar_shape)],
         [const("W", rng.standard_normal((1, 3 * H, I)).astype(np.float32)), const("R", rng.standard_normal((1, 3 * H, H)).astype(np.float32))],
     )
-    prog = rnnir.load(m)
-    assert prog.state_pairs == ()
-    assert [(p.input, p.output, p.source) for p in prog.suggested_pairs] == [("foo", "bar", PairSource.DATAFLOW)]
+
+
+def test_dataflow_pairs_an_input_starting_the_state_with_the_output_returning_it_when_their_types_agree():
+    # input 'foo' feeds initial_h, output 'bar' returns Y_h; an output of unknown shape does not disagree
+    prog = rnnir.load(_gru_foo_bar(None))
+    assert [(p.input, p.output, p.source) for p in prog.state_pairs] == [("foo", "bar", PairSource.DATAFLOW)]
+    # near-miss: bar declared [1, 1, 3] is not the state foo [1, 1, 2] starts: no pair, only the suggestion
+    other = rnnir.load(_gru_foo_bar([1, 1, 3]))
+    assert other.state_pairs == ()
+    assert [(p.input, p.output, p.source) for p in other.suggested_pairs] == [("foo", "bar", PairSource.DATAFLOW)]
 
 
 def test_stacked_layers_map_per_layer():

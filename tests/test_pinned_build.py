@@ -237,17 +237,22 @@ def test_an_output_no_pair_returns_is_stored_only_when_computed_here():
 
 
 def test_a_state_named_input_feeding_an_initial_state_without_an_output_is_an_unwritten_pair():
-    m = gru_model(out="y_final")
+    # y_final is twice the final state: computed from it, not the state itself, so neither names nor dataflow pair it
+    m = gru_model(tail=[helper.make_node("Mul", ["Yh", "two"], ["y_final"])], out="y_final")
+    m.graph.initializer.append(const("two", 2.0))
     (pair,) = rnnir.load(m).state_pairs
     assert (pair.input, pair.output, pair.source) == ("h0", None, PairSource.NAME)
     assert "feeds a recurrent initial state" in pair.reason
+    # near-miss: y_final is the final state itself (through Identity): the dataflow pairs it
+    (pair,) = rnnir.load(gru_model(out="y_final")).state_pairs
+    assert (pair.input, pair.output, pair.source) == ("h0", "y_final", PairSource.DATAFLOW)
 
 
-def test_an_input_not_named_like_state_is_not_made_a_pair_but_suggested_by_dataflow():
+def test_an_input_not_named_like_state_is_paired_by_dataflow_with_the_output_returning_its_final_state():
     m = gru_model(h_in="feat", out="result")
     prog = rnnir.load(m)
-    assert prog.state_pairs == ()
-    assert [(p.input, p.output, p.source) for p in prog.suggested_pairs] == [("feat", "result", PairSource.DATAFLOW)]
+    assert [(p.input, p.output, p.source) for p in prog.state_pairs] == [("feat", "result", PairSource.DATAFLOW)]
+    assert prog.suggested_pairs == ()
 
 
 def test_no_suggestion_when_the_output_is_not_the_ops_final_state_or_the_input_is_computed_on():
@@ -276,7 +281,7 @@ def test_state_inputs_reached_through_layout_ops_and_if_joins_are_found():
     assert [(p.input, p.output) for p in prog.state_pairs] == [("h0", None)]  # hz is not named like state
 
 
-def test_an_unnamed_input_feeding_the_initial_state_is_suggested_for_the_output_returning_the_final_state():
+def test_an_unnamed_input_feeding_the_initial_state_is_paired_with_the_output_returning_the_final_state():
     nodes = [
         helper.make_node("GRU", ["x", "W", "R", "", "", "hz"], ["Y", "Yh"], hidden_size=H, name="gru"),
         helper.make_node("Relu", ["x"], ["other"]),
@@ -285,9 +290,10 @@ def test_an_unnamed_input_feeding_the_initial_state_is_suggested_for_the_output_
     m = model(nodes, [vi("x", [T, 1, I]), vi("hz", [1, 1, H])], [vi("out", [1, 1, H]), vi("other", [T, 1, I]), vi("x_back", [T, 1, I])], weights())
     m.graph.node.append(helper.make_node("Identity", ["x"], ["x_back"]))
     prog = rnnir.load(m)
-    assert prog.state_pairs == ()
-    assert [(p.input, p.output, p.source) for p in prog.suggested_pairs] == [("hz", "out", PairSource.DATAFLOW)]
-    assert "'hz' reaches 'gru'" in prog.suggested_pairs[0].reason and "'out' returns" in prog.suggested_pairs[0].reason
+    # other and x_back are not the GRU's final state; x is its X (a sequence), never state
+    assert [(p.input, p.output, p.source) for p in prog.state_pairs] == [("hz", "out", PairSource.DATAFLOW)]
+    assert prog.state_pairs[0].reason == "'hz' starts initial_h -> Y_h of 'gru', whose final value 'out' returns"
+    assert prog.suggested_pairs == ()
 
 
 def test_declared_pairs_are_the_whole_contract():

@@ -94,11 +94,11 @@ def _full(name, value):
 
 def test_entry_constant_leaves_graph_inputs_to_their_own_pairing():
     # h0 -> hn pair by name; seed (an input not named like state, with an overridable default) starts the cell state
-    # and result returns it: both are graph inputs, so neither becomes a constant slot
+    # and result returns it, so the dataflow pairs them: both are graph inputs, so neither becomes a constant slot
     m = _lstm("h0", "seed", ["Y", "hn", "result"], inits=[_full("seed", 0.25)], inputs=[vi("h0", [1, 1, H]), vi("seed", [1, 1, H])])
     prog = rnnir.load(m, entry="constant")
-    assert [(p.input, p.output, p.source) for p in prog.state_pairs] == [("h0", "hn", PairSource.NAME)]
-    assert [s.name for s in prog.slots] == ["h0"]
+    assert [(p.input, p.output, p.source) for p in prog.state_pairs] == [("h0", "hn", PairSource.NAME), ("seed", "result", PairSource.DATAFLOW)]
+    assert [s.name for s in prog.slots] == ["h0", "seed"]
 
 
 def test_entry_constant_skips_a_state_whose_final_output_the_op_does_not_have():

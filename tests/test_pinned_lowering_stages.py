@@ -88,9 +88,9 @@ def test_entry_constant_leaves_an_initial_state_kept_in_external_data(tmp_path):
     assert [(p.input, p.output) for p in rnnir.load(inline, entry="constant").state_pairs] == [("h_init", "y_final")]  # near-miss
 
 
-def test_a_suggestion_needs_the_input_to_start_the_very_op_whose_final_state_the_output_returns():
-    # feat starts GRU a (returned as a_out), other starts GRU b (returned as result): each input is suggested with
-    # its own op's output only, not with the other op's
+def test_a_dataflow_pair_needs_the_input_to_start_the_very_op_whose_final_state_the_output_returns():
+    # feat starts GRU a (returned as a_out), other starts GRU b (returned as result): each input is paired with
+    # its own op's output only, not with the other op's (position would pair them too, the other way round here)
     nodes = [
         _gru("a", "feat", "a"),
         _gru("b", "other", "b"),
@@ -104,8 +104,10 @@ def test_a_suggestion_needs_the_input_to_start_the_very_op_whose_final_state_the
         [*weights("GRU", prefix="a"), *weights("GRU", prefix="b")],
     )
     prog = rnnir.load(m)
-    assert prog.state_pairs == ()
-    assert [(p.input, p.output) for p in prog.suggested_pairs] == [("feat", "a_out"), ("other", "result")]
+    assert [(p.input, p.output, p.source) for p in prog.state_pairs] == [("feat", "a_out", PairSource.DATAFLOW), ("other", "result", PairSource.DATAFLOW)]
+    assert prog.suggested_pairs == ()
+    m.graph.output.reverse()  # near-miss: listed the other way round, the pairs stay with their own op
+    assert [(p.input, p.output) for p in rnnir.load(m).state_pairs] == [("feat", "a_out"), ("other", "result")]
 
 
 def _fed_twice(joint):

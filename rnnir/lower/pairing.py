@@ -2,8 +2,14 @@
 
 Order of precedence: explicit declaration (``pairs=``), rnnir metadata written
 by :func:`rnnir.export`, a Triton ``config.pbtxt`` beside the model (or above its numbered
-version folder, Triton's own layout), naming
-conventions, then position.  Each pair records its source and the reason.
+version folder, Triton's own layout), naming conventions, the dataflow (an input that starts a
+recurrence's state and the output that returns that state's final value, :mod:`.dataflow`), then
+position.  Each pair records its source and the reason.
+
+The dataflow also vetoes weak guesses: a name rule pairs an input not named like state only when the
+output is computed from it (``opt_in -> opt_out`` across a bare Identity is no state), and position
+never pairs an input or output that streams a sequence (a recurrence's ``X``/``Y``, a Scan's scanned
+inputs and scan outputs).
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from ..pairs import PairSource, StatePair
 
 if TYPE_CHECKING:
     import onnx
+
+    from .dataflow import Dataflow
 
 # (input pattern, output templates); \g<s> is the shared stem.  First match wins.
 _NAME_RULES: list[tuple[str, tuple[str, ...]]] = [
@@ -214,8 +222,12 @@ def find_pairs(
     label: str,
     declared: Mapping[str, str | None] | None = None,
     model_path: Path | None = None,
+    dataflow: Dataflow | None = None,
 ) -> list[StatePair]:
-    """The state pairs of ``model``'s main graph, strongest source first, each input and output used once."""
+    """The state pairs of ``model``'s main graph, strongest source first, each input and output used once.
+
+    ``dataflow`` is the model's :class:`~rnnir.lower.dataflow.Dataflow` when the caller has indexed the model
+    already (lowering has); else it is computed here when an undeclared pairing needs it."""
     ins, outs = graph_io(model)
     in_names = [i.name for i in ins]
     out_names = [o.name for o in outs]
@@ -247,10 +259,13 @@ def find_pairs(
         if i in by_in and o in by_out and i not in used_in and o not in used_out:
             take(i, o, PairSource.TRITON, "sequence_batching.state in config.pbtxt")
 
+    flow = dataflow if dataflow is not None else _dataflow(model, label)
     for inp in ins:
         if inp.name in used_in:
             continue
         for cand in _name_candidates(inp.name):
+            if cand in by_out and cand not in used_out and not looks_like_state(inp.name) and flow is not None and not flow.state_flows(inp.name, cand):
+                continue  # a plain name whose output is not computed from it: no state flows between them
             if cand in by_out and cand not in used_out and _compatible(inp, by_out[cand]):
                 take(inp.name, cand, PairSource.NAME, f"naming convention {inp.name!r} -> {cand!r}")
                 break
@@ -259,10 +274,17 @@ def find_pairs(
                 take(inp.name, cand, PairSource.NAME, f"naming convention {inp.name!r} -> {cand!r} (types differ)")
                 break
 
+    for link in flow.links if flow is not None else ():
+        start, final = by_in[link.input], by_out[link.output]
+        if start.name not in used_in and final.name not in used_out and _compatible(start, final):
+            take(start.name, final.name, PairSource.DATAFLOW, link.reason)
+
     # Position: torch exports list (x, h0, c0) -> (y, hn, cn).  Only when the leftovers line up
-    # one to one with compatible, state-shaped (rank >= 2) types.
-    rest_in = [i for i in ins[1:] if i.name not in used_in and not i.has_default]
-    rest_out = [o for o in outs[1:] if o.name not in used_out]
+    # one to one with compatible, state-shaped (rank >= 2) types, and none of them streams a sequence.
+    seq_in = flow.sequence_inputs if flow is not None else frozenset()
+    seq_out = flow.sequence_outputs if flow is not None else frozenset()
+    rest_in = [i for i in ins[1:] if i.name not in used_in and not i.has_default and i.name not in seq_in]
+    rest_out = [o for o in outs[1:] if o.name not in used_out and o.name not in seq_out]
     if rest_in and len(rest_in) == len(rest_out):
         ok = all(
             a.rank is not None and a.rank >= 2 and a.rank == b.rank and a.dtype == b.dtype and _compatible(a, b) and _dims_agree(a, b)
@@ -272,6 +294,18 @@ def find_pairs(
             for a, b in zip(rest_in, rest_out):
                 take(a.name, b.name, PairSource.POSITION, f"same position and type among the remaining inputs/outputs ({a.name!r} -> {b.name!r})")
     return pairs
+
+
+def _dataflow(model: onnx.ModelProto, label: str) -> Dataflow | None:
+    """The dataflow of a model :func:`find_pairs` was handed without one; None when rnnir cannot index the model
+    (lowering reports why; pairing then works from names and position alone)."""
+    from .dataflow import Dataflow
+    from .scope import ModelIndex
+
+    try:
+        return Dataflow(ModelIndex(model, label))
+    except ModelError:
+        return None
 
 
 def left_out_pairs(

@@ -14,9 +14,10 @@ from dataclasses import dataclass
 
 from ..onnxproto import ATTR
 from ..recurrence import kind_for_op
+from .dataflow import if_dependencies
 from .recognise import Key, Recognised
 from .scope import Definition, ModelIndex, Scope
-from .state import LAYOUT_OPS, DeclaredState, if_dependencies, key_of, recurrence_kind
+from .state import LAYOUT_OPS, DeclaredState, key_of, recurrence_kind
 
 Demand = tuple[Scope, str]
 

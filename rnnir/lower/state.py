@@ -17,9 +17,10 @@ from ..onnxproto import EXTERNAL, tensor_to_array
 from ..optraits import OpTrait, ops_with
 from ..pairs import PairSource, StatePair
 from ..recurrence import RecurrenceKind, kind_for_op
+from .dataflow import Dataflow, layout_sources
 from .pairing import find_pairs, looks_like_state
 from .recognise import Key
-from .scope import Definition, ModelIndex, Scope
+from .scope import Definition, ModelIndex
 from .source import ModelSource
 from .tensors import constant_tensor, small_array, tensor_type, tensor_type_of
 
@@ -39,15 +40,6 @@ def recurrence_kind(node: onnx.NodeProto) -> RecurrenceKind:
     kind = kind_for_op(node.op_type, node.domain)
     assert kind is not None, f"{node.op_type} is not a recurrent op"  # the index lists registered ops only
     return kind
-
-
-def if_dependencies(scope: Scope, node: onnx.NodeProto) -> list[tuple[Scope, str]]:
-    """What an If's outputs depend on: its condition and every branch's yields (the If is built once, for all its outputs)."""
-    out = [(scope, node.input[0])] if node.input and node.input[0] else []
-    for attr in ("then_branch", "else_branch"):
-        sub = scope.child(node, attr)
-        out.extend((sub, o.name) for o in sub.graph.output)
-    return out
 
 
 @dataclass(frozen=True)
@@ -82,7 +74,7 @@ def declare_state(
     """Add the graph's outputs and a slot per state pair to ``program``; the pairs become ``program.state_pairs``."""
     model = src.model
     root = index.root
-    pairs = find_pairs(model, label=src.label, declared=declared, model_path=src.path)
+    pairs = find_pairs(model, label=src.label, declared=declared, model_path=src.path, dataflow=None if declared else Dataflow(index))
     fed = _inputs_reaching_initial_state(index)
     if not declared:  # a declaration is the caller's whole contract
         pairs += _unreturned_state_inputs(pairs, fed)
@@ -125,35 +117,10 @@ def _inputs_reaching_initial_state(index: ModelIndex) -> list[str]:
         kind = recurrence_kind(node)
         for port in (i for i in (kind.input_index(p) for p in kind.entries) if i is not None):
             if port < len(node.input) and node.input[port]:
-                for name in _layout_sources(index, scope, node.input[port]):
+                for name in layout_sources(index, scope, node.input[port]):
                     if name not in found:
                         found.append(name)
     return [n for n in found if n in index.root.inputs]
-
-
-def _layout_sources(index: ModelIndex, scope: Scope, name: str) -> list[str]:
-    """Main-graph inputs reachable backwards from ``name`` through layout-only ops (and If joins)."""
-    out: list[str] = []
-    stack = [(scope, name)]
-    seen: set[Key] = set()
-    while stack:
-        sc, nm = stack.pop()
-        d = sc.resolve(nm)
-        key = key_of(d)
-        if key in seen:
-            continue
-        seen.add(key)
-        if d.kind == "input" and d.scope is index.root:
-            out.append(d.name)
-        elif d.kind == "node" and d.node is not None:
-            if d.node.op_type in LAYOUT_OPS:
-                if d.node.input and d.node.input[0]:
-                    stack.append((d.scope, d.node.input[0]))
-                if d.node.op_type == "Concat":
-                    stack.extend((d.scope, i) for i in d.node.input[1:] if i)
-            elif d.node.op_type == "If":
-                stack.extend(if_dependencies(d.scope, d.node))
-    return out
 
 
 def _constant_entries(index: ModelIndex, program: Program, out_names: set[str], pairs: list[StatePair], made: dict[Key, Slot]) -> list[StatePair]:
