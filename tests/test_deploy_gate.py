@@ -13,20 +13,10 @@ from pathlib import Path
 
 import pytest
 import realmodels as rm
+from _deploy import FSMN_PAIRS, SAMPLES, TORCH, real_model
 
 from rnnir.cli import main
 from rnnir.deploy import DeployRefused, plan_deployment
-
-SAMPLES = Path(__file__).resolve().parent.parent / "samples"
-TORCH = rm.torch_models_dir()
-FSMN_PAIRS = [f"--pair=in_cache{k}=out_cache{k}" for k in range(4)]
-
-
-def _real(getter, *args):
-    try:
-        return str(getter(*args))
-    except rm.RealModelUnavailable as exc:
-        pytest.skip(f"real model unavailable: {exc}")
 
 
 def deploy(model: str, repo: Path, *extra: str) -> int:
@@ -48,7 +38,7 @@ def test_plan_refuses_the_swap_with_every_reason():
 
 
 def test_fsmn_vad_guess_is_refused_even_when_allowed(tmp_path, capsys):
-    model = _real(rm.fsmn_vad_path)
+    model = real_model(rm.fsmn_vad_path)
     assert deploy(model, tmp_path, "--allow-unverified") == 1
     out = capsys.readouterr().out
     assert "deploy refused" in out and "only a guess" in out
@@ -58,7 +48,7 @@ def test_fsmn_vad_guess_is_refused_even_when_allowed(tmp_path, capsys):
 
 
 def test_unverified_is_refused_without_the_flag(tmp_path, capsys):
-    model = _real(rm.fsmn_vad_path)
+    model = real_model(rm.fsmn_vad_path)
     assert deploy(model, tmp_path, *FSMN_PAIRS) == 1
     out = capsys.readouterr().out
     assert "SD009" in out and "--allow-unverified" in out

@@ -13,21 +13,12 @@ from pathlib import Path
 
 import pytest
 import realmodels as rm
+from _deploy import FSMN_PAIRS, SAMPLES, TORCH, real_model
 
 from rnnir.cli import main
 
 ov = pytest.importorskip("openvino", reason="OpenVINO is not installed (pip install 'rnnir[openvino]'): rnnir deploy openvino cannot run")
 
-SAMPLES = Path(__file__).resolve().parent.parent / "samples"
-TORCH = rm.torch_models_dir()
-FSMN_PAIRS = [f"--pair=in_cache{k}=out_cache{k}" for k in range(4)]
-
-
-def _real(getter, *args):
-    try:
-        return str(getter(*args))
-    except rm.RealModelUnavailable as exc:
-        pytest.skip(f"real model unavailable: {exc}")
 
 
 def deploy(model: str, out: Path, *extra: str) -> int:
@@ -65,7 +56,7 @@ def test_pytorch_lstm_export(tmp_path, capsys, kind):
 
 
 def test_fsmn_vad_declared_and_allowed(tmp_path, capsys):
-    model = _real(rm.fsmn_vad_path)
+    model = real_model(rm.fsmn_vad_path)
     assert deploy(model, tmp_path / "fsmn.xml", "--allow-unverified", *FSMN_PAIRS, "--shape", "speech=1,10,400", "--calls", "20") == 0
     doc = report(capsys)
     assert doc["status"] == "pass" and doc["outputs"][0]["output"] == "logits"
@@ -127,7 +118,7 @@ def test_hc_swap_is_refused(tmp_path, capsys):
 
 
 def test_unverified_guess_is_refused(tmp_path, capsys):
-    model = _real(rm.fsmn_vad_path)
+    model = real_model(rm.fsmn_vad_path)
     assert deploy(model, tmp_path / "x.xml", "--allow-unverified") == 1
     assert "--pair in_cache0=out_cache0" in capsys.readouterr().out
     assert not (tmp_path / "x.xml").exists()

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 import pytest
 import realmodels as rm
+from _deploy import FSMN_PAIRS, SAMPLES, TORCH, real_model
 from onnx import TensorProto
 from onnx import helper as oh
 
@@ -24,16 +25,6 @@ model_config_pb2 = pytest.importorskip(
 )
 text_format = pytest.importorskip("google.protobuf.text_format")
 
-SAMPLES = Path(__file__).resolve().parent.parent / "samples"
-TORCH = rm.torch_models_dir()
-FSMN_PAIRS = [f"--pair=in_cache{k}=out_cache{k}" for k in range(4)]
-
-
-def _real(getter, *args):
-    try:
-        return str(getter(*args))
-    except rm.RealModelUnavailable as exc:
-        pytest.skip(f"real model unavailable: {exc}")
 
 
 def parse_config(path: Path):
@@ -145,7 +136,7 @@ def test_max_batch_size_zero_keeps_every_axis(tmp_path):
 
 def test_fsmn_vad_declared_and_allowed(tmp_path, capsys):
     """FSMN-VAD's caches are not verified today (SD009): deployed only when declared AND allowed, and said so."""
-    model = _real(rm.fsmn_vad_path)
+    model = real_model(rm.fsmn_vad_path)
     assert deploy(model, tmp_path, "--name", "fsmn", "--allow-unverified", *FSMN_PAIRS) == 0
     config = parse_config(tmp_path / "fsmn" / "config.pbtxt")
     cache = ("TYPE_FP32", [1, 128, 19, 1], "TYPE_FP32", [1, 128, 19, 1])

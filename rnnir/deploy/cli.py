@@ -110,21 +110,14 @@ def cmd_deploy_triton(args: argparse.Namespace) -> int:
 
 def cmd_deploy_openvino(args: argparse.Namespace) -> int:
     from ..cli import UsageError
-    from ..cli_inputs import InputFlags, parse_dims
-    from ..cli_run import _context_size, _number, _parse_assignments
+    from ..cli_run import input_flags
     from .openvino import check_stateful, convert, make_stateful, require_openvino, save, stream_feeds
 
     if args.calls <= 1 or args.chunk <= 0:
         raise UsageError("--calls must be at least 2 and --chunk positive")
     if args.tol is not None and not args.tol >= 0:
         raise UsageError("--tol must not be negative")
-    flags = InputFlags(
-        shapes=_parse_assignments(args.shape or [], "--shape", parse_dims, "one call's dims are whole numbers, e.g. --shape input=1,576"),
-        values=_parse_assignments(args.value or [], "--value", _number, "give a number, e.g. --value sr=16000"),
-        files=_parse_assignments(args.input or [], "--input", str, "e.g. --input x=x.npy"),
-        audio=list(args.audio or []),
-        context=_parse_assignments(args.context or [], "--context", _context_size, "give a number of steps, e.g. --context input=64"),
-    )
+    flags = input_flags(args)
     require_openvino()  # before the model is read: a missing extra is the first thing to fix
     plan = _plan(args)
     if plan is None:
