@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import realmodels as rm
 from _deploy import FSMN_PAIRS, SAMPLES, TORCH, real_model
@@ -97,6 +98,24 @@ def test_default_precision_is_reported(tmp_path, capsys, silero_dir):
     doc = report(capsys)
     assert doc["inference_precision"] in ("f32", "bf16", "f16")  # the CPU's own choice, said as it is
     assert doc["tolerance"] == (1e-5 if doc["inference_precision"] == "f32" else 1e-2)
+
+
+def test_stream_from_a_file_and_a_context(tmp_path, capsys, silero_dir):
+    """The stream flags are rnnir run's: 10 calls of 512 new samples from a .npy file (a leading call axis), with the 64 samples of
+    context silero's wrapper keeps prepended (the model's input is 576 wide)."""
+    audio = (0.1 * np.random.default_rng(3).standard_normal((10, 1, 512))).astype(np.float32)
+    np.save(tmp_path / "audio.npy", audio)
+    rc = deploy(str(silero_dir / "silero_vad_openvino_16k.onnx"), tmp_path / "vad.xml", "--input", f"input={tmp_path / 'audio.npy'}", "--context", "input=64", "--calls", "100")
+    assert rc == 0
+    doc = report(capsys)
+    assert doc["calls"] == 10 and doc["status"] == "pass"
+
+
+def test_silero_vad_does_not_convert(tmp_path, capsys, silero_dir):
+    """silero_vad.onnx is verified (deploy triton takes it) but OpenVINO cannot convert it: said, exit 2."""
+    assert deploy(str(silero_dir / "silero_vad.onnx"), tmp_path / "x.xml", "--value", "sr=16000") == 2
+    err = capsys.readouterr().err
+    assert "OpenVINO cannot convert the model: Conv producing 'If_0_then_branch__Inline_0__/decoder/decoder/2/Conv_output_0'" in err
 
 
 def test_conversion_failure_names_the_op(tmp_path, capsys, silero_dir):

@@ -45,7 +45,7 @@ def add_deploy_command(sub: Any, add_model_options: Any) -> None:
     o = targets.add_parser("openvino", help="an OpenVINO stateful model (.xml/.bin), run against onnxruntime's loop to prove it")
     o.add_argument("model", metavar="MODEL", help="the ONNX model to deploy")
     o.add_argument("--output", "-o", required=True, metavar="FILE.xml", help="where to write the OpenVINO model (weights go to FILE.bin)")
-    o.add_argument("--calls", type=int, default=50, metavar="N", help="calls of the check (default 50, or all the data --input/--audio give)")
+    o.add_argument("--calls", type=int, metavar="N", help="calls of the check (default 50, or all the data --input/--audio give)")
     o.add_argument("--chunk", type=int, default=16, help="time steps per call (default 16), as for rnnir run")
     o.add_argument("--shape", action="append", metavar="INPUT=D0,D1,...", help="one call's shape of an input the model leaves open (as for rnnir run)")
     o.add_argument("--value", action="append", metavar="INPUT=NUMBER", help="feed an input this value on every call (as for rnnir run)")
@@ -113,7 +113,7 @@ def cmd_deploy_openvino(args: argparse.Namespace) -> int:
     from ..cli_run import input_flags
     from .openvino import check_stateful, convert, make_stateful, require_openvino, save, stream_feeds
 
-    if args.calls <= 1 or args.chunk <= 0:
+    if (args.calls is not None and args.calls <= 1) or args.chunk <= 0:
         raise UsageError("--calls must be at least 2 and --chunk positive")
     if args.tol is not None and not args.tol >= 0:
         raise UsageError("--tol must not be negative")
@@ -125,7 +125,8 @@ def cmd_deploy_openvino(args: argparse.Namespace) -> int:
     _notes(plan)
     model = convert(args.model)  # before the stream: a model OpenVINO cannot take needs no --shape to say so
     feeds, session = stream_feeds(plan, flags, args.calls, args.chunk)
-    feeds = feeds[: args.calls]  # a model with a static chunk shorter than --chunk cuts the stream into more calls
+    if args.calls is not None:  # a model with a static chunk shorter than --chunk cuts the stream into more calls
+        feeds = feeds[: args.calls]
     initial = session.initial_state(feeds[0])
     state_shapes = {s.input: tuple(initial[s.input].shape) for s in plan.states}
     make_stateful(model, plan, state_shapes)

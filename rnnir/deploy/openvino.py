@@ -128,7 +128,11 @@ def make_stateful(model: Any, plan: DeployPlan, state_shapes: Mapping[str, tuple
     apply_make_stateful_transformation(model, plan.pairs)
 
 
-def stream_feeds(plan: DeployPlan, flags: InputFlags, calls: int, chunk: int) -> tuple[list[dict[str, np.ndarray]], StatefulSession]:
+#: calls of the check when --calls is not given and no data file sets the length
+DEFAULT_CALLS = 50
+
+
+def stream_feeds(plan: DeployPlan, flags: InputFlags, calls: int | None, chunk: int) -> tuple[list[dict[str, np.ndarray]], StatefulSession]:
     """The calls ``rnnir run`` would make with these flags (input context already prepended), and an onnxruntime
     session of the plan's model without any context, ready to run them."""
     from .. import streaming, testing
@@ -150,7 +154,7 @@ def stream_feeds(plan: DeployPlan, flags: InputFlags, calls: int, chunk: int) ->
         raise UsageError(f"{plan.label}: " + "; ".join(p.replace("\n", " ") for p in problems))
     try:
         chunks, _ = streaming.make_chunks(
-            session, prepared.stream or None, calls=calls, chunk=chunk, input_shapes=prepared.shapes, input_values=prepared.values
+            session, prepared.stream or None, calls=calls if calls is not None else DEFAULT_CALLS, chunk=chunk, input_shapes=prepared.shapes, input_values=prepared.values
         )
     except testing.StreamError as exc:
         raise UsageError(f"{plan.label}: {exc}") from None
