@@ -182,3 +182,18 @@ def test_existing_config_is_not_overwritten(tmp_path, capsys):
     assert (tmp_path / "lstm_fanout" / "config.pbtxt").read_text() == before
     assert deploy(str(SAMPLES / "lstm_fanout.onnx"), tmp_path, "--control", "start", "--force") == 0
     assert "START" in (tmp_path / "lstm_fanout" / "config.pbtxt").read_text()
+
+
+def test_names_with_quotes_and_backslashes_survive(tmp_path):
+    """Tensor names come from the model: quoted as protobuf string literals, they parse back unchanged."""
+    model = onnx.load(str(SAMPLES / "lstm_fanout.onnx"))
+    renamed = {"h0": 'h"0\\x', "hn": 'hn"'}
+    for node in model.graph.node:
+        node.input[:] = [renamed.get(n, n) for n in node.input]
+        node.output[:] = [renamed.get(n, n) for n in node.output]
+    for vi in [*model.graph.input, *model.graph.output]:
+        vi.name = renamed.get(vi.name, vi.name)
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    assert deploy(str(tmp_path / "m.onnx"), tmp_path / "repo", "--pair", 'h"0\\x=hn"', "--pair", "c0=cn") == 0
+    config = parse_config(tmp_path / "repo" / "m" / "config.pbtxt")
+    assert [(s.input_name, s.output_name) for s in config.sequence_batching.state] == [('h"0\\x', 'hn"'), ("c0", "cn")]

@@ -81,6 +81,11 @@ def triton_layout(plan: DeployPlan, max_batch_size: int = 8) -> TritonLayout:
     return TritonLayout(0, None)
 
 
+def _q(text: str) -> str:
+    """``text`` as a protobuf text-format string literal (a tensor name may hold quotes or backslashes)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
 def _type(elem_type: int, what: str) -> str:
     name = _TRITON_TYPES.get(elem_type)
     if name is None:
@@ -98,7 +103,7 @@ def _dims(shape: tuple[int | str | None, ...] | None, layout: TritonLayout, what
 
 def _tensor_entry(t: TensorDecl, layout: TritonLayout) -> str:
     dims = _dims(t.shape, layout, t.name)
-    lines = [f'    name: "{t.name}"', f"    data_type: {_type(t.elem_type, t.name)}"]
+    lines = [f"    name: {_q(t.name)}", f"    data_type: {_type(t.elem_type, t.name)}"]
     if not dims:  # a scalar: Triton's dims may not be empty, so [1] reshaped to a scalar for the backend
         lines += ["    dims: [ 1 ]", "    reshape: { shape: [ ] }"]
     else:
@@ -113,8 +118,8 @@ def _list(items: Sequence[str]) -> str:
 def config_text(plan: DeployPlan, name: str, layout: TritonLayout, controls: Sequence[str] = ()) -> str:
     """The ``config.pbtxt`` of ``plan`` (protobuf text format, Triton's ``ModelConfig``)."""
     out = [
-        f"# written by rnnir deploy triton from {Path(plan.label).name}: the state pairs below are the ones rnnir verified",
-        f'name: "{name}"',
+        f"# written by rnnir deploy triton from {Path(plan.label).name.replace(chr(10), ' ')}: the state pairs below are the ones rnnir verified",
+        f"name: {_q(name)}",
         'backend: "onnxruntime"',
         f"max_batch_size: {layout.max_batch_size}",
     ]
@@ -130,11 +135,11 @@ def config_text(plan: DeployPlan, name: str, layout: TritonLayout, controls: Seq
         note = "" if s.verified else "      # NOT verified by rnnir: deployed with --allow-unverified\n"
         states.append(
             "    {\n" + note
-            + f'      input_name: "{s.input}"\n      output_name: "{s.output}"\n'
+            + f"      input_name: {_q(s.input)}\n      output_name: {_q(s.output)}\n"
             + f"      data_type: {data_type}\n      dims: [ {', '.join(map(str, dims))} ]\n"
             + "      initial_state: {\n"
             + f"        data_type: {data_type}\n        dims: [ {', '.join(map(str, initial))} ]\n"
-            + f'        zero_data: true\n        name: "{s.input} zeros"\n      }}\n    }}'
+            + f"        zero_data: true\n        name: {_q(s.input + ' zeros')}\n      }}\n    }}"
         )
     seq = ["sequence_batching {", "  state [\n" + ",\n".join(states) + "\n  ]"]
     if controls:
@@ -143,7 +148,7 @@ def config_text(plan: DeployPlan, name: str, layout: TritonLayout, controls: Seq
             kind, input_name, data_type, _ = CONTROLS[c]
             values = "int32_false_true: [ 0, 1 ]\n" if data_type == "TYPE_INT32" else ""
             entries.append(
-                f'    {{\n      name: "{input_name}"\n      control [\n        {{\n          kind: {kind}\n'
+                f"    {{\n      name: {_q(input_name)}\n      control [\n        {{\n          kind: {kind}\n"
                 + (f"          {values}" if values else "")
                 + f"          data_type: {data_type}\n        }}\n      ]\n    }}"
             )
