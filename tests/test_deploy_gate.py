@@ -113,3 +113,9 @@ def test_openvino_missing_is_one_clear_error(monkeypatch, capsys, tmp_path):
 def test_ir_text_is_not_deployable(tmp_path, capsys):
     assert deploy(str(SAMPLES / "gru_view_load_ordered.rnnir"), tmp_path) == 2
     assert "IR text has no ONNX graph to deploy" in capsys.readouterr().err
+
+
+def test_lowering_policies_do_not_apply(tmp_path, capsys):
+    assert deploy(str(SAMPLES / "lstm_fanout.onnx"), tmp_path, "--lower-entry", "constant") == 2
+    assert "deploy serves the model as it is" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -179,7 +179,6 @@ def plan_deployment(
     pairs: Mapping[str, str | None] | None = None,
     *,
     allow_unverified: bool = False,
-    entry: str = "dynamic",
 ) -> DeployPlan:
     """Load, lint and gate ``model``: a :class:`DeployPlan` when every pair is proven (or, with
     ``allow_unverified``, declared), else :class:`DeployRefused` listing every refusal.
@@ -190,20 +189,21 @@ def plan_deployment(
     from .. import passes
     from ..gcpause import paused_gc
     from ..lower import Policy, lower, read_model
+    from ..passes import Verdict
 
     label = os.fspath(model)
     if label.endswith(".rnnir"):
         raise ModelError("IR text has no ONNX graph to deploy; deploy the .onnx model it describes", model=label)
     with paused_gc():
         src = read_model(model)
-        program = lower(src, pairs, Policy.named(entry, "fanout"))
+        program = lower(src, pairs, Policy.named("dynamic", "fanout"))  # the model as a server runs it
     verification = passes.verify(program)
     problems = refusals(program, verification, allow_unverified=allow_unverified)
     if problems:
         raise DeployRefused(label, problems)
     onnx_model = src.with_external_data()
     inputs, outputs = graph_io(onnx_model)
-    unverified = {v.input for v in verification.slices if v.verdict.value != "verified"}
+    unverified = {v.input for v in verification.slices if v.verdict is not Verdict.VERIFIED}
     states = []
     for pair in program.state_pairs:
         assert pair.output is not None  # refused above

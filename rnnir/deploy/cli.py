@@ -67,11 +67,13 @@ def _common(p: argparse.ArgumentParser, add_model_options: Any) -> None:
 
 def _plan(args: argparse.Namespace) -> DeployPlan | None:
     """The gate; None (after printing every refusal) when the model is refused."""
-    from ..cli import _settings
+    from ..cli import UsageError, _settings
 
+    if args.lower_entry or args.lower_exit:  # a demonstration policy changes the program, not the model a server runs
+        raise UsageError("--lower-entry/--lower-exit pick lowering policies for demonstrations; deploy serves the model as it is")
     settings = _settings(args)
     try:
-        return plan_deployment(args.model, settings.pairs, allow_unverified=args.allow_unverified, entry=settings.entry)
+        return plan_deployment(args.model, settings.pairs, allow_unverified=args.allow_unverified)
     except DeployRefused as exc:
         print(printable(f"{exc.model}: deploy refused"))
         for r in exc.refusals:
