@@ -29,7 +29,7 @@ def add_deploy_command(sub: Any, add_model_options: Any) -> None:
         description="Deploy the state pairs rnnir verified: a Triton model repository with implicit state, or an OpenVINO "
         "stateful model checked against onnxruntime.  A pair that is violated, unverified or only guessed is refused.",
     )
-    targets = p.add_subparsers(dest="target", metavar="TARGET", parser_class=type(p))
+    targets = p.add_subparsers(dest="target", metavar="TARGET", parser_class=type(p), help="where to deploy: triton or openvino")
     targets.required = True
 
     t = targets.add_parser("triton", help="a Triton model repository: config.pbtxt with sequence_batching state, and the model")
