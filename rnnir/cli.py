@@ -12,6 +12,7 @@
                     [--audio [IN=]FILE.wav] [--context IN=N[:AXIS]] [-v] [-q]
                     [--drop K [--drop-mode skip|zero]] [--reconnect K] [--burst K:N [--burst-kind noise|silence]]
                     [--long N] [--streams N] [--recovery-tol X] [--max-slot-mb 256] [--format text|json] [--output FILE] [--plot run.png]
+    rnnir deploy triton MODEL -o REPO/ | deploy openvino MODEL -o model.xml   (rnnir.deploy.cli)
     rnnir --version                     (python -m rnnir ... is the same command)
 
 ``show``, ``cost`` and ``run`` take the same ``--pair``/``--lower-entry``/``--lower-exit``/``--config``/
@@ -864,6 +865,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_command(sub, _add_model_options)
 
     add_fix_command(sub, _add_model_options)
+
+    from .deploy.cli import add_deploy_command
+
+    add_deploy_command(sub, _add_model_options)
     return parser
 
 

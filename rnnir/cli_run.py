@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 else:  # `rnnir lint` builds the parser that imports this module: numpy only when a run needs it
     from .lazymod import numpy as np
 
-__all__ = ["add_run_command", "cmd_run"]
+__all__ = ["add_run_command", "cmd_run", "input_flags"]
 
 
 def add_run_command(sub: Any, add_model_options: Any) -> None:
@@ -75,13 +75,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .runtime import OnnxRuntimeError, StatefulSession
 
     _check_numbers(args)
-    flags = InputFlags(
-        shapes=_parse_assignments(args.shape or [], "--shape", parse_dims, "one call's dims are whole numbers, e.g. --shape input=1,576 (or 1x576)"),
-        values=_parse_assignments(args.value or [], "--value", _number, "give a number, e.g. --value sr=16000"),
-        files=_parse_assignments(args.input or [], "--input", str, "e.g. --input x=x.npy"),
-        audio=list(args.audio or []),
-        context=_parse_assignments(args.context or [], "--context", _context_size, "give a number of steps, e.g. --context input=64"),
-    )
+    flags = input_flags(args)
     settings = _settings(args)
     with paused_gc(), pairs_declared_in(settings.pairs_origin):  # as rnnir.load, but an ONNX model only: IR text has no graph onnxruntime could run
         program = lower(read_model(args.model), settings.pairs, Policy.named(settings.entry, settings.exit))
@@ -172,6 +166,17 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         plot_report(report, args.plot)
     return 1 if report.status == "fail" or not stream_report.ok else 0
+
+
+def input_flags(args: argparse.Namespace) -> InputFlags:
+    """``--shape``/``--value``/``--input``/``--audio``/``--context`` as typed (``run``, ``deploy openvino``)."""
+    return InputFlags(
+        shapes=_parse_assignments(args.shape or [], "--shape", parse_dims, "one call's dims are whole numbers, e.g. --shape input=1,576 (or 1x576)"),
+        values=_parse_assignments(args.value or [], "--value", _number, "give a number, e.g. --value sr=16000"),
+        files=_parse_assignments(args.input or [], "--input", str, "e.g. --input x=x.npy"),
+        audio=list(args.audio or []),
+        context=_parse_assignments(args.context or [], "--context", _context_size, "give a number of steps, e.g. --context input=64"),
+    )
 
 
 def _check_numbers(args: argparse.Namespace) -> None:

@@ -104,7 +104,6 @@ def _meta_pairs(model: onnx.ModelProto, label: str) -> dict[str, str | None]:
 
 
 _TRITON_STATE = re.compile(r"\bstate\s*:?\s*\[")
-_TRITON_ENTRY = re.compile(r"\{(?P<e>[^{}]*)\}", re.S)
 _TRITON_IN = re.compile(r"input_name\s*:\s*\"(?P<v>[^\"]+)\"")
 _TRITON_OUT = re.compile(r"output_name\s*:\s*\"(?P<v>[^\"]+)\"")
 
@@ -147,12 +146,34 @@ def triton_pairs(model_path: Path | None) -> dict[str, str]:
         return {}
     out: dict[str, str] = {}
     for body in _state_blocks(text):
-        for ent in _TRITON_ENTRY.finditer(body):
-            i = _TRITON_IN.search(ent.group("e"))
-            o = _TRITON_OUT.search(ent.group("e"))
+        for ent in _top_level_entries(body):
+            i = _TRITON_IN.search(ent)
+            o = _TRITON_OUT.search(ent)
             if i and o:
                 out[i.group("v")] = o.group("v")
     return out
+
+
+def _top_level_entries(body: str) -> list[str]:
+    """The ``{ ... }`` entries of a state list, each with its nested blocks (an ``initial_state: { ... }``)
+    blanked out, so a nested block's fields are never read as the entry's own."""
+    entries, depth, start = [], 0, 0
+    own: list[str] = []
+    for i, ch in enumerate(body):
+        if ch == "{":
+            if depth == 0:
+                start, own = i + 1, []
+            elif depth == 1:
+                own.append(body[start:i])
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 1:
+                start = i + 1
+            elif depth == 0:
+                own.append(body[start:i])
+                entries.append(" ".join(own))
+    return entries
 
 
 def _state_blocks(text: str) -> list[str]:

@@ -1,0 +1,21 @@
+"""What the deploy tests share: the models they deploy and a skip when a real model cannot be fetched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import realmodels as rm
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+TORCH = rm.torch_models_dir()
+#: FSMN-VAD's four caches, declared (rnnir does not verify sliding-window caches yet: SD009)
+FSMN_PAIRS = [f"--pair=in_cache{k}=out_cache{k}" for k in range(4)]
+
+
+def real_model(getter, *args) -> str:
+    """``getter(*args)`` as a path string, or a skip saying why the real model is unavailable."""
+    try:
+        return str(getter(*args))
+    except rm.RealModelUnavailable as exc:
+        pytest.skip(f"real model unavailable: {exc}")
