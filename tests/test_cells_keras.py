@@ -159,3 +159,29 @@ def test_the_upper_layer_reads_step_t_only_through_a_counter_that_is_the_step_nu
     found = passes.run(prog)
     assert all(d.severity.value != "error" for d in found), found
     assert layers == 1 or all(d.severity.value == "info" for d in found), found
+
+
+@pytest.mark.parametrize("stem", [s for s in FILES if EXPECTED[s][1] is not None])
+def test_simulator_follows_keras_over_three_calls(stem):
+    """rnnir's own simulator of the lowered program (reference cells, no onnxruntime) computes what Keras did:
+    for a Loop layer it must read the sequence the body indexes with its step counter."""
+    from rnnir.simulate import run_calls
+
+    data, pairs = _calls(stem), _pairs(stem)
+    prog = rnnir.load(KERAS / f"{stem}.onnx", pairs=pairs)
+    x = next(n for n in (i.name for i in onnx.load(KERAS / f"{stem}.onnx").graph.input) if n not in pairs)
+    outs = run_calls(prog, [{x: data[f"call{k}_in_{x}"]} for k in range(3)])
+    for k, got in enumerate(outs):
+        assert set(got) == {n[len(f"call{k}_out_"):] for n in data if n.startswith(f"call{k}_out_")}
+        for name, value in got.items():
+            np.testing.assert_allclose(np.asarray(value), data[f"call{k}_out_{name}"], atol=1e-5)
+
+
+@pytest.mark.parametrize("stem", ["keras_lstm_loop", "keras_gru_loop"])
+def test_one_step_per_call_equals_the_whole_sequence_at_once(stem):
+    """Chunked versus whole: three one-step calls through rnnir's session give the sequence Keras computes in one."""
+    data, pairs = _calls(stem), _pairs(stem)
+    sess = StatefulSession(KERAS / f"{stem}.onnx", pairs=pairs)
+    x = next(n for n in (i.name for i in onnx.load(KERAS / f"{stem}.onnx").graph.input) if n not in pairs)
+    steps = [np.array(sess.run({x: data[f"call{k}_in_{x}"]})["Identity:0"], copy=True) for k in range(3)]
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), data["full_out_Identity:0"], atol=1e-5)

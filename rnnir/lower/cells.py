@@ -175,6 +175,10 @@ class CellScan:
             return None
         return self._rec.net.const(self._rec.net.key(scope, name))
 
+    def is_step_number(self, body: Scope, name: str) -> bool:
+        """``name`` counts a Loop body's iterations from 0 (see ``_Recogniser.step_number``)."""
+        return self._rec is not None and bool(body.graph.input) and self._rec.step_number(body, name)
+
     def is_zero_start(self, scope: Scope, source: str) -> bool:
         """``source`` (a cell's ``h_source``/``c_source``) is zeros the model makes, not a state input or a cell's output."""
         if self._rec is None or not source:
@@ -1426,11 +1430,11 @@ class _Recogniser:
             return False
         if body.owner is None or body.owner.op_type != "Loop" or not body.graph.input:
             return False
-        if any(a.name == "axis" and a.i != 0 for a in node.attribute) or not self._step_number(body, node.input[1]):
+        if any(a.name == "axis" and a.i != 0 for a in node.attribute) or not self.step_number(body, node.input[1]):
             return False
         return body.resolve(node.input[0]).scope is not body
 
-    def _step_number(self, body: Scope, name: str) -> bool:
+    def step_number(self, body: Scope, name: str) -> bool:
         """``name`` is the Loop's iteration number in its body: the body's first input, or a carried counter that
         starts at 0 and is yielded as itself + 1 (TensorFlow's ``while`` keeps its own ``time`` this way)."""
         names = [vi.name for vi in body.graph.input]
