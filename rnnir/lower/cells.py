@@ -175,6 +175,10 @@ class CellScan:
             return None
         return self._rec.net.const(self._rec.net.key(scope, name))
 
+    def is_step_number(self, body: Scope, name: str) -> bool:
+        """``name`` counts a Loop body's iterations from 0 (see ``_Recogniser.step_number``)."""
+        return self._rec is not None and bool(body.graph.input) and self._rec.step_number(body, name)
+
     def is_zero_start(self, scope: Scope, source: str) -> bool:
         """``source`` (a cell's ``h_source``/``c_source``) is zeros the model makes, not a state input or a cell's output."""
         if self._rec is None or not source:
@@ -358,6 +362,35 @@ class _Net:
                 return True
         return self.const(k) is not None
 
+    def invariant_initial(self, k: Key) -> Key | None:
+        """The outer value a Loop's or Scan's carried body input ``k`` always equals, when the body hands it back
+        unchanged (itself, or through ``Identity``): tf2onnx passes a Keras layer's weights into its ``while`` loop
+        this way, so inside the body they are the initializers outside it, one every iteration."""
+        d = self.defs[k]
+        owner, scope = d.scope.owner, d.scope
+        if d.kind != "input" or owner is None or scope.parent is None or owner.domain not in ("", "ai.onnx"):
+            return None
+        body_in = [i.name for i in scope.graph.input]
+        body_out = [o.name for o in scope.graph.output]
+        pos = body_in.index(d.name) if d.name in body_in else -1
+        if owner.op_type == "Loop" and pos >= 2:
+            node_pos, out_pos = pos, pos - 1
+        elif owner.op_type == "Scan" and 0 <= pos < len(body_in) - _scan_inputs(owner):
+            node_pos, out_pos = pos, pos
+        else:
+            return None
+        if node_pos >= len(owner.input) or not owner.input[node_pos] or out_pos >= len(body_out):
+            return None
+        name = body_out[out_pos]
+        for _ in range(_MAX_RUN_NODES):
+            if name == d.name:
+                return self.key(scope.parent, owner.input[node_pos])
+            hit = scope.producers.get(name)
+            if hit is None or hit[0].op_type != "Identity" or hit[0].domain not in ("", "ai.onnx"):
+                return None
+            name = hit[0].input[0]
+        return None
+
     def const(self, k: Key, _depth: int = 0) -> np.ndarray | None:
         """The value of ``k`` when it is a constant (initializer, Constant, or ops over constants and static shapes)."""
         if k in self._consts:
@@ -369,6 +402,10 @@ class _Net:
         val: np.ndarray | None = None
         if d.kind == "initializer" and d.tensor is not None:
             val = _to_array(d.tensor)
+        elif d.kind == "input" and _depth < 64:
+            initial = self.invariant_initial(k)
+            if initial is not None:
+                val = self.const(initial, _depth + 1)
         elif d.kind == "node" and d.node is not None and _depth < 64:
             node = d.node
             if node.op_type in ("Shape", "Size") and node.domain in ("", "ai.onnx"):
@@ -465,6 +502,14 @@ def _quiet_float_errors() -> Iterator[None]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         yield
+
+
+def _scan_inputs(node: onnx.NodeProto) -> int:
+    """How many of a Scan body's inputs are scanned (the rest, first, are its carried state)."""
+    for a in node.attribute:
+        if a.name == "num_scan_inputs":
+            return int(a.i)
+    return 0
 
 
 def _constant_surely_converts(node: onnx.NodeProto) -> bool:
@@ -1375,6 +1420,44 @@ class _Recogniser:
             raise _NotACell(f"activation {act_out[1]!r} has no input")
         return pre
 
+    def _outer_step(self, k: Key) -> bool:
+        """``k`` is ``Gather(seq, t)`` in a Loop body: step ``t`` (the iteration number) of a sequence computed outside
+        the Loop. That is the cell's input for this step, whatever ``seq`` depends on (Keras layers that tf2onnx
+        writes as one ``while`` Loop each read the layer below's whole output this way)."""
+        d = self.net.d(k)
+        node, body = d.node, d.scope
+        if node is None or node.op_type != "Gather" or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
+            return False
+        if body.owner is None or body.owner.op_type != "Loop" or not body.graph.input:
+            return False
+        if any(a.name == "axis" and a.i != 0 for a in node.attribute) or not self.step_number(body, node.input[1]):
+            return False
+        return body.resolve(node.input[0]).scope is not body
+
+    def step_number(self, body: Scope, name: str) -> bool:
+        """``name`` is the Loop's iteration number in its body: the body's first input, or a carried counter that
+        starts at 0 and is yielded as itself + 1 (TensorFlow's ``while`` keeps its own ``time`` this way)."""
+        names = [vi.name for vi in body.graph.input]
+        if name == names[0]:
+            return True
+        owner = body.owner
+        pos = names.index(name) if name in names else -1
+        if owner is None or pos < 2 or pos >= len(owner.input) or not owner.input[pos] or pos - 1 >= len(body.graph.output):
+            return False
+        start = self.net.const(self.net.key(body.parent, owner.input[pos])) if body.parent is not None else None
+        if start is None or start.size != 1 or start.reshape(-1)[0] != 0:
+            return False
+        d = body.resolve(body.graph.output[pos - 1].name)
+        while d.node is not None and d.node.op_type == "Identity" and d.node.domain in ("", "ai.onnx"):
+            d = body.resolve(d.node.input[0])
+        if d.node is None or d.node.op_type != "Add" or d.node.domain not in ("", "ai.onnx") or d.scope is not body:
+            return False
+        ins = list(d.node.input)
+        if name not in ins or len(ins) != 2:
+            return False
+        one = self.net.const(self.net.key(body, ins[1 - ins.index(name)]))
+        return one is not None and one.size == 1 and one.reshape(-1)[0] == 1
+
     def _affine_walk(self, starts: list[Key], overrides: frozenset[Key], anchor: str) -> _Walk:
         net = self.net
         walk = _Walk()
@@ -1398,7 +1481,7 @@ class _Recogniser:
             if net.is_const(k):
                 continue
             node = net.node(k)
-            if k not in self.cone:
+            if k not in self.cone or self._outer_step(k):
                 if node is not None and self._extends(k):
                     walk.nodes.append(node)
                     stack.extend((i, False) for i in net.inputs(k) if i is not None and not net.is_const(i))

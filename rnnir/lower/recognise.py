@@ -456,7 +456,7 @@ class _Builder:
 
     def _loop_sequence(self, loop: onnx.NodeProto, lscope: Scope, body: Scope, m: CellMatch) -> tuple[Scope, str] | None:
         """The tensor the body reads one step of as the cell's input: a Scan's scanned input (axis 0), or in a Loop
-        x[t] = Gather(seq, iteration) on axis 0."""
+        x[t] = Gather(seq, t) on axis 0, ``t`` the iteration number or a carried counter that equals it."""
         if len(m.x) != 1 or not body.graph.input:
             return None
         if loop.op_type == "Scan":
@@ -474,7 +474,7 @@ class _Builder:
         node = d.node
         if node is None or node.op_type != "Gather" or len(node.input) < 2 or int(next((a.i for a in node.attribute if a.name == "axis"), 0)) != 0:
             return None
-        if node.input[1] != body.graph.input[0].name:
+        if not self.scan.is_step_number(body, node.input[1]):
             return None
         seq = body.resolve(node.input[0])
         return (seq.scope, seq.name) if seq.scope is not body else None
