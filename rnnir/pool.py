@@ -507,7 +507,7 @@ class SessionPool:
                 pending = self._pending.get(sid)
                 if pending is not None:
                     return {k: np.array(v) for k, v in pending.items()}
-                return self._solo.initial_state()
+                return self._solo.initial_state(batch=1)  # one stream is one row
             return {name: arena.row(stream.row) for name, arena in self._arenas.items()}
 
     # -- a stream's state on disk: bound to the model, its state version and the session -----
@@ -529,7 +529,7 @@ class SessionPool:
             raise StateError(f"session {sid!r} has not run yet: its state is the initial state, nothing to save")
         meta = {
             "format": STATE_FORMAT, "fingerprint": self.fingerprint, "state_version": self.state_version, "model": self.label,
-            "session": str(sid), "slots": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in snap.items()},
+            "session": str(sid), "session_key": _session_key(sid), "slots": {k: {"dtype": str(v.dtype), "shape": list(v.shape)} for k, v in snap.items()},
         }
         target = Path(path)
         entries = {f"slot:{k}": v for k, v in snap.items()} | {f"context:{k}": v for k, v in context.items()}
@@ -566,7 +566,13 @@ class SessionPool:
         if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
             raise StateError(f"{target}: not a state file of format {STATE_FORMAT}")
         owner = meta.get("session")
-        if owner is not None and owner != str(sid) and (from_session is None or str(from_session) != owner):
+        # the typed key tells 1 from "1"; files written before it was saved name the session by str() alone
+        owner_key = meta.get("session_key")
+        if owner_key is not None:
+            foreign = owner_key != _session_key(sid) and (from_session is None or _session_key(from_session) != owner_key)
+        else:
+            foreign = owner is not None and owner != str(sid) and (from_session is None or str(from_session) != owner)
+        if foreign:
             raise StateError(
                 f"{target} holds the state of session {owner!r}, not of {sid!r}: one stream's state must not reach "
                 "another; pass from_session= to move it deliberately"
@@ -1182,6 +1188,11 @@ class SessionPool:
                 if o is VersionOutcome.RESET:
                     self._put_context(self._streams[sid], None)
             return outcomes
+
+
+def _session_key(sid: Hashable) -> str:
+    """A session id as saved in a state file: its type and repr, so that ``1``, ``"1"`` and ``("1",)`` differ."""
+    return f"{type(sid).__qualname__}:{sid!r}"
 
 
 def _check_state(state: Mapping[str, np.ndarray], solo: StatefulSession, where: str) -> None:

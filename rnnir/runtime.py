@@ -648,16 +648,17 @@ class StatefulSession:
         slot.mode = "probe"
         return int(value.nbytes)
 
-    def initial_state(self, feeds: Mapping[str, Any] | None = None) -> dict[str, np.ndarray]:
+    def initial_state(self, feeds: Mapping[str, Any] | None = None, *, batch: int | None = None) -> dict[str, np.ndarray]:
         """What every slot starts from (after construction or :meth:`reset`), with symbolic dims resolved
-        from ``feeds`` as the first call would resolve them."""
+        from ``feeds`` as the first call would resolve them; ``batch`` is the batch size when the feeds do not
+        tell it (a pool's stream is one row: ``batch=1``)."""
         plain = {k: np.asarray(v) for k, v in (feeds or {}).items() if k in self._model.inputs and k not in self._model.slot_by_input}
-        return {s.input: self._initial_value(s, plain)[0] for s in self._model.slots}
+        return {s.input: self._initial_value(s, plain, batch)[0] for s in self._model.slots}
 
-    def _initial_value(self, spec: SlotSpec, plain: Mapping[str, np.ndarray]) -> tuple[np.ndarray, str]:
+    def _initial_value(self, spec: SlotSpec, plain: Mapping[str, np.ndarray], batch: int | None = None) -> tuple[np.ndarray, str]:
         if spec.init.kind == "caller":
             raise StateError(f"{self.label}: state input {spec.input!r} has no initial value; pass it in the first call's feeds")
-        shape, guess = self._resolve_shape(spec, plain)
+        shape, guess = self._resolve_shape(spec, plain, batch)
         self._check_slot_size(spec, shape)
         if spec.init.kind == "constant" and spec.init.value is not None:
             value = np.array(np.broadcast_to(np.asarray(spec.init.value, dtype=spec.dtype), shape))
@@ -696,7 +697,7 @@ class StatefulSession:
                 "or `rnnir run --max-slot-mb` if the model really keeps that much state"
             )
 
-    def _resolve_shape(self, spec: SlotSpec, plain: Mapping[str, np.ndarray]) -> tuple[tuple[int, ...], str]:
+    def _resolve_shape(self, spec: SlotSpec, plain: Mapping[str, np.ndarray], batch_size: int | None = None) -> tuple[tuple[int, ...], str]:
         """The slot's shape and, when a dim had to be guessed from the batch, how."""
         if spec.input in self._state_shapes:
             return self._state_shapes[spec.input], ""
@@ -727,6 +728,8 @@ class StatefulSession:
                 continue
             if batch is None:
                 batch = self._batch_size(plain)
+                if batch is None and batch_size is not None:
+                    batch = (batch_size, "the batch size asked for")
             if batch is None:
                 raise StateShapeError(
                     f"{self.label}: cannot tell dim {axis} ({d or '?'}) of state input {spec.input!r} "
