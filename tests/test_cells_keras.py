@@ -185,3 +185,13 @@ def test_one_step_per_call_equals_the_whole_sequence_at_once(stem):
     x = next(n for n in (i.name for i in onnx.load(KERAS / f"{stem}.onnx").graph.input) if n not in pairs)
     steps = [np.array(sess.run({x: data[f"call{k}_in_{x}"]})["Identity:0"], copy=True) for k in range(3)]
     np.testing.assert_allclose(np.concatenate(steps, axis=1), data["full_out_Identity:0"], atol=1e-5)
+
+
+@pytest.mark.parametrize("stem", ["keras_lstm_loop", "keras_gru_loop"])
+def test_a_keras_loop_layer_pairs_by_dataflow_when_names_say_nothing(stem):
+    """``input_2 -> Identity_1:0`` share no name: the Loop carries input_2 into the cell's h and returns its final
+    value, so the dataflow pairs them, and every slice verifies with no pair declared."""
+    prog = rnnir.load(KERAS / f"{stem}.onnx")
+    assert {p.input: (p.output, p.source.value) for p in prog.state_pairs} == {i: (o, "dataflow") for i, o in _pairs(stem).items()}
+    v = passes.verify(prog)
+    assert v.diagnostics == [] and [s.verdict.value for s in v.slices] == ["verified"] * len(_pairs(stem))
