@@ -332,7 +332,7 @@ def _case(key: str, mutant: mu.Mutant | None = None, feed: dict | None = None) -
     try:
         return mu.load_case(key, {**(mutant.feed if mutant else {}), **(feed or {})})
     except rm.RealModelUnavailable as exc:
-        pytest.skip(f"silero-vad wheel unavailable: {exc}")
+        pytest.skip(f"real model unavailable: {exc}")
 
 
 @pytest.mark.parametrize(("key", "mutant"), MUTANT_CASES, ids=[f"{k}-{m.name}" for k, m in MUTANT_CASES])
