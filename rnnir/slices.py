@@ -616,7 +616,7 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
             a = tr.trace(v)
             for path, alt in a.branches():
                 if alt.kind is AbsKind.DERIVED:
-                    for o in alt.origins:
+                    for o in sorted(alt.origins):  # a frozenset: its order changes with PYTHONHASHSEED
                         if o.kind is OriginKind.SLOT:
                             entries.setdefault(o.owner, {}).setdefault((), []).append(
                                 PortRef(rec.id, rec.describe(), rec.kind, port, None, path or rec.provenance.branch, note="derived")
@@ -671,7 +671,7 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
                         sm = get(idx)
                         sm.exit_kind[bp] = kind
                     if alt.kind is AbsKind.DERIVED:
-                        for o in alt.origins:
+                        for o in sorted(alt.origins):
                             if o.kind is OriginKind.PORT:
                                 for idx in targets:
                                     get(idx).exit.append(_port_ref(tr, Ref(o), path, note="derived"))

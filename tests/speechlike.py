@@ -87,7 +87,7 @@ def espeak_wav(path: pathlib.Path, text: str = "voice activity detection keeps i
     return write_wav(path, samples)
 
 
-if __name__ == "__main__":  # python tests/speechlike.py speech.wav [seconds]: the README's stream
+if __name__ == "__main__":  # python tests/speechlike.py speech.wav [seconds]: the stream of docs/streaming.md
     import sys
 
     target = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "speech.wav")

@@ -201,9 +201,9 @@ def test_baseline_with_jobs_matches_serial(repo, capsys):
     assert lint(capsys, "models", "--baseline", "base.json", "--jobs", "2") == lint(capsys, "models", "--baseline", "base.json")
 
 
-def test_readme_ci_recipe_runs_as_written(repo):
-    text = (REPO / "README.md").read_text()
-    section = text[text.index("### Adopting rnnir in CI"):]
+def test_docs_ci_recipe_runs_as_written(repo):
+    text = (REPO / "docs" / "ci.md").read_text()
+    section = text[text.index("## Adopting rnnir in CI"):]
     block = section[section.index("```sh") + 5 : section.index("```", section.index("```sh") + 5)]
     commands = [line.split("#")[0].strip() for line in textwrap.dedent(block).splitlines() if line.startswith("rnnir lint")]
     assert len(commands) >= 2

@@ -164,12 +164,12 @@ def test_fix_suppress_errors(cwd, argv, message):
     assert (cwd / "broken.onnx").read_bytes() == before
 
 
-def test_readme_python_one_liner_adds_a_suppression(cwd):
-    text = (REPO / "README.md").read_text()
+def test_docs_python_one_liner_adds_a_suppression(cwd):
+    text = (REPO / "docs" / "ci.md").read_text()
     start = text.index("from rnnir.metadata import read_noqa, write_noqa")
     snippet = text[start : text.index("```", start)].replace('"model.onnx"', '"broken.onnx"')
     broken(cwd, ["SD006"])
-    exec(compile("import onnx\n" + snippet, "README", "exec"), {})
+    exec(compile("import onnx\n" + snippet, "docs/ci.md", "exec"), {})
     assert read_noqa(onnx.load(str(cwd / "broken.onnx"))) == ["SD006", "SD009"]
 
 

@@ -3,7 +3,7 @@ happened (a branch or the main graph), text that is not UTF-8 in every kind of n
 missing or empty, the default opset when a model imports none, custom ops named like If/Loop, cycles, what a
 subgraph's own definitions hide from an outer value_info, and how rnnir tells whether its op-schema table matches
 the installed onnx (else asking onnx.defs).  Expected messages come from the ONNX spec (op schemas, scoping) and
-README's error table; onnx.checker is asked where it has an opinion."""
+docs/errors.md's table; onnx.checker is asked where it has an opinion."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def test_a_cycle_of_six_nodes_names_them_all_without_an_ellipsis():
     assert "'n0', 'n1', 'n2', 'n3', 'n4', 'n5';" in msg and "…" not in msg
 
 
-# -- the nesting limit (README: "If/Loop/Scan nested deeper than 64") ---------------------------------
+# -- the nesting limit (docs/errors.md: "If/Loop/Scan nested deeper than 64") ---------------------------------
 
 
 def nested_ifs(depth):

@@ -226,7 +226,7 @@ def test_expose_state_turns_the_zero_start_cell_into_the_stateful_export(name):
 
 def test_one_zeros_tensor_starting_both_h_and_c_is_not_recognised_and_says_why():
     # torch's `h = c = zeros` folded into one tensor: the check cannot feed h and c different values through one
-    # value, so the cell is not confirmed (a known gap, README) -- reported as a candidate, never exposed wrongly
+    # value, so the cell is not confirmed (a known gap, docs/rules.md) -- reported as a candidate, never exposed wrongly
     model = _zero_state("lstm_cell")
     for n in model.graph.node:
         for k, i in enumerate(n.input):
@@ -274,7 +274,7 @@ def test_expose_state_names_a_zero_start_cell_in_an_if_branch_as_not_exposed():
 
 
 def test_zeros_are_looked_for_only_near_the_outputs():
-    # the search walks back a bounded distance from the outputs (README: 24 ops), never the whole graph: the same
+    # the search walks back a bounded distance from the outputs (docs/rules.md: 24 ops), never the whole graph: the same
     # stateless cell whose only output 'hn' is 30 Identity ops behind it is out of its reach, 10 are within it
     def behind(hops: int) -> onnx.ModelProto:
         model = _zero_state("rnn_cell")
