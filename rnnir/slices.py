@@ -293,6 +293,8 @@ class Tracer:
             return [Abs(AbsKind.ALT, alts=tuple((path, res[k]) for path, res in per)) for k in range(n_out)]
         if node.op in _ELEMENTWISE and n_out == 1:
             stateful = [a for a in ins if a.all_origins()]
+            if len(stateful) == 1 and stateful[0].kind is AbsKind.EXACT and _identity_operands(node, ins.index(stateful[0])):
+                return [stateful[0]]  # x + 0, x - 0, x * 1, x / 1: exactly x
             if len(stateful) == 1 and stateful[0].kind is AbsKind.EXACT:
                 # one state operand combined with state-free values: positions survive, values change
                 a = stateful[0]
@@ -307,6 +309,50 @@ class Tracer:
         if out is None:
             return [derived(*ins)] * n_out
         return out
+
+
+#: op -> (the constant that leaves the other operand as it is, may that operand come first)
+_NEUTRAL = {"Add": (0, True), "Sub": (0, False), "Mul": (1, True), "Div": (1, False)}
+
+
+def _identity_operands(node: Compute, state_at: int) -> bool:
+    """Every operand of ``node`` but the state's is a constant equal to the op's neutral element, and broadcasting
+    it leaves the state's shape alone (``x + 0``, ``x * 1``; ``0 - x`` is no identity)."""
+    neutral = _NEUTRAL.get(node.op)
+    if neutral is None or len(node.inputs) != 2 or (state_at != 0 and not neutral[1]):
+        return False
+    other = node.inputs[1 - state_at]
+    state = node.inputs[state_at]
+    if other is None or not other.has_const:
+        return False
+    c = other.const_ints()
+    if c is None:
+        return False
+    dims, values = c
+    if any(v != neutral[0] for v in values) or not values:
+        return False
+    try:
+        import numpy as _np  # noqa: PLC0415 - the constant is an array already: numpy is loaded
+
+        if not bool((_np.asarray(other.const) == neutral[0]).all()):  # const_ints truncates 0.5 to 0
+            return False
+    except (TypeError, ValueError):
+        return False
+    rank = _rank(state)
+    # a constant of one element, or of no more axes than the state with size-1 axes only, broadcasts into it
+    return all(d == 1 for d in dims) and (rank is not None and len(dims) <= rank or not dims)
+
+
+def _rank(v: Value | None) -> int | None:
+    """A value's rank: its type's, else a recurrent state port's (always ``[directions, batch, hidden]``)."""
+    if v is None:
+        return None
+    if v.type.rank is not None:
+        return v.type.rank
+    p = v.producer
+    if isinstance(p, Recurrent) and p.port_of(v) in p.spec.exits:
+        return 3
+    return None
 
 
 # elementwise ops that keep every element where it is (broadcasting a state-free operand)

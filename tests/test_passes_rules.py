@@ -244,12 +244,60 @@ def test_constant_written_back_is_SD003():
     assert codes(errors(diags)) == ["SD003"]
 
 
-def test_final_state_plus_zero_term_is_unverified_not_violated():
-    # silero_vad_16k_op15: stateN = Add(Concat(hn, cn), zero) -- right, but not provably so
+def test_final_state_plus_a_zero_constant_is_the_final_state():
+    # silero_vad_16k_op15: stateN = Add(Concat(hn, cn), zero) -- x + 0 is exactly x: verified, no finding
     tail = [helper.make_node("Add", ["Yh", "zero"], ["hn"], name="plus_zero")]
     diags = passes.run(rnnir.load(gru(tail, extra_inits=[const("zero", np.zeros(1), np.float32)])))
+    assert diags == []
+
+
+@pytest.mark.parametrize("op, value, first", [("Mul", 1.0, False), ("Mul", 1.0, True), ("Div", 1.0, False), ("Sub", 0.0, False)])
+def test_final_state_through_a_neutral_constant_is_the_final_state(op, value, first):
+    ins = ["one", "Yh"] if first else ["Yh", "one"]
+    diags = passes.run(rnnir.load(gru([helper.make_node(op, ins, ["hn"], name="neutral")], extra_inits=[const("one", [value], np.float32)])))
+    assert diags == []
+
+
+@pytest.mark.parametrize("op, ins, value", [
+    ("Add", ["Yh", "c"], 1e-3),  # not zero
+    ("Mul", ["Yh", "c"], 0.5),  # const_ints would read 0.5 as 0: the float check must refuse it
+    ("Sub", ["c", "Yh"], 0.0),  # 0 - x is -x
+    ("Div", ["c", "Yh"], 1.0),  # 1 / x
+])
+def test_final_state_through_a_non_neutral_constant_stays_unverified(op, ins, value):
+    diags = passes.run(rnnir.load(gru([helper.make_node(op, ins, ["hn"], name="not_neutral")], extra_inits=[const("c", [value], np.float32)])))
     assert [(d.code, d.severity.value) for d in diags] == [("SD009", "info")]
-    assert "passes through Add 'plus_zero'" in diags[0].message
+    assert "passes through" in diags[0].message
+
+
+def test_a_zero_constant_that_broadcasts_the_state_bigger_is_no_identity():
+    # Yh [1,1,H] + zeros[2,1,H] is two copies of Yh: not the state's own shape
+    tail = [helper.make_node("Add", ["Yh", "zero"], ["hn"], name="widen")]
+    diags = passes.run(rnnir.load(gru(tail, hn_shape=(2, 1, H), extra_inits=[const("zero", np.zeros((2, 1, H)), np.float32)])))
+    assert diags and all(d.code != "SD009" or "passes through" in d.message for d in diags)
+    assert passes.verify(rnnir.load(gru(tail, hn_shape=(2, 1, H), extra_inits=[const("zero", np.zeros((2, 1, H)), np.float32)]))).slices[0].verdict.value != "verified"
+
+
+def _zero_term(mul_other, other_input):
+    """hn = Yh + Cast(other * 0): silero op15's zero term, with ``other`` a graph input or a constant."""
+    tail = [helper.make_node("Mul", [mul_other, "zero_i"], ["prod"], name="times_zero"),
+            helper.make_node("Cast", ["prod"], ["zf"], to=TensorProto.FLOAT, name="to_float"),
+            helper.make_node("Add", ["Yh", "zf"], ["hn"], name="plus_term")]
+    m = gru(tail, extra_inits=[const("zero_i", 0, np.int64 if other_input is None or other_input[1] != F32 else np.float32)])
+    if other_input is not None:
+        m.graph.input.append(vi(*other_input))
+    return m
+
+
+def test_an_integer_input_times_zero_is_a_proven_zero_term():
+    diags = passes.run(rnnir.load(_zero_term("sr", ("sr", [], TensorProto.INT64))))
+    assert diags == []
+
+
+def test_a_float_input_times_zero_is_not_proven_zero():
+    # y * 0 is NaN for y = inf or NaN: a float input may be either, so the term stays unknown
+    diags = passes.run(rnnir.load(_zero_term("y", ("y", [], F32))))
+    assert [(d.code, d.severity.value) for d in diags] == [("SD009", "info")]
 
 
 def test_value_derived_from_output_sequence_is_SD003_warning():
