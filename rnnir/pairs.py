@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .statekinds import Window
 
 
 class PairSource(enum.Enum):
@@ -65,6 +68,8 @@ class ExitKind(str, enum.Enum):
     DERIVED = "derived"  # computed from state through ops that change values
     CONSTANT = "constant"
     UNKNOWN = "unknown"  # the tracer could not follow it
+    WINDOW = "window"  # the newest frames of (the slot's live-in ++ new frames): a sliding-window cache
+    APPEND = "append"  # the slot's live-in with new entries appended: an append-only (KV) cache
 
 
 @dataclass
@@ -84,6 +89,7 @@ class SliceMap:
     exit: list[PortRef] = field(default_factory=list)
     exit_kind: dict[str, ExitKind] = field(default_factory=dict)  # branch path -> kind
     exit_slot_refs: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    windows: dict[str, Window] = field(default_factory=dict)  # branch path -> the window (WINDOW/APPEND exits)
 
     def to_json(self) -> dict[str, Any]:
         return {

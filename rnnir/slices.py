@@ -20,6 +20,7 @@ from . import digraph
 from .ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
 from .optraits import OpTrait, ops_with
 from .pairs import ExitKind, PortRef, SliceMap
+from .statekinds import APPEND_OPS, END, Cut, Window
 
 if TYPE_CHECKING:
     pass
@@ -61,6 +62,7 @@ class AbsKind(str, Enum):
     DERIVED = "derived"
     CONST = "const"
     ALT = "alt"
+    WINDOW = "window"  # a slot's live-in value with frames appended on one axis, maybe cut (rnnir.statekinds)
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,15 @@ class Abs:
     cast: str | None = None
     partial: bool = False
     changed: bool = False  # element positions kept, values changed (e.g. Add of a constant)
+    window: Window | None = None  # WINDOW: the slot, the axis and the cut; ``origins`` are the new frames'
 
     def refs(self) -> Iterator[Ref]:
-        if self.kind is AbsKind.EXACT:
+        if self.kind is AbsKind.WINDOW:
+            assert self.window is not None
+            yield Ref(Origin.of_slot(self.window.slot))
+            for o in self.origins:
+                yield Ref(o)
+        elif self.kind is AbsKind.EXACT:
             if self.whole is not None:
                 yield self.whole
             else:
@@ -257,6 +265,12 @@ class Tracer:
                             alts.append((sub_path if sub_path[: len(path)] == path else path + sub_path, sub))
                     self.memo[id(v)] = Abs(AbsKind.ALT, alts=tuple(alts))
             return
+        appended = _append_op_outputs(self, node, ins)
+        if appended is not None:
+            for v, r in zip(outs, appended):
+                if v is not None:
+                    self.memo[id(v)] = r
+            return
         if node.op in _SHAPE_ONLY:  # the state's shape is no part of its value: zeros_like(h0) ignores h0
             for v in outs:
                 if v is not None:
@@ -291,6 +305,12 @@ class Tracer:
                     chosen.append(match[0])
                 per.append((path, self._layout(node, chosen)))
             return [Abs(AbsKind.ALT, alts=tuple((path, res[k]) for path, res in per)) for k in range(n_out)]
+        if data.kind is AbsKind.WINDOW:
+            return [_window_op(self, node, data, ins)] + [derived(*ins)] * (n_out - 1)
+        if node.op == "Concat":
+            win = _append(self, node, ins)
+            if win is not None:
+                return [win]
         if node.op in _ELEMENTWISE and n_out == 1:
             stateful = [a for a in ins if a.all_origins()]
             if len(stateful) == 1 and stateful[0].kind is AbsKind.EXACT and _identity_operands(node, ins.index(stateful[0])):
@@ -575,6 +595,155 @@ _LAYOUT = {
 }
 
 
+# -- caches: a slot's live-in value with frames appended (rnnir.statekinds) --------------------------
+
+
+def _slot_axes(v: Value | None, depth: int = 0) -> tuple[str, tuple[int | None, ...]] | None:
+    """``(slot, value axis -> slot axis)`` when ``v`` is a slot's live-in value itself, seen only through
+    Identity/Cast, Transpose, Unsqueeze and Squeeze (with constant axes); None otherwise."""
+    if v is None or depth > 16:
+        return None
+    p = v.producer
+    if isinstance(p, LoadSlot):
+        if p.slot is None or p.slot.type.rank is None:
+            return None
+        return p.slot.name, tuple(range(p.slot.type.rank))
+    if not isinstance(p, Compute) or not p.inputs:
+        return None
+    inner = _slot_axes(p.inputs[0], depth + 1)
+    if inner is None:
+        return None
+    slot, axes = inner
+    if p.op in ("Identity", "Cast", "CastLike"):
+        return inner
+    if p.op in ("Transpose", "Unsqueeze", "Squeeze"):
+        moved = _slot_axes_after(p, axes)
+        return (slot, moved) if moved is not None else None
+    return None
+
+
+def _static_dim(v: Value | None, axis: int) -> int | None:
+    d = v.type.dim(axis) if v is not None else None
+    return d if isinstance(d, int) else None
+
+
+def _append(tr: Tracer, node: Compute, ins: list[Abs]) -> Abs | None:
+    """``Concat(cache, new...)`` on an axis the slot has: one operand is a slot's live-in value, the others are
+    not (new frames, whatever state they were computed from)."""
+    views = [(i, _slot_axes(v)) for i, v in enumerate(node.inputs) if v is not None]
+    cached = [(i, sa) for i, sa in views if sa is not None]
+    if len(cached) != 1 or any(a.kind is AbsKind.EXACT and a.all_origins() for j, a in enumerate(ins) if j != cached[0][0]):
+        return None
+    i, (slot, axes) = cached[0]
+    if ins[i].kind is not AbsKind.EXACT or ins[i].changed:
+        return None
+    axis = _front_axis(node, int(node.attributes.get("axis", 0)))
+    if not 0 <= axis < len(axes) or axes[axis] is None:
+        return None
+    others = [v for j, v in enumerate(node.inputs) if j != i and v is not None]
+    lens = [_static_dim(v, axis) for v in others]
+    new_len = sum(x for x in lens if x is not None) if all(x is not None for x in lens) else None
+    slot_axis = axes[axis]
+    assert slot_axis is not None
+    win = Window(slot, slot_axis, axes, new_first=i != 0, new_len=new_len, via=node.describe())
+    return Abs(AbsKind.WINDOW, origins=derived(*(a for j, a in enumerate(ins) if j != i)).all_origins(), window=win)
+
+
+def _append_op_outputs(tr: Tracer, node: object, ins: list[Abs]) -> list[Abs] | None:
+    """The outputs of an op that appends to a state input inside itself (ONNX Attention's present_key)."""
+    if not isinstance(node, Compute):
+        return None
+    specs = [a for a in APPEND_OPS if a.op_type == node.op and a.domain == (node.domain or "")]
+    if not specs:
+        return None
+    out = [derived(*ins)] * len(node.outputs)
+    new = derived(*(a for k, a in enumerate(ins) if k not in {s.entry for s in specs})).all_origins()
+    for spec in specs:
+        v = node.inputs[spec.entry] if spec.entry < len(node.inputs) else None
+        sa = _slot_axes(v)
+        if sa is None or spec.exit >= len(out) or ins[spec.entry].kind is not AbsKind.EXACT or ins[spec.entry].changed:
+            continue
+        slot, axes = sa
+        if spec.axis >= len(axes) or axes[spec.axis] is None:
+            continue
+        slot_axis = axes[spec.axis]
+        assert slot_axis is not None
+        out[spec.exit] = Abs(AbsKind.WINDOW, origins=new, window=Window(slot, slot_axis, axes, via=node.describe()))
+    return out
+
+
+def _window_op(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> Abs:
+    """A layout op applied to a window: Cast/Identity keep it, Slice cuts it (once), Transpose, Unsqueeze and
+    Squeeze move its axes; anything else computes from it."""
+    w = a.window
+    assert w is not None
+    op = node.op
+    if op in ("Identity", "Cast", "CastLike"):
+        return a
+    try:
+        if op == "Slice" and w.cut is None:
+            cut = _single_cut(tr, node, w)
+            if cut is not None:
+                return Abs(AbsKind.WINDOW, origins=a.origins, window=Window(w.slot, w.axis, w.axes, w.new_first, w.new_len, cut, w.via))
+        if op in ("Transpose", "Unsqueeze", "Squeeze"):
+            probe = _slot_axes_after(node, w.axes)
+            if probe is not None:
+                return Abs(AbsKind.WINDOW, origins=a.origins, window=Window(w.slot, w.axis, probe, w.new_first, w.new_len, w.cut, w.via))
+    except (ValueError, IndexError, TypeError):
+        pass
+    return derived(*ins)
+
+
+def _slot_axes_after(node: Compute, axes: tuple[int | None, ...]) -> tuple[int | None, ...] | None:
+    if node.op == "Transpose":
+        perm = node.attributes.get("perm")
+        order = [int(x) for x in perm] if perm is not None else list(range(len(axes)))[::-1]
+        return tuple(axes[i] for i in order) if sorted(order) == list(range(len(axes))) else None
+    given = node.attributes.get("axes")
+    c = node.inputs[1].const_ints() if given is None and len(node.inputs) > 1 and node.inputs[1] is not None else None
+    ax = [int(x) for x in given] if given is not None else c[1] if c is not None else None
+    if ax is None:
+        return None
+    if node.op == "Unsqueeze":
+        rank = len(axes) + len(ax)
+        put = {x + rank if x < 0 else x for x in ax}
+        it = iter(axes)
+        return tuple(None if i in put else next(it) for i in range(rank))
+    drop = {x + len(axes) if x < 0 else x for x in ax}
+    if any(axes[i] is not None for i in drop):
+        return None  # squeezing a slot axis away: not the slot's layout any more
+    return tuple(x for i, x in enumerate(axes) if i not in drop)
+
+
+def _single_cut(tr: Tracer, node: Compute, w: Window) -> Cut | None:
+    """The Slice's one cut, on a slot axis (a Slice on several axes, or on an axis the slot lacks: None)."""
+    if "starts" in node.attributes:
+        starts = [int(x) for x in node.attributes["starts"]]
+        ends = [int(x) for x in node.attributes["ends"]]
+        axes = [int(x) for x in node.attributes.get("axes", range(len(starts)))]
+        steps = [1] * len(starts)
+    else:
+        s, e = tr._const(node, 1), tr._const(node, 2)
+        if s is None or e is None:
+            return None
+        starts, ends = s[1], e[1]
+        ax = tr._const(node, 3)
+        axes = ax[1] if ax is not None else list(range(len(starts)))
+        st = tr._const(node, 4)
+        steps = st[1] if st is not None else [1] * len(starts)
+    rank = len(w.axes)
+    cuts = []
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        axis = axis + rank if axis < 0 else axis
+        if start == 0 and end >= END // 4 and step == 1:
+            continue  # the whole axis: no cut
+        cuts.append((axis, start, end, step))
+    if len(cuts) != 1 or not 0 <= cuts[0][0] < rank:
+        return None
+    axis, start, end, step = cuts[0]
+    return Cut(w.axes[axis], start, END if end >= END // 4 else end, step)
+
+
 #: layout ops the tracer follows slice by slice (the others, e.g. Flatten and Expand, it treats as derived)
 TRACED_OPS = frozenset(_LAYOUT)
 
@@ -711,6 +880,12 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
             a = tr.trace(value)
             for path, alt in a.branches():
                 bp = "/".join(path)
+                if alt.kind is AbsKind.WINDOW:
+                    assert alt.window is not None
+                    sm = get(())
+                    sm.exit_kind[bp] = ExitKind.WINDOW if alt.window.cut is not None else ExitKind.APPEND
+                    sm.windows[bp] = alt.window
+                    continue
                 if alt.kind in (AbsKind.DERIVED, AbsKind.CONST):
                     kind = ExitKind.CONSTANT if alt.kind is AbsKind.CONST else ExitKind.DERIVED
                     targets = list(slices) or [()]

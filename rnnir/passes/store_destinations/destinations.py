@@ -93,6 +93,11 @@ WRONG_SLOT = rule("SD002", "wrong-slot", Severity.ERROR, "a final state is writt
           return<by runtime>(%sh, %sc, %oh, %oc)
         }
     """, messages={
+    "window-of-other-slot": Message(
+        "slot {slot!r} is written back with {got}{where}",
+        consequence="the next call continues another cache's history",
+        hint="write this slot's own window: Slice(Concat({slot}, new, axis={axis}), starts=-{length}, axes=[{axis}])",
+    ),
     "slice-from-other-slice": Message(
         "slice {here} is written with the live-in value of {other}{where}",
         consequence="the next call starts each slice from another slice's state",
@@ -177,6 +182,11 @@ NOT_FINAL_STATE = rule("SD003", "not-final-state", Severity.ERROR, "the value wr
           return<by runtime>(%s, %o)
         }
     """, messages={
+    "bad-window": Message(
+        "slot {slot!r} is written back with {got}{where}",
+        consequence="each call keeps the wrong frames",
+        hint="keep exactly the newest {length} frames on axis {axis}: Slice(Concat({slot}, new, axis={axis}), starts=-{length}, axes=[{axis}])",
+    ),
     "constant-slice": Message(
         "slice {here} is overwritten with a constant on every call path, not with a final state",
         consequence="every call restarts",

