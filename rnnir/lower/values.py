@@ -74,8 +74,8 @@ class ValueBuilder:
         elif d.kind == "node" and d.node is not None and d.node.op_type in ("Cast", "Mul"):
             zero = proven_zero(d)  # an exporter's zero term (Cast(sr * 0)): a constant, so x + 0 stays x
             if zero is not None:
-                const = zero
-                ttype = TensorType(str(zero.dtype), tuple(zero.shape))
+                const = zero.const()
+                ttype = TensorType(zero.dtype, zero.shape)
         name = self.fresh_name(d.name, d.scope)
         v = self.program.external(name, ttype, const)
         self.values[key] = v
