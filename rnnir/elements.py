@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
+from .onnxproto import EXTERNAL, element_count, tensor_to_array
 from .pairs import ExitKind, PortRef, SliceMap
+from .statekinds import END, Cut, Window
 
 if TYPE_CHECKING:
     import numpy as np
@@ -59,6 +61,7 @@ class _Ids:
         self.by_source: dict[tuple[str, str], _Block] = {}
         self.memo: dict[int, np.ndarray] = {}
         self.next = 0
+        self.initializers: dict[str, Any] | None = None
 
     def block(self, key: tuple[str, str], shape: tuple[int, ...], **kw: object) -> _Block:
         b = self.by_source.get(key)
@@ -80,6 +83,20 @@ class _Ids:
         k = bisect.bisect_right(self.bases, i) - 1
         b = self.blocks[k]
         return b, i - b.base
+
+    def big_index(self, v: Value) -> np.ndarray | None:
+        """An integer initializer of the main graph too large for the IR to keep (ScatterND's index tensors)."""
+        src = self.program.source
+        if src is None or v.type.dtype not in ("int64", "int32"):
+            return None
+        if self.initializers is None:
+            self.initializers = {t.name: t for t in src.model.graph.initializer}
+        t = self.initializers.get(v.name)
+        n = element_count(t) if t is not None else None
+        if t is None or n is None or n > MAX_ARRAY or t.data_location == EXTERNAL:
+            return None
+        arr = tensor_to_array(t)
+        return arr if tuple(arr.shape) == tuple(v.type.shape or ()) else None
 
     # -- evaluation ------------------------------------------------------------------------
     def ids(self, v: Value | None) -> np.ndarray:
@@ -108,6 +125,12 @@ class _Ids:
             self.memo[id(top)] = out
         return self.memo[id(v)]
 
+    def fresh(self, v: Value) -> np.ndarray:
+        """A value computed off the traced ops (new frames, a conv's output): ids of its own, so a window's
+        new frames can be told apart and placed."""
+        shape = self._static(v)
+        return _arange(self.block(("value", str(id(v))), shape))
+
     def _static(self, v: Value) -> tuple[int, ...]:
         shape = v.type.shape
         if shape is None or not all(isinstance(d, int) and d >= 0 for d in shape):
@@ -132,7 +155,7 @@ class _Ids:
         if p is None:
             if v.has_const:
                 return np.full(np.asarray(v.const).shape, CONSTANT, dtype=np.int64)
-            return np.full(self._static(v), UNKNOWN, dtype=np.int64)
+            return self.fresh(v)
         if isinstance(p, Store):
             return self.memo[id(p.inputs[0])]
         if not isinstance(p, Compute) or p.op in ("If", "Loop", "Scan"):
@@ -169,11 +192,13 @@ def _arange(b: _Block) -> np.ndarray:
     return np.arange(b.base, b.base + size, dtype=np.int64).reshape(b.shape)
 
 
-def _const(node: Compute, k: int) -> np.ndarray | None:
+def _const(ids: _Ids, node: Compute, k: int) -> np.ndarray | None:
     v = node.inputs[k] if k < len(node.inputs) else None
-    if v is None or not v.has_const:
+    if v is None:
         return None
-    return np.asarray(v.const)
+    if v.has_const:
+        return np.asarray(v.const)
+    return ids.big_index(v)
 
 
 def _need(c: np.ndarray | None) -> np.ndarray:
@@ -191,25 +216,25 @@ def _apply(ids: _Ids, node: Compute, out_index: int, v: Value) -> np.ndarray:
         if op in ("Identity", "Cast", "CastLike"):
             return _need(x)
         if op == "Gather":
-            return np.take(_need(x), _need(_const(node, 1)).astype(np.int64), axis=int(a.get("axis", 0)))
+            return np.take(_need(x), _need(_const(ids, node, 1)).astype(np.int64), axis=int(a.get("axis", 0)))
         if op == "Slice":
-            return _slice(node, _need(x))
+            return _slice(ids, node, _need(x))
         if op == "Split":
-            return _split(node, _need(x))[out_index]
+            return _split(ids, node, _need(x))[out_index]
         if op == "Concat":
             return np.concatenate([_need(t) for t in xs if t is not None], axis=int(a["axis"]))
         if op == "Transpose":
             perm = a.get("perm")
             return np.transpose(_need(x), [int(p) for p in perm] if perm is not None else None)
         if op == "Reshape":
-            shape = [int(s) for s in _need(_const(node, 1)).ravel()]
+            shape = [int(s) for s in _need(_const(ids, node, 1)).ravel()]
             data = _need(x)
             if not int(a.get("allowzero", 0)):
                 shape = [data.shape[k] if s == 0 else s for k, s in enumerate(shape)]
             return data.reshape(shape)
         if op in ("Squeeze", "Unsqueeze"):
             axes = a.get("axes")
-            axes = [int(t) for t in (axes if axes is not None else _need(_const(node, 1)).ravel())]
+            axes = [int(t) for t in (axes if axes is not None else _need(_const(ids, node, 1)).ravel())]
             data = _need(x)
             if op == "Squeeze":
                 return np.squeeze(data, axis=tuple(axes))
@@ -219,11 +244,11 @@ def _apply(ids: _Ids, node: Compute, out_index: int, v: Value) -> np.ndarray:
             return data
         if op == "Expand":
             data = _need(x)
-            shape = [int(s) for s in _need(_const(node, 1)).ravel()]
+            shape = [int(s) for s in _need(_const(ids, node, 1)).ravel()]
             return np.array(np.broadcast_to(data, np.broadcast_shapes(data.shape, tuple(shape))))
         if op == "ScatterND" and a.get("reduction", "none") == "none":
             out = np.array(_need(x))
-            idx = _need(_const(node, 1)).astype(np.int64)
+            idx = _need(_const(ids, node, 1)).astype(np.int64)
             upd = _need(xs[2])
             k = idx.shape[-1]
             flat_idx = idx.reshape(-1, k)
@@ -233,11 +258,11 @@ def _apply(ids: _Ids, node: Compute, out_index: int, v: Value) -> np.ndarray:
             return out
         if op in ("ScatterElements", "Scatter") and a.get("reduction", "none") == "none":
             out = np.array(_need(x))
-            idx = _need(_const(node, 1)).astype(np.int64)
+            idx = _need(_const(ids, node, 1)).astype(np.int64)
             np.put_along_axis(out, np.where(idx < 0, idx + out.shape[int(a.get("axis", 0))], idx), _need(xs[2]), axis=int(a.get("axis", 0)))
             return out
         if op == "Where":
-            cond = _const(node, 0)
+            cond = _const(ids, node, 0)
             if cond is not None:
                 return np.array(np.where(cond.astype(bool), _need(xs[1]), _need(xs[2])))
         if op in ("Add", "Sub", "Mul", "Div") and len(xs) == 2:
@@ -249,19 +274,19 @@ def _apply(ids: _Ids, node: Compute, out_index: int, v: Value) -> np.ndarray:
                     return _need(xs[k])
     except (ValueError, IndexError, TypeError, KeyError):
         raise _Fail from None
-    return np.full(ids._static(v), UNKNOWN, dtype=np.int64)
+    return ids.fresh(v)
 
 
-def _slice(node: Compute, data: np.ndarray) -> np.ndarray:
+def _slice(ids: _Ids, node: Compute, data: np.ndarray) -> np.ndarray:
     a = node.attributes
     if "starts" in a:
         starts, ends = [int(t) for t in a["starts"]], [int(t) for t in a["ends"]]
         axes = [int(t) for t in a.get("axes", range(len(starts)))]
         steps = [1] * len(starts)
     else:
-        starts = [int(t) for t in _need(_const(node, 1)).ravel()]
-        ends = [int(t) for t in _need(_const(node, 2)).ravel()]
-        c3, c4 = _const(node, 3), _const(node, 4)
+        starts = [int(t) for t in _need(_const(ids, node, 1)).ravel()]
+        ends = [int(t) for t in _need(_const(ids, node, 2)).ravel()]
+        c3, c4 = _const(ids, node, 3), _const(ids, node, 4)
         axes = [int(t) for t in c3.ravel()] if c3 is not None else list(range(len(starts)))
         steps = [int(t) for t in c4.ravel()] if c4 is not None else [1] * len(starts)
     index: list[slice] = [slice(None)] * data.ndim
@@ -272,11 +297,11 @@ def _slice(node: Compute, data: np.ndarray) -> np.ndarray:
     return data[tuple(index)]
 
 
-def _split(node: Compute, data: np.ndarray) -> list[np.ndarray]:
+def _split(ids: _Ids, node: Compute, data: np.ndarray) -> list[np.ndarray]:
     axis = int(node.attributes.get("axis", 0))
     sizes = node.attributes.get("split")
     if sizes is None:
-        c = _const(node, 1)
+        c = _const(ids, node, 1)
         sizes = c.ravel().tolist() if c is not None else None
     n = len(node.outputs)
     if sizes is None:
@@ -320,12 +345,12 @@ def _label(slot: str, shape: tuple[int, ...], members: np.ndarray) -> tuple[tupl
 def element_slices(program: Program, slot: Slot, value: Value) -> list[SliceMap] | None:
     """Element-exact slice maps of ``slot`` written back with ``value``, or None when not every slice resolves."""
     try:
-        return _element_slices(program, slot, value)
+        return _element_slices(program, _Ids(program), slot, value)
     except _Fail:
         return None
 
 
-def _element_slices(program: Program, slot: Slot, value: Value) -> list[SliceMap] | None:
+def _element_slices(program: Program, ids: _Ids, slot: Slot, value: Value) -> list[SliceMap] | None:
     declared = slot.type.shape
     if declared is None or not all(isinstance(d, int) and d > 0 for d in declared):
         return None
@@ -333,7 +358,6 @@ def _element_slices(program: Program, slot: Slot, value: Value) -> list[SliceMap
     size = int(np.prod(shape, dtype=np.int64))
     if size > MAX_SLOT:
         return None
-    ids = _Ids(program)
     # entries: every slot element read by a recurrent state port, and where in the port
     reader: dict[int, tuple[Recurrent, str, int]] = {}
     for rec in program.recurrents:
@@ -354,6 +378,14 @@ def _element_slices(program: Program, slot: Slot, value: Value) -> list[SliceMap
                 if hit[1] in reader:
                     return None  # one element read twice: not a partition into slices
                 reader[hit[1]] = (rec, port, pos)
+    if not reader:  # no recurrence reads it: a cache, verified only when it is provably this slot's windows
+        window = _window_of(ids, slot, tuple(shape), ids.ids(value), value)
+        if window is None:
+            return None
+        sm = SliceMap(index=(), label=slot.name)
+        sm.exit_kind[""] = ExitKind.WINDOW
+        sm.windows[""] = window
+        return [sm]
     if len(reader) != size:
         return None
     out = ids.ids(value)
@@ -383,6 +415,96 @@ def _element_slices(program: Program, slot: Slot, value: Value) -> list[SliceMap
         sm.exit_kind[""] = ExitKind.FINAL
         maps.append(sm)
     return sorted(maps, key=lambda m: m.index)
+
+
+def _window_of(ids: _Ids, slot: Slot, shape: tuple[int, ...], out: np.ndarray, value: Value) -> Window | None:
+    """``slot`` written back with ``out`` (element ids) as sliding windows of its own frames along one axis:
+    on every line along that axis, each segment ``[start, start + L)`` holds the segment's frames shifted by
+    ``s`` toward the past followed by the newest ``s`` frames of one new value, in order.  GTCRN's conv_cache
+    packs several such windows (one per dilated conv) on its time axis.  None when that is not what ``out`` is."""
+    if tuple(out.shape) != shape or not ids.blocks:
+        return None
+    flat = out.ravel()
+    if (flat < 0).any():
+        return None
+    bases = np.array(ids.bases, dtype=np.int64)
+    which = np.searchsorted(bases, flat, side="right") - 1
+    blocks = [ids.blocks[int(k)] for k in np.unique(which)]
+    olds = [b for b in blocks if b.slot is not None]
+    if len(olds) != 1 or any(b.node is not None for b in blocks) or tuple(olds[0].shape) != shape:
+        return None
+    old = olds[0]
+    rank = len(shape)
+    is_old = which == ids.blocks.index(old)
+    dst = np.array(np.unravel_index(np.arange(flat.size), shape))
+    src = np.array(np.unravel_index(np.where(is_old, flat - old.base, 0), shape))
+    delta = (src - dst)[:, is_old]
+    moved = np.flatnonzero((delta != 0).any(axis=1))
+    if len(moved) != 1 or (delta[moved[0]] <= 0).any():
+        return None  # old frames move along exactly one axis, toward the past (a kept stale frame moves by 0)
+    axis = int(moved[0])
+    shift = np.zeros(flat.size, dtype=np.int64)
+    shift[is_old] = delta[axis]
+    lines_old = np.moveaxis(is_old.reshape(shape), axis, -1).reshape(-1, shape[axis])
+    lines_shift = np.moveaxis(shift.reshape(shape), axis, -1).reshape(-1, shape[axis])
+    lines_id = np.moveaxis(out, axis, -1).reshape(-1, shape[axis])
+    lines_dst = np.moveaxis(np.arange(flat.size).reshape(shape), axis, -1).reshape(-1, shape[axis])
+    layout: tuple[tuple[int, int], ...] | None = None
+    for line in range(lines_old.shape[0]):
+        segs = _segments(ids, lines_old[line], lines_shift[line], lines_id[line], lines_dst[line], shape, axis)
+        if segs is None or (layout is not None and segs != layout):
+            return None
+        layout = segs
+    if not layout:
+        return None
+    lengths = {n for _, n in layout}
+    news = {int(s) for s in shift[is_old]}
+    cut = Cut(axis, -min(lengths), END, 1) if len(layout) == 1 else None
+    return Window(old.slot or slot.name, axis, tuple(range(rank)), new_len=news.pop() if len(news) == 1 else None,
+                  cut=cut or Cut(axis, 0, END, 1), via=value.producer.describe() if value.producer is not None else value.name,
+                  segments=layout)
+
+
+def _segments(ids: _Ids, old: np.ndarray, shift: np.ndarray, got: np.ndarray, dst: np.ndarray, shape: tuple[int, ...],
+              axis: int) -> tuple[tuple[int, int], ...] | None:
+    """One line along the window axis, parsed into windows: ``k`` old frames shifted by ``s``, then ``s`` new."""
+    segs = []
+    p, n = 0, len(old)
+    while p < n:
+        if not old[p]:
+            return None  # a window that starts with a new frame: more new frames than it keeps (not parsed)
+        s = int(shift[p])
+        k = 0
+        while p + k < n and old[p + k] and int(shift[p + k]) == s:
+            k += 1
+        if p + k + s > n or old[p + k : p + k + s].any():
+            return None
+        if not _newest(ids, got[p + k : p + k + s], dst[p + k : p + k + s], shape, axis):
+            return None
+        segs.append((p, k + s))
+        p += k + s
+    return tuple(segs)
+
+
+def _newest(ids: _Ids, got: np.ndarray, dst: np.ndarray, shape: tuple[int, ...], axis: int) -> bool:
+    """The ``len(got)`` elements are the newest frames of one new value, in order, aligned with the slot's other axes."""
+    owner = ids.owner(int(got[0]))
+    if owner is None or owner[0].slot is not None or owner[0].node is not None:
+        return False
+    v = owner[0]
+    lead = len(shape) - len(v.shape)
+    t_axis = axis - lead
+    if lead < 0 or t_axis < 0:
+        return False
+    frames = v.shape[t_axis]
+    for j, (g, d) in enumerate(zip(got.tolist(), dst.tolist())):
+        coords = list(np.unravel_index(d, shape))[lead:]
+        coords[t_axis] = frames - len(got) + j
+        if any(c >= m or c < 0 for c, m in zip(coords, v.shape)):
+            return False
+        if g != v.base + int(np.ravel_multi_index(tuple(coords), v.shape)):
+            return False
+    return True
 
 
 def _direction(rec: Recurrent, port_shape: tuple[int, ...], positions: list[int]) -> int | None:

@@ -115,6 +115,7 @@ class Window:
     new_len: int | None = None
     cut: Cut | None = None
     via: str = ""
+    segments: tuple[tuple[int, int], ...] = ()  # windows proven element by element: (start, length) on ``axis``
 
 
 class Problem(enum.Enum):
@@ -153,6 +154,9 @@ def judge(slot: str, shape: tuple[int | str | None, ...] | None, w: Window) -> J
         return Judgement(kind, Problem.NEW_FIRST, f"the new frames placed before the cache on axis {w.axis} (the window keeps the stalest ones)")
     if w.cut is None:
         return Judgement(kind, None, f"grows along axis {w.axis} by the new entries (append-only)")
+    if w.segments:  # proven element by element (rnnir.elements): each keeps its own newest frames
+        spans = ", ".join(f"{a}:{a + n}" for a, n in w.segments)
+        return Judgement(kind, None, f"keeps the newest frames of {len(w.segments)} window(s) packed on axis {w.axis} ({spans})")
     c = w.cut
     if c.axis != w.axis:
         return Judgement(kind, Problem.OTHER_AXIS, f"cut on axis {c.axis}, not on axis {w.axis} where the new frames were appended")
