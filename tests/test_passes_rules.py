@@ -642,3 +642,129 @@ def test_layout1_state_axis0_is_batch_not_directions(batch):
 
 def test_layout1_bidirectional_state_is_SD006_only():
     assert codes(passes.run(rnnir.load(_layout1_gru("bidirectional")))) == ["SD006"]
+
+
+# -- caches: sliding windows, append-only, feature caches (rnnir.statekinds) -------------------------
+
+
+def window_model(*, starts=-3, ends=2**63 - 1, axis=1, slice_axis=1, cache_shape=(1, 3, 2), crossed=False, new_first=False, tail=None):
+    """Two caches c0, c1 [1, 3, 2]: each c' = Slice(Concat(c, x * w, axis=1), starts=-3): the newest 3 frames."""
+    nodes, inits = [], [const("w", np.float32(2.0), np.float32)]
+    for k in (0, 1):
+        parts = [f"new{k}", f"c{k}"] if new_first and k == 1 else [f"c{k}", f"new{k}"]
+        nodes += [helper.make_node("Mul", ["x", "w"], [f"new{k}"], name=f"frames{k}"),
+                  helper.make_node("Concat", parts, [f"cat{k}"], axis=axis, name=f"cat{k}")]
+        src = "cat0" if crossed and k == 1 else f"cat{k}"
+        nodes.append(helper.make_node("Slice", [src, f"s{k}", f"e{k}", f"a{k}"], [f"c{k}_new"], name=f"window{k}"))
+        inits += [const(f"s{k}", [starts if k == 1 else -3]), const(f"e{k}", [ends if k == 1 else 2**63 - 1]),
+                  const(f"a{k}", [slice_axis if k == 1 else 1])]
+    nodes += [helper.make_node("ReduceSum", ["cat0"], ["y"], keepdims=0, name="use")] + list(tail or [])
+    ins = [vi("x", [1, "T", 2]), vi("c0", list(cache_shape)), vi("c1", list(cache_shape))]
+    outs = [vi("y", []), vi("c0_new", [1, None, 2]), vi("c1_new", [1, None, 2])]
+    return model(nodes, ins, outs, inits)
+
+
+def test_sliding_window_keeping_the_newest_frames_is_verified():
+    prog = rnnir.load(window_model())
+    assert [(p.input, p.output) for p in prog.state_pairs] == [("c0", "c0_new"), ("c1", "c1_new")]
+    assert passes.run(prog) == []
+    assert [s.verdict.value for s in passes.verify(prog).slices] == ["verified", "verified"]
+
+
+def test_window_of_another_cache_is_SD002():
+    diags = passes.run(rnnir.load(window_model(crossed=True)))
+    assert [(d.code, d.slot) for d in errors(diags)] == [("SD002", "c1")]
+    assert "the window of slot 'c0'" in errors(diags)[0].message
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"starts": -4}, "1 stale frame(s) too many"),
+    ({"starts": -2}, "1 frame(s) too few"),
+    ({"starts": -4, "ends": -1}, "newest 1 frame(s) of cache ++ new dropped"),
+    ({"slice_axis": 2, "starts": -1}, "cut on axis 2, not on axis 1"),
+    ({"new_first": True}, "before the cache"),
+])
+def test_window_keeping_the_wrong_frames_is_SD003(kw, words):
+    diags = passes.run(rnnir.load(window_model(**kw)))
+    assert [(d.code, d.slot) for d in errors(diags)] == [("SD003", "c1")]
+    assert words in errors(diags)[0].message
+
+
+@pytest.mark.parametrize("kw", [{"slice_axis": -2}, {"ends": 2**62}])
+def test_same_window_spelled_differently_is_verified(kw):
+    assert passes.run(rnnir.load(window_model(**kw))) == []
+
+
+def test_window_whose_end_depends_on_the_frame_count_is_unverified():
+    # ends=5 keeps the newest 3 frames only when a call brings exactly 2: neither proven right nor wrong
+    diags = passes.run(rnnir.load(window_model(starts=2, ends=5)))
+    assert [(d.code, d.severity.value, d.slot) for d in diags] == [("SD009", "info", "c1")]
+
+
+def test_append_only_cache_is_verified_and_its_growth_is_no_SD005():
+    # present = Concat(past, k, axis=1) with static dims: grows by design, never "batch 5 vs 3"
+    nodes = [helper.make_node("Concat", ["past", "k"], ["present"], axis=1, name="append")]
+    m = model(nodes, [vi("past", [1, 3, 2]), vi("k", [1, 2, 2])], [vi("present", [1, 5, 2])])
+    prog = rnnir.load(m, pairs={"past": "present"})
+    assert passes.run(prog) == []
+    (sm,) = prog.state_pairs[0].slices
+    assert [w.axis for w in sm.windows.values()] == [1]
+
+
+def test_a_cache_passed_through_unchanged_is_no_append():
+    # near miss: present = past is handed straight back (SD001), not a growing cache
+    m = model([helper.make_node("Identity", ["past"], ["present"])], [vi("past", [1, 3, 2])], [vi("present", [1, 3, 2])])
+    assert "SD001" in codes(passes.run(rnnir.load(m, pairs={"past": "present"})))
+
+
+def test_feature_cache_computed_from_itself_is_unverified_never_SD003_or_SD007():
+    # f' = Relu(f) * 0.5 + x: no recurrence reads f, the write-back is computed -- nothing provable either way
+    nodes = [helper.make_node("Relu", ["f"], ["r"]), helper.make_node("Mul", ["r", "half"], ["m"]), helper.make_node("Add", ["m", "x"], ["f_out"])]
+    m = model(nodes, [vi("x", [1, 4]), vi("f", [1, 4])], [vi("f_out", [1, 4])], [const("half", np.float32(0.5), np.float32)])
+    diags = passes.run(rnnir.load(m, pairs={"f": "f_out"}))
+    assert [(d.code, d.severity.value) for d in diags] == [("SD009", "info")]
+
+
+def test_state_written_from_nothing_it_reads_is_still_SD003():
+    # near miss of the feature cache: the write-back depends on no state at all -- every call restarts
+    m = model([helper.make_node("Relu", ["x"], ["f_out"])], [vi("x", [1, 4]), vi("f", [1, 4])], [vi("f_out", [1, 4])])
+    assert "SD003" in codes(errors(passes.run(rnnir.load(m, pairs={"f": "f_out"}))))
+
+
+# -- packed states on inner axes, element by element (rnnir.elements) ------------------------------
+
+
+def packed_grus(write="scatter", order=(0, 1)):
+    """state[1, 1, 2H]: two GRUs of hidden H side by side on the last axis, read by Slice, written back by
+    ScatterElements (``write="scatter"``), Concat on the last axis, or Where on a constant condition."""
+    nodes = [helper.make_node("Slice", ["state", "z", "h", "last"], ["h0a"]), helper.make_node("Slice", ["state", "h", "hh", "last"], ["h0b"]),
+             helper.make_node("GRU", ["x", "W", "R", "", "", "h0a"], ["Ya", "Yha"], hidden_size=H, name="gru_a"),
+             helper.make_node("GRU", ["x", "W", "R", "", "", "h0b"], ["Yb", "Yhb"], hidden_size=H, name="gru_b")]
+    ys = ["Yha", "Yhb"]
+    first, second = ys[order[0]], ys[order[1]]
+    inits = [*weights("GRU"), const("z", [0]), const("h", [H]), const("hh", [2 * H]), const("last", [2])]
+    if write == "concat":
+        nodes.append(helper.make_node("Concat", [first, second], ["stateN"], axis=2))
+    elif write == "scatter":
+        idx = np.tile(np.arange(H), (1, 1, 1))
+        inits += [const("ia", idx), const("ib", idx + H)]
+        nodes += [helper.make_node("ScatterElements", ["state", "ia", first], ["s1"], axis=2),
+                  helper.make_node("ScatterElements", ["s1", "ib", second], ["stateN"], axis=2)]
+    else:  # where: the condition picks the GRUs' halves everywhere
+        cond = np.ones((1, 1, 2 * H), dtype=bool)
+        inits.append(numpy_helper.from_array(cond, "all"))
+        nodes += [helper.make_node("Concat", [first, second], ["both"], axis=2), helper.make_node("Where", ["all", "both", "state"], ["stateN"])]
+    return model(nodes, [vi("x", [T, 1, I]), vi("state", [1, 1, 2 * H])], [vi("stateN", [1, 1, 2 * H])], inits)
+
+
+@pytest.mark.parametrize("write", ["scatter", "concat", "where"])
+def test_grus_packed_on_the_hidden_axis_are_verified_per_gru(write):
+    prog = rnnir.load(packed_grus(write))
+    assert passes.run(prog) == []
+    assert {s.slice: s.verdict.value for s in passes.verify(prog).slices} == {"state[0][:, 0:4]": "verified", "state[0][:, 4:8]": "verified"}
+
+
+@pytest.mark.parametrize("write", ["scatter", "concat", "where"])
+def test_grus_packed_on_the_hidden_axis_swapped_is_SD002(write):
+    diags = passes.run(rnnir.load(packed_grus(write, order=(1, 0))))
+    assert [(d.code, d.slot) for d in errors(diags)] == [("SD002", "state")]
