@@ -92,12 +92,15 @@ class SliceMap:
     windows: dict[str, Window] = field(default_factory=dict)  # branch path -> the window (WINDOW/APPEND exits)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "slice": self.label,
             "entry": [p.to_json() for p in self.entry],
             "exit": [p.to_json() for p in self.exit],
             "exit_kind": {bp: kind.value for bp, kind in self.exit_kind.items()},
         }
+        if self.windows:
+            d["windows"] = {bp: w.to_json() for bp, w in self.windows.items()}
+        return d
 
 
 @dataclass

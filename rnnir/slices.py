@@ -958,8 +958,8 @@ def _plain_path(program: Program, tr: Tracer, slot: Slot, value: Value) -> list[
     origins = a.all_origins()
     if Origin.of_slot(slot.name) not in origins or any(o.kind is OriginKind.PORT for o in origins):
         return None
-    if all(alt.kind is AbsKind.EXACT and not alt.changed for _, alt in a.branches()):
-        return None
+    if all((alt.kind is AbsKind.EXACT and not alt.changed) or alt.kind is AbsKind.WINDOW for _, alt in a.branches()):
+        return None  # the state itself, or a cache of it: no recurrence written as plain ops
     loads = program.loads_of(slot)
     if not loads or value.producer is None:
         return None

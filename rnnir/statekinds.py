@@ -24,6 +24,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
+from typing import Any
 
 __all__ = [
     "APPEND_OPS",
@@ -116,6 +117,14 @@ class Window:
     cut: Cut | None = None
     via: str = ""
     segments: tuple[tuple[int, int], ...] = ()  # windows proven element by element: (start, length) on ``axis``
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"of": self.slot, "axis": self.axis, "kind": (CacheKind.APPEND if self.cut is None else CacheKind.WINDOW).value}
+        if self.cut is not None and not self.segments:
+            d["cut"] = {"axis": self.cut.axis, "start": self.cut.start, "end": None if self.cut.end >= END else self.cut.end, "step": self.cut.step}
+        if self.segments:
+            d["segments"] = [list(s) for s in self.segments]
+        return d
 
 
 class Problem(enum.Enum):
