@@ -833,8 +833,8 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
                 continue
             a = tr.trace(v)
             for path, alt in a.branches():
-                if alt.kind is AbsKind.DERIVED:
-                    for o in alt.origins:
+                if alt.kind in (AbsKind.DERIVED, AbsKind.WINDOW):  # a recurrence reading a cache's window: derived
+                    for o in alt.all_origins():
                         if o.kind is OriginKind.SLOT:
                             entries.setdefault(o.owner, {}).setdefault((), []).append(
                                 PortRef(rec.id, rec.describe(), rec.kind, port, None, path or rec.provenance.branch, note="derived")

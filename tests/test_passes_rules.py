@@ -768,3 +768,15 @@ def test_grus_packed_on_the_hidden_axis_are_verified_per_gru(write):
 def test_grus_packed_on_the_hidden_axis_swapped_is_SD002(write):
     diags = passes.run(rnnir.load(packed_grus(write, order=(1, 0))))
     assert [(d.code, d.slot) for d in errors(diags)] == [("SD002", "state")]
+
+
+def test_a_recurrence_reading_a_window_of_its_state_still_reads_the_slot():
+    # initial_h = Slice(Concat(h0, zeros, axis=0), 1:): the slot reaches the GRU (derived), so returning Y_h is no
+    # SD007 "state ignored" -- the window is an entry here, not a cache written back
+    tail = [helper.make_node("Identity", ["Yh"], ["hn"])]
+    m = gru(tail, gru_init="h0w")
+    m.graph.node.insert(0, helper.make_node("Concat", ["h0", "pad"], ["cat"], axis=0))
+    m.graph.node.insert(1, helper.make_node("Slice", ["cat", "one", "big", "zero_ax"], ["h0w"]))
+    m.graph.initializer.extend([const("pad", np.zeros((1, 1, H)), np.float32), const("one", [1]), const("big", [2**62]), const("zero_ax", [0])])
+    diags = passes.run(rnnir.load(m))
+    assert "SD007" not in codes(diags) and "SD010" not in codes(diags)
