@@ -306,6 +306,10 @@ class Tracer:
                     chosen.append(match[0])
                 per.append((path, self._layout(node, chosen)))
             return [Abs(AbsKind.ALT, alts=tuple((path, res[k]) for path, res in per)) for k in range(n_out)]
+        if node.op == "Where":
+            picked = _constant_choice(self, node)
+            if picked is not None:
+                return [ins[picked]]
         if data.kind is AbsKind.WINDOW:
             return [_window_op(self, node, data, ins)] + [derived(*ins)] * (n_out - 1)
         if node.op == "Concat":
@@ -363,6 +367,22 @@ def _identity_operands(node: Compute, state_at: int) -> bool:
     rank = _rank(state)
     # a constant of one element, or of no more axes than the state with size-1 axes only, broadcasts into it
     return all(d == 1 for d in dims) and (rank is not None and len(dims) <= rank or not dims)
+
+
+def _constant_choice(tr: Tracer, node: Compute) -> int | None:
+    """``Where(c, a, b)`` with a constant condition that is all true (1: a) or all false (2: b), when the output has
+    the chosen operand's declared shape (so broadcasting added nothing)."""
+    cond = tr._const(node, 0)
+    if cond is None or len(node.inputs) != 3 or not cond[1]:
+        return None
+    values = {bool(v) for v in cond[1]}
+    if len(values) != 1:
+        return None
+    k = 1 if values.pop() else 2
+    chosen, out = node.inputs[k], node.outputs[0] if node.outputs else None
+    if chosen is None or out is None or chosen.type.shape is None or chosen.type.shape != out.type.shape:
+        return None
+    return k
 
 
 def _rank(v: Value | None) -> int | None:
@@ -473,7 +493,8 @@ def _slice_range(start: int, end: int, step: int, size: int | None) -> list[int]
     return list(range(*slice(start, end, step).indices(size)))
 
 
-def _slice(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
+def _slice_params(tr: Tracer, node: Compute) -> tuple[list[int], list[int], list[int], list[int]] | None:
+    """A Slice's starts, ends, axes and steps (attributes before opset 10, constant inputs after), or None."""
     if "starts" in node.attributes:
         starts = list(node.attributes["starts"])
         ends = list(node.attributes["ends"])
@@ -489,8 +510,15 @@ def _slice(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | Non
         axes = ax[1] if ax is not None else list(range(len(starts)))
         st = tr._const(node, 4)
         steps = st[1] if st is not None else [1] * len(starts)
+    return starts, ends, axes, steps
+
+
+def _slice(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
+    params = _slice_params(tr, node)
+    if params is None:
+        return None
     out = a
-    for start, end, axis, step in zip(starts, ends, axes, steps):
+    for start, end, axis, step in zip(*params):
         if axis != 0:
             out = Abs(out.kind, out.whole, out.elems, cast=out.cast, partial=True, changed=out.changed)
             continue
@@ -719,23 +747,12 @@ def _slot_axes_after(node: Compute, axes: tuple[int | None, ...]) -> tuple[int |
 
 def _single_cut(tr: Tracer, node: Compute, w: Window) -> Cut | None:
     """The Slice's one cut, on a slot axis (a Slice on several axes, or on an axis the slot lacks: None)."""
-    if "starts" in node.attributes:
-        starts = [int(x) for x in node.attributes["starts"]]
-        ends = [int(x) for x in node.attributes["ends"]]
-        axes = [int(x) for x in node.attributes.get("axes", range(len(starts)))]
-        steps = [1] * len(starts)
-    else:
-        s, e = tr._const(node, 1), tr._const(node, 2)
-        if s is None or e is None:
-            return None
-        starts, ends = s[1], e[1]
-        ax = tr._const(node, 3)
-        axes = ax[1] if ax is not None else list(range(len(starts)))
-        st = tr._const(node, 4)
-        steps = st[1] if st is not None else [1] * len(starts)
+    params = _slice_params(tr, node)
+    if params is None:
+        return None
     rank = len(w.axes)
     cuts = []
-    for start, end, axis, step in zip(starts, ends, axes, steps):
+    for start, end, axis, step in zip(*params):
         axis = axis + rank if axis < 0 else axis
         if start == 0 and end >= END // 4 and step == 1:
             continue  # the whole axis: no cut

@@ -780,3 +780,25 @@ def test_a_recurrence_reading_a_window_of_its_state_still_reads_the_slot():
     m.graph.initializer.extend([const("pad", np.zeros((1, 1, H)), np.float32), const("one", [1]), const("big", [2**62]), const("zero_ax", [0])])
     diags = passes.run(rnnir.load(m))
     assert "SD007" not in codes(diags) and "SD010" not in codes(diags)
+
+
+# a static state (traced element by element too) and a symbolic batch (the slice tracer alone)
+@pytest.mark.parametrize("cond, verified, batch", [(True, True, 1), (True, True, "B"), (False, False, 1)])
+def test_where_on_a_constant_condition_picks_its_operand(cond, verified, batch):
+    # hn = Where(cond, Yh, zeros): all true is Yh itself (verified); all false writes zeros back (SD003)
+    tail = [helper.make_node("Where", ["cond", "Yh", "zeros"], ["hn"], name="pick")]
+    inits = [numpy_helper.from_array(np.full((1, 1, H), cond), "cond"), const("zeros", np.zeros((1, 1, H)), np.float32)]
+    m = gru(tail, h_shape=(1, batch, H), extra_inits=inits)
+    m.graph.value_info.append(vi("Yh", [1, batch, H]))
+    diags = passes.run(rnnir.load(m))
+    assert (diags == []) is verified
+    if not verified:
+        assert "SD003" in codes(errors(diags))
+
+
+def test_where_on_a_mixed_constant_condition_is_not_an_identity():
+    tail = [helper.make_node("Where", ["cond", "Yh", "zeros"], ["hn"], name="pick")]
+    inits = [numpy_helper.from_array(np.array([[[True, False, True, True]]]), "cond"), const("zeros", np.zeros((1, 1, H)), np.float32)]
+    m = gru(tail, extra_inits=inits)
+    m.graph.value_info.append(vi("Yh", [1, 1, H]))
+    assert passes.verify(rnnir.load(m)).slices[0].verdict.value != "verified"
