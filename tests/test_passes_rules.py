@@ -701,10 +701,11 @@ def test_window_whose_end_depends_on_the_frame_count_is_unverified():
     assert [(d.code, d.severity.value, d.slot) for d in diags] == [("SD009", "info", "c1")]
 
 
-def test_append_only_cache_is_verified_and_its_growth_is_no_SD005():
-    # present = Concat(past, k, axis=1) with static dims: grows by design, never "batch 5 vs 3"
+@pytest.mark.parametrize("past_len, total", [(3, 5), ("P", "P_plus_2")])
+def test_append_only_cache_is_verified_and_its_growth_is_no_SD005(past_len, total):
+    # present = Concat(past, k, axis=1), static or symbolic length: grows by design, never "batch 5 vs 3"
     nodes = [helper.make_node("Concat", ["past", "k"], ["present"], axis=1, name="append")]
-    m = model(nodes, [vi("past", [1, 3, 2]), vi("k", [1, 2, 2])], [vi("present", [1, 5, 2])])
+    m = model(nodes, [vi("past", [1, past_len, 2]), vi("k", [1, 2, 2])], [vi("present", [1, total, 2])])
     prog = rnnir.load(m, pairs={"past": "present"})
     assert passes.run(prog) == []
     (sm,) = prog.state_pairs[0].slices
@@ -750,11 +751,34 @@ def packed_grus(write="scatter", order=(0, 1)):
         inits += [const("ia", idx), const("ib", idx + H)]
         nodes += [helper.make_node("ScatterElements", ["state", "ia", first], ["s1"], axis=2),
                   helper.make_node("ScatterElements", ["s1", "ib", second], ["stateN"], axis=2)]
+    elif write == "rows":  # GTCRN's way: each GRU's h written as a row of a [2, 1, H] state by ScatterND
+        return _rows_model(first, second)
     else:  # where: the condition picks the GRUs' halves everywhere
         cond = np.ones((1, 1, 2 * H), dtype=bool)
         inits.append(numpy_helper.from_array(cond, "all"))
         nodes += [helper.make_node("Concat", [first, second], ["both"], axis=2), helper.make_node("Where", ["all", "both", "state"], ["stateN"])]
     return model(nodes, [vi("x", [T, 1, I]), vi("state", [1, 1, 2 * H])], [vi("stateN", [1, 1, 2 * H])], inits)
+
+
+def _rows_model(first: str, second: str):
+    """state[2, 1, H]: state[0] -> gru_a, state[1] -> gru_b (Gather), written back row by row by ScatterND."""
+    nodes = [helper.make_node("Gather", ["state", "r0"], ["h0a"], axis=0), helper.make_node("Gather", ["state", "r1"], ["h0b"], axis=0),
+             helper.make_node("Unsqueeze", ["h0a", "ax0"], ["ua"]), helper.make_node("Unsqueeze", ["h0b", "ax0"], ["ub"]),
+             helper.make_node("GRU", ["x", "W", "R", "", "", "ua"], ["Ya", "Yha"], hidden_size=H, name="gru_a"),
+             helper.make_node("GRU", ["x", "W", "R", "", "", "ub"], ["Yb", "Yhb"], hidden_size=H, name="gru_b"),
+             helper.make_node("ScatterND", ["state", "i0", first], ["s1"]), helper.make_node("ScatterND", ["s1", "i1", second], ["stateN"])]
+    inits = [*weights("GRU"), const("r0", 0), const("r1", 1), const("ax0", [0]), const("i0", [[0]]), const("i1", [[1]])]
+    m = model(nodes, [vi("x", [T, 1, I]), vi("state", [2, 1, H])], [vi("stateN", [2, 1, H])], inits)
+    m.graph.value_info.extend([vi("Yha", [1, 1, H]), vi("Yhb", [1, 1, H])])
+    return m
+
+
+def test_gru_states_written_back_row_by_row_are_verified_and_swapped_rows_are_SD002():
+    prog = rnnir.load(packed_grus("rows"))
+    assert passes.run(prog) == []
+    assert {s.slice: s.verdict.value for s in passes.verify(prog).slices} == {"state[0]": "verified", "state[1]": "verified"}
+    swapped = passes.run(rnnir.load(packed_grus("rows", order=(1, 0))))
+    assert [(d.code, d.slot) for d in errors(swapped)] == [("SD002", "state")]
 
 
 @pytest.mark.parametrize("write", ["scatter", "concat", "where"])
