@@ -641,22 +641,16 @@ def test_entries_through_if_alternatives_name_the_branch_each_slice_enters_on():
     assert maps["state[1]"]["entry"] == [("initial_h", 0, ("else_branch",), "")]
 
 
-def test_an_entry_through_a_gather_along_another_axis_is_partial():
-    # the hidden units reversed on the way in, Y_h written back as it is: not the slot's elements where they were read
+@pytest.mark.parametrize(("indices", "note"), [
+    ([3, 2, 1, 0], "partial"),  # hidden units reversed on the way in, Y_h written back as it is: not where they were read
+    ([0, 1, 2, 3], ""),  # every index in order of a static [1, 1, 4] state: the state itself, exact element by element
+])
+def test_an_entry_through_a_gather_along_another_axis(indices, note):
     b, slot, s = packed_state((1, 1, H))
-    part = b.compute("Gather", [s, b.const("i", i64([3, 2, 1, 0]))], attributes={"axis": 2})
+    part = b.compute("Gather", [s, b.const("i", i64(indices))], attributes={"axis": 2})
     _y, yh = rnn(b, initial_h=part)
     maps = slice_maps(writes_back(b, slot, yh))
-    assert maps["state"]["entry"] == [("initial_h", 0, (), "partial")]
-
-
-def test_an_entry_through_a_gather_of_every_index_in_order_is_the_whole_state():
-    # Gather(axis=2, [0, 1, 2, 3]) of a static [1, 1, 4] state is the state itself: element by element it is exact
-    b, slot, s = packed_state((1, 1, H))
-    part = b.compute("Gather", [s, b.const("i", i64([0, 1, 2, 3]))], attributes={"axis": 2})
-    _y, yh = rnn(b, initial_h=part)
-    maps = slice_maps(writes_back(b, slot, yh))
-    assert maps["state"]["entry"] == [("initial_h", 0, (), "")]
+    assert maps["state"]["entry"] == [("initial_h", 0, (), note)]
 
 
 def test_an_entry_computed_from_the_slot_is_derived():
