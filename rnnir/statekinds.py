@@ -159,10 +159,9 @@ def judge(slot: str, shape: tuple[int | str | None, ...] | None, w: Window) -> J
         return Judgement(kind, Problem.OTHER_SLOT, f"the {kind.value} of slot {w.slot!r}")
     if rank is not None and w.axes != tuple(range(rank)):
         return Judgement(kind, Problem.REARRANGED, f"its axes rearranged ({_axes_text(w.axes)}, the slot's are 0..{rank - 1})")
-    if w.new_first:
-        return Judgement(kind, Problem.NEW_FIRST, f"the new frames placed before the cache on axis {w.axis} (the window keeps the stalest ones)")
     if w.cut is None:
-        return Judgement(kind, None, f"grows along axis {w.axis} by the new entries (append-only)")
+        order = ", newest first" if w.new_first else ""
+        return Judgement(kind, None, f"grows along axis {w.axis} by the new entries{order} (append-only)")
     if w.segments:  # proven element by element (rnnir.elements): each keeps its own newest frames
         spans = ", ".join(f"{a}:{a + n}" for a, n in w.segments)
         return Judgement(kind, None, f"keeps the newest frames of {len(w.segments)} window(s) packed on axis {w.axis} ({spans})")
@@ -172,6 +171,8 @@ def judge(slot: str, shape: tuple[int | str | None, ...] | None, w: Window) -> J
     if c.step != 1:
         return Judgement(kind, Problem.STEP, f"every {c.step}th frame kept")
     total = length + w.new_len if length is not None and w.new_len is not None else None
+    if w.new_first:
+        return _newest_first(kind, w, c, length, total)
     end = c.end if c.end < END else None
     if end is not None and end < 0:
         return Judgement(kind, Problem.DROPS_NEWEST, f"the newest {-end} frame(s) of cache ++ new dropped (Slice ends at {end})")
@@ -192,6 +193,21 @@ def judge(slot: str, shape: tuple[int | str | None, ...] | None, w: Window) -> J
         off = f"{keep - length} stale frame(s) too many" if keep > length else f"{length - keep} frame(s) too few"
         return Judgement(kind, Problem.LENGTH, f"the newest {keep} frames kept on axis {w.axis} while the cache holds {length}: {off}")
     return Judgement(kind, None, f"keeps the newest {length} frames on axis {w.axis}")
+
+
+def _newest_first(kind: CacheKind, w: Window, c: Cut, length: int | None, total: int | None) -> Judgement:
+    """``new ++ cache`` keeps time newest first: the window is its first ``L`` frames (``0:L``)."""
+    if c.start < 0:
+        return Judgement(kind, Problem.NEW_FIRST, f"the last {-c.start} frames of new ++ cache on axis {w.axis}: the stalest, not the newest")
+    if c.start > 0:
+        return Judgement(kind, Problem.DROPS_NEWEST, f"the newest {c.start} frame(s) of new ++ cache dropped (Slice starts at {c.start})")
+    keep = c.end if c.end >= 0 else total + c.end if total is not None else None
+    if keep is None or length is None:
+        return Judgement(kind, Problem.UNKNOWN, f"the first frames of new ++ cache on axis {w.axis}, whose length is not static")
+    if keep != length:
+        off = f"{keep - length} stale frame(s) too many" if keep > length else f"{length - keep} frame(s) too few"
+        return Judgement(kind, Problem.LENGTH, f"the newest {keep} frames kept on axis {w.axis}, newest first, while the cache holds {length}: {off}")
+    return Judgement(kind, None, f"keeps the newest {length} frames on axis {w.axis}, newest first")
 
 
 def _axes_text(axes: tuple[int | None, ...]) -> str:

@@ -682,7 +682,8 @@ def test_window_of_another_cache_is_SD002():
     ({"starts": -2}, "1 frame(s) too few"),
     ({"starts": -4, "ends": -1}, "newest 1 frame(s) of cache ++ new dropped"),
     ({"slice_axis": 2, "starts": -1}, "cut on axis 2, not on axis 1"),
-    ({"new_first": True}, "before the cache"),
+    ({"new_first": True}, "the stalest, not the newest"),  # new ++ cache, then its last 3 frames
+    ({"new_first": True, "starts": 0, "ends": 4}, "1 stale frame(s) too many"),
 ])
 def test_window_keeping_the_wrong_frames_is_SD003(kw, words):
     diags = passes.run(rnnir.load(window_model(**kw)))
@@ -690,7 +691,11 @@ def test_window_keeping_the_wrong_frames_is_SD003(kw, words):
     assert words in errors(diags)[0].message
 
 
-@pytest.mark.parametrize("kw", [{"slice_axis": -2}, {"ends": 2**62}])
+@pytest.mark.parametrize("kw", [
+    {"slice_axis": -2},
+    {"ends": 2**62},
+    {"new_first": True, "starts": 0, "ends": 3},  # time kept newest first: the first 3 frames of new ++ cache
+])
 def test_same_window_spelled_differently_is_verified(kw):
     assert passes.run(rnnir.load(window_model(**kw))) == []
 
