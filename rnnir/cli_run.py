@@ -120,6 +120,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     failure = _first_call(session, chunks[0], prepared)
     if failure:
         return _report_problems(args.model, failure)
+    misfits, growing = _state_misfits(session, chunks[0])
+    if growing:
+        return _report_problems(args.model, growing)
+    if misfits:  # the model's own write-back cannot be fed back: no call after the first can run
+        print(printable(f"{args.model}: FAIL: {misfits[0]}"))
+        for more in misfits[1:]:
+            print(printable(f"  {more}"))
+        return 1
     n_calls = len(chunks)
     for flag, value in (("--drop", args.drop), ("--reconnect", args.reconnect)):
         if value is not None and not 0 <= value < n_calls - 1:
@@ -298,6 +306,39 @@ def _first_call(session: Any, feed: Mapping[str, Any], prepared: PreparedInputs)
             how = f", declared {shape_text(spec.dtype, spec.shape)}: another shape with --shape {name}=D0,D1,..."
         fed.append(f"{name} {shape_text(arr.dtype, arr.shape)} (the state: {start}{how})")
     return [f"onnxruntime cannot run the model on the first call: {_ort_message(cause)}\nthe inputs rnnir fed it: " + "; ".join(fed)]
+
+
+def _state_misfits(session: Any, feed: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """After one call, each state output whose shape the paired input's declared static dims refuse (a window
+    one frame too long, a cache cut on the wrong axis): the caller cannot feed it back, so persistence fails.
+    An append-only cache growing on the axis rnnir verified it grows on is no failure, but onnxruntime cannot
+    run it across calls while that dim is declared static: the second list says so."""
+    outs = session.fork(reset=True).run_dict(dict(feed))
+    found: list[str] = []
+    growing: list[str] = []
+    for slot in session.slots:
+        grows = {w.axis for sm in slot.pair.slices for w in sm.windows.values() if w.cut is None}
+        got = outs.get(slot.output) if slot.output is not None else None
+        if got is None or slot.shape is None:
+            continue
+        shape = tuple(np.asarray(got).shape)
+        bad = [k for k, d in enumerate(slot.shape) if k < len(shape) and isinstance(d, int) and d > 0 and shape[k] != d]
+        if len(shape) == len(slot.shape) and bad and set(bad) <= grows:
+            growing.append(
+                f"state input {slot.input!r} is an append-only cache growing along axis {bad[0]} every call "
+                f"({shape[bad[0]]} after the first call), but its input declares that dim static "
+                f"({shape_text(slot.dtype, slot.shape)}): onnxruntime refuses the grown cache at the next call; "
+                "declare that dim symbolic to run it across calls"
+            )
+            continue
+        if len(shape) != len(slot.shape) or bad:
+            found.append(
+                f"the state written back into {slot.input!r} ({slot.output!r}) has shape {list(shape)} after the first call, "
+                f"but {slot.input!r} is declared {shape_text(slot.dtype, slot.shape)}"
+                + (f" (dim {', '.join(map(str, bad))})" if bad else "")
+                + ": the next call cannot take it back (rnnir lint names what the write-back does)"
+            )
+    return found, growing
 
 
 def _static(shape: Sequence[int | str | None] | None) -> bool:

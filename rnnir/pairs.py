@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .statekinds import Window
 
 
 class PairSource(enum.Enum):
@@ -67,6 +70,8 @@ class ExitKind(str, enum.Enum):
     DERIVED = "derived"  # computed from state through ops that change values
     CONSTANT = "constant"
     UNKNOWN = "unknown"  # the tracer could not follow it
+    WINDOW = "window"  # the newest frames of (the slot's live-in ++ new frames): a sliding-window cache
+    APPEND = "append"  # the slot's live-in with new entries appended: an append-only (KV) cache
 
 
 @dataclass
@@ -86,14 +91,18 @@ class SliceMap:
     exit: list[PortRef] = field(default_factory=list)
     exit_kind: dict[str, ExitKind] = field(default_factory=dict)  # branch path -> kind
     exit_slot_refs: dict[str, tuple[str, tuple[int, ...]]] = field(default_factory=dict)
+    windows: dict[str, Window] = field(default_factory=dict)  # branch path -> the window (WINDOW/APPEND exits)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "slice": self.label,
             "entry": [p.to_json() for p in self.entry],
             "exit": [p.to_json() for p in self.exit],
             "exit_kind": {bp: kind.value for bp, kind in self.exit_kind.items()},
         }
+        if self.windows:
+            d["windows"] = {bp: w.to_json() for bp, w in self.windows.items()}
+        return d
 
 
 _TRACED = frozenset(("slices", "plain_recurrence"))  # what slice analysis writes into a pair

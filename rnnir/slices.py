@@ -17,14 +17,16 @@ from enum import Enum
 from typing import TYPE_CHECKING, NamedTuple
 
 from . import digraph
-from .ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
+from .elements import element_slices
+from .ir import Compute, LoadSlot, PendingConst, Program, Recurrent, Slot, Store, Value
 from .optraits import OpTrait, ops_with
 from .pairs import SLICE_MAPS, ExitKind, PortRef, SliceMap
+from .statekinds import APPEND_OPS, END, Cut, Window
 
 if TYPE_CHECKING:
-    pass
+    import numpy as np
 else:
-    pass
+    from .lazymod import numpy as np
 
 _BIG = 2**62
 _MAX_ELEMS = 256
@@ -61,6 +63,7 @@ class AbsKind(str, Enum):
     DERIVED = "derived"
     CONST = "const"
     ALT = "alt"
+    WINDOW = "window"  # a slot's live-in value with frames appended on one axis, maybe cut (rnnir.statekinds)
 
 
 @dataclass(frozen=True)
@@ -86,9 +89,15 @@ class Abs:
     cast: str | None = None
     partial: bool = False
     changed: bool = False  # element positions kept, values changed (e.g. Add of a constant)
+    window: Window | None = None  # WINDOW: the slot, the axis and the cut; ``origins`` are the new frames'
 
     def refs(self) -> Iterator[Ref]:
-        if self.kind is AbsKind.EXACT:
+        if self.kind is AbsKind.WINDOW:
+            assert self.window is not None
+            yield Ref(Origin.of_slot(self.window.slot))
+            for o in self.origins:
+                yield Ref(o)
+        elif self.kind is AbsKind.EXACT:
             if self.whole is not None:
                 yield self.whole
             else:
@@ -257,6 +266,12 @@ class Tracer:
                             alts.append((sub_path if sub_path[: len(path)] == path else path + sub_path, sub))
                     self.memo[id(v)] = Abs(AbsKind.ALT, alts=tuple(alts))
             return
+        appended = _append_op_outputs(self, node, ins)
+        if appended is not None:
+            for v, r in zip(outs, appended):
+                if v is not None:
+                    self.memo[id(v)] = r
+            return
         if node.op in _SHAPE_ONLY:  # the state's shape is no part of its value: zeros_like(h0) ignores h0
             for v in outs:
                 if v is not None:
@@ -291,8 +306,20 @@ class Tracer:
                     chosen.append(match[0])
                 per.append((path, self._layout(node, chosen)))
             return [Abs(AbsKind.ALT, alts=tuple((path, res[k]) for path, res in per)) for k in range(n_out)]
+        if node.op == "Where":
+            picked = _constant_choice(self, node)
+            if picked is not None:
+                return [ins[picked]]
+        if data.kind is AbsKind.WINDOW:
+            return [_window_op(self, node, data, ins)] + [derived(*ins)] * (n_out - 1)
+        if node.op == "Concat":
+            win = _append(self, node, ins)
+            if win is not None:
+                return [win]
         if node.op in _ELEMENTWISE and n_out == 1:
             stateful = [a for a in ins if a.all_origins()]
+            if len(stateful) == 1 and stateful[0].kind is AbsKind.EXACT and _identity_operands(node, ins.index(stateful[0])):
+                return [stateful[0]]  # x + 0, x - 0, x * 1, x / 1: exactly x
             if len(stateful) == 1 and stateful[0].kind is AbsKind.EXACT:
                 # one state operand combined with state-free values: positions survive, values change
                 a = stateful[0]
@@ -307,6 +334,67 @@ class Tracer:
         if out is None:
             return [derived(*ins)] * n_out
         return out
+
+
+#: op -> (the constant that leaves the other operand as it is, may that operand come first)
+_NEUTRAL = {"Add": (0, True), "Sub": (0, False), "Mul": (1, True), "Div": (1, False)}
+
+
+def _identity_operands(node: Compute, state_at: int) -> bool:
+    """Every operand of ``node`` but the state's is a constant equal to the op's neutral element, and broadcasting
+    it leaves the state's shape alone (``x + 0``, ``x * 1``; ``0 - x`` is no identity)."""
+    neutral = _NEUTRAL.get(node.op)
+    if neutral is None or len(node.inputs) != 2 or (state_at != 0 and not neutral[1]):
+        return False
+    other = node.inputs[1 - state_at]
+    state = node.inputs[state_at]
+    if other is None or not other.has_const:
+        return False
+    c = other.const_ints()
+    if c is None:
+        return False
+    dims, values = c
+    if any(v != neutral[0] for v in values) or not values:
+        return False
+    pending = other.__dict__.get("_const")
+    exact = isinstance(pending, PendingConst) and pending.ints() is not None  # integers, or zeros proven at lowering
+    if not exact:  # const_ints truncates a float 0.5 to 0: compare the array itself
+        try:
+            if not bool((np.asarray(other.const) == neutral[0]).all()):
+                return False
+        except (TypeError, ValueError):
+            return False
+    rank = _rank(state)
+    # a constant of one element, or of no more axes than the state with size-1 axes only, broadcasts into it
+    return all(d == 1 for d in dims) and (rank is not None and len(dims) <= rank or not dims)
+
+
+def _constant_choice(tr: Tracer, node: Compute) -> int | None:
+    """``Where(c, a, b)`` with a constant condition that is all true (1: a) or all false (2: b), when the output has
+    the chosen operand's declared shape (so broadcasting added nothing)."""
+    cond = tr._const(node, 0)
+    if cond is None or len(node.inputs) != 3 or not cond[1]:
+        return None
+    values = {bool(v) for v in cond[1]}
+    if len(values) != 1:
+        return None
+    k = 1 if values.pop() else 2
+    chosen, out = node.inputs[k], node.outputs[0] if node.outputs else None
+    if chosen is None or out is None or chosen.type.shape is None or chosen.type.shape != out.type.shape:
+        return None
+    return k
+
+
+def _rank(v: Value | None) -> int | None:
+    """A value's rank: its type's, else a recurrent state port's (always ``[directions, batch, hidden]``)."""
+    if v is None:
+        return None
+    if v.type.rank is not None:
+        return v.type.rank
+    p = v.producer
+    if isinstance(p, Recurrent) and p.port_of(v) in p.spec.exits:
+        return 3
+    return None
 
 
 # elementwise ops that keep every element where it is (broadcasting a state-free operand)
@@ -405,7 +493,8 @@ def _slice_range(start: int, end: int, step: int, size: int | None) -> list[int]
     return list(range(*slice(start, end, step).indices(size)))
 
 
-def _slice(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
+def _slice_params(tr: Tracer, node: Compute) -> tuple[list[int], list[int], list[int], list[int]] | None:
+    """A Slice's starts, ends, axes and steps (attributes before opset 10, constant inputs after), or None."""
     if "starts" in node.attributes:
         starts = list(node.attributes["starts"])
         ends = list(node.attributes["ends"])
@@ -421,8 +510,15 @@ def _slice(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | Non
         axes = ax[1] if ax is not None else list(range(len(starts)))
         st = tr._const(node, 4)
         steps = st[1] if st is not None else [1] * len(starts)
+    return starts, ends, axes, steps
+
+
+def _slice(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> list[Abs] | None:
+    params = _slice_params(tr, node)
+    if params is None:
+        return None
     out = a
-    for start, end, axis, step in zip(starts, ends, axes, steps):
+    for start, end, axis, step in zip(*params):
         if axis != 0:
             out = Abs(out.kind, out.whole, out.elems, cast=out.cast, partial=True, changed=out.changed)
             continue
@@ -529,6 +625,144 @@ _LAYOUT = {
 }
 
 
+# -- caches: a slot's live-in value with frames appended (rnnir.statekinds) --------------------------
+
+
+def _slot_axes(v: Value | None, depth: int = 0) -> tuple[str, tuple[int | None, ...]] | None:
+    """``(slot, value axis -> slot axis)`` when ``v`` is a slot's live-in value itself, seen only through
+    Identity/Cast, Transpose, Unsqueeze and Squeeze (with constant axes); None otherwise."""
+    if v is None or depth > 16:
+        return None
+    p = v.producer
+    if isinstance(p, LoadSlot):
+        if p.slot is None or p.slot.type.rank is None:
+            return None
+        return p.slot.name, tuple(range(p.slot.type.rank))
+    if not isinstance(p, Compute) or not p.inputs:
+        return None
+    inner = _slot_axes(p.inputs[0], depth + 1)
+    if inner is None:
+        return None
+    slot, axes = inner
+    if p.op in ("Identity", "Cast", "CastLike"):
+        return inner
+    if p.op in ("Transpose", "Unsqueeze", "Squeeze"):
+        moved = _slot_axes_after(p, axes)
+        return (slot, moved) if moved is not None else None
+    return None
+
+
+def _static_dim(v: Value | None, axis: int) -> int | None:
+    d = v.type.dim(axis) if v is not None else None
+    return d if isinstance(d, int) else None
+
+
+def _append(tr: Tracer, node: Compute, ins: list[Abs]) -> Abs | None:
+    """``Concat(cache, new...)`` on an axis the slot has: one operand is a slot's live-in value, the others are
+    not (new frames, whatever state they were computed from)."""
+    views = [(i, _slot_axes(v)) for i, v in enumerate(node.inputs) if v is not None]
+    cached = [(i, sa) for i, sa in views if sa is not None]
+    if len(cached) != 1 or any(a.kind is AbsKind.EXACT and a.all_origins() for j, a in enumerate(ins) if j != cached[0][0]):
+        return None
+    i, (slot, axes) = cached[0]
+    if ins[i].kind is not AbsKind.EXACT or ins[i].changed:
+        return None
+    axis = _front_axis(node, int(node.attributes.get("axis", 0)))
+    if not 0 <= axis < len(axes) or axes[axis] is None:
+        return None
+    others = [v for j, v in enumerate(node.inputs) if j != i and v is not None]
+    lens = [_static_dim(v, axis) for v in others]
+    new_len = sum(x for x in lens if x is not None) if all(x is not None for x in lens) else None
+    slot_axis = axes[axis]
+    assert slot_axis is not None
+    win = Window(slot, slot_axis, axes, new_first=i != 0, new_len=new_len, via=node.describe())
+    return Abs(AbsKind.WINDOW, origins=derived(*(a for j, a in enumerate(ins) if j != i)).all_origins(), window=win)
+
+
+def _append_op_outputs(tr: Tracer, node: object, ins: list[Abs]) -> list[Abs] | None:
+    """The outputs of an op that appends to a state input inside itself (ONNX Attention's present_key)."""
+    if not isinstance(node, Compute):
+        return None
+    specs = [a for a in APPEND_OPS if a.op_type == node.op and a.domain == (node.domain or "")]
+    if not specs:
+        return None
+    out = [derived(*ins)] * len(node.outputs)
+    new = derived(*(a for k, a in enumerate(ins) if k not in {s.entry for s in specs})).all_origins()
+    for spec in specs:
+        v = node.inputs[spec.entry] if spec.entry < len(node.inputs) else None
+        sa = _slot_axes(v)
+        if sa is None or spec.exit >= len(out) or ins[spec.entry].kind is not AbsKind.EXACT or ins[spec.entry].changed:
+            continue
+        slot, axes = sa
+        if spec.axis >= len(axes) or axes[spec.axis] is None:
+            continue
+        slot_axis = axes[spec.axis]
+        assert slot_axis is not None
+        out[spec.exit] = Abs(AbsKind.WINDOW, origins=new, window=Window(slot, slot_axis, axes, via=node.describe()))
+    return out
+
+
+def _window_op(tr: Tracer, node: Compute, a: Abs, ins: list[Abs]) -> Abs:
+    """A layout op applied to a window: Cast/Identity keep it, Slice cuts it (once), Transpose, Unsqueeze and
+    Squeeze move its axes; anything else computes from it."""
+    w = a.window
+    assert w is not None
+    op = node.op
+    if op in ("Identity", "Cast", "CastLike"):
+        return a
+    try:
+        if op == "Slice" and w.cut is None:
+            cut = _single_cut(tr, node, w)
+            if cut is not None:
+                return Abs(AbsKind.WINDOW, origins=a.origins, window=Window(w.slot, w.axis, w.axes, w.new_first, w.new_len, cut, w.via))
+        if op in ("Transpose", "Unsqueeze", "Squeeze"):
+            probe = _slot_axes_after(node, w.axes)
+            if probe is not None:
+                return Abs(AbsKind.WINDOW, origins=a.origins, window=Window(w.slot, w.axis, probe, w.new_first, w.new_len, w.cut, w.via))
+    except (ValueError, IndexError, TypeError):
+        pass
+    return derived(*ins)
+
+
+def _slot_axes_after(node: Compute, axes: tuple[int | None, ...]) -> tuple[int | None, ...] | None:
+    if node.op == "Transpose":
+        perm = node.attributes.get("perm")
+        order = [int(x) for x in perm] if perm is not None else list(range(len(axes)))[::-1]
+        return tuple(axes[i] for i in order) if sorted(order) == list(range(len(axes))) else None
+    given = node.attributes.get("axes")
+    c = node.inputs[1].const_ints() if given is None and len(node.inputs) > 1 and node.inputs[1] is not None else None
+    ax = [int(x) for x in given] if given is not None else c[1] if c is not None else None
+    if ax is None:
+        return None
+    if node.op == "Unsqueeze":
+        rank = len(axes) + len(ax)
+        put = {x + rank if x < 0 else x for x in ax}
+        it = iter(axes)
+        return tuple(None if i in put else next(it) for i in range(rank))
+    drop = {x + len(axes) if x < 0 else x for x in ax}
+    if any(axes[i] is not None for i in drop):
+        return None  # squeezing a slot axis away: not the slot's layout any more
+    return tuple(x for i, x in enumerate(axes) if i not in drop)
+
+
+def _single_cut(tr: Tracer, node: Compute, w: Window) -> Cut | None:
+    """The Slice's one cut, on a slot axis (a Slice on several axes, or on an axis the slot lacks: None)."""
+    params = _slice_params(tr, node)
+    if params is None:
+        return None
+    rank = len(w.axes)
+    cuts = []
+    for start, end, axis, step in zip(*params):
+        axis = axis + rank if axis < 0 else axis
+        if start == 0 and end >= END // 4 and step == 1:
+            continue  # the whole axis: no cut
+        cuts.append((axis, start, end, step))
+    if len(cuts) != 1 or not 0 <= cuts[0][0] < rank:
+        return None
+    axis, start, end, step = cuts[0]
+    return Cut(w.axes[axis], start, END if end >= END // 4 else end, step)
+
+
 #: layout ops the tracer follows slice by slice (the others, e.g. Flatten and Expand, it treats as derived)
 TRACED_OPS = frozenset(_LAYOUT)
 
@@ -615,8 +849,8 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
                 continue
             a = tr.trace(v)
             for path, alt in a.branches():
-                if alt.kind is AbsKind.DERIVED:
-                    for o in sorted(alt.origins):  # a frozenset: its order changes with PYTHONHASHSEED
+                if alt.kind in (AbsKind.DERIVED, AbsKind.WINDOW):  # a recurrence reading a cache's window: derived
+                    for o in sorted(alt.all_origins()):  # a frozenset: its order changes with PYTHONHASHSEED
                         if o.kind is OriginKind.SLOT:
                             entries.setdefault(o.owner, {}).setdefault((), []).append(
                                 PortRef(rec.id, rec.describe(), rec.kind, port, None, path or rec.provenance.branch, note="derived")
@@ -664,6 +898,12 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
             a = tr.trace(value)
             for path, alt in a.branches():
                 bp = "/".join(path)
+                if alt.kind is AbsKind.WINDOW:
+                    assert alt.window is not None
+                    sm = get(())
+                    sm.exit_kind[bp] = ExitKind.WINDOW if alt.window.cut is not None else ExitKind.APPEND
+                    sm.windows[bp] = alt.window
+                    continue
                 if alt.kind in (AbsKind.DERIVED, AbsKind.CONST):
                     kind = ExitKind.CONSTANT if alt.kind is AbsKind.CONST else ExitKind.DERIVED
                     targets = list(slices) or [()]
@@ -687,8 +927,19 @@ def _analyse_state(program: Program, tr: Tracer) -> None:
                     idx = _slot_index(tr, Ref(Origin.of_slot(slot.name), (i,)))
                     _record_exit(tr, get(idx), ref, path, bp, slot, alt.changed)
         pair.slices = [slices[k] for k in sorted(slices)]
+        if value is not None and _unresolved(pair.slices):
+            exact = element_slices(program, slot, value)  # packed on inner axes, written row by row
+            if exact is not None:
+                pair.slices = exact
         if value is not None:
             pair.plain_recurrence = _plain_path(program, tr, slot, value)
+
+
+def _unresolved(slices: list[SliceMap]) -> bool:
+    """Some exit is computed, or some entry reads only part of a slice: worth tracing element by element."""
+    return any(k is ExitKind.DERIVED for sm in slices for k in sm.exit_kind.values()) or any(
+        e.note == "partial" for sm in slices for e in sm.entry
+    )
 
 
 def _record_exit(tr: Tracer, sm: SliceMap, ref: Ref | None, path: tuple[str, ...], bp: str, slot: Slot, changed: bool = False) -> None:
@@ -723,8 +974,8 @@ def _plain_path(program: Program, tr: Tracer, slot: Slot, value: Value) -> list[
     origins = a.all_origins()
     if Origin.of_slot(slot.name) not in origins or any(o.kind is OriginKind.PORT for o in origins):
         return None
-    if all(alt.kind is AbsKind.EXACT and not alt.changed for _, alt in a.branches()):
-        return None
+    if all((alt.kind is AbsKind.EXACT and not alt.changed) or alt.kind is AbsKind.WINDOW for _, alt in a.branches()):
+        return None  # the state itself, or a cache of it: no recurrence written as plain ops
     loads = program.loads_of(slot)
     if not loads or value.producer is None:
         return None

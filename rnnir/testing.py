@@ -67,7 +67,12 @@ __all__ = [
 
 VARIANTS = ("persistent", "reinit", "stale", "hc-swapped")
 BROKEN = ("reinit", "stale", "hc-swapped")
-_TIME_NAMES = re.compile(r"^(t|time|times|seq|seq_len|sequence|sequence_length|seqlen|frames?|n_frames|num_frames|steps?|len|length)$", re.I)
+# a dim named for time steps; also a compound ending in one (feats_length: FSMN's frames of features)
+_TIME_NAMES = re.compile(
+    r"^(t|time|times|seq|seq_len|sequence|sequence_length|seqlen|frames?|n_frames|num_frames|steps?|len|length)$"
+    r"|^[a-z]+_(length|len|frames|steps)$",
+    re.I,
+)
 _FP16_MAX = 65504.0
 _DEFAULT_MAX_ELEMENTS = 50_000_000
 

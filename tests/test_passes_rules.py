@@ -244,12 +244,60 @@ def test_constant_written_back_is_SD003():
     assert codes(errors(diags)) == ["SD003"]
 
 
-def test_final_state_plus_zero_term_is_unverified_not_violated():
-    # silero_vad_16k_op15: stateN = Add(Concat(hn, cn), zero) -- right, but not provably so
+def test_final_state_plus_a_zero_constant_is_the_final_state():
+    # silero_vad_16k_op15: stateN = Add(Concat(hn, cn), zero) -- x + 0 is exactly x: verified, no finding
     tail = [helper.make_node("Add", ["Yh", "zero"], ["hn"], name="plus_zero")]
     diags = passes.run(rnnir.load(gru(tail, extra_inits=[const("zero", np.zeros(1), np.float32)])))
+    assert diags == []
+
+
+@pytest.mark.parametrize("op, value, first", [("Mul", 1.0, False), ("Mul", 1.0, True), ("Div", 1.0, False), ("Sub", 0.0, False)])
+def test_final_state_through_a_neutral_constant_is_the_final_state(op, value, first):
+    ins = ["one", "Yh"] if first else ["Yh", "one"]
+    diags = passes.run(rnnir.load(gru([helper.make_node(op, ins, ["hn"], name="neutral")], extra_inits=[const("one", [value], np.float32)])))
+    assert diags == []
+
+
+@pytest.mark.parametrize("op, ins, value", [
+    ("Add", ["Yh", "c"], 1e-3),  # not zero
+    ("Mul", ["Yh", "c"], 0.5),  # const_ints would read 0.5 as 0: the float check must refuse it
+    ("Sub", ["c", "Yh"], 0.0),  # 0 - x is -x
+    ("Div", ["c", "Yh"], 1.0),  # 1 / x
+])
+def test_final_state_through_a_non_neutral_constant_stays_unverified(op, ins, value):
+    diags = passes.run(rnnir.load(gru([helper.make_node(op, ins, ["hn"], name="not_neutral")], extra_inits=[const("c", [value], np.float32)])))
     assert [(d.code, d.severity.value) for d in diags] == [("SD009", "info")]
-    assert "passes through Add 'plus_zero'" in diags[0].message
+    assert "passes through" in diags[0].message
+
+
+def test_a_zero_constant_that_broadcasts_the_state_bigger_is_no_identity():
+    # Yh [1,1,H] + zeros[2,1,H] is two copies of Yh: not the state's own shape
+    tail = [helper.make_node("Add", ["Yh", "zero"], ["hn"], name="widen")]
+    diags = passes.run(rnnir.load(gru(tail, hn_shape=(2, 1, H), extra_inits=[const("zero", np.zeros((2, 1, H)), np.float32)])))
+    assert diags and all(d.code != "SD009" or "passes through" in d.message for d in diags)
+    assert passes.verify(rnnir.load(gru(tail, hn_shape=(2, 1, H), extra_inits=[const("zero", np.zeros((2, 1, H)), np.float32)]))).slices[0].verdict.value != "verified"
+
+
+def _zero_term(mul_other, other_input):
+    """hn = Yh + Cast(other * 0): silero op15's zero term, with ``other`` a graph input or a constant."""
+    tail = [helper.make_node("Mul", [mul_other, "zero_i"], ["prod"], name="times_zero"),
+            helper.make_node("Cast", ["prod"], ["zf"], to=TensorProto.FLOAT, name="to_float"),
+            helper.make_node("Add", ["Yh", "zf"], ["hn"], name="plus_term")]
+    m = gru(tail, extra_inits=[const("zero_i", 0, np.int64 if other_input is None or other_input[1] != F32 else np.float32)])
+    if other_input is not None:
+        m.graph.input.append(vi(*other_input))
+    return m
+
+
+def test_an_integer_input_times_zero_is_a_proven_zero_term():
+    diags = passes.run(rnnir.load(_zero_term("sr", ("sr", [], TensorProto.INT64))))
+    assert diags == []
+
+
+def test_a_float_input_times_zero_is_not_proven_zero():
+    # y * 0 is NaN for y = inf or NaN: a float input may be either, so the term stays unknown
+    diags = passes.run(rnnir.load(_zero_term("y", ("y", [], F32))))
+    assert [(d.code, d.severity.value) for d in diags] == [("SD009", "info")]
 
 
 def test_value_derived_from_output_sequence_is_SD003_warning():
@@ -594,3 +642,192 @@ def test_layout1_state_axis0_is_batch_not_directions(batch):
 
 def test_layout1_bidirectional_state_is_SD006_only():
     assert codes(passes.run(rnnir.load(_layout1_gru("bidirectional")))) == ["SD006"]
+
+
+# -- caches: sliding windows, append-only, feature caches (rnnir.statekinds) -------------------------
+
+
+def window_model(*, starts=-3, ends=2**63 - 1, axis=1, slice_axis=1, cache_shape=(1, 3, 2), crossed=False, new_first=False, tail=None):
+    """Two caches c0, c1 [1, 3, 2]: each c' = Slice(Concat(c, x * w, axis=1), starts=-3): the newest 3 frames."""
+    nodes, inits = [], [const("w", np.float32(2.0), np.float32)]
+    for k in (0, 1):
+        parts = [f"new{k}", f"c{k}"] if new_first and k == 1 else [f"c{k}", f"new{k}"]
+        nodes += [helper.make_node("Mul", ["x", "w"], [f"new{k}"], name=f"frames{k}"),
+                  helper.make_node("Concat", parts, [f"cat{k}"], axis=axis, name=f"cat{k}")]
+        src = "cat0" if crossed and k == 1 else f"cat{k}"
+        nodes.append(helper.make_node("Slice", [src, f"s{k}", f"e{k}", f"a{k}"], [f"c{k}_new"], name=f"window{k}"))
+        inits += [const(f"s{k}", [starts if k == 1 else -3]), const(f"e{k}", [ends if k == 1 else 2**63 - 1]),
+                  const(f"a{k}", [slice_axis if k == 1 else 1])]
+    nodes += [helper.make_node("ReduceSum", ["cat0"], ["y"], keepdims=0, name="use")] + list(tail or [])
+    ins = [vi("x", [1, "T", 2]), vi("c0", list(cache_shape)), vi("c1", list(cache_shape))]
+    outs = [vi("y", []), vi("c0_new", [1, None, 2]), vi("c1_new", [1, None, 2])]
+    return model(nodes, ins, outs, inits)
+
+
+def test_sliding_window_keeping_the_newest_frames_is_verified():
+    prog = rnnir.load(window_model())
+    assert [(p.input, p.output) for p in prog.state_pairs] == [("c0", "c0_new"), ("c1", "c1_new")]
+    assert passes.run(prog) == []
+    assert [s.verdict.value for s in passes.verify(prog).slices] == ["verified", "verified"]
+
+
+def test_window_of_another_cache_is_SD002():
+    diags = passes.run(rnnir.load(window_model(crossed=True)))
+    assert [(d.code, d.slot) for d in errors(diags)] == [("SD002", "c1")]
+    assert "the window of slot 'c0'" in errors(diags)[0].message
+
+
+@pytest.mark.parametrize("kw, words", [
+    ({"starts": -4}, "1 stale frame(s) too many"),
+    ({"starts": -2}, "1 frame(s) too few"),
+    ({"starts": -4, "ends": -1}, "newest 1 frame(s) of cache ++ new dropped"),
+    ({"slice_axis": 2, "starts": -1}, "cut on axis 2, not on axis 1"),
+    ({"new_first": True}, "the stalest, not the newest"),  # new ++ cache, then its last 3 frames
+    ({"new_first": True, "starts": 0, "ends": 4}, "1 stale frame(s) too many"),
+])
+def test_window_keeping_the_wrong_frames_is_SD003(kw, words):
+    diags = passes.run(rnnir.load(window_model(**kw)))
+    assert [(d.code, d.slot) for d in errors(diags)] == [("SD003", "c1")]
+    assert words in errors(diags)[0].message
+
+
+@pytest.mark.parametrize("kw", [
+    {"slice_axis": -2},
+    {"ends": 2**62},
+    {"new_first": True, "starts": 0, "ends": 3},  # time kept newest first: the first 3 frames of new ++ cache
+])
+def test_same_window_spelled_differently_is_verified(kw):
+    assert passes.run(rnnir.load(window_model(**kw))) == []
+
+
+def test_window_whose_end_depends_on_the_frame_count_is_unverified():
+    # ends=5 keeps the newest 3 frames only when a call brings exactly 2: neither proven right nor wrong
+    diags = passes.run(rnnir.load(window_model(starts=2, ends=5)))
+    assert [(d.code, d.severity.value, d.slot) for d in diags] == [("SD009", "info", "c1")]
+
+
+@pytest.mark.parametrize("past_len, total", [(3, 5), ("P", "P_plus_2")])
+def test_append_only_cache_is_verified_and_its_growth_is_no_SD005(past_len, total):
+    # present = Concat(past, k, axis=1), static or symbolic length: grows by design, never "batch 5 vs 3"
+    nodes = [helper.make_node("Concat", ["past", "k"], ["present"], axis=1, name="append")]
+    m = model(nodes, [vi("past", [1, past_len, 2]), vi("k", [1, 2, 2])], [vi("present", [1, total, 2])])
+    prog = rnnir.load(m, pairs={"past": "present"})
+    assert passes.run(prog) == []
+    (sm,) = prog.state_pairs[0].slices
+    assert [w.axis for w in sm.windows.values()] == [1]
+
+
+def test_a_cache_passed_through_unchanged_is_no_append():
+    # near miss: present = past is handed straight back (SD001), not a growing cache
+    m = model([helper.make_node("Identity", ["past"], ["present"])], [vi("past", [1, 3, 2])], [vi("present", [1, 3, 2])])
+    assert "SD001" in codes(passes.run(rnnir.load(m, pairs={"past": "present"})))
+
+
+def test_feature_cache_computed_from_itself_is_unverified_never_SD003_or_SD007():
+    # f' = Relu(f) * 0.5 + x: no recurrence reads f, the write-back is computed -- nothing provable either way
+    nodes = [helper.make_node("Relu", ["f"], ["r"]), helper.make_node("Mul", ["r", "half"], ["m"]), helper.make_node("Add", ["m", "x"], ["f_out"])]
+    m = model(nodes, [vi("x", [1, 4]), vi("f", [1, 4])], [vi("f_out", [1, 4])], [const("half", np.float32(0.5), np.float32)])
+    diags = passes.run(rnnir.load(m, pairs={"f": "f_out"}))
+    assert [(d.code, d.severity.value) for d in diags] == [("SD009", "info")]
+
+
+def test_state_written_from_nothing_it_reads_is_still_SD003():
+    # near miss of the feature cache: the write-back depends on no state at all -- every call restarts
+    m = model([helper.make_node("Relu", ["x"], ["f_out"])], [vi("x", [1, 4]), vi("f", [1, 4])], [vi("f_out", [1, 4])])
+    assert "SD003" in codes(errors(passes.run(rnnir.load(m, pairs={"f": "f_out"}))))
+
+
+# -- packed states on inner axes, element by element (rnnir.elements) ------------------------------
+
+
+def packed_grus(write="scatter", order=(0, 1)):
+    """state[1, 1, 2H]: two GRUs of hidden H side by side on the last axis, read by Slice, written back by
+    ScatterElements (``write="scatter"``), Concat on the last axis, or Where on a constant condition."""
+    nodes = [helper.make_node("Slice", ["state", "z", "h", "last"], ["h0a"]), helper.make_node("Slice", ["state", "h", "hh", "last"], ["h0b"]),
+             helper.make_node("GRU", ["x", "W", "R", "", "", "h0a"], ["Ya", "Yha"], hidden_size=H, name="gru_a"),
+             helper.make_node("GRU", ["x", "W", "R", "", "", "h0b"], ["Yb", "Yhb"], hidden_size=H, name="gru_b")]
+    ys = ["Yha", "Yhb"]
+    first, second = ys[order[0]], ys[order[1]]
+    inits = [*weights("GRU"), const("z", [0]), const("h", [H]), const("hh", [2 * H]), const("last", [2])]
+    if write == "concat":
+        nodes.append(helper.make_node("Concat", [first, second], ["stateN"], axis=2))
+    elif write == "scatter":
+        idx = np.tile(np.arange(H), (1, 1, 1))
+        inits += [const("ia", idx), const("ib", idx + H)]
+        nodes += [helper.make_node("ScatterElements", ["state", "ia", first], ["s1"], axis=2),
+                  helper.make_node("ScatterElements", ["s1", "ib", second], ["stateN"], axis=2)]
+    elif write == "rows":  # GTCRN's way: each GRU's h written as a row of a [2, 1, H] state by ScatterND
+        return _rows_model(first, second)
+    else:  # where: the condition picks the GRUs' halves everywhere
+        cond = np.ones((1, 1, 2 * H), dtype=bool)
+        inits.append(numpy_helper.from_array(cond, "all"))
+        nodes += [helper.make_node("Concat", [first, second], ["both"], axis=2), helper.make_node("Where", ["all", "both", "state"], ["stateN"])]
+    return model(nodes, [vi("x", [T, 1, I]), vi("state", [1, 1, 2 * H])], [vi("stateN", [1, 1, 2 * H])], inits)
+
+
+def _rows_model(first: str, second: str):
+    """state[2, 1, H]: state[0] -> gru_a, state[1] -> gru_b (Gather), written back row by row by ScatterND."""
+    nodes = [helper.make_node("Gather", ["state", "r0"], ["h0a"], axis=0), helper.make_node("Gather", ["state", "r1"], ["h0b"], axis=0),
+             helper.make_node("Unsqueeze", ["h0a", "ax0"], ["ua"]), helper.make_node("Unsqueeze", ["h0b", "ax0"], ["ub"]),
+             helper.make_node("GRU", ["x", "W", "R", "", "", "ua"], ["Ya", "Yha"], hidden_size=H, name="gru_a"),
+             helper.make_node("GRU", ["x", "W", "R", "", "", "ub"], ["Yb", "Yhb"], hidden_size=H, name="gru_b"),
+             helper.make_node("ScatterND", ["state", "i0", first], ["s1"]), helper.make_node("ScatterND", ["s1", "i1", second], ["stateN"])]
+    inits = [*weights("GRU"), const("r0", 0), const("r1", 1), const("ax0", [0]), const("i0", [[0]]), const("i1", [[1]])]
+    m = model(nodes, [vi("x", [T, 1, I]), vi("state", [2, 1, H])], [vi("stateN", [2, 1, H])], inits)
+    m.graph.value_info.extend([vi("Yha", [1, 1, H]), vi("Yhb", [1, 1, H])])
+    return m
+
+
+def test_gru_states_written_back_row_by_row_are_verified_and_swapped_rows_are_SD002():
+    prog = rnnir.load(packed_grus("rows"))
+    assert passes.run(prog) == []
+    assert {s.slice: s.verdict.value for s in passes.verify(prog).slices} == {"state[0]": "verified", "state[1]": "verified"}
+    swapped = passes.run(rnnir.load(packed_grus("rows", order=(1, 0))))
+    assert [(d.code, d.slot) for d in errors(swapped)] == [("SD002", "state")]
+
+
+@pytest.mark.parametrize("write", ["scatter", "concat", "where"])
+def test_grus_packed_on_the_hidden_axis_are_verified_per_gru(write):
+    prog = rnnir.load(packed_grus(write))
+    assert passes.run(prog) == []
+    assert {s.slice: s.verdict.value for s in passes.verify(prog).slices} == {"state[0][:, 0:4]": "verified", "state[0][:, 4:8]": "verified"}
+
+
+@pytest.mark.parametrize("write", ["scatter", "concat", "where"])
+def test_grus_packed_on_the_hidden_axis_swapped_is_SD002(write):
+    diags = passes.run(rnnir.load(packed_grus(write, order=(1, 0))))
+    assert [(d.code, d.slot) for d in errors(diags)] == [("SD002", "state")]
+
+
+def test_a_recurrence_reading_a_window_of_its_state_still_reads_the_slot():
+    # initial_h = Slice(Concat(h0, zeros, axis=0), 1:): the slot reaches the GRU (derived), so returning Y_h is no
+    # SD007 "state ignored" -- the window is an entry here, not a cache written back
+    tail = [helper.make_node("Identity", ["Yh"], ["hn"])]
+    m = gru(tail, gru_init="h0w")
+    m.graph.node.insert(0, helper.make_node("Concat", ["h0", "pad"], ["cat"], axis=0))
+    m.graph.node.insert(1, helper.make_node("Slice", ["cat", "one", "big", "zero_ax"], ["h0w"]))
+    m.graph.initializer.extend([const("pad", np.zeros((1, 1, H)), np.float32), const("one", [1]), const("big", [2**62]), const("zero_ax", [0])])
+    diags = passes.run(rnnir.load(m))
+    assert "SD007" not in codes(diags) and "SD010" not in codes(diags)
+
+
+# a static state (traced element by element too) and a symbolic batch (the slice tracer alone)
+@pytest.mark.parametrize("cond, verified, batch", [(True, True, 1), (True, True, "B"), (False, False, 1)])
+def test_where_on_a_constant_condition_picks_its_operand(cond, verified, batch):
+    # hn = Where(cond, Yh, zeros): all true is Yh itself (verified); all false writes zeros back (SD003)
+    tail = [helper.make_node("Where", ["cond", "Yh", "zeros"], ["hn"], name="pick")]
+    inits = [numpy_helper.from_array(np.full((1, 1, H), cond), "cond"), const("zeros", np.zeros((1, 1, H)), np.float32)]
+    m = gru(tail, h_shape=(1, batch, H), extra_inits=inits)
+    m.graph.value_info.append(vi("Yh", [1, batch, H]))
+    diags = passes.run(rnnir.load(m))
+    assert (diags == []) is verified
+    if not verified:
+        assert "SD003" in codes(errors(diags))
+
+
+def test_where_on_a_mixed_constant_condition_is_not_an_identity():
+    tail = [helper.make_node("Where", ["cond", "Yh", "zeros"], ["hn"], name="pick")]
+    inits = [numpy_helper.from_array(np.array([[[True, False, True, True]]]), "cond"), const("zeros", np.zeros((1, 1, H)), np.float32)]
+    m = gru(tail, extra_inits=inits)
+    m.graph.value_info.append(vi("Yh", [1, 1, H]))
+    assert passes.verify(rnnir.load(m)).slices[0].verdict.value != "verified"

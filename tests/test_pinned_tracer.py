@@ -643,12 +643,16 @@ def test_entries_through_if_alternatives_name_the_branch_each_slice_enters_on():
     assert maps["state[1]"]["entry"] == [("initial_h", 0, ("else_branch",), "")]
 
 
-def test_an_entry_through_a_gather_along_another_axis_is_partial():
+@pytest.mark.parametrize(("indices", "note"), [
+    ([3, 2, 1, 0], "partial"),  # hidden units reversed on the way in, Y_h written back as it is: not where they were read
+    ([0, 1, 2, 3], ""),  # every index in order of a static [1, 1, 4] state: the state itself, exact element by element
+])
+def test_an_entry_through_a_gather_along_another_axis(indices, note):
     b, slot, s = packed_state((1, 1, H))
-    part = b.compute("Gather", [s, b.const("i", i64([0, 1, 2, 3]))], attributes={"axis": 2})
+    part = b.compute("Gather", [s, b.const("i", i64(indices))], attributes={"axis": 2})
     _y, yh = rnn(b, initial_h=part)
     maps = slice_maps(writes_back(b, slot, yh))
-    assert maps["state"]["entry"] == [("initial_h", 0, (), "partial")]
+    assert maps["state"]["entry"] == [("initial_h", 0, (), note)]
 
 
 def test_an_entry_computed_from_the_slot_is_derived():

@@ -28,8 +28,8 @@ SILERO_VERDICTS = {
     "silero_vad_16k_sequence.onnx": {"h": V, "c": V},
     # an LSTM cell written as plain ops in each If branch: recognised, confirmed by execution, verified
     "silero_vad_op18_ifless.onnx": {"state[0]": V, "state[1]": V},
-    # stateN = Add(Concat(Y_h, Y_c), Cast(sr * 0)): right, but only provably so if one knew sr*0 is 0
-    "silero_vad_16k_op15.onnx": {"state[0]": U, "state[1]": U},
+    # stateN = Add(Concat(Y_h, Y_c), Cast(sr * 0)) with sr int64: sr * 0 is exactly 0, so stateN is Concat(Y_h, Y_c)
+    "silero_vad_16k_op15.onnx": {"state[0]": V, "state[1]": V},
 }
 
 #: PyTorch exports: the bidirectional model persists its reverse direction (SD006 warning: violated)

@@ -13,6 +13,7 @@ from ..errors import ModelError
 from ..ir import Compute, LoadKind, LoadSlot, PendingConst, Program, Provenance, Recurrent, Region, TensorType, Value
 from ..onnxproto import ATTR
 from ..recurrence import kind_for_op, kind_named
+from .identities import proven_zero
 from .plan import BuildPlan
 from .recognise import Key, Recognised, RecurrenceSite
 from .scope import Definition, ModelIndex, Scope
@@ -70,6 +71,11 @@ class ValueBuilder:
             if t is not None:
                 const = small_const(t)
                 ttype = tensor_type_of(t)
+        elif d.kind == "node" and d.node is not None and d.node.op_type in ("Cast", "Mul"):
+            zero = proven_zero(d)  # an exporter's zero term (Cast(sr * 0)): a constant, so x + 0 stays x
+            if zero is not None:
+                const = zero.const()
+                ttype = TensorType(zero.dtype, zero.shape)
         name = self.fresh_name(d.name, d.scope)
         v = self.program.external(name, ttype, const)
         self.values[key] = v

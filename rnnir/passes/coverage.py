@@ -21,6 +21,7 @@ from rnnir.optraits import OpTrait, ops_with
 from rnnir.pairs import ExitKind, SliceMap, StatePair
 from rnnir.recurrence import Recognition
 from rnnir.slices import Abs, AbsKind, OriginKind, Ref
+from rnnir.statekinds import judge
 
 from .diagnostics import Diagnostic, Location, Message, Severity, onnx_node_of, rule
 from .manager import AnalysisPass, ProgramFacts
@@ -318,6 +319,8 @@ def _why_unverified(facts: ProgramFacts, pair: StatePair, sm: SliceMap) -> _Unre
     exact_entries = [e for e in sm.entry if not e.note]
     if not sm.exit_kind:
         return _Unresolved(f"nothing is written back into {label!r}")
+    if any(k in (ExitKind.WINDOW, ExitKind.APPEND) for k in sm.exit_kind.values()):
+        return _cache_unresolved(pair, sm, stored)
     if any(e.note == "partial" for e in sm.entry):
         e = next(e for e in sm.entry if e.note == "partial")
         return _Unresolved(f"only part of {label!r} reaches {e.op} {e.onnx_node!r} (an inner-axis Slice or Gather rnnir does not split)", ops.get(e.node_id))
@@ -364,6 +367,19 @@ def _why_unverified(facts: ProgramFacts, pair: StatePair, sm: SliceMap) -> _Unre
                 return _Unresolved(f"{label!r}{where} is written back with {r.label}, which does not read this slice", rec)
     if not matched:
         return _Unresolved(f"no call path writes back into {label!r} the final state of the recurrence that reads it")
+    return None
+
+
+def _cache_unresolved(pair: StatePair, sm: SliceMap, stored: Value | None) -> _Unresolved | None:
+    """None when every call path writes back this slot's own window (or appended cache), judged exactly."""
+    for bp, kind in sm.exit_kind.items():
+        w = sm.windows.get(bp)
+        where = f" in branch {bp}" if bp else ""
+        if kind not in (ExitKind.WINDOW, ExitKind.APPEND) or w is None:
+            return _Unresolved(f"{sm.label!r} is written back as a cache on some call paths only ({kind.value}{where})")
+        verdict = judge(pair.slot.name, pair.slot.type.shape, w)
+        if verdict.problem is not None:
+            return _Unresolved(f"{sm.label!r}{where} is written back with {verdict.detail} (appended by {w.via})")
     return None
 
 

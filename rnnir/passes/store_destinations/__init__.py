@@ -15,6 +15,7 @@ docstring ``rnnir explain`` prints and every message it words a finding with:
 - :mod:`.derived`: SD003/SD006 for exits computed through value-changing ops
 - :mod:`.state_types`: SD005 state-type-mismatch
 - :mod:`.ignored`: SD007 state-ignored
+- :mod:`.caches`: SD002/SD003 for sliding-window and append-only caches, and which slots are feature caches
 - :mod:`.context`: the facts they share (who reads which slice, how to name it)
 """
 
@@ -28,6 +29,7 @@ from rnnir.pairs import StatePair
 
 from ..diagnostics import Diagnostic, merge_slices
 from ..manager import AnalysisPass, ProgramFacts
+from .caches import cache_exits, is_feature_cache
 from .context import Context
 from .derived import derived_exits
 from .destinations import NOT_FINAL_STATE, REVERSE_STATE_PERSISTED, SEQ_LENS_LAST_STEP, WRONG_SLOT, exits
@@ -83,9 +85,11 @@ def _check_pair(ctx: Context, pair: StatePair) -> Iterator[Diagnostic]:
         return
     plain = pair.plain_recurrence is not None  # a recurrence written as plain ops: no op to check ports against
     yield from handed_back(ctx, pair, stores)
-    covered = yield from ignored(ctx, pair, stores, plain)
+    yield from cache_exits(ctx, pair, stores)
+    feature = is_feature_cache(ctx, pair, stores)  # no recurrence's state: unverified (SD009), never SD003/SD007
+    covered = (yield from ignored(ctx, pair, stores, plain)) if not feature else set()
     reverse_seen: set[str] = set()  # SD006 names each reverse op once, whichever family meets it first
     yield from exits(ctx, pair, stores, covered, reverse_seen)
-    if not plain:
+    if not plain and not feature:
         yield from derived_exits(ctx, pair, stores, reverse_seen)
     yield from state_types(ctx, pair, stores)

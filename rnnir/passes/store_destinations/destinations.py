@@ -49,6 +49,12 @@ WRONG_SLOT = rule("SD002", "wrong-slot", Severity.ERROR, "a final state is writt
     Fixed
         hn = Concat(H0, H1, axis=0)
 
+    Bad (two sliding-window caches crossed)
+        out_cache1 = Slice(Concat(in_cache0, new0, axis=2), starts=-19, axes=[2])   # block 0's history
+
+    Fixed
+        out_cache1 = Slice(Concat(in_cache1, new1, axis=2), starts=-19, axes=[2])
+
     Bad (IR)
         program @bad {
           slot @h : float32[1,1,4] init=zeros
@@ -93,6 +99,11 @@ WRONG_SLOT = rule("SD002", "wrong-slot", Severity.ERROR, "a final state is writt
           return<by runtime>(%sh, %sc, %oh, %oc)
         }
     """, messages={
+    "window-of-other-slot": Message(
+        "slot {slot!r} is written back with {got}{where}",
+        consequence="the next call continues another cache's history",
+        hint="write this slot's own window: Slice(Concat({slot}, new, axis={axis}), starts=-{length}, axes=[{axis}])",
+    ),
     "slice-from-other-slice": Message(
         "slice {here} is written with the live-in value of {other}{where}",
         consequence="the next call starts each slice from another slice's state",
@@ -141,6 +152,13 @@ NOT_FINAL_STATE = rule("SD003", "not-final-state", Severity.ERROR, "the value wr
     Fixed
         hn = Y_h                                        # or Gather(Y, -1) for a forward op without sequence_lens
 
+    Bad (a sliding window off by one frame)
+        out_cache = Slice(Concat(in_cache, new, axis=2), starts=-20, axes=[2])   # in_cache holds 19 frames
+        out_cache = Slice(Concat(in_cache, new, axis=2), starts=-20, ends=-1, axes=[2])  # drops the newest
+
+    Fixed
+        out_cache = Slice(Concat(in_cache, new, axis=2), starts=-19, axes=[2])   # exactly the newest 19
+
     Bad (IR)
         program @bad {
           slot @h : float32[1,1,4] init=zeros
@@ -177,6 +195,11 @@ NOT_FINAL_STATE = rule("SD003", "not-final-state", Severity.ERROR, "the value wr
           return<by runtime>(%s, %o)
         }
     """, messages={
+    "bad-window": Message(
+        "slot {slot!r} is written back with {got}{where}",
+        consequence="each call keeps the wrong frames",
+        hint="keep exactly the newest {length} frames on axis {axis}: Slice(Concat({slot}, new, axis={axis}), starts=-{length}, axes=[{axis}])",
+    ),
     "constant-slice": Message(
         "slice {here} is overwritten with a constant on every call path, not with a final state",
         consequence="every call restarts",
