@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -55,7 +56,8 @@ def reports_under(seed: str, paths: list[pathlib.Path], cwd: pathlib.Path) -> di
 def assert_same_bytes_under_every_seed(paths: list[pathlib.Path], cwd: pathlib.Path) -> None:
     first = reports_under(HASH_SEEDS[0], paths, cwd)
     assert "Traceback" not in "".join(first.values())
-    assert first["lint --format text"].startswith("exit 1\n")  # findings were reported: the comparison is not of empty reports
+    # the reports say something (state slices traced), so the comparison is not of empty reports
+    assert re.search(r"[1-9]\d* of [1-9]\d* state slices? verified", first["lint --format text"]), first["lint --format text"][-300:]
     for seed in HASH_SEEDS[1:]:
         other = reports_under(seed, paths, cwd)
         assert other.keys() == first.keys()
