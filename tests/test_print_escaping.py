@@ -16,7 +16,6 @@ import onnx
 import pytest
 
 from rnnir.cli import main
-from rnnir.render import printable, printable_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 HOSTILE = "\x1b]0;owned\x07\x1b[31m\u202e\r\n::set-env name=X::1\n  ::error::forged\n"
@@ -97,6 +96,8 @@ def test_a_name_with_a_newline_stays_on_its_line_of_the_diff(tmp_path, monkeypat
 
 
 def test_printable_neutralises_workflow_commands_and_leaves_the_rest_alone():
+    from rnnir.render import printable, printable_lines
+
     assert printable("::error::x") == "\\x3a:error::x"
     assert printable("  ::set-env name=A::1") == "  \\x3a:set-env name=A::1"
     assert printable("a::b") == "a::b"  # near miss: not at the start of a line
