@@ -101,7 +101,8 @@ def _read_entry(member: Any, info: zipfile.ZipInfo, target: Path) -> np.ndarray:
     data = member.read(nbytes)
     if len(data) != nbytes:
         raise StateError(f"{target}: entry {info.filename!r} is truncated ({len(data):,} of {nbytes:,} bytes)")
-    return np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+    array: np.ndarray = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+    return array
 
 
 def check_saved_shape(target: Path, spec: SlotSpec, shape: tuple[int, ...]) -> None:

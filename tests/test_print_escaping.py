@@ -9,7 +9,6 @@ spaces) with ``::``: GitHub's runner would execute it.  Every such name goes thr
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import onnx

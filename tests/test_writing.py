@@ -314,7 +314,7 @@ def test_pool_load_state_refuses_bad_files_with_a_StateError(tmp_path, case):
         bad.write_bytes(good.read_bytes()[: len(good.read_bytes()) // 2])
     elif case in ("huge_header", "nested_header"):
         shape = "(1000000, 1000000)" if case == "huge_header" else "(" * 5000 + ")" * 5000
-        header = "{'descr': '<f4', 'fortran_order': False, 'shape': %s, }" % shape
+        header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }"
         header += " " * (63 - len(header) % 64) + "\n"
         body = b"\x93NUMPY\x02\x00" + len(header).to_bytes(4, "little") + header.encode()
         with zipfile.ZipFile(good) as src, zipfile.ZipFile(bad, "w") as z:
