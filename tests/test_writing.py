@@ -399,3 +399,16 @@ def test_external_data_pair_killed_between_its_renames_keeps_the_old_pair(tmp_pa
     np.testing.assert_array_equal(_output(out), yb)
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_file()) == sorted(["out.onnx", *(p.name for p in tmp_path.glob("out.onnx.*.data"))])
     assert len(list(tmp_path.glob("out.onnx.*.data"))) == 1
+
+
+def test_export_refuses_a_fifo_and_writes_a_file_near_miss(tmp_path):
+    import rnnir
+    from rnnir.errors import ExportError
+
+    program = rnnir.load(str(SAMPLES / "gru_fanout.onnx"))
+    fifo = _fifo(tmp_path)
+    with pytest.raises(ExportError, match="FIFO"):
+        rnnir.export(program, fifo)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    rnnir.export(program, tmp_path / "out.onnx")
+    assert onnx.load(str(tmp_path / "out.onnx")).graph.node
