@@ -412,3 +412,12 @@ def test_export_refuses_a_fifo_and_writes_a_file_near_miss(tmp_path):
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     rnnir.export(program, tmp_path / "out.onnx")
     assert onnx.load(str(tmp_path / "out.onnx")).graph.node
+
+
+def test_a_symlink_loop_is_refused_and_left_alone(tmp_path):
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.symlink_to(b.name)
+    b.symlink_to(a.name)
+    with pytest.raises(FileWriteError, match="symbolic link loop"):
+        write_file(a, "x")
+    assert os.readlink(a) == "b.txt" and os.readlink(b) == "a.txt"
