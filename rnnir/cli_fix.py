@@ -6,7 +6,7 @@
     rnnir lint PATH... --fix [--unsafe-fixes]      # rewrite each linted file, then report what is left
     rnnir lint PATH... --diff [--unsafe-fixes]     # show the fixes as diffs, write nothing
 
-Like Ruff, ``lint --fix`` rewrites the files it lints (atomically: a temporary file in the same folder,
+Like Ruff, ``lint --fix`` rewrites the files it lints (atomically, with :mod:`rnnir.writing`, docs/files.md: a temporary file in the same folder,
 then a rename) and refuses a file it cannot write; ``rnnir fix`` writes only where ``-o`` says, or over
 the model with ``--in-place``.  ``--diff`` exits 1 when there is something to fix, 0 otherwise.
 A model that keeps its weights in external data is written with a new data file beside the output;
