@@ -222,9 +222,9 @@ def write_file(
                 if hasattr(os, "fchown"):
                     with contextlib.suppress(OSError):  # only root may give a file away; a user keeps their own
                         os.fchown(fh.fileno(), old.st_uid, old.st_gid)
-                os.fchmod(fh.fileno(), stat.S_IMODE(old.st_mode))
+                os.chmod(tmp_name, stat.S_IMODE(old.st_mode))  # after fchown: a chown clears setuid bits
             else:
-                os.fchmod(fh.fileno(), _default_mode())
+                os.chmod(tmp_name, _default_mode())
             os.fsync(fh.fileno())
         os.replace(tmp_name, real)
     except BaseException as exc:
