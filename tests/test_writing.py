@@ -421,3 +421,19 @@ def test_a_symlink_loop_is_refused_and_left_alone(tmp_path):
     with pytest.raises(FileWriteError, match="symbolic link loop"):
         write_file(a, "x")
     assert os.readlink(a) == "b.txt" and os.readlink(b) == "a.txt"
+
+
+def test_write_baseline_that_fails_keeps_the_previous_baseline(tmp_path, monkeypatch, capsys):
+    model = _model(tmp_path)
+    base = tmp_path / "base.json"
+    base.write_text("previous\n")
+
+    def full_disk(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    assert main(["lint", str(model), "--write-baseline", str(base)]) == 2
+    monkeypatch.undo()
+    assert base.read_text() == "previous\n" and sorted(p.name for p in tmp_path.iterdir()) == ["base.json", "m.onnx"]
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "unchanged" in err and "internal error" not in err
