@@ -437,3 +437,39 @@ def test_write_baseline_that_fails_keeps_the_previous_baseline(tmp_path, monkeyp
     assert base.read_text() == "previous\n" and sorted(p.name for p in tmp_path.iterdir()) == ["base.json", "m.onnx"]
     err = capsys.readouterr().err
     assert "No space left on device" in err and "unchanged" in err and "internal error" not in err
+
+
+def test_kill_9_mid_write_keeps_the_target_and_the_next_write_removes_the_leftover(tmp_path):
+    import signal
+    import time
+
+    target = tmp_path / "model.onnx"
+    target.write_bytes(b"previous")
+    script = (
+        "import sys, time\n"
+        "from rnnir.writing import write_file\n"
+        "def slow(fh):\n"
+        "    fh.write(b'x' * (1 << 20)); fh.flush(); print('writing', flush=True); time.sleep(600)\n"
+        "write_file(sys.argv[1], slow)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", script, str(target)], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "writing"
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(60)
+        if proc.stdout is not None:
+            proc.stdout.close()
+    leftovers = [p.name for p in tmp_path.iterdir() if p.name != "model.onnx"]
+    assert target.read_bytes() == b"previous"
+    assert len(leftovers) == 1 and leftovers[0].startswith(f".model.onnx.{proc.pid}.") and leftovers[0].endswith(".rnnir-tmp")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the killed pid is reaped (wait above); nothing reuses it this fast
+        try:
+            os.kill(proc.pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    write_file(target, b"new")
+    assert target.read_bytes() == b"new" and os.listdir(tmp_path) == ["model.onnx"]
