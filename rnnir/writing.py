@@ -90,10 +90,8 @@ def _kind(mode: int) -> str:
 
 def write_target(path: str | os.PathLike[str], *, error: type[Exception] = FileWriteError) -> WriteTarget:
     """Check that ``path`` may be written (see the module docstring); raises ``error`` saying why not."""
-    given = Path(path)
-    name = os.fspath(given)
-    if not name or name.endswith(os.sep) and not given.is_dir():
-        raise error(f"{name or repr(name)}: not a file name")
+    given = Path(path)  # "" and "DIR/" name folders, refused below like any folder
+    name = os.fspath(path)
     try:
         real = Path(os.path.realpath(given, strict=False))
     except (OSError, RuntimeError) as exc:  # a symlink loop
