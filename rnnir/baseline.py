@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -50,6 +51,9 @@ _KEYS = {"model", "code", "slot", "where", "count", "fingerprint"}
 
 class BaselineError(RnnirError):
     """The baseline file is missing, not a baseline, of another version, or edited into something rnnir never wrote."""
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, order=True)
@@ -113,11 +117,15 @@ class Baseline:
         return {"version": BASELINE_VERSION, "tool": "rnnir", "about": _ABOUT, "findings": entries}
 
     def write(self) -> None:
+        """The whole file is built first, then replaced atomically (:func:`rnnir.writing.write_file`): a failure
+        leaves the previous baseline as it was."""
+        from .writing import write_file
+
         text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
-        try:
-            self.path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise BaselineError(f"{self.path}: cannot write the baseline: {exc.strerror or exc}") from None
+        # a file-name byte that was not UTF-8 (os.fsdecode's lone surrogate) is written as the JSON escape
+        # \udcNN: valid UTF-8 text, read back by json.loads as the very same path
+        text = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        write_file(self.path, text, what="--write-baseline", error=BaselineError)
 
     @classmethod
     def load(cls, path: Path) -> Baseline:

@@ -371,12 +371,13 @@ def run_jobs(jobs: Sequence[LintJob], workers: int, progress: Progress) -> list[
 # -- commands ---------------------------------------------------------------------------------
 
 
-def _emit(text: str, output: str | None) -> None:
+def _emit(text: str, output: str | None, inputs: Sequence[str] = ()) -> None:
+    """``text`` to stdout, or to ``output`` with :func:`rnnir.writing.write_file` (never over one of ``inputs``,
+    never over a device or FIFO, atomically)."""
     if output:
-        try:
-            Path(output).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"{output}: cannot write output: {exc.strerror or exc}") from None
+        from .writing import write_file
+
+        write_file(output, text, protect=inputs, error=UsageError)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
@@ -396,7 +397,7 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     if getattr(args, "shard", None):
         targets = _shard(args.shard).of(targets)
     _refuse_output_over_a_model(args.output, targets)
-    _refuse_output_over_a_model(getattr(args, "write_baseline", None), targets)
+    _refuse_output_over_a_model(getattr(args, "write_baseline", None), targets, "--write-baseline")
     baseline = _load_baseline(args)  # before the models: a missing baseline is the first thing to fix
     jobs: list[LintJob] = []
     for t in targets:
@@ -581,18 +582,11 @@ def _workers(requested: int, files: int) -> int:
     return workers
 
 
-def _refuse_output_over_a_model(output: str | None, targets: Sequence[Target]) -> None:
+def _refuse_output_over_a_model(output: str | None, targets: Sequence[Target], what: str = "--output") -> None:
     """``-o model.onnx`` would overwrite a model being linted with the report."""
-    if not output:
-        return
-    out = Path(output)
-    for t in targets:
-        try:
-            same = out.exists() and os.path.samefile(out, t.path)
-        except OSError:
-            same = os.path.normcase(os.path.abspath(output)) == os.path.normcase(os.path.abspath(t.path))
-        if same:
-            raise UsageError(f"--output {output}: that is one of the models being linted; write the report elsewhere")
+    from .writing import refuse_output_over_inputs
+
+    refuse_output_over_inputs(output, [t.path for t in targets], what=what, error=UsageError)
 
 
 def _cost_text(result: LintResult) -> str:
@@ -643,6 +637,9 @@ def cmd_show(args: argparse.Namespace) -> int:
     from .printer import print_program, to_dot, to_mermaid
 
     output: str | None = args.output
+    from .writing import refuse_output_over_inputs
+
+    refuse_output_over_inputs(output, [args.model], what="--output", error=UsageError)  # rnnir show m.onnx -o m.onnx
     suffix = Path(output).suffix.lower() if output else ""
     fmt = args.format or _TEXT_SUFFIXES.get(suffix, "text")
     if suffix in _IMAGE_SUFFIXES:
@@ -677,7 +674,7 @@ def cmd_show(args: argparse.Namespace) -> int:
         text = {"dot": to_dot, "mermaid": to_mermaid}[fmt](program, journey=journey)
     if fmt != "json":  # names come from the model: no raw escape sequence reaches the terminal
         text = "\n".join(map(printable, text.split("\n")))
-    _emit(text + "\n", output)
+    _emit(text + "\n", output, [args.model])
     if output:
         _say_written(output, f"{what} as {fmt}")
     return 0
@@ -694,12 +691,15 @@ def _render_image(dot_text: str, dot: str, kind: str, output: str) -> None:
     import subprocess
 
     try:
-        done = subprocess.run([dot, f"-T{kind}", "-o", output], input=dot_text, text=True, capture_output=True, timeout=300)
+        done = subprocess.run([dot, f"-T{kind}"], input=dot_text.encode("utf-8"), capture_output=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"{output}: Graphviz's dot could not run: {exc}") from None
     if done.returncode != 0:
-        detail = (done.stderr or "").strip().splitlines()
-        raise UsageError(f"{output}: Graphviz's dot failed (exit {done.returncode}){': ' + detail[-1] if detail else ''}")
+        detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise UsageError(printable(f"{output}: Graphviz's dot failed (exit {done.returncode}){': ' + detail[-1] if detail else ''}"))
+    from .writing import write_file  # rnnir writes the image, not dot: atomically, never over a device
+
+    write_file(output, done.stdout, error=UsageError)
 
 
 def cmd_rules(args: argparse.Namespace) -> int:

@@ -6,7 +6,7 @@
     rnnir lint PATH... --fix [--unsafe-fixes]      # rewrite each linted file, then report what is left
     rnnir lint PATH... --diff [--unsafe-fixes]     # show the fixes as diffs, write nothing
 
-Like Ruff, ``lint --fix`` rewrites the files it lints (atomically: a temporary file in the same folder,
+Like Ruff, ``lint --fix`` rewrites the files it lints (atomically, with :mod:`rnnir.writing`, docs/files.md: a temporary file in the same folder,
 then a rename) and refuses a file it cannot write; ``rnnir fix`` writes only where ``-o`` says, or over
 the model with ``--in-place``.  ``--diff`` exits 1 when there is something to fix, 0 otherwise.
 A model that keeps its weights in external data is written with a new data file beside the output;
@@ -19,18 +19,18 @@ Kept apart from :mod:`rnnir.cli` so the main command line only needs a small hoo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import shutil
-import stat
 import sys
-import tempfile
 import textwrap
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import ModelError, PairingError, RnnirError
+from .render import printable, printable_lines
 
 if TYPE_CHECKING:
     import onnx
@@ -53,37 +53,31 @@ def _has_external_data(path: Path) -> bool:
     return read_model(path).has_external_data
 
 
-def write_model(model: onnx.ModelProto, dest: Path, *, external: bool, keep_mode_of: Path | None = None) -> None:
-    """Write ``model`` to ``dest`` atomically (a temporary file in the same folder, then a rename)."""
-    folder = dest.parent if str(dest.parent) else Path(".")
-    if not os.access(folder, os.W_OK):
-        raise FixUsageError(f"{dest}: cannot write into folder {str(folder)!r}")
-    if dest.exists() and not (os.access(dest, os.W_OK) and dest.stat().st_mode & stat.S_IWUSR):
-        # the mode bit too: root may write anything, but a file marked read-only was marked so on purpose
-        raise FixUsageError(f"{dest}: the file is not writable; nothing was changed")
-    if external:
-        data_name = dest.name + ".data"
-        with tempfile.TemporaryDirectory(dir=folder, prefix=".rnnir-fix-") as tmp:
-            tmp_model = Path(tmp) / dest.name
-            import onnx
+def write_model(model: onnx.ModelProto, dest: Path, *, external: bool, source: Path | None = None) -> None:
+    """Write ``model`` to ``dest`` with :mod:`rnnir.writing` (atomic, only a regular file, links kept; the
+    external data under a new name before the graph).  ``source``: the model read, whose data files stay."""
+    from .writing import write_onnx_model
 
-            onnx.save_model(model, str(tmp_model), save_as_external_data=True, all_tensors_to_one_file=True, location=data_name, size_threshold=1024)
-            if (Path(tmp) / data_name).exists():
-                os.replace(Path(tmp) / data_name, folder / data_name)
-            os.replace(tmp_model, dest)
-        return
-    data = model.SerializeToString()
-    fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=f".{dest.name}.", suffix=".tmp")
+    write_onnx_model(model, dest, external=external, keep=_data_files(source) if external and source else (), error=FixUsageError)
+
+
+def _same_file(a: Path, b: Path) -> bool:
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        if keep_mode_of is not None and keep_mode_of.exists():
-            shutil.copymode(keep_mode_of, tmp_name)
-        os.replace(tmp_name, dest)
-    except BaseException:
-        if os.path.exists(tmp_name):
-            os.unlink(tmp_name)
-        raise
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def _data_files(model: Path) -> list[Path]:
+    """The external data files ``model`` names (kept when an edited copy is written beside it)."""
+    from .lower.source import iter_tensors, read_model
+
+    files = set()
+    for t in iter_tensors(read_model(str(model)).model):
+        for entry in t.external_data:
+            if entry.key == "location":
+                files.add(model.parent / entry.value)
+    return sorted(files)
 
 
 # -- rnnir fix -------------------------------------------------------------------------------
@@ -126,14 +120,26 @@ def _codes(select: list[str] | None) -> list[str] | None:
 
 
 def cmd_fix(args: argparse.Namespace) -> int:
-    from .fixer import FixError, fix, render_diff
-    from .lower.source import read_model
-
     if not (args.output or args.in_place or args.diff):
         raise FixUsageError("say where the edited model goes: -o OUT, --in-place, or --diff to only show it")
-    if args.suppress or args.unsuppress:
-        return _edit_suppressions(args)
+    # --in-place reads, edits and replaces the model under a lock: two edits at once both land
+    with _rewriting(Path(args.model) if args.in_place else None):
+        if args.suppress or args.unsuppress:
+            return _edit_suppressions(args)
+        return _fix_model(args)
+
+
+def _rewriting(path: Path | None) -> AbstractContextManager[None]:
+    """The lock held while ``path`` is read and rewritten (nothing when the output is another file)."""
+    from .writing import rewrite_lock
+
+    return contextlib.nullcontext() if path is None else rewrite_lock(path, error=FixUsageError)
+
+
+def _fix_model(args: argparse.Namespace) -> int:
     from .cli import _settings, pairs_declared_in  # --pair, [tool.rnnir] pairs, --config/--no-config: as every other command reads them
+    from .fixer import FixError, fix, render_diff
+    from .lower.source import read_model
 
     settings = _settings(args)
     pairs = settings.pairs
@@ -162,14 +168,14 @@ def cmd_fix(args: argparse.Namespace) -> int:
     else:
         text = "".join(f"{src}: {e}\n" for e in [*result.edits, *result.skipped])
     if write and dest is not None:
-        if dest == src and _has_external_data(src):
+        if _same_file(dest, src) and _has_external_data(src):
             raise FixUsageError(f"{src}: keeps its weights in external data; write the edited model elsewhere with -o OUT")
-        write_model(result.model, dest, external=_has_external_data(src), keep_mode_of=src)
+        write_model(result.model, dest, external=_has_external_data(src), source=src)
         if args.format == "text":
             text += f"wrote {dest} ({len(result.edits)} edit{'s' if len(result.edits) != 1 else ''}, {len(result.skipped)} not applied)\n"
     elif args.format == "text" and not result.changed:
         text += f"{src}: nothing to change\n"
-    sys.stdout.write(text)
+    sys.stdout.write(text if args.format == "json" else printable_lines(text))  # names come from the model and the command line
     sys.stdout.flush()
     if args.diff:
         return 1 if result.changed else 0
@@ -205,13 +211,13 @@ def _edit_suppressions(args: argparse.Namespace) -> int:
             raise FixUsageError(f"--unsuppress {text!r}: the model's {META_NOQA} holds {sorted(set(entries)) or 'nothing'}")
         entries = [e for e in entries if e != entry.text]
     dest = src if args.in_place else Path(args.output)
-    if dest == src and source.has_external_data:
+    if _same_file(dest, src) and source.has_external_data:
         raise FixUsageError(f"{src}: keeps its weights in external data; write the edited model elsewhere with -o OUT")
     model = source.with_external_data() if source.has_external_data else source.model
     write_noqa(model, entries)
-    write_model(model, dest, external=source.has_external_data, keep_mode_of=src)
+    write_model(model, dest, external=source.has_external_data, source=src)
     now = read_noqa(model)
-    sys.stdout.write(f"wrote {dest}: suppresses {', '.join(now) if now else 'nothing'}\n")
+    sys.stdout.write(printable(f"wrote {dest}: suppresses {', '.join(now) if now else 'nothing'}") + "\n")
     return 0
 
 
@@ -244,16 +250,17 @@ def add_noqa(files: Sequence[Any]) -> int:
         try:
             if path.suffix == ".rnnir":
                 raise FixUsageError("IR text has no metadata to hold suppressions; suppress in the ONNX model it came from")
-            source = read_model(str(path))
-            if source.has_external_data:
-                raise FixUsageError(f"keeps its weights in external data; add suppressions with `rnnir fix {path} --suppress CODE -o OUT`")
-            before = read_noqa(source.model)
-            write_noqa(source.model, [*before, *new])
-            write_model(source.model, path, external=False, keep_mode_of=path)
+            with _rewriting(path):  # re-read under the lock: another writer's entries are kept
+                source = read_model(str(path))
+                if source.has_external_data:
+                    raise FixUsageError(f"keeps its weights in external data; add suppressions with `rnnir fix {path} --suppress CODE -o OUT`")
+                before = read_noqa(source.model)
+                write_noqa(source.model, [*before, *new])
+                write_model(source.model, path, external=False)
         except (RnnirError, OSError, NoqaFormatError) as exc:
             text = str(exc)
             text = text[len(f"{path}: ") :] if text.startswith(f"{path}: ") else text
-            print(f"rnnir: error: {path}: cannot add suppressions: {text}", file=sys.stderr)
+            print(printable(f"rnnir: error: {path}: cannot add suppressions: {text}"), file=sys.stderr)
             status = 2
             continue
         count = len(set(new) - set(before))
@@ -313,27 +320,28 @@ def lint_fixes(args: argparse.Namespace, jobs: Sequence[LintJob]) -> int:
         try:
             # as Ruff's --fix leaves noqa-ed lines alone: a rule the model suppresses (wholly or for one node) is not fixed in it
             codes -= _suppressed_codes(path)
-            result = fix(path, codes=sorted(codes), unsafe=args.unsafe_fixes, pairs=job.pairs)
             if args.diff:
-                text = render_diff(read_model(path).model, result.model, path, result.edits)
-                out.append(text)
+                result = fix(path, codes=sorted(codes), unsafe=args.unsafe_fixes, pairs=job.pairs)
+                out.append(printable_lines(render_diff(read_model(path).model, result.model, path, result.edits)))
                 changed = changed or result.changed
                 continue
-            if result.changed:
-                if _has_external_data(Path(path)):
-                    raise FixUsageError(f"{path}: keeps its weights in external data; fix it with `rnnir fix {path} -o OUT`")
-                write_model(result.model, Path(path), external=False, keep_mode_of=Path(path))
+            with _rewriting(Path(path)):  # read, fix and replace under a lock: a concurrent edit is re-read, not lost
+                result = fix(path, codes=sorted(codes), unsafe=args.unsafe_fixes, pairs=job.pairs)
+                if result.changed:
+                    if _has_external_data(Path(path)):
+                        raise FixUsageError(f"{path}: keeps its weights in external data; fix it with `rnnir fix {path} -o OUT`")
+                    write_model(result.model, Path(path), external=False)
             for e in result.edits:
-                print(f"{path}: fixed: {e}", file=sys.stderr)
+                print(printable(f"{path}: fixed: {e}"), file=sys.stderr)
             for e in result.skipped:
                 if e.reason.startswith("not certain"):
-                    print(f"{path}: not fixed: {e}", file=sys.stderr)
+                    print(printable(f"{path}: not fixed: {e}"), file=sys.stderr)
             fixed_files += bool(result.edits)
             fixed_findings += len(result.edits)
         except (ModelError, PairingError):
             continue  # an unreadable model, or pairs it does not have: the lint that follows reports it, once
         except (RnnirError, OSError) as exc:
-            print(f"rnnir: error: {path}: cannot fix: {exc}", file=sys.stderr)
+            print(printable(f"rnnir: error: {path}: cannot fix: {exc}"), file=sys.stderr)
             status = 2
     if args.diff:
         sys.stdout.write("".join(out))

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, TextIO
 from .cli import UsageError, _emit, _isatty, _settings, pairs_declared_in
 from .cli_inputs import InputFlags, PreparedInputs, check_flag_names, model_interface, parse_dims, prepare_inputs, shape_text
 from .errors import ModelError, RnnirError
-from .render import printable
+from .render import printable, printable_lines
+from .writing import refuse_output_over_inputs
 
 if TYPE_CHECKING:
     import numpy as np
@@ -76,6 +77,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     _check_numbers(args)
     flags = input_flags(args)
+    read_files = [args.model, *flags.files.values(), *(a.rpartition("=")[2] for a in flags.audio)]
+    refuse_output_over_inputs(args.output, read_files, what="--output", error=UsageError)  # before the run, not after it
     settings = _settings(args)
     with paused_gc(), pairs_declared_in(settings.pairs_origin):  # as rnnir.load, but an ONNX model only: IR text has no graph onnxruntime could run
         program = lower(read_model(args.model), settings.pairs, Policy.named(settings.entry, settings.exit))
@@ -168,7 +171,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             text += streaming.streaming_to_text(stream_report, persistence=report.status)
         if args.quiet:
             text = "".join(line for line in text.splitlines(keepends=True) if not line.startswith(" "))
-    _emit(text, args.output)
+        text = printable_lines(text)  # output and slot names come from the model
+    _emit(text, args.output, read_files)
     if args.plot:
         from .plot import plot_report
 

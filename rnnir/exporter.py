@@ -79,7 +79,9 @@ def export(program: Program, path: str | Path | None = None, *, check: bool = Tr
         except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
             raise ExportError(f"exported model of {program.name!r} does not pass onnx.checker: {exc}") from None
     if path is not None:
-        onnx.save_model(model, str(path))
+        from .writing import write_file  # atomic; never over a device, FIFO or hard-linked file
+
+        write_file(path, model.SerializeToString(), what="export", error=ExportError)
     return model
 
 

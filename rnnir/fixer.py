@@ -86,6 +86,7 @@ from .metadata import META_SLOTS as _META_SLOTS
 from .metadata import read as metadata
 from .metadata import write as _set_meta
 from .pairs import ExitKind
+from .render import printable
 
 if TYPE_CHECKING:
     from rnnir.passes.diagnostics import Diagnostic
@@ -1280,8 +1281,8 @@ def _plan_sd002(program: Program, d: Diagnostic) -> _Plan | Edit:
     edit = Edit(
         "SD002",
         f"Concat {_node_label(first_node)!r}{more}",
-        f"inputs ({', '.join(first_before)})",
-        f"inputs ({', '.join(first_after)})",
+        f"inputs ({', '.join(map(printable, first_before))})",
+        f"inputs ({', '.join(map(printable, first_after))})",
         True,
         f"slot {pair.input!r}: wrote each final state back into the slice its op reads",
     )
@@ -1509,12 +1510,13 @@ def _model_lines(model: onnx.ModelProto) -> list[str]:
     for p in model.metadata_props:
         if p.key.startswith("rnnir.") and p.key != _META_FINGERPRINT:
             lines.append(f"metadata {p.key} = {p.value}")
-    return lines
+    return [printable(line) for line in lines]  # a name holding a newline stays on its line of the diff
 
 
 def render_diff(before: onnx.ModelProto, after: onnx.ModelProto, label: str, edits: Iterable[Edit] = ()) -> str:
     """The edits, then a unified diff of the two models' weight-free text (empty when nothing changed)."""
-    diff = list(difflib.unified_diff(_model_lines(before), _model_lines(after), f"{label} (before)", f"{label} (fixed)", lineterm=""))
+    shown = printable(label)  # a file name holding a newline stays on its header line
+    diff = list(difflib.unified_diff(_model_lines(before), _model_lines(after), f"{shown} (before)", f"{shown} (fixed)", lineterm=""))
     if not diff:
         return ""
     head = [f"# {e}" for e in edits]

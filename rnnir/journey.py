@@ -254,12 +254,12 @@ def short_name(name: str) -> str:
     return shown(name.rsplit("__/", 1)[-1] if "__/" in name else name)
 
 
-_CONTROL = {c: f"\\x{c:02x}" for c in range(32)} | {ord("\n"): "\\n", ord("\r"): "\\r", ord("\t"): "\\t", 127: "\\x7f"}
-
-
 def shown(name: str) -> str:
-    """A name as a picture shows it: control characters escaped (``\\n``), since labels break lines at real newlines."""
-    return name.translate(_CONTROL)
+    """A name as a picture shows it: control characters escaped (``\\n``), since labels break lines at real newlines
+    (:func:`rnnir.render.printable`, the one escaping every printed name goes through)."""
+    from .render import printable
+
+    return printable(name)
 
 
 def _arrow_head(src: str, src_port: str, dst: Node, dst_port: str, slices: dict[tuple[str, str], list[str]]) -> str:
@@ -315,7 +315,7 @@ def journey_text(program: Program) -> str:
     for a in pic.arrows:
         incoming.setdefault(a.target, []).append(a)
     names = {b.key: b.label.split("\n", 1)[0] + "".join(f" ({x})" for x in b.label.split("\n")[1:] if x.startswith("in ")) for b in pic.boxes}
-    lines = [f"state journey of @{program.name} ({len(program)} nodes; rnnir show --full for all of them)"]
+    lines = [f"state journey of @{shown(program.name)} ({len(program)} nodes; rnnir show --full for all of them)"]
     for pair in program.state_pairs:
         lines.append(f"  pair {shown(str(pair))}")
     if not program.state_pairs:

@@ -93,8 +93,14 @@ def plot_report(report: MulticallReport, path: str | os.PathLike[str] | None = N
         ax_norm.text(0.5, 0.5, "no state", transform=ax_norm.transAxes, ha="center", va="center")
 
     if path is not None:
+        from .writing import write_file  # atomic, and never over a device, FIFO or hard-linked file
+
+        fmt = os.path.splitext(os.fspath(path))[1][1:].lower() or None
         try:
-            fig.savefig(os.fspath(path), dpi=110)
+            write_file(path, lambda fh: fig.savefig(fh, format=fmt, dpi=110), what="--plot", error=PlotError)
+        except PlotError:
+            plt.close(fig)
+            raise
         except (OSError, ValueError) as exc:  # a missing folder, an unknown suffix
             plt.close(fig)
             raise PlotError(f"{os.fspath(path)}: cannot write the plot: {exc}") from None

@@ -72,7 +72,7 @@ import onnxruntime as ort
 from .context import ContextSpec, InputContext
 from .errors import RnnirError, StateError
 from .runtime import FeedError, StatefulSession, feed_array
-from .statefile import STATE_FORMAT
+from .statefile import STATE_FORMAT, read_state_file, write_atomically
 from .versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, compatible, reconcile
 
 __all__ = ["BatchLayout", "Batcher", "PoolStats", "SessionPool", "UnknownSessionError"]
@@ -533,8 +533,8 @@ class SessionPool:
         }
         target = Path(path)
         entries = {f"slot:{k}": v for k, v in snap.items()} | {f"context:{k}": v for k, v in context.items()}
-        with open(target, "wb") as f:  # a file object: np.savez would otherwise append ".npz"
-            np.savez(f, __rnnir_state__=np.array(json.dumps(meta)), **entries)  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
+        # atomic, as StatefulSession's: a full disk leaves the previous file as it was and raises StateError
+        write_atomically(target, lambda f: np.savez(f, __rnnir_state__=np.array(json.dumps(meta)), **entries))  # type: ignore[arg-type]  # numpy's stub types **kwds as allow_pickle
         return target
 
     def load_state(
@@ -552,17 +552,11 @@ class SessionPool:
         StatefulSession names none.  Model and version as for :meth:`StatefulSession.load_state`.
         The kept context comes back with the state, also before the pool's first call."""
         target = Path(path)
-        try:
-            with np.load(target, allow_pickle=False) as z:
-                if "__rnnir_state__" not in z.files:
-                    raise StateError(f"{target}: not an rnnir state file (no __rnnir_state__ entry)")
-                meta = json.loads(str(z["__rnnir_state__"]))
-                arrays = {k[len("slot:") :]: z[k] for k in z.files if k.startswith("slot:")}
-                contexts = {k[len("context:") :]: z[k] for k in z.files if k.startswith("context:")}
-        except StateError:
-            raise
-        except (OSError, ValueError, KeyError) as exc:
-            raise StateError(f"{target}: cannot read saved state: {exc}") from None
+        policy = VersionPolicy(on_version_mismatch)
+        # StatefulSession's reader: only a regular file, sizes bounded before anything is decompressed
+        meta, entries = read_state_file(target, self._solo._state_file_limit(exact=policy is VersionPolicy.REFUSE and migrations is None))
+        arrays = {k[len("slot:") :]: v for k, v in entries.items() if k.startswith("slot:")}
+        contexts = {k[len("context:") :]: v for k, v in entries.items() if k.startswith("context:")}
         if not isinstance(meta, dict) or meta.get("format") != STATE_FORMAT:
             raise StateError(f"{target}: not a state file of format {STATE_FORMAT}")
         owner = meta.get("session")
@@ -579,7 +573,7 @@ class SessionPool:
             )
         saved = StateOrigin(str(meta.get("fingerprint")), meta.get("state_version"), str(meta.get("model")))
         mine = StateOrigin(self.fingerprint, self.state_version, self.label)
-        outcome, state = reconcile(saved, mine, arrays, VersionPolicy(on_version_mismatch), migrations, where=str(target))
+        outcome, state = reconcile(saved, mine, arrays, policy, migrations, where=str(target))
         if state is not None:
             _check_state(state, self._solo, str(target))
         kept = {c.input: contexts[c.input] for c in self._contexts if c.input in contexts}

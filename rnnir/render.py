@@ -52,6 +52,7 @@ from rnnir.passes.diagnostics import Diagnostic, Rule, Severity
 __all__ = [
     "FORMATS",
     "printable",
+    "printable_lines",
     "JSON_SCHEMA_VERSION",
     "FileResult",
     "LintResult",
@@ -72,10 +73,12 @@ _FINGERPRINT_KEY = "rnnirFingerprint/v1"
 
 
 def printable(text: str) -> str:
-    """``text`` safe to print on a terminal: control characters (newlines, ESC, bidi overrides) and bytes
-    that were not valid UTF-8 in a file name (surrogate escapes) become visible backslash escapes."""
+    """``text`` safe to print on a terminal or into a CI log: control characters (newlines, ESC, BEL, CR,
+    bidi overrides) and bytes that were not valid UTF-8 in a file name (surrogate escapes) become visible
+    backslash escapes, and a line that would start a GitHub workflow command (``::set-env``, ``::error``,
+    also after spaces) has its first colon escaped.  Every name rnnir prints goes through here."""
     if text.isprintable():
-        return text
+        return _no_workflow_command(text)
     out: list[str] = []
     for ch in text:
         code = ord(ch)
@@ -89,7 +92,20 @@ def printable(text: str) -> str:
             out.append(f"\\u{code:04x}")
         else:
             out.append(f"\\U{code:08x}")
-    return "".join(out)
+    return _no_workflow_command("".join(out))
+
+
+def _no_workflow_command(line: str) -> str:
+    # GitHub's runner reads a log line as a command when it starts with "::" after leading whitespace
+    stripped = line.lstrip()
+    if stripped.startswith("::"):
+        return line[: len(line) - len(stripped)] + "\\x3a" + stripped[1:]
+    return line
+
+
+def printable_lines(text: str) -> str:
+    """:func:`printable` applied to each line of ``text``, its line breaks kept."""
+    return "\n".join(map(printable, text.split("\n")))
 
 
 def unicode_text(text: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-import tempfile
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import StateError
+from .writing import write_file
 
 if TYPE_CHECKING:
     from .sessionspec import SlotSpec
@@ -29,34 +29,10 @@ STATE_FORMAT = "rnnir.state/1"
 
 
 def write_atomically(target: Path, write: Any) -> None:
-    """``write(file)`` into a temporary file beside ``target``, fsync it, rename it over ``target``."""
-    folder = target.parent
-    try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise StateError(f"{target}: cannot write state: {exc.strerror or exc}") from None
-    tmp = Path(tmp_name)
-    try:
-        with os.fdopen(fd, "wb") as f:  # a file object: np.savez would otherwise append ".npz"
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise StateError(f"{target}: cannot write state ({exc.strerror or exc}); the previous file, if any, is unchanged") from None
-        raise
-    try:  # make the rename itself durable; not every platform can open a folder
-        dir_fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
+    """``write(file)`` into a temporary file beside ``target``, fsync it, rename it over ``target``
+    (:func:`rnnir.writing.write_file`: only a regular file, a link's target, never a device); any failure is a
+    StateError and leaves the previous file as it was."""
+    write_file(target, write, what="state file", error=StateError)
 
 
 def read_state_file(target: Path, limit: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -88,10 +64,12 @@ def read_state_file(target: Path, limit: int) -> tuple[dict[str, Any], dict[str,
                 if not info.filename.endswith(".npy"):
                     raise StateError(f"{target}: unexpected entry {info.filename!r}; not a file written by save_state")
                 with zf.open(info) as member:
-                    entries[info.filename[: -len(".npy")]] = np.lib.format.read_array(member, allow_pickle=False)
+                    entries[info.filename[: -len(".npy")]] = _read_entry(member, info, target)
     except StateError:
         raise
-    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError) as exc:
+    except (
+        OSError, ValueError, KeyError, EOFError, SyntaxError, MemoryError, RecursionError, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError,
+    ) as exc:
         raise StateError(f"{target}: cannot read saved state (truncated, or not a state file): {exc}") from None
     raw = entries.pop("__rnnir_state__")
     try:
@@ -101,6 +79,30 @@ def read_state_file(target: Path, limit: int) -> tuple[dict[str, Any], dict[str,
     if not isinstance(meta, dict):
         raise StateError(f"{target}: the state file's metadata is not what save_state writes")
     return meta, entries
+
+
+def _read_entry(member: Any, info: zipfile.ZipInfo, target: Path) -> np.ndarray:
+    """One ``.npy`` entry, its header checked first: the array it declares must fit in the entry's size
+    (a crafted header claiming 10^12 elements would otherwise be allocated before a byte is read)."""
+    fmt = np.lib.format
+    version = fmt.read_magic(member)
+    if version not in ((1, 0), (2, 0), (3, 0)):
+        raise StateError(f"{target}: entry {info.filename!r} has an unknown .npy version {version}")
+    header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+    shape, fortran, dtype = header(member)  # 3.0 headers differ from 2.0 only in their text encoding
+    if dtype.hasobject:
+        raise StateError(f"{target}: entry {info.filename!r} holds Python objects; a state file holds numbers only")
+    count = 1
+    for d in shape:
+        count *= int(d)
+    if count * dtype.itemsize > info.file_size:
+        raise StateError(f"{target}: entry {info.filename!r} declares {count:,} values of {dtype}, more than its {info.file_size:,} bytes hold")
+    nbytes = count * dtype.itemsize
+    data = member.read(nbytes)
+    if len(data) != nbytes:
+        raise StateError(f"{target}: entry {info.filename!r} is truncated ({len(data):,} of {nbytes:,} bytes)")
+    array: np.ndarray = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+    return array
 
 
 def check_saved_shape(target: Path, spec: SlotSpec, shape: tuple[int, ...]) -> None:

@@ -1092,11 +1092,13 @@ def _why_not(variant: str, report: MulticallReport) -> str:
 
 def report_to_text(report: MulticallReport) -> str:
     """A human-readable report: verdict first, then the variants, health and notes."""
-    lines = [f"{report.model}: {report.verdict}"]
-    pairs = ", ".join(f"{i} -> {o or '<nothing>'}" for i, o in report.pairs) or "none"
+    from .render import printable  # names come from the model: one line each, no raw control character
+
+    lines = [f"{printable(report.model)}: {report.verdict}"]
+    pairs = ", ".join(f"{printable(i)} -> {printable(o) if o else '<nothing>'}" for i, o in report.pairs) or "none"
     lines.append(f"  state pairs: {pairs}")
     if report.mode == "time":
-        axes = ", ".join(f"{n}[{a}]" for n, a in report.time_axes.items() if a is not None)
+        axes = ", ".join(f"{printable(n)}[{a}]" for n, a in report.time_axes.items() if a is not None)
         lines.append(f"  stream: {report.stream_length} time steps along {axes}; chunk sizes {report.chunk_sizes}")
     else:
         lines.append(f"  stream: {report.stream_length} calls, one frame each (no input has a time axis)")
@@ -1117,7 +1119,7 @@ def report_to_text(report: MulticallReport) -> str:
     if report.health:
         lines.append("  state health (longest persistent run):")
         for h in report.health.values():
-            lines.append("    " + h.summary())
+            lines.append("    " + printable(h.summary()))
     for n in report.notes:
         lines.append(f"  note: {n}")
     return "\n".join(lines) + "\n"
