@@ -9,8 +9,6 @@ import realmodels as rm
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 TORCH = rm.torch_models_dir()
-#: FSMN-VAD's four caches, declared (rnnir does not verify sliding-window caches yet: SD009)
-FSMN_PAIRS = [f"--pair=in_cache{k}=out_cache{k}" for k in range(4)]
 
 
 def real_model(getter, *args) -> str:

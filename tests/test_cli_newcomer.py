@@ -287,13 +287,14 @@ def test_lint_fix_of_an_onnx_model_says_nothing_about_ir_text(tmp_path, monkeypa
 
 @pytest.fixture
 def fake_dot(tmp_path, monkeypatch) -> Path:
-    """A `dot` on PATH that copies the DOT text it is given to the -o file (Graphviz itself may not be installed)."""
+    """A `dot` on PATH that echoes the DOT text it is given as the "image" (Graphviz itself may not be installed):
+    rnnir runs ``dot -Tsvg``, reads the image from its stdout and writes the file itself."""
     if os.name == "nt":
         pytest.skip("the stand-in dot is a shell script")
     folder = tmp_path / "bin"
     folder.mkdir()
     script = folder / "dot"
-    script.write_text('#!/bin/sh\n# dot -Tsvg -o OUTPUT\ncat > "$3"\n')
+    script.write_text('#!/bin/sh\n# dot -Tsvg: the image on stdout\ncat\n')
     script.chmod(0o755)
     monkeypatch.setenv("PATH", f"{folder}{os.pathsep}{os.environ.get('PATH', '')}")
     return script

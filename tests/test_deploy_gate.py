@@ -1,8 +1,9 @@
 """The gate every deploy path goes through (:func:`rnnir.deploy.plan_deployment`): what is refused, what is
 let through, and what each refusal tells the user to type.  Needs neither tritonclient nor OpenVINO.
 
-Oracles: rnnir lint's own verdicts on the same models (the swap sample is SD002 by construction; FSMN-VAD's
-caches are SD009 today), and the flags printed, which must be the pairs the model really has.
+Oracles: rnnir lint's own verdicts on the same models (the swap sample is SD002 by construction; the projected
+state sample is SD009: its state goes through a projection rnnir does not follow; FSMN-VAD's caches are verified
+sliding windows), and the flags printed, which must be the pairs the model really has.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import realmodels as rm
-from _deploy import FSMN_PAIRS, SAMPLES, TORCH, real_model
+from _deploy import SAMPLES, TORCH, real_model
 
 from rnnir.cli import main
 from rnnir.deploy import DeployRefused, plan_deployment
@@ -37,22 +38,27 @@ def test_plan_refuses_the_swap_with_every_reason():
     assert refusal.subject == "pair state -> stateN" and refusal.reason.startswith("SD002 (state[0], state[1])")
 
 
-def test_fsmn_vad_guess_is_refused_even_when_allowed(tmp_path, capsys):
-    model = real_model(rm.fsmn_vad_path)
-    assert deploy(model, tmp_path, "--allow-unverified") == 1
+def test_an_unverified_guess_is_refused_even_when_allowed(tmp_path, capsys):
+    assert deploy(str(SAMPLES / "sd009_projected_state.onnx"), tmp_path, "--allow-unverified") == 1
     out = capsys.readouterr().out
-    assert "deploy refused" in out and "only a guess" in out
-    for k in range(4):
-        assert f"--pair in_cache{k}=out_cache{k}" in out
-    assert not (tmp_path / "model").exists()
+    assert "deploy refused" in out and "only a guess" in out and "--pair h0=hn" in out
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_unverified_is_refused_without_the_flag(tmp_path, capsys):
-    model = real_model(rm.fsmn_vad_path)
-    assert deploy(model, tmp_path, *FSMN_PAIRS) == 1
+    assert deploy(str(SAMPLES / "sd009_projected_state.onnx"), tmp_path, "--pair", "h0=hn") == 1
     out = capsys.readouterr().out
     assert "SD009" in out and "--allow-unverified" in out
     assert list(tmp_path.iterdir()) == []
+
+
+def test_fsmn_vad_caches_named_by_convention_and_verified_deploy_without_flags(tmp_path):
+    """Near-miss of the guess: FSMN's in_cacheK -> out_cacheK come from names too, but rnnir verified every slice
+    (sliding windows of the newest 19 frames), so nothing has to be declared or allowed."""
+    plan = plan_deployment(real_model(rm.fsmn_vad_path))
+    assert plan.pairs == {f"in_cache{k}": f"out_cache{k}" for k in range(4)}
+    assert all(s.verified for s in plan.states)
+    assert deploy(real_model(rm.fsmn_vad_path), tmp_path) == 0
 
 
 def test_hc_swap_is_refused(tmp_path, capsys):

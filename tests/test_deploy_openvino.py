@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import realmodels as rm
-from _deploy import FSMN_PAIRS, SAMPLES, TORCH, real_model
+from _deploy import SAMPLES, TORCH, real_model
 
 from rnnir.cli import main
 
@@ -56,9 +56,9 @@ def test_pytorch_lstm_export(tmp_path, capsys, kind):
     assert [o["output"] for o in doc["outputs"]] == ["y"] and doc["outputs"][0]["max_abs_diff"] <= 1e-5
 
 
-def test_fsmn_vad_declared_and_allowed(tmp_path, capsys):
+def test_fsmn_vad_verified_caches(tmp_path, capsys):
     model = real_model(rm.fsmn_vad_path)
-    assert deploy(model, tmp_path / "fsmn.xml", "--allow-unverified", *FSMN_PAIRS, "--shape", "speech=1,10,400", "--calls", "20") == 0
+    assert deploy(model, tmp_path / "fsmn.xml", "--shape", "speech=1,10,400", "--calls", "20") == 0
     doc = report(capsys)
     assert doc["status"] == "pass" and doc["outputs"][0]["output"] == "logits"
     assert doc["outputs"][0]["max_abs_diff"] <= 1e-5
@@ -137,9 +137,8 @@ def test_hc_swap_is_refused(tmp_path, capsys):
 
 
 def test_unverified_guess_is_refused(tmp_path, capsys):
-    model = real_model(rm.fsmn_vad_path)
-    assert deploy(model, tmp_path / "x.xml", "--allow-unverified") == 1
-    assert "--pair in_cache0=out_cache0" in capsys.readouterr().out
+    assert deploy(str(SAMPLES / "sd009_projected_state.onnx"), tmp_path / "x.xml", "--allow-unverified") == 1
+    assert "--pair h0=hn" in capsys.readouterr().out
     assert not (tmp_path / "x.xml").exists()
 
 

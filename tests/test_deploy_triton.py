@@ -14,7 +14,7 @@ import numpy as np
 import onnx
 import pytest
 import realmodels as rm
-from _deploy import FSMN_PAIRS, SAMPLES, TORCH, real_model
+from _deploy import SAMPLES, TORCH, real_model
 from onnx import TensorProto
 from onnx import helper as oh
 
@@ -134,14 +134,22 @@ def test_max_batch_size_zero_keeps_every_axis(tmp_path):
     assert states(config) == {"h": ("h_out", "TYPE_FP32", [-1, 1, 3], "TYPE_FP32", [1, 1, 3])}
 
 
-def test_fsmn_vad_declared_and_allowed(tmp_path, capsys):
-    """FSMN-VAD's caches are not verified today (SD009): deployed only when declared AND allowed, and said so."""
+def test_fsmn_vad_verified_caches(tmp_path, capsys):
+    """FSMN-VAD's four sliding-window caches are verified: deployed with no flag, each cache a state."""
     model = real_model(rm.fsmn_vad_path)
-    assert deploy(model, tmp_path, "--name", "fsmn", "--allow-unverified", *FSMN_PAIRS) == 0
+    assert deploy(model, tmp_path, "--name", "fsmn") == 0
     config = parse_config(tmp_path / "fsmn" / "config.pbtxt")
     cache = ("TYPE_FP32", [1, 128, 19, 1], "TYPE_FP32", [1, 128, 19, 1])
     assert states(config) == {f"in_cache{k}": (f"out_cache{k}", *cache) for k in range(4)}
-    assert "NOT verified by rnnir" in (tmp_path / "fsmn" / "config.pbtxt").read_text()
+    assert "NOT verified by rnnir" not in (tmp_path / "fsmn" / "config.pbtxt").read_text()
+    assert "is not verified" not in capsys.readouterr().err
+
+
+def test_declared_and_allowed_unverified_pair_is_said(tmp_path, capsys):
+    """What rnnir cannot verify goes through only when declared AND allowed, and the config says so."""
+    assert deploy(str(SAMPLES / "sd009_projected_state.onnx"), tmp_path, "--name", "proj", "--allow-unverified", "--pair", "h0=hn") == 0
+    assert set(states(parse_config(tmp_path / "proj" / "config.pbtxt"))) == {"h0"}
+    assert "NOT verified by rnnir" in (tmp_path / "proj" / "config.pbtxt").read_text()
     assert "is not verified" in capsys.readouterr().err
 
 
