@@ -39,11 +39,17 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RnnirError
+from .jsontext import JSONTextError, parse_json
 from .passes.diagnostics import Diagnostic, Location
+from .regularfile import UnreadableFile, read_only_reason, read_regular
 
 __all__ = ["BASELINE_VERSION", "Baseline", "BaselineError", "Fingerprint", "fingerprint"]
 
 BASELINE_VERSION = 1
+#: the largest baseline file read (a baseline of a million findings is some 300 MB of JSON; nobody reviews that)
+MAX_BASELINE_BYTES = 64 << 20
+#: the most findings one entry accepts: more than any model can have of one rule at one place
+MAX_BASELINE_COUNT = 100_000
 _ABOUT = "rnnir lint --baseline: findings recorded here are not reported; regenerate with rnnir lint PATH... --write-baseline FILE"
 _KEYS = {"model", "code", "slot", "where", "count", "fingerprint"}
 
@@ -63,7 +69,16 @@ class Fingerprint:
 
     @property
     def digest(self) -> str:
-        text = json.dumps([BASELINE_VERSION, self.model, self.code, self.slot, list(self.where)], ensure_ascii=False)
+        return self.entry_digest(1)
+
+    def entry_digest(self, count: int) -> str:
+        """The digest a baseline entry accepting ``count`` such findings carries: a count above 1 is part of it,
+        so raising an entry's count by hand (hiding findings not yet made) is refused like any other edit.
+        An entry of count 1 digests as it always did, so baselines written before stay valid."""
+        fields: list[object] = [BASELINE_VERSION, self.model, self.code, self.slot, list(self.where)]
+        if count != 1:
+            fields.append(count)
+        text = json.dumps(fields, ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
     def describe(self) -> str:
@@ -107,13 +122,16 @@ class Baseline:
 
     def to_json(self) -> dict[str, Any]:
         entries = [
-            {"model": fp.model, "code": fp.code, "slot": fp.slot, "where": list(fp.where), "count": n, "fingerprint": fp.digest}
+            {"model": fp.model, "code": fp.code, "slot": fp.slot, "where": list(fp.where), "count": n, "fingerprint": fp.entry_digest(n)}
             for fp, n in sorted(self.accepted.items())
         ]
         return {"version": BASELINE_VERSION, "tool": "rnnir", "about": _ABOUT, "findings": entries}
 
     def write(self) -> None:
         text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
+        read_only = read_only_reason(self.path)
+        if read_only is not None:
+            raise BaselineError(f"{self.path}: cannot write the baseline: {read_only}")
         try:
             self.path.write_text(text, encoding="utf-8")
         except OSError as exc:
@@ -123,18 +141,20 @@ class Baseline:
     def load(cls, path: Path) -> Baseline:
         where = str(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise BaselineError(f"{where}: no such baseline file; record one with rnnir lint PATH... --write-baseline {where}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BaselineError(f"{where}: cannot read the baseline: {getattr(exc, 'strerror', None) or exc}") from None
+            text = read_regular(path, MAX_BASELINE_BYTES).decode("utf-8")
+        except UnreadableFile as exc:
+            if exc.missing:
+                raise BaselineError(f"{where}: no such baseline file; record one with rnnir lint PATH... --write-baseline {where}") from None
+            raise BaselineError(f"{where}: cannot read the baseline: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise BaselineError(f"{where}: cannot read the baseline: not UTF-8 ({exc.reason} at byte {exc.start})") from None
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BaselineError(f"{where}: not a baseline file: invalid JSON at line {exc.lineno} ({exc.msg})") from None
+            doc = parse_json(text)
+        except JSONTextError as exc:
+            raise BaselineError(f"{where}: not a baseline file: {exc}") from None
         if not isinstance(doc, dict) or "findings" not in doc or "version" not in doc:
             raise BaselineError(f"{where}: not a baseline file: expected a JSON object with 'version' and 'findings' (written by --write-baseline)")
-        if doc["version"] != BASELINE_VERSION:
+        if type(doc["version"]) is not int or doc["version"] != BASELINE_VERSION:  # JSON true is no version 1
             raise BaselineError(f"{where}: baseline version {doc['version']!r} is not supported (this rnnir reads version {BASELINE_VERSION}); regenerate it with --write-baseline")
         if not isinstance(doc["findings"], list):
             raise BaselineError(f"{where}: 'findings' must be a list")
@@ -173,10 +193,12 @@ def _entry(entry: Any, where: str) -> tuple[Fingerprint, int]:
     if not all(isinstance(entry[k], str) for k in strings) or not isinstance(entry["where"], list) or not all(isinstance(w, str) for w in entry["where"]):
         raise BaselineError(f"{where}: model, code, slot and fingerprint must be strings, where a list of strings")
     count = entry["count"]
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+    if type(count) is not int or count < 1:  # JSON true is no count, 1.0 neither
         raise BaselineError(f"{where}: count must be a whole number of at least 1, not {count!r}")
+    if count > MAX_BASELINE_COUNT:
+        raise BaselineError(f"{where}: count {count} is over the limit of {MAX_BASELINE_COUNT} findings per entry; regenerate the baseline with --write-baseline")
     fp = Fingerprint(entry["model"], entry["code"], entry["slot"], tuple(entry["where"]))
-    if fp.digest != entry["fingerprint"]:
+    if fp.entry_digest(count) != entry["fingerprint"]:
         raise BaselineError(
             f"{where} ({fp.describe()}) does not match its fingerprint: it was edited by hand; "
             "delete whole entries to un-accept findings, or regenerate the baseline with --write-baseline"

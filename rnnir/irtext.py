@@ -57,11 +57,11 @@ from .ir import (
 from .pairs import PairSource, StatePair
 from .recurrence import Recognition
 
-__all__ = ["IR_SUFFIX", "MAX_PRINTED_ELEMENTS", "IRParseError", "parse_program", "print_program", "read_program"]
+__all__ = ["IR_SUFFIX", "MAX_IR_TEXT_BYTES", "MAX_PRINTED_ELEMENTS", "IRParseError", "parse_program", "print_program", "read_program"]
 
 #: the file suffix of IR text: ``rnnir.load``, ``rnnir lint`` and ``rnnir show`` read such files as programs
 IR_SUFFIX = ".rnnir"
-_MAX_TEXT_BYTES = 64 << 20  # IR text keeps no weights: a larger file is not IR text rnnir wrote or anyone typed
+MAX_IR_TEXT_BYTES = 64 << 20  # IR text keeps no weights: a larger file is not IR text rnnir wrote or anyone typed
 
 MAX_PRINTED_ELEMENTS = 4096  # the lowering keeps constants up to this size (indices, shapes, initial states)
 ELIDED_FLOATS = 16  # float constants larger than this print as ``dense<float32[4,8] ...>`` and parse as zeros
@@ -732,7 +732,7 @@ def read_program(path: str | os.PathLike[str], *, label: str | None = None) -> P
     from .lower.source import read_regular_file
 
     label = label or str(path)
-    data = read_regular_file(Path(path), label, limit=_MAX_TEXT_BYTES)
+    data = read_regular_file(Path(path), label, limit=MAX_IR_TEXT_BYTES)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
