@@ -356,7 +356,7 @@ def _load_npy(data: bytes) -> np.ndarray:
     if need > held:
         raise ValueError(f"its header promises shape {tuple(shape)} of {dtype} ({need} bytes), but the file holds {held} bytes of data")
     try:
-        return np.load(io.BytesIO(data), allow_pickle=False)
+        return np.asarray(np.load(io.BytesIO(data), allow_pickle=False))
     except (ValueError, OSError, EOFError) as exc:
         raise ValueError(str(exc) or type(exc).__name__) from None
 
