@@ -248,6 +248,10 @@ def prepare_inputs(
         if not math.isfinite(value):
             problems.append(f"--value {name}={value!r}: give a finite number")
             continue
+        out_of_range = _out_of_range(value, ispec.dtype)
+        if out_of_range is not None:
+            problems.append(f"--value {name}={_number_text(value)}: input {name!r} is {ispec.dtype}, which holds {out_of_range}")
+            continue
         out.values[name] = value
         out.sources[name] = f"--value {name}={_number_text(value)}"
     for name, path in flags.files.items():
@@ -262,6 +266,21 @@ def prepare_inputs(
     if not problems:
         _check_missing(out, session, axes, problems)
     return out, problems
+
+
+def _out_of_range(value: float, dtype: np.dtype | None) -> str | None:
+    """The range of ``dtype`` when ``value`` is outside it (None: it fits): 1e30 fed to an int64 wrapped round."""
+    if dtype is None:
+        return None
+    if dtype.kind == "b":
+        return None if value in (0, 1) else "only 0 and 1"
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return None if info.min <= value <= info.max else f"{info.min} to {info.max}"
+    if dtype.kind == "f":
+        big = float(np.finfo(dtype).max)
+        return None if -big <= value <= big else f"numbers up to {big:g} in size"
+    return None
 
 
 # -- .npy ---------------------------------------------------------------------------------------
