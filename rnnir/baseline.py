@@ -21,7 +21,8 @@ the baseline records how many it accepts, and a third one is new.
 
 The file is JSON (version :data:`BASELINE_VERSION`), entries sorted by model, code, slot and places, one
 key per line, so a regenerated baseline diffs cleanly in review.  Each entry carries its fingerprint as a
-digest of its other fields: an entry edited by hand into something rnnir never wrote is refused (exit 2)
+digest of its other fields (its count included, so a count can be lowered by hand but never raised): an entry
+edited by hand into something rnnir never wrote is refused (exit 2)
 rather than silently matching nothing.  Entries that match nothing any more (the bug was fixed, the model
 moved) are *stale*: reported on one line, an error only with ``--exit-non-zero-on-stale-baseline``.
 Models the run did not lint (another shard, another folder) and rules it did not run are not judged.
@@ -48,8 +49,9 @@ __all__ = ["BASELINE_VERSION", "Baseline", "BaselineError", "Fingerprint", "fing
 BASELINE_VERSION = 1
 #: the largest baseline file read (a baseline of a million findings is some 300 MB of JSON; nobody reviews that)
 MAX_BASELINE_BYTES = 64 << 20
-#: the most findings one entry accepts: more than any model can have of one rule at one place
-MAX_BASELINE_COUNT = 100_000
+#: the most findings one entry accepts: more than any model has of one rule at one place (and a bound on the
+#: hashing that checks a count, see Fingerprint.entry_digest)
+MAX_BASELINE_COUNT = 10_000
 _ABOUT = "rnnir lint --baseline: findings recorded here are not reported; regenerate with rnnir lint PATH... --write-baseline FILE"
 _KEYS = {"model", "code", "slot", "where", "count", "fingerprint"}
 
@@ -69,17 +71,28 @@ class Fingerprint:
 
     @property
     def digest(self) -> str:
-        return self.entry_digest(1)
+        text = json.dumps([BASELINE_VERSION, self.model, self.code, self.slot, list(self.where)], ensure_ascii=False)
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
     def entry_digest(self, count: int) -> str:
-        """The digest a baseline entry accepting ``count`` such findings carries: a count above 1 is part of it,
-        so raising an entry's count by hand (hiding findings not yet made) is refused like any other edit.
-        An entry of count 1 digests as it always did, so baselines written before stay valid."""
-        fields: list[object] = [BASELINE_VERSION, self.model, self.code, self.slot, list(self.where)]
-        if count != 1:
-            fields.append(count)
-        text = json.dumps(fields, ensure_ascii=False)
-        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        """The digest a baseline entry accepting ``count`` such findings carries: :attr:`digest` hashed on
+        ``count - 1`` more times.  So an entry of count 1 digests as it always did, lowering a count by hand
+        still verifies (:meth:`verifies`: hashing on from the lower count reaches the written digest), and
+        raising one does not (the written digest lies behind it).  Like the digest, it catches edits made by
+        mistake; it is no secret."""
+        text = self.digest
+        for _ in range(count - 1):
+            text = _next_count(text)
+        return text
+
+    def verifies(self, count: int, written: str) -> bool:
+        """Whether ``written`` is the digest of this finding with ``count`` or more accepted."""
+        text = self.entry_digest(count)
+        for _ in range(MAX_BASELINE_COUNT - count + 1):
+            if text == written:
+                return True
+            text = _next_count(text)
+        return False
 
     def describe(self) -> str:
         at = f" at {', '.join(self.where)}" if self.where else ""
@@ -185,6 +198,10 @@ class Baseline:
         return [(fp, n) for fp, n in sorted(left.items()) if judged(fp)]
 
 
+def _next_count(digest: str) -> str:
+    return hashlib.sha256(f"rnnir-baseline-count:{digest}".encode()).hexdigest()[:16]
+
+
 def _entry(entry: Any, where: str) -> tuple[Fingerprint, int]:
     if not isinstance(entry, dict) or set(entry) != _KEYS:
         keys = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
@@ -198,9 +215,9 @@ def _entry(entry: Any, where: str) -> tuple[Fingerprint, int]:
     if count > MAX_BASELINE_COUNT:
         raise BaselineError(f"{where}: count {count} is over the limit of {MAX_BASELINE_COUNT} findings per entry; regenerate the baseline with --write-baseline")
     fp = Fingerprint(entry["model"], entry["code"], entry["slot"], tuple(entry["where"]))
-    if fp.entry_digest(count) != entry["fingerprint"]:
+    if not fp.verifies(count, entry["fingerprint"]):
         raise BaselineError(
-            f"{where} ({fp.describe()}) does not match its fingerprint: it was edited by hand; "
+            f"{where} ({fp.describe()}) does not match its fingerprint: it was edited by hand (a count may be lowered, never raised); "
             "delete whole entries to un-accept findings, or regenerate the baseline with --write-baseline"
         )
     return fp, count
