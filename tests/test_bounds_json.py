@@ -166,3 +166,13 @@ def test_30000_noqa_entries_are_matched_in_linear_time(tmp_path):
 
     small, large = seconds(7500), seconds(30000)
     assert large < 4 * small * 2.5 + 1.0  # 4x the entries, about 4x the time (it was 16x: 26.6 s at 30,000)
+
+
+def test_deep_rnnir_pairs_metadata_is_a_model_error(tmp_path):
+    import rnnir
+
+    model = onnx.load(str(REPO / "samples" / "gru_fanout.onnx"))
+    model.metadata_props.add(key="rnnir.pairs", value="[" * 100_000 + "]" * 100_000)
+    onnx.save(model, tmp_path / "m.onnx")
+    with pytest.raises(rnnir.ModelError, match=r"m.onnx: metadata 'rnnir.pairs' is not valid: JSON nested too deeply to read"):
+        rnnir.load(tmp_path / "m.onnx")
