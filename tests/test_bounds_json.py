@@ -31,6 +31,8 @@ def _entry(fp: Fingerprint, count: int, digest: str | None = None) -> dict:
 
 
 FP = Fingerprint("m.onnx", "SD002", "h0", ("lstm/Y_h",))
+DEEP_JSON = "[" * 100_000 + "]" * 100_000  # past Python's recursion limit
+DIGITS = "9" * 5000  # past Python's 4,300-digit limit on int(str)
 
 
 def test_raising_a_count_by_hand_is_refused_and_lowering_it_is_not(tmp_path):
@@ -72,8 +74,8 @@ def test_types_are_strict_bool_is_no_number(tmp_path, doc_edit, message):
 @pytest.mark.parametrize(
     "text,message",
     [
-        ("[" * 100_000 + "]" * 100_000, "not a baseline file: JSON nested too deeply to read"),
-        ('{"version": ' + "9" * 5000 + "}", "not a baseline file: unreadable JSON value: Exceeds the limit (4300 digits)"),
+        (DEEP_JSON, "not a baseline file: JSON nested too deeply to read"),
+        ('{"version": ' + DIGITS + "}", "not a baseline file: unreadable JSON value: Exceeds the limit (4300 digits)"),
         ("\xff\xfe", "cannot read the baseline: not UTF-8"),
     ],
     ids=["deep", "5000-digits", "not-utf8"],
@@ -90,7 +92,7 @@ def test_json_that_python_cannot_read_is_a_baseline_error_naming_the_file(tmp_pa
     "text,message",
     [
         ("[tool.rnnir]\nselect = " + "[" * 10_000 + "]" * 10_000 + "\n", "not valid TOML: arrays or tables nested too deeply to read"),
-        ("[tool.rnnir]\nstrict = " + "9" * 5000 + "\n", "not valid TOML: Exceeds the limit (4300 digits)"),
+        ("[tool.rnnir]\nstrict = " + DIGITS + "\n", "not valid TOML: Exceeds the limit (4300 digits)"),
         ("[tool.rnnir]\nselect = [\"SD\"]\n\xff\n", "not valid TOML: not UTF-8"),
     ],
     ids=["deep", "5000-digits", "not-utf8"],
@@ -116,8 +118,8 @@ def _with_noqa(*values: str) -> onnx.ModelProto:
 @pytest.mark.parametrize(
     "value,message",
     [
-        ("[" * 100_000 + "]" * 100_000, "is not valid JSON (JSON nested too deeply to read)"),
-        ("[" + "9" * 5000 + "]", "is not valid JSON (unreadable JSON value: Exceeds the limit (4300 digits)"),
+        (DEEP_JSON, "is not valid JSON (JSON nested too deeply to read)"),
+        ("[" + DIGITS + "]", "is not valid JSON (unreadable JSON value: Exceeds the limit (4300 digits)"),
         ("[1e999]", "must be a JSON list of rule codes"),
     ],
     ids=["deep", "5000-digits", "number"],
@@ -172,7 +174,7 @@ def test_deep_rnnir_pairs_metadata_is_a_model_error(tmp_path):
     import rnnir
 
     model = onnx.load(str(REPO / "samples" / "gru_fanout.onnx"))
-    model.metadata_props.add(key="rnnir.pairs", value="[" * 100_000 + "]" * 100_000)
+    model.metadata_props.add(key="rnnir.pairs", value=DEEP_JSON)
     onnx.save(model, tmp_path / "m.onnx")
     with pytest.raises(rnnir.ModelError, match=r"m.onnx: metadata 'rnnir.pairs' is not valid: JSON nested too deeply to read"):
         rnnir.load(tmp_path / "m.onnx")
