@@ -102,7 +102,7 @@ def load(
     from .gcpause import paused_gc
     from .lower import Policy, lower, read_model
 
-    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".rnnir"):
+    if isinstance(model, (str, os.PathLike)) and os.fspath(model).lower().endswith(".rnnir"):  # any case, as the folder walk finds it
         from .irtext import read_program
 
         if pairs:

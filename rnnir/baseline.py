@@ -21,7 +21,8 @@ the baseline records how many it accepts, and a third one is new.
 
 The file is JSON (version :data:`BASELINE_VERSION`), entries sorted by model, code, slot and places, one
 key per line, so a regenerated baseline diffs cleanly in review.  Each entry carries its fingerprint as a
-digest of its other fields: an entry edited by hand into something rnnir never wrote is refused (exit 2)
+digest of its other fields (its count included, so a count can be lowered by hand but never raised): an entry
+edited by hand into something rnnir never wrote is refused (exit 2)
 rather than silently matching nothing.  Entries that match nothing any more (the bug was fixed, the model
 moved) are *stale*: reported on one line, an error only with ``--exit-non-zero-on-stale-baseline``.
 Models the run did not lint (another shard, another folder) and rules it did not run are not judged.
@@ -40,11 +41,18 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RnnirError
+from .jsontext import JSONTextError, parse_json
 from .passes.diagnostics import Diagnostic, Location
+from .regularfile import UnreadableFile, read_regular
 
 __all__ = ["BASELINE_VERSION", "Baseline", "BaselineError", "Fingerprint", "fingerprint"]
 
 BASELINE_VERSION = 1
+#: the largest baseline file read (a baseline of a million findings is some 300 MB of JSON; nobody reviews that)
+MAX_BASELINE_BYTES = 64 << 20
+#: the most findings one entry accepts: more than any model has of one rule at one place (and a bound on the
+#: hashing that checks a count, see Fingerprint.entry_digest)
+MAX_BASELINE_COUNT = 10_000
 _ABOUT = "rnnir lint --baseline: findings recorded here are not reported; regenerate with rnnir lint PATH... --write-baseline FILE"
 _KEYS = {"model", "code", "slot", "where", "count", "fingerprint"}
 
@@ -69,6 +77,26 @@ class Fingerprint:
     def digest(self) -> str:
         text = json.dumps([BASELINE_VERSION, self.model, self.code, self.slot, list(self.where)], ensure_ascii=False)
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+    def entry_digest(self, count: int) -> str:
+        """The digest a baseline entry accepting ``count`` such findings carries: :attr:`digest` hashed on
+        ``count - 1`` more times.  So an entry of count 1 digests as it always did, lowering a count by hand
+        still verifies (:meth:`verifies`: hashing on from the lower count reaches the written digest), and
+        raising one does not (the written digest lies behind it).  Like the digest, it catches edits made by
+        mistake; it is no secret."""
+        text = self.digest
+        for _ in range(count - 1):
+            text = _next_count(text)
+        return text
+
+    def verifies(self, count: int, written: str) -> bool:
+        """Whether ``written`` is the digest of this finding with ``count`` or more accepted."""
+        text = self.entry_digest(count)
+        for _ in range(MAX_BASELINE_COUNT - count + 1):
+            if text == written:
+                return True
+            text = _next_count(text)
+        return False
 
     def describe(self) -> str:
         at = f" at {', '.join(self.where)}" if self.where else ""
@@ -111,7 +139,7 @@ class Baseline:
 
     def to_json(self) -> dict[str, Any]:
         entries = [
-            {"model": fp.model, "code": fp.code, "slot": fp.slot, "where": list(fp.where), "count": n, "fingerprint": fp.digest}
+            {"model": fp.model, "code": fp.code, "slot": fp.slot, "where": list(fp.where), "count": n, "fingerprint": fp.entry_digest(n)}
             for fp, n in sorted(self.accepted.items())
         ]
         return {"version": BASELINE_VERSION, "tool": "rnnir", "about": _ABOUT, "findings": entries}
@@ -131,18 +159,20 @@ class Baseline:
     def load(cls, path: Path) -> Baseline:
         where = str(path)
         try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise BaselineError(f"{where}: no such baseline file; record one with rnnir lint PATH... --write-baseline {where}") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise BaselineError(f"{where}: cannot read the baseline: {getattr(exc, 'strerror', None) or exc}") from None
+            text = read_regular(path, MAX_BASELINE_BYTES).decode("utf-8")
+        except UnreadableFile as exc:
+            if exc.missing:
+                raise BaselineError(f"{where}: no such baseline file; record one with rnnir lint PATH... --write-baseline {where}") from None
+            raise BaselineError(f"{where}: cannot read the baseline: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise BaselineError(f"{where}: cannot read the baseline: not UTF-8 ({exc.reason} at byte {exc.start})") from None
         try:
-            doc = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise BaselineError(f"{where}: not a baseline file: invalid JSON at line {exc.lineno} ({exc.msg})") from None
+            doc = parse_json(text)
+        except JSONTextError as exc:
+            raise BaselineError(f"{where}: not a baseline file: {exc}") from None
         if not isinstance(doc, dict) or "findings" not in doc or "version" not in doc:
             raise BaselineError(f"{where}: not a baseline file: expected a JSON object with 'version' and 'findings' (written by --write-baseline)")
-        if doc["version"] != BASELINE_VERSION:
+        if type(doc["version"]) is not int or doc["version"] != BASELINE_VERSION:  # JSON true is no version 1
             raise BaselineError(f"{where}: baseline version {doc['version']!r} is not supported (this rnnir reads version {BASELINE_VERSION}); regenerate it with --write-baseline")
         if not isinstance(doc["findings"], list):
             raise BaselineError(f"{where}: 'findings' must be a list")
@@ -173,6 +203,10 @@ class Baseline:
         return [(fp, n) for fp, n in sorted(left.items()) if judged(fp)]
 
 
+def _next_count(digest: str) -> str:
+    return hashlib.sha256(f"rnnir-baseline-count:{digest}".encode()).hexdigest()[:16]
+
+
 def _entry(entry: Any, where: str) -> tuple[Fingerprint, int]:
     if not isinstance(entry, dict) or set(entry) != _KEYS:
         keys = sorted(entry) if isinstance(entry, dict) else type(entry).__name__
@@ -181,12 +215,14 @@ def _entry(entry: Any, where: str) -> tuple[Fingerprint, int]:
     if not all(isinstance(entry[k], str) for k in strings) or not isinstance(entry["where"], list) or not all(isinstance(w, str) for w in entry["where"]):
         raise BaselineError(f"{where}: model, code, slot and fingerprint must be strings, where a list of strings")
     count = entry["count"]
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+    if type(count) is not int or count < 1:  # JSON true is no count, 1.0 neither
         raise BaselineError(f"{where}: count must be a whole number of at least 1, not {count!r}")
+    if count > MAX_BASELINE_COUNT:
+        raise BaselineError(f"{where}: count {count} is over the limit of {MAX_BASELINE_COUNT} findings per entry; regenerate the baseline with --write-baseline")
     fp = Fingerprint(entry["model"], entry["code"], entry["slot"], tuple(entry["where"]))
-    if fp.digest != entry["fingerprint"]:
+    if not fp.verifies(count, entry["fingerprint"]):
         raise BaselineError(
-            f"{where} ({fp.describe()}) does not match its fingerprint: it was edited by hand; "
+            f"{where} ({fp.describe()}) does not match its fingerprint: it was edited by hand (a count may be lowered, never raised); "
             "delete whole entries to un-accept findings, or regenerate the baseline with --write-baseline"
         )
     return fp, count

@@ -127,7 +127,7 @@ def _config_finder(args: argparse.Namespace) -> ConfigFinder:
         return _FixedConfig(Config())
     if getattr(args, "config", None):
         path = Path(args.config)
-        if not path.is_file():
+        if not path.exists():  # a FIFO or a folder exists: load_config says what it is
             raise ConfigError(f"{path}: no such configuration file")
         return _FixedConfig(load_config(path))
     found = find_config(Path.cwd())
@@ -211,11 +211,13 @@ class Target:
 
 
 def collect_models(arguments: Sequence[str]) -> list[Target]:
-    """Files as given, folders searched recursively for ``*.onnx`` and ``*.rnnir`` (IR text) in sorted order,
-    duplicates dropped.
+    """Files as given, folders searched recursively for ``*.onnx`` and ``*.rnnir`` (IR text, any case) in sorted
+    order, duplicates dropped.
 
     Hidden folders (``.git``, ``.venv``) below a given folder are skipped, symlinked folders not
-    followed.  A folder without any model is an error target, so a mistyped path cannot pass CI.
+    followed.  A folder without any model is an error target, so a mistyped path cannot pass CI; so is a
+    folder that cannot be listed (no permission, a path longer than the system allows), in the place its
+    models would have been, so the run says so and exits 2 while the other models are still linted.
     """
     targets: list[Target] = []
     seen: set[str] = set()
@@ -229,17 +231,49 @@ def collect_models(arguments: Sequence[str]) -> list[Target]:
 
     for arg in arguments:
         if os.path.isdir(arg):
-            found: list[str] = []
-            for folder, dirs, files in os.walk(arg):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                found.extend(os.path.join(folder, f) for f in sorted(files) if f.lower().endswith((".onnx", ".rnnir")))
+            found = _walk_models(arg)
             if not found:
                 targets.append(Target(os.path.normpath(arg), {"type": "NoModelsFound", "message": "no .onnx or .rnnir files in this folder"}))
-            for path in found:
-                add(path)
+            for target in found:
+                if target.error is not None:
+                    targets.append(target)
+                else:
+                    add(target.path)
         else:
             add(arg)  # missing files are reported by the loader, with the loader's message
     return targets
+
+
+def _walk_models(top: str) -> list[Target]:
+    """The models below ``top`` in sorted order, and an error target for each folder that cannot be listed.
+
+    An explicit stack, not :func:`os.walk`: on Python 3.11 that recurses once per level (1,200 nested folders
+    raised RecursionError and stopped the whole run) and drops a folder it cannot list without a word.
+    """
+    out: list[Target] = []
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = sorted(it, key=lambda e: e.name)
+        except OSError as exc:
+            out.append(Target(os.path.normpath(folder), {"type": "UnreadableFolder", "message": f"cannot list this folder: {exc.strerror or exc}; its models were not linted"}))
+            continue
+        subfolders: list[str] = []
+        for entry in entries:
+            try:
+                is_folder = entry.is_dir()  # a symlink to a folder is a folder, never a model, and not followed
+                followed = is_folder and not entry.is_symlink()
+            except OSError:
+                is_folder = followed = False
+            if is_folder:
+                if followed and not entry.name.startswith("."):
+                    subfolders.append(entry.path)
+            elif entry.name.lower().endswith((".onnx", ".rnnir")):
+                out.append(Target(entry.path))
+        stack.extend(reversed(subfolders))  # popped in sorted order: a folder's files, then each subfolder's
+    return out
 
 
 # -- linting one model (runs in worker processes with --jobs) ---------------------------------

@@ -248,7 +248,7 @@ def add_noqa(files: Sequence[Any]) -> int:
             continue
         path = Path(f.path)
         try:
-            if path.suffix == ".rnnir":
+            if path.suffix.lower() == ".rnnir":
                 raise FixUsageError("IR text has no metadata to hold suppressions; suppress in the ONNX model it came from")
             with _rewriting(path):  # re-read under the lock: another writer's entries are kept
                 source = read_model(str(path))
@@ -287,7 +287,7 @@ def _suppressed_codes(path: str) -> set[str]:
 
     from .lower.source import read_model
 
-    if path.endswith(".rnnir"):
+    if path.lower().endswith(".rnnir"):
         return set()
     try:
         return {Suppression.parse(e).code for e in read_noqa(read_model(path).model)}

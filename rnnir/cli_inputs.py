@@ -7,8 +7,8 @@ checked against the model's inputs, every input the model needs is accounted for
 checked against the declared ones, so each problem is reported as itself, with the flag that fixes it.
 
 Real data: ``--input NAME=FILE.npy`` (the whole sequence for one input, split into calls along its time
-axis, or along a leading call axis) and ``--audio [NAME=]FILE.wav`` (16-bit PCM read with the standard
-library's :mod:`wave`; channels averaged; samples scaled to [-1, 1); chunked to one call's shape).
+axis, or along a leading call axis) and ``--audio [NAME=]FILE.wav`` (16-bit PCM, also written as
+WAVE_FORMAT_EXTENSIBLE; channels averaged; samples scaled to [-1, 1); chunked to one call's shape).
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ import difflib
 import math
 import os
 import re
-import wave
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from .regularfile import UnreadableFile, read_regular
 
 if TYPE_CHECKING:
     import numpy as np
@@ -39,6 +41,8 @@ _SAMPLE_RATE_KEYS = ("sample_rate", "sampling_rate", "sr")
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGIC = b"PK\x03\x04"
 _DIM_SEPARATORS = re.compile(r"[,x×*\s]+")
+#: the largest ``--input`` .npy or ``--audio`` WAV file read (the whole stream is held in memory)
+MAX_DATA_FILE_BYTES = 1 << 30
 
 
 class Problems(list[str]):
@@ -244,6 +248,10 @@ def prepare_inputs(
         if not math.isfinite(value):
             problems.append(f"--value {name}={value!r}: give a finite number")
             continue
+        out_of_range = _out_of_range(value, ispec.dtype)
+        if out_of_range is not None:
+            problems.append(f"--value {name}={_number_text(value)}: input {name!r} is {ispec.dtype}, which holds {out_of_range}")
+            continue
         out.values[name] = value
         out.sources[name] = f"--value {name}={_number_text(value)}"
     for name, path in flags.files.items():
@@ -260,6 +268,21 @@ def prepare_inputs(
     return out, problems
 
 
+def _out_of_range(value: float, dtype: np.dtype | None) -> str | None:
+    """The range of ``dtype`` when ``value`` is outside it (None: it fits): 1e30 fed to an int64 wrapped round."""
+    if dtype is None:
+        return None
+    if dtype.kind == "b":
+        return None if value in (0, 1) else "only 0 and 1"
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return None if info.min <= value <= info.max else f"{info.min} to {info.max}"
+    if dtype.kind == "f":
+        big = float(np.finfo(dtype).max)
+        return None if -big <= value <= big else f"numbers up to {big:g} in size"
+    return None
+
+
 # -- .npy ---------------------------------------------------------------------------------------
 
 
@@ -269,11 +292,11 @@ def _read_npy(name: str, path: str, spec: IOSpec, axis: int | None, limit: _Limi
         problems.append(f"{where}: is a folder, not a .npy file")
         return None
     try:
-        with open(path, "rb") as fh:
-            magic = fh.read(6)
-    except OSError as exc:
-        problems.append(f"{where}: {'no such file' if isinstance(exc, FileNotFoundError) else exc.strerror or exc}")
+        data = read_regular(path, MAX_DATA_FILE_BYTES, limit_hint="give fewer calls' data per file")
+    except UnreadableFile as exc:
+        problems.append(f"{where}: {exc}")
         return None
+    magic = data[:6]
     if magic.startswith(_ZIP_MAGIC):
         problems.append(f"{where}: is an .npz archive; save one array per file with numpy.save and give each with --input NAME=FILE.npy")
         return None
@@ -282,8 +305,8 @@ def _read_npy(name: str, path: str, spec: IOSpec, axis: int | None, limit: _Limi
         problems.append(f"{where}: not a .npy file (numpy.save writes one{wav})")
         return None
     try:
-        arr = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
+        arr = _load_npy(data)
+    except ValueError as exc:
         problems.append(f"{where}: not a readable .npy file ({exc})")
         return None
     decl = shape_text(spec.dtype, spec.shape)
@@ -327,6 +350,36 @@ def _read_npy(name: str, path: str, spec: IOSpec, axis: int | None, limit: _Limi
     return np.asarray(arr)
 
 
+def _load_npy(data: bytes) -> np.ndarray:
+    """The array of a ``.npy`` file's bytes; :class:`ValueError` for one whose header promises more data than the
+    file holds (numpy would allocate what the header says first: 1e12 elements ended in MemoryError)."""
+    import io
+
+    from numpy.lib import format as npy_format
+
+    fh = io.BytesIO(data)
+    try:
+        version = npy_format.read_magic(fh)
+        if version == (1, 0):
+            shape, _, dtype = npy_format.read_array_header_1_0(fh)
+        elif version == (2, 0):
+            shape, _, dtype = npy_format.read_array_header_2_0(fh)
+        else:
+            raise ValueError(f"format version {version[0]}.{version[1]}; numpy.save writes 1.0 or 2.0")
+    except Exception as exc:  # noqa: BLE001 - numpy parses the header with ast and tokenize, which raise their own types
+        raise ValueError(f"a header numpy cannot read ({type(exc).__name__}: {str(exc)[:200]})") from None
+    if dtype.hasobject:
+        raise ValueError("holds Python objects, which are never unpickled; save a numeric array")
+    count = math.prod(int(d) for d in shape)
+    need, held = count * dtype.itemsize, len(data) - fh.tell()
+    if need > held:
+        raise ValueError(f"its header promises shape {tuple(shape)} of {dtype} ({need} bytes), but the file holds {held} bytes of data")
+    try:
+        return np.asarray(np.load(io.BytesIO(data), allow_pickle=False))
+    except (ValueError, OSError, EOFError) as exc:
+        raise ValueError(str(exc) or type(exc).__name__) from None
+
+
 @dataclass(frozen=True)
 class _Limit:
     """``--calls`` given with data: only the first calls' worth of it (``chunk`` steps per call along a time axis)."""
@@ -354,28 +407,73 @@ class Wav:
 
 
 def read_wav(path: str) -> Wav:
-    """A 16-bit PCM WAV file through the standard library; :class:`ValueError` says what is wrong with it."""
+    """A 16-bit PCM WAV file (``WAVE_FORMAT_PCM``, or ``WAVE_FORMAT_EXTENSIBLE`` with the PCM subformat);
+    :class:`ValueError` says what is wrong with it.
+
+    Read here rather than with the standard library's :mod:`wave`: that module reads no extensible header before
+    Python 3.12 (what sox and ffmpeg write for more than two channels or more than 16 bits), and trusts the data
+    chunk's declared size, so a 40-byte file declaring 4 GB made it allocate 4 GB.
+    """
     if os.path.isdir(path):
         raise ValueError("is a folder, not a WAV file")
-    if not os.path.exists(path):
-        raise ValueError("no such file")
     try:
-        with wave.open(path, "rb") as w:
-            width, channels, rate = w.getsampwidth(), w.getnchannels(), w.getframerate()
-            if width != 2:
-                raise ValueError(
-                    f"{8 * width}-bit samples; --audio reads 16-bit PCM WAV (convert: sox IN -b 16 OUT.wav, or ffmpeg -i IN -c:a pcm_s16le OUT.wav)"
-                )
-            raw = w.readframes(w.getnframes())
-    except (wave.Error, EOFError) as exc:
-        raise ValueError(f"not a PCM WAV file the standard library's wave module can read ({exc})") from None
-    except OSError as exc:
-        raise ValueError(exc.strerror or str(exc)) from None
-    pcm = np.frombuffer(raw[: len(raw) - len(raw) % (2 * channels)], dtype="<i2")
+        data = read_regular(path, MAX_DATA_FILE_BYTES, limit_hint="cut the recording into shorter files")
+    except UnreadableFile as exc:
+        raise ValueError(str(exc)) from None
+    fmt, pcm_bytes = _wav_chunks(data)
+    tag, channels, rate, _, block_align, bits = struct.unpack_from("<HHIIHH", fmt)
+    if tag == _WAVE_FORMAT_EXTENSIBLE:
+        if len(fmt) < 40 or fmt[26:40] != _KSDATAFORMAT_TAIL:
+            raise ValueError("a WAVE_FORMAT_EXTENSIBLE file without a standard subformat; --audio reads 16-bit PCM WAV")
+        tag = struct.unpack_from("<H", fmt, 24)[0]
+    if tag != _WAVE_FORMAT_PCM:
+        what = "floating-point samples" if tag == _WAVE_FORMAT_IEEE_FLOAT else f"format tag {tag:#06x}"
+        raise ValueError(f"{what}; --audio reads 16-bit PCM WAV (convert: sox IN -b 16 OUT.wav, or ffmpeg -i IN -c:a pcm_s16le OUT.wav)")
+    if bits != 16:
+        raise ValueError(
+            f"{bits}-bit samples; --audio reads 16-bit PCM WAV (convert: sox IN -b 16 OUT.wav, or ffmpeg -i IN -c:a pcm_s16le OUT.wav)"
+        )
+    if channels < 1 or block_align != 2 * channels or rate < 1:
+        raise ValueError(f"a broken format chunk: {channels} channels, {block_align} bytes per frame, {rate} Hz")
+    pcm = np.frombuffer(pcm_bytes[: len(pcm_bytes) - len(pcm_bytes) % block_align], dtype="<i2")
     if pcm.size == 0:
         raise ValueError("holds no samples")
     samples = (pcm.reshape(-1, channels).astype(np.float32).mean(axis=1) / 32768.0).astype(np.float32)
     return Wav(samples, rate, channels)
+
+
+_WAVE_FORMAT_PCM = 0x0001
+_WAVE_FORMAT_IEEE_FLOAT = 0x0003
+_WAVE_FORMAT_EXTENSIBLE = 0xFFFE
+#: the 14 bytes after the format tag in every KSDATAFORMAT_SUBTYPE_* GUID (PCM is 00000001-0000-0010-8000-00aa00389b71)
+_KSDATAFORMAT_TAIL = b"\x00\x00\x00\x00\x10\x00\x80\x00\x00\xaa\x00\x38\x9b\x71"
+
+
+def _wav_chunks(data: bytes) -> tuple[bytes, bytes]:
+    """The ``fmt `` chunk's body and the ``data`` chunk's bytes of a RIFF/WAVE file."""
+    if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        raise ValueError("not a WAV file (it does not start with a RIFF/WAVE header)")
+    fmt: bytes | None = None
+    pos = 12
+    while pos + 8 <= len(data):
+        kind, size = data[pos : pos + 4], struct.unpack_from("<I", data, pos + 4)[0]
+        body = pos + 8
+        if kind == b"data":
+            if fmt is None:
+                raise ValueError("the data chunk comes before the format chunk")
+            held = len(data) - body
+            if size > MAX_DATA_FILE_BYTES:
+                raise ValueError(f"its data chunk declares {size} bytes, over the {MAX_DATA_FILE_BYTES}-byte limit; cut the recording into shorter files")
+            if size > held:
+                raise ValueError(f"its data chunk declares {size} bytes, but the file holds {held} after it: a truncated file, "
+                                 "or one written to a pipe (rewrite it: sox IN OUT.wav)")
+            return fmt, data[body : body + size]
+        if kind == b"fmt ":
+            if size < 16 or body + size > len(data):
+                raise ValueError(f"a format chunk of {size} bytes; a WAV file's has at least 16")
+            fmt = data[body : body + size]
+        pos = body + size + (size & 1)  # chunks are padded to an even size
+    raise ValueError("no format chunk" if fmt is None else "no data chunk")
 
 
 def _model_rate(session: StatefulSession) -> tuple[int, str] | None:

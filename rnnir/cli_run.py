@@ -201,12 +201,18 @@ def _check_numbers(args: argparse.Namespace) -> None:
         require_matplotlib()  # before the run: a missing optional extra is the first thing to fix
         if not Path(args.plot).resolve().parent.is_dir():
             raise UsageError(f"{args.plot}: cannot write the plot: no folder {str(Path(args.plot).parent)!r}")
+    if args.calls is not None and args.calls > MAX_CALLS:
+        raise UsageError(f"--calls {args.calls}: at most {MAX_CALLS} calls (the limit keeps a run's inputs and outputs in memory)")
     if args.long is not None and args.long < 4:
         raise UsageError("--long needs at least 4 calls")
+    if args.long is not None and args.long > MAX_LONG_CALLS:
+        raise UsageError(f"--long {args.long}: at most {MAX_LONG_CALLS} calls (one latency and state sample is kept per call)")
     if args.streams is not None and args.streams < 2:
         raise UsageError("--streams needs at least 2 streams")
-    if args.recovery_tol < 0:
-        raise UsageError("--recovery-tol must not be negative")
+    if args.streams is not None and args.streams > MAX_STREAMS:
+        raise UsageError(f"--streams {args.streams}: at most {MAX_STREAMS} streams (each keeps its own state and solo run)")
+    if not math.isfinite(args.recovery_tol) or args.recovery_tol < 0:
+        raise UsageError(f"--recovery-tol {args.recovery_tol}: give a finite number, 0 or more")
     if not args.max_slot_mb > 0:
         raise UsageError("--max-slot-mb must be positive")
     for flag, value in (("--drop", args.drop), ("--reconnect", args.reconnect)):
@@ -216,6 +222,12 @@ def _check_numbers(args: argparse.Namespace) -> None:
 
 #: calls in a generated stream when --calls is not given (a data file gives its own length)
 DEFAULT_CALLS = 200
+#: the most calls ``--calls`` runs
+MAX_CALLS = 1_000_000
+#: the most calls ``--long`` runs (100,000 take minutes)
+MAX_LONG_CALLS = 1_000_000
+#: the most streams ``--streams`` serves from one pool (100,000 took 1.8 GB and 90 s)
+MAX_STREAMS = 1024
 
 
 class RunProgress:

@@ -34,6 +34,7 @@ they read like exit-code settings while they pick a lowering policy.
 from __future__ import annotations
 
 import fnmatch
+import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -41,9 +42,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import RnnirError
+from .regularfile import UnreadableFile, read_regular
 
 __all__ = ["Config", "ConfigError", "ConfigFinder", "find_config", "load_config", "parse_pair"]
 
+#: the largest pyproject.toml read: real ones are a few KiB
+MAX_CONFIG_BYTES = 4 << 20
 ENTRY_POLICIES = ("dynamic", "constant")
 EXIT_POLICIES = ("fanout", "chain", "reuse-single-store")
 
@@ -164,7 +168,9 @@ class ConfigFinder:
         self._by_folder: dict[Path, Config] = {}
 
     def for_model(self, model: str | Path) -> Config:
-        folder = Path(model).resolve().parent
+        # the folder the model was found in, symlinks not resolved: a symlinked model takes the configuration of
+        # the folder it is linked into, as Ruff does (and a symlink loop has no target to resolve)
+        folder = Path(os.path.abspath(model)).parent
         walked: list[Path] = []  # folders whose answer this walk decides: each is asked once however many models it holds
         while True:
             known = self._by_folder.get(folder)
@@ -208,12 +214,19 @@ def _read_toml(path: Path) -> dict[str, Any]:
     else:  # pragma: no cover - exercised on 3.10 only
         import tomli as tomllib
     try:
-        with open(path, "rb") as fh:
-            table: dict[str, Any] = tomllib.load(fh)
-            return table
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        text = read_regular(path, MAX_CONFIG_BYTES).decode("utf-8")
+    except UnreadableFile as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        table: dict[str, Any] = tomllib.loads(text)
+        return table
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not valid TOML: arrays or tables nested too deeply to read") from None
+    except ValueError as exc:  # an integer past Python's digit limit for int(str)
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
 
 
@@ -245,13 +258,20 @@ def _choice(table: Mapping[str, Any], key: str, allowed: tuple[str, ...], where:
 
 
 def _relative_posix(model: Path, root: Path | None) -> str:
-    resolved = model.resolve()
+    """``model`` relative to ``root`` as found (a symlinked model by the link's path, as Ruff matches it), else
+    as resolved (``root`` itself is resolved), else absolute."""
+    given = Path(os.path.abspath(model))
+    try:
+        resolved = model.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        resolved = given
     if root is not None:
-        try:
-            return resolved.relative_to(root).as_posix()
-        except ValueError:
-            pass
-    return resolved.as_posix()
+        for path in (given, resolved):
+            try:
+                return path.relative_to(root).as_posix()
+            except ValueError:
+                pass
+    return given.as_posix()
 
 
 def _glob_matches(pattern: str, rel: str, name: str) -> bool:

@@ -18,6 +18,7 @@ stores it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -41,11 +42,14 @@ class InputContext:
 ContextSpec = Mapping[str, "int | tuple[int, int] | InputContext"]
 
 
-def parse_context(spec: ContextSpec | None, inputs: Mapping[str, Any], time_axes: Mapping[str, int], state_inputs: set[str], label: str) -> tuple[InputContext, ...]:
+def parse_context(spec: ContextSpec | None, inputs: Mapping[str, Any], time_axes: Mapping[str, int], state_inputs: set[str], label: str,
+                  max_bytes: int | None = None) -> tuple[InputContext, ...]:
     """Validate a ``context=`` argument against the model: resolved axes, known non-state inputs, positive sizes.
 
     ``inputs`` maps input names to IOSpecs (``shape`` may be None), ``time_axes`` names the axis of inputs
-    that reach a recurrent op's time axis.
+    that reach a recurrent op's time axis.  ``max_bytes`` (the session's ``max_slot_bytes``) bounds what one
+    kept context may take, as it bounds a state slot: counted here from the declared dims, at the first call
+    from the real ones.
     """
     if not spec:
         return ()
@@ -81,22 +85,35 @@ def parse_context(spec: ContextSpec | None, inputs: Mapping[str, Any], time_axes
             dim = shape[axis]
             if isinstance(dim, int) and dim > 0 and dim <= size:
                 raise StateError(f"{label}: input {name!r} takes {dim} steps along axis {axis}; a context of {size} leaves no room for new input")
+        if max_bytes is not None:
+            dtype = inputs[name].dtype
+            others = [d for k, d in enumerate(shape or ()) if k != axis and isinstance(d, int) and d > 0]
+            _check_size(label, name, size * math.prod(others) * (np.dtype(dtype).itemsize if dtype is not None else 1), max_bytes)
         out.append(InputContext(name, size, axis))
     return tuple(out)
+
+
+def _check_size(label: str, name: str, nbytes: int, max_bytes: int) -> None:
+    if nbytes > max_bytes:
+        raise StateError(
+            f"{label}: the context kept for input {name!r} would take {nbytes:,} bytes, over the {max_bytes:,}-byte limit per slot "
+            "(max_slot_bytes; rnnir run --max-slot-mb)"
+        )
 
 
 class ContextKeeper:
     """One stream's kept context: the tail of each declared input from the previous call."""
 
-    __slots__ = ("specs", "tails", "dtypes")
+    __slots__ = ("specs", "tails", "dtypes", "max_bytes")
 
-    def __init__(self, specs: tuple[InputContext, ...], dtypes: Mapping[str, np.dtype | None]) -> None:
+    def __init__(self, specs: tuple[InputContext, ...], dtypes: Mapping[str, np.dtype | None], max_bytes: int | None = None) -> None:
         self.specs = specs
         self.tails: dict[str, np.ndarray] = {}
         self.dtypes = dict(dtypes)
+        self.max_bytes = max_bytes
 
     def copy(self) -> ContextKeeper:
-        twin = ContextKeeper(self.specs, self.dtypes)
+        twin = ContextKeeper(self.specs, self.dtypes, self.max_bytes)
         twin.tails = {k: v.copy() for k, v in self.tails.items()}
         return twin
 
@@ -118,6 +135,8 @@ class ContextKeeper:
             tail = self.tails.get(spec.input)
             want = chunk.shape[:axis] + (spec.size,) + chunk.shape[axis + 1 :]
             if tail is None:
+                if self.max_bytes is not None:
+                    _check_size(label, spec.input, math.prod(want) * np.dtype(dtype).itemsize, self.max_bytes)
                 tail = np.zeros(want, dtype=dtype)  # the wrapper's zeros before the first chunk
             elif tail.shape != want:
                 raise StateError(

@@ -27,12 +27,13 @@ import ast
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from . import digraph
 from .errors import IRError
 from .ir import (
     Compute,
@@ -57,16 +58,24 @@ from .ir import (
 from .pairs import PairSource, StatePair
 from .recurrence import Recognition
 
-__all__ = ["IR_SUFFIX", "MAX_PRINTED_ELEMENTS", "IRParseError", "parse_program", "print_program", "read_program"]
+__all__ = ["IR_SUFFIX", "MAX_IR_TEXT_BYTES", "MAX_PRINTED_ELEMENTS", "IRParseError", "parse_program", "print_program", "read_program"]
 
 #: the file suffix of IR text: ``rnnir.load``, ``rnnir lint`` and ``rnnir show`` read such files as programs
 IR_SUFFIX = ".rnnir"
-_MAX_TEXT_BYTES = 64 << 20  # IR text keeps no weights: a larger file is not IR text rnnir wrote or anyone typed
+MAX_IR_TEXT_BYTES = 64 << 20  # IR text keeps no weights: a larger file is not IR text rnnir wrote or anyone typed
 
 MAX_PRINTED_ELEMENTS = 4096  # the lowering keeps constants up to this size (indices, shapes, initial states)
 ELIDED_FLOATS = 16  # float constants larger than this print as ``dense<float32[4,8] ...>`` and parse as zeros
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
+_EXCERPT_CHARS = 120  # of a line quoted in an error message
+#: the most elements a ``dense<...>`` constant may have (an elided one, ``...``, is allocated as zeros)
+MAX_DENSE_ELEMENTS = 1 << 27
+#: the longest attribute value read as a Python literal: ``ast.literal_eval`` takes some 500 bytes of memory per
+#: character (2 MB of text took 973 MB); longer lists of plain numbers are read as JSON, in a few bytes each
+MAX_LITERAL_CHARS = 1 << 16
+_DENSE_KINDS = "biufc"  # numbers and booleans: what the printer writes
+_DIRECTIONS = ("forward", "reverse", "bidirectional")
 _RECURRENT_FIELDS = ("direction", "hidden_size", "layout", "activations", "activation_alpha", "activation_beta", "clip",
                      "linear_before_reset", "input_forget")
 
@@ -246,7 +255,7 @@ class _Scanner:
         self.lineno = lineno
 
     def error(self, what: str) -> IRParseError:
-        return IRParseError(f"line {self.lineno}: {what} at column {self.pos + 1}: {self.text.strip()!r}")
+        return IRParseError(f"line {self.lineno}: {what} at column {self.pos + 1}: {_excerpt(self.text, self.pos)}")
 
     def skip(self) -> None:
         while self.pos < len(self.text) and self.text[self.pos] == " ":
@@ -324,6 +333,43 @@ class _Scanner:
         return m.group(0)
 
 
+def _short(text: str) -> str:
+    """``text`` quoted for a message, cut to :data:`_EXCERPT_CHARS` (a 10 MB line is not echoed)."""
+    if len(text) <= _EXCERPT_CHARS:
+        return repr(text)
+    return repr(text[:_EXCERPT_CHARS]) + f"... ({len(text)} characters)"
+
+
+def _excerpt(line: str, pos: int) -> str:
+    """The line around column ``pos`` for a message: all of it when short, else :data:`_EXCERPT_CHARS` around it."""
+    text = line.strip()
+    if len(text) <= _EXCERPT_CHARS:
+        return repr(text)
+    start = max(0, pos - _EXCERPT_CHARS // 2)
+    return ("..." if start else "") + repr(line[start : start + _EXCERPT_CHARS]) + f"... (a line of {len(line)} characters)"
+
+
+def _enum(cls: Any, word: str, sc: _Scanner, what: str) -> Any:
+    """``cls(word)`` for an enum of the format, or an error that lists the words it takes."""
+    try:
+        return cls(word)
+    except ValueError:
+        raise sc.error(f"{what} {_short(word)} is not one of {', '.join(m.value for m in cls)}") from None
+
+
+def _unquote(text: str, sc: _Scanner) -> str:
+    """A name as written in an operand or key: plain, or a JSON string."""
+    if not text.startswith('"'):
+        return text
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if not isinstance(value, str):
+        raise sc.error(f"bad quoted name {_short(text)}")
+    return value
+
+
 def _split_top(text: str) -> list[str]:
     """Comma-separated items at bracket depth 0 (strings respected)."""
     items, depth, quote, start = [], 0, None, 0
@@ -350,25 +396,52 @@ def _split_top(text: str) -> list[str]:
 def _parse_dense(text: str, sc: _Scanner) -> np.ndarray:
     m = re.fullmatch(r"\s*dense<(\w+)\[([0-9,]*)\]\s*(.*)>\s*", text, re.S)
     if not m:
-        raise sc.error(f"bad dense constant {text[:40]!r}")
-    dtype, shape_text, values = m.groups()
-    shape = tuple(int(d) for d in shape_text.split(",") if d)
-    if values.strip() == "...":
-        return np.zeros(shape, dtype=np.dtype(dtype))
+        raise sc.error(f"bad dense constant {_short(text[:40])}")
+    dtype_text, shape_text, values = m.groups()
     try:
-        flat = ast.literal_eval(values)
-        return np.asarray(flat, dtype=np.dtype(dtype)).reshape(shape)
-    except (ValueError, SyntaxError, TypeError) as exc:
-        raise sc.error(f"bad dense constant ({exc})") from None
+        dtype = np.dtype(dtype_text)
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.kind not in _DENSE_KINDS:
+        raise sc.error(f"bad dense constant: {_short(dtype_text)} is not a numeric dtype (float32, int64, bool, ...)")
+    try:
+        shape = tuple(int(d) for d in shape_text.split(",") if d)
+    except ValueError:
+        raise sc.error(f"bad dense constant: shape [{_short(shape_text)}] is not a list of whole numbers") from None
+    count = 1
+    for d in shape:
+        count *= d
+    if count > MAX_DENSE_ELEMENTS:
+        raise sc.error(f"dense constant of shape {list(shape)}: {count} elements, over the limit of {MAX_DENSE_ELEMENTS}")
+    if values.strip() == "...":
+        return np.zeros(shape, dtype=dtype)
+    flat = _literal_value(values, sc)
+    try:
+        return np.asarray(flat, dtype=dtype).reshape(shape)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise sc.error(f"bad dense constant ({_short(str(exc))})") from None
+
+
+def _literal_value(text: str, sc: _Scanner) -> Any:
+    """A Python literal (an attribute value, a dense constant's values), long lists of numbers read as JSON."""
+    stripped = text.strip()
+    if stripped[:1] == "[" and len(stripped) > MAX_LITERAL_CHARS:
+        try:
+            return json.loads(stripped)
+        except (ValueError, RecursionError):
+            raise sc.error(f"a value of {len(stripped)} characters is read only as a JSON list of numbers, and this is none") from None
+    if len(stripped) > MAX_LITERAL_CHARS:
+        raise sc.error(f"a value of {len(stripped)} characters, over the limit of {MAX_LITERAL_CHARS} for one that is not a list of numbers")
+    try:
+        return ast.literal_eval(stripped)
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
+        raise sc.error(f"bad attribute value {_short(stripped)}") from None
 
 
 def _parse_value(text: str, sc: _Scanner) -> Any:
     if text.lstrip().startswith("dense<"):
         return _parse_dense(text, sc)
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError):
-        raise sc.error(f"bad attribute value {text!r}") from None
+    return _literal_value(text, sc)
 
 
 def _parse_type(sc: _Scanner) -> TensorType:
@@ -387,10 +460,12 @@ def _parse_type(sc: _Scanner) -> TensorType:
         for d in _split_top(inner):
             if d == "?":
                 dims.append(None)
-            elif re.fullmatch(r"-?\d+", d):
+            elif re.fullmatch(r"-?\d{1,18}", d):
                 dims.append(int(d))
+            elif _IDENT.match(d) or d.startswith('"'):
+                dims.append(_unquote(d, sc))
             else:
-                dims.append(json.loads(d) if d.startswith('"') else d)
+                raise sc.error(f"bad dim {_short(d)}: a whole number, ?, or a name")
         shape = tuple(dims)
     layout = None
     quant = None
@@ -398,11 +473,69 @@ def _parse_type(sc: _Scanner) -> TensorType:
         if sc.eat("layout="):
             layout = sc.string()
         elif sc.eat("q("):
-            body = {k.strip(): v for k, v in (item.split("=", 1) for item in _split_top(sc.until_balanced(")")))}
-            quant = QuantParams(tuple(ast.literal_eval(body["scale"])), tuple(ast.literal_eval(body["zero"])), ast.literal_eval(body["axis"]))
+            quant = _parse_quant(sc.until_balanced(")"), sc)
         else:
             break
     return TensorType(dtype=dtype, shape=shape, layout=layout, quant=quant)
+
+
+def _parse_quant(text: str, sc: _Scanner) -> QuantParams:
+    """``q(scale=[...], zero=[...], axis=N)``: what the printer writes for a quantized type."""
+    body: dict[str, Any] = {}
+    for item in _split_top(text):
+        key, sep, raw = item.partition("=")
+        if not sep or key.strip() not in ("scale", "zero", "axis") or key.strip() in body:
+            raise sc.error(f"bad quantization {_short(item)}: write q(scale=[...], zero=[...], axis=N)")
+        body[key.strip()] = _literal_value(raw, sc)
+    if set(body) != {"scale", "zero", "axis"}:
+        raise sc.error("bad quantization: write q(scale=[...], zero=[...], axis=N)")
+    scale, zero, axis = body["scale"], body["zero"], body["axis"]
+    numbers = (int, float)
+    if not (isinstance(scale, (list, tuple)) and all(isinstance(x, numbers) and not isinstance(x, bool) for x in scale)
+            and isinstance(zero, (list, tuple)) and all(isinstance(x, numbers) and not isinstance(x, bool) for x in zero)
+            and (axis is None or (isinstance(axis, int) and not isinstance(axis, bool)))):
+        raise sc.error("bad quantization: scale and zero are lists of numbers, axis a whole number or None")
+    return QuantParams(tuple(scale), tuple(zero), axis)
+
+
+def _check_loc(loc: Any, sc: _Scanner) -> dict[str, Any]:
+    """A node's ``loc{...}``: a dict of strings (``branch`` a tuple of them), as the printer writes it."""
+    if not isinstance(loc, dict) or not all(isinstance(k, str) for k in loc):
+        raise sc.error("loc must be a dict such as loc{'id': 'n0', 'node': 'lstm'}")
+    for key, value in loc.items():
+        if key not in ("id", "node", "value", "branch"):
+            raise sc.error(f"unknown loc key {_short(key)}; loc takes id, node, value, branch")
+        ok = isinstance(value, (tuple, list)) and all(isinstance(b, str) for b in value) if key == "branch" else isinstance(value, str)
+        if not ok:
+            raise sc.error(f"loc {key} must be {'a tuple of branch names' if key == 'branch' else 'a string'}, not {_short(repr(value))}")
+    return loc
+
+
+def _check_recurrent_fields(fields: dict[str, Any], sc: _Scanner) -> None:
+    """A recurrence's attributes have the types and words ONNX allows: a misspelt direction is no forward one."""
+    direction = fields.get("direction", "forward")
+    if direction not in _DIRECTIONS:
+        raise sc.error(f"direction {_short(repr(direction))} is not one of {', '.join(_DIRECTIONS)}")
+
+    def whole(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    checks: dict[str, tuple[Callable[[Any], bool], str]] = {
+        "hidden_size": (lambda v: whole(v) and v > 0, "a positive whole number"),
+        "layout": (lambda v: v in (0, 1) and whole(v), "0 or 1"),
+        "linear_before_reset": (lambda v: v in (0, 1) and whole(v), "0 or 1"),
+        "input_forget": (lambda v: v in (0, 1) and whole(v), "0 or 1"),
+        "clip": (number, "a number"),
+        "activations": (lambda v: isinstance(v, tuple) and all(isinstance(a, str) for a in v), "a list of activation names"),
+        "activation_alpha": (lambda v: isinstance(v, tuple) and all(number(a) for a in v), "a list of numbers"),
+        "activation_beta": (lambda v: isinstance(v, tuple) and all(number(a) for a in v), "a list of numbers"),
+    }
+    for name, (ok, what) in checks.items():
+        if name in fields and fields[name] is not None and not ok(fields[name]):
+            raise sc.error(f"{name} must be {what}, not {_short(repr(fields[name]))}")
 
 
 class _Parser:
@@ -414,6 +547,8 @@ class _Parser:
         self.producers: dict[str, Node] = {}
         self.by_id: dict[str, Node] = {}
         self.aliases: list[tuple[Slot, str, str, int]] = []  # resolved at the end: a slot may alias a later one
+        self.pair_lines: list[tuple[StatePair, int, bool]] = []  # checked at the end: a pair line may come first
+        self.order_lines: dict[tuple[str, str], int] = {}
 
     def value(self, name: str, sc: _Scanner) -> Value:
         v = self.values.get(name)
@@ -429,10 +564,9 @@ class _Parser:
             if item == "_":
                 out.append(None)
             elif item.startswith("%"):
-                ref = item[1:]
-                out.append(self.value(json.loads(ref) if ref.startswith('"') else ref, sc))
+                out.append(self.value(_unquote(item[1:], sc), sc))
             else:
-                raise sc.error(f"bad operand {item!r}")
+                raise sc.error(f"bad operand {_short(item)}")
         return out
 
     def results(self, sc: _Scanner) -> list[str | None]:
@@ -485,6 +619,8 @@ class _Parser:
             t = _parse_type(sc)
             sc.expect("init=")
             word = sc.word()
+            if word not in ("zeros", "constant", "caller"):
+                raise sc.error(f"slot init {_short(word)} is not one of zeros, constant, caller")
             init = SlotInit(word) if word != "constant" else SlotInit("constant", _parse_dense(self._dense_text(sc), sc))
             slot = Slot(name=name, type=t, init=init, provenance=Provenance(value=name))
             while not sc.at_end():
@@ -499,18 +635,32 @@ class _Parser:
                     slot.provenance = Provenance(value=sc.string())
                 else:
                     raise sc.error("unexpected text after a slot")
-            prog.add_slot(slot)
+            try:
+                prog.add_slot(slot)
+            except IRError:
+                raise sc.error(f"slot @{slot.name} is declared twice") from None
             return
         if sc.eat("output "):
             name = sc.name()
             sc.expect(":")
-            prog.add_output(Output(name, _parse_type(sc)))
-            return
+            t = _parse_type(sc)
+            if not sc.at_end():
+                raise sc.error("unexpected text after an output")
+            try:
+                prog.output(name)
+            except KeyError:
+                prog.add_output(Output(name, t))
+                return
+            raise sc.error(f"output {name} is declared twice")
         if sc.eat("value %"):
             name = sc.name()
             sc.expect(":")
             t = _parse_type(sc)
             const = _parse_dense(self._dense_text(sc), sc) if sc.eat("=") else None
+            if not sc.at_end():
+                raise sc.error("unexpected text after a value")
+            if name in self.values:
+                raise sc.error(f"%{name} is defined twice")
             self.values[name] = prog.external(name, t, const)
             return
         suggested = sc.eat("suggested pair ")
@@ -518,19 +668,27 @@ class _Parser:
             inp = sc.name()
             sc.expect("->")
             out = None if sc.eat("<nothing>") else sc.name()
-            source = PairSource(sc.word())
+            source = _enum(PairSource, sc.word(), sc, "pair source")
             reason = sc.string() if not sc.at_end() else ""
+            if not sc.at_end():
+                raise sc.error("unexpected text after a pair")
             pair = StatePair(inp, out, source, reason)
             if suggested:
                 prog.suggested_pairs = (*prog.suggested_pairs, pair)
             else:
                 prog.state_pairs = (*prog.state_pairs, pair)
+            self.pair_lines.append((pair, sc.lineno, suggested))
             return
         if sc.eat("order "):
             a = self._node_by_ref(sc)
             sc.expect("->")
             b = self._node_by_ref(sc)
+            if not sc.at_end():
+                raise sc.error("unexpected text after an ordering edge")
+            if a is b:
+                raise sc.error(f"ordering edge from {a.id} to itself")
             prog.add_order(a, b)
+            self.order_lines.setdefault((a.id, b.id), sc.lineno)  # a cycle is looked for once, at the end
             return
         self.node(sc)
 
@@ -566,7 +724,7 @@ class _Parser:
         loc: dict[str, Any] = {}
         if sc.eat("loc"):
             sc.expect("{")
-            loc = _parse_value("{" + sc.until_balanced("}") + "}", sc)
+            loc = _check_loc(_parse_value("{" + sc.until_balanced("}") + "}", sc), sc)
         types: list[TensorType] = []
         if sc.eat(":"):
             types.append(_parse_type(sc))
@@ -614,7 +772,7 @@ class _Parser:
             for v in outputs:
                 if v is not None:
                     v.type = slot.type
-            return LoadSlot(inputs=inputs, outputs=outputs, provenance=prov, slot=slot, kind=LoadKind(kind))
+            return LoadSlot(inputs=inputs, outputs=outputs, provenance=prov, slot=slot, kind=_enum(LoadKind, kind, sc, "load kind"))
         if op == "store":
             dest_text, result = self._two(items, sc)
             dest: Slot | Output
@@ -623,19 +781,18 @@ class _Parser:
             elif dest_text.startswith("out:"):
                 dest = self._output(dest_text[4:], sc)
             else:
-                raise sc.error(f"bad store destination {dest_text!r}")
-            return Store(inputs=inputs, outputs=outputs, provenance=prov, dest=dest, result=StoreResult(result))
+                raise sc.error(f"bad store destination {_short(dest_text)}")
+            return Store(inputs=inputs, outputs=outputs, provenance=prov, dest=dest, result=_enum(StoreResult, result, sc, "store result"))
         if op == "return":
             if len(items) != 1 or not items[0].startswith("by "):
                 raise sc.error("return takes <by LAYER>")
-            return Return(inputs=inputs, outputs=outputs, provenance=prov, layer=OrderingLayer(items[0][3:].strip()))
+            return Return(inputs=inputs, outputs=outputs, provenance=prov, layer=_enum(OrderingLayer, items[0][3:].strip(), sc, "return layer"))
         attrs: dict[str, Any] = {}
         for item in items:
             if "=" not in item:
-                raise sc.error(f"bad attribute {item!r}")
+                raise sc.error(f"bad attribute {_short(item)}")
             key, raw = item.split("=", 1)
-            key = key.strip()
-            attrs[json.loads(key) if key.startswith('"') else key] = _parse_value(raw, sc)
+            attrs[_unquote(key.strip(), sc)] = _parse_value(raw, sc)
         if op.startswith("recurrent."):
             kind = op[len("recurrent.") :]
             fields: dict[str, Any] = {}
@@ -643,16 +800,24 @@ class _Parser:
                 if f in attrs:
                     val = attrs.pop(f)
                     fields[f] = tuple(val) if isinstance(val, list) else val
-            recognition = Recognition(attrs.pop("recognition", "op"))
-            recognised_from = tuple(attrs.pop("recognised_from", ()))
+            recognition_word = attrs.pop("recognition", "op")
+            recognition = _enum(Recognition, recognition_word if isinstance(recognition_word, str) else repr(recognition_word), sc, "recognition")
+            recognised_from = attrs.pop("recognised_from", ())
+            if not isinstance(recognised_from, (tuple, list)) or not all(isinstance(n, str) for n in recognised_from):
+                raise sc.error("recognised_from must be a tuple of node names")
+            recognised_from = tuple(recognised_from)
             if attrs:
-                raise sc.error(f"unknown recurrent attribute(s) {', '.join(attrs)}")
+                raise sc.error(f"unknown recurrent attribute(s) {_short(', '.join(map(str, attrs)))}")
+            _check_recurrent_fields(fields, sc)
             try:
                 return Recurrent(inputs=inputs, outputs=outputs, provenance=prov, kind=kind, recognition=recognition,
                                  recognised_from=recognised_from, **fields)
             except (IRError, TypeError) as exc:
                 raise sc.error(str(exc)) from None
         regions = {k[len("region.") :]: attrs.pop(k) for k in [k for k in attrs if k.startswith("region.")]}
+        for rname, path in regions.items():
+            if not isinstance(path, (tuple, list)) or not all(isinstance(p, str) for p in path):
+                raise sc.error(f"region.{_short(rname)} must be a tuple of branch names")
         domain, _, name = op.rpartition(".")
         node = Compute(inputs=inputs, outputs=outputs, provenance=prov, op=name, domain=domain, attributes=attrs)
         if regions:
@@ -689,11 +854,22 @@ class _Parser:
         for slot, kind, target, lineno in self.aliases:
             sc = _Scanner("", lineno)
             slot.alias_of = self._slot(target, sc) if kind == "slot" else self._output(target, sc)
-        for pair in [*prog.state_pairs, *prog.suggested_pairs]:
+        if self.order_lines and not digraph.is_directed_acyclic_graph(prog.graph):
+            cycle = digraph.find_cycle(prog.graph)
+            lineno = min((self.order_lines[e] for e in cycle if e in self.order_lines), default=0)
+            path = " -> ".join([str(cycle[0][0]), *(str(v) for _, v in cycle)])
+            raise _Scanner("", lineno).error(f"the ordering edges close a cycle ({_short(path)})")
+        outputs = {o.name for o in prog.outputs}
+        for pair, lineno, suggested in self.pair_lines:
+            sc = _Scanner("", lineno)
             try:
                 pair.slot = prog.slot(pair.input)
             except KeyError:
                 pair.slot = None
+                if not suggested:  # a declared pair of no slot checks nothing: never a silent "verified"
+                    raise sc.error(f"pair {pair.input} -> {pair.output}: the program has no slot @{pair.input}") from None
+            if pair.output is not None and pair.output not in outputs and not suggested:
+                raise sc.error(f"pair {pair.input} -> {pair.output}: the program has no output {pair.output}")
         if self.trace:
             from .slices import analyse_state
 
@@ -722,7 +898,7 @@ def _without_comment(line: str) -> str:
 def parse_program(text: str, *, trace: bool = True) -> Program:
     """Read IR text (format version 1) into a :class:`Program`; its state pairs' slices are traced unless
     ``trace=False`` (a reader that wants only the program's structure, such as its stores)."""
-    return _Parser(text, trace).parse()
+    return _Parser(text.removeprefix("\ufeff"), trace).parse()  # a byte-order mark, as some editors write, is no text
 
 
 def read_program(path: str | os.PathLike[str], *, label: str | None = None) -> Program:
@@ -735,11 +911,12 @@ def read_program(path: str | os.PathLike[str], *, label: str | None = None) -> P
     from .lower.source import read_regular_file
 
     label = label or str(path)
-    data = read_regular_file(Path(path), label, limit=_MAX_TEXT_BYTES)
+    data = read_regular_file(Path(path), label, limit=MAX_IR_TEXT_BYTES)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ModelError(f"not IR text: not UTF-8 ({exc.reason} at byte {exc.start})", model=label) from None
+    text = text.removeprefix("\ufeff")
     blocks = sum(1 for line in text.splitlines() if line.startswith("program "))
     if blocks != 1:
         what = "no `program @NAME {` line" if blocks == 0 else f"{blocks} programs (a file read as a model holds one)"

@@ -13,6 +13,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from .jsontext import JSONTextError, parse_json
+
 if TYPE_CHECKING:
     import onnx
 
@@ -49,6 +51,8 @@ META_STATE_VERSION = "rnnir.state_version"
 #: JSON list of suppressions (the model's noqa list): ``["SD009", "SD006:/lstm/LSTM"]`` -- a rule code, optionally
 #: ``:`` and the ONNX node, value or slot name the finding must name (rnnir.passes.suppression applies them)
 META_NOQA = "rnnir.noqa"
+#: the longest ``rnnir.noqa`` value read (a million-entry list is some 20 MB)
+MAX_NOQA_CHARS = 16 << 20
 
 
 class NoqaFormatError(ValueError):
@@ -77,14 +81,26 @@ def drop(model: onnx.ModelProto, key: str) -> None:
 
 
 def read_noqa(model: onnx.ModelProto) -> list[str]:
-    """The suppressions ``model`` declares under :data:`META_NOQA`, as written (``[]`` when it has none)."""
-    raw = read(model).get(META_NOQA)
-    if raw is None:
-        return []
+    """The suppressions ``model`` declares under :data:`META_NOQA`, as written (``[]`` when it has none).
+
+    A model may carry the key more than once (ONNX does not forbid it; a tool appended instead of replacing):
+    the entries of every copy count, in order, and :func:`write_noqa` replaces them all with one, so what the
+    readers see and what ``fix --suppress`` writes never differ.
+    """
+    raws = [p.value for p in model.metadata_props if p.key == META_NOQA]
+    entries: list[str] = []
+    for raw in raws:
+        entries.extend(_noqa_entries(raw))
+    return entries
+
+
+def _noqa_entries(raw: str) -> list[str]:
+    if len(raw) > MAX_NOQA_CHARS:
+        raise NoqaFormatError(f"metadata_props {META_NOQA!r} holds {len(raw)} characters, over the limit of {MAX_NOQA_CHARS}")
     try:
-        entries = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise NoqaFormatError(f"metadata_props {META_NOQA!r} is not valid JSON ({exc.msg}); write a list such as [\"SD009\", \"SD006:/lstm/LSTM\"]") from None
+        entries = parse_json(raw)
+    except JSONTextError as exc:
+        raise NoqaFormatError(f"metadata_props {META_NOQA!r} is not valid JSON ({exc}); write a list such as [\"SD009\", \"SD006:/lstm/LSTM\"]") from None
     if not isinstance(entries, list) or not all(isinstance(e, str) and e.strip() for e in entries):
         raise NoqaFormatError(f"metadata_props {META_NOQA!r} must be a JSON list of rule codes such as [\"SD009\", \"SD006:/lstm/LSTM\"], not {raw[:80]!r}")
     return [e.strip() for e in entries]
@@ -93,7 +109,16 @@ def read_noqa(model: onnx.ModelProto) -> list[str]:
 def write_noqa(model: onnx.ModelProto, entries: Sequence[str]) -> None:
     """Set :data:`META_NOQA` to ``entries`` (sorted, without repeats; no entry at all when empty)."""
     unique = sorted({e.strip() for e in entries if e.strip()})
-    if unique:
-        write(model, META_NOQA, json.dumps(unique))
-    else:
+    if not unique:
         drop(model, META_NOQA)
+        return
+    # one copy is replaced in place; several become one: a reader merges them all (read_noqa), so a copy left
+    # behind would still count
+    copies = [p for p in model.metadata_props if p.key == META_NOQA]
+    if len(copies) > 1:
+        drop(model, META_NOQA)
+        copies = []
+    if copies:
+        copies[0].value = json.dumps(unique)
+    else:
+        model.metadata_props.add(key=META_NOQA, value=json.dumps(unique))

@@ -388,6 +388,21 @@ class SessionPool:
     def _all_arenas(self) -> list[_Arena]:
         return list((self._arenas or {}).values()) + list((self._ctx_arenas or {}).values())
 
+    def _check_rows(self, state: Mapping[str, np.ndarray], where: str) -> None:
+        """``state`` is one stream's row of every arena (or, before the arenas exist, one row along each batch
+        axis): checked before the pool is touched, since a state left pending that does not fit broke the next
+        run of every other stream and was dropped."""
+        layout = None if self.batching else self.layout
+        for name, value in state.items():
+            arena = None if self._arenas is None else self._arenas.get(name)
+            if arena is not None:
+                _row_of(value, arena.initial.shape, f"{where}: state {name!r}")
+                continue
+            axis = None if layout is None else layout.states.get(name)
+            if axis is not None and value.ndim > axis and value.shape[axis] != 1:
+                raise StateError(f"{where}: state {name!r} has shape {value.shape}: {value.shape[axis]} rows along its batch axis {axis}, "
+                                 "but a pool stream's state is one row")
+
     def _put_state(self, stream: _Stream, state: Mapping[str, np.ndarray] | None) -> None:
         """One stream's state: ``state``, or the initial state when None; kept pending until it has a row."""
         self._pending.pop(stream.sid, None)
@@ -576,6 +591,7 @@ class SessionPool:
         outcome, state = reconcile(saved, mine, arrays, policy, migrations, where=str(target))
         if state is not None:
             _check_state(state, self._solo, str(target))
+            self._check_rows(state, str(target))
         kept = {c.input: contexts[c.input] for c in self._contexts if c.input in contexts}
         if state is not None and self._ctx_arenas is not None:
             for name, value in kept.items():  # checked before anything changes
@@ -1399,12 +1415,30 @@ class Batcher:
             self._queue = rest
             return tick
 
+    def _refuse_unknown_outputs(self, tick: list[_Pending]) -> list[_Pending]:
+        """The calls of ``tick`` that ask only for outputs the model has; the others are answered with a FeedError
+        now, before the tick runs: picked out of a whole tick's results, one caller's unknown name was a KeyError
+        for every caller, although their calls ran and their states advanced."""
+        model = self.pool._model
+        kept: list[_Pending] = []
+        for p in tick:
+            unknown = [n for n in p.outputs or () if n not in model.output_specs]
+            if unknown:
+                p.error = FeedError(f"{self.pool.label}: the model has no output(s) {unknown}; outputs are {model.output_names}")
+                p.done.set()
+            else:
+                kept.append(p)
+        return kept
+
     def _loop(self) -> None:
         while True:
             tick = self._take()
             if not tick:
                 return
             self.ticks += 1
+            tick = self._refuse_unknown_outputs(tick)
+            if not tick:
+                continue
             outputs = tick[0].outputs if all(p.outputs == tick[0].outputs for p in tick) else None
             try:
                 results = self.pool.run({p.sid: p.feeds for p in tick}, outputs, open_missing=True)

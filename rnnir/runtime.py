@@ -225,7 +225,7 @@ class StatefulSession:
         shared = SessionModel(model, pairs, session_options, providers, ort_kwargs)
         shared.max_slot_bytes = int(max_slot_bytes)
         time_axes = {ri.input: ri.time_axis for ri in shared.recurrent_inputs}
-        specs = parse_context(context, shared.inputs, time_axes, set(shared.slot_by_input), shared.label)
+        specs = parse_context(context, shared.inputs, time_axes, set(shared.slot_by_input), shared.label, shared.max_slot_bytes)
         self._setup(shared, alias_outputs, state_shapes, native_binding, cast_state, specs)
         self.cast_inputs = bool(cast_inputs)
 
@@ -240,7 +240,7 @@ class StatefulSession:
     ) -> None:
         self._model = shared
         # input context kept outside the model (context.py); None on the hot path when none is declared
-        self._context = ContextKeeper(context, {c.input: shared.inputs[c.input].dtype for c in context}) if context else None
+        self._context = ContextKeeper(context, {c.input: shared.inputs[c.input].dtype for c in context}, shared.max_slot_bytes) if context else None
         self._ort = shared.ort
         self.alias_outputs = bool(alias_outputs)
         self.cast_state = bool(cast_state)

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from rnnir.irtext import parse_program
-from rnnir.pairs import ExitKind
+from rnnir.pairs import ExitKind, PairSource, StatePair
+from rnnir.slices import analyse_state
 
 INT64_MAX = 2**63 - 1  # what exporters write for "to the end"
 
@@ -502,7 +503,6 @@ def test_a_pair_whose_input_is_no_slot_gets_no_slices_and_the_others_still_do():
   value %xs : float32[5,1,3]
   value %W : float32[1,12,3] = dense<float32[1,12,3] ...>
   value %R : float32[1,12,4] = dense<float32[1,12,4] ...>
-  pair x -> y declared "a caller's mistake"
   pair h -> hN declared "the caller feeds it back"
 
   %h = load_slot<@h, copy>()
@@ -512,7 +512,11 @@ def test_a_pair_whose_input_is_no_slot_gets_no_slices_and_the_others_still_do():
   %s3 = store<out:y, value>(%x)
   return<by runtime>(%s1, %s2, %s3)
 }"""
-    x_pair, h_pair = parse_program(text).state_pairs
+    # IR text refuses such a pair (a ParseError at its line): the program is built from text, then given the pair
+    program = parse_program(text, trace=False)
+    program.state_pairs.insert(0, StatePair("x", "y", PairSource.DECLARED, "a caller's mistake"))
+    analyse_state(program)
+    x_pair, h_pair = program.state_pairs
     assert (x_pair.slot, x_pair.slices) == (None, [])
     assert [(sm.label, [e.port for e in sm.entry], [e.port for e in sm.exit]) for sm in h_pair.slices] == [("h", ["initial_h"], ["Y_h"])]
 
@@ -521,6 +525,7 @@ def test_a_final_state_stored_inside_an_if_branch_is_named_with_that_branch():
     # the GRU and the store of its Y_h both sit in the then branch (no If output between them): the exit names the branch
     text = """program @p {
   slot @h : float32[1,1,4] init=zeros
+  output h : float32[1,1,4]
   value %x : float32[5,1,3]
   value %W : float32[1,12,3] = dense<float32[1,12,3] ...>
   value %R : float32[1,12,4] = dense<float32[1,12,4] ...>

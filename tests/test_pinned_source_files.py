@@ -13,7 +13,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rnnir import ModelError
-from rnnir.lower.source import _file_kind, graph_fingerprint, iter_graphs, iter_tensors, read_model, read_regular_file
+from rnnir.lower.source import graph_fingerprint, iter_graphs, iter_tensors, read_model, read_regular_file
+from rnnir.regularfile import file_kind as _file_kind
 
 F32 = TensorProto.FLOAT
 POSIX = os.name == "posix"

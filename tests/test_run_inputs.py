@@ -230,7 +230,7 @@ def test_audio_stereo_is_averaged(silero, capsys):
          "--audio w32.wav: 32-bit samples; --audio reads 16-bit PCM WAV (convert: sox IN -b 16 OUT.wav, or ffmpeg -i IN -c:a pcm_s16le OUT.wav)"),
         (["--audio", "missing.wav", "--shape", "input=1,512"], None, "--audio missing.wav: no such file"),
         (["--audio", "notwav.wav", "--shape", "input=1,512"], "text",
-         "--audio notwav.wav: not a PCM WAV file the standard library's wave module can read (file does not start with RIFF id)"),
+         "--audio notwav.wav: not a WAV file (it does not start with a RIFF/WAVE header)"),
         (["--audio", "inptu=tone.wav", "--shape", "input=1,512"], "16k",
          "--audio inptu=tone.wav: the model has no input 'inptu'; did you mean 'input'? (its inputs: input float32[?, ?], sr int64[]; "
          "state, fed by rnnir: state float32[2, ?, 128])"),

@@ -14,7 +14,6 @@ inputs and scan outputs).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -24,9 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ModelError, PairingError
+from ..jsontext import parse_json
 from ..metadata import META_PAIRS
 from ..metadata import read as metadata
 from ..pairs import PairSource, StatePair
+from ..regularfile import UnreadableFile, read_regular
 
 if TYPE_CHECKING:
     import onnx
@@ -95,7 +96,7 @@ def _meta_pairs(model: onnx.ModelProto, label: str) -> dict[str, str | None]:
     if raw is None:
         return {}
     try:
-        pairs = json.loads(raw)
+        pairs = parse_json(raw)  # deep nesting and huge integers too: each a ValueError that says why
         if not isinstance(pairs, dict) or not all(isinstance(k, str) and (v is None or isinstance(v, str)) for k, v in pairs.items()):
             raise ValueError("not an object of input -> output names")
     except ValueError as exc:
@@ -137,10 +138,9 @@ def triton_pairs(model_path: Path | None) -> dict[str, str]:
     cfg = _triton_config(model_path)
     if cfg is None:
         return {}
-    try:
-        with open(cfg, "rb") as fh:
-            text = fh.read(_TRITON_CONFIG_MAX_BYTES).decode("utf-8", errors="replace")
-    except OSError:
+    try:  # through the regular-file reader: a FIFO swapped in after the stat above cannot block the open
+        text = read_regular(cfg, _TRITON_CONFIG_MAX_BYTES).decode("utf-8", errors="replace")
+    except UnreadableFile:
         return {}
     if "sequence_batching" not in text:
         return {}

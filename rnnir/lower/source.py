@@ -9,7 +9,6 @@ the model's folder is refused and never opened.
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import ModelError
 from ..onnxproto import ATTR, EXTERNAL, messages
+from ..regularfile import UnreadableFile, file_kind, read_regular
 
 if TYPE_CHECKING:
     import onnx
@@ -196,23 +196,6 @@ def _check_external_paths(model: onnx.ModelProto, base_dir: Path | None, label: 
                     raise ModelError(f"external data {key} {entries[key]!r} is not a non-negative integer", model=label, where=where) from None
 
 
-def _file_kind(mode: int) -> str | None:
-    """What a non-regular file is, for messages; None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a named pipe (FIFO)"
-    if stat.S_ISCHR(mode):
-        return "a character device"
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "not a regular file"
-
-
 def _check_data_file(target: Path, loc: str, label: str, where: str) -> None:
     """An external data file that exists must be a regular file: a FIFO would block a reader, /dev/zero never ends.
 
@@ -224,60 +207,19 @@ def _check_data_file(target: Path, loc: str, label: str, where: str) -> None:
         return
     except OSError as exc:
         raise ModelError(f"external data path {loc!r} cannot be examined: {exc.strerror or exc}", model=label, where=where) from None
-    kind = _file_kind(mode)
+    kind = file_kind(mode)
     if kind is not None:
         raise ModelError(f"external data path {loc!r} is {kind}, not a regular file; refusing to read it", model=label, where=where)
 
 
 def read_regular_file(path: Path, label: str, limit: int = _MAX_PROTO_BYTES) -> bytes:
-    """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes.
-
-    A FIFO, a device (``/dev/zero``, also through a symlink) or a socket is refused from ``os.stat``
-    before anything opens it; the open itself is non-blocking (a regular file swapped for a FIFO in
-    between cannot block it) and is checked again with ``fstat``, and the read is bounded.
-    """
+    """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes
+    (:func:`rnnir.regularfile.read_regular`, its refusals as :class:`ModelError`)."""
     try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise ModelError("no such file", model=label) from None
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
-        raise ModelError(f"cannot read file: {getattr(exc, 'strerror', None) or exc}", model=label) from None
-    if stat.S_ISDIR(st.st_mode):
-        raise ModelError("is a folder, not an .onnx file", model=label)
-    kind = _file_kind(st.st_mode)
-    if kind is not None:
-        raise ModelError(f"is {kind}, not a regular file; only regular files are read as models", model=label)
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
-    except OSError as exc:
-        raise ModelError(f"cannot read file: {exc.strerror or exc}", model=label) from None
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        kind = _file_kind(st.st_mode)
-        if kind is not None:
-            raise ModelError(f"is {kind}, not a regular file; only regular files are read as models", model=label)
-        if st.st_size > limit:
-            raise ModelError(f"file is {st.st_size} bytes, over the {limit}-byte limit; save weights as external data", model=label)
-        # read what stat promised plus a byte, then on in 1 MiB steps: a file that grows, or one of /proc's that
-        # reports size 0, is still read to its end or past the limit; fh.read(limit + 1) in one go made Python
-        # allocate the whole 2 GiB limit for every model, however small
-        chunks: list[bytes] = []
-        total, step = 0, st.st_size + 1
-        try:
-            while total <= limit:
-                wanted = min(step, limit + 1 - total)
-                chunk = fh.read(wanted)
-                chunks.append(chunk)
-                total += len(chunk)
-                if len(chunk) < wanted:  # a buffered read returns less only at the end of the file
-                    break
-                step = 1 << 20
-        except OSError as exc:
-            raise ModelError(f"cannot read file: {exc.strerror or exc}", model=label) from None
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
-    if len(data) > limit:
-        raise ModelError(f"file grew past the {limit}-byte limit while being read", model=label)
-    return data
+        return read_regular(path, limit, limit_hint="save weights as external data", regular_only="only regular files are read as models")
+    except UnreadableFile as exc:
+        message = "is a folder, not an .onnx file" if exc.kind == "a folder" else str(exc)
+        raise ModelError(message, model=label) from None
 
 
 def read_model(model: ModelLike, *, label: str | None = None) -> ModelSource:
@@ -292,7 +234,7 @@ def read_model(model: ModelLike, *, label: str | None = None) -> ModelSource:
     elif isinstance(model, (str, os.PathLike)):
         path = Path(model)
         label = label or str(path)
-        if path.suffix == ".rnnir":
+        if path.suffix.lower() == ".rnnir":  # as rnnir.irtext.is_ir_text, without importing the IR text parser
             raise ModelError("is IR text (a program, no ONNX graph to run or edit); rnnir.load, rnnir lint and rnnir show read it, "
                              "rnnir.export(rnnir.load(path)) makes an ONNX model of it", model=label)
         proto = _parse(read_regular_file(path, label), label)

@@ -1,0 +1,33 @@
+"""docs/limits.md's table says the truth: each number in it is the constant it names (issue 26)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parents[1] / "docs" / "limits.md"
+ROW = re.compile(r"^\| (?P<what>[^|]+) \| (?P<number>[0-9,]+)(?: bytes)? \| `(?P<constant>[\w.]+)` \| [^|]+ \|$")
+
+
+def _rows() -> list[tuple[str, int, str]]:
+    rows = []
+    for line in DOC.read_text(encoding="utf-8").splitlines():
+        m = ROW.match(line)
+        if m:
+            rows.append((m["what"].strip(), int(m["number"].replace(",", "")), m["constant"]))
+    return rows
+
+
+def test_every_limit_in_the_table_equals_its_constant():
+    rows = _rows()
+    assert len(rows) >= 15  # the table was read, not skipped by a format change
+    for what, number, constant in rows:
+        module, _, name = constant.rpartition(".")
+        assert getattr(importlib.import_module(module), name) == number, f"{what}: the doc says {number}, {constant} is another"
+
+
+def test_every_table_row_is_read():
+    # a row the pattern does not match would escape the check above
+    lines = [line for line in DOC.read_text(encoding="utf-8").splitlines() if line.startswith("| ") and not line.startswith("| What")]
+    assert len(lines) == len(_rows())
