@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from .regularfile import read_only_reason
+
 if TYPE_CHECKING:
     import onnx
 
@@ -114,7 +116,8 @@ def write_target(path: str | os.PathLike[str], *, error: type[Exception] = FileW
             )
         if not (st.st_mode & stat.S_IWUSR) or not os.access(real, os.W_OK):
             # the mode bit too: root may write anything, but a file marked read-only was marked so on purpose
-            raise error(f"{name}: the file is not writable; nothing was changed")
+            why = read_only_reason(real) or "is not writable"
+            raise error(f"{name}: {why}; nothing was changed")
     folder = real.parent
     if not folder.is_dir():
         raise error(f"{name}: no such folder {os.fspath(folder)!r}")

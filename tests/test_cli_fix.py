@@ -151,7 +151,7 @@ def test_lint_fix_refuses_a_read_only_file(tmp_path: Path, capsys) -> None:
     finally:
         os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
     err = capsys.readouterr().err
-    assert "the file is not writable; nothing was changed" in err
+    assert "is read-only (mode 0444); make it writable (chmod u+w) to replace it; nothing was changed" in err
     assert path.read_bytes() == before
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 

@@ -202,7 +202,7 @@ def test_a_read_only_file_is_refused_even_as_root(tmp_path, capsys):
         assert main(["lint", str(model), "--write-baseline", str(base)]) == 2
     finally:
         base.chmod(0o644)
-    assert base.read_text() == "{}" and "not writable" in capsys.readouterr().err
+    assert base.read_text() == "{}" and "is read-only (mode 0444); make it writable (chmod u+w) to replace it; nothing was changed" in capsys.readouterr().err
 
 
 @pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="only root can fix another user's file")
