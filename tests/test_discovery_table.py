@@ -196,3 +196,76 @@ def test_a_declaration_is_the_whole_contract(tmp_path):
     m = _rnn_model(["x", "h_in", "z"], {"y": "Y", "A": "Y_h", "p": "plain"}, {META_PAIRS: json.dumps({"z": "p"})})
     assert _pairs(tmp_path, m, {"h_in": "A"}) == {"h_in": ("A", "declared")}
     assert _pairs(tmp_path, m)["z"] == ("p", "metadata")  # the near miss: undeclared, the metadata pair is taken
+
+
+# -- suppressions and baselines (docs/discovery.md) -----------------------------------------------
+
+NOQA_ROWS = _table(DOCS / "discovery.md", "entry")
+BASELINE_ROWS = _table(DOCS / "discovery.md", "change after `--write-baseline`")
+
+
+def _codes(cell: str) -> list[str]:
+    return sorted(re.findall(r"[A-Z]{2}\d{3}", cell))
+
+
+@pytest.mark.parametrize("row", NOQA_ROWS, ids=[r["entry"] for r in NOQA_ROWS])
+def test_suppression_row(row, tmp_path, monkeypatch, capsys):
+    from rnnir.metadata import write_noqa
+
+    m = state_handed_back_lstm()
+    write_noqa(m, [_unquote(row["entry"])])
+    save(m, tmp_path / "m.onnx")
+    monkeypatch.chdir(tmp_path)
+    cli.main(["lint", "--no-config", "--format", "json", "m.onnx"])
+    (doc,) = json.loads(capsys.readouterr()[0])["files"]
+    assert sorted(d["code"] for d in doc["diagnostics"]) == _codes(row["reports"])
+    assert doc["suppressed"] == (1 if row["suppresses"].startswith("yes") else 0)
+
+
+def _change(row: str, tmp: Path, argv: list[str]) -> list[str]:
+    """Apply one row's change; returns the arguments naming the model."""
+    base = tmp / "base.json"
+    if row == "`--strict` added":
+        argv.append("--strict")
+    elif row == "the model moved to another folder":
+        (tmp / "moved").mkdir()
+        (tmp / "m.onnx").rename(tmp / "moved" / "m.onnx")
+        return ["moved/m.onnx"]
+    elif row.startswith("the entry"):
+        doc = json.loads(base.read_text())
+        if row == "the entry deleted":
+            doc["findings"] = []
+        elif row == "the entry's `count` set to 0":
+            doc["findings"][0]["count"] = 0
+        elif row == "the entry's `slot` edited by hand":
+            doc["findings"][0]["slot"] = "c0"
+        else:
+            raise AssertionError(f"no test for the row {row!r}")
+        base.write_text(json.dumps(doc))
+    elif row.startswith("the model fixed"):
+        from test_cli import clean_lstm
+
+        save(clean_lstm(), tmp / "m.onnx")
+        if "--exit-non-zero-on-stale-baseline" in row:
+            argv.append("--exit-non-zero-on-stale-baseline")
+    elif row != "none":
+        raise AssertionError(f"no test for the row {row!r}")
+    return ["m.onnx"]
+
+
+@pytest.mark.parametrize("row", BASELINE_ROWS, ids=[r["change after `--write-baseline`"] for r in BASELINE_ROWS])
+def test_baseline_row(row, tmp_path, monkeypatch, capsys):
+    save(state_handed_back_lstm(), tmp_path / "m.onnx")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["lint", "--no-config", "--write-baseline", "base.json", "m.onnx"]) == 0
+    capsys.readouterr()
+    argv = ["lint", "--no-config", "--format", "json", "--baseline", "base.json"]
+    names = _change(row["change after `--write-baseline`"], tmp_path, argv)
+    code = cli.main([*argv, *names])
+    out, _ = capsys.readouterr()
+    assert code == int(row["exit"])
+    if row["reports"] == "error":
+        return
+    (doc,) = json.loads(out)["files"]
+    assert sorted(d["code"] for d in doc["diagnostics"]) == _codes(row["reports"])
+    assert doc["baselined"] == int(row["baselined"])
