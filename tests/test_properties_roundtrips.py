@@ -163,7 +163,7 @@ def test_a_float_constant_of_exactly_the_elision_size_reads_back_as_itself():
         if full:
             np.testing.assert_array_equal(got, arr)
         else:
-            assert "dense<float32[%d] ...>" % n in print_program(again)
+            assert f"dense<float32[{n}] ...>" in print_program(again)
             np.testing.assert_array_equal(got, np.zeros(n, np.float32))
 
 
