@@ -220,3 +220,22 @@ def test_every_sample_lowered_exported_and_lowered_again_is_the_same_program(pat
     assert _verdicts(again) == _verdicts(prog)
     twice = rnnir.load(rnnir.export(again))  # and the second export is the first one's fixed point
     assert _structure(twice) == _structure(again)
+
+
+@pytest.mark.parametrize(
+    "raw",
+    ["{not json", "[1, 2]", '{"h": 5}', '{"h": {"init": "constant", "value": [1, 2], "value_shape": [3]}}', '{"h": {"init": "sometimes"}}'],
+    ids=["not-json", "a-list", "not-an-object", "value-of-the-wrong-size", "unknown-init"],
+)
+def test_unreadable_slot_metadata_leaves_the_default_init(raw):
+    """rnnir.slots is rnnir's own record: an entry it cannot read changes nothing (zeros, as without it), never a traceback."""
+    from rnnir.metadata import META_SLOTS
+    from rnnir.metadata import write as write_meta
+
+    b = Builder("meta")
+    h = b.slot("h", "float32", (1, 1, 2), init="caller")
+    b.store(b.compute("Neg", [b.load(h)]), h)
+    model = rnnir.export(b.build())
+    write_meta(model, META_SLOTS, raw)
+    (slot,) = rnnir.load(model).slots
+    assert slot.init.kind == "zeros"

@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..ir import Output, Program, Provenance, Slot, SlotInit
 from ..metadata import META_SLOTS
 from ..metadata import read as metadata
@@ -112,6 +110,8 @@ def _recorded_inits(model: onnx.ModelProto) -> dict[str, SlotInit]:
     raw = metadata(model).get(META_SLOTS)
     if raw is None:
         return {}
+    import numpy as np  # only for a model an rnnir export wrote: rnnir lint imports no numpy otherwise
+
     try:
         entries = json.loads(raw)
     except json.JSONDecodeError:
