@@ -30,7 +30,7 @@ from hypothesis import strategies as st  # noqa: E402
 import rnnir  # noqa: E402
 from rnnir import passes  # noqa: E402
 from rnnir.builder import Builder  # noqa: E402
-from rnnir.ir import LoadKind, Program, Slot  # noqa: E402
+from rnnir.ir import LoadKind, Program, Slot, Store, Value  # noqa: E402
 from rnnir.irtext import ELIDED_FLOATS, MAX_PRINTED_ELEMENTS, parse_program, print_program  # noqa: E402
 
 EXAMPLES = int(os.environ.get("RNNIR_PROPERTY_EXAMPLES", "25"))
@@ -109,12 +109,24 @@ def programs(draw: st.DrawFn, onnx_valid: bool = False) -> tuple[Program, dict[s
         cond = b.input(f"cond{level}", "bool", ())
         alt = b.compute("Identity", [h0], name=f"keep{level}")
         written = b.if_(cond, [written], [alt], name=f"if{level}")
-    b.store(written, h)
+    # the store structure ONNX cannot say (IR text and export metadata must): the slot store's result, a chain
+    # (the output store reads that result: AL001), an explicit order edge, the Return's layer
+    result = draw(st.sampled_from(["token", "alias", "value"]))
+    slot_store = b.store(written, h, result)
+    waits = [slot_store]
     if draw(st.booleans()):  # the caller also sees the new state (else: the slot has no output of its own)
-        b.store(written, b.output("h_out", "float32", (1, 1, hidden)), "value")
+        chained = result != "token" and draw(st.booleans())
+        out_store = b.store(slot_store if chained else written, b.output("h_out", "float32", (1, 1, hidden)), "value")
+        waits.append(out_store)
+        if not chained and draw(st.booleans()):
+            b.order(out_store, slot_store)
     if c_slot is not None and draw(st.booleans()):
         b.store(outs[2], c_slot)
-    b.store(side_i, b.output("side", "int64" if ic.type.dtype == "int64" else "int32", (ni,)), "value")
+    waits.append(b.store(side_i, b.output("side", "int64" if ic.type.dtype == "int64" else "int32", (ni,)), "value"))
+    if c_slot is not None:
+        waits += [st_.outputs[0] for st_ in b.program.stores_to(c_slot)]
+    if draw(st.booleans()):  # else build() makes a Return by the runtime waiting for every store
+        b.ret(*waits[: draw(st.integers(1, len(waits)))], layer=draw(st.sampled_from(["runtime", "caller", "device", "none"])))
     return b.build(), consts
 
 
@@ -181,8 +193,16 @@ def _structure(prog: Program) -> dict[str, object]:
         "pairs": sorted((p.input, p.output) for p in prog.state_pairs),
         "loads": sorted((ld.slot.name if ld.slot else "", ld.kind.value) for ld in prog.loads),
         "stores": sorted((st.dest.name if st.dest else "", type(st.dest).__name__, st.result.value) for st in prog.stores),
-        "returns": [r.layer.value for r in prog.returns],
+        "returns": [(r.layer.value, sorted(_dest(w) for w in r.waits)) for r in prog.returns],
+        "chains": sorted((st.dest.name if st.dest else "", _dest(st.value)) for st in prog.stores if st.value is not None and isinstance(st.value.producer, Store)),
+        "orders": sorted((_dest(prog.node(u).outputs[0]), _dest(prog.node(v).outputs[0])) for u, v, d in prog.graph.edges(data=True) if d.get("kind") == "order"),
     }
+
+
+def _dest(v: Value | None) -> str:
+    """A store's result by what it stores into (value names differ between a built program and its reload)."""
+    p = None if v is None else v.producer
+    return f"store->{p.dest.name}" if isinstance(p, Store) and p.dest is not None else (v.name if v is not None else "")
 
 
 @PROPERTY
