@@ -259,3 +259,22 @@ def test_unreadable_slot_metadata_leaves_the_default_init(raw):
     write_meta(model, META_SLOTS, raw)
     (slot,) = rnnir.load(model).slots
     assert slot.init.kind == "zeros"
+
+
+@pytest.mark.parametrize("extra", [-1, 0, 1], ids=["below", "at", "above"])
+def test_a_constant_initial_state_at_the_inline_limit_survives_export(extra):
+    """exporter._INLINE_INIT: a slot's constant initial value up to that many elements is recorded inline in
+    rnnir.slots and reloads as itself; one element more is not recorded (the reload must still work)."""
+    from rnnir.exporter import _INLINE_INIT
+
+    n = _INLINE_INIT + extra
+    init = (np.arange(n, dtype=np.float32) % 97 + 1).reshape(1, 1, n)
+    b = Builder("big")
+    h = b.slot("h", "float32", (1, 1, n), init=init)
+    b.store(b.compute("Neg", [b.load(h)]), h)
+    (slot,) = rnnir.load(rnnir.export(b.build())).slots
+    if extra <= 0:
+        assert slot.init.kind == "constant"
+        np.testing.assert_array_equal(slot.init.value, init)
+    else:
+        assert slot.init.kind in ("constant", "zeros")
