@@ -147,3 +147,66 @@ def test_the_state_pair_keys_the_doc_lists_inline_are_the_schemas():
     assert kinds is not None
     slices = s["state_pair"]["properties"]["slices"]["items"]
     assert set(re.findall(r"`(\w+)`", kinds.group(1))) == set(slices["properties"]["exit_kind"]["additionalProperties"]["enum"])
+
+
+# -- rnnir run --format json ------------------------------------------------------------------------
+
+RUN_SCHEMA_FILE = ROOT / "docs" / "rnnir-run.schema.json"
+TYPE_WORDS = {"int": "integer", "number": "number", "bool": "boolean", "string": "string", "object": "object", "array": "array", "null": "null"}
+
+
+@pytest.fixture(scope="module")
+def run_validator():
+    schema = json.loads(RUN_SCHEMA_FILE.read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--calls", "40", "--chunk", "2", "--drop", "10", "--reconnect", "20", "--burst", "25:3", "--long", "50", "--streams", "3"],
+        ["--calls", "6", "--chunk", "2"],  # no streaming check asked: the optional objects are null
+    ],
+    ids=["every-check", "none"],
+)
+def test_every_run_output_validates(run_validator, tmp_path, flags):
+    out = tmp_path / "run.json"
+    assert cli.main(["run", str(ROOT / "samples" / "gru_fanout.onnx"), *flags, "--format", "json", "--output", str(out)]) == 0
+    _valid(run_validator, json.loads(out.read_text()))
+
+
+def _run_doc_tables() -> dict[str, dict[str, set[str]]]:
+    """Heading path of the run section -> key -> JSON types from the table's type column (`a`, `b` | t1, t2 pair up)."""
+    text = DOC.read_text()
+    start = text.index(LINT_SECTION_END)
+    end = text.index("\n## ", start + len(LINT_SECTION_END))
+    tables: dict[str, dict[str, set[str]]] = {}
+    paths = [""]
+    for line in text[start:end].splitlines():
+        if line.startswith("### "):
+            paths = re.findall(r"`([^`]+)`", line)
+            continue
+        if not line.startswith("| `"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        keys = re.findall(r"`([^`]+)`", cells[0])
+        kinds = [k.strip() for k in cells[1].split(",")]
+        for path in paths:
+            for i, key in enumerate(keys):
+                cell = kinds[i] if len(kinds) == len(keys) else cells[1]
+                tables.setdefault(path, {})[key] = {TYPE_WORDS[w] for w in re.findall(r"[a-z]+", cell) if w in TYPE_WORDS}
+    return tables
+
+
+def test_the_run_docs_tables_and_the_run_schema_agree_on_keys_and_types():
+    schema = json.loads(RUN_SCHEMA_FILE.read_text())
+    defs = {"": schema, **schema["$defs"]}
+    doc = _run_doc_tables()
+    doc.pop("streaming.long.slots.SLOT")  # one table under one heading with burst_health's: one definition in the schema
+    assert set(doc) == set(defs)
+    for path, keys in doc.items():
+        props = defs[path]["properties"]
+        got = {k: set(p["type"]) if isinstance(p["type"], list) else {p["type"]} for k, p in props.items()}
+        assert got == keys, path
