@@ -15,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_json_schema_run import documented_types
 
 from rnnir import cli
 
@@ -27,12 +28,17 @@ SAMPLES = sorted((ROOT / "samples").glob("*.onnx")) + sorted((ROOT / "samples").
 LINT_SECTION_END = "## `rnnir run --format json`"
 
 
-@pytest.fixture(scope="module")
-def validator():
-    schema = json.loads(SCHEMA_FILE.read_text())
+def _validator_of(path: Path):
+    """A validator of the schema file at ``path``, after checking the schema itself is valid."""
+    schema = json.loads(path.read_text())
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
     return cls(schema)
+
+
+@pytest.fixture(scope="module")
+def validator():
+    return _validator_of(SCHEMA_FILE)
 
 
 def _valid(validator, doc: dict) -> None:
@@ -152,15 +158,11 @@ def test_the_state_pair_keys_the_doc_lists_inline_are_the_schemas():
 # -- rnnir run --format json ------------------------------------------------------------------------
 
 RUN_SCHEMA_FILE = ROOT / "docs" / "rnnir-run.schema.json"
-TYPE_WORDS = {"int": "integer", "number": "number", "bool": "boolean", "string": "string", "object": "object", "array": "array", "null": "null"}
 
 
 @pytest.fixture(scope="module")
 def run_validator():
-    schema = json.loads(RUN_SCHEMA_FILE.read_text())
-    cls = jsonschema.validators.validator_for(schema)
-    cls.check_schema(schema)
-    return cls(schema)
+    return _validator_of(RUN_SCHEMA_FILE)
 
 
 @pytest.mark.parametrize(
@@ -177,33 +179,10 @@ def test_every_run_output_validates(run_validator, tmp_path, flags):
     _valid(run_validator, json.loads(out.read_text()))
 
 
-def _run_doc_tables() -> dict[str, dict[str, set[str]]]:
-    """Heading path of the run section -> key -> JSON types from the table's type column (`a`, `b` | t1, t2 pair up)."""
-    text = DOC.read_text()
-    start = text.index(LINT_SECTION_END)
-    end = text.index("\n## ", start + len(LINT_SECTION_END))
-    tables: dict[str, dict[str, set[str]]] = {}
-    paths = [""]
-    for line in text[start:end].splitlines():
-        if line.startswith("### "):
-            paths = re.findall(r"`([^`]+)`", line)
-            continue
-        if not line.startswith("| `"):
-            continue
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        keys = re.findall(r"`([^`]+)`", cells[0])
-        kinds = [k.strip() for k in cells[1].split(",")]
-        for path in paths:
-            for i, key in enumerate(keys):
-                cell = kinds[i] if len(kinds) == len(keys) else cells[1]
-                tables.setdefault(path, {})[key] = {TYPE_WORDS[w] for w in re.findall(r"[a-z]+", cell) if w in TYPE_WORDS}
-    return tables
-
-
 def test_the_run_docs_tables_and_the_run_schema_agree_on_keys_and_types():
     schema = json.loads(RUN_SCHEMA_FILE.read_text())
     defs = {"": schema, **schema["$defs"]}
-    doc = _run_doc_tables()
+    doc = documented_types(DOC.read_text())
     doc.pop("streaming.long.slots.SLOT")  # one table under one heading with burst_health's: one definition in the schema
     assert set(doc) == set(defs)
     for path, keys in doc.items():
