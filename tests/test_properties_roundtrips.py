@@ -21,6 +21,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -278,3 +279,46 @@ def test_a_constant_initial_state_at_the_inline_limit_survives_export(extra):
         np.testing.assert_array_equal(slot.init.value, init)
     else:
         assert slot.init.kind in ("constant", "zeros")
+
+
+def _nested_if_model(inner_else: str) -> onnx.ModelProto:
+    """h -> If(c1){ If(c2){ GRU(x, h).Y_h } else { <inner_else> } } else { GRU(x, h).Y_h } -> hn: an If in an If
+    branch, each branch with its own GRU reading the outer graph's h, x and weights (ONNX's scoping)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    F, H, I = TensorProto.FLOAT, 2, 3
+    rng = np.random.default_rng(5)
+    inits = [numpy_helper.from_array(rng.standard_normal((1, 3 * H, I)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal((1, 3 * H, H)).astype(np.float32), "R")]
+
+    def gru_branch(name: str) -> onnx.GraphProto:
+        return helper.make_graph([helper.make_node("GRU", ["x", "W", "R", "", "", "h"], [f"{name}_Y", f"{name}_hn"], hidden_size=H, name=f"{name}_gru")],
+                                 name, [], [helper.make_tensor_value_info(f"{name}_hn", F, [1, 1, H])])
+
+    if inner_else == "held":  # the inner else hands the state back unchanged: a hold on that path
+        inner_else_g = helper.make_graph([helper.make_node("Identity", ["h"], ["held"], name="hold")], "inner_else", [],
+                                         [helper.make_tensor_value_info("held", F, [1, 1, H])])
+    else:
+        inner_else_g = gru_branch("inner_else")
+    inner = helper.make_node("If", ["c2"], ["inner_out"], name="inner_if", then_branch=gru_branch("inner_then"), else_branch=inner_else_g)
+    outer_then = helper.make_graph([inner], "outer_then", [], [helper.make_tensor_value_info("inner_out", F, [1, 1, H])])
+    outer = helper.make_node("If", ["c1"], ["hn"], name="outer_if", then_branch=outer_then, else_branch=gru_branch("outer_else"))
+    ins = [helper.make_tensor_value_info("x", F, [4, 1, I]), helper.make_tensor_value_info("h", F, [1, 1, H]),
+           helper.make_tensor_value_info("c1", TensorProto.BOOL, []), helper.make_tensor_value_info("c2", TensorProto.BOOL, [])]
+    model = helper.make_model(helper.make_graph([outer], "nested_if", ins, [helper.make_tensor_value_info("hn", F, [1, 1, H])], inits),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("inner_else", ["gru", "held"])
+def test_a_nested_if_round_trips_through_ir_text_and_export(inner_else):
+    prog = rnnir.load(_nested_if_model(inner_else), pairs={"h": "hn"})
+    text = print_program(prog)
+    assert "'branch': ('outer_if.then_branch', 'inner_if.then_branch')" in text  # really nested: a node two Ifs deep
+    again = parse_program(text)
+    assert print_program(again) == text
+    assert _verdicts(again) == _verdicts(prog)
+    exported = rnnir.load(rnnir.export(prog))
+    assert _structure(exported) == _structure(prog)
+    assert _verdicts(exported) == _verdicts(prog)
