@@ -348,7 +348,9 @@ def _lint_one(job: LintJob) -> FileResult:
             traceback.print_exc()
         result.error = {"type": "InternalError", "message": f"internal error: {type(exc).__name__}: {exc} ({_REPORT_HINT})"}
     if result.error is not None:
+        # nothing of an analysis that did not finish is reported: not its findings, not the count it suppressed
         result.state_pairs, result.suggested_pairs, result.diagnostics, result.cost, result.verdicts = [], [], [], None, None
+        result.suppressed = 0
     return result
 
 

@@ -286,7 +286,9 @@ def _export_built(program: Program) -> onnx.ModelProto:
     opsets = [helper.make_opsetid("", 17)] + [helper.make_opsetid(d, 1) for d in domains]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="rnnir")
     model.ir_version = 8
-    pairs = {s.name: (pair_out.get(s.name) or f"{s.name}_out") for s in program.slots}
+    # a slot no store writes (read-only state) has no output: recorded as null, not as an output the graph lacks
+    stored = {st.dest.name for st in program.stores if isinstance(st.dest, Slot)}
+    pairs = {s.name: (pair_out.get(s.name) or f"{s.name}_out") if s.name in stored else None for s in program.slots}
     _set_meta(model, META_PAIRS, json.dumps(pairs, sort_keys=True))
     _set_meta(model, META_SLOTS, json.dumps(_slot_meta(program, pairs), sort_keys=True))
     _set_meta(model, META_IR, print_program(program))

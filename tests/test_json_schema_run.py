@@ -20,12 +20,16 @@ DOC = ROOT / "docs" / "json-schema.md"
 SECTION = "## `rnnir run --format json`"
 
 
-def documented_keys(text: str) -> dict[str, set[str]]:
-    """Heading path -> the keys in its table's first column ('' is the section's own table).  A heading
-    naming two paths (`a` and `b`) gives both the same keys."""
+TYPE_WORDS = {"int": "integer", "number": "number", "bool": "boolean", "string": "string", "object": "object", "array": "array", "null": "null"}
+
+
+def documented_types(text: str) -> dict[str, dict[str, set[str]]]:
+    """Heading path -> key -> its JSON types, from the type column ('' is the section's own table).  A heading
+    naming two paths (`a` and `b`) gives both the same keys; a row naming two keys with two types (`status`, `ok` |
+    string, bool) pairs them up."""
     start = text.index(SECTION)
     end = text.index("\n## ", start + len(SECTION))
-    tables: dict[str, set[str]] = {}
+    tables: dict[str, dict[str, set[str]]] = {}
     paths = [""]
     for line in text[start:end].splitlines():
         if line.startswith("### "):
@@ -33,10 +37,19 @@ def documented_keys(text: str) -> dict[str, set[str]]:
             continue
         if not line.startswith("| `"):
             continue
-        first = line.split("|")[1]
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        keys = re.findall(r"`([^`]+)`", cells[0])
+        kinds = [k.strip() for k in cells[1].split(",")]
         for path in paths:
-            tables.setdefault(path, set()).update(re.findall(r"`([^`]+)`", first))
+            for i, key in enumerate(keys):
+                cell = kinds[i] if len(kinds) == len(keys) else cells[1]
+                tables.setdefault(path, {})[key] = {TYPE_WORDS[w] for w in re.findall(r"[a-z]+", cell) if w in TYPE_WORDS}
     return tables
+
+
+def documented_keys(text: str) -> dict[str, set[str]]:
+    """Heading path -> the keys in its table's first column ('' is the section's own table)."""
+    return {path: set(keys) for path, keys in documented_types(text).items()}
 
 
 def emitted_keys(doc: dict) -> dict[str, list[set[str]]]:

@@ -8,11 +8,14 @@ final state is a graph output.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..ir import Output, Program, Provenance, Slot, SlotInit
+from ..metadata import META_SLOTS
+from ..metadata import read as metadata
 from ..onnxproto import EXTERNAL, tensor_to_array
 from ..optraits import OpTrait, ops_with
 from ..pairs import PairSource, StatePair
@@ -81,9 +84,10 @@ def declare_state(
     for vi in model.graph.output:
         program.add_output(Output(vi.name, tensor_type(vi)))
     input_slots: dict[str, Slot] = {}
+    recorded = _recorded_inits(model)
     for p in pairs:
         d = root.resolve(p.input)
-        init = SlotInit("zeros")
+        init = recorded.get(p.input, SlotInit("zeros"))
         if d.tensor is not None:
             arr = small_array(d.tensor)
             if arr is not None:
@@ -97,6 +101,33 @@ def declare_state(
         pairs += _constant_entries(index, program, {vi.name for vi in model.graph.output}, pairs, constant_slots)
     program.state_pairs = pairs
     return DeclaredState(tuple(pairs), input_slots, constant_slots, tuple(fed))
+
+
+def _recorded_inits(model: onnx.ModelProto) -> dict[str, SlotInit]:
+    """The slots' initial values an rnnir export recorded (``rnnir.slots``): a graph input cannot say whether the
+    caller feeds it or it starts from zeros or a constant, so without them a round trip would turn every one into
+    zeros.  An entry rnnir cannot read is passed over (the default, zeros, is what a model without it gets)."""
+    raw = metadata(model).get(META_SLOTS)
+    if raw is None:
+        return {}
+    import numpy as np  # only for a model an rnnir export wrote: rnnir lint imports no numpy otherwise
+
+    try:
+        entries = json.loads(raw)
+    except json.JSONDecodeError:
+        return {}
+    inits: dict[str, SlotInit] = {}
+    for name, entry in entries.items() if isinstance(entries, dict) else ():
+        kind = entry.get("init") if isinstance(entry, dict) else None
+        if kind in ("zeros", "caller"):
+            inits[name] = SlotInit(kind)
+        elif kind == "constant" and "value" in entry:
+            try:
+                arr = np.asarray(entry["value"], dtype=np.dtype(entry.get("value_dtype", "float32"))).reshape(entry.get("value_shape", [-1]))
+            except (TypeError, ValueError):
+                continue
+            inits[name] = SlotInit("constant", arr)
+    return inits
 
 
 def _unreturned_state_inputs(pairs: list[StatePair], state_fed_inputs: list[str]) -> list[StatePair]:
