@@ -258,7 +258,7 @@ class Builder:
                         out_name = other.dest.name
             pair = StatePair(
                 input=slot.name,
-                output=out_name or (f"{slot.name}_out" if outs else None),
+                output=out_name,  # None: no graph output returns the written-back state (a name here would be an output that does not exist)
                 source=PairSource.BUILDER,
                 reason="slot built with rnnir.Builder",
             )

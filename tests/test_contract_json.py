@@ -76,6 +76,22 @@ def test_each_sample_on_its_own_validates(validator, folder, capsys, monkeypatch
     _valid(validator, doc)
 
 
+@pytest.mark.realmodel
+@pytest.mark.parametrize("getter", ["fsmn_vad_path", "gtcrn_path"])
+def test_the_cache_windows_of_real_models_validate(validator, capsys, monkeypatch, getter):
+    """Sliding-window caches write `window` exit kinds and `windows` objects (a Slice's cut, packed segments)."""
+    import realmodels as rm
+
+    try:
+        model = getattr(rm, getter)()
+    except rm.RealModelUnavailable as exc:
+        pytest.skip(f"real model unavailable: {exc}")
+    _, doc = _lint(capsys, monkeypatch, model.parent, model.name)
+    _valid(validator, doc)
+    windows = [w for p in doc["files"][0]["state_pairs"] for sl in p["slices"] for w in sl.get("windows", {}).values()]
+    assert windows and all(w["kind"] == "window" for w in windows)
+
+
 def test_a_baselined_run_validates(validator, folder, capsys, monkeypatch):
     names = ["sd002_hc_swap.onnx", "sd001_no_state_output.onnx"]
     monkeypatch.chdir(folder)
