@@ -23,6 +23,7 @@ import realmodels as rm  # noqa: E402
 pytestmark = pytest.mark.realmodel
 
 DOC = pathlib.Path(__file__).resolve().parent.parent / "docs" / "real-models.md"
+README = DOC.parent.parent / "README.md"
 BEGIN, END = "<!-- table: begin (tests/test_real_models_table.py) -->", "<!-- table: end -->"
 
 
@@ -93,8 +94,19 @@ def _without_node_tests(table_text: str) -> str:
     return "\n".join(line for line in table_text.splitlines() if " node tests |" not in line)
 
 
-if __name__ == "__main__":  # regenerate the table in place
-    text = DOC.read_text(encoding="utf-8")
-    head, rest = text.split(BEGIN)
-    _, tail = rest.split(END)
-    DOC.write_text(f"{head}{BEGIN}\n{table()}\n{END}{tail}", encoding="utf-8")
+def test_the_readme_shows_the_same_table():
+    """The README's copy of the table (between the same markers) is the documented one, byte for byte."""
+
+    def block(text: str) -> str:
+        return text[text.index(BEGIN) : text.index(END) + len(END)]
+
+    assert block(README.read_text(encoding="utf-8")) == block(DOC.read_text(encoding="utf-8"))
+
+
+if __name__ == "__main__":  # regenerate the table in place, in the doc and in the README's copy
+    fresh = table()
+    for page in (DOC, README):
+        text = page.read_text(encoding="utf-8")
+        head, rest = text.split(BEGIN)
+        _, tail = rest.split(END)
+        page.write_text(f"{head}{BEGIN}\n{fresh}\n{END}{tail}", encoding="utf-8")
