@@ -33,7 +33,7 @@ EXPECTED = {
     "keras_lstm_unrolled": ([("LSTM", "unrolled")], 2),
     "keras_lstm_loop": ([("LSTM", "loop")], 2),
     "keras_gru_loop": ([("GRU", "loop")], 1),
-    "keras_lstm_stacked_packed": ([("LSTM", "loop"), ("LSTM", "loop")], None),  # packed on inner axes: see below
+    "keras_lstm_stacked_packed": ([("LSTM", "loop"), ("LSTM", "loop")], 4),  # h and c of two layers packed on inner axes
 }
 FILES = sorted(p.stem for p in KERAS.glob("*.onnx"))
 
@@ -195,3 +195,25 @@ def test_a_keras_loop_layer_pairs_by_dataflow_when_names_say_nothing(stem):
     assert {p.input: (p.output, p.source.value) for p in prog.state_pairs} == {i: (o, "dataflow") for i, o in _pairs(stem).items()}
     v = passes.verify(prog)
     assert v.diagnostics == [] and [s.verdict.value for s in v.slices] == ["verified"] * len(_pairs(stem))
+
+
+def _producer(m: onnx.ModelProto, name: str) -> onnx.NodeProto:
+    return next(n for n in m.graph.node if name in n.output)
+
+
+@pytest.mark.parametrize("swap", ["layers", "h/c of layer 1", "h/c of layer 2"])
+def test_a_swap_inside_the_packed_state_is_sd002(swap):
+    """DTLN-style packing ``[1, layers, H, (h, c)]``: the final Concat stacks the layers (axis 1), each layer's
+    Concat stacks h and c on the innermost axis. Swapping either is a state written into another slice."""
+    m = onnx.load(KERAS / "keras_lstm_stacked_packed.onnx")
+    layers = _producer(m, "Identity_1:0")
+    assert layers.op_type == "Concat" and len(layers.input) == 2
+    if swap == "layers":
+        node = layers
+    else:
+        unsqueeze = _producer(m, layers.input[0 if swap.endswith("1") else 1])
+        node = _producer(m, unsqueeze.input[0])
+        assert node.op_type == "Concat" and len(node.input) == 2
+    node.input[0], node.input[1] = node.input[1], node.input[0]
+    found = passes.run(rnnir.load(m, pairs=_pairs("keras_lstm_stacked_packed")))
+    assert {(d.code, d.severity.value) for d in found} == {("SD002", "error")}, found
