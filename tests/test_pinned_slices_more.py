@@ -514,7 +514,7 @@ def test_a_pair_whose_input_is_no_slot_gets_no_slices_and_the_others_still_do():
 }"""
     # IR text refuses such a pair (a ParseError at its line): the program is built from text, then given the pair
     program = parse_program(text, trace=False)
-    program.state_pairs.insert(0, StatePair("x", "y", PairSource.DECLARED, "a caller's mistake"))
+    program.state_pairs = (StatePair("x", "y", PairSource.DECLARED, "a caller's mistake"), *program.state_pairs)
     analyse_state(program)
     x_pair, h_pair = program.state_pairs
     assert (x_pair.slot, x_pair.slices) == (None, [])
