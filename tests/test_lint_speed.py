@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx.defs
+import onnx.shape_inference
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -53,6 +54,29 @@ def test_lint_of_an_exported_lstm_imports_neither_onnx_nor_numpy():
     assert (got["numpy"], got["onnx"], got["networkx"], got["onnxruntime"]) == (False, False, False, False)
     report = got["report"]["files"][0]  # the lint itself ran: a pair was found, no error
     assert report.get("error") is None and report["state_pairs"]
+
+
+def test_lint_that_needs_shape_inference_does_not_import_onnx():
+    # a TorchScript time loop declares no shape for two values its cell check needs: onnx's C++ inference
+    # supplies them through its extension alone; the Loop's cell is still recognised as an LSTM
+    got = _lint_in_fresh_process(CELLS / "lstm_hand_loop.ts.onnx")
+    assert got["onnx"] is False and got["numpy"] is True  # numpy runs the cell; onnx is not imported
+    entries = [e["op"] for p in got["report"]["files"][0]["state_pairs"] for sl in p["slices"] for e in sl["entry"]]
+    assert entries == ["LSTM", "LSTM"]
+    # afterwards onnx itself imports and works in that process (its extension is the one already loaded)
+    extra = (
+        "import onnx, onnx.checker, onnx.shape_inference\n"
+        "        onnx.checker.check_model(sys.argv[1], full_check=True)\n"
+        "        assert onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1])).graph.value_info\n"
+    )
+    after = _lint_in_fresh_process(CELLS / "lstm_hand_loop.ts.onnx", extra=extra)
+    assert after["onnx"] is True and after["report"] == got["report"]
+
+
+def test_infer_shapes_matches_onnx_shape_inference():
+    for model in (CELLS / "lstm_hand_loop.ts.onnx", TORCH / "gru_stream.ts.onnx"):
+        proto = onnx.load(str(model))
+        assert onnxproto.infer_shapes(proto) == onnx.shape_inference.infer_shapes(proto), model.name
 
 
 def test_the_import_check_sees_an_import():

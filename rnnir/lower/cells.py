@@ -459,9 +459,9 @@ class _Net:
         if self._inferred is None:
             self._inferred = {}
             try:
-                import onnx.shape_inference  # rare: a needed shape the model does not declare
+                from ..onnxproto import infer_shapes  # rare: a needed shape the model does not declare
 
-                inferred = onnx.shape_inference.infer_shapes(self.index.model)
+                inferred = infer_shapes(self.index.model)
             except Exception:  # noqa: BLE001 - inference is a best effort: no shape, no probing
                 return None
             self._pair_graphs(self.index.model.graph, inferred.graph)
