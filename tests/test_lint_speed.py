@@ -73,6 +73,37 @@ def test_lint_that_needs_shape_inference_does_not_import_onnx():
     assert after["onnx"] is True and after["report"] == got["report"]
 
 
+def _affine_model(x_is_input: bool) -> bytes:
+    """y = bias + x @ W: x a graph input (a run-time value) or an initializer (then y is a constant, 0.5 + 1*2 = 2.5)."""
+    w = helper.make_tensor("W", TensorProto.FLOAT, [1, 1], [2.0])
+    bias = helper.make_tensor("bias", TensorProto.FLOAT, [1], [0.5])
+    inits = [w, bias] + ([] if x_is_input else [helper.make_tensor("x", TensorProto.FLOAT, [1, 1], [1.0])])
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])] if x_is_input else []
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["xw"]), helper.make_node("Add", ["bias", "xw"], ["y"])],
+        "affine", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])], inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.mark.parametrize("x_is_input", [True, False])
+def test_asking_whether_a_run_time_value_is_constant_converts_no_tensor(tmp_path, x_is_input):
+    # bias + x @ W with x an input: no constant, found without reading bias into numpy (the FSMN-VAD case);
+    # near miss: x an initializer, where the answer needs the values and numpy computes 2.5
+    path = tmp_path / "affine.onnx"
+    path.write_bytes(_affine_model(x_is_input))
+    code = (
+        "import sys, json\nfrom rnnir.onnxproto import messages\nfrom rnnir.lower.scope import ModelIndex\n"
+        "from rnnir.lower.cells import _Net\nm = messages().ModelProto()\nm.ParseFromString(open(sys.argv[1], 'rb').read())\n"
+        "index = ModelIndex(m, 'affine')\nnet = _Net(index)\nk = net.key(index.root, 'y')\nc = net.const(k)\n"
+        "print(json.dumps({'const': None if c is None else c.ravel().tolist(), 'numpy': 'numpy' in sys.modules}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got == ({"const": None, "numpy": False} if x_is_input else {"const": [2.5], "numpy": True})
+
+
 def test_infer_shapes_matches_onnx_shape_inference():
     for model in (CELLS / "lstm_hand_loop.ts.onnx", TORCH / "gru_stream.ts.onnx"):
         proto = onnx.load(str(model))

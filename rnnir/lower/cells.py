@@ -254,6 +254,7 @@ class _Net:
         self.index = index
         self.defs: dict[Key, Definition] = {}
         self._consts: dict[Key, np.ndarray | None] = {}
+        self._foldable: dict[Key, bool] = {}
         self._shapes: dict[Key, tuple[int, ...] | None] = {}
         self._inferred: dict[int, dict[str, onnx.ValueInfoProto]] | None = None
         self._node_scope: dict[int, Scope] = {}
@@ -271,6 +272,7 @@ class _Net:
                 self._shapes[k] = tuple(c.shape)
         self._free = free
         self._consts.clear()
+        self._foldable.clear()
 
     def key(self, scope: Scope, name: str) -> Key:
         d = scope.resolve(name)
@@ -412,7 +414,7 @@ class _Net:
                 shape = self.shape(self.key(d.scope, node.input[0])) if node.input else None
                 if shape is not None:
                     val = run_op(node, [np.zeros(shape)])[0] if node.op_type == "Shape" else np.asarray(int(np.prod(shape)), dtype=np.int64)
-            elif node.op_type in EVALUABLE_OPS and node.domain in ("", "ai.onnx"):
+            elif node.op_type in EVALUABLE_OPS and node.domain in ("", "ai.onnx") and self._may_fold(k):
                 ins: list[np.ndarray | None] = []
                 ok = True
                 for name in node.input:
@@ -431,6 +433,34 @@ class _Net:
                         val = None
         self._consts[k] = val
         return val
+
+    def _may_fold(self, k: Key, _depth: int = 0) -> bool:
+        """False when ``const(k)`` is surely None, decided from the graph alone: some value ``k`` is computed from
+        is a run-time value.  Asking whether ``bias + x @ W`` is a constant then never converts ``bias`` (and
+        imports numpy) only to find ``x`` is an input."""
+        hit = self._foldable.get(k)
+        if hit is not None:
+            return hit
+        if k in self._free:
+            return False
+        if _depth >= 64:
+            return True  # too deep to tell: const() decides
+        self._foldable[k] = True  # provisional (a graph has no cycles; True only defers to const())
+        d = self.defs[k]
+        foldable = False
+        if d.kind == "initializer":
+            foldable = d.tensor is not None
+        elif d.kind == "input":
+            initial = self.invariant_initial(k)
+            foldable = initial is not None and self._may_fold(initial, _depth + 1)
+        elif d.kind == "node" and d.node is not None and d.node.domain in ("", "ai.onnx"):
+            node = d.node
+            if node.op_type in ("Shape", "Size"):
+                foldable = True
+            elif node.op_type in EVALUABLE_OPS:
+                foldable = all(self._may_fold(self.key(d.scope, name), _depth + 1) for name in node.input if name)
+        self._foldable[k] = foldable
+        return foldable
 
     # -- shapes (batch 1) ---------------------------------------------------------------
     def shape(self, k: Key) -> tuple[int, ...] | None:
