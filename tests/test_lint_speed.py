@@ -8,6 +8,7 @@ The oracles are onnx's own functions (``onnx.defs.get_schema``, ``onnx.numpy_hel
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -20,7 +21,7 @@ import onnx.shape_inference
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rnnir import onnxproto
+from rnnir import cli, onnxproto
 from rnnir.lower import scope
 from rnnir.lower._opschemas import ONNX_VERSION, SCHEMAS
 
@@ -276,3 +277,37 @@ def test_lint_json_report_is_what_json_dumps_writes(capsys):
         main(["lint", str(model), "--format", "json", "--no-config"])
         text = capsys.readouterr().out
         assert text == json.dumps(json.loads(text), indent=2) + "\n", model.name
+
+
+def test_lint_builds_only_its_own_subcommand():
+    # the other subcommands' modules stay unimported; `rnnir --help` (near miss) still lists every command
+    code = (
+        "import contextlib, io, sys\nfrom rnnir.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "    code = main(['lint', sys.argv[1], '--format', 'json', '--no-config'])\n"
+        "print(code, sorted(m for m in sys.modules if m in ('rnnir.cli_run', 'rnnir.cli_inputs', 'rnnir.deploy')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(TORCH / "lstm_stream.ts.onnx")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0 []"
+    done = subprocess.run([sys.executable, "-c", "import sys; from rnnir.cli import main; sys.exit(main())", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0
+    listed = re.findall(r"^    ([a-z]+) ", done.stdout, flags=re.MULTILINE)
+    assert listed == ["lint", "cost", "show", "rules", "explain", "run", "fix", "deploy"]
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["lint", "m.onnx", "--format", "json", "--select", "SD", "-q", "--no-config"],
+        ["lint", "a.onnx", "b.onnx", "--pair", "h0=hn", "--lower-exit", "chain", "--strict", "-j", "2"],
+        ["show", "m.onnx", "--full", "--format", "dot"],
+        ["explain", "SD002"],
+        ["rules", "--format", "json"],
+        ["cost", "m.onnx", "--format", "json"],
+        ["run", "m.onnx"],
+    ],
+)
+def test_a_one_subcommand_parser_parses_as_the_whole_one(words):
+    whole = cli.build_parser().parse_args(words)
+    alone = cli.build_parser(words[0]).parse_args(words)
+    assert vars(alone) == vars(whole)
