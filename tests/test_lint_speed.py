@@ -311,3 +311,33 @@ def test_a_one_subcommand_parser_parses_as_the_whole_one(words):
     whole = cli.build_parser().parse_args(words)
     alone = cli.build_parser(words[0]).parse_args(words)
     assert vars(alone) == vars(whole)
+
+
+def _index_summary(index: scope.ModelIndex) -> list[object]:
+    """Everything indexing records, by names and positions (node objects by their position in their graph)."""
+    where = {id(n): (sc.path, k) for sc in index.scopes() for k, n in enumerate(sc.nodes)}
+    out: list[object] = []
+    for sc in index.scopes():
+        out.append((sc.path, sorted((o, where[id(n)], i) for o, (n, i) in sc.producers.items()), sorted(sc.positions.items()),
+                    sc.node_inputs, sc.node_ops, sorted(c.path for c in sc.children.values())))
+    out.append(sorted((name, [where[id(n)] for n in nodes]) for name, nodes in index.consumers.items()))
+    out.append([(sc.path, where[id(n)]) for sc, n in index.recurrent])
+    out.append(sorted((where[k], v) for k, v in index.node_op.items()))
+    out.append(sorted((where[k], v) for k, v in index.node_outputs.items()))
+    return out
+
+
+@pytest.mark.parametrize(
+    "model",
+    [TORCH / "lstm_stream.ts.onnx", TORCH / "bilstm_stream.dynamo.onnx", CELLS / "lstm_hand_loop.ts.onnx", CELLS / "lstm_cell_scan.dynamo.onnx",
+     ROOT / "samples" / "lstm_packed_if.onnx", ROOT / "samples" / "sd002_hc_swap_if_branch.onnx"],
+    ids=lambda p: p.name,
+)
+def test_indexing_all_nodes_at_once_records_what_node_by_node_does(model, monkeypatch):
+    # the oracle is the node-by-node walk (which also raises every model error): both must record the same index
+    proto = onnx.load(str(model))
+    at_once = scope.ModelIndex(proto, model.name)
+    monkeypatch.setattr(scope.ModelIndex, "_index_nodes_at_once", lambda self, sc, work: False)
+    one_by_one = scope.ModelIndex(proto, model.name)
+    assert _index_summary(at_once) == _index_summary(one_by_one)
+    assert at_once.recurrent or any(sc.children for sc in at_once.scopes())  # the models exercise subgraphs or recurrent ops
