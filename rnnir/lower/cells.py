@@ -414,10 +414,10 @@ class _Net:
                 shape = self.shape(self.key(d.scope, node.input[0])) if node.input else None
                 if shape is not None:
                     val = run_op(node, [np.zeros(shape)])[0] if node.op_type == "Shape" else np.asarray(int(np.prod(shape)), dtype=np.int64)
-            elif node.op_type in EVALUABLE_OPS and node.domain in ("", "ai.onnx") and self._may_fold(k):
+            elif node.op_type in EVALUABLE_OPS and node.domain in ("", "ai.onnx"):
                 ins: list[np.ndarray | None] = []
-                ok = True
-                for name in node.input:
+                ok = self._may_fold(k)  # False: surely no constant, so no input is converted (nor numpy imported)
+                for name in node.input if ok else ():
                     if not name:
                         ins.append(None)
                         continue

@@ -272,15 +272,7 @@ class ModelIndex:
         ids = list(map(id, nodes))
         self.node_op.update(zip(ids, keys))
         self.node_outputs.update(zip(ids, outs_all))
-        consumers = self.consumers
-        for node, ins in zip(nodes, ins_all):
-            for i in ins:
-                if i:
-                    lst = consumers.get(i)
-                    if lst is None:
-                        consumers[i] = [node]
-                    else:
-                        lst.append(node)
+        self._add_readers(nodes, ins_all)
         for pos in odd:
             node = nodes[pos]
             _, special, recurrent = profiles[keys[pos]]
@@ -293,7 +285,6 @@ class ModelIndex:
     def _index_nodes(self, sc: Scope, work: list[Scope]) -> None:
         """Index ``sc``'s nodes one by one, checking each as it comes: the first bad node raises its error."""
         g = sc.graph
-        consumers = self.consumers
         producers = sc.producers
         positions = sc.positions
         profiles = self._profiles
@@ -310,13 +301,7 @@ class ModelIndex:
             ins = tuple(node.input)
             node_list.append(node)
             node_inputs.append(ins)
-            for i in ins:
-                if i:
-                    lst = consumers.get(i)
-                    if lst is None:
-                        consumers[i] = [node]
-                    else:
-                        lst.append(node)
+            self._add_readers((node,), (ins,))
             op = node.op_type
             dom = node.domain
             key = (op, dom)
@@ -365,6 +350,18 @@ class ModelIndex:
             if recurrent:
                 self._check_recurrent(node, sc)
                 self.recurrent.append((sc, node))
+
+    def _add_readers(self, nodes: Iterable[onnx.NodeProto], inputs: Iterable[tuple[str, ...]]) -> None:
+        """Record each node as a consumer of each value it reads (in node order, as every walk expects)."""
+        consumers = self.consumers
+        for node, ins in zip(nodes, inputs):
+            for i in ins:
+                if i:
+                    lst = consumers.get(i)
+                    if lst is None:
+                        consumers[i] = [node]
+                    else:
+                        lst.append(node)
 
     def _add_subgraph_scopes(self, node: onnx.NodeProto, sc: Scope, work: list[Scope]) -> None:
         """A child scope, to be indexed, for each subgraph of ``node`` (If/Loop/Scan bodies, or any graph attribute of
