@@ -153,7 +153,8 @@ def _extension() -> ModuleType | None:
 
     It is registered in ``sys.modules`` under the name onnx's ``__init__`` imports it by, so a later
     ``import onnx`` finds this very module: the extension registers its types once per process and refuses a
-    second initialisation.
+    second initialisation.  Found that way it is not set as the attribute ``onnx.onnx_cpp2py_export`` of the
+    package; onnx's own modules (and the libraries installed beside it here) only ever import it, which works.
     """
     loaded = sys.modules.get(_EXTENSION)
     if loaded is not None:
