@@ -818,7 +818,20 @@ class _SubcommandParser(argparse.ArgumentParser):
         return parsed, extras
 
 
-def build_parser() -> argparse.ArgumentParser:
+#: every subcommand, in the order ``rnnir --help`` lists them
+COMMANDS = ("lint", "cost", "show", "rules", "explain", "run", "fix", "deploy")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with ``only`` (a name in :data:`COMMANDS`) just that subcommand's.
+
+    One run parses one subcommand: building the other seven (and importing their modules) cost about a
+    fifth of linting a small model.  ``rnnir --help`` and anything that is not a subcommand get them all.
+    """
+
+    def want(command: str) -> bool:
+        return only is None or only == command
+
     parser = argparse.ArgumentParser(
         prog="rnnir",
         description="Verify how recurrent models keep their state across inference calls.",
@@ -828,83 +841,93 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_SubcommandParser)
     sub.required = True
 
-    p = sub.add_parser("lint", help="check models for state-persistence bugs", description="Check ONNX models (files, or folders searched recursively for *.onnx) for state-persistence bugs.")
-    p.add_argument("paths", nargs="+", metavar="PATH", help="ONNX files, or folders searched recursively for *.onnx")
-    p.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="text", help="report format (default: text)")
-    p.add_argument("--verbose", "-v", "--show-pairs", dest="verbose", action="store_true", help="text: also list each model's state pairs and slices, and clean models")
-    p.add_argument("--quiet", "-q", action="store_true", help="text: print only the summary line")
-    p.add_argument("--statistics", action="store_true", help="text: print a count per rule code instead of the findings")
-    p.add_argument("--exit-zero", action="store_true", help="exit 0 even with error-level findings (2 still means the tool failed)")
-    p.add_argument("--select", action="append", metavar="CODES", help="comma-separated rule codes, prefixes or names to run (default: all; ALL: every rule)")
-    p.add_argument("--extend-select", action="append", metavar="CODES", help="rule codes, prefixes or names to run on top of --select or the configured selection")
-    p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes, prefixes or names to skip")
-    p.add_argument("--cost", action="store_true", help="add the per-call cost analysis")
-    p.add_argument("--strict", action="store_true", help="state rnnir could not verify (SD009) or a model does not expose (SD010) is an error")
-    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in up to N worker processes (at most one per file and per CPU; 0: one per CPU)")
-    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
-    p.add_argument("--shard", metavar="I/N", help="lint only shard I of N (models dealt round-robin in sorted order), for CI job matrices")
-    p.add_argument("--show-settings", action="store_true", help="print each model's configuration file and resolved settings, and lint nothing")
-    adopt = p.add_mutually_exclusive_group()
-    adopt.add_argument("--baseline", metavar="FILE", help="report only findings not recorded in FILE (written by --write-baseline); the summary counts the rest")
-    adopt.add_argument("--write-baseline", metavar="FILE", help="record every current finding in FILE (JSON, sorted) and exit 0, for adopting rnnir in CI")
-    adopt.add_argument(
-        "--add-noqa", action="store_true",
-        help="write a suppression for every current finding into its model (metadata rnnir.noqa, in place) and exit 0",
-    )
-    p.add_argument(
-        "--exit-non-zero-on-stale-baseline", action="store_true",
-        help="with --baseline: exit 1 when an entry of FILE matches no finding any more (default: one line on stderr)",
-    )
-    _add_model_options(p)
-    from .cli_fix import add_fix_command, add_lint_fix_options
+    if want("lint"):
+        p = sub.add_parser("lint", help="check models for state-persistence bugs", description="Check ONNX models (files, or folders searched recursively for *.onnx) for state-persistence bugs.")
+        p.add_argument("paths", nargs="+", metavar="PATH", help="ONNX files, or folders searched recursively for *.onnx")
+        p.add_argument("--format", "--output-format", dest="format", choices=FORMATS, default="text", help="report format (default: text)")
+        p.add_argument("--verbose", "-v", "--show-pairs", dest="verbose", action="store_true", help="text: also list each model's state pairs and slices, and clean models")
+        p.add_argument("--quiet", "-q", action="store_true", help="text: print only the summary line")
+        p.add_argument("--statistics", action="store_true", help="text: print a count per rule code instead of the findings")
+        p.add_argument("--exit-zero", action="store_true", help="exit 0 even with error-level findings (2 still means the tool failed)")
+        p.add_argument("--select", action="append", metavar="CODES", help="comma-separated rule codes, prefixes or names to run (default: all; ALL: every rule)")
+        p.add_argument("--extend-select", action="append", metavar="CODES", help="rule codes, prefixes or names to run on top of --select or the configured selection")
+        p.add_argument("--ignore", action="append", metavar="CODES", help="comma-separated rule codes, prefixes or names to skip")
+        p.add_argument("--cost", action="store_true", help="add the per-call cost analysis")
+        p.add_argument("--strict", action="store_true", help="state rnnir could not verify (SD009) or a model does not expose (SD010) is an error")
+        p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="lint in up to N worker processes (at most one per file and per CPU; 0: one per CPU)")
+        p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+        p.add_argument("--shard", metavar="I/N", help="lint only shard I of N (models dealt round-robin in sorted order), for CI job matrices")
+        p.add_argument("--show-settings", action="store_true", help="print each model's configuration file and resolved settings, and lint nothing")
+        adopt = p.add_mutually_exclusive_group()
+        adopt.add_argument("--baseline", metavar="FILE", help="report only findings not recorded in FILE (written by --write-baseline); the summary counts the rest")
+        adopt.add_argument("--write-baseline", metavar="FILE", help="record every current finding in FILE (JSON, sorted) and exit 0, for adopting rnnir in CI")
+        adopt.add_argument(
+            "--add-noqa", action="store_true",
+            help="write a suppression for every current finding into its model (metadata rnnir.noqa, in place) and exit 0",
+        )
+        p.add_argument(
+            "--exit-non-zero-on-stale-baseline", action="store_true",
+            help="with --baseline: exit 1 when an entry of FILE matches no finding any more (default: one line on stderr)",
+        )
+        _add_model_options(p)
+        from .cli_fix import add_lint_fix_options
 
-    add_lint_fix_options(p)
-    p.set_defaults(func=cmd_lint)
+        add_lint_fix_options(p)
+        p.set_defaults(func=cmd_lint)
 
-    p = sub.add_parser("cost", help="per-call cost: bytes written to slots and outputs, copies, slot lifetimes")
-    p.add_argument("paths", nargs="+", metavar="MODEL", help="ONNX files, or folders searched recursively for *.onnx")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
-    p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="analyse in N worker processes (0: one per CPU)")
-    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
-    _add_model_options(p)
-    p.set_defaults(func=cmd_cost, select=None, ignore=None)
+    if want("cost"):
+        p = sub.add_parser("cost", help="per-call cost: bytes written to slots and outputs, copies, slot lifetimes")
+        p.add_argument("paths", nargs="+", metavar="MODEL", help="ONNX files, or folders searched recursively for *.onnx")
+        p.add_argument("--format", choices=("text", "json"), default="text", help="report format (default: text)")
+        p.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="analyse in N worker processes (0: one per CPU)")
+        p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+        _add_model_options(p)
+        p.set_defaults(func=cmd_cost, select=None, ignore=None)
 
-    p = sub.add_parser(
-        "show",
-        help="draw the state's journey through a call (the fan-out), or print the IR or the state pairs",
-        description="Show the state's journey through one call: slots, loads, recurrences, the stores of the fan-out and "
-        "outputs, with layout-only ops and If nests folded into labelled arrows.  --full shows every node.",
-    )
-    p.add_argument("model", metavar="MODEL", help="the ONNX model to show")
-    p.add_argument(
-        "--format", choices=("text", "dot", "mermaid", "json"), default=None,
-        help="text (default), dot (Graphviz), mermaid (for Markdown) or json (the state pairs); default: from -o's suffix, else text",
-    )
-    p.add_argument("--full", action="store_true", help="the whole program (every node), not only the state's journey")
-    p.add_argument(
-        "--output", "-o", metavar="FILE",
-        help="write to FILE; .svg, .png and .pdf are rendered with Graphviz's dot, .dot/.gv, .mmd, .json, .txt choose the format",
-    )
-    _add_model_options(p)
-    p.set_defaults(func=cmd_show)
+    if want("show"):
+        p = sub.add_parser(
+            "show",
+            help="draw the state's journey through a call (the fan-out), or print the IR or the state pairs",
+            description="Show the state's journey through one call: slots, loads, recurrences, the stores of the fan-out and "
+            "outputs, with layout-only ops and If nests folded into labelled arrows.  --full shows every node.",
+        )
+        p.add_argument("model", metavar="MODEL", help="the ONNX model to show")
+        p.add_argument(
+            "--format", choices=("text", "dot", "mermaid", "json"), default=None,
+            help="text (default), dot (Graphviz), mermaid (for Markdown) or json (the state pairs); default: from -o's suffix, else text",
+        )
+        p.add_argument("--full", action="store_true", help="the whole program (every node), not only the state's journey")
+        p.add_argument(
+            "--output", "-o", metavar="FILE",
+            help="write to FILE; .svg, .png and .pdf are rendered with Graphviz's dot, .dot/.gv, .mmd, .json, .txt choose the format",
+        )
+        _add_model_options(p)
+        p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("rules", help="list the rule catalogue")
-    p.add_argument("--format", choices=("text", "json"), default="text", help="catalogue format (default: text)")
-    p.set_defaults(func=cmd_rules)
+    if want("rules"):
+        p = sub.add_parser("rules", help="list the rule catalogue")
+        p.add_argument("--format", choices=("text", "json"), default="text", help="catalogue format (default: text)")
+        p.set_defaults(func=cmd_rules)
 
-    p = sub.add_parser("explain", help="print what a rule finds, why it matters, a bad and a fixed example")
-    p.add_argument("code", metavar="RULE", help="a rule code (SD002) or name (wrong-slot), in any case")
-    p.set_defaults(func=cmd_explain)
+    if want("explain"):
+        p = sub.add_parser("explain", help="print what a rule finds, why it matters, a bad and a fixed example")
+        p.add_argument("code", metavar="RULE", help="a rule code (SD002) or name (wrong-slot), in any case")
+        p.set_defaults(func=cmd_explain)
 
-    from .cli_run import add_run_command
+    if want("run"):
+        from .cli_run import add_run_command
 
-    add_run_command(sub, _add_model_options)
+        add_run_command(sub, _add_model_options)
 
-    add_fix_command(sub, _add_model_options)
+    if want("fix"):
+        from .cli_fix import add_fix_command
 
-    from .deploy.cli import add_deploy_command
+        add_fix_command(sub, _add_model_options)
 
-    add_deploy_command(sub, _add_model_options)
+    if want("deploy"):
+        from .deploy.cli import add_deploy_command
+
+        add_deploy_command(sub, _add_model_options)
     return parser
 
 
@@ -922,9 +945,10 @@ def _edge_message(exc: BaseException, args: argparse.Namespace | None) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (the console script exits with it)."""
-    parser = build_parser()
+    words = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(words[0] if words and words[0] in COMMANDS else None)
     try:
-        args = parser.parse_args(argv)
+        args = parser.parse_args(words)
     except SystemExit as exc:  # --help, --version, or bad arguments (argparse already printed why)
         return exc.code if isinstance(exc.code, int) else 2
     func: Callable[[argparse.Namespace], int] = args.func

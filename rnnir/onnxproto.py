@@ -16,6 +16,7 @@ The enum numbers below are the wire format of ``onnx.proto``; they never change.
 from __future__ import annotations
 
 import array
+import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
@@ -32,6 +33,7 @@ __all__ = [
     "attribute_value",
     "dtype_name",
     "element_count",
+    "infer_shapes",
     "messages",
     "np_dtype",
     "surely_converts",
@@ -123,6 +125,69 @@ def _load_generated() -> ModuleType:
     if not hasattr(module, "ModelProto"):
         raise ImportError(f"{path} defines no ModelProto")
     return module
+
+
+#: onnx's compiled extension (checker, shape inference), importable without the package's ``__init__``
+_EXTENSION = "onnx.onnx_cpp2py_export"
+
+
+def infer_shapes(model: Any) -> Any:
+    """``onnx.shape_inference.infer_shapes(model)`` (no type check, no strict mode, no data propagation).
+
+    onnx's own function serialises the model, runs the C++ inference and parses the result; this does the
+    same through onnx's compiled extension alone, so a lint that needs one undeclared shape does not pay for
+    ``import onnx`` (numpy, ml_dtypes and every Python module of onnx: more than the rest of such a lint).
+    """
+    ext = _extension()
+    if ext is None:
+        import onnx.shape_inference
+
+        return onnx.shape_inference.infer_shapes(model)
+    out = messages().ModelProto()
+    out.ParseFromString(ext.shape_inference.infer_shapes(model.SerializeToString(), False, False, False))
+    return out
+
+
+def _extension() -> ModuleType | None:
+    """onnx's compiled extension, loaded under its own name (None: only ``import onnx`` can provide it).
+
+    It is registered in ``sys.modules`` under the name onnx's ``__init__`` imports it by, so a later
+    ``import onnx`` finds this very module: the extension registers its types once per process and refuses a
+    second initialisation.  Found that way it is not set as the attribute ``onnx.onnx_cpp2py_export`` of the
+    package; onnx's own modules (and the libraries installed beside it here) only ever import it, which works.
+    """
+    loaded = sys.modules.get(_EXTENSION)
+    if loaded is not None:
+        return loaded
+    if "onnx" in sys.modules:
+        return None  # onnx is being imported or failed to: leave its extension to it
+    try:
+        spec = importlib.util.find_spec("onnx")  # finds the package without running its __init__
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        for folder in spec.submodule_search_locations:
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = Path(folder) / f"onnx_cpp2py_export{suffix}"
+                if path.is_file():
+                    break
+            else:
+                continue
+            break
+        else:
+            return None
+        ext_spec = importlib.util.spec_from_file_location(_EXTENSION, path)
+        if ext_spec is None or ext_spec.loader is None:
+            return None
+        module = importlib.util.module_from_spec(ext_spec)
+        sys.modules[_EXTENSION] = module
+        ext_spec.loader.exec_module(module)
+        if not hasattr(getattr(module, "shape_inference", None), "infer_shapes"):
+            raise ImportError("onnx's extension has no shape_inference.infer_shapes")
+        return module
+    except Exception:  # noqa: BLE001 - any surprise in onnx's layout: the ordinary import does the same
+        if sys.modules.get(_EXTENSION) is not None and not hasattr(sys.modules[_EXTENSION], "ONNX_ML"):
+            sys.modules.pop(_EXTENSION, None)  # not initialised: let onnx load it itself
+        return None
 
 
 #: the AttributeProto field that holds a value of each type: one value, or a repeated field (read as a list)

@@ -8,6 +8,7 @@ The oracles are onnx's own functions (``onnx.defs.get_schema``, ``onnx.numpy_hel
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -16,10 +17,11 @@ from pathlib import Path
 import numpy as np
 import onnx
 import onnx.defs
+import onnx.shape_inference
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rnnir import onnxproto
+from rnnir import cli, onnxproto
 from rnnir.lower import scope
 from rnnir.lower._opschemas import ONNX_VERSION, SCHEMAS
 
@@ -53,6 +55,60 @@ def test_lint_of_an_exported_lstm_imports_neither_onnx_nor_numpy():
     assert (got["numpy"], got["onnx"], got["networkx"], got["onnxruntime"]) == (False, False, False, False)
     report = got["report"]["files"][0]  # the lint itself ran: a pair was found, no error
     assert report.get("error") is None and report["state_pairs"]
+
+
+def test_lint_that_needs_shape_inference_does_not_import_onnx():
+    # a TorchScript time loop declares no shape for two values its cell check needs: onnx's C++ inference
+    # supplies them through its extension alone; the Loop's cell is still recognised as an LSTM
+    got = _lint_in_fresh_process(CELLS / "lstm_hand_loop.ts.onnx")
+    assert got["onnx"] is False and got["numpy"] is True  # numpy runs the cell; onnx is not imported
+    entries = [e["op"] for p in got["report"]["files"][0]["state_pairs"] for sl in p["slices"] for e in sl["entry"]]
+    assert entries == ["LSTM", "LSTM"]
+    # afterwards onnx itself imports and works in that process (its extension is the one already loaded)
+    extra = (
+        "import onnx, onnx.checker, onnx.shape_inference\n"
+        "        onnx.checker.check_model(sys.argv[1], full_check=True)\n"
+        "        assert onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1])).graph.value_info\n"
+    )
+    after = _lint_in_fresh_process(CELLS / "lstm_hand_loop.ts.onnx", extra=extra)
+    assert after["onnx"] is True and after["report"] == got["report"]
+
+
+def _affine_model(x_is_input: bool) -> bytes:
+    """y = bias + x @ W: x a graph input (a run-time value) or an initializer (then y is a constant, 0.5 + 1*2 = 2.5)."""
+    w = helper.make_tensor("W", TensorProto.FLOAT, [1, 1], [2.0])
+    bias = helper.make_tensor("bias", TensorProto.FLOAT, [1], [0.5])
+    inits = [w, bias] + ([] if x_is_input else [helper.make_tensor("x", TensorProto.FLOAT, [1, 1], [1.0])])
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])] if x_is_input else []
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["xw"]), helper.make_node("Add", ["bias", "xw"], ["y"])],
+        "affine", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])], inits,
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+
+@pytest.mark.parametrize("x_is_input", [True, False])
+def test_asking_whether_a_run_time_value_is_constant_converts_no_tensor(tmp_path, x_is_input):
+    # bias + x @ W with x an input: no constant, found without reading bias into numpy (the FSMN-VAD case);
+    # near miss: x an initializer, where the answer needs the values and numpy computes 2.5
+    path = tmp_path / "affine.onnx"
+    path.write_bytes(_affine_model(x_is_input))
+    code = (
+        "import sys, json\nfrom rnnir.onnxproto import messages\nfrom rnnir.lower.scope import ModelIndex\n"
+        "from rnnir.lower.cells import _Net\nm = messages().ModelProto()\nm.ParseFromString(open(sys.argv[1], 'rb').read())\n"
+        "index = ModelIndex(m, 'affine')\nnet = _Net(index)\nk = net.key(index.root, 'y')\nc = net.const(k)\n"
+        "print(json.dumps({'const': None if c is None else c.ravel().tolist(), 'numpy': 'numpy' in sys.modules}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got == ({"const": None, "numpy": False} if x_is_input else {"const": [2.5], "numpy": True})
+
+
+def test_infer_shapes_matches_onnx_shape_inference():
+    for model in (CELLS / "lstm_hand_loop.ts.onnx", TORCH / "gru_stream.ts.onnx"):
+        proto = onnx.load(str(model))
+        assert onnxproto.infer_shapes(proto) == onnx.shape_inference.infer_shapes(proto), model.name
 
 
 def test_the_import_check_sees_an_import():
@@ -221,3 +277,67 @@ def test_lint_json_report_is_what_json_dumps_writes(capsys):
         main(["lint", str(model), "--format", "json", "--no-config"])
         text = capsys.readouterr().out
         assert text == json.dumps(json.loads(text), indent=2) + "\n", model.name
+
+
+def test_lint_builds_only_its_own_subcommand():
+    # the other subcommands' modules stay unimported; `rnnir --help` (near miss) still lists every command
+    code = (
+        "import contextlib, io, sys\nfrom rnnir.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
+        "    code = main(['lint', sys.argv[1], '--format', 'json', '--no-config'])\n"
+        "print(code, sorted(m for m in sys.modules if m in ('rnnir.cli_run', 'rnnir.cli_inputs', 'rnnir.deploy')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(TORCH / "lstm_stream.ts.onnx")], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0 []"
+    done = subprocess.run([sys.executable, "-c", "import sys; from rnnir.cli import main; sys.exit(main())", "--help"], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0
+    listed = re.findall(r"^    ([a-z]+) ", done.stdout, flags=re.MULTILINE)
+    assert listed == ["lint", "cost", "show", "rules", "explain", "run", "fix", "deploy"]
+
+
+@pytest.mark.parametrize(
+    "words",
+    [
+        ["lint", "m.onnx", "--format", "json", "--select", "SD", "-q", "--no-config"],
+        ["lint", "a.onnx", "b.onnx", "--pair", "h0=hn", "--lower-exit", "chain", "--strict", "-j", "2"],
+        ["show", "m.onnx", "--full", "--format", "dot"],
+        ["explain", "SD002"],
+        ["rules", "--format", "json"],
+        ["cost", "m.onnx", "--format", "json"],
+        ["run", "m.onnx"],
+    ],
+)
+def test_a_one_subcommand_parser_parses_as_the_whole_one(words):
+    whole = cli.build_parser().parse_args(words)
+    alone = cli.build_parser(words[0]).parse_args(words)
+    assert vars(alone) == vars(whole)
+
+
+def _index_summary(index: scope.ModelIndex) -> list[object]:
+    """Everything indexing records, by names and positions (node objects by their position in their graph)."""
+    where = {id(n): (sc.path, k) for sc in index.scopes() for k, n in enumerate(sc.nodes)}
+    out: list[object] = []
+    for sc in index.scopes():
+        out.append((sc.path, sorted((o, where[id(n)], i) for o, (n, i) in sc.producers.items()), sorted(sc.positions.items()),
+                    sc.node_inputs, sc.node_ops, sorted(c.path for c in sc.children.values())))
+    out.append(sorted((name, [where[id(n)] for n in nodes]) for name, nodes in index.consumers.items()))
+    out.append([(sc.path, where[id(n)]) for sc, n in index.recurrent])
+    out.append(sorted((where[k], v) for k, v in index.node_op.items()))
+    out.append(sorted((where[k], v) for k, v in index.node_outputs.items()))
+    return out
+
+
+@pytest.mark.parametrize(
+    "model",
+    [TORCH / "lstm_stream.ts.onnx", TORCH / "bilstm_stream.dynamo.onnx", CELLS / "lstm_hand_loop.ts.onnx", CELLS / "lstm_cell_scan.dynamo.onnx",
+     ROOT / "samples" / "lstm_packed_if.onnx", ROOT / "samples" / "sd002_hc_swap_if_branch.onnx"],
+    ids=lambda p: p.name,
+)
+def test_indexing_all_nodes_at_once_records_what_node_by_node_does(model, monkeypatch):
+    # the oracle is the node-by-node walk (which also raises every model error): both must record the same index
+    proto = onnx.load(str(model))
+    at_once = scope.ModelIndex(proto, model.name)
+    monkeypatch.setattr(scope.ModelIndex, "_index_nodes_at_once", lambda self, sc, work: False)
+    one_by_one = scope.ModelIndex(proto, model.name)
+    assert _index_summary(at_once) == _index_summary(one_by_one)
+    assert at_once.recurrent or any(sc.children for sc in at_once.scopes())  # the models exercise subgraphs or recurrent ops

@@ -254,6 +254,7 @@ class _Net:
         self.index = index
         self.defs: dict[Key, Definition] = {}
         self._consts: dict[Key, np.ndarray | None] = {}
+        self._foldable: dict[Key, bool] = {}
         self._shapes: dict[Key, tuple[int, ...] | None] = {}
         self._inferred: dict[int, dict[str, onnx.ValueInfoProto]] | None = None
         self._node_scope: dict[int, Scope] = {}
@@ -271,6 +272,7 @@ class _Net:
                 self._shapes[k] = tuple(c.shape)
         self._free = free
         self._consts.clear()
+        self._foldable.clear()
 
     def key(self, scope: Scope, name: str) -> Key:
         d = scope.resolve(name)
@@ -414,8 +416,8 @@ class _Net:
                     val = run_op(node, [np.zeros(shape)])[0] if node.op_type == "Shape" else np.asarray(int(np.prod(shape)), dtype=np.int64)
             elif node.op_type in EVALUABLE_OPS and node.domain in ("", "ai.onnx"):
                 ins: list[np.ndarray | None] = []
-                ok = True
-                for name in node.input:
+                ok = self._may_fold(k)  # False: surely no constant, so no input is converted (nor numpy imported)
+                for name in node.input if ok else ():
                     if not name:
                         ins.append(None)
                         continue
@@ -431,6 +433,34 @@ class _Net:
                         val = None
         self._consts[k] = val
         return val
+
+    def _may_fold(self, k: Key, _depth: int = 0) -> bool:
+        """False when ``const(k)`` is surely None, decided from the graph alone: some value ``k`` is computed from
+        is a run-time value.  Asking whether ``bias + x @ W`` is a constant then never converts ``bias`` (and
+        imports numpy) only to find ``x`` is an input."""
+        hit = self._foldable.get(k)
+        if hit is not None:
+            return hit
+        if k in self._free:
+            return False
+        if _depth >= 64:
+            return True  # too deep to tell: const() decides
+        self._foldable[k] = True  # provisional (a graph has no cycles; True only defers to const())
+        d = self.defs[k]
+        foldable = False
+        if d.kind == "initializer":
+            foldable = d.tensor is not None
+        elif d.kind == "input":
+            initial = self.invariant_initial(k)
+            foldable = initial is not None and self._may_fold(initial, _depth + 1)
+        elif d.kind == "node" and d.node is not None and d.node.domain in ("", "ai.onnx"):
+            node = d.node
+            if node.op_type in ("Shape", "Size"):
+                foldable = True
+            elif node.op_type in EVALUABLE_OPS:
+                foldable = all(self._may_fold(self.key(d.scope, name), _depth + 1) for name in node.input if name)
+        self._foldable[k] = foldable
+        return foldable
 
     # -- shapes (batch 1) ---------------------------------------------------------------
     def shape(self, k: Key) -> tuple[int, ...] | None:
@@ -459,9 +489,9 @@ class _Net:
         if self._inferred is None:
             self._inferred = {}
             try:
-                import onnx.shape_inference  # rare: a needed shape the model does not declare
+                from ..onnxproto import infer_shapes  # rare: a needed shape the model does not declare
 
-                inferred = onnx.shape_inference.infer_shapes(self.index.model)
+                inferred = infer_shapes(self.index.model)
             except Exception:  # noqa: BLE001 - inference is a best effort: no shape, no probing
                 return None
             self._pair_graphs(self.index.model.graph, inferred.graph)

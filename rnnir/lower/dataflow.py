@@ -145,6 +145,10 @@ class Dataflow:
                 continue
             sources = layout_sources(index, c.scope, c.node.input[c.entry])
             started[(id(c.node), c.exit)] = (c, sources[0] if len(sources) == 1 else None)
+        # the ends each input starts, gathered once: checking every start per graph output is quadratic in 1,000 RNNs
+        started_from: dict[str | None, set[_End]] = {}
+        for e, (_, src) in started.items():
+            started_from.setdefault(src, set()).add(e)
         links: list[StateLink] = []
         for out, ends in self._ends.items():
             if not ends or not ends <= started.keys():
@@ -154,7 +158,7 @@ class Dataflow:
                 continue  # final states of states started from different inputs (or from one an If picks): no one pair
             (name,) = inputs
             assert name is not None
-            if any(src == name and e not in ends for e, (_, src) in started.items()):
+            if not started_from[name] <= ends:
                 continue  # the input starts more states than the output returns: a part is no pair
             what = " and ".join(sorted({f"{started[e][0].what} of {index.node_name(started[e][0].node)!r}" for e in ends}))
             links.append(StateLink(name, out, f"{name!r} starts {what}, whose final value {out!r} returns"))

@@ -190,93 +190,196 @@ class ModelIndex:
             if sc.owner is not None:
                 for k, vi in enumerate(g.output):
                     self.subgraph_outputs.setdefault(vi.name, []).append((sc.owner, k))
-            consumers = self.consumers
-            producers = sc.producers
-            positions = sc.positions
-            profiles = self._profiles
-            node_list = sc.nodes
-            node_inputs = sc.node_inputs
-            node_ops = sc.node_ops
-            op_of = self.node_op
-            outputs_of = self.node_outputs
-            # one pass over the protobuf per node: each field read from a upb message builds a new Python object,
-            # so inputs and outputs are read once (and kept for _check_defs), the rest only when a rule needs them
-            for pos, node in enumerate(g.node):
-                if type(node.name) is not str:
-                    self._not_text("node name", node, sc)
-                ins = tuple(node.input)
-                node_list.append(node)
-                node_inputs.append(ins)
-                for i in ins:
-                    if i:
-                        lst = consumers.get(i)
-                        if lst is None:
-                            consumers[i] = [node]
-                        else:
-                            lst.append(node)
-                op = node.op_type
-                dom = node.domain
-                key = (op, dom)
-                profile = profiles.get(key)
-                if profile is None:  # the first node of this op: check the op, then keep what its nodes need
-                    if key not in self._schema_ok:
-                        self._check_op(node, sc)
-                    profile = profiles[key] = (self._rules.get(key), dom not in _DEFAULT_DOMAINS or op in _SUBGRAPH_OPS, self.is_recurrent(op, dom))
-                rules, special, recurrent = profile
-                outs = tuple(node.output)
-                node_ops.append(key)
-                nid = id(node)
-                op_of[nid] = key
-                outputs_of[nid] = outs
-                if rules is not None:
-                    if len(ins) > rules.max_inputs or len(outs) > rules.max_outputs:
-                        self._too_many_ports(node, sc, rules)
-                    if rules.required_inputs and (len(ins) <= rules.required_inputs[-1] or "" in ins):
-                        self._check_required_inputs(node, sc, rules)
-                    if rules.required_attrs or len(node.attribute):
-                        self._check_attributes(node, sc, rules)
-                elif len(node.attribute):
-                    self._check_attribute_text(node, sc)
-                for i, out in enumerate(outs):
-                    if not out:
-                        continue
-                    if out in producers:
-                        raise ModelError(
-                            f"value {out!r} is produced twice (by {self.node_name(producers[out][0])!r} and {self.node_name(node)!r}); ONNX values are SSA",
-                            model=self.label,
-                            where=sc.branch_path or "main graph",
-                        )
-                    if out in sc.inputs or out in sc.initializers:
-                        # onnxruntime refuses it too ("Duplicate definition"); read on, a state input redefined by a
-                        # node would be lowered with no load of its slot at all
-                        what = "a graph input" if out in sc.inputs else "an initializer"
-                        raise ModelError(
-                            f"value {out!r} is {what} and is produced again by {self.node_name(node)!r}; ONNX values are SSA",
-                            model=self.label,
-                            where=sc.branch_path or "main graph",
-                        )
-                    producers[out] = (node, i)
-                    positions[out] = pos
-                if special:  # subgraphs (If/Loop/Scan bodies, or any graph attribute of a custom op)
-                    for attr in node.attribute:
-                        subs: list[onnx.GraphProto] = []
-                        if attr.type == ATTR.GRAPH:
-                            subs = [attr.g]
-                        elif attr.type == ATTR.GRAPHS:
-                            subs = list(attr.graphs)
-                        if dom in _DEFAULT_DOMAINS and len(subs) == 1:
-                            self._check_body_arity(node, attr.name, subs[0], sc)
-                        for k, sub in enumerate(subs):
-                            tag = attr.name if len(subs) == 1 else f"{attr.name}[{k}]"
-                            child = Scope(graph=sub, path=sc.path + (f"{self.node_name(node)}.{tag}",), parent=sc, owner=node)
-                            sc.children[(id(node), tag)] = child  # by tag: each of a GRAPHS attribute's subgraphs is a scope
-                            work.append(child)
-                if recurrent:
-                    self._check_recurrent(node, sc)
-                    self.recurrent.append((sc, node))
+            if not self._index_nodes_at_once(sc, work):
+                self._index_nodes(sc, work)
         self._check_names(scope)
         self._check_defs(scope)
         return scope
+
+    def _index_nodes_at_once(self, sc: Scope, work: list[Scope]) -> bool:
+        """Index ``sc``'s nodes field by field, for a graph that passes every check (False: something fails or looks
+        odd, and nothing was recorded; :meth:`_index_nodes` then goes node by node and raises the first error).
+
+        Each field of each node is read from protobuf once, by list comprehensions, and the checks run per op
+        type where they can: on 100k nodes that is about half the time of the node-by-node walk."""
+        nodes = list(sc.graph.node)
+        if not nodes:
+            return True
+        if {type(n.name) for n in nodes} != {str}:
+            return False
+        keys = [(n.op_type, n.domain) for n in nodes]
+        profiles = self._profiles
+        for key, first in dict(zip(reversed(keys), reversed(nodes))).items():  # each op's first node
+            if key in profiles:
+                continue
+            try:
+                if key not in self._schema_ok:
+                    self._check_op(first, sc)
+            except ModelError:
+                return False
+            profiles[key] = (self._rules.get(key), key[1] not in _DEFAULT_DOMAINS or key[0] in _SUBGRAPH_OPS, self.is_recurrent(*key))
+        ins_all = [tuple(n.input) for n in nodes]
+        outs_all = [tuple(n.output) for n in nodes]
+        n_attrs = [len(n.attribute) for n in nodes]
+        # per op: (max inputs, max outputs, last required input or -1, attributes always checked), None without rules
+        limits = {
+            key: None if rules is None else (rules.max_inputs, rules.max_outputs, rules.required_inputs[-1] if rules.required_inputs else -1, bool(rules.required_attrs))
+            for key, (rules, _, _) in ((k, profiles[k]) for k in set(keys))
+        }
+        odd: list[int] = []  # nodes that need a closer look: attributes, subgraphs, a recurrent op, a missing input
+        for pos, (key, ins, outs, n_attr) in enumerate(zip(keys, ins_all, outs_all, n_attrs)):
+            lim = limits[key]
+            if lim is None:
+                if n_attr or profiles[key][1] or profiles[key][2]:
+                    odd.append(pos)
+                continue
+            max_in, max_out, last_required, attrs_checked = lim
+            if len(ins) > max_in or len(outs) > max_out:
+                return False
+            if n_attr or attrs_checked or (last_required >= 0 and (len(ins) <= last_required or "" in ins)) or profiles[key][1] or profiles[key][2]:
+                odd.append(pos)
+        try:
+            for pos in odd:
+                node = nodes[pos]
+                rules, special, recurrent = profiles[keys[pos]]
+                if rules is not None:
+                    if rules.required_inputs and (len(ins_all[pos]) <= rules.required_inputs[-1] or "" in ins_all[pos]):
+                        self._check_required_inputs(node, sc, rules)
+                    if rules.required_attrs or n_attrs[pos]:
+                        self._check_attributes(node, sc, rules)
+                elif n_attrs[pos]:
+                    self._check_attribute_text(node, sc)
+                if special and keys[pos][1] in _DEFAULT_DOMAINS:
+                    for attr in node.attribute:
+                        if attr.type == ATTR.GRAPH:
+                            self._check_body_arity(node, attr.name, attr.g, sc)
+                        elif attr.type == ATTR.GRAPHS and len(attr.graphs) == 1:
+                            self._check_body_arity(node, attr.name, attr.graphs[0], sc)
+                if recurrent:
+                    self._check_recurrent(node, sc)
+        except ModelError:
+            return False
+        produced = [(out, (node, i), pos) for pos, (node, outs) in enumerate(zip(nodes, outs_all)) for i, out in enumerate(outs) if out]
+        producers = {out: hit for out, hit, _ in produced}
+        if len(producers) != len(produced) or not producers.keys().isdisjoint(sc.inputs) or not producers.keys().isdisjoint(sc.initializers):
+            return False  # a value produced twice, or a graph input or initializer produced again
+        # every check passed: record
+        sc.producers.update(producers)
+        sc.positions.update((out, pos) for out, _, pos in produced)
+        sc.nodes.extend(nodes)
+        sc.node_inputs.extend(ins_all)
+        sc.node_ops.extend(keys)
+        ids = list(map(id, nodes))
+        self.node_op.update(zip(ids, keys))
+        self.node_outputs.update(zip(ids, outs_all))
+        self._add_readers(nodes, ins_all)
+        for pos in odd:
+            node = nodes[pos]
+            _, special, recurrent = profiles[keys[pos]]
+            if special:
+                self._add_subgraph_scopes(node, sc, work)
+            if recurrent:
+                self.recurrent.append((sc, node))
+        return True
+
+    def _index_nodes(self, sc: Scope, work: list[Scope]) -> None:
+        """Index ``sc``'s nodes one by one, checking each as it comes: the first bad node raises its error."""
+        g = sc.graph
+        producers = sc.producers
+        positions = sc.positions
+        profiles = self._profiles
+        node_list = sc.nodes
+        node_inputs = sc.node_inputs
+        node_ops = sc.node_ops
+        op_of = self.node_op
+        outputs_of = self.node_outputs
+        # one pass over the protobuf per node: each field read from a upb message builds a new Python object,
+        # so inputs and outputs are read once (and kept for _check_defs), the rest only when a rule needs them
+        for pos, node in enumerate(g.node):
+            if type(node.name) is not str:
+                self._not_text("node name", node, sc)
+            ins = tuple(node.input)
+            node_list.append(node)
+            node_inputs.append(ins)
+            self._add_readers((node,), (ins,))
+            op = node.op_type
+            dom = node.domain
+            key = (op, dom)
+            profile = profiles.get(key)
+            if profile is None:  # the first node of this op: check the op, then keep what its nodes need
+                if key not in self._schema_ok:
+                    self._check_op(node, sc)
+                profile = profiles[key] = (self._rules.get(key), dom not in _DEFAULT_DOMAINS or op in _SUBGRAPH_OPS, self.is_recurrent(op, dom))
+            rules, special, recurrent = profile
+            outs = tuple(node.output)
+            node_ops.append(key)
+            nid = id(node)
+            op_of[nid] = key
+            outputs_of[nid] = outs
+            if rules is not None:
+                if len(ins) > rules.max_inputs or len(outs) > rules.max_outputs:
+                    self._too_many_ports(node, sc, rules)
+                if rules.required_inputs and (len(ins) <= rules.required_inputs[-1] or "" in ins):
+                    self._check_required_inputs(node, sc, rules)
+                if rules.required_attrs or len(node.attribute):
+                    self._check_attributes(node, sc, rules)
+            elif len(node.attribute):
+                self._check_attribute_text(node, sc)
+            for i, out in enumerate(outs):
+                if not out:
+                    continue
+                if out in producers:
+                    raise ModelError(
+                        f"value {out!r} is produced twice (by {self.node_name(producers[out][0])!r} and {self.node_name(node)!r}); ONNX values are SSA",
+                        model=self.label,
+                        where=sc.branch_path or "main graph",
+                    )
+                if out in sc.inputs or out in sc.initializers:
+                    # onnxruntime refuses it too ("Duplicate definition"); read on, a state input redefined by a
+                    # node would be lowered with no load of its slot at all
+                    what = "a graph input" if out in sc.inputs else "an initializer"
+                    raise ModelError(
+                        f"value {out!r} is {what} and is produced again by {self.node_name(node)!r}; ONNX values are SSA",
+                        model=self.label,
+                        where=sc.branch_path or "main graph",
+                    )
+                producers[out] = (node, i)
+                positions[out] = pos
+            if special:
+                self._add_subgraph_scopes(node, sc, work)
+            if recurrent:
+                self._check_recurrent(node, sc)
+                self.recurrent.append((sc, node))
+
+    def _add_readers(self, nodes: Iterable[onnx.NodeProto], inputs: Iterable[tuple[str, ...]]) -> None:
+        """Record each node as a consumer of each value it reads (in node order, as every walk expects)."""
+        consumers = self.consumers
+        for node, ins in zip(nodes, inputs):
+            for i in ins:
+                if i:
+                    lst = consumers.get(i)
+                    if lst is None:
+                        consumers[i] = [node]
+                    else:
+                        lst.append(node)
+
+    def _add_subgraph_scopes(self, node: onnx.NodeProto, sc: Scope, work: list[Scope]) -> None:
+        """A child scope, to be indexed, for each subgraph of ``node`` (If/Loop/Scan bodies, or any graph attribute of
+        a custom op); a standard op's body must first have the inputs and outputs its signature implies."""
+        dom = node.domain
+        for attr in node.attribute:
+            subs: list[onnx.GraphProto] = []
+            if attr.type == ATTR.GRAPH:
+                subs = [attr.g]
+            elif attr.type == ATTR.GRAPHS:
+                subs = list(attr.graphs)
+            if dom in _DEFAULT_DOMAINS and len(subs) == 1:
+                self._check_body_arity(node, attr.name, subs[0], sc)
+            for k, sub in enumerate(subs):
+                tag = attr.name if len(subs) == 1 else f"{attr.name}[{k}]"
+                child = Scope(graph=sub, path=sc.path + (f"{self.node_name(node)}.{tag}",), parent=sc, owner=node)
+                sc.children[(id(node), tag)] = child  # by tag: each of a GRAPHS attribute's subgraphs is a scope
+                work.append(child)
 
     def is_recurrent(self, op_type: str, domain: str) -> bool:
         """``kind_for_op(op_type, domain) is not None``, memoised."""
