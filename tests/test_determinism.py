@@ -86,3 +86,12 @@ def real_models() -> list[pathlib.Path]:
 def test_real_models_give_the_same_bytes_under_every_hash_seed(tmp_path):
     # GTCRN's 14 GRUs feed three packed caches: the model whose report once changed from run to run
     assert_same_bytes_under_every_seed(real_models(), cwd=tmp_path)
+
+
+def test_committed_exports_give_the_same_bytes_under_every_hash_seed():
+    """The Keras exports (two Loop layers whose states are packed on inner axes: their recurrences were once listed
+    in set order) and the PyTorch cell exports, committed in tests/data."""
+    data = REPO / "tests" / "data"
+    paths = sorted([*(data / "keras").glob("*.onnx"), *(data / "torch_cells").glob("*.ts.onnx")])
+    assert len(paths) >= 6
+    assert_same_bytes_under_every_seed([p.relative_to(REPO) for p in paths], cwd=REPO)
