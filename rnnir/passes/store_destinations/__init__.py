@@ -29,6 +29,7 @@ from rnnir.pairs import StatePair
 
 from ..diagnostics import Diagnostic, merge_slices
 from ..manager import AnalysisPass, ProgramFacts
+from ..rules import Family, rules_of
 from .caches import cache_exits, is_feature_cache
 from .context import Context
 from .derived import derived_exits
@@ -55,16 +56,7 @@ class StoreDestinations(AnalysisPass):
     """SD001–SD008: compare each slot's live-in roles with its live-out values, slice by slice."""
 
     name: ClassVar[str] = "store-destinations"
-    rules: ClassVar = (
-        SLOT_NEVER_WRITTEN,
-        WRONG_SLOT,
-        NOT_FINAL_STATE,
-        SLOT_WRITTEN_TWICE,
-        STATE_TYPE_MISMATCH,
-        REVERSE_STATE_PERSISTED,
-        STATE_IGNORED,
-        SEQ_LENS_LAST_STEP,
-    )
+    rules: ClassVar = rules_of(Family.STORE_DESTINATIONS)
 
     def analyse(self, facts: ProgramFacts) -> Iterable[Diagnostic]:
         ctx = Context(facts)
