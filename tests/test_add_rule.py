@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -98,3 +99,14 @@ def test_a_refused_scaffold_says_why_and_writes_nothing(tmp_path, args, says):
     done = _run(copy, "tools/add_rule.py", *args)
     assert (done.returncode, done.stdout) == (2, "") and says in done.stderr
     assert _files(copy) == before
+
+
+def test_the_where_things_go_table_names_files_that_exist():
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    table = design[design.index("## Where things go") :]
+    table = table[: table.index("\n## ", 1)]
+    named = set(re.findall(r"`((?:rnnir|tests|tools|samples)/[\w./*-]+)`", table))  # <code>_<slug> templates do not match
+    assert {"rnnir/passes/rules/__init__.py", "tests/test_rule_fixtures.py"} <= named
+    assert "`python tools/add_rule.py CODE slug family`" in table and (ROOT / "tools" / "add_rule.py").is_file()
+    missing = sorted(p for p in named if not any(ROOT.glob(p.rstrip("/"))))
+    assert missing == []
