@@ -6,8 +6,9 @@ recurrent port reads slice i at the start of the call (its *entry*, the
 live-in state) and what is written back into slice i (its *exit*, the
 live-out state), per If branch.
 
-Its rules live with the family of checks that emits them, each with the
-docstring ``rnnir explain`` prints and every message it words a finding with:
+Each rule is declared in its own file under :mod:`rnnir.passes.rules` (the docstring
+``rnnir explain`` prints and every message it words a finding with); the family of
+checks that emits it imports it:
 
 - :mod:`.write_back`: SD001 slot-never-written, SD004 slot-written-twice
 - :mod:`.destinations`: SD002 wrong-slot, SD003 not-final-state, SD006 reverse-state-persisted,
