@@ -13,17 +13,17 @@ from .coverage import StateCoverage
 from .diagnostics import Rule
 from .manager import AnalysisPass, SelectionError
 from .ordering import Ordering
+from .rules import CATALOGUE
 from .store_destinations import StoreDestinations
-from .suppression import UNUSED_SUPPRESSION
 
 __all__ = ["PASSES", "RETIRED", "RULES", "check_selectors", "explain", "rule_for", "selector_code"]
 
 #: the default pipeline, in run order
 PASSES: tuple[AnalysisPass, ...] = (StoreDestinations(), Aliasing(), Ordering(), StateCoverage())
 
-#: code -> Rule, in catalogue order (SD001-SD008, AL, OR, SD009-SD010, then RN100); RN100 (unused-suppression)
-#: is no pass's: it judges the model's own suppression list once the passes have run (passes/suppression.py)
-RULES: dict[str, Rule] = {**{r.code: r for p in PASSES for r in type(p).rules}, UNUSED_SUPPRESSION.code: UNUSED_SUPPRESSION}
+#: code -> Rule, in the order of the code table (:data:`rnnir.passes.rules.CODE_TABLE`, one file a rule);
+#: RN100 (unused-suppression) is no pass's: it judges the model's own suppression list once the passes have run
+RULES: dict[str, Rule] = {r.rule.code: r.rule for r in CATALOGUE}
 
 #: codes that were released and retired: reserved forever
 RETIRED: dict[str, str] = {}

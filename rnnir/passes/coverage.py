@@ -23,8 +23,11 @@ from rnnir.recurrence import Recognition
 from rnnir.slices import Abs, AbsKind, OriginKind, Ref
 from rnnir.statekinds import judge
 
-from .diagnostics import Diagnostic, Location, Message, Severity, onnx_node_of, rule
+from .diagnostics import Diagnostic, Location, Severity, onnx_node_of
 from .manager import AnalysisPass, ProgramFacts
+from .rules import Family, rules_of
+from .rules.sd009_unverified_state import RULE as UNVERIFIED_STATE
+from .rules.sd010_state_not_exposed import RULE as NOT_EXPOSED
 
 LAYOUT_OPS = ops_with(OpTrait.LAYOUT)
 
@@ -40,147 +43,6 @@ __all__ = [
     "recurrence_verdicts",
     "slice_verdicts",
 ]
-
-
-UNVERIFIED_STATE = rule("SD009", "unverified-state", Severity.INFO, "a state slice rnnir could not follow to a recurrence: neither verified nor violated", """
-    What it finds
-        A slice of a state pair whose journey rnnir could not resolve: the
-        live-in state reaches an op rnnir does not understand before any
-        recurrence reads it, or what is written back passes through an op that
-        changes values, or comes from something that is not a recurrence's final
-        state.  The message names the slice, the node where understanding
-        stopped and why.
-
-    Why it matters
-        Silence is not a pass.  rnnir checks state write-back only where it can
-        follow the state from the slot into a recurrence and back; everywhere
-        else the model may be right or wrong and nobody has checked.  A CI job
-        that must not trust what was not verified runs ``rnnir lint --strict``,
-        which makes this rule an error.
-
-    Not this rule
-        A slice a rule reports on (SD001-SD008, AL, OR): that slice is
-        *violated*, not unverified.
-
-    Bad (ONNX sketch)
-        state -> Gather(0) -> MatMul(W) -> Tanh -> Mul(0.5) -> stateN   # a scaled cell: not an RNN cell
-
-    Fixed
-        state -> RNN(initial_h=state) -> Y_h -> stateN                  # a recurrence rnnir understands
-
-    Bad (IR)
-        program @bad {
-          slot @h : float32[1,4] init=zeros
-          output hn : float32[1,4]
-          value %x : float32[T,1,3]
-          value %W : float32[1,4,3]
-          value %R : float32[1,4,4]
-          pair h -> hn declared "the caller feeds hn back as h"
-          value %x1 : float32[1,3]
-          value %W1 : float32[3,4]
-          value %R1 : float32[4,4]
-
-          %h = load_slot<@h, copy>()
-          %a = MatMul(%x1, %W1)
-          %b = MatMul(%h, %R1)
-          %sum = Add(%a, %b)
-          %t = Tanh(%sum)                                    // a hand-written step: no recurrent op to check it against
-          %s = store<@h, token>(%t)
-          %o = store<out:hn, value>(%t)
-          return<by runtime>(%s, %o)
-        }
-
-    Fixed (IR)
-        program @fixed {
-          slot @h : float32[1,1,4] init=zeros
-          output hn : float32[1,1,4]
-          value %x : float32[T,1,3]
-          value %W : float32[1,4,3]
-          value %R : float32[1,4,4]
-          pair h -> hn declared "the caller feeds hn back as h"
-
-          %h = load_slot<@h, copy>()
-          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)    // the same step as an RNN op
-          %s = store<@h, token>(%hn)
-          %o = store<out:hn, value>(%hn)
-          return<by runtime>(%s, %o)
-        }
-    """, messages={
-    "unverified-slice": Message(
-        "state {label!r} is not verified: {reason}",
-        hint="rnnir checks state it can follow into a recurrence and back; see `rnnir explain SD009` for what it understands",
-    ),
-    "nothing-found": Message(
-        "no state pair and no recurrence found: rnnir verified nothing in this model",
-        hint="declare the state pairs (--pair INPUT=OUTPUT) if the model carries state in plain ops",
-    ),
-})
-
-
-NOT_EXPOSED = rule("SD010", "state-not-exposed", Severity.WARNING, "a recurrence starts from zeros every call while its final state is returned", """
-    What it finds
-        A recurrent op (or a recognised cell) whose initial state is absent or a
-        constant — it starts from zeros on every call — while the model returns
-        its final state as a graph output.  The model looks streaming (it hands
-        the state out) but can never take it back in.
-
-    Why it matters
-        This is the most common streaming bug in exported models ("the LSTM
-        forgets between calls"): the exporter left ``initial_h``/``initial_c``
-        empty, so chunked inference differs from one call over the whole
-        sequence after the first chunk.  Streaming users raise it to an error
-        with ``--strict``.
-
-    Not this rule
-        A bidirectional encoder, or an op whose final state nobody returns:
-        stateless by design.
-
-    Bad (ONNX sketch)
-        Y, Y_h = GRU(x, W, R)                   # no initial_h: zeros every call
-        outputs: y, hn = Y_h
-
-    Fixed
-        Y, Y_h = GRU(x, W, R, initial_h=h0)     # h0 a graph input, fed back from hn by the caller
-        inputs: x, h0   outputs: y, hn = Y_h     (``rnnir fix --expose-state`` does this edit)
-
-    Bad (IR)
-        program @bad {
-          output hn : float32[1,1,4]
-          value %x : float32[T,1,3]
-          value %W : float32[1,4,3]
-          value %R : float32[1,4,4]
-          value %zeros : float32[1,1,4] = dense<float32[1,1,4] [0.0, 0.0, 0.0, 0.0]>
-
-          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %zeros)   // starts from zeros every call
-          %o = store<out:hn, value>(%hn)                     // while its final state is returned
-          return<by runtime>(%o)
-        }
-
-    Fixed (IR)
-        program @fixed {
-          slot @h : float32[1,1,4] init=zeros
-          output hn : float32[1,1,4]
-          value %x : float32[T,1,3]
-          value %W : float32[1,4,3]
-          value %R : float32[1,4,4]
-          pair h -> hn declared "the caller feeds hn back as h"
-
-          %h = load_slot<@h, copy>()
-          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)    // the state is a slot now
-          %s = store<@h, token>(%hn)
-          %o = store<out:hn, value>(%hn)
-          return<by runtime>(%s, %o)
-        }
-    """, messages={
-    "unpaired-input": Message(
-        "{kind} {node!r} starts afresh on every call: {reason}; chunked calls forget the past",
-        hint="if the caller feeds that input back from the returned state, declare the pair (--pair INPUT=OUTPUT)",
-    ),
-    "state-not-exposed": Message(
-        "{kind} {node!r} starts afresh on every call: {reason}; chunked calls forget the past",
-        hint="export its {ports} as graph inputs fed back from the returned final state (rnnir fix --expose-state)",
-    ),
-})
 
 
 #: codes ``--strict`` raises to errors: what rnnir could not verify fails CI
@@ -555,7 +417,7 @@ class StateCoverage(AnalysisPass):
     """SD009/SD010: slices rnnir could not follow, and recurrences whose state the model does not expose."""
 
     name: ClassVar[str] = "state-coverage"
-    rules: ClassVar = (UNVERIFIED_STATE, NOT_EXPOSED)
+    rules: ClassVar = rules_of(Family.STATE_COVERAGE)
 
     def analyse(self, facts: ProgramFacts) -> Iterator[Diagnostic]:
         for pair in facts.pairs:

@@ -172,16 +172,16 @@ class Rule:
 def rule(code: str, name: str, severity: Severity, summary: str, doc: str, *, messages: Mapping[str, Message] | None = None) -> Rule:
     """A :class:`Rule`; ``doc`` (What it finds / Why it matters / Bad / Fixed) is what ``rnnir explain`` prints.
 
-    The rule is a module-level constant of the pass that emits it, with every message it words a
-    finding with, so its text sits in one place and the code that finds a bug only names the
+    The rule is the ``RULE`` constant of its own file under :mod:`rnnir.passes.rules`, with every message it
+    words a finding with, so its text sits in one place and the code that finds a bug only names the
     message and fills its fields.  A call, not a class decorator, so type checkers see a ``Rule``::
 
-        SLOT_NEVER_WRITTEN = rule("SD001", "slot-never-written", Severity.ERROR, "a slot is read but never written back", \"\"\"
+        RULE = rule("SD001", "slot-never-written", Severity.ERROR, "a slot is read but never written back", \"\"\"
             What it finds ... Why it matters ... Bad ... Fixed ...
             \"\"\", messages={
             "no-store": Message("slot {slot!r} is loaded but no store writes it back", hint="store the final state into {slot!r}"),
         })
-        SLOT_NEVER_WRITTEN.diagnostic("no-store", slot="h", locations=[...])
+        RULE.diagnostic("no-store", slot="h", locations=[...])
     """
     doc = inspect.cleandoc(doc)
     if not doc:

@@ -24,131 +24,13 @@ from rnnir import digraph
 from rnnir.ir import Compute, LoadKind, LoadSlot, Node, OrderingLayer, Store
 
 from .aliasing import VIEW_OPS
-from .diagnostics import Diagnostic, Location, Message, Severity, rule
+from .diagnostics import Diagnostic, Location
 from .manager import AnalysisPass, ProgramFacts
+from .rules import Family, rules_of
+from .rules.or001_return_before_store import RULE as RETURN_BEFORE_STORE
+from .rules.or002_write_before_last_read import RULE as WRITE_BEFORE_LAST_READ
 
 __all__ = ["RETURN_BEFORE_STORE", "WRITE_BEFORE_LAST_READ", "Ordering"]
-
-
-RETURN_BEFORE_STORE = rule("OR001", "return-before-store", Severity.ERROR, "the call's Return does not wait for a slot store: the next call may read stale state", """
-    What it finds
-        A store into a slot that the call's Return does not wait for, directly
-        or through happens-before edges, so nothing orders it before the next
-        call's load of the same slot (a read-after-write across calls that is
-        not guaranteed).  Also every slot store of a program whose Return is
-        ordered by nobody (layer ``none``).
-
-    Why it matters
-        The next call may start while the write is still in flight (an async
-        device copy, a store scheduled after the outputs are handed back) and
-        read the previous state, or a half-written one.  It shows only under
-        load, on some devices, and never in a one-call test.
-
-    Bad (IR)
-        program @bad {
-          slot @h : float32[1,1,4] init=zeros
-          output hn : float32[1,1,4]
-          value %x : float32[T,1,3]
-          value %W : float32[1,4,3]
-          value %R : float32[1,4,4]
-          pair h -> hn declared "the caller feeds hn back as h"
-
-          %h = load_slot<@h, copy>()
-          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
-          %s = store<@h, token>(%hn)
-          %o = store<out:hn, value>(%hn)
-          return<by device>(%o)                              // does not wait for the slot store
-        }
-
-    Fixed (IR)
-        program @fixed {
-          slot @h : float32[1,1,4] init=zeros
-          output hn : float32[1,1,4]
-          value %x : float32[T,1,3]
-          value %W : float32[1,4,3]
-          value %R : float32[1,4,4]
-          pair h -> hn declared "the caller feeds hn back as h"
-
-          %h = load_slot<@h, copy>()
-          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
-          %s = store<@h, token>(%hn)
-          %o = store<out:hn, value>(%hn)
-          return<by device>(%s, %o)                          // the next call starts after the slot store
-        }
-    """, messages={
-    "calls-unordered": Message(
-        "store of %{value} into slot {slot!r} may complete after the call returns: nothing orders call k+1 after call k "
-        "(the Return is ordered by {layer}); the next call may read stale state (read-after-write across calls not guaranteed)",
-        hint="order the calls: give the Return a layer (runtime, device event or caller) and make it wait for the slot store",
-    ),
-    "return-does-not-wait": Message(
-        "store of %{value} into slot {slot!r} may complete after the call returns: the Return (ordered by {layer}) does not "
-        "wait for it, directly or through happens-before edges, so call k+1's load_slot(@{slot}) is not ordered after it; "
-        "the next call may read stale state (read-after-write across calls not guaranteed)",
-        hint="make the Return wait for the store into {slot!r} (add its result to the Return's waits)",
-    ),
-})
-
-
-WRITE_BEFORE_LAST_READ = rule("OR002", "write-before-last-read", Severity.ERROR, "a slot store may run before the last reader of the slot's current value (write-after-read on an in-place slot)", """
-    What it finds
-        A slot loaded as a VIEW (read in place) and a store into the same slot
-        that is not ordered after every reader of the loaded value: a
-        write-after-read hazard, the store may clobber the live-in state while
-        it is still being read.  COPY loads never trigger it.
-
-    Why it matters
-        A reader that runs after the store sees the *new* state where it
-        expected the old one: e.g. an output that echoes the incoming state,
-        or a second op reading the same live-in, silently computes with the
-        wrong value when the scheduler reorders them.
-
-    Bad (IR)
-        program @bad {
-          slot @h : float32[1,1,4] init=zeros
-          output hn : float32[1,1,4]
-          value %x : float32[T,1,3]
-          value %W : float32[1,4,3]
-          value %R : float32[1,4,4]
-          pair h -> hn declared "the caller feeds hn back as h"
-          output norm : float32[]
-
-          %h = load_slot<@h, view>()                         // loaded in place
-          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
-          %n = ReduceL2<keepdims=0>(%h)                      // a second reader of the slot's current value
-          %s = store<@h, token>(%hn)                         // may overwrite it before ReduceL2 reads it
-          %o = store<out:hn, value>(%hn)
-          %on = store<out:norm, value>(%n)
-          return<by runtime>(%s, %o, %on)
-        }
-
-    Fixed (IR)
-        program @fixed {
-          slot @h : float32[1,1,4] init=zeros
-          output hn : float32[1,1,4]
-          value %x : float32[T,1,3]
-          value %W : float32[1,4,3]
-          value %R : float32[1,4,4]
-          pair h -> hn declared "the caller feeds hn back as h"
-          output norm : float32[]
-
-          %h = load_slot<@h, view>()
-          %y, %hn = recurrent.RNN<hidden_size=4>(%x, %W, %R, _, _, %h)
-          %n = ReduceL2<keepdims=0>(%h)
-          %s = store<@h, token>(%hn)
-          %o = store<out:hn, value>(%hn)
-          %on = store<out:norm, value>(%n)
-          return<by runtime>(%s, %o, %on)
-          order %on -> %s                                    // the reader's store runs before the slot store
-        }
-    """, messages={
-    "view-race": Message(
-        "slot {slot!r} is loaded as a VIEW and the store of %{value} into it is not ordered after {count} reader(s) of the "
-        "loaded value ({readers}): write-after-read hazard, the store may clobber the live-in state while it is still read; "
-        "{layer} orders whole calls only, so inside the call the program itself must order them",
-        hint="load {slot!r} as a copy, or order the store after every reader of the loaded value",
-    ),
-})
 
 
 def _loc(n: Node) -> Location:
@@ -160,7 +42,7 @@ class Ordering(AnalysisPass):
     """OR001–OR002: happens-before of slot stores against the loads of this call and the next."""
 
     name: ClassVar[str] = "ordering"
-    rules: ClassVar = (RETURN_BEFORE_STORE, WRITE_BEFORE_LAST_READ)
+    rules: ClassVar = rules_of(Family.ORDERING)
 
     def analyse(self, facts: ProgramFacts) -> Iterable[Diagnostic]:
         return [*_return_before_store(facts), *_write_before_last_read(facts)]

@@ -6,8 +6,9 @@ recurrent port reads slice i at the start of the call (its *entry*, the
 live-in state) and what is written back into slice i (its *exit*, the
 live-out state), per If branch.
 
-Its rules live with the family of checks that emits them, each with the
-docstring ``rnnir explain`` prints and every message it words a finding with:
+Each rule is declared in its own file under :mod:`rnnir.passes.rules` (the docstring
+``rnnir explain`` prints and every message it words a finding with); the family of
+checks that emits it imports it:
 
 - :mod:`.write_back`: SD001 slot-never-written, SD004 slot-written-twice
 - :mod:`.destinations`: SD002 wrong-slot, SD003 not-final-state, SD006 reverse-state-persisted,
@@ -29,6 +30,7 @@ from rnnir.pairs import StatePair
 
 from ..diagnostics import Diagnostic, merge_slices
 from ..manager import AnalysisPass, ProgramFacts
+from ..rules import Family, rules_of
 from .caches import cache_exits, is_feature_cache
 from .context import Context
 from .derived import derived_exits
@@ -55,16 +57,7 @@ class StoreDestinations(AnalysisPass):
     """SD001–SD008: compare each slot's live-in roles with its live-out values, slice by slice."""
 
     name: ClassVar[str] = "store-destinations"
-    rules: ClassVar = (
-        SLOT_NEVER_WRITTEN,
-        WRONG_SLOT,
-        NOT_FINAL_STATE,
-        SLOT_WRITTEN_TWICE,
-        STATE_TYPE_MISMATCH,
-        REVERSE_STATE_PERSISTED,
-        STATE_IGNORED,
-        SEQ_LENS_LAST_STEP,
-    )
+    rules: ClassVar = rules_of(Family.STORE_DESTINATIONS)
 
     def analyse(self, facts: ProgramFacts) -> Iterable[Diagnostic]:
         ctx = Context(facts)

@@ -157,7 +157,6 @@ class Context:
         return f"{v.name!r}, which depends on no state"
 
 
-
 def live_elsewhere(ctx: Context, slot: str, sm: SliceMap, bp: str) -> bool:
     reads = ctx.reads(slot)
     for other, kind in sm.exit_kind.items():
