@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
 from typing import TYPE_CHECKING, Any
 
 from ..render import FileResult
 from .jobs import REPORT_HINT, LintJob, lint_one
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # concurrent.futures imports logging: `rnnir rules` and a one-model lint do without it
+    from concurrent.futures import Executor, Future
     from multiprocessing.context import BaseContext
 
 __all__ = ["fork_is_unsafe", "pool_context", "process_pool", "run_jobs"]
