@@ -43,20 +43,33 @@ does.  No traceback reaches the user unless ``RNNIR_DEBUG=1`` is set.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, TextIO
 
 from . import __version__
-from .config import ENTRY_POLICIES, EXIT_POLICIES, Config, ConfigError, ConfigFinder, find_config, load_config, parse_pair
-from .errors import ModelError, PairingError, RnnirError
+from .config import ENTRY_POLICIES, EXIT_POLICIES, Config, ConfigError
+from .errors import ModelError, RnnirError
+from .lint.executor import process_pool, run_jobs
+from .lint.jobs import REPORT_HINT as _REPORT_HINT
+from .lint.jobs import LintJob, Target, collect_models, job_for, lint_one
+from .lint.jobs import debug as _debug
+from .lint.settings import (
+    Overrides,
+    Settings,
+    SettingsError,
+    check_selectors,
+    config_finder,
+    deprecation_notices,
+    pairs_declared_in,
+    resolve,
+    resolve_checked,
+    split_codes,
+)
 from .render import FORMATS, FileResult, LintResult, printable, render, render_cost_text, unicode_text
 
 if TYPE_CHECKING:
@@ -64,9 +77,9 @@ if TYPE_CHECKING:
     from .ir import Program
     from .zoo import Shard
 
-__all__ = ["main"]
-
-_REPORT_HINT = "this is a bug in rnnir; please report it with the model that triggers it (set RNNIR_DEBUG=1 for the traceback)"
+# LintJob, Target, collect_models, lint_one, Settings and pairs_declared_in live in rnnir.lint; imported here,
+# they keep their old paths (rnnir.cli.LintJob, ...) working
+__all__ = ["LintJob", "Settings", "Target", "collect_models", "lint_one", "main", "pairs_declared_in"]
 
 
 class UsageError(RnnirError):
@@ -88,270 +101,25 @@ def _passes() -> ModuleType:
     return passes
 
 
-def _debug() -> bool:
-    return os.environ.get("RNNIR_DEBUG", "") not in ("", "0")
-
-
-# -- settings: pyproject.toml + flags ---------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Settings:
-    select: tuple[str, ...] | None
-    ignore: tuple[str, ...]
-    pairs: Mapping[str, str | None] | None
-    entry: str
-    exit: str
-    config: Config
-    strict: bool = False
-    pairs_origin: str | None = None  # where configured pairs were declared (file and key); None: --pair or none
-
-
-@contextmanager
-def pairs_declared_in(origin: str | None) -> Iterator[None]:
-    """A declared pair the model does not have is reported with where it was declared, when that is a
-    configuration file: the user has to know which file to edit (the model's name alone does not say)."""
-    try:
-        yield
-    except PairingError as exc:
-        if origin is None:
-            raise
-        raise PairingError(f"{exc} (pairs declared in {origin})") from None
-
-
-def _config_finder(args: argparse.Namespace) -> ConfigFinder:
-    """Where each model's ``[tool.rnnir]`` comes from: ``--no-config`` (nowhere), ``--config FILE`` (that file
-    for every model), else the nearest ``pyproject.toml`` above the model, falling back to the working
-    directory's (Ruff's hierarchical discovery; see :class:`rnnir.config.ConfigFinder`)."""
-    if getattr(args, "no_config", False):
-        return _FixedConfig(Config())
-    if getattr(args, "config", None):
-        path = Path(args.config)
-        if not path.exists():  # a FIFO or a folder exists: load_config says what it is
-            raise ConfigError(f"{path}: no such configuration file")
-        return _FixedConfig(load_config(path))
-    found = find_config(Path.cwd())
-    return ConfigFinder(load_config(found) if found else Config())
-
-
-class _FixedConfig(ConfigFinder):
-    """One configuration for every model (``--config FILE`` or ``--no-config``)."""
-
-    def for_model(self, model: str | Path) -> Config:
-        return self.fallback
+# -- settings: pyproject.toml + flags (rnnir.lint.settings) ----------------------------------
 
 
 def _settings(args: argparse.Namespace, config: Config | None = None) -> Settings:
     """The settings of one model: ``config`` (default: the one found for ``args.model``, for the commands
     that take one model) with the command-line flags on top."""
+    overrides = Overrides.from_namespace(args)
     if config is None:
         model = getattr(args, "model", None)
-        finder = _config_finder(args)
+        finder = config_finder(overrides)
         config = finder.for_model(model) if model else finder.fallback
         _print_deprecations([config])
-    select = _split_codes(args.select) if getattr(args, "select", None) is not None else config.select
-    if select is not None and not select:
-        # an empty selection would lint nothing and exit 0: a CI job that checks nothing must not pass
-        raise UsageError("--select names no rule code; give codes or prefixes such as --select SD,OR (or leave it out to run every rule)")
-    if select is not None and "ALL" in select:
-        select = None  # Ruff's spelling of "every rule"
-    extend = _split_codes(args.extend_select) if getattr(args, "extend_select", None) else ()
-    if extend and select is not None:
-        select = select + tuple(c for c in extend if c not in select)
-    if getattr(args, "ignore", None) is not None:
-        ignore = _split_codes(args.ignore)
-    elif getattr(args, "select", None) is not None:
-        ignore = ()  # a --select typed on the command line overrides the configured ignore, as in Ruff
-    else:
-        ignore = config.ignore or ()
-    pairs: Mapping[str, str | None] | None = config.pairs
-    pairs_origin = f"{_shown_path(config.path) or 'the configuration'}: [tool.rnnir] pairs" if pairs is not None else None
-    if getattr(args, "pair", None):
-        pairs, pairs_origin = dict(parse_pair(p) for p in args.pair), None
-    entry = getattr(args, "lower_entry", None) or config.entry or "dynamic"
-    exit_ = getattr(args, "lower_exit", None) or config.exit or "fanout"
-    strict = bool(getattr(args, "strict", False) or config.strict)
-    return Settings(
-        select=select, ignore=tuple(ignore), pairs=pairs, entry=entry, exit=exit_, config=config, strict=strict, pairs_origin=pairs_origin
-    )
+    return resolve(overrides, config)
 
 
 def _print_deprecations(configs: Sequence[Config]) -> None:
-    seen: list[str] = []
-    for config in configs:
-        seen.extend(n for n in config.deprecations if n not in seen)
-    for notice in seen:
+    for notice in deprecation_notices(configs):
         print(printable(f"rnnir: warning: {notice}"), file=sys.stderr)
 
-
-def _split_codes(values: Sequence[str]) -> tuple[str, ...]:
-    """``["SD,OR", "AL001", "wrong-slot"]`` → ``("SD", "OR", "AL001", "SD002")``; repeated flags add up."""
-    from .passes.catalogue import selector_code  # the one reading of a selector, shared with [tool.rnnir] and the library
-
-    return tuple(selector_code(c) for v in values for c in v.split(",") if c.strip())
-
-
-def _check_selectors(selectors: Sequence[str], codes: Sequence[str], what: str) -> None:
-    from .passes.catalogue import check_selectors
-    from .passes.manager import SelectionError
-
-    try:
-        check_selectors(selectors, what, known=codes)
-    except SelectionError as exc:
-        raise UsageError(str(exc)) from None
-
-
-# -- collecting models ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Target:
-    path: str
-    error: dict[str, str] | None = None  # set when the argument itself is unusable
-
-
-def collect_models(arguments: Sequence[str]) -> list[Target]:
-    """Files as given, folders searched recursively for ``*.onnx`` and ``*.rnnir`` (IR text, any case) in sorted
-    order, duplicates dropped.
-
-    Hidden folders (``.git``, ``.venv``) below a given folder are skipped, symlinked folders not
-    followed.  A folder without any model is an error target, so a mistyped path cannot pass CI; so is a
-    folder that cannot be listed (no permission, a path longer than the system allows), in the place its
-    models would have been, so the run says so and exits 2 while the other models are still linted.
-    """
-    targets: list[Target] = []
-    seen: set[str] = set()
-
-    def add(path: str) -> None:
-        path = os.path.normpath(path)
-        key = os.path.normcase(os.path.abspath(path))
-        if key not in seen:
-            seen.add(key)
-            targets.append(Target(path))
-
-    for arg in arguments:
-        if os.path.isdir(arg):
-            found = _walk_models(arg)
-            if not found:
-                targets.append(Target(os.path.normpath(arg), {"type": "NoModelsFound", "message": "no .onnx or .rnnir files in this folder"}))
-            for target in found:
-                if target.error is not None:
-                    targets.append(target)
-                else:
-                    add(target.path)
-        else:
-            add(arg)  # missing files are reported by the loader, with the loader's message
-    return targets
-
-
-def _walk_models(top: str) -> list[Target]:
-    """The models below ``top`` in sorted order, and an error target for each folder that cannot be listed.
-
-    An explicit stack, not :func:`os.walk`: on Python 3.11 that recurses once per level (1,200 nested folders
-    raised RecursionError and stopped the whole run) and drops a folder it cannot list without a word.
-    """
-    out: list[Target] = []
-    stack = [top]
-    while stack:
-        folder = stack.pop()
-        try:
-            with os.scandir(folder) as it:
-                entries = sorted(it, key=lambda e: e.name)
-        except OSError as exc:
-            out.append(Target(os.path.normpath(folder), {"type": "UnreadableFolder", "message": f"cannot list this folder: {exc.strerror or exc}; its models were not linted"}))
-            continue
-        subfolders: list[str] = []
-        for entry in entries:
-            try:
-                is_folder = entry.is_dir()  # a symlink to a folder is a folder, never a model, and not followed
-                followed = is_folder and not entry.is_symlink()
-            except OSError:
-                is_folder = followed = False
-            if is_folder:
-                if followed and not entry.name.startswith("."):
-                    subfolders.append(entry.path)
-            elif entry.name.lower().endswith((".onnx", ".rnnir")):
-                out.append(Target(entry.path))
-        stack.extend(reversed(subfolders))  # popped in sorted order: a folder's files, then each subfolder's
-    return out
-
-
-# -- linting one model (runs in worker processes with --jobs) ---------------------------------
-
-
-@dataclass(frozen=True)
-class LintJob:
-    path: str
-    select: tuple[str, ...] | None
-    ignore: tuple[str, ...]
-    pairs: Mapping[str, str | None] | None
-    entry: str
-    exit: str
-    rules: bool = True
-    cost: bool = False
-    strict: bool = False
-    config: str | None = None  # the configuration file these settings came from, as shown to the user
-    pairs_origin: str | None = None  # Settings.pairs_origin
-
-
-def _error_message(exc: BaseException, path: str) -> str:
-    """The message of ``exc`` without a leading ``<path>: `` (the renderers put the path there)."""
-    if isinstance(exc, ModelError):
-        text = exc.detail + (f" (at {exc.where})" if exc.where else "")
-    elif isinstance(exc, OSError) and exc.strerror:
-        text = exc.strerror + (f": {exc.filename}" if exc.filename and str(exc.filename) != path else "")
-    else:
-        text = str(exc) or type(exc).__name__
-    prefix = f"{path}: "
-    return text[len(prefix):] if text.startswith(prefix) else text
-
-
-def lint_one(job: LintJob) -> FileResult:
-    """Lower and analyse one model; every failure becomes ``FileResult.error``, never an exception."""
-    from .gcpause import paused_gc
-
-    with paused_gc():  # lowering and the passes build a large, long-lived heap: see rnnir.gcpause
-        return _lint_one(job)
-
-
-def _lint_one(job: LintJob) -> FileResult:
-    import rnnir
-
-    result = FileResult(path=job.path, config=job.config)
-    try:
-        with pairs_declared_in(job.pairs_origin):
-            program = rnnir.load(job.path, pairs=job.pairs, entry=job.entry, exit=job.exit)
-        result.state_pairs = [p.to_json() for p in program.state_pairs]
-        result.suggested_pairs = [p.to_json() for p in program.suggested_pairs]
-        if job.pairs and program.source is not None:  # a declaration replaces automatic pairing: say what it left out
-            from .lower.pairing import left_out_pair_warnings
-
-            src = program.source
-            result.warnings = left_out_pair_warnings(src.model, label=src.label, declared=job.pairs, model_path=src.path)
-        backend = _passes()
-        if job.rules:
-            verification = backend.verify(program, select=list(job.select) if job.select is not None else None, ignore=list(job.ignore), strict=job.strict)
-            # ``data`` is for programmatic users; dropping it keeps results small and picklable.
-            result.diagnostics = sorted((dataclasses.replace(d, data={}) for d in verification.diagnostics), key=lambda d: d.sort_key())
-            result.suppressed = len(verification.suppressed)
-            result.verdicts = verification.to_json()
-        if job.cost:
-            result.cost = backend.cost(program).to_json()
-    except (RnnirError, OSError) as exc:
-        result.error = {"type": type(exc).__name__, "message": _error_message(exc, job.path)}
-    except (MemoryError, RecursionError) as exc:
-        result.error = {"type": type(exc).__name__, "message": f"model too large or too deeply nested to analyse ({type(exc).__name__})"}
-    except Exception as exc:  # a bug in rnnir: keep linting the other models
-        if _debug():
-            import traceback
-
-            traceback.print_exc()
-        result.error = {"type": "InternalError", "message": f"internal error: {type(exc).__name__}: {exc} ({_REPORT_HINT})"}
-    if result.error is not None:
-        # nothing of an analysis that did not finish is reported: not its findings, not the count it suppressed
-        result.state_pairs, result.suggested_pairs, result.diagnostics, result.cost, result.verdicts = [], [], [], None, None
-        result.suppressed = 0
-    return result
 
 
 class Progress:
@@ -382,26 +150,14 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-def run_jobs(jobs: Sequence[LintJob], workers: int, progress: Progress) -> list[FileResult]:
-    """Lint ``jobs`` serially or in ``workers`` processes; results always in ``jobs`` order."""
-    results: list[FileResult] = []
+def _run_jobs(jobs: Sequence[LintJob], workers: int, progress: Progress) -> list[FileResult]:
+    """Lint ``jobs`` serially or in ``workers`` processes (:func:`rnnir.lint.run_jobs`); results in ``jobs`` order."""
     if workers <= 1 or len(jobs) <= 1:
-        for job in jobs:
-            results.append(lint_one(job))
-            progress.step(job.path)
-        return results
-    from concurrent.futures.process import BrokenProcessPool  # here: a one-model lint never starts workers
-
+        return run_jobs(jobs, done=progress.step)
     pool_class = sys.modules[__name__].ProcessPoolExecutor  # through the module (see __getattr__), so tests can swap it
-    with pool_class(max_workers=min(workers, len(jobs))) as pool:
-        futures = [pool.submit(lint_one, job) for job in jobs]
-        for job, future in zip(jobs, futures):
-            try:
-                results.append(future.result())
-            except BrokenProcessPool:
-                results.append(FileResult(job.path, error={"type": "InternalError", "message": f"a worker process died while analysing this model ({_REPORT_HINT})"}))
-            progress.step(job.path)
-    return results
+    with process_pool(min(workers, len(jobs)), pool_class) as pool:
+        return run_jobs(jobs, pool, done=progress.step)
+
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -422,12 +178,12 @@ def _emit(text: str, output: str | None, inputs: Sequence[str] = ()) -> None:
 def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     backend = _passes()
     codes = list(backend.RULES)
-    if getattr(args, "extend_select", None):
-        _check_selectors(_split_codes(args.extend_select), codes, "--extend-select")
-    finder = _config_finder(args)
+    overrides = Overrides.from_namespace(args)
+    check_selectors(split_codes(overrides.extend_select), codes, "--extend-select")
+    finder = config_finder(overrides)
     # the flags and the working directory's configuration are checked even when no model uses it, so a
     # typo in --select fails the same way whatever is linted (Ruff reads that file as its default too)
-    by_config: dict[int, Settings] = {id(finder.fallback): _checked_settings(args, finder.fallback, codes)}
+    by_config: dict[int, Settings] = {id(finder.fallback): resolve_checked(overrides, finder.fallback, codes)}
 
     targets = collect_models(args.paths)
     if getattr(args, "shard", None):
@@ -441,14 +197,8 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
             config = finder.for_model(t.path)
             settings = by_config.get(id(config))
             if settings is None:
-                settings = by_config[id(config)] = _checked_settings(args, config, codes)
-            ignore = settings.ignore + tuple(c for c in config.ignores_for(Path(t.path)) if c not in settings.ignore)
-            jobs.append(
-                LintJob(
-                    t.path, settings.select, ignore, settings.pairs, settings.entry, settings.exit, rules, cost, settings.strict,
-                    config=_shown_path(config.path), pairs_origin=settings.pairs_origin,
-                )
-            )
+                settings = by_config[id(config)] = resolve_checked(overrides, config, codes)
+            jobs.append(job_for(t.path, settings, ignore=config.ignores_for(Path(t.path)), rules=rules, cost=cost))
     _print_deprecations([s.config for s in by_config.values()])
     if getattr(args, "show_settings", False):
         _emit(_settings_text(jobs), args.output)
@@ -463,7 +213,7 @@ def _lint(args: argparse.Namespace, *, rules: bool, cost: bool) -> int:
     workers = _workers(args.jobs, len(jobs))
     progress = Progress(len(jobs))
     try:
-        linted = iter(run_jobs(jobs, workers, progress))
+        linted = iter(_run_jobs(jobs, workers, progress))
     finally:
         progress.close()
     files = [FileResult(t.path, error=t.error) if t.error is not None else next(linted) for t in targets]
@@ -551,29 +301,6 @@ def _apply_baseline(baseline: Baseline, result: LintResult, jobs: Sequence[LintJ
             for fp, n in stale:
                 print(printable(f"  stale: {fp.describe()}" + (f" (x{n})" if n > 1 else "")), file=sys.stderr)
     return bool(stale)
-
-
-def _checked_settings(args: argparse.Namespace, config: Config, codes: Sequence[str]) -> Settings:
-    """``config`` with the flags on top, every rule code in either checked (an error names where it was written)."""
-    settings = _settings(args, config)
-    where = f"{config.path}: " if config.path else ""
-    if settings.select is not None:
-        _check_selectors(settings.select, codes, "--select" if args.select is not None else f"{where}select")
-    _check_selectors(settings.ignore, codes, "--ignore" if args.ignore is not None else f"{where}ignore")
-    for pattern, pattern_codes in config.per_file_ignores:
-        _check_selectors(pattern_codes, codes, f"{where}per-file-ignores {pattern!r}")
-    return settings
-
-
-def _shown_path(path: Path | None) -> str | None:
-    """A configuration file as the user would type it: relative to the working directory when below it."""
-    if path is None:
-        return None
-    resolved = path.resolve()
-    try:
-        return str(resolved.relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(resolved)
 
 
 def _settings_text(jobs: Sequence[LintJob]) -> str:
@@ -933,7 +660,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
 
 def _edge_message(exc: BaseException, args: argparse.Namespace | None) -> str:
     """``<file>: <message>`` for the one-line ``rnnir: error:`` report."""
-    if isinstance(exc, (ModelError, UsageError, ConfigError)):
+    if isinstance(exc, (ModelError, UsageError, SettingsError, ConfigError)):
         return str(exc)
     if isinstance(exc, OSError):
         name = exc.filename if exc.filename is not None else getattr(args, "model", None)

@@ -35,7 +35,7 @@ from .render import printable, printable_lines
 if TYPE_CHECKING:
     import onnx
 
-    from .cli import LintJob
+    from .lint.jobs import LintJob
 
 __all__ = ["add_fix_command", "add_lint_fix_options", "add_noqa", "cmd_fix", "explain_fix", "lint_fixes", "noqa_entry"]
 
@@ -137,8 +137,9 @@ def _rewriting(path: Path | None) -> AbstractContextManager[None]:
 
 
 def _fix_model(args: argparse.Namespace) -> int:
-    from .cli import _settings, pairs_declared_in  # --pair, [tool.rnnir] pairs, --config/--no-config: as every other command reads them
+    from .cli import _settings  # --pair, [tool.rnnir] pairs, --config/--no-config: as every other command reads them
     from .fixer import FixError, fix, render_diff
+    from .lint.settings import pairs_declared_in
     from .lower.source import read_model
 
     settings = _settings(args)

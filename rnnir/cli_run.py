@@ -16,9 +16,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .cli import UsageError, _emit, _isatty, _settings, pairs_declared_in
+from .cli import UsageError, _emit, _isatty, _settings
 from .cli_inputs import InputFlags, PreparedInputs, check_flag_names, model_interface, parse_dims, prepare_inputs, shape_text
 from .errors import ModelError, RnnirError
+from .lint.settings import pairs_declared_in
 from .render import printable, printable_lines
 from .writing import refuse_output_over_inputs
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Executor, Future, ProcessPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -105,32 +105,40 @@ def lint_many(
 
     ``executor=None`` makes a process pool of ``max_workers`` processes (default: one per CPU),
     clamped to the CPU count and to the number of models; ``max_workers=1`` lints in this process.
-    An executor the caller passes is used as is and left running.
+    An executor the caller passes is used as is and left running.  When this process runs other threads (or
+    has imported onnxruntime, whose thread pool does), the default pool starts its workers with ``forkserver``
+    rather than ``fork``: a forked child could inherit a lock another thread held and wait on it forever.  Such
+    workers import the caller's main module, as :mod:`multiprocessing` always does outside ``fork``: a script
+    that calls ``lint_many`` keeps the call under ``if __name__ == "__main__":``.
     """
-    from .cli import LintJob, collect_models, lint_one
+    from .lint.executor import process_pool, run_jobs
+    from .lint.jobs import LintJob, collect_models
+    from .passes.catalogue import selector_code
     from .render import FileResult
 
     targets = collect_models([os.fspath(p) for p in paths])
     if shard is not None:
         targets = shard.of(targets)
-    from .passes.catalogue import selector_code
-
     select_t = None if select is None else tuple(map(selector_code, select))  # rule names (wrong-slot) as their codes
     ignore_t = tuple(map(selector_code, ignore))
     _check_codes(select_t or (), "select")  # once, here: not the same error on every one of 100,000 models
     _check_codes(ignore_t, "ignore")
-    jobs = [LintJob(t.path, select_t, ignore_t, pairs, entry, exit, True, cost, strict) for t in targets if t.error is None]
+    jobs = [
+        LintJob(path=t.path, select=select_t, ignore=ignore_t, pairs=pairs, entry=entry, exit=exit, cost=cost, strict=strict)
+        for t in targets
+        if t.error is None
+    ]
 
     if executor is None:
         cpus = os.cpu_count() or 1
         workers = min(max_workers or cpus, cpus, len(jobs))
         if workers <= 1:
-            done = iter([lint_one(job) for job in jobs])
+            done = iter(run_jobs(jobs))
         else:
-            with ProcessPoolExecutor(max_workers=workers) as pool:
-                done = iter(_collect(pool, jobs, lint_one))
+            with process_pool(workers) as pool:  # forkserver when this process has threads: see rnnir.lint.executor
+                done = iter(run_jobs(jobs, pool))
     else:
-        done = iter(_collect(executor, jobs, lint_one))
+        done = iter(run_jobs(jobs, executor))
     return [FileResult(t.path, error=t.error) if t.error is not None else next(done) for t in targets]
 
 
@@ -138,18 +146,3 @@ def _check_codes(codes: Sequence[str], what: str) -> None:
     from .passes.catalogue import check_selectors
 
     check_selectors(codes, what)  # a SelectionError, which is a ValueError
-
-
-def _collect(executor: Executor, jobs: Sequence[object], task: object) -> list[FileResult]:
-    """Submit every job, then wait for each in order; a lost task becomes that model's error."""
-    from .render import FileResult
-
-    futures: list[Future[FileResult]] = [executor.submit(task, job) for job in jobs]  # type: ignore[arg-type]
-    results: list[FileResult] = []
-    for job, future in zip(jobs, futures):
-        try:
-            results.append(future.result())
-        except Exception as exc:  # noqa: BLE001 - the executor lost the task (dead worker, cluster gone): report it, go on
-            path = getattr(job, "path", "?")
-            results.append(FileResult(path, error={"type": "InternalError", "message": f"the executor lost this model's task: {type(exc).__name__}: {exc}"}))
-    return results

@@ -373,7 +373,7 @@ def check_case(case: Case, path: Path) -> tuple[str, str | None]:
     """Lint and render one case in-process; returns (outcome, failure or None)."""
     path.write_bytes(case.data)
     try:
-        result = cli.lint_one(cli.LintJob(str(path), None, (), None, "dynamic", "fanout", True, bool(case.data[-1:] == b"\0")))
+        result = cli.lint_one(cli.LintJob(path=str(path), cost=bool(case.data[-1:] == b"\0")))
     except BaseException as exc:  # noqa: BLE001 - the point is to catch what escapes
         return "escaped", f"{type(exc).__name__}: {exc}"
     if result.error is not None and result.error.get("type") == "InternalError":

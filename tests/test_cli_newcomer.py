@@ -122,7 +122,7 @@ class InlinePool:
 
     sizes: list[int] = []
 
-    def __init__(self, max_workers: int) -> None:
+    def __init__(self, max_workers: int, mp_context: object = None) -> None:  # mp_context: rnnir.lint.executor.process_pool
         InlinePool.sizes.append(max_workers)
 
     def __enter__(self) -> InlinePool:
