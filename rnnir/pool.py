@@ -81,6 +81,7 @@ _DTYPE = operator.attrgetter("dtype")
 _SHAPE = operator.attrgetter("shape")
 _PROBE_ROWS = 3
 _PROBE_TOL = 1e-5
+_COPY_FEED_BYTES = 8 * 2**10  # as StatefulSession's: a feed up to this size is copied into a buffer bound once
 
 
 class UnknownSessionError(RnnirError, KeyError):
@@ -214,13 +215,17 @@ class _WholeTick:
     output list; a call binds only its plain inputs, runs, and swaps ``cur``/``spare`` of every arena.
     Plain outputs land in pre-bound buffers and the caller gets one copy of each (a fresh array per tick)."""
 
-    __slots__ = ("key", "bindings", "k", "plain", "native", "held")
+    __slots__ = ("key", "bindings", "k", "plain", "native", "held", "feed_bufs", "bind")
 
     def __init__(self, key: tuple[Any, ...], native: _Native, arenas: Mapping[str, _Arena], slots: Sequence[tuple[str, str]],
-                 plain_shapes: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]]) -> None:
+                 plain_shapes: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]], feeds: Mapping[str, np.ndarray]) -> None:
         self.key = key
         self.native = native
+        self.bind = native.bind_input
         self.k = 0
+        # a small feed (one stream's chunk, a sample rate) is copied into a buffer bound once: cheaper than
+        # binding the caller's array every tick; a large one (a batch of many rows) is bound as it is
+        self.feed_bufs = {name: np.empty(a.shape, a.dtype) for name, a in feeds.items() if a.nbytes <= _COPY_FEED_BYTES and a.dtype.kind in "biuf"}
         bufs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for name, arena in arenas.items():
             spare = arena.spare
@@ -239,13 +244,19 @@ class _WholeTick:
                 buf = np.empty(shape, dtype)
                 b.bind_ortvalue_output(name, native.wrap(buf))
                 self.plain[k].append((name, buf))
+            for name, buf in self.feed_bufs.items():
+                b.bind_ortvalue_input(name, native.wrap(buf))
             self.bindings.append(b)
 
     def call(self, arenas: Mapping[str, _Arena], batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         b = self.bindings[self.k]
-        bind = self.native.bind_input
+        bufs = self.feed_bufs
         for name, array in batch.items():
-            bind(b, name, array)
+            buf = bufs.get(name)
+            if buf is not None and buf.shape == array.shape:
+                buf[...] = array  # the same dtype: the tick's key holds the feeds' dtypes
+            else:
+                self.bind(b, name, array)
         self.native.run(b)  # a failure leaves ``cur`` untouched: the new state went to ``spare``
         for arena in arenas.values():
             arena.cur, arena.spare = cast(np.ndarray, arena.spare), arena.cur
@@ -729,8 +740,10 @@ class SessionPool:
         except Exception:  # noqa: BLE001 - the state went to the spare buffers: the general path reruns the tick and reports
             self._steady = None
             return None
-        self._count(n)
-        self.stats.whole_calls += 1
+        stats = self.stats
+        stats.ort_calls += 1
+        stats.rows += n
+        stats.whole_calls += 1  # largest_batch: this tick's count was counted when the plan was made
         if tails:
             self._keep_tails(None, tails)
         wanted = self._model.output_names if steady.outputs is None else steady.outputs
@@ -977,7 +990,7 @@ class SessionPool:
                     })
                 return {name: out[name] for name in wanted}
             shapes = per_row if n == 1 else {name: (_rows_shape(shape, layout.outputs[name], n), dtype) for name, (shape, dtype) in per_row.items()}
-            tick = self._whole = _WholeTick(key, self._native, self._arenas, self._slot_names, shapes)
+            tick = self._whole = _WholeTick(key, self._native, self._arenas, self._slot_names, shapes, batch)
         try:
             plain = tick.call(self._arenas, batch)
         except Exception:  # noqa: BLE001 - e.g. an output whose shape depends on the data: the plain call decides, and reports
