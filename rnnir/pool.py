@@ -63,6 +63,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -194,12 +195,12 @@ class _Native:
             self.device = ort.OrtDevice.make("cpu", 0)._get_c_device()
             self.wrap: Callable[[np.ndarray], Any] = lambda a: C.OrtValue.ortvalue_from_numpy(a, self.device)
             self.new_binding: Callable[[], Any] = lambda: sess.io_binding()._iobinding
-            self.run: Callable[[Any], None] = lambda b: sess._sess.run_with_iobinding(b, None)
+            self.runner: Callable[[Any], Callable[[], object]] = lambda b: partial(sess._sess.run_with_iobinding, b, None)
             self.native = True
         except (ImportError, AttributeError, TypeError):
             self.wrap = ort.OrtValue.ortvalue_from_numpy
             self.new_binding = sess.io_binding
-            self.run = lambda b: sess.run_with_iobinding(b)
+            self.runner = lambda b: partial(sess.run_with_iobinding, b)
             self.native = False
 
     def bind_input(self, binding: Any, name: str, array: np.ndarray) -> None:
@@ -215,7 +216,7 @@ class _WholeTick:
     output list; a call binds only its plain inputs, runs, and swaps ``cur``/``spare`` of every arena.
     Plain outputs land in pre-bound buffers and the caller gets one copy of each (a fresh array per tick)."""
 
-    __slots__ = ("key", "bindings", "k", "plain", "native", "held", "feed_bufs", "bind")
+    __slots__ = ("key", "bindings", "k", "plain", "native", "held", "feed_bufs", "bind", "runs", "arenas")
 
     def __init__(self, key: tuple[Any, ...], native: _Native, arenas: Mapping[str, _Arena], slots: Sequence[tuple[str, str]],
                  plain_shapes: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]], feeds: Mapping[str, np.ndarray]) -> None:
@@ -247,9 +248,12 @@ class _WholeTick:
             for name, buf in self.feed_bufs.items():
                 b.bind_ortvalue_input(name, native.wrap(buf))
             self.bindings.append(b)
+        self.runs = [native.runner(b) for b in self.bindings]
+        self.arenas = tuple(arenas.values())  # the pool's arenas while this tick's key holds (a new set is a new gen)
 
-    def call(self, arenas: Mapping[str, _Arena], batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        b = self.bindings[self.k]
+    def call(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        k = self.k
+        b = self.bindings[k]
         bufs = self.feed_bufs
         for name, array in batch.items():
             buf = bufs.get(name)
@@ -257,12 +261,16 @@ class _WholeTick:
                 buf[...] = array  # the same dtype: the tick's key holds the feeds' dtypes
             else:
                 self.bind(b, name, array)
-        self.native.run(b)  # a failure leaves ``cur`` untouched: the new state went to ``spare``
-        for arena in arenas.values():
+        self.runs[k]()  # a failure leaves ``cur`` untouched: the new state went to ``spare``
+        for arena in self.arenas:
             arena.cur, arena.spare = cast(np.ndarray, arena.spare), arena.cur
-        plain = self.plain[self.k]
-        self.k ^= 1
-        return {name: buf.copy() for name, buf in plain}  # the buffer is written again two ticks later
+        plain = self.plain[k]
+        self.k = k ^ 1
+        # the buffers are written again two ticks later: the caller gets copies
+        if len(plain) == 1:
+            name, buf = plain[0]
+            return {name: buf.copy()}
+        return {name: buf.copy() for name, buf in plain}
 
 
 class _SteadyTick:
@@ -647,16 +655,19 @@ class SessionPool:
         ``open_missing`` (they join first).
         """
         with self._lock:
-            now = self.clock()
-            if self.idle_timeout is not None:
+            idle = self.idle_timeout is not None
+            now = self.clock() if idle else 0.0  # without a timeout only a joining stream needs the time
+            if idle:
                 self._expire(now)
             steady = self._steady_for(outputs)
             if steady is not None:
                 fast = self._run_steady(steady, requests)
                 if fast is not None:
-                    if self.idle_timeout is not None:
+                    if idle:
                         self._last_used[:] = now  # a whole tick: every placed row ran
                     return fast
+            if not idle:
+                now = self.clock()
             feeds_in = list(requests.values())
             stacked = self._stack_fast(feeds_in)
             # checked before anyone joins; the fast path's checks are the stacking itself
@@ -736,7 +747,7 @@ class SessionPool:
         if self._contexts:
             batch, tails = self._with_context(None, batch)
         try:
-            plain = steady.tick.call(self._arenas, batch)
+            plain = steady.tick.call(batch)
         except Exception:  # noqa: BLE001 - the state went to the spare buffers: the general path reruns the tick and reports
             self._steady = None
             return None
@@ -752,7 +763,7 @@ class SessionPool:
             plain = {name: plain[name] if name in plain else states[name].copy() for name in wanted}
         if n == 1:
             return {ids[0]: plain}
-        return self._split(list(ids), plain, None, n)
+        return self._split(ids, plain, None, n)
 
     def run_one(self, sid: Hashable, feeds: Mapping[str, Any], outputs: Sequence[str] | None = None, *, open_missing: bool = False) -> dict[str, np.ndarray]:
         return self.run({sid: feeds}, outputs, open_missing=open_missing)[sid]
@@ -778,7 +789,7 @@ class SessionPool:
         self._rows_in_order = rows if np.array_equal(rows, np.arange(len(rows))) else None
         return streams, rows
 
-    def _split(self, sids: list[Hashable], out: Mapping[str, np.ndarray], pick: np.ndarray | None, n: int) -> dict[Hashable, dict[str, np.ndarray]]:
+    def _split(self, sids: Sequence[Hashable], out: Mapping[str, np.ndarray], pick: np.ndarray | None, n: int) -> dict[Hashable, dict[str, np.ndarray]]:
         """Each stream's rows of the batched outputs (views, each with its batch axis of size 1)."""
         if n == 1:
             return {sids[0]: dict(out)}
@@ -797,7 +808,7 @@ class SessionPool:
             per_output.append(pieces if pick is None else [pieces[r] for r in pick])
         if len(names) == 1:
             name = names[0]
-            return dict(zip(sids, [{name: p} for p in per_output[0]]))
+            return {sid: {name: p} for sid, p in zip(sids, per_output[0])}
         return {sid: dict(zip(names, ps)) for sid, ps in zip(sids, zip(*per_output))}
 
     def _stack_fast(self, feeds: list[Mapping[str, Any]]) -> dict[str, np.ndarray] | None:
@@ -992,7 +1003,7 @@ class SessionPool:
             shapes = per_row if n == 1 else {name: (_rows_shape(shape, layout.outputs[name], n), dtype) for name, (shape, dtype) in per_row.items()}
             tick = self._whole = _WholeTick(key, self._native, self._arenas, self._slot_names, shapes, batch)
         try:
-            plain = tick.call(self._arenas, batch)
+            plain = tick.call(batch)
         except Exception:  # noqa: BLE001 - e.g. an output whose shape depends on the data: the plain call decides, and reports
             self._whole = None
             self._whole_shapes.pop(signature, None)
