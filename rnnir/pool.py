@@ -275,9 +275,11 @@ class _WholeTick:
 
 class _SteadyTick:
     """The last tick, when it bound the arenas whole with its requests in row order: its ids, requested outputs,
-    the bound tick it ran and each batched input's shape.  A tick of the same ids and outputs, with no join,
-    leave or rebinding since (``gen`` and ``tick`` still the pool's), needs neither the streams looked up nor
-    the layout, row order or output shapes worked out again: only its feeds checked and stacked."""
+    the bound tick it ran and each batched input's shape.  A tick of the same ids and outputs, with no join or
+    leave since (``gen`` still the pool's), needs neither the streams looked up nor the layout, row order or
+    output shapes worked out again: only its feeds checked and stacked.  The pool drops the plan whenever it
+    binds new buffers (another output list or chunk shape): the plan's bindings would then be out of their
+    ping-pong parity with the arenas."""
 
     __slots__ = ("gen", "ids", "outputs", "tick", "shapes")
 
@@ -659,8 +661,10 @@ class SessionPool:
             now = self.clock() if idle else 0.0  # without a timeout only a joining stream needs the time
             if idle:
                 self._expire(now)
-            steady = self._steady_for(outputs)
-            if steady is not None:
+            steady = self._steady
+            if steady is not None and steady.gen == self._gen and (
+                steady.outputs is None if outputs is None else steady.outputs == tuple(outputs)
+            ):
                 fast = self._run_steady(steady, requests)
                 if fast is not None:
                     if idle:
@@ -705,27 +709,16 @@ class SessionPool:
                 self._last_used[rows] = now
             return results
 
-    def _steady_for(self, outputs: Sequence[str] | None) -> _SteadyTick | None:
-        """The last tick's plan when it still holds for a call asking for ``outputs``: no row moved since
-        (``gen``) and its bindings are still the pool's (another output list or chunk shape binds new ones,
-        whose ping-pong parity the old bindings no longer share)."""
-        steady = self._steady
-        if steady is None or steady.gen != self._gen or steady.tick is not self._whole:
-            return None
-        if steady.outputs is None if outputs is None else steady.outputs == tuple(outputs):
-            return steady
-        return None
-
     def _run_steady(self, steady: _SteadyTick, requests: Mapping[Hashable, Mapping[str, Any]]) -> dict[Hashable, dict[str, np.ndarray]] | None:
         """A tick like the last one (see :class:`_SteadyTick`): the same ids in the same order, every input of
         the same shape and dtype; None when anything differs (or the call fails), nothing changed, and the
         general path takes the tick (and reports)."""
         ids = steady.ids
         n = len(ids)
-        if len(requests) != n or tuple(requests) != ids:
+        if len(requests) != n:
             return None
         if n == 1:
-            feeds = requests[ids[0]]
+            feeds = requests.get(ids[0])  # one request, of the last tick's stream
             if type(feeds) is not dict or len(feeds) != len(steady.shapes):
                 return None
             for name, shape, dtype in steady.shapes:
@@ -734,6 +727,8 @@ class SessionPool:
                     return None
             batch: dict[str, np.ndarray] = feeds
         else:
+            if tuple(requests) != ids:
+                return None
             stacked = self._stack_fast(list(requests.values()))
             if stacked is None or len(stacked) != len(steady.shapes):
                 return None
@@ -742,8 +737,7 @@ class SessionPool:
                 if a is None or a.shape != shape:
                     return None
             batch = stacked
-        assert self._arenas is not None
-        tails: dict[str, np.ndarray] = {}
+        tails: dict[str, np.ndarray] | None = None
         if self._contexts:
             batch, tails = self._with_context(None, batch)
         try:
@@ -759,6 +753,7 @@ class SessionPool:
             self._keep_tails(None, tails)
         wanted = self._model.output_names if steady.outputs is None else steady.outputs
         if len(plain) != len(wanted):
+            assert self._arenas is not None
             states = {out: self._arenas[inp].cur for inp, out in self._slot_names}
             plain = {name: plain[name] if name in plain else states[name].copy() for name in wanted}
         if n == 1:
@@ -1001,11 +996,13 @@ class SessionPool:
                     })
                 return {name: out[name] for name in wanted}
             shapes = per_row if n == 1 else {name: (_rows_shape(shape, layout.outputs[name], n), dtype) for name, (shape, dtype) in per_row.items()}
+            # new bindings: a steady plan over the old ones would run them out of their ping-pong parity
+            self._steady = None
             tick = self._whole = _WholeTick(key, self._native, self._arenas, self._slot_names, shapes, batch)
         try:
             plain = tick.call(batch)
         except Exception:  # noqa: BLE001 - e.g. an output whose shape depends on the data: the plain call decides, and reports
-            self._whole = None
+            self._whole = self._steady = None
             self._whole_shapes.pop(signature, None)
             out = self._run_plain(None, batch, tails)
             return {name: out[name] for name in wanted}
