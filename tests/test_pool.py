@@ -773,15 +773,27 @@ def drive_steady_ticks(pool: SessionPool, model, *, context: dict[str, int] | No
     return worst
 
 
+class CountingSteadyTicks(SessionPool):
+    """Counts the ticks the steady path served (so the test below knows it tested that path)."""
+
+    steady_ticks = 0
+
+    def _run_steady(self, steady, requests):
+        out = super()._run_steady(steady, requests)
+        self.steady_ticks += out is not None
+        return out
+
+
 @pytest.mark.parametrize("streams", [1, 6])
 @pytest.mark.parametrize("context", [None, {"x": 1}])
 def test_repeated_ticks_of_the_same_streams_equal_solo_runs(streams, context):
     model = sm.lstm_b()
-    pool = SessionPool(model, context=context)
+    pool = CountingSteadyTicks(model, context=context)
     for sid in range(streams):
         pool.open(sid)
     assert drive_steady_ticks(pool, model, context=context, streams=streams) <= TOL
     assert pool.stats.whole_calls >= 10  # most ticks bound the arenas whole
+    assert pool.steady_ticks >= 5  # and several of them took the steady path
 
 
 class StaleSteadyTick(SessionPool):
