@@ -262,8 +262,8 @@ class _WholeTick:
             else:
                 self.bind(b, name, array)
         self.runs[k]()  # a failure leaves ``cur`` untouched: the new state went to ``spare``
-        for arena in self.arenas:
-            arena.cur, arena.spare = cast(np.ndarray, arena.spare), arena.cur
+        for arena in self.arenas:  # spare is set for every arena when the tick is made (no cast(): a call per arena)
+            arena.cur, arena.spare = arena.spare, arena.cur  # type: ignore[assignment]
         plain = self.plain[k]
         self.k = k ^ 1
         # the buffers are written again two ticks later: the caller gets copies
@@ -281,13 +281,14 @@ class _SteadyTick:
     binds new buffers (another output list or chunk shape): the plan's bindings would then be out of their
     ping-pong parity with the arenas."""
 
-    __slots__ = ("gen", "ids", "outputs", "tick", "shapes")
+    __slots__ = ("gen", "ids", "outputs", "wanted", "tick", "shapes")
 
-    def __init__(self, gen: int, ids: tuple[Hashable, ...], outputs: tuple[str, ...] | None, tick: _WholeTick,
+    def __init__(self, gen: int, ids: tuple[Hashable, ...], outputs: tuple[str, ...] | None, wanted: Sequence[str], tick: _WholeTick,
                  batch: Mapping[str, np.ndarray]) -> None:
         self.gen = gen
         self.ids = ids
         self.outputs = outputs
+        self.wanted = tuple(wanted)
         self.tick = tick
         self.shapes = tuple((name, a.shape, a.dtype) for name, a in batch.items())
 
@@ -696,7 +697,7 @@ class SessionPool:
                 if pick is None and self.stats.whole_calls != whole_calls and self._whole is not None:
                     # bound whole, in row order: the next tick of these ids and outputs can skip to _run_steady
                     ids = self._tick_cache[0] if self._tick_cache is not None else tuple(requests)
-                    self._steady = _SteadyTick(self._gen, ids, None if outputs is None else tuple(outputs), self._whole, stacked)
+                    self._steady = _SteadyTick(self._gen, ids, None if outputs is None else tuple(outputs), wanted, self._whole, stacked)
             else:
                 results = {}
                 for group in self._groups(streams, feeds):
@@ -751,7 +752,7 @@ class SessionPool:
         stats.whole_calls += 1  # largest_batch: this tick's count was counted when the plan was made
         if tails:
             self._keep_tails(None, tails)
-        wanted = self._model.output_names if steady.outputs is None else steady.outputs
+        wanted = steady.wanted
         if len(plain) != len(wanted):
             assert self._arenas is not None
             states = {out: self._arenas[inp].cur for inp, out in self._slot_names}
