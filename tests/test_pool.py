@@ -833,3 +833,24 @@ def test_a_bad_feed_on_the_steady_path_is_refused_like_any_other():
             pool.run({s: {"x": _chunk(rng, 1), "y": _chunk(rng, 1)} for s in range(sid)})
         for s in range(sid):  # nothing ran
             assert all(np.array_equal(v, before[s][k]) for k, v in pool.state(s).items())
+
+
+def test_a_max_batch_lowered_between_ticks_holds_on_the_steady_path():
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    base = StatefulSession(model)
+    solo = {sid: base.fork(reset=True) for sid in range(5)}
+    rng = np.random.default_rng(4)
+    for sid in solo:
+        pool.open(sid)
+    for tick in range(6):
+        if tick == 3:
+            pool.max_batch = 2
+        calls = pool.stats.ort_calls
+        requests = {sid: {"x": _chunk(rng, 1)} for sid in solo}
+        got = pool.run(requests)
+        for sid, f in requests.items():
+            assert np.max(np.abs(got[sid]["Y"] - solo[sid].run_dict(f)["Y"])) <= TOL
+        if tick >= 3:
+            assert pool.stats.ort_calls - calls == 3  # 5 streams, at most 2 rows per call
+    assert pool.stats.largest_batch == 5
