@@ -63,6 +63,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, cast
 
@@ -81,6 +82,7 @@ _DTYPE = operator.attrgetter("dtype")
 _SHAPE = operator.attrgetter("shape")
 _PROBE_ROWS = 3
 _PROBE_TOL = 1e-5
+_COPY_FEED_BYTES = 8 * 2**10  # as StatefulSession's: a feed up to this size is copied into a buffer bound once
 
 
 class UnknownSessionError(RnnirError, KeyError):
@@ -193,12 +195,12 @@ class _Native:
             self.device = ort.OrtDevice.make("cpu", 0)._get_c_device()
             self.wrap: Callable[[np.ndarray], Any] = lambda a: C.OrtValue.ortvalue_from_numpy(a, self.device)
             self.new_binding: Callable[[], Any] = lambda: sess.io_binding()._iobinding
-            self.run: Callable[[Any], None] = lambda b: sess._sess.run_with_iobinding(b, None)
+            self.runner: Callable[[Any], Callable[[], object]] = lambda b: partial(sess._sess.run_with_iobinding, b, None)
             self.native = True
         except (ImportError, AttributeError, TypeError):
             self.wrap = ort.OrtValue.ortvalue_from_numpy
             self.new_binding = sess.io_binding
-            self.run = lambda b: sess.run_with_iobinding(b)
+            self.runner = lambda b: partial(sess.run_with_iobinding, b)
             self.native = False
 
     def bind_input(self, binding: Any, name: str, array: np.ndarray) -> None:
@@ -214,13 +216,17 @@ class _WholeTick:
     output list; a call binds only its plain inputs, runs, and swaps ``cur``/``spare`` of every arena.
     Plain outputs land in pre-bound buffers and the caller gets one copy of each (a fresh array per tick)."""
 
-    __slots__ = ("key", "bindings", "k", "plain", "native", "held")
+    __slots__ = ("key", "bindings", "k", "plain", "native", "held", "feed_bufs", "bind", "runs", "arenas")
 
     def __init__(self, key: tuple[Any, ...], native: _Native, arenas: Mapping[str, _Arena], slots: Sequence[tuple[str, str]],
-                 plain_shapes: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]]) -> None:
+                 plain_shapes: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]], feeds: Mapping[str, np.ndarray]) -> None:
         self.key = key
         self.native = native
+        self.bind = native.bind_input
         self.k = 0
+        # a small feed (one stream's chunk, a sample rate) is copied into a buffer bound once: cheaper than
+        # binding the caller's array every tick; a large one (a batch of many rows) is bound as it is
+        self.feed_bufs = {name: np.empty(a.shape, a.dtype) for name, a in feeds.items() if a.nbytes <= _COPY_FEED_BYTES and a.dtype.kind in "biuf"}
         bufs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for name, arena in arenas.items():
             spare = arena.spare
@@ -239,19 +245,52 @@ class _WholeTick:
                 buf = np.empty(shape, dtype)
                 b.bind_ortvalue_output(name, native.wrap(buf))
                 self.plain[k].append((name, buf))
+            for name, buf in self.feed_bufs.items():
+                b.bind_ortvalue_input(name, native.wrap(buf))
             self.bindings.append(b)
+        self.runs = [native.runner(b) for b in self.bindings]
+        self.arenas = tuple(arenas.values())  # the pool's arenas while this tick's key holds (a new set is a new gen)
 
-    def call(self, arenas: Mapping[str, _Arena], batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        b = self.bindings[self.k]
-        bind = self.native.bind_input
+    def call(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        k = self.k
+        b = self.bindings[k]
+        bufs = self.feed_bufs
         for name, array in batch.items():
-            bind(b, name, array)
-        self.native.run(b)  # a failure leaves ``cur`` untouched: the new state went to ``spare``
-        for arena in arenas.values():
-            arena.cur, arena.spare = cast(np.ndarray, arena.spare), arena.cur
-        plain = self.plain[self.k]
-        self.k ^= 1
-        return {name: buf.copy() for name, buf in plain}  # the buffer is written again two ticks later
+            buf = bufs.get(name)
+            if buf is not None and buf.shape == array.shape:
+                buf[...] = array  # the same dtype: the tick's key holds the feeds' dtypes
+            else:
+                self.bind(b, name, array)
+        self.runs[k]()  # a failure leaves ``cur`` untouched: the new state went to ``spare``
+        for arena in self.arenas:  # spare is set for every arena when the tick is made (no cast(): a call per arena)
+            arena.cur, arena.spare = arena.spare, arena.cur  # type: ignore[assignment]
+        plain = self.plain[k]
+        self.k = k ^ 1
+        # the buffers are written again two ticks later: the caller gets copies
+        if len(plain) == 1:
+            name, buf = plain[0]
+            return {name: buf.copy()}
+        return {name: buf.copy() for name, buf in plain}
+
+
+class _SteadyTick:
+    """The last tick, when it bound the arenas whole with its requests in row order: its ids, requested outputs,
+    the bound tick it ran and each batched input's shape.  A tick of the same ids and outputs, with no join or
+    leave since (``gen`` still the pool's), needs neither the streams looked up nor the layout, row order or
+    output shapes worked out again: only its feeds checked and stacked.  The pool drops the plan whenever it
+    binds new buffers (another output list or chunk shape): the plan's bindings would then be out of their
+    ping-pong parity with the arenas."""
+
+    __slots__ = ("gen", "ids", "outputs", "wanted", "tick", "shapes")
+
+    def __init__(self, gen: int, ids: tuple[Hashable, ...], outputs: tuple[str, ...] | None, wanted: Sequence[str], tick: _WholeTick,
+                 batch: Mapping[str, np.ndarray]) -> None:
+        self.gen = gen
+        self.ids = ids
+        self.outputs = outputs
+        self.wanted = tuple(wanted)
+        self.tick = tick
+        self.shapes = tuple((name, a.shape, a.dtype) for name, a in batch.items())
 
 
 class SessionPool:
@@ -334,6 +373,7 @@ class SessionPool:
         self._arenas: dict[str, _Arena] | None = None
         self._pending: dict[Hashable, dict[str, np.ndarray]] = {}  # states to install when arenas and rows exist
         self._whole: _WholeTick | None = None
+        self._steady: _SteadyTick | None = None  # the last tick's plan, while it holds (see run)
         self._batch_signature: tuple[Any, ...] | None = None  # the last run_batch tick that passed every check
         self._whole_shapes: dict[tuple[Any, ...], dict[str, tuple[tuple[int, ...], np.dtype[Any]]]] = {}
         self._gen += 1
@@ -618,9 +658,21 @@ class SessionPool:
         ``open_missing`` (they join first).
         """
         with self._lock:
-            now = self.clock()
-            if self.idle_timeout is not None:
+            idle = self.idle_timeout is not None
+            now = self.clock() if idle else 0.0  # without a timeout only a joining stream needs the time
+            if idle:
                 self._expire(now)
+            steady = self._steady
+            if steady is not None and steady.gen == self._gen and (
+                steady.outputs is None if outputs is None else steady.outputs == tuple(outputs)
+            ):
+                fast = self._run_steady(steady, requests)
+                if fast is not None:
+                    if idle:
+                        self._last_used[:] = now  # a whole tick: every placed row ran
+                    return fast
+            if not idle:
+                now = self.clock()
             feeds_in = list(requests.values())
             stacked = self._stack_fast(feeds_in)
             # checked before anyone joins; the fast path's checks are the stacking itself
@@ -639,8 +691,13 @@ class SessionPool:
             limit = 1 if self.batching else (self.max_batch or n)
             if stacked is not None and n <= limit:
                 wanted = self._model.output_names if outputs is None else list(outputs)
+                whole_calls = self.stats.whole_calls
                 out, pick = self._dispatch(rows, stacked, wanted)
                 results = self._split(list(requests), out, pick, n)
+                if pick is None and self.stats.whole_calls != whole_calls and self._whole is not None:
+                    # bound whole, in row order: the next tick of these ids and outputs can skip to _run_steady
+                    ids = self._tick_cache[0] if self._tick_cache is not None else tuple(requests)
+                    self._steady = _SteadyTick(self._gen, ids, None if outputs is None else tuple(outputs), wanted, self._whole, stacked)
             else:
                 results = {}
                 for group in self._groups(streams, feeds):
@@ -652,6 +709,57 @@ class SessionPool:
             if self.idle_timeout is not None:
                 self._last_used[rows] = now
             return results
+
+    def _run_steady(self, steady: _SteadyTick, requests: Mapping[Hashable, Mapping[str, Any]]) -> dict[Hashable, dict[str, np.ndarray]] | None:
+        """A tick like the last one (see :class:`_SteadyTick`): the same ids in the same order, every input of
+        the same shape and dtype; None when anything differs (or the call fails), nothing changed, and the
+        general path takes the tick (and reports)."""
+        ids = steady.ids
+        n = len(ids)
+        if len(requests) != n:
+            return None
+        if n == 1:
+            feeds = requests.get(ids[0])  # one request, of the last tick's stream
+            if type(feeds) is not dict or len(feeds) != len(steady.shapes):
+                return None
+            for name, shape, dtype in steady.shapes:
+                a = feeds.get(name)
+                if type(a) is not np.ndarray or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                    return None
+            batch: dict[str, np.ndarray] = feeds
+        else:
+            if tuple(requests) != ids or self.max_batch is not None and n > self.max_batch:  # max_batch may have been lowered since
+                return None
+            stacked = self._stack_fast(list(requests.values()))
+            if stacked is None or len(stacked) != len(steady.shapes):
+                return None
+            for name, shape, _ in steady.shapes:  # the dtypes are the model's: _stack_fast checked them
+                a = stacked.get(name)
+                if a is None or a.shape != shape:
+                    return None
+            batch = stacked
+        tails: dict[str, np.ndarray] | None = None
+        if self._contexts:
+            batch, tails = self._with_context(None, batch)
+        try:
+            plain = steady.tick.call(batch)
+        except Exception:  # noqa: BLE001 - the state went to the spare buffers: the general path reruns the tick and reports
+            self._steady = None
+            return None
+        stats = self.stats
+        stats.ort_calls += 1
+        stats.rows += n
+        stats.whole_calls += 1  # largest_batch: this tick's count was counted when the plan was made
+        if tails:
+            self._keep_tails(None, tails)
+        wanted = steady.wanted
+        if len(plain) != len(wanted):
+            assert self._arenas is not None
+            states = {out: self._arenas[inp].cur for inp, out in self._slot_names}
+            plain = {name: plain[name] if name in plain else states[name].copy() for name in wanted}
+        if n == 1:
+            return {ids[0]: plain}
+        return self._split(ids, plain, None, n)
 
     def run_one(self, sid: Hashable, feeds: Mapping[str, Any], outputs: Sequence[str] | None = None, *, open_missing: bool = False) -> dict[str, np.ndarray]:
         return self.run({sid: feeds}, outputs, open_missing=open_missing)[sid]
@@ -677,7 +785,7 @@ class SessionPool:
         self._rows_in_order = rows if np.array_equal(rows, np.arange(len(rows))) else None
         return streams, rows
 
-    def _split(self, sids: list[Hashable], out: Mapping[str, np.ndarray], pick: np.ndarray | None, n: int) -> dict[Hashable, dict[str, np.ndarray]]:
+    def _split(self, sids: Sequence[Hashable], out: Mapping[str, np.ndarray], pick: np.ndarray | None, n: int) -> dict[Hashable, dict[str, np.ndarray]]:
         """Each stream's rows of the batched outputs (views, each with its batch axis of size 1)."""
         if n == 1:
             return {sids[0]: dict(out)}
@@ -696,7 +804,7 @@ class SessionPool:
             per_output.append(pieces if pick is None else [pieces[r] for r in pick])
         if len(names) == 1:
             name = names[0]
-            return dict(zip(sids, [{name: p} for p in per_output[0]]))
+            return {sid: {name: p} for sid, p in zip(sids, per_output[0])}
         return {sid: dict(zip(names, ps)) for sid, ps in zip(sids, zip(*per_output))}
 
     def _stack_fast(self, feeds: list[Mapping[str, Any]]) -> dict[str, np.ndarray] | None:
@@ -889,11 +997,13 @@ class SessionPool:
                     })
                 return {name: out[name] for name in wanted}
             shapes = per_row if n == 1 else {name: (_rows_shape(shape, layout.outputs[name], n), dtype) for name, (shape, dtype) in per_row.items()}
-            tick = self._whole = _WholeTick(key, self._native, self._arenas, self._slot_names, shapes)
+            # new bindings: a steady plan over the old ones would run them out of their ping-pong parity
+            self._steady = None
+            tick = self._whole = _WholeTick(key, self._native, self._arenas, self._slot_names, shapes, batch)
         try:
-            plain = tick.call(self._arenas, batch)
+            plain = tick.call(batch)
         except Exception:  # noqa: BLE001 - e.g. an output whose shape depends on the data: the plain call decides, and reports
-            self._whole = None
+            self._whole = self._steady = None
             self._whole_shapes.pop(signature, None)
             out = self._run_plain(None, batch, tails)
             return {name: out[name] for name in wanted}

@@ -734,3 +734,123 @@ def test_run_batch_checks_again_whatever_differs_from_the_last_checked_tick():
     with pytest.raises(UnknownSessionError):
         pool.close("c")
         pool.run_batch(ids, {"x": good}, ["hn"])  # the same signature as the checked ticks, c gone
+
+
+# -- the steady tick: the same streams as the last tick, nothing looked up again ------------------------
+
+
+def drive_steady_ticks(pool: SessionPool, model, *, context: dict[str, int] | None = None, streams: int = 6, seed: int = 0) -> float:
+    """Runs of ticks with the same ids (the steady path), broken by what must end it: a reset, another
+    output list, a chunk of another length, a join and a leave; every stream against its own session."""
+    rng = np.random.default_rng(seed)
+    base = StatefulSession(model, context=context)
+    solo = {sid: base.fork(reset=True) for sid in range(streams)}
+    worst = 0.0
+    next_id = streams
+    # (outputs, time steps per chunk, ids in reverse order): the reversed ticks bind new buffers without
+    # becoming the steady plan, so the ticks after them must not reuse the plan from before them
+    plan = ([(None, 1, False)] * 4 + [(["Y"], 1, False)] * 3 + [(["cn", "Y"], 1, True)] * 2 + [(["Y"], 1, False)] * 2
+            + [(None, 2, False)] * 3 + [(["Y"], 1, False)] * 3)
+    for tick, (outputs, steps, reverse) in enumerate(plan):
+        if tick == 5:
+            pool.reset(streams - 1)
+            solo[streams - 1].reset()
+        if tick == 12:
+            pool.close(0)
+            del solo[0]
+            pool.open(next_id)
+            solo[next_id] = base.fork(reset=True)
+            next_id += 1
+        requests = {sid: {"x": _chunk(rng, steps)} for sid in (reversed(solo) if reverse else solo)}
+        got = pool.run(requests, outputs)
+        assert list(got) == list(requests)
+        for sid, feeds in requests.items():
+            want = solo[sid].run_dict(feeds)
+            assert list(got[sid]) == (outputs or ["Y", "hn", "cn"])
+            for name, value in got[sid].items():
+                assert value.shape == want[name].shape
+                worst = max(worst, float(np.max(np.abs(value - want[name]))))
+    return worst
+
+
+class CountingSteadyTicks(SessionPool):
+    """Counts the ticks the steady path served (so the test below knows it tested that path)."""
+
+    steady_ticks = 0
+
+    def _run_steady(self, steady, requests):
+        out = super()._run_steady(steady, requests)
+        self.steady_ticks += out is not None
+        return out
+
+
+@pytest.mark.parametrize("streams", [1, 6])
+@pytest.mark.parametrize("context", [None, {"x": 1}])
+def test_repeated_ticks_of_the_same_streams_equal_solo_runs(streams, context):
+    model = sm.lstm_b()
+    pool = CountingSteadyTicks(model, context=context)
+    for sid in range(streams):
+        pool.open(sid)
+    assert drive_steady_ticks(pool, model, context=context, streams=streams) <= TOL
+    assert pool.stats.whole_calls >= 10  # most ticks bound the arenas whole
+    assert pool.steady_ticks >= 5  # and several of them took the steady path
+
+
+class StaleSteadyTick(SessionPool):
+    """Keeps the steady plan when new buffers are bound (another output list): its bindings' ping-pong parity
+    is the old one, so a later tick that matches the plan reads the state of two ticks ago."""
+
+    def _execute_whole(self, batch, wanted):
+        steady = self._steady
+        out = super()._execute_whole(batch, wanted)
+        if self._steady is None:
+            self._steady = steady
+        return out
+
+
+def test_a_steady_tick_that_outlives_its_bindings_is_caught():
+    model = sm.lstm_b()
+    pool = StaleSteadyTick(model)
+    for sid in range(3):
+        pool.open(sid)
+    assert drive_steady_ticks(pool, model, streams=3) > 1e-3
+
+
+def test_a_bad_feed_on_the_steady_path_is_refused_like_any_other():
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    rng = np.random.default_rng(2)
+    for sid in range(1, 3):  # one stream, then two: both shapes of the steady path
+        for s in range(sid):
+            if s not in pool:
+                pool.open(s)
+        for _ in range(3):
+            pool.run({s: {"x": _chunk(rng, 1)} for s in range(sid)})
+        before = {s: pool.state(s) for s in range(sid)}
+        with pytest.raises(FeedError):
+            pool.run({s: {"x": _chunk(rng, 1).astype(np.float64)} for s in range(sid)})
+        with pytest.raises(FeedError):
+            pool.run({s: {"x": _chunk(rng, 1), "y": _chunk(rng, 1)} for s in range(sid)})
+        for s in range(sid):  # nothing ran
+            assert all(np.array_equal(v, before[s][k]) for k, v in pool.state(s).items())
+
+
+def test_a_max_batch_lowered_between_ticks_holds_on_the_steady_path():
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    base = StatefulSession(model)
+    solo = {sid: base.fork(reset=True) for sid in range(5)}
+    rng = np.random.default_rng(4)
+    for sid in solo:
+        pool.open(sid)
+    for tick in range(6):
+        if tick == 3:
+            pool.max_batch = 2
+        calls = pool.stats.ort_calls
+        requests = {sid: {"x": _chunk(rng, 1)} for sid in solo}
+        got = pool.run(requests)
+        for sid, f in requests.items():
+            assert np.max(np.abs(got[sid]["Y"] - solo[sid].run_dict(f)["Y"])) <= TOL
+        if tick >= 3:
+            assert pool.stats.ort_calls - calls == 3  # 5 streams, at most 2 rows per call
+    assert pool.stats.largest_batch == 5
