@@ -89,9 +89,10 @@ def test_real_models_give_the_same_bytes_under_every_hash_seed(tmp_path):
 
 
 def test_committed_exports_give_the_same_bytes_under_every_hash_seed():
-    """The Keras exports (two Loop layers whose states are packed on inner axes: their recurrences were once listed
-    in set order) and the PyTorch cell exports, committed in tests/data."""
+    """Every model committed in tests/data: the Keras exports (two Loop layers whose states are packed on inner axes:
+    their recurrences were once listed in set order), the PyTorch exports and cells, the onnxruntime-optimized and
+    quantized files."""
     data = REPO / "tests" / "data"
-    paths = sorted([*(data / "keras").glob("*.onnx"), *(data / "torch_cells").glob("*.ts.onnx")])
-    assert len(paths) >= 6
+    paths = sorted(data.glob("*/*.onnx"))
+    assert len(paths) >= 50
     assert_same_bytes_under_every_seed([p.relative_to(REPO) for p in paths], cwd=REPO)
