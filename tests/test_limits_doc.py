@@ -31,3 +31,13 @@ def test_every_table_row_is_read():
     # a row the pattern does not match would escape the check above
     lines = [line for line in DOC.read_text(encoding="utf-8").splitlines() if line.startswith("| ") and not line.startswith("| What")]
     assert len(lines) == len(_rows())
+
+
+def test_the_readme_lists_every_bound_with_its_number():
+    """The README's "Limits and errors" table is the first two columns of this doc's table, row for row."""
+    readme = (DOC.parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme[readme.index("<!-- limits:") : readme.index("<!-- end of limits -->")]
+    shown = [[c.strip() for c in line.strip("|").split("|")] for line in block.splitlines() if line.startswith("| ")][2:]
+    documented = [[c.strip() for c in line.strip("|").split("|")][:2] for line in DOC.read_text(encoding="utf-8").splitlines()
+                  if line.startswith("| ") and not line.startswith("| What")]
+    assert shown == documented and len(shown) >= 15

@@ -60,7 +60,7 @@ def test_the_readme_is_a_newcomers_page():
     assert len(README.splitlines()) <= 250
     for word in ("issue", "rebase", "this branch", "helper", "agent"):  # words that only make sense inside the team
         assert word not in README.lower(), word
-    for heading in ("## Install", "## Quickstart", "## Command line", "## Python API", "## Rules", "## Errors and exit codes", "## Limits"):
+    for heading in ("## Install", "## Quickstart", "## Command line", "## Python API", "## Rules", "## Limits and errors"):
         assert heading in README
     assert "passes.run" in README and "StatefulSession" in README and "stateful" in README
 
