@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from rnnir.ir import Program
     from rnnir.passes.diagnostics import Diagnostic
 
-__all__ = ["EXPOSE", "Edit", "FixContext", "FixError", "FixInfo", "FixResult", "Plan", "refusal"]
+__all__ = ["EXPOSE", "Edit", "FixContext", "FixError", "FixInfo", "FixResult", "Plan", "refusal", "subject"]
 
 #: the code of the edits ``expose_state`` makes (no rule: the model's author asked for them)
 EXPOSE = "EXPOSE"
