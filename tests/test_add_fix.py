@@ -108,3 +108,12 @@ def test_a_refused_scaffold_says_why_and_writes_nothing(tmp_path, code, says):
     done = _run(copy, "tools/add_fix.py", code)
     assert (done.returncode, done.stdout) == (2, "") and says in done.stderr
     assert _files(copy) == before
+
+
+def test_the_where_things_go_table_says_how_to_add_a_fix():
+    design = (ROOT / "docs" / "design.md").read_text(encoding="utf-8")
+    table = design[design.index("## Where things go") :]
+    table = table[: table.index("\n## ", 1)]
+    row = next(line for line in table.splitlines() if line.startswith("| a **fix**"))
+    assert "`python tools/add_fix.py CODE`" in row and "`FIX_TABLE`" in row and "`rnnir/fixes/planners/__init__.py`" in row
+    assert (ROOT / "tools" / "add_fix.py").is_file() and "FIX_TABLE: tuple[str, ...] = (" in (ROOT / TABLE).read_text(encoding="utf-8")
