@@ -78,9 +78,9 @@ from rnnir.fixes.onnx_edit import check_model
 from rnnir.fixes.planners import PLANNERS
 from rnnir.ir import Program
 from rnnir.lower import Policy, lower
-from rnnir.lower.source import graph_fingerprint, read_model
-from rnnir.metadata import META_FINGERPRINT as _META_FINGERPRINT
-from rnnir.metadata import write as _set_meta
+from rnnir.onnxio.metadata import META_FINGERPRINT as _META_FINGERPRINT
+from rnnir.onnxio.metadata import write as _set_meta
+from rnnir.onnxio.source import graph_fingerprint, read_model
 from rnnir.passes.catalogue import selector_code  # a rule name (wrong-slot) is its code, as everywhere codes are taken
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from rnnir.fixes.onnx_edit import Names, name_stem, node_label, prune, record_pa
 from rnnir.fixes.state_plan import Alternative, StatePlan, plan_states
 from rnnir.lower import Policy, lower
 from rnnir.lower.pairing import _name_candidates
-from rnnir.lower.source import read_model
+from rnnir.onnxio.source import read_model
 
 __all__ = ["expose", "lift_final"]
 

@@ -11,7 +11,7 @@ from onnx import helper
 from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
 from rnnir.fixes.onnx_edit import Names, name_stem, node_label, prune
 from rnnir.ir import Program, Recurrent
-from rnnir.lower.source import iter_graphs
+from rnnir.onnxio.source import iter_graphs
 from rnnir.pairs import ExitKind
 
 if TYPE_CHECKING:

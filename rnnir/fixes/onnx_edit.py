@@ -16,11 +16,11 @@ from onnx import helper
 from rnnir.exporter import _slot_meta
 from rnnir.fixes.edits import FixError
 from rnnir.lower import Policy, lower
-from rnnir.lower.source import graph_fingerprint, iter_graphs, read_model
-from rnnir.metadata import META_FINGERPRINT as _META_FINGERPRINT
-from rnnir.metadata import META_PAIRS
-from rnnir.metadata import META_SLOTS as _META_SLOTS
-from rnnir.metadata import write as _set_meta
+from rnnir.onnxio.metadata import META_FINGERPRINT as _META_FINGERPRINT
+from rnnir.onnxio.metadata import META_PAIRS
+from rnnir.onnxio.metadata import META_SLOTS as _META_SLOTS
+from rnnir.onnxio.metadata import write as _set_meta
+from rnnir.onnxio.source import graph_fingerprint, iter_graphs, read_model
 
 __all__ = [
     "GraphRef",

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 
 from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
 from rnnir.lower import Policy, lower
-from rnnir.lower.source import read_model
-from rnnir.metadata import META_IR
-from rnnir.metadata import read as metadata
-from rnnir.metadata import write as _set_meta
+from rnnir.onnxio.metadata import META_IR
+from rnnir.onnxio.metadata import read as metadata
+from rnnir.onnxio.metadata import write as _set_meta
+from rnnir.onnxio.source import read_model
 from rnnir.structure import StoreStructure, structure_of
 
 if TYPE_CHECKING:
