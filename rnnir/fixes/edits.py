@@ -117,6 +117,11 @@ class FixInfo:
     code: str
     safe: str  # "safe", "unsafe" or "safe or unsafe"
     text: str
+    #: the fix also repairs the rule's warnings (SD010's warning is exactly what exposing the state repairs); other
+    #: fixes repair errors only (SD003's info and warnings say rnnir cannot prove a computed write-back: nothing to fix)
+    repairs_warnings: bool = False
+    #: the fix is what ``fix(expose_state=True)`` does: asked for that way, it is done with the caller's options
+    exposes_state: bool = False
 
     def refuse(self, d: Diagnostic, reason: str, what: str | None = None) -> Edit:
         """This fix cannot be made for ``d``, because of ``reason``."""

@@ -115,14 +115,13 @@ def fix(
     work = onnx.ModelProto()
     work.CopyFrom(src.with_external_data())
     result = FixResult(work)
-
     chosen = list(FIXES) if codes is None else [selector_code(c) for c in codes]
     unknown = [c for c in chosen if c not in FIXES]
     if unknown:
         raise FixError(f"no automatic fix for {', '.join(unknown)}; fixable codes: {', '.join(FIXES)}")
     if expose_state:
         expose(work, result, packed=packed, defaults=state_defaults, pairs=pairs, label=src.label)
-        chosen = [c for c in chosen if c != "SD010"]  # just done, with the caller's options; what is left says why
+        chosen = [c for c in chosen if not FIXES[c].exposes_state]  # just done, with the caller's options; what is left says why
     if chosen:
         _repair(work, result, chosen, unsafe, pairs, src.label)
     if result.edits:
@@ -138,9 +137,9 @@ def fix(
 
 def _lint(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, label: str, codes: Sequence[str]) -> tuple[Program, list[Diagnostic]]:
     program = lower(read_model(model, label=label), pairs, Policy())
-    # errors only (SD003's INFO/WARNING say rnnir cannot prove a computed write-back: nothing to fix), but SD010,
-    # a warning by default, is exactly what exposing the state repairs
-    return program, [d for d in passes.run(program) if d.code in codes and (d.severity.value == "error" or d.code == "SD010")]
+    # errors only, unless the fix says it repairs warnings too (FixInfo.repairs_warnings)
+    found = [d for d in passes.run(program) if d.code in codes]
+    return program, [d for d in found if d.severity.value == "error" or FIXES[d.code].repairs_warnings]
 
 
 def _finding_key(d: Diagnostic) -> tuple[str, str | None, str]:

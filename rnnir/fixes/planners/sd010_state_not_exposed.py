@@ -18,6 +18,8 @@ FIX = FixInfo(
     "exposes the state as `rnnir fix --expose-state` does: a state input wired to the op's initial state, paired with "
     "the final state the model already returns; unsafe because the new input changes the model's interface "
     "(callers must feed it back)",
+    repairs_warnings=True,
+    exposes_state=True,
 )
 
 
