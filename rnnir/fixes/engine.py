@@ -131,10 +131,6 @@ def fix(
     return result
 
 
-# -- small ONNX helpers ------------------------------------------------------------------------
-
-
-
 def _lint(model: onnx.ModelProto, pairs: Mapping[str, str | None] | None, label: str, codes: Sequence[str]) -> tuple[Program, list[Diagnostic]]:
     program = lower(read_model(model, label=label), pairs, Policy())
     # errors only, unless the fix says it repairs warnings too (FixInfo.repairs_warnings)

@@ -22,6 +22,9 @@ __all__ = ["expose", "lift_final"]
 
 
 def expose(model: onnx.ModelProto, result: FixResult, *, packed: bool, defaults: bool, pairs: Mapping[str, str | None] | None, label: str) -> None:
+    """Expose every hidden state of ``model`` in place (``packed``: one ``state`` tensor; ``defaults``: a same-name
+    initializer as each new input's default; see :mod:`rnnir.fixes.engine`): the edits go to ``result.edits``, the
+    states it cannot expose, and why, to ``result.skipped``."""
     program = lower(read_model(model, label=label), pairs, Policy())
     before_pairs = {p.input: p.output for p in program.state_pairs}
     plans = plan_states(model, program, result.skipped, defaults)

@@ -138,6 +138,3 @@ def producer_text(graph: onnx.GraphProto, name: str) -> str:
             ins = ", ".join(i for i in n.input if i)
             return f"{n.op_type} {node_label(n)!r}({ins})"
     return repr(name)
-
-
-# AL001 / OR001 / OR002 / SD004 / AL002 / AL003: the store structure recorded as IR text (rnnir.ir) ----------
