@@ -8,13 +8,12 @@ The scaffold runs in a copy of the package (``tmp_path``), never in the checkout
 from __future__ import annotations
 
 import difflib
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _scaffold import copy_checkout, files, run_in  # tests/ is on sys.path (rootdir conftest)
 
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("rnnir", "tools/add_fix.py")
@@ -23,32 +22,15 @@ TABLE = "rnnir/fixes/planners/__init__.py"
 
 
 def _copy(tmp_path: Path) -> Path:
-    copy = tmp_path / "checkout"
-    for rel in COPIED:
-        src, dst = ROOT / rel, copy / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dst)
-    return copy
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
-
-
-def _run(copy: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}  # the copy's rnnir, not the checkout's
-    return subprocess.run([sys.executable, *args], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    return copy_checkout(tmp_path, COPIED)
 
 
 @pytest.fixture(scope="module")
 def scaffolded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, bytes], dict[str, bytes], subprocess.CompletedProcess[str]]:
     copy = _copy(tmp_path_factory.mktemp("add_fix"))
-    before = _files(copy)
-    done = _run(copy, "tools/add_fix.py", "SD005")
-    return copy, before, _files(copy), done
+    before = files(copy)
+    done = run_in(copy, "tools/add_fix.py", "SD005")
+    return copy, before, files(copy), done
 
 
 def test_the_scaffold_rule_has_no_fix_yet():
@@ -70,9 +52,9 @@ def test_a_new_fix_is_its_planner_file_and_one_registration_line(scaffolded):
 
 def test_the_copy_lists_the_fix_and_explains_it(scaffolded):
     copy = scaffolded[0]
-    listed = _run(copy, "-c", "from rnnir.fixes.catalogue import FIXES; print(FIXES['SD005'].safe, list(FIXES)[-1])")
+    listed = run_in(copy, "-c", "from rnnir.fixes.catalogue import FIXES; print(FIXES['SD005'].safe, list(FIXES)[-1])")
     assert (listed.returncode, listed.stdout) == (0, "unsafe SD005\n"), listed.stderr
-    explained = _run(copy, "-m", "rnnir", "explain", "SD005")
+    explained = run_in(copy, "-m", "rnnir", "explain", "SD005")
     assert explained.returncode == 0, explained.stderr
     assert "Fix (unsafe: `rnnir lint --fix`, `--unsafe-fixes` for the unsafe case)\n    TODO what the fix does" in explained.stdout
     assert "SD005" not in (ROOT / TABLE).read_text(encoding="utf-8").upper()  # the checkout is untouched
@@ -83,14 +65,14 @@ def test_lint_fix_reaches_the_new_planner(scaffolded, tmp_path):
     model = tmp_path / "m.onnx"
     shutil.copy2(ROOT / "samples" / "sd005_fp16_state.onnx", model)
     original = model.read_bytes()
-    safe = _run(copy, "-m", "rnnir", "lint", "--fix", str(model))
+    safe = run_in(copy, "-m", "rnnir", "lint", "--fix", str(model))
     assert safe.returncode == 1, safe.stderr  # the finding is left
     assert f"{model}: not fixed: SD005 [unsafe, not applied] slot 'h0': TODO what the fix did: not certain" in safe.stderr
     # applied, the scaffold's edit (nothing yet) does not clear the finding: rolled back, the file is not rewritten
-    unsafe = _run(copy, "-m", "rnnir", "lint", "--fix", "--unsafe-fixes", str(model))
+    unsafe = run_in(copy, "-m", "rnnir", "lint", "--fix", "--unsafe-fixes", str(model))
     assert unsafe.returncode == 1 and "fixed:" not in unsafe.stderr, unsafe.stderr
     assert model.read_bytes() == original
-    fixed = _run(copy, "-c", f"import rnnir; r = rnnir.fix({str(model)!r}, codes=['SD005'], unsafe=True); print(*r.skipped, sep='\\n')")
+    fixed = run_in(copy, "-c", f"import rnnir; r = rnnir.fix({str(model)!r}, codes=['SD005'], unsafe=True); print(*r.skipped, sep='\\n')")
     assert fixed.stdout == "SD005 [no fix] slot 'h0': TODO what the fix did: the edit did not clear the finding; rolled back\n", fixed.stderr
 
 
@@ -104,10 +86,10 @@ def test_lint_fix_reaches_the_new_planner(scaffolded, tmp_path):
 )
 def test_a_refused_scaffold_says_why_and_writes_nothing(tmp_path, code, says):
     copy = _copy(tmp_path)
-    before = _files(copy)
-    done = _run(copy, "tools/add_fix.py", code)
+    before = files(copy)
+    done = run_in(copy, "tools/add_fix.py", code)
     assert (done.returncode, done.stdout) == (2, "") and says in done.stderr
-    assert _files(copy) == before
+    assert files(copy) == before
 
 
 def test_the_where_things_go_table_says_how_to_add_a_fix():
