@@ -24,17 +24,17 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
 
-from . import digraph
-from .errors import IRError
-from .recurrence import KINDS, Recognition, RecurrenceKind
+from rnnir.errors import IRError
+from rnnir.ir import digraph
+from rnnir.ir.recurrence import KINDS, Recognition, RecurrenceKind
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from .lower.source import ModelSource
-    from .pairs import StatePair
+    from rnnir.ir.pairs import StatePair
+    from rnnir.lower.source import ModelSource
 else:
-    from .lazymod import numpy as np
+    from rnnir.lazymod import numpy as np
 
 T = TypeVar("T")
 N = TypeVar("N", bound="Node")
@@ -965,7 +965,7 @@ class Program:
 
     # -- printing ------------------------------------------------------------------------
     def __str__(self) -> str:
-        from .printer import print_program
+        from rnnir.printer import print_program
 
         return print_program(self)
 
