@@ -1,9 +1,12 @@
 """The rnnir IR layer: one inference call of one model, with its persistent state made explicit.
 
-``rnnir.ir`` re-exports the IR's node, value and program types (:mod:`rnnir.ir.core`).  The rest of the
+``rnnir.ir`` re-exports the IR's program, node, value and attribute types.  The rest of the
 layer sits next to it, each module one concept, importing nothing above the IR:
 
-- :mod:`rnnir.ir.core`        the node, value and slot types and :class:`Program`;
+- :mod:`rnnir.ir.core`        :class:`Program`: the nodes of one call, the only way to edit them, its version;
+- :mod:`rnnir.ir.nodes`       slots, outputs, SSA values and the nodes (load, compute, recurrent, store, return);
+- :mod:`rnnir.ir.attributes`  tensor types, provenance, slot inits, load/store/ordering kinds;
+- :mod:`rnnir.ir.ownership`   the immutable containers and the writes a program sees or refuses;
 - :mod:`rnnir.ir.digraph`     the program's directed graph (networkx's interface, without its import cost);
 - :mod:`rnnir.ir.recurrence`  the registry of recurrence kinds (ports, state entry and exit);
 - :mod:`rnnir.ir.optraits`    what each ONNX op is to the analyses (layout, view, elementwise, control flow);
@@ -15,31 +18,10 @@ layer sits next to it, each module one concept, importing nothing above the IR:
 
 from __future__ import annotations
 
-from rnnir.ir.core import (
-    Compute,
-    FrozenProgramError,
-    ImmutableIRError,
-    IRTuple,
-    LoadKind,
-    LoadSlot,
-    Node,
-    OrderingLayer,
-    Output,
-    PendingConst,
-    Program,
-    Provenance,
-    QuantParams,
-    Recurrent,
-    Region,
-    Return,
-    Slot,
-    SlotInit,
-    Store,
-    StoreResult,
-    TensorType,
-    Value,
-    check_acyclic,
-)
+from rnnir.ir.attributes import LoadKind, OrderingLayer, Provenance, QuantParams, SlotInit, StoreResult, TensorType
+from rnnir.ir.core import Program, check_acyclic
+from rnnir.ir.nodes import Compute, LoadSlot, Node, Output, PendingConst, Recurrent, Region, Return, Slot, Store, Value
+from rnnir.ir.ownership import FrozenProgramError, ImmutableIRError, IRTuple
 from rnnir.ir.recurrence import Recognition
 
 __all__ = [

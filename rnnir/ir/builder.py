@@ -18,25 +18,9 @@ from typing import Any
 import numpy as np
 
 from rnnir.errors import IRError
-from rnnir.ir.core import (
-    Compute,
-    LoadKind,
-    LoadSlot,
-    OrderingLayer,
-    Output,
-    Program,
-    Provenance,
-    Recurrent,
-    Region,
-    Return,
-    Slot,
-    SlotInit,
-    Store,
-    StoreResult,
-    TensorType,
-    Value,
-    check_acyclic,
-)
+from rnnir.ir.attributes import LoadKind, OrderingLayer, Provenance, SlotInit, StoreResult, TensorType
+from rnnir.ir.core import Program, check_acyclic
+from rnnir.ir.nodes import Compute, LoadSlot, Output, Recurrent, Region, Return, Slot, Store, Value
 from rnnir.ir.pairs import PairSource, StatePair
 from rnnir.ir.recurrence import KINDS
 

@@ -19,7 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rnnir.errors import IRError, ModelError
-from rnnir.ir.core import LoadKind, OrderingLayer, Program, Slot, Store, StoreResult, Value
+from rnnir.ir.attributes import LoadKind, OrderingLayer, StoreResult
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import Slot, Store, Value
 
 __all__ = ["StoreFact", "StoreStructure", "read_structure", "structure_of"]
 
