@@ -428,7 +428,7 @@ class Program:
 
     # -- printing ------------------------------------------------------------------------
     def __str__(self) -> str:
-        from rnnir.printer import print_program
+        from rnnir.ir.printer import print_program  # the printer reads programs: imported here, not at the top
 
         return print_program(self)
 
