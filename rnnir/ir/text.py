@@ -54,7 +54,7 @@ from rnnir.ir.nodes import Compute, LoadSlot, Node, Output, Recurrent, Region, R
 from rnnir.ir.pairs import PairSource, StatePair
 from rnnir.ir.printer import ELIDED_FLOATS, MAX_PRINTED_ELEMENTS, RECURRENT_FIELDS, print_program
 from rnnir.ir.recurrence import Recognition
-from rnnir.regularfile import UnreadableFile, read_regular
+from rnnir.util.regularfile import UnreadableFile, read_regular
 
 __all__ = ["ELIDED_FLOATS", "IR_SUFFIX", "MAX_DENSE_ELEMENTS", "MAX_IR_TEXT_BYTES", "MAX_LITERAL_CHARS", "MAX_PRINTED_ELEMENTS", "IRParseError",
            "iter_programs", "parse_program", "print_program", "read_program"]
