@@ -1,4 +1,5 @@
-"""pytest plugin (registered through the ``pytest11`` entry point): multi-call assertions in two lines.
+"""pytest plugin (registered as ``rnnir.pytest_plugin``, through the ``pytest11`` entry point
+(:mod:`rnnir.check.pytest_entry`) or a conftest's ``pytest_plugins``): multi-call assertions in two lines.
 
     def test_vad_keeps_its_state(stateful):
         stateful("model.onnx").assert_persistence({"x": stream})
