@@ -16,7 +16,7 @@ import numpy as np
 
 from rnnir.check.multicall.text import format_number, json_number
 
-__all__ = ["FP16_MAX", "SlotHealth", "fp16_headroom", "norm_trend", "slot_health"]
+__all__ = ["FP16_MAX", "SlotHealth", "fp16_headroom", "norm_trend", "slot_health", "trend_summary"]
 
 #: float16's largest finite value: a state that reaches it cannot be served in half precision
 FP16_MAX = 65504.0
@@ -25,6 +25,19 @@ FP16_MAX = 65504.0
 def fp16_headroom(peak_abs: float) -> float:
     """How many times ``peak_abs`` fits under float16's largest finite value (inf for a state that stays 0)."""
     return math.inf if peak_abs == 0 else FP16_MAX / peak_abs
+
+
+def trend_summary(
+    slot: str, trend: str, calls: int, first_norm: float, last_norm: float, growth: float, peak_abs: float, *, saturation: str = ""
+) -> str:
+    """One slot over a run as a sentence; the multi-call and the streaming reports write it alike (``saturation``:
+    what the streaming checks add after the peak)."""
+    headroom = fp16_headroom(peak_abs)
+    head = "inf" if math.isinf(headroom) else f"{headroom:.3g}x"
+    return (
+        f"{slot}: {trend} over {calls} calls (norm {format_number(first_norm)} -> {format_number(last_norm)}, "
+        f"growth x{format_number(growth)}, |max| {format_number(peak_abs)}{saturation}, float16 headroom {head})"
+    )
 
 
 @dataclass
@@ -45,12 +58,7 @@ class SlotHealth:
         return fp16_headroom(self.peak_abs)
 
     def summary(self) -> str:
-        head = "inf" if math.isinf(self.fp16_headroom) else f"{self.fp16_headroom:.3g}x"
-        return (
-            f"{self.slot}: {self.trend} over {len(self.norm)} calls (norm {format_number(self.norm[0])} -> "
-            f"{format_number(self.norm[-1])}, growth x{format_number(self.growth)}, |max| {format_number(self.peak_abs)}, "
-            f"float16 headroom {head})"
-        )
+        return trend_summary(self.slot, self.trend, len(self.norm), self.norm[0], self.norm[-1], self.growth, self.peak_abs)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from rnnir.check.multicall.health import fp16_headroom
+from rnnir.check.multicall.health import fp16_headroom, trend_summary
 from rnnir.check.multicall.text import format_number, json_number
 
 __all__ = ["ColdStart", "Isolation", "Latency", "LongRun", "Recovery", "SlotTrend", "StreamingReport"]
@@ -130,12 +130,10 @@ class SlotTrend:
         return self.trend != "non-finite"
 
     def summary(self, judge_growth: bool = True) -> str:
-        head = "inf" if math.isinf(self.fp16_headroom) else f"{self.fp16_headroom:.3g}x"
         flag = "" if (self.ok if judge_growth else self.finite) else "FAIL: "
-        return (
-            f"{flag}{self.slot}: {self.trend} over {self.calls} calls (norm {format_number(self.first_norm)} -> {format_number(self.last_norm)}, "
-            f"growth x{format_number(self.growth)}, |max| {format_number(self.peak_abs)}, saturated {self.saturated:.1%} "
-            f"(peak {self.peak_saturated:.1%}), float16 headroom {head})"
+        saturation = f", saturated {self.saturated:.1%} (peak {self.peak_saturated:.1%})"
+        return flag + trend_summary(
+            self.slot, self.trend, self.calls, self.first_norm, self.last_norm, self.growth, self.peak_abs, saturation=saturation
         )
 
     def to_json(self) -> dict[str, Any]:
