@@ -7,46 +7,27 @@ lists the rule and its doc and fixture tests run there, failing on the Bad progr
 from __future__ import annotations
 
 import difflib
-import os
 import re
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _scaffold import copy_checkout, files, run_in  # tests/ is on sys.path (rootdir conftest)
 
 ROOT = Path(__file__).resolve().parents[1]
 COPIED = ("rnnir", "tools/add_rule.py", "tests/rules", "tests/test_rule_docs.py", "tests/test_rule_fixtures.py")
 
 
 def _copy(tmp_path: Path) -> Path:
-    copy = tmp_path / "checkout"
-    for rel in COPIED:
-        src, dst = ROOT / rel, copy / rel
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        if src.is_dir():
-            shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(src, dst)
-    return copy
-
-
-def _files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
-
-
-def _run(copy: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(copy), "PYTHONDONTWRITEBYTECODE": "1"}  # the copy's rnnir, not the checkout's
-    return subprocess.run([sys.executable, *args], cwd=copy, env=env, capture_output=True, text=True, timeout=300)
+    return copy_checkout(tmp_path, COPIED)
 
 
 @pytest.fixture(scope="module")
 def scaffolded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, bytes], dict[str, bytes], subprocess.CompletedProcess[str]]:
     copy = _copy(tmp_path_factory.mktemp("add_rule"))
-    before = _files(copy)
-    done = _run(copy, "tools/add_rule.py", "SD011", "state-forgotten", "store-destinations")
-    return copy, before, _files(copy), done
+    before = files(copy)
+    done = run_in(copy, "tools/add_rule.py", "SD011", "state-forgotten", "store-destinations")
+    return copy, before, files(copy), done
 
 
 def test_a_new_rule_is_its_file_its_fixture_folder_and_one_registration_line(scaffolded):
@@ -64,7 +45,7 @@ def test_a_new_rule_is_its_file_its_fixture_folder_and_one_registration_line(sca
 
 def test_the_copy_lists_the_new_rule_and_the_checkout_is_untouched(scaffolded):
     copy, _, _, _ = scaffolded
-    listed = _run(copy, "-m", "rnnir", "rules")
+    listed = run_in(copy, "-m", "rnnir", "rules")
     assert listed.returncode == 0, listed.stderr
     assert [line.split()[:3] for line in listed.stdout.splitlines() if line.startswith("SD011")] == [["SD011", "state-forgotten", "error"]]
     assert not (ROOT / "rnnir/passes/rules/sd011_state_forgotten.py").exists() and not (ROOT / "tests/rules/SD011").exists()
@@ -73,7 +54,7 @@ def test_the_copy_lists_the_new_rule_and_the_checkout_is_untouched(scaffolded):
 
 def test_the_new_rules_doc_and_fixture_tests_run_and_fail_until_the_rule_finds_the_bug(scaffolded):
     copy = scaffolded[0]
-    run = _run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--noconftest", "-rA", "-k", "SD011", "tests/test_rule_docs.py", "tests/test_rule_fixtures.py")
+    run = run_in(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--noconftest", "-rA", "-k", "SD011", "tests/test_rule_docs.py", "tests/test_rule_fixtures.py")
     outcomes = sorted(line.split(" - ")[0] for line in run.stdout.splitlines() if line.startswith(("PASSED ", "FAILED ")))
     assert outcomes == [
         "FAILED tests/test_rule_docs.py::test_the_bad_example_gets_the_rule[SD011]",
@@ -95,10 +76,10 @@ def test_the_new_rules_doc_and_fixture_tests_run_and_fail_until_the_rule_finds_t
 )
 def test_a_refused_scaffold_says_why_and_writes_nothing(tmp_path, args, says):
     copy = _copy(tmp_path)
-    before = _files(copy)
-    done = _run(copy, "tools/add_rule.py", *args)
+    before = files(copy)
+    done = run_in(copy, "tools/add_rule.py", *args)
     assert (done.returncode, done.stdout) == (2, "") and says in done.stderr
-    assert _files(copy) == before
+    assert files(copy) == before
 
 
 def test_the_where_things_go_table_names_files_that_exist():
