@@ -93,7 +93,7 @@ def plot_report(report: MulticallReport, path: str | os.PathLike[str] | None = N
         ax_norm.text(0.5, 0.5, "no state", transform=ax_norm.transAxes, ha="center", va="center")
 
     if path is not None:
-        from rnnir.writing import write_file  # atomic, and never over a device, FIFO or hard-linked file
+        from rnnir.util.writing import write_file  # atomic, and never over a device, FIFO or hard-linked file
 
         fmt = os.path.splitext(os.fspath(path))[1][1:].lower() or None
         try:

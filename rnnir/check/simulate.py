@@ -151,7 +151,7 @@ class Simulator:
         }
         if unknown:
             raise SimulationError(f"faults name slots {sorted(unknown)} that program {program.name!r} does not have")
-        from rnnir import reference
+        from rnnir.semantics import reference
 
         for rec in program.recurrents:
             if not reference.supports(rec.kind):
@@ -354,7 +354,7 @@ class Simulator:
         outs: list[Any]
         try:
             if isinstance(node, Recurrent):
-                from rnnir import reference
+                from rnnir.semantics import reference
 
                 outs = reference.run_node(node.kind, ins, node.attributes())
             else:
