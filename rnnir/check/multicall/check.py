@@ -33,7 +33,7 @@ import numpy as np
 from rnnir.check.multicall.compare import compare_calls, compare_whole
 from rnnir.check.multicall.health import slot_health
 from rnnir.check.multicall.report import VARIANTS, MulticallReport, VariantResult
-from rnnir.check.multicall.stream import DEFAULT_MAX_ELEMENTS, InputHints, ProgressCallback, StreamError, prepare_stream, time_axes, usable_chunks
+from rnnir.check.multicall.stream import DEFAULT_MAX_ELEMENTS, InputHints, ProgressCallback, StreamError, prepare_stream, time_axes
 from rnnir.check.multicall.variants import VariantRunner
 from rnnir.check.multicall.verdict import judge
 from rnnir.runtime import StatefulSession
@@ -107,12 +107,9 @@ def check_multicall(
                 "converts it between calls, as a caller would have to (SD005); the rounding shows against the whole call"
             )
 
-    if mode == "calls":
-        if sizes != [1]:
-            notes.append(f"no input has a time axis: every call takes one frame, so chunk sizes {sizes} do not apply (chunk = 1 frame)")
-        sizes = [1]
-    else:
-        sizes = usable_chunks(session, axes, sizes, stream_len, notes)
+    if mode == "calls" and sizes != [1]:
+        notes.append(f"no input has a time axis: every call takes one frame, so chunk sizes {sizes} do not apply (chunk = 1 frame)")
+    sizes = prepared.usable_chunks(sizes, notes)
 
     runner = VariantRunner(session, prepared, progress)
     whole_out = runner.whole(whole, notes)

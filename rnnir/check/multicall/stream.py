@@ -34,7 +34,6 @@ __all__ = [
     "StreamError",
     "prepare_stream",
     "time_axes",
-    "usable_chunks",
 ]
 
 # a dim named for time steps; also a compound ending in one (feats_length: FSMN's frames of features)
@@ -114,6 +113,35 @@ class Stream:
             (ax := self.axes[n]) is not None and spec.shape is not None and isinstance(spec.shape[ax], int)
             for n, spec in self.inputs.items()
         )
+
+    def usable_chunks(self, sizes: list[int], notes: list[str]) -> list[int]:
+        """The chunk sizes this stream can be cut into: 1 in calls mode (one frame per call); the model's own when
+        its time axis is static; else those no longer than the stream (``notes`` says which were dropped and why)."""
+        if self.mode == "calls":
+            return [1]
+        static: set[int] = set()
+        for n, spec in self.inputs.items():
+            ax = self.axes[n]
+            dim = None if ax is None or spec.shape is None else spec.shape[ax]
+            if isinstance(dim, int) and dim > 0:
+                static.add(dim)
+        stream_len = self.length
+        if static:
+            fixed = static.pop()
+            if sizes != [fixed]:
+                notes.append(f"the model's time axis is static ({fixed} steps per call): chunk size {fixed} used instead of {sizes}")
+            if stream_len < fixed:
+                raise StreamError(f"the stream has {stream_len} steps, fewer than the {fixed} every call of this model takes")
+            if stream_len % fixed:
+                notes.append(f"the last {stream_len % fixed} steps of the stream do not fill a call of {fixed} steps: not run")
+            return [fixed]
+        usable = [c for c in sizes if c <= stream_len]
+        for c in sizes:
+            if c > stream_len:
+                notes.append(f"chunk size {c} is longer than the stream ({stream_len} steps): skipped")
+        if not usable:
+            raise StreamError(f"every chunk size {sizes} is longer than the stream ({stream_len} steps)")
+        return usable
 
     def chunks(self, c: int) -> list[dict[str, np.ndarray]]:
         """The feeds of each call, ``c`` time steps each (calls mode: one frame each); with a static time axis,
@@ -309,30 +337,3 @@ def _generate(
         return (0.5 * rng.standard_normal(dims)).astype(dtype)
     notes.append(f"generated input {name!r} ({dtype}) as zeros; pass it in stream= if zero is not a meaningful value")
     return np.zeros(dims, dtype=dtype)
-
-
-def usable_chunks(session: StatefulSession, axes: dict[str, int | None], sizes: list[int], stream_len: int, notes: list[str]) -> list[int]:
-    """The chunk sizes a stream of ``stream_len`` steps can be cut into: the model's own when its time axis is
-    static, else those no longer than the stream (``notes`` says which were dropped and why)."""
-    static: set[int] = set()
-    for n, spec in session.inputs.items():
-        ax = axes[n]
-        dim = None if ax is None or spec.shape is None else spec.shape[ax]
-        if isinstance(dim, int) and dim > 0:
-            static.add(dim)
-    if static:
-        fixed = static.pop()
-        if sizes != [fixed]:
-            notes.append(f"the model's time axis is static ({fixed} steps per call): chunk size {fixed} used instead of {sizes}")
-        if stream_len < fixed:
-            raise StreamError(f"the stream has {stream_len} steps, fewer than the {fixed} every call of this model takes")
-        if stream_len % fixed:
-            notes.append(f"the last {stream_len % fixed} steps of the stream do not fill a call of {fixed} steps: not run")
-        return [fixed]
-    usable = [c for c in sizes if c <= stream_len]
-    for c in sizes:
-        if c > stream_len:
-            notes.append(f"chunk size {c} is longer than the stream ({stream_len} steps): skipped")
-    if not usable:
-        raise StreamError(f"every chunk size {sizes} is longer than the stream ({stream_len} steps)")
-    return usable

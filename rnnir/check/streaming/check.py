@@ -17,7 +17,6 @@ from rnnir.check.multicall.stream import (
     StreamError,
     prepare_stream,
     time_axes,
-    usable_chunks,
 )
 from rnnir.check.streaming.isolation import isolation, session_options
 from rnnir.check.streaming.longrun import long_run, slot_trends
@@ -52,11 +51,7 @@ def make_chunks(
         session, stream, axes, chunk_sizes=sizes, calls=calls, length=None, seed=seed, batch=1, max_elements=DEFAULT_MAX_ELEMENTS,
         notes=notes, hints=InputHints(dict(input_shapes or {}), dict(input_values or {})),
     )
-    if prepared.mode == "calls":
-        sizes = [1]
-    else:
-        sizes = usable_chunks(session, axes, sizes, prepared.length, notes)
-    chunks = prepared.chunks(sizes[0])
+    chunks = prepared.chunks(prepared.usable_chunks(sizes, notes)[0])
     candidates = {n for n in prepared.feeds if n not in prepared.const and n not in prepared.lengths}
     return chunks, _changing(chunks, candidates)
 
