@@ -173,10 +173,10 @@ def test_torch_batch_first_lstm_is_chunked_along_axis_1():
 
 @pytest.mark.realmodel
 def test_packed_state_swap_uses_the_slices_h_at_0_and_c_at_1():
-    from rnnir.testing import _hc_swaps
+    from rnnir.check.multicall.variants import hc_swaps
 
     s = StatefulSession(str(rm.torch_models_dir() / "lstm_packed_state.ts.onnx"))
-    swaps = _hc_swaps(s)
+    swaps = hc_swaps(s)
     assert [(sw.a, sw.b) for sw in swaps] == [(("state", 0), ("state", 1))]
 
 

@@ -10,7 +10,9 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from rnnir.testing import Divergence, _apply_swaps, _max_diff, _Swap, check_multicall
+from rnnir.check.multicall.compare import max_abs_diff
+from rnnir.check.multicall.variants import HcSwap, apply_swaps
+from rnnir.testing import Divergence, check_multicall
 
 F = TensorProto.FLOAT
 
@@ -113,27 +115,27 @@ def test_a_time_named_last_axis_of_a_multi_axis_input_is_not_time():
 
 def test_a_packed_swap_exchanges_both_slices_and_leaves_the_input_alone():
     state = {"state": np.array([[[1.0, 2.0]], [[3.0, 4.0]]], np.float32)}
-    out = _apply_swaps(state, [_Swap(("state", 0), ("state", 1))])
+    out = apply_swaps(state, [HcSwap(("state", 0), ("state", 1))])
     np.testing.assert_array_equal(out["state"], [[[3.0, 4.0]], [[1.0, 2.0]]])
     np.testing.assert_array_equal(state["state"], [[[1.0, 2.0]], [[3.0, 4.0]]])
 
 
 def test_a_swap_of_two_slots_exchanges_both_whole_slots():
     state = {"h": np.full((1, 1, 2), 1.0, np.float32), "c": np.full((1, 1, 2), 2.0, np.float32), "other": np.zeros(3, np.float32)}
-    out = _apply_swaps(state, [_Swap(("h", None), ("c", None))])
+    out = apply_swaps(state, [HcSwap(("h", None), ("c", None))])
     assert out["h"].tolist() == [[[2.0, 2.0]]] and out["c"].tolist() == [[[1.0, 1.0]]] and out["other"].tolist() == [0.0, 0.0, 0.0]
     assert state["h"].tolist() == [[[1.0, 1.0]]]
 
 
 def test_a_swap_between_a_slot_and_a_packed_slice_goes_both_ways():
     state = {"h": np.full(2, 5.0, np.float32), "pack": np.array([[0.0, 0.0], [7.0, 8.0]], np.float32)}
-    out = _apply_swaps(state, [_Swap(("h", None), ("pack", 1))])
+    out = apply_swaps(state, [HcSwap(("h", None), ("pack", 1))])
     assert out["h"].tolist() == [7.0, 8.0] and out["pack"].tolist() == [[0.0, 0.0], [5.0, 5.0]]
 
 
 def test_places_of_different_shapes_are_not_swapped():
     state = {"h": np.ones((1, 2), np.float32), "c": np.zeros((1, 3), np.float32)}
-    out = _apply_swaps(state, [_Swap(("h", None), ("c", None))])
+    out = apply_swaps(state, [HcSwap(("h", None), ("c", None))])
     assert out["h"].tolist() == [[1.0, 1.0]] and out["c"].tolist() == [[0.0, 0.0, 0.0]]
 
 
@@ -157,7 +159,7 @@ def test_max_diff():
     # one test over every case (not parametrized): the mutation tool runs one parametrization per test function
     for a, b, expected in MAX_DIFF_CASES:
         with np.errstate(invalid="ignore"):  # inf - inf
-            assert _max_diff(np.array(a), np.array(b)) == expected, (a, b)
+            assert max_abs_diff(np.array(a), np.array(b)) == expected, (a, b)
 
 
 def test_h_and_c_swapped_between_calls_diverges_from_call_1_on():

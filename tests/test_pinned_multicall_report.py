@@ -10,7 +10,9 @@ import math
 import numpy as np
 import pytest
 
-from rnnir.testing import Divergence, MulticallReport, SlotHealth, VariantResult, _fmt, _health, _num, _trend, report_to_text
+from rnnir.check.multicall.health import SlotHealth, norm_trend, slot_health
+from rnnir.check.multicall.report import Divergence, MulticallReport, VariantResult, report_to_text
+from rnnir.check.multicall.text import format_number, json_number
 
 # -- the trend of a norm series ------------------------------------------------------------------
 # growth = mean of the last quarter / mean of the first quarter (a quarter is at least one call);
@@ -39,7 +41,7 @@ TREND_CASES = (
 def test_trend_of_a_norm_series():
     # every case in one test: the mutation tool runs one parametrization per test function, and each case is a boundary
     for norms, trend, growth in TREND_CASES:
-        assert _trend(norms) == (trend, growth), norms
+        assert norm_trend(norms) == (trend, growth), norms
 
 
 def test_health_of_each_slot_call_by_call():
@@ -47,7 +49,7 @@ def test_health_of_each_slot_call_by_call():
         {"h": np.array([[1.0, -3.0]], np.float32), "empty": np.zeros((0, 2), np.float32)},
         {"h": np.array([[0.0, 4.0]], np.float32), "empty": np.zeros((0, 2), np.float32)},
     ]
-    health = _health(states)
+    health = slot_health(states)
     h = health["h"]
     assert (h.slot, h.min, h.max) == ("h", [-3.0, 0.0], [1.0, 4.0])
     assert h.norm == pytest.approx([math.sqrt(10.0), 4.0])
@@ -55,11 +57,11 @@ def test_health_of_each_slot_call_by_call():
     assert h.trend == "bounded" and h.growth == pytest.approx(4.0 / math.sqrt(10.0))
     e = health["empty"]
     assert (e.min, e.max, e.norm, e.peak_abs, e.trend) == ([0.0, 0.0], [0.0, 0.0], [0.0, 0.0], 0.0, "constant")
-    assert _health([]) == {}
+    assert slot_health([]) == {}
 
 
 def test_a_negative_peak_counts_by_its_magnitude():
-    health = _health([{"h": np.array([-8.0, 1.0])}, {"h": np.array([-2.0, 1.0])}])["h"]
+    health = slot_health([{"h": np.array([-8.0, 1.0])}, {"h": np.array([-2.0, 1.0])}])["h"]
     assert health.peak_abs == 8.0 and health.fp16_headroom == 65504.0 / 8.0
 
 
@@ -79,13 +81,13 @@ def test_float16_headroom_and_the_health_summary():
 def test_numbers_in_text_and_json():
     cases = [(0.123456, "0.123", 0.123456), (1234567.0, "1.23e+06", 1234567.0), (math.inf, "inf", "inf"), (-math.inf, "-inf", "-inf"), (math.nan, "nan", "nan")]
     for value, text, json_value in cases:
-        assert _fmt(value) == text
-        got = _num(value)
+        assert format_number(value) == text
+        got = json_number(value)
         assert got == json_value and type(got) is type(json_value)
 
 
 def test_an_int_is_written_as_is():
-    assert _num(3) == 3 and _fmt(3) == "3"
+    assert json_number(3) == 3 and format_number(3) == "3"
 
 
 # -- a report built by hand --------------------------------------------------------------------

@@ -125,8 +125,57 @@ def test_a_relative_model_path_is_found_beside_the_test_file(pytester, suite):
 
 
 def test_the_plugin_is_registered_as_a_pytest11_entry_point():
+    # the entry point loads a stand-in that names rnnir.pytest_plugin: loading the plugin itself would register it
+    # as "rnnir", and a conftest naming rnnir.pytest_plugin would then fail with pluggy's "already registered"
     project = tomllib.loads((REPO / "pyproject.toml").read_text())
-    assert project["project"]["entry-points"]["pytest11"] == {"rnnir": "rnnir.pytest_plugin"}
+    assert project["project"]["entry-points"]["pytest11"] == {"rnnir": "rnnir.check.pytest_entry"}
+    import rnnir.check.pytest_entry as entry
+
+    assert entry.pytest_plugins == ["rnnir.pytest_plugin"]
+    assert not [name for name in vars(entry) if name.startswith("pytest_") and name != "pytest_plugins"]  # no hook of its own
+    assert not hasattr(entry, "stateful")
+
+
+# every plugin object that provides the fixture, by the name it is registered under: exactly one, the public name
+REGISTERED_ONCE = """
+def test_registered_once(request, stateful):
+    registered = [name for name, p in request.config.pluginmanager.list_name_plugin() if hasattr(p, "stateful")]
+    assert registered == ["rnnir.pytest_plugin"], registered
+"""
+
+
+@pytest.mark.parametrize(
+    "conftest, flags",
+    [
+        pytest.param(True, ["-p", "rnnir.check.pytest_entry"], id="entry-point-and-conftest"),
+        pytest.param(False, ["-p", "rnnir.check.pytest_entry"], id="entry-point-alone"),
+        pytest.param(True, [], id="conftest-alone"),
+        pytest.param(True, ["-p", "rnnir.pytest_plugin"], id="conftest-and-dash-p"),
+        pytest.param(False, ["-p", "rnnir.check.pytest_entry", "-p", "rnnir.pytest_plugin"], id="entry-point-and-dash-p"),
+    ],
+)
+def test_the_plugin_is_registered_once_however_a_suite_asks_for_it(pytester, monkeypatch, conftest, flags):
+    # autoload off: the entry point's module, loaded by -p, stands in for the installed entry point (which an
+    # uninstalled source tree does not have); the next test runs the installed one
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
+    if conftest:
+        pytester.makeconftest('pytest_plugins = ["rnnir.pytest_plugin"]')
+    pytester.makepyfile(test_once=REGISTERED_ONCE)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", *flags)
+    result.assert_outcomes(passed=1)
+
+
+def test_the_installed_entry_point_and_a_conftest_register_the_plugin_once(pytester):
+    from importlib.metadata import entry_points
+
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]["rnnir"]
+    installed = [ep.value for ep in entry_points(group="pytest11") if ep.name == "rnnir"]
+    if installed != [declared]:
+        pytest.skip(f"rnnir's installed pytest11 entry point is {installed}, not {declared!r}: not installed, or installed before it changed")
+    pytester.makeconftest('pytest_plugins = ["rnnir.pytest_plugin"]')
+    pytester.makepyfile(test_once=REGISTERED_ONCE)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    result.assert_outcomes(passed=1)
 
 
 def test_streaming_assertions_pass_a_forgetting_model_and_fail_an_integrator_with_the_report(pytester, suite):

@@ -270,3 +270,14 @@ def test_a_pool_that_leaks_rows_fails_the_isolation_check(monkeypatch):
     report = check_streaming(StatefulSession(sm.lstm_b()), chunks, streams=4)
     assert not report.isolation.ok and not report.ok
     assert "rows leak into each other" in streaming_to_text(report)
+
+
+def test_a_slot_trend_reads_as_the_multicall_health_line_plus_its_saturation():
+    from rnnir.streaming import SlotTrend
+
+    # |max| 2: float16's 65504 / 2 = 32752 times headroom; a quarter of the elements saturated at the end, half at the peak
+    growing = SlotTrend("h", 10, "growing", 3.2, 0.1, 0.5, 2.0, 0.25, 0.5)
+    tail = "h: growing over 10 calls (norm 0.1 -> 0.5, growth x3.2, |max| 2, saturated 25.0% (peak 50.0%), float16 headroom 3.28e+04x)"
+    assert growing.summary() == "FAIL: " + tail  # growth fails a long run
+    assert growing.summary(judge_growth=False) == tail  # ... not a burst, which is too short to tell a rise from a trend
+    assert SlotTrend("c", 3, "constant", 1.0, 0.0, 0.0, 0.0, 0.0, 0.0).summary().endswith("saturated 0.0% (peak 0.0%), float16 headroom inf)")
