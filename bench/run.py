@@ -268,7 +268,7 @@ def _count(path: pathlib.Path) -> tuple[int | None, int | None]:
 
 def silero_dir(notes: list[str]) -> pathlib.Path | None:
     try:
-        from tests.realmodels import silero_vad_dir
+        from tests.support.realmodels import silero_vad_dir
 
         return silero_vad_dir()
     except Exception as exc:  # noqa: BLE001 - RealModelUnavailable, or no network: skip with a note
@@ -290,7 +290,7 @@ def wild_models(notes: list[str]) -> list[tuple[str, str, pathlib.Path]]:
     """(name, group, path) of the real models from the wild (tests/realmodels.py: GTCRN, FSMN-VAD), when cached or fetchable."""
     out: list[tuple[str, str, pathlib.Path]] = []
     try:
-        from tests.realmodels import fsmn_vad_path, gtcrn_path
+        from tests.support.realmodels import fsmn_vad_path, gtcrn_path
     except Exception as exc:  # noqa: BLE001 - the bench runs without the tests too
         notes.append(f"GTCRN and FSMN-VAD rows are skipped: {exc}")
         return out
@@ -1196,7 +1196,7 @@ def _run_at(rev: str, argv: list[str]) -> int:
             rest.append(a)
     with tempfile.TemporaryDirectory(prefix=f"rnnir-{sha}-") as tmp:
         # revisions before the move to rnnir/passes kept the passes at the top level; tests/__init__.py may not exist
-        paths = [p for p in ("rnnir", "passes", "tests/realmodels.py", "tests/__init__.py")
+        paths = [p for p in ("rnnir", "passes", "tests/realmodels.py", "tests/__init__.py", "tests/support")
                  if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{sha}:{p}"], capture_output=True, timeout=10).returncode == 0]
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha, *paths], capture_output=True, timeout=60)
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True, timeout=60)
