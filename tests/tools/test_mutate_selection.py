@@ -73,17 +73,47 @@ def test_the_modules_own_test_files_go_first_within_the_budget():
     # 100 broad tests of 0.1 s would fill a 5 s budget by themselves; the module's own tests (0.3 s each) are
     # slower but written for it: they are taken first, then the broad ones while budget is left
     durations = {f"tests/test_broad.py::test_{i:03d}": 0.1 for i in range(100)}
-    durations.update({"tests/test_pinned_sd_state_types.py::test_cast": 0.3, "tests/test_pinned_sd_state_types.py::test_shape": 0.3})
-    chosen = mutate.select_tests(set(durations), durations, 5.0, "state_types")
-    assert chosen[:2] == ["tests/test_pinned_sd_state_types.py::test_cast", "tests/test_pinned_sd_state_types.py::test_shape"]
+    own = "tests/passes/store_destinations/test_state_types.py"
+    durations.update({f"{own}::test_cast": 0.3, f"{own}::test_shape": 0.3})
+    chosen = mutate.select_tests(set(durations), durations, 5.0, mutate.Focus("tests/passes/store_destinations/", "state_types"))
+    assert chosen[:2] == [f"{own}::test_cast", f"{own}::test_shape"]
     # 0.6 s spent on them, then broad tests while spent < 5: 0.6 + 44 * 0.1 = 5.0 (the 45th is taken at 4.9 < 5)
     assert len(chosen) == 2 + 45
     # without the focus only the file's fastest test gets in, as any file's representative; its second never does
     unfocused = mutate.select_tests(set(durations), durations, 5.0)
-    assert "tests/test_pinned_sd_state_types.py::test_cast" in unfocused and "tests/test_pinned_sd_state_types.py::test_shape" not in unfocused
+    assert f"{own}::test_cast" in unfocused and f"{own}::test_shape" not in unfocused
 
 
-def test_a_modules_focus_is_its_stem_or_its_packages_name():
-    assert mutate.focus_of("rnnir/passes/store_destinations/state_types.py") == "state_types"
-    assert mutate.focus_of("rnnir/slices.py") == "slices"
-    assert mutate.focus_of("rnnir/passes/store_destinations/__init__.py") == "store_destinations"
+def test_the_subject_folder_comes_before_the_rest_and_the_modules_own_files_before_the_folder():
+    # one test per file, each 1 s, budget 2.5 s: the fastest of each file is always in (each costs <= budget), so the
+    # order says what the focus did: own file, then the folder's other file, then the broad one (all 1 s: by id)
+    durations = {"tests/a/test_broad.py::test_x": 1.0, "tests/passes/test_ordering.py::test_x": 1.0, "tests/passes/test_coverage_hc.py::test_x": 1.0}
+    chosen = mutate.select_tests(set(durations), durations, 2.5, mutate.Focus("tests/passes/", "coverage"))
+    assert chosen == ["tests/passes/test_coverage_hc.py::test_x", "tests/passes/test_ordering.py::test_x", "tests/a/test_broad.py::test_x"]
+    # a folder that is the module's own (empty stem): all of it first, in cost then id order
+    chosen = mutate.select_tests(set(durations), durations, 2.5, mutate.Focus("tests/passes/", ""))
+    assert chosen == ["tests/passes/test_coverage_hc.py::test_x", "tests/passes/test_ordering.py::test_x", "tests/a/test_broad.py::test_x"]
+    # no folder: the stem alone decides, wherever the file is
+    chosen = mutate.select_tests(set(durations), durations, 2.5, mutate.Focus("", "broad"))
+    assert chosen[0] == "tests/a/test_broad.py::test_x"
+
+
+def test_a_modules_focus_is_its_subject_folder_under_tests(tmp_path):
+    for folder in ("tests/lower/cells", "tests/passes/store_destinations", "tests/analysis"):
+        (tmp_path / folder).mkdir(parents=True)
+    assert mutate.focus_of("rnnir/lower/cells.py", tmp_path) == mutate.Focus("tests/lower/cells/", "")
+    assert mutate.focus_of("rnnir/lower/cells/gru.py", tmp_path) == mutate.Focus("tests/lower/cells/", "gru")
+    assert mutate.focus_of("rnnir/lower/scope.py", tmp_path) == mutate.Focus("tests/lower/", "scope")
+    assert mutate.focus_of("rnnir/passes/store_destinations/state_types.py", tmp_path) == mutate.Focus("tests/passes/store_destinations/", "state_types")
+    assert mutate.focus_of("rnnir/passes/store_destinations/__init__.py", tmp_path) == mutate.Focus("tests/passes/store_destinations/", "")
+    assert mutate.focus_of("rnnir/analysis/slices.py", tmp_path) == mutate.Focus("tests/analysis/", "slices")
+    # a module tests/ has no folder for: its stem, anywhere
+    assert mutate.focus_of("rnnir/slices.py", tmp_path) == mutate.Focus("", "slices")
+    assert mutate.focus_of("rnnir/__init__.py", tmp_path) == mutate.Focus("", "rnnir")
+
+
+def test_the_real_test_tree_has_the_subject_folders_the_default_targets_need():
+    # the cells recogniser's own folder: its cases run first for every mutant of it (they replaced two files that
+    # re-ran them all in one test for the time budget)
+    assert mutate.focus_of("rnnir/lower/cells.py").folder == "tests/lower/cells/"
+    assert any((mutate.ROOT / "tests" / "lower" / "cells").glob("test_*.py"))
