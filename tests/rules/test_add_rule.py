@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-COPIED = ("rnnir", "tools/add_rule.py", "tests/rules", "tests/test_rule_docs.py", "tests/test_rule_fixtures.py")
+COPIED = ("rnnir", "tools/add_rule.py", "tests/__init__.py", "tests/rules")
 
 
 def _copy(tmp_path: Path) -> Path:
@@ -73,13 +73,16 @@ def test_the_copy_lists_the_new_rule_and_the_checkout_is_untouched(scaffolded):
 
 def test_the_new_rules_doc_and_fixture_tests_run_and_fail_until_the_rule_finds_the_bug(scaffolded):
     copy = scaffolded[0]
-    run = _run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--noconftest", "-rA", "-k", "SD011", "tests/test_rule_docs.py", "tests/test_rule_fixtures.py")
+    run = _run(copy, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--noconftest", "-rA", "-k", "SD011", "tests/rules/test_docs.py", "tests/rules/test_fixtures.py")
     outcomes = sorted(line.split(" - ")[0] for line in run.stdout.splitlines() if line.startswith(("PASSED ", "FAILED ")))
     assert outcomes == [
-        "FAILED tests/test_rule_docs.py::test_the_bad_example_gets_the_rule[SD011]",
-        "FAILED tests/test_rule_fixtures.py::test_the_fixture_gets_what_its_name_says[SD011/bad.rnnir]",
-        "PASSED tests/test_rule_docs.py::test_the_fixed_example_is_clean[SD011]",
-        "PASSED tests/test_rule_fixtures.py::test_the_fixture_gets_what_its_name_says[SD011/near_miss.rnnir]",
+        "FAILED tests/rules/test_docs.py::test_the_bad_example_gets_the_rule[SD011]",
+        "FAILED tests/rules/test_fixtures.py::test_the_fixture_gets_what_its_name_says[SD011/bad.rnnir]",
+        "FAILED tests/rules/test_fixtures.py::test_the_snapshot_is_current[SD011/bad.rnnir]",
+        "FAILED tests/rules/test_fixtures.py::test_the_snapshot_is_current[SD011/near_miss.rnnir]",
+        "PASSED tests/rules/test_docs.py::test_the_fixed_example_is_clean[SD011]",
+        "PASSED tests/rules/test_fixtures.py::test_every_rule_has_a_bad_and_a_near_miss_or_says_why_not[SD011]",
+        "PASSED tests/rules/test_fixtures.py::test_the_fixture_gets_what_its_name_says[SD011/near_miss.rnnir]",
     ], run.stdout + run.stderr
 
 
@@ -106,7 +109,7 @@ def test_the_where_things_go_table_names_files_that_exist():
     table = design[design.index("## Where things go") :]
     table = table[: table.index("\n## ", 1)]
     named = set(re.findall(r"`((?:rnnir|tests|tools|samples)/[\w./*-]+)`", table))  # <code>_<slug> templates do not match
-    assert {"rnnir/passes/rules/__init__.py", "tests/test_rule_fixtures.py"} <= named
+    assert {"rnnir/passes/rules/__init__.py", "tests/rules/test_fixtures.py"} <= named
     assert "`python tools/add_rule.py CODE slug family`" in table and (ROOT / "tools" / "add_rule.py").is_file()
     missing = sorted(p for p in named if not any(ROOT.glob(p.rstrip("/"))))
     assert missing == []
