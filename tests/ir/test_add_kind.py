@@ -19,7 +19,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENTRY = '        RecurrenceKind("StreamLSTM", "StreamLSTM", "com.example", "LSTM", _LSTM_IN, ("Y", "Y_h", "Y_c"), (_H, _C), summary="a vendor LSTM"),\n'
 
 
