@@ -15,7 +15,8 @@ traced alone and merged in; a change to rnnir/, rnnir/passes/ or the tests' help
 Then pytest collects once, and for each mutant a forked child swaps the mutated function's code object
 in and runs the mutant's tests with ``-x`` semantics and a timeout, two children at a time (mutants in
 module-level code get a forked pytest run of their own that imports the mutated module). The tests a
-mutant runs: one of each test function that executes its line, fastest first, within ``--test-budget``
+mutant runs: one of each test function that executes its line, those of the module's subject folder first
+(tests/ mirrors the package: tests/lower/cells/ for rnnir/lower/cells.py), then fastest first, within ``--test-budget``
 seconds (measured under the tracer), at least the fastest of each test file (unless it alone costs more than the budget), then more
 parametrizations while budget is left; ``--test-budget 0`` runs every covering test. A mutant no test
 executes survives.
