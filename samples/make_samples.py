@@ -827,7 +827,7 @@ Small ONNX models and IR programs, correct and deliberately broken, each with
 the findings it must produce. **Generated**: edit `make_samples.py` and rerun
 `python samples/make_samples.py` (it rewrites every `.onnx`, every `.rnnir`, every
 `.expected.json` and this README, byte for byte the same on every run;
-`tests/test_samples.py` fails when a committed file is stale).
+`tests/samples/test_samples.py` fails when a committed file is stale).
 
 Every model uses opset 17 / IR version 8, passes
 `onnx.checker.check_model(full_check=True)` and runs in onnxruntime. Shapes
