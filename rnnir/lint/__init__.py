@@ -7,7 +7,7 @@
 * :mod:`rnnir.lint.executor` — :func:`run_jobs`, the one worker loop, on any ``concurrent.futures.Executor``;
 * results are :class:`rnnir.render.FileResult` / :class:`rnnir.render.LintResult`.
 
-Nothing here imports the command line (``tests/test_lint_library.py`` checks it).
+Nothing here imports the command line (``tests/lint/test_library.py`` checks it).
 """
 
 from __future__ import annotations

@@ -514,7 +514,7 @@ def test_explain_prints_the_rule_docstring_exactly(capsys):
     doc = explain("SD005")
     head, _, body = out.partition("\n\n")
     assert head.startswith("SD005 ") and body == (doc if doc.endswith("\n") else doc + "\n")
-    assert cli.main(["explain", "SD002"]) == 0  # a rule with one: the docstring, then the fix (tests/test_cli_fix.py)
+    assert cli.main(["explain", "SD002"]) == 0  # a rule with one: the docstring, then the fix (tests/cli/test_fix.py)
     out = capsys.readouterr().out
     doc = explain("SD002")
     assert out.partition("\n\n")[2].startswith(doc if doc.endswith("\n") else doc + "\n")

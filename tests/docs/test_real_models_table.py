@@ -1,9 +1,9 @@
 """docs/real-models.md's table is what rnnir says today: each row recomputed from the real models.
 
 The numbers are rnnir's (pairs found without any declaration, slices verified, findings); what they must be is
-pinned by the per-model tests (tests/test_verdicts_realmodels.py, tests/test_caches_realmodels.py), which
+pinned by the per-model tests (tests/realmodels/test_verdicts.py, tests/realmodels/test_caches.py), which
 check them against each package's own wrapper.  This test only keeps the table from drifting: a change that
-moves a number fails here until the table is regenerated (``python tests/test_real_models_table.py``).
+moves a number fails here until the table is regenerated (``python tests/docs/test_real_models_table.py``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ pytestmark = pytest.mark.realmodel
 
 DOC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "real-models.md"
 README = DOC.parent.parent / "README.md"
-BEGIN, END = "<!-- table: begin (tests/test_real_models_table.py) -->", "<!-- table: end -->"
+BEGIN, END = "<!-- table: begin (tests/docs/test_real_models_table.py) -->", "<!-- table: end -->"
 
 
 def _models() -> list[tuple[str, str, object]]:

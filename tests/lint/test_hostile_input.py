@@ -669,7 +669,7 @@ def test_non_empty_select_near_miss(capsys):
 # -- 10. --jobs, -o, configuration, Triton -------------------------------------------------------
 
 
-@pytest.mark.parametrize("jobs", ["-1", "-4"])  # 0 is one worker per CPU (tests/test_cli_newcomer.py)
+@pytest.mark.parametrize("jobs", ["-1", "-4"])  # 0 is one worker per CPU (tests/cli/test_newcomer.py)
 def test_jobs_below_zero_is_a_usage_error(capsys, jobs):
     code, out, err = run_main(capsys, "lint", str(SAMPLE), "--no-config", "--jobs", jobs)
     assert code == 2 and "--jobs" in err

@@ -1,7 +1,7 @@
 """Suppressions stored in the model (metadata ``rnnir.noqa``, the model's ``# noqa``) and RN100 for unused ones.
 
 The model: an LSTM that hands ``h0`` straight back as ``hn`` (SD001 on slot ``h0``, located at the store of
-value ``hn``), built in tests/test_cli.py.  Every case runs the real command.
+value ``hn``), built in tests/cli/test_cli.py.  Every case runs the real command.
 """
 
 from __future__ import annotations

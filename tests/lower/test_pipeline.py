@@ -1,5 +1,5 @@
 """Lines every lowering runs: lower()'s own (rnnir/lower/build.py) and store placement's (rnnir/lower/stores.py). Kept apart from
-tests/test_pinned_lowering_stages.py on purpose: tools/mutate.py gives a line that thousands of tests execute
+tests/lower/test_stages.py on purpose: tools/mutate.py gives a line that thousands of tests execute
 only the fastest covering test of each file, so a case pinning such a line must be the fastest of its file (and
 the file's first test pays for the lazy imports: each test here checks the whole rule on its own)."""
 

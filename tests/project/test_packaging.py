@@ -73,7 +73,7 @@ def test_the_wheel_declares_the_console_script_and_the_pytest_plugin(wheel):
     sections = re.split(r"^\[(.+)\]$", wheel.entry_points, flags=re.M)
     entries = {name: {line.replace(" ", "") for line in body.splitlines() if line.strip()} for name, body in zip(sections[1::2], sections[2::2])}
     assert "rnnir=rnnir.cli:main" in entries["console_scripts"]
-    assert "rnnir=rnnir.check.pytest_entry" in entries["pytest11"]  # which names rnnir.pytest_plugin (tests/test_plugin.py)
+    assert "rnnir=rnnir.check.pytest_entry" in entries["pytest11"]  # which names rnnir.pytest_plugin (tests/check/test_pytest_plugin.py)
 
 
 def readme_test_command() -> str:

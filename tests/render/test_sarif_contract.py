@@ -6,7 +6,7 @@ comparison: the tool version, the working directory's URI, the temporary folder 
 texts are checked against ``rnnir explain`` (their source) and replaced by a marker, so editing a rule's prose does
 not rewrite the snapshot while every structural field and every finding's message does.
 
-Regenerate after an intended change: ``RNNIR_UPDATE_SNAPSHOTS=1 python -m pytest tests/test_contract_sarif.py``
+Regenerate after an intended change: ``RNNIR_UPDATE_SNAPSHOTS=1 python -m pytest tests/render/test_sarif_contract.py``
 and review the diff of tests/data/snapshots/lint.sarif.json.
 """
 

@@ -4,7 +4,7 @@ Every function takes an ``onnx.ModelProto`` and returns a mutated COPY (the
 argument is never changed). They work at the ONNX level on any model -- the
 exports in ``tests/data/torch``, ``tests/data/torch_cells``, ``tests/data/ort``
 and silero-vad's wheel files -- and keep it valid: ``onnx.checker`` (full
-check) accepts the result and onnxruntime runs it (``tests/test_cell_data.py``
+check) accepts the result and onnxruntime runs it (``tests/lower/cells/test_cell_data.py``
 checks both, and that each mutant changes what the second call returns).
 
 * :func:`swap_outputs` -- h/c swapped on the way out (graph outputs exchange producers).

@@ -27,7 +27,7 @@ Two sources, both usable without any model hub:
   ``silero_vad_v6.onnx`` (one ONNX LSTM over N frames, h/c -> hn/cn).
 
 Ground truth for the silero files (read from the graphs with onnx; tested in
-``tests/test_realmodels_smoke.py``)
+``tests/realmodels/test_smoke.py``)
 -----------------------------------------------------------------------------
 
 ================================  =======================  =====================  ==========================================

@@ -2,7 +2,7 @@
 
 Each program is built with rnnir.Builder (ops and values named) and the expected findings are composed by hand.
 Which step of Y is an op's final state is ONNX semantics: a forward op ends at Y[-1], a reverse op at Y[0]
-(tests/test_pinned_verdicts.py checks that against onnxruntime).
+(tests/passes/test_verdicts_read_by_hand.py checks that against onnxruntime).
 """
 
 from __future__ import annotations
