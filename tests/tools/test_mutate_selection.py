@@ -20,37 +20,37 @@ DURATIONS = {
     "tests/test_a.py::test_two": 2.0,
     "tests/test_a.py::test_three": 3.0,
     "tests/test_b.py::test_quick": 0.5,
-    "tests/lint/test_fuzz.py::test_thousands": 38.0,
-    "tests/lint/test_fuzz.py::test_small": 3.0,
+    "tests/test_fuzz.py::test_thousands": 38.0,
+    "tests/test_fuzz.py::test_small": 3.0,
 }
 
 
 def test_a_files_fastest_test_is_taken_after_the_budget_is_spent():
     # a: 1 + 2 + 3 = 6 > 5 spends the budget (the third is taken while 3 < 5); b's 0.5 comes first anyway;
     # test_fuzz's 3.0 test is its file's fastest and fits the budget on its own: taken although the budget is spent
-    ids = {"tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_a.py::test_three", "tests/test_b.py::test_quick", "tests/lint/test_fuzz.py::test_small"}
+    ids = {"tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_a.py::test_three", "tests/test_b.py::test_quick", "tests/test_fuzz.py::test_small"}
     assert mutate.select_tests(ids, DURATIONS, 5.0) == [
-        "tests/test_b.py::test_quick", "tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_a.py::test_three", "tests/lint/test_fuzz.py::test_small",
+        "tests/test_b.py::test_quick", "tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_a.py::test_three", "tests/test_fuzz.py::test_small",
     ]
 
 
 def test_a_files_only_test_that_alone_exceeds_the_budget_is_left_out_once_the_budget_is_spent():
-    ids = {"tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_a.py::test_three", "tests/lint/test_fuzz.py::test_thousands"}
+    ids = {"tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_a.py::test_three", "tests/test_fuzz.py::test_thousands"}
     assert mutate.select_tests(ids, DURATIONS, 5.0) == ["tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_a.py::test_three"]
 
 
 def test_a_test_over_the_budget_still_runs_while_budget_is_left():
     # 1 + 2 = 3 < 5 when the 38 s test comes up: the budget is not spent yet, so it runs
-    ids = {"tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/lint/test_fuzz.py::test_thousands"}
-    assert mutate.select_tests(ids, DURATIONS, 5.0) == ["tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/lint/test_fuzz.py::test_thousands"]
+    ids = {"tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_fuzz.py::test_thousands"}
+    assert mutate.select_tests(ids, DURATIONS, 5.0) == ["tests/test_a.py::test_one", "tests/test_a.py::test_two", "tests/test_fuzz.py::test_thousands"]
 
 
 def test_a_lines_only_covering_test_runs_however_slow():
-    assert mutate.select_tests({"tests/lint/test_fuzz.py::test_thousands"}, DURATIONS, 5.0) == ["tests/lint/test_fuzz.py::test_thousands"]
+    assert mutate.select_tests({"tests/test_fuzz.py::test_thousands"}, DURATIONS, 5.0) == ["tests/test_fuzz.py::test_thousands"]
 
 
 def test_budget_zero_runs_every_covering_test():
-    ids = {"tests/test_a.py::test_one", "tests/lint/test_fuzz.py::test_thousands", "tests/lint/test_fuzz.py::test_small"}
+    ids = {"tests/test_a.py::test_one", "tests/test_fuzz.py::test_thousands", "tests/test_fuzz.py::test_small"}
     assert mutate.select_tests(ids, DURATIONS, 0) == sorted(ids)
 
 
