@@ -252,7 +252,7 @@ def test_schema_table_knows_no_more_ops_than_onnx():
     ],
 )
 def test_dumps_indented_is_json_dumps_indent_2(doc):
-    from rnnir.render import _json_default, dumps_indented
+    from rnnir.render.jsonreport import _json_default, dumps_indented
 
     assert dumps_indented(doc, default=_json_default) == json.dumps(doc, indent=2, default=_json_default)
 

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..render import FileResult
+from .results import FileResult
 from .jobs import REPORT_HINT, LintJob, lint_one
 
 if TYPE_CHECKING:  # concurrent.futures imports logging: `rnnir rules` and a one-model lint do without it

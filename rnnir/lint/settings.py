@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import Config, ConfigError, ConfigFinder, find_config, load_config, parse_pair
+from .config import Config, ConfigError, ConfigFinder, find_config, load_config, parse_pair
 from ..errors import PairingError, RnnirError
 
 __all__ = [
@@ -105,7 +105,7 @@ def pairs_declared_in(origin: str | None) -> Iterator[None]:
 def config_finder(overrides: Overrides) -> ConfigFinder:
     """Where each model's ``[tool.rnnir]`` comes from: ``no_config`` (nowhere), ``config`` (that file for
     every model), else the nearest ``pyproject.toml`` above the model, falling back to the working
-    directory's (Ruff's hierarchical discovery; see :class:`rnnir.config.ConfigFinder`)."""
+    directory's (Ruff's hierarchical discovery; see :class:`rnnir.lint.config.ConfigFinder`)."""
     if overrides.no_config:
         return _FixedConfig(Config())
     if overrides.config:
