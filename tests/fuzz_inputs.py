@@ -329,7 +329,7 @@ def _wav_seeds() -> list[bytes]:
 
 
 def _wav_check(path: Path) -> None:
-    from rnnir.cli_inputs import read_wav
+    from rnnir.deploy.inputs import read_wav
 
     wav = read_wav(str(path))
     assert wav.samples.dtype == np.float32 and wav.samples.size > 0 and wav.rate > 0 and wav.channels > 0
@@ -361,7 +361,7 @@ def _npy_mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def _npy_check(path: Path) -> None:
-    from rnnir.cli_inputs import _load_npy
+    from rnnir.deploy.inputs import _load_npy
 
     arr = _load_npy(path.read_bytes())
     assert isinstance(arr, np.ndarray)

@@ -284,7 +284,7 @@ def test_lint_builds_only_its_own_subcommand():
     code = (
         "import contextlib, io, sys\nfrom rnnir.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
         "    code = main(['lint', sys.argv[1], '--format', 'json', '--no-config'])\n"
-        "print(code, sorted(m for m in sys.modules if m in ('rnnir.cli_run', 'rnnir.cli_inputs', 'rnnir.deploy')))"
+        "print(code, sorted(m for m in sys.modules if m in ('rnnir.cli.run', 'rnnir.cli.run_inputs', 'rnnir.cli.deploy', 'rnnir.deploy', 'rnnir.deploy.inputs')))"
     )
     done = subprocess.run([sys.executable, "-c", code, str(TORCH / "lstm_stream.ts.onnx")], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
