@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rnnir.baseline import Baseline, BaselineError
 from rnnir.deploy.inputs import MAX_DATA_FILE_BYTES, read_wav
-from rnnir.config import ConfigError, load_config
+from rnnir.lint.baseline import Baseline, BaselineError
+from rnnir.lint.config import ConfigError, load_config
 from rnnir.regularfile import read_only_reason
 
 REPO = Path(__file__).resolve().parents[1]

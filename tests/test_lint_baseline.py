@@ -14,7 +14,7 @@ import pytest
 from test_cli import REPO, clean_lstm, run_subprocess, save, state_handed_back_lstm
 
 from rnnir import cli
-from rnnir.baseline import Baseline, fingerprint
+from rnnir.lint.baseline import Baseline, fingerprint
 from rnnir.passes import Diagnostic, Location, Severity
 
 SAMPLES = REPO / "samples"

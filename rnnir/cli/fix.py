@@ -228,7 +228,7 @@ def _edit_suppressions(args: FixArgs) -> int:
         if entry.text not in entries:
             raise FixUsageError(f"--unsuppress {text!r}: the model's {META_NOQA} holds {sorted(set(entries)) or 'nothing'}")
         entries = [e for e in entries if e != entry.text]
-    dest = src if args.in_place else Path(args.output)
+    dest = Path(args.output) if args.output else src  # else --in-place (-o and --in-place exclude each other)
     if _same_file(dest, src) and source.has_external_data:
         raise FixUsageError(f"{src}: keeps its weights in external data; write the edited model elsewhere with -o OUT")
     model = source.with_external_data() if source.has_external_data else source.model

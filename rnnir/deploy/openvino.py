@@ -36,8 +36,8 @@ from .inputs import InputError, check_flag_names, model_interface, prepare_input
 if TYPE_CHECKING:
     import numpy as np
 
-    from .inputs import InputFlags
     from ..runtime import StatefulSession
+    from .inputs import InputFlags
 
 __all__ = ["OpenVinoCheck", "OutputDiff", "PRECISIONS", "check_stateful", "convert", "require_openvino", "stream_feeds"]
 

@@ -12,9 +12,9 @@ Nothing here imports the command line (``tests/test_lint_library.py`` checks it)
 
 from __future__ import annotations
 
-from .results import FileResult, LintResult
 from .executor import process_pool, run_jobs
 from .jobs import LintJob, Target, collect_models, job_for, lint_one
+from .results import FileResult, LintResult
 from .settings import Overrides, Settings, SettingsError, config_finder, pairs_declared_in, resolve, resolve_checked
 
 __all__ = [

@@ -9,13 +9,13 @@ a flag beats the configuration, a ``select`` given as an override drops the conf
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .config import Config, ConfigError, ConfigFinder, find_config, load_config, parse_pair
+from rnnir.lint.config import Config, ConfigError, ConfigFinder, find_config, load_config, parse_pair
+
 from ..errors import PairingError, RnnirError
 
 __all__ = [
@@ -54,26 +54,6 @@ class Overrides:
     strict: bool = False
     config: str | None = None  # one configuration file for every model (--config FILE)
     no_config: bool = False  # no configuration at all (--no-config)
-
-    @classmethod
-    def from_namespace(cls, args: argparse.Namespace) -> Overrides:
-        """The overrides an argparse front end parsed (a command without an option leaves its default)."""
-
-        def words(name: str) -> tuple[str, ...] | None:
-            value = getattr(args, name, None)
-            return None if value is None else tuple(value)
-
-        return cls(
-            select=words("select"),
-            extend_select=words("extend_select") or (),
-            ignore=words("ignore"),
-            pairs=words("pair") or (),
-            entry=getattr(args, "lower_entry", None),
-            exit=getattr(args, "lower_exit", None),
-            strict=bool(getattr(args, "strict", False)),
-            config=getattr(args, "config", None) or None,
-            no_config=bool(getattr(args, "no_config", False)),
-        )
 
 
 @dataclass(frozen=True, kw_only=True)

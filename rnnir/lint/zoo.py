@@ -113,8 +113,8 @@ def lint_many(
     """
     from rnnir.lint.executor import process_pool, run_jobs
     from rnnir.lint.jobs import LintJob, collect_models
-    from rnnir.passes.catalogue import selector_code
     from rnnir.lint.results import FileResult
+    from rnnir.passes.catalogue import selector_code
 
     targets = collect_models([os.fspath(p) for p in paths])
     if shard is not None:
