@@ -1,7 +1,7 @@
 """Renderings of a Program: its IR text (see :mod:`rnnir.irtext`), Graphviz and Mermaid pictures.
 
 ``to_dot`` / ``to_mermaid`` draw the whole program by default; ``journey=True`` draws only the
-state's journey (:mod:`rnnir.journey`), which is what ``rnnir show`` draws unless ``--full``.
+state's journey (:mod:`rnnir.render.journey`), which is what ``rnnir show`` draws unless ``--full``.
 """
 
 from __future__ import annotations
