@@ -15,6 +15,7 @@ applied by the passes themselves (:mod:`rnnir.passes.suppression`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -69,10 +70,8 @@ class LintArgs(ModelArgs):
     unsafe_fixes: bool = False
 
     def overrides(self) -> Overrides:
-        return Overrides(
-            select=self.select, extend_select=self.extend_select, ignore=self.ignore, pairs=self.pair, entry=self.lower_entry,
-            exit=self.lower_exit, strict=self.strict, config=self.config or None, no_config=self.no_config,
-        )
+        """The model options' overrides with lint's rule selection and ``--strict`` on top."""
+        return dataclasses.replace(super().overrides(), select=self.select, extend_select=self.extend_select, ignore=self.ignore, strict=self.strict)
 
 
 def __getattr__(name: str) -> Any:
