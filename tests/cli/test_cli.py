@@ -19,6 +19,8 @@ import pytest
 from onnx import helper
 
 from rnnir import cli
+from rnnir.cli import common as cli_common
+from rnnir.cli import lint as cli_lint
 from tests.support import onnx_models as om
 
 REPO = Path(__file__).resolve().parents[2]
@@ -413,7 +415,7 @@ def test_progress_is_drawn_on_a_terminal_and_cleared():
             pass
 
     tty = Tty()
-    progress = cli.Progress(2, tty)
+    progress = cli_lint.Progress(2, tty)
     progress.step("a.onnx")
     progress.step("b.onnx")
     progress.close()
@@ -612,7 +614,7 @@ def test_internal_error_is_one_line_without_traceback(models, capsys, monkeypatc
     def broken_backend():
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(cli, "_passes", broken_backend)
+    monkeypatch.setattr(cli_common, "passes_backend", broken_backend)
     assert cli.main(["rules"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rnnir: internal error: RuntimeError: boom") and "report" in err

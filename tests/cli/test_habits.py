@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from rnnir import __version__, cli, passes
+from rnnir.cli.common import DeprecatedSpelling
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -83,7 +84,7 @@ def test_every_option_of_every_command_has_help_text():
     missing = []
     for name, command in sub.choices.items():
         for action in command._actions:
-            if isinstance(action, cli._DeprecatedSpelling):  # old spellings: hidden from --help, they warn when used
+            if isinstance(action, DeprecatedSpelling):  # old spellings: hidden from --help, they warn when used
                 continue
             if not action.help or action.help == argparse.SUPPRESS:
                 missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")

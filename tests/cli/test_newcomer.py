@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from rnnir import cli
+from rnnir.cli import lint as cli_lint
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
@@ -144,7 +145,7 @@ def test_jobs_0_is_one_worker_per_cpu(tmp_path, monkeypatch, capsys, command):
     for k in range(5):
         (tmp_path / f"m{k}.onnx").write_bytes((SAMPLES / "gru_fanout.onnx").read_bytes())
     monkeypatch.setattr(os, "cpu_count", lambda: 3)
-    monkeypatch.setattr(cli, "ProcessPoolExecutor", InlinePool, raising=False)
+    monkeypatch.setattr(cli_lint, "ProcessPoolExecutor", InlinePool, raising=False)
     InlinePool.sizes = []
     assert cli.main([command, "--no-config", str(tmp_path), "--jobs", "0", "--format", "json"]) == 0
     out, err = capsys.readouterr()
@@ -153,7 +154,7 @@ def test_jobs_0_is_one_worker_per_cpu(tmp_path, monkeypatch, capsys, command):
 
 
 def test_jobs_0_with_one_file_lints_it_in_process(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(cli, "ProcessPoolExecutor", InlinePool, raising=False)
+    monkeypatch.setattr(cli_lint, "ProcessPoolExecutor", InlinePool, raising=False)
     InlinePool.sizes = []
     assert cli.main(["lint", "--no-config", str(SAMPLES / "gru_fanout.onnx"), "--jobs", "0"]) == 0
     assert InlinePool.sizes == []

@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from rnnir import StateError, cli
-from rnnir.cli_run import MAX_CALLS, MAX_LONG_CALLS, MAX_STREAMS
+from rnnir.cli.run import MAX_CALLS, MAX_LONG_CALLS, MAX_STREAMS
 from rnnir.runtime import StatefulSession
 
 REPO = Path(__file__).resolve().parents[2]

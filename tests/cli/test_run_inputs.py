@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from rnnir import cli
-from rnnir.cli_run import RunProgress
+from rnnir.cli.run import RunProgress
 
 REPO = Path(__file__).resolve().parents[2]
 LSTM = REPO / "samples" / "lstm_fanout.onnx"  # x[T, 1, 3], (h0, c0) -> (hn, cn), y[T, 1, 1, 5]

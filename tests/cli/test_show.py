@@ -22,8 +22,8 @@ import pytest
 
 import rnnir
 from rnnir import cli
-from rnnir.journey import ArrowKind, BoxKind, journey, journey_text
-from rnnir.printer import to_dot, to_mermaid
+from rnnir.render.graph import to_dot, to_mermaid
+from rnnir.render.journey import ArrowKind, BoxKind, journey, journey_text
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"

@@ -71,8 +71,8 @@ def test_a_wrong_pair_fails_the_check(tmp_path):
     checked against onnxruntime's loop with the right pairs."""
     import dataclasses
 
-    from rnnir.cli_inputs import InputFlags
     from rnnir.deploy import plan_deployment
+    from rnnir.deploy.inputs import InputFlags
     from rnnir.deploy.openvino import check_stateful, convert, make_stateful, save, stream_feeds
 
     model = SAMPLES / "lstm_fanout.onnx"

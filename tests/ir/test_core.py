@@ -7,7 +7,7 @@ import pytest
 
 import rnnir
 from rnnir import IRError, LoadKind, OrderingLayer, StoreResult
-from rnnir.printer import to_dot, to_mermaid
+from rnnir.render.graph import to_dot, to_mermaid
 
 
 def _fanout(result="token"):

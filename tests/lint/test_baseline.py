@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from rnnir import cli
-from rnnir.baseline import Baseline, fingerprint
+from rnnir.lint.baseline import Baseline, fingerprint
 from rnnir.passes import Diagnostic, Location, Severity
 from tests.cli.test_cli import REPO, clean_lstm, run_subprocess, save, state_handed_back_lstm
 

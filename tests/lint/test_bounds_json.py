@@ -11,8 +11,8 @@ import onnx
 import pytest
 
 from rnnir import cli, passes
-from rnnir.baseline import MAX_BASELINE_COUNT, Baseline, BaselineError, Fingerprint
-from rnnir.config import ConfigError, load_config
+from rnnir.lint.baseline import MAX_BASELINE_COUNT, Baseline, BaselineError, Fingerprint
+from rnnir.lint.config import ConfigError, load_config
 from rnnir.metadata import META_NOQA, read_noqa, write_noqa
 
 REPO = Path(__file__).resolve().parents[2]

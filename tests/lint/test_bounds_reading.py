@@ -22,9 +22,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rnnir.baseline import Baseline, BaselineError
-from rnnir.cli_inputs import MAX_DATA_FILE_BYTES, read_wav
-from rnnir.config import ConfigError, load_config
+from rnnir.deploy.inputs import MAX_DATA_FILE_BYTES, read_wav
+from rnnir.lint.baseline import Baseline, BaselineError
+from rnnir.lint.config import ConfigError, load_config
 from rnnir.regularfile import read_only_reason
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,7 +126,7 @@ def test_an_npy_header_claiming_1e12_elements_is_refused_before_any_allocation(t
 
 
 def test_an_npy_that_holds_what_it_claims_still_reads(tmp_path):
-    from rnnir.cli_inputs import _load_npy
+    from rnnir.deploy.inputs import _load_npy
 
     buf = io.BytesIO()
     want = np.arange(12, dtype=np.float32).reshape(4, 1, 3)

@@ -22,6 +22,7 @@ from onnx import helper
 
 import rnnir
 from rnnir import cli
+from rnnir.cli import lint as cli_lint
 from tests.support import onnx_models as om
 
 REPO = Path(__file__).resolve().parents[2]
@@ -680,12 +681,12 @@ def test_jobs_is_clamped_to_files_and_cpus_and_says_so(tmp_path, monkeypatch, ca
         shutil.copy(SAMPLE, tmp_path / f"m{k}.onnx")
     started: list[int] = []
 
-    class CountingPool(cli.ProcessPoolExecutor):
+    class CountingPool(cli_lint.ProcessPoolExecutor):
         def __init__(self, max_workers=None, **kw):
             started.append(max_workers)
             super().__init__(max_workers=max_workers, **kw)
 
-    monkeypatch.setattr(cli, "ProcessPoolExecutor", CountingPool)
+    monkeypatch.setattr(cli_lint, "ProcessPoolExecutor", CountingPool)
     code, out, err = run_main(capsys, "lint", str(tmp_path), "--no-config", "--jobs", "1000", "--format", "json")
     assert code == 0
     expected = min(3, os.cpu_count() or 1)

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 import rnnir
-from rnnir import cli, lint, zoo
-from rnnir.config import Config
+from rnnir import cli, lint
+from rnnir.lint import zoo
+from rnnir.lint.config import Config
 from rnnir.lint.settings import Overrides, SettingsError, resolve
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,12 +48,22 @@ def cli_imports(path: Path, package: str) -> list[str]:
     return sorted(m for m in imported_modules(path, package) if m == "rnnir.cli" or m.startswith(("rnnir.cli.", "rnnir.cli_")))
 
 
-LIBRARY = [(p, "rnnir.lint") for p in sorted((REPO / "rnnir" / "lint").glob("*.py"))] + [(REPO / "rnnir" / "zoo.py", "rnnir")]
+LIBRARY = [(p, "rnnir.lint") for p in sorted((REPO / "rnnir" / "lint").glob("*.py"))]
+RENDERERS = [(p, "rnnir.render") for p in sorted((REPO / "rnnir" / "render").glob("*.py"))]
+BELOW_THE_CLI = [*LIBRARY, *RENDERERS, *((p, "rnnir.deploy") for p in sorted((REPO / "rnnir" / "deploy").glob("*.py")) if p.name != "cli.py")]
 
 
-@pytest.mark.parametrize(("path", "package"), LIBRARY, ids=[p.name if p.parent.name != "lint" else f"lint/{p.name}" for p, _ in LIBRARY])
-def test_the_lint_library_imports_nothing_from_the_command_line(path, package):
+@pytest.mark.parametrize(("path", "package"), BELOW_THE_CLI, ids=[f"{p.parent.name}/{p.name}" for p, _ in BELOW_THE_CLI])
+def test_the_lint_library_renderers_and_deploy_import_nothing_from_the_command_line(path, package):
+    # rnnir/deploy/cli.py is the temporary shim of rnnir.cli.deploy
     assert cli_imports(path, package) == []
+
+
+@pytest.mark.parametrize(("path", "package"), LIBRARY, ids=[p.name for p, _ in LIBRARY])
+def test_the_lint_library_imports_no_renderer(path, package):
+    # the renderers read lint results (rnnir.lint.results); lint itself never formats output
+    found = imported_modules(path, package)
+    assert sorted(m for m in found if m == "rnnir.render" or m.startswith("rnnir.render.")) == []
 
 
 def test_the_import_check_sees_every_spelling(tmp_path):
@@ -71,7 +82,7 @@ def test_the_import_check_sees_every_spelling(tmp_path):
         )
     )
     assert cli_imports(source, "rnnir.lint") == ["rnnir.cli", "rnnir.cli.LintJob", "rnnir.cli_fix", "rnnir.cli_run"]
-    assert cli_imports(REPO / "rnnir" / "cli_run.py", "rnnir") != []  # a command module does import the CLI
+    assert cli_imports(REPO / "rnnir" / "cli" / "run.py", "rnnir.cli") != []  # a command module does import the CLI
 
 
 # -- the old paths and the typed pieces ---------------------------------------------------------

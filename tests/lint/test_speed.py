@@ -252,7 +252,7 @@ def test_schema_table_knows_no_more_ops_than_onnx():
     ],
 )
 def test_dumps_indented_is_json_dumps_indent_2(doc):
-    from rnnir.render import _json_default, dumps_indented
+    from rnnir.render.jsonreport import _json_default, dumps_indented
 
     assert dumps_indented(doc, default=_json_default) == json.dumps(doc, indent=2, default=_json_default)
 
@@ -284,7 +284,7 @@ def test_lint_builds_only_its_own_subcommand():
     code = (
         "import contextlib, io, sys\nfrom rnnir.cli import main\nwith contextlib.redirect_stdout(io.StringIO()):\n"
         "    code = main(['lint', sys.argv[1], '--format', 'json', '--no-config'])\n"
-        "print(code, sorted(m for m in sys.modules if m in ('rnnir.cli_run', 'rnnir.cli_inputs', 'rnnir.deploy')))"
+        "print(code, sorted(m for m in sys.modules if m in ('rnnir.cli.run', 'rnnir.cli.run_inputs', 'rnnir.cli.deploy', 'rnnir.deploy', 'rnnir.deploy.inputs')))"
     )
     done = subprocess.run([sys.executable, "-c", code, str(TORCH / "lstm_stream.ts.onnx")], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -15,7 +15,7 @@ import pytest
 
 import rnnir
 from rnnir import cli
-from rnnir.zoo import Shard, ShardError
+from rnnir.lint.zoo import Shard, ShardError
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rnnir.config import Config, ConfigError, load_config, parse_pair
+from rnnir.lint.config import Config, ConfigError, load_config, parse_pair
 from rnnir.passes.diagnostics import Diagnostic, Location, Rule, Severity
 from rnnir.render import FileResult, LintResult, render, render_cost_text, render_github, render_json, render_sarif, render_text
 

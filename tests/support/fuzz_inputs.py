@@ -200,7 +200,7 @@ def _pyproject_mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def _pyproject_check(path: Path) -> None:
-    from rnnir.config import ConfigFinder, load_config
+    from rnnir.lint.config import ConfigFinder, load_config
 
     config = load_config(path)
     config.ignores_for(path.parent / "models" / "x.onnx")
@@ -208,13 +208,13 @@ def _pyproject_check(path: Path) -> None:
 
 
 def _config_allowed() -> tuple[type[BaseException], ...]:
-    from rnnir.config import ConfigError
+    from rnnir.lint.config import ConfigError
 
     return (ConfigError,)
 
 
 def _baseline_seeds() -> list[bytes]:
-    from rnnir.baseline import Baseline, Fingerprint
+    from rnnir.lint.baseline import Baseline, Fingerprint
 
     b = Baseline(Path("base.json"))
     b.accepted[Fingerprint("m.onnx", "SD002", "h0", ("lstm/Y_h",))] = 1
@@ -262,14 +262,14 @@ def _json_text_mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def _baseline_check(path: Path) -> None:
-    from rnnir.baseline import MAX_BASELINE_COUNT, Baseline
+    from rnnir.lint.baseline import MAX_BASELINE_COUNT, Baseline
 
     baseline = Baseline.load(path)
     assert all(type(n) is int and 1 <= n <= MAX_BASELINE_COUNT for n in baseline.accepted.values())
 
 
 def _baseline_allowed() -> tuple[type[BaseException], ...]:
-    from rnnir.baseline import BaselineError
+    from rnnir.lint.baseline import BaselineError
 
     return (BaselineError,)
 
@@ -329,7 +329,7 @@ def _wav_seeds() -> list[bytes]:
 
 
 def _wav_check(path: Path) -> None:
-    from rnnir.cli_inputs import read_wav
+    from rnnir.deploy.inputs import read_wav
 
     wav = read_wav(str(path))
     assert wav.samples.dtype == np.float32 and wav.samples.size > 0 and wav.rate > 0 and wav.channels > 0
@@ -361,7 +361,7 @@ def _npy_mutate(rng: random.Random, data: bytes) -> bytes:
 
 
 def _npy_check(path: Path) -> None:
-    from rnnir.cli_inputs import _load_npy
+    from rnnir.deploy.inputs import _load_npy
 
     arr = _load_npy(path.read_bytes())
     assert isinstance(arr, np.ndarray)
