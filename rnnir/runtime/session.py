@@ -10,7 +10,7 @@
     s.reset()                                # back to the initial state
     t = s.fork()                             # independent instance: own slots, same ORT session
     s.save_state("vad.state"); s.load_state("vad.state")   # bound to the model's fingerprint and state version
-    v = StatefulSession("silero_vad.onnx", context={"input": 64})   # keeps input the model does not (context.py)
+    v = StatefulSession("silero_vad.onnx", context={"input": 64})   # keeps input the model does not (rnnir.runtime.context)
 
 How state is kept
 -----------------
@@ -76,8 +76,11 @@ read with ``OrtValue.numpy``).
 Where the parts live
 --------------------
 This module is the session a caller holds.  What every instance of a model shares (its inputs, outputs,
-slots and onnxruntime session) is :mod:`rnnir.sessionspec`; the two IOBinding layers, a slot's buffers and
-the prepared steady call are :mod:`rnnir.binding`; the state file format is :mod:`rnnir.statefile`.
+slots and onnxruntime session) is :mod:`rnnir.runtime.spec`; the two IOBinding layers (the only code that
+touches onnxruntime's private API) are :mod:`rnnir.runtime.ort`; a slot's buffers, the ping-pong of two
+bindings and the prepared steady call are :mod:`rnnir.runtime.binding`; the state file format is
+:mod:`rnnir.runtime.statefile`, kept input context :mod:`rnnir.runtime.context`, state versions
+:mod:`rnnir.runtime.versioning`.
 """
 
 from __future__ import annotations
@@ -86,24 +89,21 @@ import json
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
 import numpy as np
 import onnxruntime as ort
 
-from .binding import PublicBinding, SlotBuffers, SteadyCall, make_binding
-from .context import ContextKeeper, ContextSpec, InputContext, parse_context
-from .errors import RnnirError, StateError
-from .ir import Program
-from .pairs import StatePair
-from .sessionspec import DEFAULT_MAX_SLOT_BYTES, IOSpec, RecurrentInput, SessionModel, SlotSpec
-from .statefile import STATE_FORMAT, check_saved_shape, read_state_file, shape_text, write_atomically
-from .versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, reconcile
-
-if TYPE_CHECKING:
-    pass
+from rnnir.errors import RnnirError, StateError
+from rnnir.ir import Program
+from rnnir.pairs import StatePair
+from rnnir.runtime.binding import SessionStats, SlotBuffers, SteadyCall, SteadyInputs
+from rnnir.runtime.context import ContextKeeper, ContextSpec, InputContext, parse_context
+from rnnir.runtime.ort import PublicBinding, make_binding
+from rnnir.runtime.spec import DEFAULT_MAX_SLOT_BYTES, IOSpec, RecurrentInput, SessionModel, SlotSpec
+from rnnir.runtime.statefile import STATE_FORMAT, check_saved_shape, read_state_file, shape_text, write_atomically
+from rnnir.runtime.versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, reconcile
 
 __all__ = [
     "DEFAULT_MAX_SLOT_BYTES",
@@ -162,29 +162,6 @@ def feed_array(label: str, spec: IOSpec, value: Any, cast: bool) -> np.ndarray:
     return arr
 
 
-@dataclass
-class SessionStats:
-    """What the last call (and the instance so far) moved through Python.
-
-    ``python_state_bytes``: bytes of state copied between numpy and the slots
-    since the previous call ended, up to the end of the last call (initial
-    values, explicit state overrides, ``load_state``/``fork``); 0 in steady
-    state.  ``output_copy_bytes``: bytes of state outputs copied to hand them to
-    the caller in the last call (0 with ``alias_outputs=True`` or when state
-    outputs are not requested).  ``slot_allocations``: slot buffers onnxruntime
-    allocated so far (probe calls, hand-off slots).
-    """
-
-    calls: int = 0
-    python_state_bytes: int = 0
-    total_python_state_bytes: int = 0
-    output_copy_bytes: int = 0
-    slot_allocations: int = 0
-    probe_calls: int = 0
-
-
-
-
 class StatefulSession:
     """One stream of calls of one model, with the model's state kept in onnxruntime values between calls.
 
@@ -199,7 +176,7 @@ class StatefulSession:
     A feed whose dtype is not its input's (a float64 array for a float input) is refused with
     :class:`FeedError`, as onnxruntime refuses it, unless ``cast_inputs=True``: then it is converted
     (:func:`feed_array`).  ``context={"input": 64}`` keeps the tail of an input and prepends it to the
-    next call (:mod:`rnnir.context`).  ``session_options``, ``providers`` and
+    next call (:mod:`rnnir.runtime.context`).  ``session_options``, ``providers`` and
     ``**ort_kwargs`` go to ``onnxruntime.InferenceSession``.  A slot whose initial
     or loaded value would exceed ``max_slot_bytes`` (default 256 MiB) is refused
     with :class:`~rnnir.StateError` before anything is allocated.  See the module
@@ -239,7 +216,7 @@ class StatefulSession:
         context: tuple[InputContext, ...] = (),
     ) -> None:
         self._model = shared
-        # input context kept outside the model (context.py); None on the hot path when none is declared
+        # input context kept outside the model (rnnir.runtime.context); None on the hot path when none is declared
         self._context = ContextKeeper(context, {c.input: shared.inputs[c.input].dtype for c in context}, shared.max_slot_bytes) if context else None
         self._ort = shared.ort
         self.alias_outputs = bool(alias_outputs)
@@ -393,7 +370,7 @@ class StatefulSession:
                 try:
                     # read before taking the lock: a reset() or state assignment from another thread may have
                     # dropped this plan since, and its bindings still hold the old slot buffers
-                    result = steady.call(self, feeds) if self._steady is steady else None
+                    result = steady.call(feeds, self.alias_outputs) if self._steady is steady else None
                 finally:
                     self._lock.release()
                 if result is not None:
@@ -451,19 +428,25 @@ class StatefulSession:
             if run_options is not None:  # the pre-bound fast path runs without options
                 self._steady = None
             elif steady is not None and steady.named == named and steady.as_list == as_list and type(feeds) is dict:
-                result = steady.call(self, feeds)
+                result = steady.call(feeds, self.alias_outputs)
             if result is None:
                 self._steady = None
                 wanted = self._model.plain_outputs if named is None else named
                 by_name = self._run(feeds, wanted, run_options)
-                if run_options is None:
-                    self._steady = SteadyCall.enter(self, feeds, named, as_list, by_name)
+                if run_options is None and not self._pending_bytes:
+                    self._steady = SteadyCall.enter(self._steady_inputs(), feeds, named, as_list, by_name)
                 result = [by_name[n] for n in wanted] if as_list else by_name
             if context is not None and pending is not None:
                 context.commit(pending)  # only once the call succeeded
             return result
         finally:
             self._lock.release()
+
+    def _steady_inputs(self) -> SteadyInputs:
+        """What a steady plan is made of; the plan's two bindings are made once and kept for the next plans."""
+        if self._pair is None:
+            self._pair = [make_binding(self._ort, self._binding.kind == "native") for _ in range(2)]
+        return SteadyInputs(self._model, self._slots, self._writers, self._pair, self._context is None, self.stats)
 
     def _context_feeds(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]:
         """The feeds of inputs with a kept context checked (or cast) before the context joins them, which would
@@ -877,7 +860,7 @@ class StatefulSession:
     ) -> VersionOutcome:
         """Replace every slot with the state saved by :meth:`save_state` from the same model, or from a model
         declaring the same state version; otherwise ``on_version_mismatch`` decides (refuse, reset, or migrate
-        with ``migrations``; see :mod:`rnnir.versioning`).  Returns how the state was accepted."""
+        with ``migrations``; see :mod:`rnnir.runtime.versioning`).  Returns how the state was accepted."""
         target = Path(path)
         policy = VersionPolicy(on_version_mismatch)
         meta, entries = read_state_file(target, self._state_file_limit(exact=policy is VersionPolicy.REFUSE and migrations is None))
