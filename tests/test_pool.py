@@ -699,13 +699,11 @@ def test_a_shared_input_fed_as_equal_copies_shares_the_call_and_a_different_valu
 
 
 def test_the_whole_buffer_path_through_onnxruntimes_documented_api_equals_solo_runs():
-    from rnnir.pool import _Native
-
     model = sm.lstm_b()
     pool = SessionPool(model)
-    pool._native = _Native(pool._ort, native=False)  # as on an onnxruntime without the pybind layer
-    assert not pool._native.native
+    pool._native = False  # as on an onnxruntime without the pybind layer (rnnir.runtime.ort.PublicBinding)
     assert drive_whole_ticks(pool, model, streams=12, ticks=9) <= TOL
+    assert pool._whole is not None and {b.kind for b in pool._whole.pingpong.bindings} == {"public"}
     assert pool.stats.whole_calls == 8
 
 

@@ -245,6 +245,11 @@ class StatefulSession:
         return self._model.label
 
     @property
+    def spec(self) -> SessionModel:
+        """What every instance of this model shares (inputs, outputs, slots, the onnxruntime session)."""
+        return self._model
+
+    @property
     def fingerprint(self) -> str:
         """sha256 of the model's graph: what saved state is bound to."""
         return self._model.fingerprint
@@ -649,7 +654,7 @@ class StatefulSession:
             value = np.zeros(shape, dtype=spec.dtype)
         return value, guess
 
-    def _state_file_limit(self, exact: bool = True) -> int:
+    def state_file_limit(self, exact: bool = True) -> int:
         """The most a state file of this model may expand to: each slot's exact size when its shape is fixed
         (``exact``: the file must come from this state layout), else the per-slot bound; plus the input
         context, if any, and room for the metadata."""
@@ -863,7 +868,7 @@ class StatefulSession:
         with ``migrations``; see :mod:`rnnir.runtime.versioning`).  Returns how the state was accepted."""
         target = Path(path)
         policy = VersionPolicy(on_version_mismatch)
-        meta, entries = read_state_file(target, self._state_file_limit(exact=policy is VersionPolicy.REFUSE and migrations is None))
+        meta, entries = read_state_file(target, self.state_file_limit(exact=policy is VersionPolicy.REFUSE and migrations is None))
         arrays = {k[len("slot:") :]: v for k, v in entries.items() if k.startswith("slot:")}
         contexts = {k[len("context:") :]: v for k, v in entries.items() if k.startswith("context:")}
         if meta.get("format") != STATE_FORMAT:
