@@ -7,4 +7,6 @@ from rnnir.runtime import context as _moved
 sys.modules[__name__] = _moved
 
 if TYPE_CHECKING:
-    from rnnir.runtime.context import ContextKeeper as ContextKeeper, ContextSpec as ContextSpec, InputContext as InputContext  # noqa: F401
+    from rnnir.runtime.context import ContextKeeper as ContextKeeper  # noqa: F401
+    from rnnir.runtime.context import ContextSpec as ContextSpec
+    from rnnir.runtime.context import InputContext as InputContext

@@ -63,6 +63,7 @@ from typing import Any, cast
 import numpy as np
 
 from rnnir.errors import StateError
+from rnnir.runtime.binding import COPY_FEED_BYTES
 from rnnir.runtime.context import ContextSpec, InputContext
 from rnnir.runtime.session import FeedError, StatefulSession, feed_array
 from rnnir.runtime.versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, compatible, reconcile
@@ -71,7 +72,7 @@ from rnnir.serving.pool.feeds import checked_feeds, groups, split_rows, stack_re
 from rnnir.serving.pool.layout import BatchLayout, one_row, probe, rows_shape, static_layout
 from rnnir.serving.pool.persist import PoolStateFiles, check_state
 from rnnir.serving.pool.streams import PoolStats, Stream
-from rnnir.serving.pool.tick import SteadyTick, WholeTick
+from rnnir.serving.pool.tick import JOIN_BYTES, SteadyTick, WholeTick
 
 __all__ = ["SessionPool"]
 
@@ -220,7 +221,8 @@ class SessionPool(PoolStateFiles):
                 if pick is None and self.stats.whole_calls != whole_calls and self._whole is not None:
                     # bound whole, in row order: the next tick of these ids and outputs can skip to _run_steady
                     ids = self._tick_cache[0] if self._tick_cache is not None else tuple(requests)
-                    self._steady = SteadyTick(self._gen, ids, None if outputs is None else tuple(outputs), wanted, self._whole, stacked)
+                    self._steady = SteadyTick(self._gen, ids, None if outputs is None else tuple(outputs), wanted, self._whole, stacked,
+                                              None if self._contexts else self.layout, self.stats)
             else:
                 results = {}
                 for group in groups(feeds, self.layout.inputs if self.layout is not None else {}):
@@ -239,6 +241,12 @@ class SessionPool(PoolStateFiles):
         general path takes the tick (and reports)."""
         ids = steady.ids
         n = len(ids)
+        if steady.lean and (self.max_batch is None or n <= self.max_batch):  # max_batch may have been lowered since
+            try:
+                return steady.call(requests)
+            except Exception:  # noqa: BLE001 - the state went to the spare buffers: the general path reruns the tick and reports
+                self._steady = None
+                return None
         if len(requests) != n:
             return None
         if n == 1:
@@ -391,7 +399,8 @@ class SessionPool(PoolStateFiles):
             shapes = per_row if n == 1 else {name: (rows_shape(shape, layout.outputs[name], n), dtype) for name, (shape, dtype) in per_row.items()}
             # new bindings: a steady plan over the old ones would run them out of their ping-pong parity
             self._steady = None
-            tick = self._whole = WholeTick(key, self._ort, self._native, self._arenas, self._slot_names, shapes, batch)
+            tick = self._whole = WholeTick(key, self._ort, self._native, self._arenas, self._slot_names, shapes, batch,
+                                           COPY_FEED_BYTES if self._contexts else JOIN_BYTES)
         try:
             plain = tick.call(batch)
         except Exception:  # noqa: BLE001 - e.g. an output whose shape depends on the data: the plain call decides, and reports
