@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from rnnir.errors import StateError
-from rnnir.runtime.session import FeedError
+from rnnir.runtime.feeds import FeedError
 from rnnir.serving.pool.pool import SessionPool
 from rnnir.serving.pool.streams import UnknownSessionError
 

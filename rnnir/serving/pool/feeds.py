@@ -10,7 +10,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from rnnir.runtime.session import FeedError, feed_array
+from rnnir.runtime.feeds import FeedError, feed_array
 from rnnir.runtime.spec import SessionModel
 
 __all__ = ["checked_feeds", "groups", "split_rows", "stack_requests", "stack_rows", "uniform"]

@@ -65,7 +65,8 @@ import numpy as np
 from rnnir.errors import StateError
 from rnnir.runtime.binding import COPY_FEED_BYTES
 from rnnir.runtime.context import ContextSpec, InputContext
-from rnnir.runtime.session import FeedError, StatefulSession, feed_array
+from rnnir.runtime.feeds import FeedError, feed_array
+from rnnir.runtime.session import StatefulSession
 from rnnir.runtime.versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, compatible, reconcile
 from rnnir.serving.pool.arena import Arena
 from rnnir.serving.pool.feeds import checked_feeds, groups, split_rows, stack_requests
