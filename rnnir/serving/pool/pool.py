@@ -191,7 +191,13 @@ class SessionPool(PoolStateFiles):
             if steady is not None and steady.gen == self._gen and (
                 steady.outputs is None if outputs is None else steady.outputs == tuple(outputs)
             ):
-                fast = self._run_steady(steady, requests)
+                if steady.lean and (self.max_batch is None or len(steady.ids) <= self.max_batch):  # max_batch may have been lowered
+                    try:
+                        fast = steady.call(requests)
+                    except Exception:  # noqa: BLE001 - the state went to the spare buffers: the general path reruns the tick and reports
+                        self._steady = fast = None
+                else:
+                    fast = self._run_steady(steady, requests)
                 if fast is not None:
                     if idle:
                         self._last_used[:] = now  # a whole tick: every placed row ran
@@ -237,17 +243,11 @@ class SessionPool(PoolStateFiles):
             return results
 
     def _run_steady(self, steady: SteadyTick, requests: Mapping[Hashable, Mapping[str, Any]]) -> dict[Hashable, dict[str, np.ndarray]] | None:
-        """A tick like the last one (see :class:`SteadyTick`): the same ids in the same order, every input of
+        """A tick like the last one (see :class:`SteadyTick`; ``run`` itself serves the lean ones): the same ids in the same order, every input of
         the same shape and dtype; None when anything differs (or the call fails), nothing changed, and the
         general path takes the tick (and reports)."""
         ids = steady.ids
         n = len(ids)
-        if steady.lean and (self.max_batch is None or n <= self.max_batch):  # max_batch may have been lowered since
-            try:
-                return steady.call(requests)
-            except Exception:  # noqa: BLE001 - the state went to the spare buffers: the general path reruns the tick and reports
-                self._steady = None
-                return None
         if len(requests) != n:
             return None
         if n == 1:
@@ -282,6 +282,7 @@ class SessionPool(PoolStateFiles):
         stats.ort_calls += 1
         stats.rows += n
         stats.whole_calls += 1  # largest_batch: this tick's count was counted when the plan was made
+        stats.steady_ticks += 1
         if tails:
             self._keep_tails(None, tails)
         wanted = steady.wanted

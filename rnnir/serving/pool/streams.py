@@ -33,16 +33,18 @@ class UnknownSessionError(RnnirError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-@dataclass
+@dataclass(slots=True)  # slots: the steady tick's four counters are its last Python before it returns
 class PoolStats:
-    """onnxruntime calls made, stream-calls served, the largest batch so far, streams expired, and the
-    calls that bound the state buffers whole (every open stream in one call: no row gathered or scattered)."""
+    """onnxruntime calls made, stream-calls served, the largest batch so far, streams expired, the calls that
+    bound the state buffers whole (every open stream in one call: no row gathered or scattered), and the ticks
+    the steady plan served (the same streams and outputs as the tick before: nothing looked up again)."""
 
     ort_calls: int = 0
     rows: int = 0
     largest_batch: int = 0
     expired: int = 0
     whole_calls: int = 0
+    steady_ticks: int = 0
 
 
 class Stream:

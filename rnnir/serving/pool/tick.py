@@ -208,6 +208,7 @@ class SteadyTick:
         stats.ort_calls += 1
         stats.rows += n
         stats.whole_calls += 1
+        stats.steady_ticks += 1
         plain = tick.plain
         if n == 1:
             if len(plain) == 1:
