@@ -925,3 +925,12 @@ def test_the_lean_tick_shares_an_input_only_when_every_stream_feeds_the_same_val
         if tick == 5:
             assert pool.stats.ort_calls - calls == 2  # two gains: two calls
     assert pool.steady_ticks >= 3
+    # an equal gain of another dtype: refused, as the stream's own session refuses it, and nothing runs
+    requests = {sid: {"x": _chunk(rng, 1), "gain": one} for sid in ids}
+    requests[4]["gain"] = np.array(1.5, np.float64)
+    with pytest.raises(FeedError):
+        solo[4].run_dict(requests[4])
+    calls = pool.stats.ort_calls
+    with pytest.raises(FeedError):
+        pool.run(requests, ["Y"])
+    assert pool.stats.ort_calls == calls

@@ -114,7 +114,7 @@ class SteadyTick:
         self.shapes = tuple((name, a.shape, a.dtype) for name, a in batch.items())
         self.count = len(batch)
         self.rows: tuple[tuple[Callable[[Any], Any], tuple[np.dtype[Any], tuple[int, ...]], memoryview], ...] = ()
-        self.shared: tuple[tuple[Callable[[Any], Any], np.dtype[Any], tuple[int, ...], np.ndarray], ...] = ()
+        self.shared: tuple[tuple[Callable[[Any], Any], tuple[np.dtype[Any], tuple[int, ...]], np.ndarray], ...] = ()
         self.ones: tuple[tuple[str, np.dtype[Any], tuple[int, ...], np.ndarray], ...] = ()
         self.splits: tuple[tuple[str, tuple[int, ...], tuple[int, ...] | None], ...] = ()
         self.stats = stats
@@ -138,7 +138,7 @@ class SteadyTick:
             axis = layout.inputs.get(name)
             buf = bufs[name]
             if axis is None:
-                shared.append((operator.itemgetter(name), a.dtype, a.shape, buf))
+                shared.append((operator.itemgetter(name), (a.dtype, a.shape), buf))
                 continue
             if math.prod(a.shape[:axis]) != 1 or not buf.flags.c_contiguous:
                 return False  # the rows' bytes are not the batch's bytes one after the other
@@ -190,12 +190,12 @@ class SteadyTick:
                     if list(map(_KIND, arrays)).count(kind) != n:  # (dtype, shape) of every row, one pass
                         return None
                     target[:] = b"".join(arrays)  # a row that is not C-contiguous is refused (BufferError)
-                for getter, dtype, shape, buf in self.shared:
+                for getter, kind, buf in self.shared:
                     arrays = list(map(getter, listed))
-                    v = arrays[0]
-                    if type(v) is not _NDARRAY or v.dtype != dtype or v.shape != shape:
+                    if list(map(_KIND, arrays)).count(kind) != n:  # every request's value an array of the input's dtype and shape
                         return None
-                    if arrays.count(v) != n:  # the same object (or an equal scalar) in every request, as usual
+                    v = arrays[0]
+                    if arrays.count(v) != n:  # the same object (or an equal value) in every request, as usual
                         return None
                     buf[...] = v
             except (KeyError, AttributeError, TypeError, ValueError, BufferError):
