@@ -772,7 +772,7 @@ class Stateful(Approach):
         steady = twin._steady
         if steady is None or steady.fresh:  # an output onnxruntime allocates every call cannot be read without a run
             return None
-        steady.runs = [lambda: None, lambda: None]
+        steady.pingpong.runs = [lambda: None, lambda: None]
         return _best_block(lambda f: twin.run(f), feeds)
 
     def bytes_per_call(self) -> int:

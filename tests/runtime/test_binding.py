@@ -1,4 +1,4 @@
-"""The IOBinding layer and the prepared steady call (rnnir/binding.py) pinned through StatefulSession's public
+"""The IOBinding layer and the prepared steady call (rnnir/runtime/binding.py and rnnir/runtime/ort.py) pinned through StatefulSession's public
 calls, on both binding layers (onnxruntime's pybind objects and its documented IOBinding API): a plain output too
 large to buffer, aliased state outputs, a fed input that overrides a default, and a slot whose spare buffer must be
 allocated.  The models are one-op sums, so every expected number is hand-checkable:

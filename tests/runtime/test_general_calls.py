@@ -1,4 +1,4 @@
-"""What the general call path (rnnir/runtime.py's _run: every call with run options, and any call the steady plan
+"""What the general call path (rnnir/runtime/session.py's _run: every call with run options, and any call the steady plan
 does not answer) moves and counts, against SessionStats' documented meaning: one test, so that the mutation tool
 (which runs only the fastest tests of a line every runtime test executes, and the fastest of each file) always runs
 it.  The model is hn = h0 + x over 2 float32 (8 bytes of state): every number is hand-checkable."""

@@ -1,5 +1,5 @@
 """Which graph inputs feed a recurrent op's X, with their time and batch axes, and which are its sequence_lens
-(rnnir/sessionspec.py): one test over small GRU/RNN models built here, so that the mutation tool (which runs only
+(rnnir/runtime/spec.py): one test over small GRU/RNN models built here, so that the mutation tool (which runs only
 the fastest tests of a line every runtime test executes, and the fastest of each file) always runs it."""
 
 from __future__ import annotations

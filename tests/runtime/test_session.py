@@ -403,7 +403,7 @@ def test_a_scalar_input_keeps_its_rank_and_repeated_calls_take_the_steady_path()
     steady = s._steady
     assert steady is not None and steady.feed_specs[1][2] == ()
     assert scalar(s.run_dict(feed)["hn"]) == 3.0  # 0.5 * 2 + 2
-    assert s._steady is steady and steady.k == 1  # the pre-bound path took the call
+    assert s._steady is steady and steady.pingpong.k == 1  # the pre-bound path took the call
 
 
 def test_a_failed_steady_state_call_is_rerun_on_the_general_path_with_the_state_intact():
@@ -412,16 +412,16 @@ def test_a_failed_steady_state_call_is_rerun_on_the_general_path_with_the_state_
     s.run_dict(step(0))
     steady = s._steady
     assert steady is not None
-    k = steady.k
-    real = steady.runs[k]
+    k = steady.pingpong.k
+    real = steady.pingpong.runs[k]
     failed = []
 
     def fail_once():
-        steady.runs[k] = real
+        steady.pingpong.runs[k] = real
         failed.append(k)
         raise RuntimeError("transient")
 
-    steady.runs[k] = fail_once
+    steady.pingpong.runs[k] = fail_once
     assert scalar(s.run_dict(step(2))["hn"]) == 2.25
     assert failed == [k]  # the pre-bound call did fail
     assert scalar(s.run_dict(step(0))["hn"]) == 1.125

@@ -1,4 +1,4 @@
-"""What a StatefulSession reads off its model (rnnir/sessionspec.py), pinned with small models built here and
+"""What a StatefulSession reads off its model (rnnir/runtime/spec.py), pinned with small models built here and
 hand-checkable numbers: a malformed Transpose in front of X, and which graph inputs are a recurrent op's
 sequence_lens.  (What every session reads, on lines each runtime test executes, is pinned by the single tests of
 test_pinned_session_options.py and test_pinned_recurrent_inputs.py.)"""

@@ -10,7 +10,7 @@
     s.reset()                                # back to the initial state
     t = s.fork()                             # independent instance: own slots, same ORT session
     s.save_state("vad.state"); s.load_state("vad.state")   # bound to the model's fingerprint and state version
-    v = StatefulSession("silero_vad.onnx", context={"input": 64})   # keeps input the model does not (context.py)
+    v = StatefulSession("silero_vad.onnx", context={"input": 64})   # keeps input the model does not (rnnir.runtime.context)
 
 How state is kept
 -----------------
@@ -76,8 +76,11 @@ read with ``OrtValue.numpy``).
 Where the parts live
 --------------------
 This module is the session a caller holds.  What every instance of a model shares (its inputs, outputs,
-slots and onnxruntime session) is :mod:`rnnir.sessionspec`; the two IOBinding layers, a slot's buffers and
-the prepared steady call are :mod:`rnnir.binding`; the state file format is :mod:`rnnir.statefile`.
+slots and onnxruntime session) is :mod:`rnnir.runtime.spec`; the two IOBinding layers (the only code that
+touches onnxruntime's private API) are :mod:`rnnir.runtime.ort`; a slot's buffers, the ping-pong of two
+bindings and the prepared steady call are :mod:`rnnir.runtime.binding`; the state file format is
+:mod:`rnnir.runtime.statefile`, kept input context :mod:`rnnir.runtime.context`, state versions
+:mod:`rnnir.runtime.versioning`.
 """
 
 from __future__ import annotations
@@ -86,24 +89,23 @@ import json
 import os
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, overload
+from typing import Any, overload
 
 import numpy as np
 import onnxruntime as ort
 
-from .binding import PublicBinding, SlotBuffers, SteadyCall, make_binding
-from .context import ContextKeeper, ContextSpec, InputContext, parse_context
-from .errors import RnnirError, StateError
-from .ir import Program
-from .pairs import StatePair
-from .sessionspec import DEFAULT_MAX_SLOT_BYTES, IOSpec, RecurrentInput, SessionModel, SlotSpec
-from .statefile import STATE_FORMAT, check_saved_shape, read_state_file, shape_text, write_atomically
-from .versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, reconcile
-
-if TYPE_CHECKING:
-    pass
+from rnnir.errors import RnnirError, StateError
+from rnnir.ir import Program
+from rnnir.pairs import StatePair
+from rnnir.runtime.binding import SessionStats, SlotBuffers, SteadyCall, SteadyInputs
+from rnnir.runtime.context import ContextKeeper, ContextSpec, InputContext, parse_context
+from rnnir.runtime.feeds import FeedError, feed_array
+from rnnir.runtime.initial import StateShapeError, check_slot_size, initial_value, state_file_limit
+from rnnir.runtime.ort import PublicBinding, make_binding
+from rnnir.runtime.spec import DEFAULT_MAX_SLOT_BYTES, IOSpec, RecurrentInput, SessionModel, SlotSpec
+from rnnir.runtime.statefile import STATE_FORMAT, check_saved_shape, read_state_file, shape_text, write_atomically
+from rnnir.runtime.versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, reconcile
 
 __all__ = [
     "DEFAULT_MAX_SLOT_BYTES",
@@ -118,71 +120,14 @@ __all__ = [
     "StatefulSession",
 ]
 
-_STATE_META_BYTES = 2**20  # room for a state file's metadata entry and zip headers
-
-
 class SessionBusyError(StateError):
     """Another thread is using this StatefulSession right now (one instance is one stream; use fork())."""
-
-
-class StateShapeError(StateError):
-    """A state input's shape cannot be resolved from its declaration and the feeds: pass ``state_shapes=``."""
 
 
 class OnnxRuntimeError(RnnirError, RuntimeError):
     """onnxruntime refused or failed a call.  The message names the session and what was fed; ``__cause__`` is
     onnxruntime's own exception.  A RuntimeError too, as onnxruntime's IOBinding raises, so code written for an
     ``InferenceSession`` keeps catching it."""
-
-
-class FeedError(RnnirError, ValueError):
-    """A feed names an input the model does not have, a required input is missing, or an array's dtype is not
-    the input's (without ``cast_inputs=True``)."""
-
-
-#: values without a dtype of their own: they take the input's, as onnxruntime converts them
-_UNTYPED_FEEDS = (list, tuple, int, float, bool)
-
-
-def feed_array(label: str, spec: IOSpec, value: Any, cast: bool) -> np.ndarray:
-    """``value`` as the array bound to input ``spec``.  An array of another dtype is refused with a
-    :class:`FeedError` naming the input and both dtypes, as onnxruntime refuses it (a float64 array for a
-    float input, an int64 one for int32), unless ``cast`` (``cast_inputs=True``) converts it; a list or a
-    Python number has no dtype of its own and becomes the input's, as onnxruntime's ``run()`` does."""
-    if isinstance(value, _UNTYPED_FEEDS) and spec.dtype is not None:
-        return np.asarray(value, dtype=spec.dtype)
-    arr = np.asarray(value)
-    if spec.dtype is not None and arr.dtype != spec.dtype:
-        if not cast:
-            raise FeedError(
-                f"{label}: input {spec.name!r} takes {spec.dtype}, got a {arr.dtype} array; onnxruntime refuses it too. "
-                f"Convert it (x.astype(np.{spec.dtype})) or pass cast_inputs=True to convert every feed"
-            )
-        arr = arr.astype(spec.dtype)
-    return arr
-
-
-@dataclass
-class SessionStats:
-    """What the last call (and the instance so far) moved through Python.
-
-    ``python_state_bytes``: bytes of state copied between numpy and the slots
-    since the previous call ended, up to the end of the last call (initial
-    values, explicit state overrides, ``load_state``/``fork``); 0 in steady
-    state.  ``output_copy_bytes``: bytes of state outputs copied to hand them to
-    the caller in the last call (0 with ``alias_outputs=True`` or when state
-    outputs are not requested).  ``slot_allocations``: slot buffers onnxruntime
-    allocated so far (probe calls, hand-off slots).
-    """
-
-    calls: int = 0
-    python_state_bytes: int = 0
-    total_python_state_bytes: int = 0
-    output_copy_bytes: int = 0
-    slot_allocations: int = 0
-    probe_calls: int = 0
-
-
 
 
 class StatefulSession:
@@ -199,7 +144,7 @@ class StatefulSession:
     A feed whose dtype is not its input's (a float64 array for a float input) is refused with
     :class:`FeedError`, as onnxruntime refuses it, unless ``cast_inputs=True``: then it is converted
     (:func:`feed_array`).  ``context={"input": 64}`` keeps the tail of an input and prepends it to the
-    next call (:mod:`rnnir.context`).  ``session_options``, ``providers`` and
+    next call (:mod:`rnnir.runtime.context`).  ``session_options``, ``providers`` and
     ``**ort_kwargs`` go to ``onnxruntime.InferenceSession``.  A slot whose initial
     or loaded value would exceed ``max_slot_bytes`` (default 256 MiB) is refused
     with :class:`~rnnir.StateError` before anything is allocated.  See the module
@@ -239,7 +184,7 @@ class StatefulSession:
         context: tuple[InputContext, ...] = (),
     ) -> None:
         self._model = shared
-        # input context kept outside the model (context.py); None on the hot path when none is declared
+        # input context kept outside the model (rnnir.runtime.context); None on the hot path when none is declared
         self._context = ContextKeeper(context, {c.input: shared.inputs[c.input].dtype for c in context}, shared.max_slot_bytes) if context else None
         self._ort = shared.ort
         self.alias_outputs = bool(alias_outputs)
@@ -266,6 +211,11 @@ class StatefulSession:
     @property
     def label(self) -> str:
         return self._model.label
+
+    @property
+    def spec(self) -> SessionModel:
+        """What every instance of this model shares (inputs, outputs, slots, the onnxruntime session)."""
+        return self._model
 
     @property
     def fingerprint(self) -> str:
@@ -393,7 +343,7 @@ class StatefulSession:
                 try:
                     # read before taking the lock: a reset() or state assignment from another thread may have
                     # dropped this plan since, and its bindings still hold the old slot buffers
-                    result = steady.call(self, feeds) if self._steady is steady else None
+                    result = steady.call(feeds, self.alias_outputs) if self._steady is steady else None
                 finally:
                     self._lock.release()
                 if result is not None:
@@ -451,19 +401,25 @@ class StatefulSession:
             if run_options is not None:  # the pre-bound fast path runs without options
                 self._steady = None
             elif steady is not None and steady.named == named and steady.as_list == as_list and type(feeds) is dict:
-                result = steady.call(self, feeds)
+                result = steady.call(feeds, self.alias_outputs)
             if result is None:
                 self._steady = None
                 wanted = self._model.plain_outputs if named is None else named
                 by_name = self._run(feeds, wanted, run_options)
-                if run_options is None:
-                    self._steady = SteadyCall.enter(self, feeds, named, as_list, by_name)
+                if run_options is None and not self._pending_bytes:
+                    self._steady = SteadyCall.enter(self._steady_inputs(), feeds, named, as_list, by_name)
                 result = [by_name[n] for n in wanted] if as_list else by_name
             if context is not None and pending is not None:
                 context.commit(pending)  # only once the call succeeded
             return result
         finally:
             self._lock.release()
+
+    def _steady_inputs(self) -> SteadyInputs:
+        """What a steady plan is made of; the plan's two bindings are made once and kept for the next plans."""
+        if self._pair is None:
+            self._pair = [make_binding(self._ort, self._binding.kind == "native") for _ in range(2)]
+        return SteadyInputs(self._model, self._slots, self._writers, self._pair, self._context is None, self.stats)
 
     def _context_feeds(self, feeds: Mapping[str, Any]) -> Mapping[str, Any]:
         """The feeds of inputs with a kept context checked (or cast) before the context joins them, which would
@@ -656,102 +612,11 @@ class StatefulSession:
         return {s.input: self._initial_value(s, plain, batch)[0] for s in self._model.slots}
 
     def _initial_value(self, spec: SlotSpec, plain: Mapping[str, np.ndarray], batch: int | None = None) -> tuple[np.ndarray, str]:
-        if spec.init.kind == "caller":
-            raise StateError(f"{self.label}: state input {spec.input!r} has no initial value; pass it in the first call's feeds")
-        shape, guess = self._resolve_shape(spec, plain, batch)
-        self._check_slot_size(spec, shape)
-        if spec.init.kind == "constant" and spec.init.value is not None:
-            value = np.array(np.broadcast_to(np.asarray(spec.init.value, dtype=spec.dtype), shape))
-        else:
-            value = np.zeros(shape, dtype=spec.dtype)
-        return value, guess
+        return initial_value(self._model, self._state_shapes, spec, plain, batch)
 
-    def _state_file_limit(self, exact: bool = True) -> int:
-        """The most a state file of this model may expand to: each slot's exact size when its shape is fixed
-        (``exact``: the file must come from this state layout), else the per-slot bound; plus the input
-        context, if any, and room for the metadata."""
-        total = _STATE_META_BYTES
-        for spec in self._model.slots:
-            dims = spec.shape
-            if exact and dims is not None and all(isinstance(d, int) and d > 0 for d in dims):
-                size = spec.dtype.itemsize
-                for d in dims:
-                    size *= int(d)  # type: ignore[arg-type]  # all ints: checked just above
-                total += min(size, self._model.max_slot_bytes)
-            else:
-                total += self._model.max_slot_bytes * (1 if exact else 2)  # a migration may read an older, larger layout
-        if self._context is not None:
-            total += self._model.max_slot_bytes
-        return total
-
-    def _check_slot_size(self, spec: SlotSpec, shape: Sequence[int], what: str = "") -> None:
-        """Refuse a slot over ``max_slot_bytes`` before allocating it (Python ints: no overflow)."""
-        size = spec.dtype.itemsize
-        for d in shape:
-            size *= int(d)
-        limit = self._model.max_slot_bytes
-        if size > limit:
-            raise StateError(
-                f"{what or self.label}: state input {spec.input!r} of shape {shape_text(tuple(shape))} would take {size:,} bytes, "
-                f"over the {limit:,}-byte limit per slot; raise it with StatefulSession(max_slot_bytes=...) "
-                "or `rnnir run --max-slot-mb` if the model really keeps that much state"
-            )
-
-    def _resolve_shape(self, spec: SlotSpec, plain: Mapping[str, np.ndarray], batch_size: int | None = None) -> tuple[tuple[int, ...], str]:
-        """The slot's shape and, when a dim had to be guessed from the batch, how."""
-        if spec.input in self._state_shapes:
-            return self._state_shapes[spec.input], ""
-        if spec.init.kind == "constant" and spec.init.value is not None and spec.shape is None:
-            return tuple(np.shape(spec.init.value)), ""
-        if spec.shape is None:
-            raise StateShapeError(
-                f"{self.label}: state input {spec.input!r} declares no shape; pass state_shapes={{{spec.input!r}: (...)}}"
-            )
-        m = self._model
-        symbols: dict[str, int] = {}
-        for name, arr in plain.items():
-            declared = m.inputs[name].shape
-            if declared is None or len(declared) != arr.ndim:
-                continue
-            for d, size in zip(declared, arr.shape):
-                if isinstance(d, str):
-                    symbols.setdefault(d, int(size))
-        dims: list[int] = []
-        guessed: list[str] = []
-        batch: tuple[int, str] | None = None
-        for axis, d in enumerate(spec.shape):
-            if isinstance(d, int) and d > 0:
-                dims.append(d)
-                continue
-            if isinstance(d, str) and d in symbols:
-                dims.append(symbols[d])
-                continue
-            if batch is None:
-                batch = self._batch_size(plain)
-                if batch is None and batch_size is not None:
-                    batch = (batch_size, "the batch size asked for")
-            if batch is None:
-                raise StateShapeError(
-                    f"{self.label}: cannot tell dim {axis} ({d or '?'}) of state input {spec.input!r} "
-                    f"(declared {shape_text(spec.shape)}) from the feeds; pass state_shapes={{{spec.input!r}: (...)}}"
-                )
-            dims.append(batch[0])
-            guessed.append(f"dim {axis} = {batch[0]} ({batch[1]})")
-        return tuple(dims), ", ".join(guessed)
-
-    def _batch_size(self, plain: Mapping[str, np.ndarray]) -> tuple[int, str] | None:
-        m = self._model
-        for ri in m.recurrent_inputs:
-            arr = plain.get(ri.input)
-            if arr is not None and arr.ndim > ri.batch_axis:
-                return int(arr.shape[ri.batch_axis]), f"batch axis of {ri.input!r}, which feeds {ri.node!r}"
-        for name in m.plain_inputs:
-            arr = plain.get(name)
-            declared = m.inputs[name].shape
-            if arr is None or arr.ndim == 0 or not declared or isinstance(declared[0], int) and declared[0] > 0:
-                continue
-            return int(arr.shape[0]), f"leading dim of {name!r}"
-        return None
+    def state_file_limit(self, exact: bool = True) -> int:
+        """The most a state file of this model may expand to (:func:`rnnir.runtime.initial.state_file_limit`)."""
+        return state_file_limit(self._model, exact, self._context is not None)
 
     # -- state management --------------------------------------------------------------------
     def reset(self) -> None:
@@ -877,10 +742,10 @@ class StatefulSession:
     ) -> VersionOutcome:
         """Replace every slot with the state saved by :meth:`save_state` from the same model, or from a model
         declaring the same state version; otherwise ``on_version_mismatch`` decides (refuse, reset, or migrate
-        with ``migrations``; see :mod:`rnnir.versioning`).  Returns how the state was accepted."""
+        with ``migrations``; see :mod:`rnnir.runtime.versioning`).  Returns how the state was accepted."""
         target = Path(path)
         policy = VersionPolicy(on_version_mismatch)
-        meta, entries = read_state_file(target, self._state_file_limit(exact=policy is VersionPolicy.REFUSE and migrations is None))
+        meta, entries = read_state_file(target, self.state_file_limit(exact=policy is VersionPolicy.REFUSE and migrations is None))
         arrays = {k[len("slot:") :]: v for k, v in entries.items() if k.startswith("slot:")}
         contexts = {k[len("context:") :]: v for k, v in entries.items() if k.startswith("context:")}
         if meta.get("format") != STATE_FORMAT:
@@ -900,7 +765,7 @@ class StatefulSession:
             if arr.dtype != spec.dtype:
                 raise StateError(f"{target}: slot {name!r} was saved as {arr.dtype}, the model's state input is {spec.dtype}")
             check_saved_shape(target, spec, arr.shape)
-            self._check_slot_size(spec, arr.shape, str(target))
+            check_slot_size(self._model, spec, arr.shape, str(target))
         if not self._lock.acquire(blocking=False):
             raise SessionBusyError(self._busy_message("load_state"))
         try:
