@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .analysis.slicemaps import PortRef, SliceMap
 from .errors import ExportError, IRError, ModelError, PairingError, RnnirError, StateError
 from .ir import (
     Compute,
@@ -33,7 +34,7 @@ from .ir import (
     TensorType,
     Value,
 )
-from .pairs import PairSource, PortRef, SliceMap, StatePair
+from .pairs import PairSource, StatePair
 
 if TYPE_CHECKING:
     from .builder import Builder

@@ -75,6 +75,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .analysis.slicemaps import ExitKind
+from .analysis.slices import slice_maps
 from .errors import RnnirError
 from .fix_catalogue import FIXES, FixInfo
 from .ir import Compute, Program, Recurrent, Value
@@ -85,13 +87,13 @@ from .metadata import META_IR, META_PAIRS
 from .metadata import META_SLOTS as _META_SLOTS
 from .metadata import read as metadata
 from .metadata import write as _set_meta
-from .pairs import ExitKind
 from .render import printable
 
 if TYPE_CHECKING:
     from rnnir.passes.diagnostics import Diagnostic
 
-    from .pairs import PortRef, StatePair
+    from .analysis.slicemaps import PortRef
+    from .analysis.slices import TracedPair
 
 __all__ = ["FIXES", "Edit", "FixError", "FixInfo", "FixResult", "StatePlan", "fix", "render_diff"]
 
@@ -466,7 +468,7 @@ def _exposed_finals(program: Program) -> set[tuple[int, str]]:
     (``program`` is lowered from the very model being edited, so its ONNX nodes are that model's).  Per port: a
     pair may carry an LSTM's h while its c starts from zeros every call."""
     taken: set[tuple[int, str]] = set()
-    for p in program.state_pairs:
+    for p in slice_maps(program).declared:
         for sm in p.slices:
             for r in sm.exit:
                 node = program.node(r.node_id)
@@ -562,7 +564,7 @@ def _plan_cells(
         return []
     written = {
         (r.node_id, r.port)
-        for p in program.state_pairs
+        for p in slice_maps(program).declared
         for sm in p.slices
         for r in sm.exit
     }
@@ -1071,7 +1073,7 @@ def _plan_sd001(model: onnx.ModelProto, program: Program, d: Diagnostic, label: 
 
     if d.slot is None:
         return _no_fix(d, "the finding names no slot")
-    pair = program.pair(d.slot)
+    pair = slice_maps(program).pair(d.slot)
     if pair.output is not None:  # the state is handed straight back: return the reading op's final state instead
         return _plan_final_state(model, program, d)
     if len(pair.slices) != 1 or pair.slices[0].index != ():
@@ -1134,7 +1136,7 @@ def _plan_sd007(model: onnx.ModelProto, program: Program, d: Diagnostic) -> _Pla
     """The op whose final state a slot gets starts from a constant: feed it the slot instead (unsafe: a reset?)."""
     if d.slot is None:
         return _no_fix(d, "the finding names no slot")
-    pair = program.pair(d.slot)
+    pair = slice_maps(program).pair(d.slot)
     if len(pair.slices) != 1 or pair.slices[0].index != () or pair.slices[0].entry:
         return _no_fix(d, "the slot is read in slices, or read at all: which port it should feed is not certain")
     exits = {(r.node_id, r.port) for r in pair.slices[0].exit if r.note != "derived"}
@@ -1182,7 +1184,7 @@ def _port_key(program: Program, ref: PortRef) -> tuple[str, str, int]:
     return (ref.node_id, ref.port, -1 if d is None else d)
 
 
-def _expected_exits(program: Program, pair: StatePair) -> dict[tuple[int, ...], set[tuple[str, str, int]]]:
+def _expected_exits(program: Program, pair: TracedPair) -> dict[tuple[int, ...], set[tuple[str, str, int]]]:
     """Per slice index: the final-state ports that belong there (the finals of the ports that read it)."""
     out: dict[tuple[int, ...], set[tuple[str, str, int]]] = {}
     for sm in pair.slices:
@@ -1220,11 +1222,12 @@ def _assembling_concats(value: Value) -> list[Compute]:
 
 
 def _plan_sd002(program: Program, d: Diagnostic) -> _Plan | Edit:
-    from .slices import Origin, OriginKind, Ref, Tracer, _port_ref, slot_store_value
+    from .analysis.slices import _port_ref, slot_store_value
+    from .analysis.tracer import Origin, OriginKind, Ref, Tracer
 
     if d.slot is None:
         return _no_fix(d, "the finding names no slot")
-    pair = program.pair(d.slot)
+    pair = slice_maps(program).pair(d.slot)
     slot = pair.slot
     value = slot_store_value(program, slot, pair.output)
     if value is None:
@@ -1295,7 +1298,7 @@ def _plan_sd002(program: Program, d: Diagnostic) -> _Plan | Edit:
 def _plan_final_state(model: onnx.ModelProto, program: Program, d: Diagnostic) -> _Plan | Edit:
     if d.slot is None:
         return _no_fix(d, "the finding names no slot")
-    pair = program.pair(d.slot)
+    pair = slice_maps(program).pair(d.slot)
     if pair.output is None:
         return _no_fix(d, "the slot has no paired output to rewrite")
     kinds = {k for sm in pair.slices for k in sm.exit_kind.values()}

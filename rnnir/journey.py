@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from .analysis.slices import slice_maps
 from .optraits import OpTrait, ops_with
 
 if TYPE_CHECKING:
@@ -118,7 +119,7 @@ def short_branch(branch: Iterable[str]) -> str:
 def _slice_labels(program: Program) -> dict[tuple[str, str], list[str]]:
     """(recurrent node id, port) -> the slot slices entering or leaving through it (``state[0]``)."""
     found: dict[tuple[str, str], list[str]] = {}
-    for pair in program.state_pairs:
+    for pair in slice_maps(program).declared:
         for sl in pair.slices:
             for ref in (*sl.entry, *sl.exit):
                 labels = found.setdefault((ref.node_id, ref.port), [])

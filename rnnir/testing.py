@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from .analysis.slices import slice_maps
 from .errors import RnnirError
 from .runtime import StatefulSession
 from .sessionspec import DEFAULT_MAX_SLOT_BYTES
@@ -336,7 +337,7 @@ def check_multicall(
                 continue
             out = runner.broken(name, chunks, c)
             if out is None:
-                plain = [p.input for p in session.pairs if p.plain_recurrence]
+                plain = [p.input for p in slice_maps(session.program).declared if p.plain_recurrence]
                 if c == sizes[0] and (plain or any(r.kind == "LSTM" for r in session.program.recurrents)):
                     why = (
                         f"the state of {', '.join(repr(p) for p in plain)} is carried by plain ops, whose h and c the IR does not name"
@@ -851,7 +852,7 @@ def _hc_swaps(session: StatefulSession) -> list[_Swap]:
     """Where h and c of one recurrent op live, from the pairs' slice maps (packed slices or two slots)."""
     places: dict[tuple[str, int | None, str], tuple[str, int | None]] = {}
     shapes = {s.input: s.shape for s in session.slots}
-    for pair in session.pairs:
+    for pair in slice_maps(session.program).declared:
         for sl in pair.slices:
             for ref in sl.entry:
                 if ref.port not in ("initial_h", "initial_c") or ref.note:

@@ -1,7 +1,7 @@
 """Mutation testing for the code that decides rnnir's verdicts.
 
     python tools/mutate.py                       # every target module, 2 processes
-    python tools/mutate.py rnnir/slices.py       # one module (or several)
+    python tools/mutate.py rnnir/analysis/tracer.py       # one module (or several)
     python tools/mutate.py rnnir/passes/ --sample 40   # a random 40 mutants per module while iterating
     python tools/mutate.py rnnir/passes/aliasing.py --keep-killed last.json --json now.json   # rerun only last run's survivors
     python tools/mutate.py --since main --fail-under 90   # a change's own mutants: the lines it added or changed
@@ -53,7 +53,7 @@ EQUIVALENT_FILE = ROOT / "tools" / "mutation-equivalent.txt"
 # test_lint_speed checks every entry against onnx.defs (~3,900 mutants of data, not of logic)
 GENERATED = frozenset({"rnnir/lower/_opschemas.py"})
 # the code that decides verdicts: the passes, slice tracing, lowering, the multi-call runtime and checks
-DEFAULT_TARGETS = ("rnnir/passes", "rnnir/slices.py", "rnnir/lower", "rnnir/runtime.py", "rnnir/binding.py", "rnnir/sessionspec.py", "rnnir/statefile.py", "rnnir/testing.py")
+DEFAULT_TARGETS = ("rnnir/passes", "rnnir/analysis/tracer.py", "rnnir/analysis/slices.py", "rnnir/analysis/suggest.py", "rnnir/lower", "rnnir/runtime.py", "rnnir/binding.py", "rnnir/sessionspec.py", "rnnir/statefile.py", "rnnir/testing.py")
 
 
 class Operator(enum.Enum):

@@ -1,6 +1,6 @@
 """Element-exact slices of a packed state with static shape: every element traced to where it goes and comes from.
 
-The slice tracer (:mod:`rnnir.slices`) follows a state along its leading axes.  Exporters also pack states
+The slice tracer (:mod:`rnnir.analysis.tracer`) follows a state along its leading axes.  Exporters also pack states
 on inner axes and write them back row by row: GTCRN's ``tra_cache [2, 3, 1, 1, 16]`` holds six GRUs' ``h``,
 each written through a chain of ``ScatterND``; its ``inter_cache [2, 1, 33, 16]`` holds two GRUs of hidden
 size 8 per row, side by side on the last axis (``Slice(..., 0:8)`` in, ``Concat(Y_h, Y_h', axis=-1)`` out).
@@ -20,10 +20,11 @@ import bisect
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
+from rnnir.analysis.statekinds import END, Cut, Window
+from rnnir.analysis.tracer import _identity_operands  # the one definition of x + 0, x * 1
 from rnnir.ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
 from rnnir.onnxproto import EXTERNAL, element_count, tensor_to_array
-from rnnir.pairs import ExitKind, PortRef, SliceMap
-from rnnir.analysis.statekinds import END, Cut, Window
 
 if TYPE_CHECKING:
     import numpy as np
@@ -266,8 +267,6 @@ def _apply(ids: _Ids, node: Compute, out_index: int, v: Value) -> np.ndarray:
             if cond is not None:
                 return np.array(np.where(cond.astype(bool), _need(xs[1]), _need(xs[2])))
         if op in ("Add", "Sub", "Mul", "Div") and len(xs) == 2:
-            from rnnir.analysis.slices import _identity_operands  # the one definition of x + 0, x * 1
-
             for k in (0, 1):
                 other = xs[1 - k]
                 if xs[k] is not None and other is not None and _identity_operands(node, k) and bool(np.all(other == CONSTANT)):
