@@ -70,7 +70,7 @@ def test_torch_two_layer_gru_maps_each_layer(kind):
 @pytest.mark.parametrize("kind", ["ts", "dynamo"])
 def test_torch_packed_state_maps_h_and_c(kind):
     prog = rnnir.load(realmodels.torch_models_dir() / f"lstm_packed_state.{kind}.onnx")
-    s = _slices(prog.pair("state"))
+    s = _slices(slice_maps(prog).pair("state"))
     assert [e.port for e in s["state[0]"].entry] == ["initial_h"] and [e.port for e in s["state[0]"].exit] == ["Y_h"]
     assert [e.port for e in s["state[1]"].entry] == ["initial_c"] and [e.port for e in s["state[1]"].exit] == ["Y_c"]
 
@@ -78,7 +78,7 @@ def test_torch_packed_state_maps_h_and_c(kind):
 @pytest.mark.parametrize("kind", ["ts", "dynamo"])
 def test_torch_bidirectional_maps_both_directions(kind):
     prog = rnnir.load(realmodels.torch_models_dir() / f"bilstm_stream.{kind}.onnx")
-    s = _slices(prog.pair("h0"))
+    s = _slices(slice_maps(prog).pair("h0"))
     assert {(e.port, e.direction) for sl in s.values() for e in sl.entry} == {("initial_h", 0), ("initial_h", 1)}
     assert {(e.port, e.direction) for sl in s.values() for e in sl.exit} == {("Y_h", 0), ("Y_h", 1)}
 
