@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import onnx
@@ -164,7 +164,8 @@ class SessionModel:
         src: ModelSource | None
         if isinstance(model, Program):
             program = model
-            src = program.source
+            # lowering is the one maker of a program's source: the IR types it by the protocol it needs (ModelOrigin)
+            src = cast("ModelSource | None", program.source)
             if src is None:
                 try:
                     from .exporter import export as _export

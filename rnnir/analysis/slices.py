@@ -14,13 +14,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from rnnir import digraph
 from rnnir.analysis.elements import element_slices
 from rnnir.analysis.facts import Analysis, AnalysisManager, analyses
 from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.tracer import AbsKind, Origin, OriginKind, Ref, Tracer
-from rnnir.ir import Output, Program, Recurrent, Slot, Value
-from rnnir.pairs import PairSource, StatePair
+from rnnir.ir import Output, Program, Recurrent, Slot, Value, digraph
+from rnnir.ir.pairs import PairSource, StatePair
 
 __all__ = ["SliceAnalysis", "TracedPair", "slice_maps", "slot_store_value"]
 

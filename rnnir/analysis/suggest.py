@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from rnnir.analysis.facts import Analysis, AnalysisManager, analyses
 from rnnir.analysis.tracer import OriginKind, Tracer
 from rnnir.ir import Compute, Program, Value
+from rnnir.ir.pairs import PairSource, StatePair
 from rnnir.lower.state import LAYOUT_OPS
-from rnnir.pairs import PairSource, StatePair
 
 __all__ = ["SuggestedPairs", "suggested_pairs"]
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from rnnir.analysis.facts import Analysis, AnalysisManager, analyses
 from rnnir.analysis.statekinds import APPEND_OPS, END, Cut, Window
 from rnnir.ir import Compute, LoadSlot, PendingConst, Program, Recurrent, Store, Value
-from rnnir.optraits import OpTrait, ops_with
+from rnnir.ir.optraits import OpTrait, ops_with
 
 if TYPE_CHECKING:
     import numpy as np
