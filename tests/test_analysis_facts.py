@@ -129,3 +129,23 @@ def test_suggested_pairs_of_ir_text_are_its_own_and_a_parsed_program_derives_non
     offered = StatePair("x", None, PairSource.DATAFLOW, "written in the text")
     prog.suggested_pairs = (offered,)
     assert suggested_pairs(prog) == (offered,)
+
+
+def test_a_declared_pair_of_no_slot_is_traced_as_nothing_and_left_out_of_what_the_passes_judge():
+    prog = _fanout()
+    ghost = StatePair("ghost", "hn", PairSource.DECLARED, "no slot behind it")
+    prog.state_pairs = (ghost, *prog.state_pairs)
+    maps = slice_maps(prog)
+    assert [t.input for t in maps.declared] == ["ghost", "h0"] and [t.input for t in maps.pairs] == ["h0"]
+    assert maps.of(ghost).slices == () and maps.of(ghost).plain_recurrence is None
+    with pytest.raises(ValueError, match="no slot"):
+        _ = maps.of(ghost).slot
+
+
+def test_an_undeclared_slot_is_still_traced_for_the_passes():
+    prog = parse_program((SAMPLES / "al001_chain.rnnir").read_text(encoding="utf-8"))
+    prog.state_pairs = ()  # nobody declares h0 now
+    maps = slice_maps(prog)
+    (t,) = maps.pairs
+    assert maps.declared == () and (t.input, t.output, t.source) == ("h0", None, PairSource.BUILDER)  # h0 lives in no output
+    assert [(sm.label, [e.port for e in sm.entry], [e.port for e in sm.exit]) for sm in t.slices] == [("h0", ["initial_h"], ["Y_h"])]

@@ -92,7 +92,7 @@ class SliceAnalysis(Analysis):
         super().__init__(program, facts)
         declared = list(program.state_pairs)
         paired = {id(p.slot) for p in declared if p.slot is not None}
-        undeclared = [_undeclared_pair(program, s) for s in program.slots if id(s) not in paired]
+        undeclared = _undeclared_pairs(program, [s for s in program.slots if id(s) not in paired])
         traced = _trace_pairs(program, facts.get(Tracer), [*declared, *undeclared])
         self.declared: tuple[TracedPair, ...] = tuple(traced[: len(declared)])
         self.pairs: tuple[TracedPair, ...] = tuple(t for t in traced if t.pair.slot is not None)
@@ -121,15 +121,21 @@ def slice_maps(program: Program) -> SliceAnalysis:
     return analyses(program).get(SliceAnalysis)
 
 
-def _undeclared_pair(program: Program, slot: Slot) -> StatePair:
-    """A pair for a slot nobody declared: fed back from the output its storage is, when it is one."""
+def _undeclared_pairs(program: Program, slots: Sequence[Slot]) -> list[StatePair]:
+    """A pair for each slot nobody declared: fed back from the output its storage is, when it is one (the first
+    store into the slot's storage, in program order, that writes an output)."""
+    if not slots:
+        return []
     order = {n.id: i for i, n in enumerate(program.nodes)}
-    stores = list(program.stores_to(slot))
-    if slot.alias_of is not None:
-        stores += [st for st in program.stores_to(slot.alias_of) if st not in stores]
-    stores.sort(key=lambda st: order[st.id])
-    out = next((st.dest.name for st in stores if isinstance(st.dest, Output)), None)
-    return StatePair(slot.name, out, PairSource.BUILDER, "slot without a declared pair", slot=slot)
+    pairs = []
+    for slot in slots:
+        stores = list(program.stores_to(slot))
+        if slot.alias_of is not None:
+            stores += [st for st in program.stores_to(slot.alias_of) if st not in stores]
+        stores.sort(key=lambda st: order[st.id])
+        out = next((st.dest.name for st in stores if isinstance(st.dest, Output)), None)
+        pairs.append(StatePair(slot.name, out, PairSource.BUILDER, "slot without a declared pair", slot=slot))
+    return pairs
 
 
 def _port_ref(tr: Tracer, ref: Ref, branch: tuple[str, ...], note: str = "") -> PortRef:
