@@ -14,7 +14,6 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .analysis.slicemaps import PortRef, SliceMap
 from .errors import ExportError, IRError, ModelError, PairingError, RnnirError, StateError
 from .ir import (
     Compute,
@@ -34,9 +33,10 @@ from .ir import (
     TensorType,
     Value,
 )
-from .pairs import PairSource, StatePair
+from .ir.pairs import PairSource, StatePair
 
 if TYPE_CHECKING:
+    from .analysis.slicemaps import PortRef, SliceMap
     from .builder import Builder
     from .exporter import export
     from .fixer import fix
@@ -125,6 +125,10 @@ def __getattr__(name: str) -> Any:
         from .fixer import fix
 
         return fix
+    if name in ("PortRef", "SliceMap"):  # analysis results (rnnir.analysis): `import rnnir` loads the IR only
+        from .analysis import slicemaps
+
+        return getattr(slicemaps, name)
     if name == "Builder":
         from .builder import Builder
 

@@ -56,7 +56,7 @@ def _has_external_data(path: Path) -> bool:
 def write_model(model: onnx.ModelProto, dest: Path, *, external: bool, source: Path | None = None) -> None:
     """Write ``model`` to ``dest`` with :mod:`rnnir.writing` (atomic, only a regular file, links kept; the
     external data under a new name before the graph).  ``source``: the model read, whose data files stay."""
-    from .writing import write_onnx_model
+    from .onnxio.save import write_onnx_model
 
     write_onnx_model(model, dest, external=external, keep=_data_files(source) if external and source else (), error=FixUsageError)
 

@@ -855,7 +855,7 @@ unless said otherwise, H between 1 and 5.
 
 Store structures plain ONNX cannot express (a chain, a slot aliased to an
 output, shared addresses, a `Return` that does not wait, an in-place load) are
-IR programs, `<name>.rnnir`, in the text format of `rnnir/irtext.py`: rnnir
+IR programs, `<name>.rnnir`, in the text format of `rnnir/ir/text.py`: rnnir
 reads them as written (`rnnir lint x.rnnir`, `rnnir.load("x.rnnir")`); they
 have no ONNX graph to run. An exported program with such stores carries the
 same text in its `rnnir.ir` metadata. `rnnir.pairs` metadata is written where

@@ -298,3 +298,38 @@ def test_the_attn_lstm_reference_is_onnxruntimes_kernel(direction, layer):
         swapped = np.concatenate([w["AW"][:, H:], w["AW"][:, :H]], axis=1)  # rows of (context, h) read as (h, context)
         wrong = reference.attn_lstm(feeds["x"], **{**args, "AW": swapped}, direction=direction)
         assert np.abs(wrong[1] - expected[1]).max() > 1e-3
+
+
+def _without_state_outputs(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model returning only y: its final states are computed and dropped (SD001, the slot is never written)."""
+    hidden = onnx.ModelProto()
+    hidden.CopyFrom(model)
+    keep = [o for o in hidden.graph.output if o.name == "y"]
+    del hidden.graph.output[:]
+    hidden.graph.output.extend(keep)
+    return hidden
+
+
+def test_every_kind_is_fixed_when_its_final_state_is_dropped(kind):
+    model, _ = _model(kind)
+    hidden = _without_state_outputs(model)
+    assert {d.code for d in passes.run(rnnir.load(hidden))} == {"SD001"}
+    result = rnnir.fix(hidden)
+    assert result.changed and {e.code for e in result.edits} == {"SD001"}
+    fixed = rnnir.load(result.model)
+    added = {p.input: p.output for p in fixed.state_pairs}  # the fix names each output after its input (h0 -> hN)
+    assert sorted(added) == sorted(STATE_NAMES[e][0] for e in kind.entries) and None not in added.values()
+    assert passes.run(fixed) == []
+    # onnxruntime, where it runs the kind: the outputs the fix added are the final states the full model returns
+    calls = [_feeds(kind, 1), _feeds(kind, 2)]
+    full = _ort_calls(model, kind, calls)
+    if full is not None:
+        sess = ort.InferenceSession(result.model.SerializeToString(), providers=["CPUExecutionProvider"])
+        state = {STATE_NAMES[e][0]: np.zeros((1, BATCH, H), np.float32) for e in kind.entries}
+        for feeds, want in zip(calls, full):
+            got = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {**feeds, **state})))
+            np.testing.assert_array_equal(got["y"], want["y"])
+            for e in kind.entries:
+                h0, hn = STATE_NAMES[e]
+                np.testing.assert_array_equal(got[added[h0]], want[hn], err_msg=hn)
+            state = {h0: got[added[h0]] for h0 in state}

@@ -13,7 +13,7 @@ from rnnir.errors import IRError
 if TYPE_CHECKING:
     import numpy as np
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 __all__ = ["LoadKind", "OrderingLayer", "Provenance", "QuantParams", "SlotInit", "StoreResult", "TensorType"]
 

@@ -64,8 +64,8 @@ __all__ = ["ModelOrigin", "Program", "check_acyclic",
 class ModelOrigin(Protocol):
     """The ONNX model a program is one call of, as the program's users need it (:attr:`Program.source`).
 
-    :class:`rnnir.lower.source.ModelSource` is the one implementation; the IR names only what it promises, so
-    that it depends on nothing above it (lowering makes programs, the IR does not know lowering).
+    :class:`rnnir.onnxio.source.ModelSource` is the one implementation; the IR names only what it promises, so
+    that it depends on nothing above it (reading and lowering models are layers above the IR).
     """
 
     @property
@@ -402,7 +402,7 @@ class Program:
 
     # -- printing ------------------------------------------------------------------------
     def __str__(self) -> str:
-        from rnnir.printer import print_program
+        from rnnir.ir.printer import print_program  # the printer reads programs: imported here, not at the top
 
         return print_program(self)
 

@@ -26,7 +26,7 @@ from rnnir.ir.recurrence import KINDS, Recognition, RecurrenceKind
 if TYPE_CHECKING:
     import numpy as np
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 __all__ = ["Compute", "LoadSlot", "Node", "Output", "PendingConst", "Recurrent", "Region", "Return", "Slot", "Store", "Value"]
 
