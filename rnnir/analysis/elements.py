@@ -24,12 +24,12 @@ from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.statekinds import END, Cut, Window
 from rnnir.analysis.tracer import _identity_operands  # the one definition of x + 0, x * 1
 from rnnir.ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
-from rnnir.onnxproto import EXTERNAL, element_count, tensor_to_array
+from rnnir.onnxio.proto import EXTERNAL, element_count, tensor_to_array
 
 if TYPE_CHECKING:
     import numpy as np
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 __all__ = ["element_slices"]
 

@@ -13,10 +13,12 @@ from collections.abc import Iterator
 from rnnir.analysis.facts import Analysis, AnalysisManager, analyses
 from rnnir.analysis.tracer import OriginKind, Tracer
 from rnnir.ir import Compute, Program, Value
+from rnnir.ir.optraits import OpTrait, ops_with
 from rnnir.ir.pairs import PairSource, StatePair
-from rnnir.lower.state import LAYOUT_OPS
 
 __all__ = ["SuggestedPairs", "suggested_pairs"]
+
+LAYOUT_OPS = ops_with(OpTrait.LAYOUT)  # ops that only move elements: the walk back from an initial state follows them
 
 
 class SuggestedPairs(Analysis):

@@ -24,7 +24,7 @@ from rnnir.ir.optraits import OpTrait, ops_with
 if TYPE_CHECKING:
     import numpy as np
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 _BIG = 2**62
 _MAX_ELEMS = 256
