@@ -33,9 +33,10 @@ from .ir import (
     TensorType,
     Value,
 )
-from .pairs import PairSource, PortRef, SliceMap, StatePair
+from .ir.pairs import PairSource, StatePair
 
 if TYPE_CHECKING:
+    from .analysis.slicemaps import PortRef, SliceMap
     from .builder import Builder
     from .exporter import export
     from .fixes.engine import fix
@@ -124,6 +125,10 @@ def __getattr__(name: str) -> Any:
         from .fixes.engine import fix
 
         return fix
+    if name in ("PortRef", "SliceMap"):  # analysis results (rnnir.analysis): `import rnnir` loads the IR only
+        from .analysis import slicemaps
+
+        return getattr(slicemaps, name)
     if name == "Builder":
         from .builder import Builder
 

@@ -1,7 +1,7 @@
 """Mutation testing for the code that decides rnnir's verdicts.
 
     python tools/mutate.py                       # every target module, 2 processes
-    python tools/mutate.py rnnir/slices.py       # one module (or several)
+    python tools/mutate.py rnnir/analysis/tracer.py       # one module (or several)
     python tools/mutate.py rnnir/passes/ --sample 40   # a random 40 mutants per module while iterating
     python tools/mutate.py rnnir/passes/aliasing.py --keep-killed last.json --json now.json   # rerun only last run's survivors
     python tools/mutate.py --since main --fail-under 90   # a change's own mutants: the lines it added or changed

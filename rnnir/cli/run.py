@@ -344,8 +344,11 @@ def _state_misfits(session: Any, feed: Mapping[str, Any]) -> tuple[list[str], li
     outs = session.fork(reset=True).run_dict(dict(feed))
     found: list[str] = []
     growing: list[str] = []
+    from rnnir.analysis.slices import slice_maps
+
+    maps = slice_maps(session.program)
     for slot in session.slots:
-        grows = {w.axis for sm in slot.pair.slices for w in sm.windows.values() if w.cut is None}
+        grows = {w.axis for sm in maps.pair(slot.pair.input).slices for w in sm.windows.values() if w.cut is None}
         got = outs.get(slot.output) if slot.output is not None else None
         if got is None or slot.shape is None:
             continue

@@ -92,11 +92,14 @@ def cmd_show(args: ShowArgs) -> int:
         say_written(output, f"{what}, drawn by Graphviz")  # type: ignore[arg-type]
         return 0
     if fmt == "json":
+        from rnnir.analysis.slices import pair_json, slice_maps
+        from rnnir.analysis.suggest import suggested_pairs
+
         doc = {
             "version": 1,
             "path": unicode_text(args.model),
-            "state_pairs": [p.to_json() for p in program.state_pairs],
-            "suggested_pairs": [p.to_json() for p in program.suggested_pairs],
+            "state_pairs": slice_maps(program).to_json(),
+            "suggested_pairs": [pair_json(p) for p in suggested_pairs(program)],
         }
         text = json.dumps(doc, indent=2)
     elif fmt == "text":

@@ -128,7 +128,9 @@ def refusals(program: Program, verification: Verification, *, allow_unverified: 
     found: list[Refusal] = []
     pairs: list[StatePair] = list(program.state_pairs)
     if not pairs:
-        suggested = [(p.input, p.output) for p in program.suggested_pairs]
+        from ..analysis.suggest import suggested_pairs
+
+        suggested = [(p.input, p.output) for p in suggested_pairs(program)]
         fix = (
             f"if the model keeps state, say which input is fed from which output: {_pair_flags(suggested)} (suggested by the dataflow)"
             if suggested else "if the model keeps state, say which input is fed from which output with --pair IN=OUT"

@@ -12,10 +12,12 @@ from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
 from rnnir.fixes.onnx_edit import Names, name_stem, node_label, prune
 from rnnir.ir import Program, Recurrent
 from rnnir.onnxio.source import iter_graphs
-from rnnir.pairs import ExitKind
+from rnnir.analysis.slicemaps import ExitKind
+from rnnir.analysis.slices import slice_maps
 
 if TYPE_CHECKING:
-    from rnnir.pairs import PortRef, StatePair
+    from rnnir.analysis.slicemaps import PortRef
+    from rnnir.analysis.slices import TracedPair
     from rnnir.passes.diagnostics import Diagnostic
 
 __all__ = ["FINAL_OF", "expected_exits", "plan_final_state", "port_key"]
@@ -32,7 +34,7 @@ def port_key(program: Program, ref: PortRef) -> tuple[str, str, int]:
     return (ref.node_id, ref.port, -1 if d is None else d)
 
 
-def expected_exits(program: Program, pair: StatePair) -> dict[tuple[int, ...], set[tuple[str, str, int]]]:
+def expected_exits(program: Program, pair: TracedPair) -> dict[tuple[int, ...], set[tuple[str, str, int]]]:
     """Per slice index: the final-state ports that belong there (the finals of the ports that read it)."""
     out: dict[tuple[int, ...], set[tuple[str, str, int]]] = {}
     for sm in pair.slices:
@@ -52,7 +54,7 @@ def plan_final_state(ctx: FixContext, d: Diagnostic, info: FixInfo) -> Plan | Ed
     model, program = ctx.model, ctx.program
     if d.slot is None:
         return info.refuse(d, "the finding names no slot")
-    pair = program.pair(d.slot)
+    pair = slice_maps(program).pair(d.slot)
     if pair.output is None:
         return info.refuse(d, "the slot has no paired output to rewrite")
     kinds = {k for sm in pair.slices for k in sm.exit_kind.values()}

@@ -18,6 +18,7 @@ from rnnir.lower.recognise import recognise
 from rnnir.lower.scope import ModelIndex
 from rnnir.lower.scope import attribute_value as _attr
 from rnnir.recurrence import kind_for_op
+from rnnir.analysis.slices import slice_maps
 
 __all__ = ["Alternative", "StatePlan", "default_state", "plan_states"]
 
@@ -105,7 +106,7 @@ def exposed_finals(program: Program) -> set[tuple[int, str]]:
     (``program`` is lowered from the very model being edited, so its ONNX nodes are that model's).  Per port: a
     pair may carry an LSTM's h while its c starts from zeros every call."""
     taken: set[tuple[int, str]] = set()
-    for p in program.state_pairs:
+    for p in slice_maps(program).declared:
         for sm in p.slices:
             for r in sm.exit:
                 node = program.node(r.node_id)
@@ -198,7 +199,7 @@ def plan_cells(
         return []
     written = {
         (r.node_id, r.port)
-        for p in program.state_pairs
+        for p in slice_maps(program).declared
         for sm in p.slices
         for r in sm.exit
     }

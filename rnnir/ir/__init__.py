@@ -10,7 +10,7 @@ layer sits next to it, each module one concept, importing nothing above the IR:
 - :mod:`rnnir.ir.digraph`     the program's directed graph (networkx's interface, without its import cost);
 - :mod:`rnnir.ir.recurrence`  the registry of recurrence kinds (ports, state entry and exit);
 - :mod:`rnnir.ir.optraits`    what each ONNX op is to the analyses (layout, view, elementwise, control flow);
-- :mod:`rnnir.ir.pairs`       the caller's state contract (:class:`StatePair`, :class:`SliceMap`);
+- :mod:`rnnir.ir.pairs`       the caller's state contract (:class:`StatePair`, a frozen declaration);
 - :mod:`rnnir.ir.printer`     the IR's text format, written (``str(program)``);
 - :mod:`rnnir.ir.lexer`       the pieces of a line of IR text: names, literals, dense constants, tensor types;
 - :mod:`rnnir.ir.text`        the IR's text format, parsed back and read from files (public path ``rnnir.irtext``);

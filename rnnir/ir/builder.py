@@ -245,11 +245,8 @@ class Builder:
                 output=out_name,  # None: no graph output returns the written-back state (a name here would be an output that does not exist)
                 source=PairSource.BUILDER,
                 reason="slot built with rnnir.Builder",
+                slot=slot,
             )
-            pair.slot = slot
             pairs.append(pair)
         prog.state_pairs = pairs
-        from rnnir.slices import analyse_state
-
-        analyse_state(prog)
         return prog

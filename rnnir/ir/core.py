@@ -11,7 +11,7 @@ annotated with in :mod:`rnnir.ir.attributes`; the program is the only way to edi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
@@ -51,7 +51,6 @@ if TYPE_CHECKING:
 
     from rnnir.ir.pairs import StatePair
 
-T = TypeVar("T")
 N = TypeVar("N", bound=Node)
 
 # Program and check_acyclic are this module's; the rest were defined here before the split and are re-exported
@@ -99,7 +98,7 @@ class Program:
         self._outputs: IRTuple = IRTuple()
         self._externals: dict[str, Value] = {}
         self._state_pairs: IRTuple = IRTuple()
-        self._suggested_pairs: IRTuple = IRTuple()  # pairs only the dataflow suggests (rnnir.lower.suggest)
+        self._suggested_pairs: IRTuple = IRTuple()  # suggestions IR text writes down (rnnir.analysis.suggest derives a lowered program's)
         self._recurrence_candidates: IRTuple = IRTuple()  # rnnir.lower.cells.CellCandidate: looked like a recurrence, not confirmed
         # the ONNX model this program is one call of (None when built or parsed from IR text): export writes it back
         # with the pairing, StatefulSession and the simulator run it
@@ -110,11 +109,13 @@ class Program:
         self._slot_names: dict[str, Slot] = {}
         self._output_names: dict[str, Output] = {}
         self._by_dest: dict[int, list[Node]] | None = None  # stores and loads by their slot/output, per graph change
-        # bumped by every change: through this class's methods, or a write to an owned slot, output, node, value or
-        # state pair; the containers are IRTuples, so there is no other way to change the program
+        # bumped by every change: through this class's methods, or a write to an owned slot, output, node or value;
+        # the containers are IRTuples and the state pairs frozen, so there is no other way to change the program
         self._version = 0
         self._frozen = 0  # > 0 while analyses run: owned objects refuse writes
-        self._analyses: dict[str, tuple[int, Any]] = {}  # analyses computed once per version of the program
+        # what layers above the IR derive from this program (rnnir.analysis.facts keeps its AnalysisManager here),
+        # as onnx-ir's Model.meta: never printed, compared or versioned, and no part of the program's meaning
+        self.meta: dict[str, object] = {}
 
     # -- containers (immutable: replaced whole, which bumps the version) ---------------------
     @property
@@ -139,8 +140,6 @@ class Program:
     def state_pairs(self, pairs: Iterable[StatePair]) -> None:
         self._changed()
         self._state_pairs = IRTuple(pairs)
-        for p in self._state_pairs:
-            p._adopt(self)
 
     @property
     def suggested_pairs(self) -> Sequence[StatePair]:
@@ -322,31 +321,6 @@ class Program:
             yield self
         finally:
             self._frozen -= 1
-
-    def analysis(self, key: str, compute: Callable[[], T]) -> T:
-        """The analysis ``key`` of this program, computed by ``compute`` once per version of the program (MLIR's
-        ``getAnalysis``): lowering, the builder and every pass share one result instead of recomputing it.
-        The version alone is the key: every change of the program goes through it."""
-        hit = self._analyses.get(key)
-        if hit is not None and hit[0] == self.version:
-            return cast(T, hit[1])  # stored by this method (or remember) under this key
-        value = compute()
-        self._analyses[key] = (self.version, value)
-        return value
-
-    def remember(self, key: str, value: Any) -> None:
-        """Record ``value`` as the current result of analysis ``key`` (it was computed in place, e.g. slice maps)."""
-        self._analyses[key] = (self.version, value)
-
-    def forget(self, key: str) -> None:
-        """Drop the result of analysis ``key`` (its inputs were written in place); refused while frozen."""
-        if self._frozen:
-            raise FrozenProgramError(f"analysis {key!r} of program {self.name!r} written while frozen for analysis")
-        self._analyses.pop(key, None)
-
-    def is_current(self, key: str) -> bool:
-        hit = self._analyses.get(key)
-        return hit is not None and hit[0] == self.version
 
     # -- queries --------------------------------------------------------------------------
     def node(self, node_id: str) -> Node:

@@ -119,7 +119,7 @@ def read_structure(ir_text: str, label: str, key: str) -> StoreStructure:
     from rnnir.ir.text import parse_program
 
     try:
-        program = parse_program(ir_text, trace=False)  # only the stores are read: no slice tracing
+        program = parse_program(ir_text)  # only the stores are read (parsing traces nothing)
     except IRError as exc:
         raise ModelError(f"metadata {key!r} is not IR text rnnir can read: {exc}", model=label) from None
     return structure_of(program)

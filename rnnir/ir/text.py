@@ -25,6 +25,7 @@ states -- is small), so ``print(parse(print(p))) == print(p)`` always holds.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -65,8 +66,7 @@ MAX_IR_TEXT_BYTES = 64 << 20  # IR text keeps no weights: a larger file is not I
 
 
 class _Parser:
-    def __init__(self, text: str, trace: bool = True) -> None:
-        self.trace = trace
+    def __init__(self, text: str) -> None:
         self.lines = [_without_comment(line) for line in text.splitlines()]
         self.program: Program | None = None
         self.values: dict[str, Value] = {}
@@ -198,12 +198,7 @@ class _Parser:
             reason = sc.string() if not sc.at_end() else ""
             if not sc.at_end():
                 raise sc.error("unexpected text after a pair")
-            pair = StatePair(inp, out, source, reason)
-            if suggested:
-                prog.suggested_pairs = (*prog.suggested_pairs, pair)
-            else:
-                prog.state_pairs = (*prog.state_pairs, pair)
-            self.pair_lines.append((pair, sc.lineno, suggested))
+            self.pair_lines.append((StatePair(inp, out, source, reason), sc.lineno, suggested))
             return
         if sc.eat("order "):
             a = self._node_by_ref(sc)
@@ -386,20 +381,21 @@ class _Parser:
             path = " -> ".join([str(cycle[0][0]), *(str(v) for _, v in cycle)])
             raise Scanner("", lineno).error(f"the ordering edges close a cycle ({short(path)})")
         outputs = {o.name for o in prog.outputs}
+        declared: list[StatePair] = []
+        offered: list[StatePair] = []
         for pair, lineno, suggested in self.pair_lines:
             sc = Scanner("", lineno)
             try:
-                pair.slot = prog.slot(pair.input)
+                pair_slot: Slot | None = prog.slot(pair.input)
             except KeyError:
-                pair.slot = None
+                pair_slot = None
                 if not suggested:  # a declared pair of no slot checks nothing: never a silent "verified"
                     raise sc.error(f"pair {pair.input} -> {pair.output}: the program has no slot @{pair.input}") from None
             if pair.output is not None and pair.output not in outputs and not suggested:
                 raise sc.error(f"pair {pair.input} -> {pair.output}: the program has no output {pair.output}")
-        if self.trace:
-            from rnnir.slices import analyse_state
-
-            analyse_state(prog)
+            (offered if suggested else declared).append(dataclasses.replace(pair, slot=pair_slot))
+        prog.state_pairs = declared
+        prog.suggested_pairs = offered
 
 
 
@@ -422,10 +418,10 @@ def _without_comment(line: str) -> str:
     return line
 
 
-def parse_program(text: str, *, trace: bool = True) -> Program:
-    """Read IR text (format version 1) into a :class:`Program`; its state pairs' slices are traced unless
-    ``trace=False`` (a reader that wants only the program's structure, such as its stores)."""
-    return _Parser(text.removeprefix("\ufeff"), trace).parse()  # a byte-order mark, as some editors write, is no text
+def parse_program(text: str) -> Program:
+    """Read IR text (format version 1) into a :class:`Program`, as written: nothing is traced (the slice maps
+    are :mod:`rnnir.analysis`'s, computed when asked)."""
+    return _Parser(text.removeprefix("\ufeff")).parse()  # a byte-order mark, as some editors write, is no text
 
 
 def read_program(path: str | os.PathLike[str], *, label: str | None = None) -> Program:

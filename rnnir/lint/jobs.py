@@ -161,13 +161,15 @@ def lint_one(job: LintJob) -> FileResult:
 def _lint_one(job: LintJob) -> FileResult:
     import rnnir
     from rnnir import passes
+    from rnnir.analysis.slices import pair_json, slice_maps
+    from rnnir.analysis.suggest import suggested_pairs
 
     result = FileResult(path=job.path, config=job.config)
     try:
         with pairs_declared_in(job.pairs_origin):
             program = rnnir.load(job.path, pairs=job.pairs, entry=job.entry, exit=job.exit)
-        result.state_pairs = [p.to_json() for p in program.state_pairs]
-        result.suggested_pairs = [p.to_json() for p in program.suggested_pairs]
+        result.state_pairs = slice_maps(program).to_json()
+        result.suggested_pairs = [pair_json(p) for p in suggested_pairs(program)]
         if job.pairs and program.source is not None:  # a declaration replaces automatic pairing: say what it left out
             from ..lower.pairing import left_out_pair_warnings
 

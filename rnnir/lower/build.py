@@ -7,8 +7,10 @@ Each stage is a function in its own module, taking and returning typed values:
 3. plan what to build (:mod:`.plan`): the definitions that carry state, in order → :class:`BuildPlan`;
 4. build them (:mod:`.values`): values, recurrent ops and recognised sites → a :class:`ValueBuilder`
    holding the value registry;
-5. place the stores (:mod:`.stores`): recorded structure, ``structure=`` override or the exit policy;
-6. analyse the slices (:func:`rnnir.slices.analyse_state`) and suggest dataflow-only pairs (:mod:`.suggest`).
+5. place the stores (:mod:`.stores`): recorded structure, ``structure=`` override or the exit policy.
+
+What is derived from the result (the slice maps, the pairs only the dataflow suggests) is no part of the
+program: :mod:`rnnir.analysis` computes it when asked.
 
 Only values that depend on a state input or on a recurrent op's results become IR nodes; everything
 else a state-path node reads becomes an external value (with its constant when it is a small constant,
@@ -29,7 +31,6 @@ from .scope import ModelIndex
 from .source import ModelSource
 from .state import LAYOUT_OPS, DeclaredState, declare_state
 from .stores import place_stores, recorded_structure
-from .suggest import suggest_pairs
 from .values import build_values
 
 __all__ = ["LAYOUT_OPS", "EntryPolicy", "ExitPolicy", "Policy", "lower", "recognise_recurrences"]
@@ -39,8 +40,6 @@ def lower(
     src: ModelSource, pairs: Mapping[str, str | None] | None = None, policy: Policy | None = None, *, structure: StoreStructure | None = None
 ) -> Program:
     """``src`` as a Program; ``structure`` (``rnnir fix``'s edited stores) replaces the IR text the model records."""
-    from ..slices import analyse_state
-
     policy = policy or Policy()
     index = ModelIndex(src.model, src.label)
     program = Program(src.model.graph.name or (src.path.stem if src.path else "model"))
@@ -50,8 +49,6 @@ def lower(
     plan = plan_build(index, state, recognised)
     builder = build_values(program, index, state, recognised, plan, policy.load)
     place_stores(builder, policy, structure if structure is not None else recorded_structure(src))
-    analyse_state(program)
-    suggest_pairs(builder)
     return program
 
 

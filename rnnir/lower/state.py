@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from ..ir import Output, Program, Provenance, Slot, SlotInit
@@ -85,7 +85,7 @@ def declare_state(
         program.add_output(Output(vi.name, tensor_type(vi)))
     input_slots: dict[str, Slot] = {}
     recorded = _recorded_inits(model)
-    for p in pairs:
+    for k, p in enumerate(pairs):
         d = root.resolve(p.input)
         init = recorded.get(p.input, SlotInit("zeros"))
         if d.tensor is not None:
@@ -94,7 +94,7 @@ def declare_state(
                 init = SlotInit("constant", arr)
         slot = Slot(name=p.input, type=tensor_type(root.inputs.get(p.input)), init=init, provenance=Provenance(value=p.input))
         program.add_slot(slot)
-        p.slot = slot
+        pairs[k] = replace(p, slot=slot)
         input_slots[p.input] = slot
     constant_slots: dict[Key, Slot] = {}
     if constant_entries:
@@ -183,8 +183,7 @@ def _constant_entries(index: ModelIndex, program: Program, out_names: set[str], 
                 continue
             slot = Slot(name=d.name, type=tensor_type_of(t), init=SlotInit("constant", arr), provenance=Provenance(value=d.name))
             program.add_slot(slot)
-            p = StatePair(d.name, ret, PairSource.CONSTANT, f"constant initial state of {index.node_name(node)!r} made a slot (entry=constant)")
-            p.slot = slot
-            new_pairs.append(p)
+            reason = f"constant initial state of {index.node_name(node)!r} made a slot (entry=constant)"
+            new_pairs.append(StatePair(d.name, ret, PairSource.CONSTANT, reason, slot=slot))
             made[key_of(d)] = slot
     return new_pairs

@@ -54,7 +54,7 @@ def place_stores(builder: ValueBuilder, policy: Policy, structure: StoreStructur
                 results.append(_store(builder, value, out, StoreResult.VALUE))
             continue
         slot = pair.slot
-        if slot is not None and slot.name in known_slots:  # the recorded IR text says how this slot is written
+        if slot is None or slot.name in known_slots:  # the recorded IR text says how this slot is written
             continue
         if policy.exit is ExitPolicy.FANOUT or structure is not None:  # a slot exposed after the export: the default
             results.append(_store(builder, value, slot, StoreResult.TOKEN))

@@ -16,12 +16,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from rnnir.analysis.slicemaps import ExitKind, SliceMap
+from rnnir.analysis.slices import TracedPair
+from rnnir.analysis.statekinds import judge
+from rnnir.analysis.tracer import Abs, AbsKind, OriginKind, Ref
 from rnnir.ir import Compute, LoadSlot, Node, Output, Recurrent, Store, Value
 from rnnir.optraits import OpTrait, ops_with
-from rnnir.pairs import ExitKind, SliceMap, StatePair
 from rnnir.recurrence import Recognition
-from rnnir.slices import Abs, AbsKind, OriginKind, Ref
-from rnnir.statekinds import judge
 
 from .diagnostics import Diagnostic, Location, Severity, onnx_node_of
 from .manager import AnalysisPass, ProgramFacts
@@ -172,7 +173,7 @@ def _look_alikes(facts: ProgramFacts, node: Node) -> str:
     return "".join(f"; {r}" for r in reasons[:2])
 
 
-def _why_unverified(facts: ProgramFacts, pair: StatePair, sm: SliceMap) -> _Unresolved | None:
+def _why_unverified(facts: ProgramFacts, pair: TracedPair, sm: SliceMap) -> _Unresolved | None:
     """None when the slice is resolved end to end; else what stopped the trace, and where."""
     ops = facts.recurrent_by_id
     label = sm.label
@@ -232,7 +233,7 @@ def _why_unverified(facts: ProgramFacts, pair: StatePair, sm: SliceMap) -> _Unre
     return None
 
 
-def _cache_unresolved(pair: StatePair, sm: SliceMap, stored: Value | None) -> _Unresolved | None:
+def _cache_unresolved(pair: TracedPair, sm: SliceMap, stored: Value | None) -> _Unresolved | None:
     """None when every call path writes back this slot's own window (or appended cache), judged exactly."""
     for bp, kind in sm.exit_kind.items():
         w = sm.windows.get(bp)

@@ -18,13 +18,14 @@ import dataclasses
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rnnir import digraph
+from rnnir.analysis.facts import AnalysisManager, analyses
+from rnnir.analysis.slices import SliceAnalysis, TracedPair
+from rnnir.analysis.tracer import Tracer
 from rnnir.errors import RnnirError
 from rnnir.ir import FrozenProgramError, ImmutableIRError, LoadSlot, Node, Output, Program, Recurrent, Return, Slot, Store
-from rnnir.pairs import SLICE_MAPS, PairSource, StatePair
-from rnnir.slices import Tracer, analyse_state, tracer_for
 
 from .diagnostics import Diagnostic, Rule, Severity
 
@@ -92,84 +93,31 @@ class AnalysisPass:
 # -- facts shared by the passes ------------------------------------------------------------
 
 
-class _PairsOverlay:
-    """The program seen with other state pairs, so slice analysis can run without touching the program's own.
-
-    Node queries answer from the facts' one topological order instead of
-    sorting the graph again per question (the program's own ``stores_to``
-    does, which makes slice analysis quadratic in the number of slots).
-    """
-
-    def __init__(self, facts: ProgramFacts, pairs: list[StatePair]) -> None:
-        self._facts = facts
-        self._program = facts.program
-        self.state_pairs = pairs
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._program, name)
-
-    @property
-    def nodes(self) -> list[Node]:
-        return self._facts.nodes
-
-    @property
-    def recurrents(self) -> list[Recurrent]:
-        return self._facts.recurrents
-
-    @property
-    def stores(self) -> list[Store]:
-        return self._facts.stores
-
-    def stores_to(self, dest: object) -> list[Store]:
-        return self._facts._stores_by_dest.get(id(dest), [])
-
-    def loads_of(self, slot: Slot) -> list[LoadSlot]:
-        return self._facts.loads_of(slot)
-
-
 CALL_BOUNDARY = ("call-boundary",)
 
 
 class ProgramFacts:
-    """Read-only facts about one program, computed at most once per run and shared by every pass.
+    """Read-only facts about one program, shared by every pass of a run.
 
-    ``pairs`` are *copies* of the program's state pairs with freshly traced
-    slice maps (a program built with :class:`rnnir.Builder` has placeholder
-    slices; one lowered from ONNX gets the same maps again), plus a pair for
-    every slot the program declares without one.  The program's own pairs are
-    never written.
+    The analyses proper (the tracer, the slice maps) come from the program's
+    :class:`~rnnir.analysis.facts.AnalysisManager`, computed once per version of
+    the program and shared with every other reader (``rnnir show``, the JSON, the
+    fixer...); the rest are per-run indexes of the program's nodes.
     """
 
     def __init__(self, program: Program) -> None:
         self.program = program
+        self.analyses: AnalysisManager = analyses(program)
 
     # -- slice maps -------------------------------------------------------------------------
-    @cached_property
+    @property
     def tracer(self) -> Tracer:
-        return tracer_for(self.program)
+        return self.analyses.get(Tracer)
 
-    @cached_property
-    def pairs(self) -> list[StatePair]:
-        prog = self.program
-        paired = {id(p.slot) for p in prog.state_pairs if p.slot is not None}
-        if prog.is_current(SLICE_MAPS) and all(id(s) in paired for s in prog.slots):
-            # lowering (or the builder) traced every pair on the program as it still is: share those maps
-            return [p for p in prog.state_pairs if p.slot is not None]
-        copies: list[StatePair] = []
-        seen: set[int] = set()
-        for p in prog.state_pairs:
-            if p.slot is None:
-                continue
-            copies.append(dataclasses.replace(p, slices=[], plain_recurrence=None))
-            seen.add(id(p.slot))
-        for slot in prog.slots:
-            if id(slot) not in seen:
-                out = next((st.dest.name for st in self.stores_to_storage(slot) if isinstance(st.dest, Output)), None)
-                pair = StatePair(slot.name, out, PairSource.BUILDER, "slot without a declared pair")
-                pair.slot = slot
-                copies.append(pair)
-        analyse_state(_PairsOverlay(self, copies), self.tracer)  # type: ignore[arg-type]  # duck-typed: answers as the Program it wraps
-        return copies
+    @property
+    def pairs(self) -> list[TracedPair]:
+        """Every state pair with a slot, traced, then a pair for every slot nobody declared (:class:`SliceAnalysis`)."""
+        return list(self.analyses.get(SliceAnalysis).pairs)
 
     # -- nodes ------------------------------------------------------------------------------
     @cached_property
@@ -269,13 +217,13 @@ class ProgramFacts:
 
 
 def fingerprint(program: Program) -> tuple[object, ...]:
-    """Everything a pass could change: the printed program, every edge, slot identities, pair slices, def-use."""
+    """Everything a pass could change: the printed program, every edge, slot identities, pairs, def-use."""
     edges = tuple(sorted((u, v, str(d.get("kind"))) for u, v, d in program.graph.edges(data=True)))
     slots = tuple(
         (s.name, str(s.type), str(s.init), s.address, None if s.alias_of is None else (type(s.alias_of).__name__, s.alias_of.name))
         for s in program.slots
     )
-    pairs = tuple((str(p), repr([sm.to_json() for sm in p.slices]), repr(p.plain_recurrence), id(p.slot)) for p in program.state_pairs)
+    pairs = tuple((str(p), id(p.slot)) for p in program.state_pairs)
     uses = tuple(
         (n.id, tuple(None if v is None else (v.name, len(v.uses), v.kind) for v in n.outputs))
         for n in (program.graph.nodes[i]["node"] for i in program.graph.nodes)
@@ -311,8 +259,8 @@ class PassManager:
     Passes run with the program frozen (:meth:`rnnir.ir.Program.frozen`): a write to any of its slots,
     outputs, nodes, values or pairs raises, its containers are immutable, and the program's version must be
     the same after each pass.  That costs nothing per pass.  ``check_immutable="fingerprint"`` also prints
-    and compares the whole program around every pass (a test-only switch: it catches writes the freeze
-    cannot see, such as a pair's traced slices, at the price of one printing per pass); ``False`` checks nothing.
+    and compares the whole program around every pass (a test-only switch: it catches writes that go around
+    the freeze, such as ``object.__setattr__`` on a node, at the price of one printing per pass); ``False`` checks nothing.
     """
 
     passes: tuple[AnalysisPass, ...]

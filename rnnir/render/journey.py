@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from rnnir.optraits import OpTrait, ops_with
 from rnnir.render.escape import printable
+from rnnir.analysis.slices import slice_maps
 
 if TYPE_CHECKING:
     from rnnir.ir import Node, Program, Value
@@ -119,7 +120,7 @@ def short_branch(branch: Iterable[str]) -> str:
 def _slice_labels(program: Program) -> dict[tuple[str, str], list[str]]:
     """(recurrent node id, port) -> the slot slices entering or leaving through it (``state[0]``)."""
     found: dict[tuple[str, str], list[str]] = {}
-    for pair in program.state_pairs:
+    for pair in slice_maps(program).declared:
         for sl in pair.slices:
             for ref in (*sl.entry, *sl.exit):
                 labels = found.setdefault((ref.node_id, ref.port), [])

@@ -9,8 +9,8 @@ JSON schema, version 1 (documented for users in ``docs/json-schema.md``)::
         {
           "path": "models/vad.onnx",             # as given / found, OS separators
           "config": "pyproject.toml" | null,     # the [tool.rnnir] file that applied to this model
-          "state_pairs": [StatePair.to_json()],   # input, output, source, reason, slices[...]
-          "suggested_pairs": [StatePair.to_json()],
+          "state_pairs": [TracedPair.to_json()],  # input, output, source, reason, slices[...] (rnnir.analysis.slices)
+          "suggested_pairs": [pair_json(pair)],    # the same, with no slices
           "diagnostics": [Diagnostic.to_json()],  # code, name, severity, message, locations, hint[, slot]
           "error": null | {"type": "ModelError", "message": "..."},
           "suppressed": 0, "baselined": 0,       # findings hidden by the model's noqa / by --baseline

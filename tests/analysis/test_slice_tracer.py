@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import rnnir
-from rnnir.slices import CONST, EXTERNAL, Abs, Origin, Ref, Tracer, derived, exact
+from rnnir.analysis import slices as slice_analysis
+from rnnir.analysis.tracer import CONST, EXTERNAL, Abs, Origin, Ref, Tracer, derived, exact
 
 H, I, T = 4, 3, 5
 STATE = Origin.of_slot("state")
@@ -604,7 +605,7 @@ def test_unsqueeze_of_a_negative_axis_counts_from_the_output_rank():
 
 
 def slice_maps(prog):
-    (pair,) = prog.state_pairs
+    (pair,) = slice_analysis.slice_maps(prog).declared
     return {
         s.label: {
             "entry": [(e.port, e.direction, e.branch, e.note) for e in s.entry],
@@ -765,9 +766,9 @@ def test_a_plain_recurrence_records_the_path_from_the_load_to_the_stored_value(o
     else:
         v = b.compute(op, [s, b.const("one", np.float32(1))] if op == "Add" else [s], name="step")
     prog = writes_back(b, slot, v)
-    path = prog.state_pairs[0].plain_recurrence
+    path = slice_analysis.slice_maps(prog).declared[0].plain_recurrence
     if plain:
-        assert path == [prog.loads_of(slot)[0].describe(), v.producer.describe()]
+        assert path == (prog.loads_of(slot)[0].describe(), v.producer.describe())
     else:
         assert path is None
 
@@ -799,7 +800,7 @@ def test_split_without_an_axis_splits_axis_0():
 
 def test_the_value_written_back_is_read_from_the_paired_outputs_store_not_a_slot_of_that_name():
     # slot a lives in output "b" (no store of its own); a slot also called "b" has its own store
-    from rnnir.slices import slot_store_value
+    from rnnir.analysis.slices import slot_store_value
 
     b = rnnir.Builder("m")
     sa = b.slot("a", "float32", (1, 1, H))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from rnnir import passes
+from rnnir.analysis.slices import slice_maps
 from rnnir.irtext import parse_program
 from rnnir.passes.coverage import Verdict
 
@@ -42,7 +43,7 @@ def program(axis: int, concat_type: str) -> str:
 
 def _exits(text: str) -> tuple[dict[str, list[str]], dict[str, str]]:
     prog = parse_program(text)
-    (pair,) = prog.state_pairs
+    (pair,) = slice_maps(prog).declared
     exits = {sm.label: sorted(e.port for e in sm.exit) for sm in pair.slices}
     verdicts = {s.slice: s.verdict.value for s in passes.verify(prog, noqa=False).slices}
     return exits, verdicts

@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir import passes
+from rnnir.analysis.slices import slice_maps
 
 H, I, T = 4, 3, 5
 F32 = TensorProto.FLOAT
@@ -53,7 +54,7 @@ CONCAT = [helper.make_node("Concat", ["Yh", "Yc"], ["stateN"], axis=0)]
 
 def mapping(m):
     prog = rnnir.load(m)
-    return {s.label: ([(e.port, e.note) for e in s.entry], [e.port for e in s.exit]) for s in prog.state_pairs[0].slices}, passes.run(prog)
+    return {s.label: ([(e.port, e.note) for e in s.entry], [e.port for e in s.exit]) for s in slice_maps(prog).declared[0].slices}, passes.run(prog)
 
 
 TRACED = {"state[0]": ([("initial_h", "")], ["Y_h"]), "state[1]": ([("initial_c", "")], ["Y_c"])}
@@ -105,5 +106,5 @@ def test_a_slice_of_the_packed_state_feeds_the_slice_it_keeps(start, end, label)
         opset_imports=[helper.make_opsetid("", 17)],
     )
     m.ir_version = 8
-    entries = {s.label: [e.port for e in s.entry] for s in rnnir.load(m).state_pairs[0].slices}
+    entries = {s.label: [e.port for e in s.entry] for s in slice_maps(rnnir.load(m)).declared[0].slices}
     assert [lab for lab, ports in entries.items() if "initial_h" in ports] == [label]

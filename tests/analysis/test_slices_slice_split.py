@@ -12,9 +12,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from rnnir.analysis.slicemaps import ExitKind
+from rnnir.analysis.slices import slice_maps
 from rnnir.irtext import parse_program
-from rnnir.pairs import ExitKind, PairSource, StatePair
-from rnnir.slices import analyse_state
+from rnnir.pairs import PairSource, StatePair
 
 INT64_MAX = 2**63 - 1  # what exporters write for "to the end"
 
@@ -42,7 +43,7 @@ def buffer(length: int | str, body: str, consts: dict[str, list[int]], stored: s
             "}",
         ]
     )
-    (pair,) = parse_program(text).state_pairs
+    (pair,) = slice_maps(parse_program(text)).declared
     out: dict[str, tuple[str, object]] = {}
     for sm in pair.slices:
         kind = sm.exit_kind[""]
@@ -153,7 +154,7 @@ def unknown_length_entry(start: int, end: int, step: int = 1, pick: str = "Slice
             "}",
         ]
     )
-    (pair,) = parse_program(text).state_pairs
+    (pair,) = slice_maps(parse_program(text)).declared
     return {sm.label: [(e.port, e.note) for e in sm.entry] for sm in pair.slices if sm.entry}
 
 
@@ -204,7 +205,7 @@ def test_both_directions_starting_from_the_first_entry_of_an_unknown_length_stat
   %s2 = store<out:stateN, value>(%Yh)
   return<by runtime>(%s1, %s2)
 }}"""
-    (pair,) = parse_program(text).state_pairs
+    (pair,) = slice_maps(parse_program(text)).declared
     got = {sm.label: [(e.port, e.direction) for e in sm.entry] for sm in pair.slices if sm.entry}
     assert got == {"state[0]": [("initial_h", 0), ("initial_h", 1)]}
 
@@ -236,7 +237,7 @@ def packed(entry: str) -> dict[str, tuple[list[str], list[str]]]:
             "}",
         ]
     )
-    (pair,) = parse_program(text).state_pairs
+    (pair,) = slice_maps(parse_program(text)).declared
     return {sm.label: ([e.port + (f" ({e.note})" if e.note else "") for e in sm.entry], [e.port for e in sm.exit]) for sm in pair.slices}
 
 
@@ -294,7 +295,7 @@ def test_a_batch_first_final_state_written_back_is_one_slice_not_split_by_batch(
   %s2 = store<out:hN, value>(%Yh)
   return<by runtime>(%s1, %s2)
 }"""
-    (pair,) = parse_program(text).state_pairs
+    (pair,) = slice_maps(parse_program(text)).declared
     got = [(sm.label, [e.port for e in sm.entry], [(e.port, e.direction) for e in sm.exit], sm.exit_kind) for sm in pair.slices]
     assert got == [("h", ["initial_h"], [("Y_h", 0)], {"": ExitKind.FINAL})]
 
@@ -320,7 +321,7 @@ def test_a_sequence_output_written_back_whole_is_one_slice_per_step():
   %s4 = store<out:hN, value>(%Yh)
   return<by runtime>(%s1, %s2, %s3, %s4)
 }"""
-    ys = parse_program(text).state_pairs[0]
+    ys = slice_maps(parse_program(text)).declared[0]
     assert ys.input == "ys"
     got = [(sm.label, [(e.port, e.step) for e in sm.exit], sm.exit_kind) for sm in ys.slices]
     assert got == [
@@ -349,7 +350,7 @@ def test_one_batch_entry_of_a_batch_first_sequence_written_back_is_one_slice_per
   %s2 = store<out:ysN, value>(%y0)
   return<by runtime>(%s1, %s2)
 }"""
-    (ys,) = parse_program(text).state_pairs
+    (ys,) = slice_maps(parse_program(text)).declared
     got = [(sm.label, sm.exit_kind) for sm in ys.slices]
     assert got == [("ys[0]", {"": ExitKind.SEQUENCE}), ("ys[1]", {"": ExitKind.SEQUENCE})]
 
@@ -375,7 +376,7 @@ def written_back_by(concat: str) -> dict[str, tuple[list[str], list[str]]]:
             "}",
         ]
     )
-    (pair,) = parse_program(text).state_pairs
+    (pair,) = slice_maps(parse_program(text)).declared
     return {sm.label: ([e.port for e in sm.entry], [e.port for e in sm.exit]) for sm in pair.slices}
 
 
@@ -405,7 +406,7 @@ def whole_state_map(dim0: str) -> list[tuple[str, list[str], list[str]]]:
   %s2 = store<out:hN, value>(%Yh)
   return<by runtime>(%s1, %s2)
 }}"""
-    (pair,) = parse_program(text).state_pairs
+    (pair,) = slice_maps(parse_program(text)).declared
     return [(sm.label, [e.port for e in sm.entry], [e.port for e in sm.exit]) for sm in pair.slices]
 
 
@@ -434,7 +435,7 @@ def if_written_back(else_body: str) -> dict[str, dict[str, ExitKind]]:
   %s2 = store<out:hN, value>(%new)
   return<by runtime>(%s1, %s2)
 }}"""
-    (pair,) = parse_program(text).state_pairs
+    (pair,) = slice_maps(parse_program(text)).declared
     return {sm.label: sm.exit_kind for sm in pair.slices}
 
 
@@ -469,7 +470,7 @@ def passed_through(shape: str, body: str) -> dict[str, tuple[str, object]]:
   %s2 = store<out:hN, value>(%new)
   return<by runtime>(%s1, %s2)
 }}"""
-    (pair,) = parse_program(text).state_pairs
+    (pair,) = slice_maps(parse_program(text)).declared
     return {sm.label: (sm.exit_kind[""].value, sm.exit_slot_refs.get("")) for sm in pair.slices}
 
 
@@ -513,11 +514,10 @@ def test_a_pair_whose_input_is_no_slot_gets_no_slices_and_the_others_still_do():
   return<by runtime>(%s1, %s2, %s3)
 }"""
     # IR text refuses such a pair (a ParseError at its line): the program is built from text, then given the pair
-    program = parse_program(text, trace=False)
+    program = parse_program(text)
     program.state_pairs = (StatePair("x", "y", PairSource.DECLARED, "a caller's mistake"), *program.state_pairs)
-    analyse_state(program)
-    x_pair, h_pair = program.state_pairs
-    assert (x_pair.slot, x_pair.slices) == (None, [])
+    x_pair, h_pair = slice_maps(program).declared
+    assert (x_pair.pair.slot, x_pair.slices) == (None, ())
     assert [(sm.label, [e.port for e in sm.entry], [e.port for e in sm.exit]) for sm in h_pair.slices] == [("h", ["initial_h"], ["Y_h"])]
 
 
@@ -536,5 +536,5 @@ def test_a_final_state_stored_inside_an_if_branch_is_named_with_that_branch():
   %s1 = store<@h, token>(%Yh) loc{'branch': ('If_0.then_branch',)}
   return<by runtime>(%s1)
 }"""
-    (pair,) = parse_program(text).state_pairs
+    (pair,) = slice_maps(parse_program(text)).declared
     assert [[(e.port, e.branch) for e in sm.exit] for sm in pair.slices] == [[("Y_h", ("If_0.then_branch",))]]

@@ -28,6 +28,7 @@ if str(ROOT) not in sys.path:
 
 import rnnir  # noqa: E402
 from rnnir import passes  # noqa: E402
+from rnnir.analysis.slices import slice_maps  # noqa: E402
 from rnnir.fixer import FIXES, Edit, FixError, fix, render_diff  # noqa: E402
 from rnnir.irtext import print_program  # noqa: E402
 from rnnir.runtime import StatefulSession  # noqa: E402
@@ -111,7 +112,7 @@ def test_two_layer_export_packed_pairs_by_name() -> None:
     pairs = {p.input: p.output for p in rnnir.load(_strip_meta(result.model)).state_pairs}
     assert pairs == {"state": "stateN"}
     prog = rnnir.load(result.model)
-    labels = {sm.label: [e.onnx_node for e in sm.entry] for sm in prog.pair("state").slices}
+    labels = {sm.label: [e.onnx_node for e in sm.entry] for sm in slice_maps(prog).pair("state").slices}
     assert labels == {"state[0]": ["/rnn/GRU"], "state[1]": ["/rnn/GRU_1"]}  # layer order along axis 0
 
 

@@ -8,6 +8,7 @@ import pytest
 import rnnir
 from rnnir import IRError, LoadKind, OrderingLayer, StoreResult
 from rnnir.render.graph import to_dot, to_mermaid
+from rnnir.analysis.slices import slice_maps
 
 
 def _fanout(result="token"):
@@ -119,16 +120,16 @@ def test_builder_state_pairs_and_slices():
     prog = _fanout()
     (pair,) = prog.state_pairs
     assert (pair.input, pair.output, pair.source.value) == ("h", "hn", "builder")
-    (sm,) = pair.slices
+    (sm,) = slice_maps(prog).of(pair).slices
     assert [(e.op, e.port) for e in sm.entry] == [("RNN", "initial_h")]
     assert [(e.op, e.port) for e in sm.exit] == [("RNN", "Y_h")]
 
 
 def test_one_op_trait_table_answers_every_module():
+    from rnnir.analysis.tracer import TRACED_OPS
     from rnnir.lower import LAYOUT_OPS
     from rnnir.optraits import OpTrait, ops_with, traits_of
     from rnnir.passes.aliasing import VIEW_OPS
-    from rnnir.slices import TRACED_OPS
 
     assert VIEW_OPS == ops_with(OpTrait.VIEW) and LAYOUT_OPS == ops_with(OpTrait.LAYOUT)
     assert TRACED_OPS <= LAYOUT_OPS  # the tracer follows only ops that never change a value

@@ -12,6 +12,8 @@ import pytest
 
 import rnnir
 from rnnir import passes
+from rnnir.analysis.facts import analyses
+from rnnir.analysis.slices import SliceAnalysis, slice_maps
 from rnnir.irtext import IRParseError, iter_programs, parse_program, print_program
 
 HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/
@@ -31,7 +33,7 @@ def test_print_parse_print_is_a_fixed_point_and_the_passes_agree(path):
     again = parse_program(text)
     assert print_program(again) == text
     assert _findings(again) == _findings(prog)
-    assert [p.to_json() for p in again.state_pairs] == [p.to_json() for p in prog.state_pairs]
+    assert slice_maps(again).to_json() == slice_maps(prog).to_json()
 
 
 def test_silero_files_round_trip_too():
@@ -156,9 +158,9 @@ program @p {  // after the header
     assert print_program(parse_program(print_program(program))) == print_program(program)
 
 
-def test_trace_false_reads_the_structure_without_tracing_slices():
+def test_parsing_traces_nothing_until_the_slice_maps_are_asked_for():
     text = (pathlib.Path(__file__).resolve().parents[2] / "samples" / "al001_chain.rnnir").read_text(encoding="utf-8")
-    traced, untraced = parse_program(text), parse_program(text, trace=False)
-    assert [len(p.slices) for p in traced.state_pairs] == [1]  # one slice, h0, traced to the GRU
-    assert [len(p.slices) for p in untraced.state_pairs] == [0]
-    assert print_program(untraced) == print_program(traced)  # the same program otherwise
+    program = parse_program(text)
+    assert analyses(program).cached(SliceAnalysis) is None  # the parser only reads
+    assert [len(p.slices) for p in slice_maps(program).declared] == [1]  # one slice, h0, traced to the GRU
+    assert analyses(program).cached(SliceAnalysis) is slice_maps(program)  # traced once, then shared

@@ -12,6 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
+from rnnir.analysis.slices import slice_maps
+from rnnir.analysis.suggest import suggested_pairs
 from rnnir.ir import Compute, LoadSlot, Recurrent, StoreResult, TensorType
 from rnnir.lower.build import Policy
 from rnnir.lower.tensors import plain_attrs as _plain_attrs
@@ -252,7 +254,7 @@ def test_an_input_not_named_like_state_is_paired_by_dataflow_with_the_output_ret
     m = gru_model(h_in="feat", out="result")
     prog = rnnir.load(m)
     assert [(p.input, p.output, p.source) for p in prog.state_pairs] == [("feat", "result", PairSource.DATAFLOW)]
-    assert prog.suggested_pairs == ()
+    assert suggested_pairs(prog) == ()
 
 
 def test_no_suggestion_when_the_output_is_not_the_ops_final_state_or_the_input_is_computed_on():
@@ -264,7 +266,7 @@ def test_no_suggestion_when_the_output_is_not_the_ops_final_state_or_the_input_i
         [vi("result", [1, 1, H])],
         [*weights(), const("two", 2.0)],
     )
-    assert rnnir.load(scaled).suggested_pairs == ()  # feat is scaled before it enters: not a layout-only path
+    assert suggested_pairs(rnnir.load(scaled)) == ()  # feat is scaled before it enters: not a layout-only path
 
 
 def test_state_inputs_reached_through_layout_ops_and_if_joins_are_found():
@@ -293,7 +295,7 @@ def test_an_unnamed_input_feeding_the_initial_state_is_paired_with_the_output_re
     # other and x_back are not the GRU's final state; x is its X (a sequence), never state
     assert [(p.input, p.output, p.source) for p in prog.state_pairs] == [("hz", "out", PairSource.DATAFLOW)]
     assert prog.state_pairs[0].reason == "'hz' starts initial_h -> Y_h of 'gru', whose final value 'out' returns"
-    assert prog.suggested_pairs == ()
+    assert suggested_pairs(prog) == ()
 
 
 def test_declared_pairs_are_the_whole_contract():
@@ -360,7 +362,7 @@ def test_a_stacked_pair_of_ops_both_become_ir_with_the_second_reading_the_first(
     prog = rnnir.load(model(nodes, [vi("x", [T, 1, I]), vi("h0", [1, 1, H])], [vi("hn", [1, 1, H])], weights()))
     g1, g2 = sorted(prog.recurrents, key=lambda r: r.onnx_node.name)
     assert g2.port("initial_h") is g1.port("Y_h")
-    assert [e.port for e in prog.state_pairs[0].slices[0].entry] == ["initial_h"]
+    assert [e.port for e in slice_maps(prog).declared[0].slices[0].entry] == ["initial_h"]
 
 
 def test_an_empty_list_attribute_stays_an_empty_list():
@@ -391,7 +393,7 @@ def test_a_loops_result_carrying_state_is_followed_through_the_ops_after_it():
     m = model(nodes, [vi("h0", [1, 1, H])], [vi("hn", [1, 1, H])], [const("trip", np.array(3, np.int64)), const("zero", np.zeros((1, 1, H)))])
     prog = rnnir.load(m)
     assert {n.provenance.node for n in prog.nodes if isinstance(n, Compute)} == {"loop", "after"}
-    assert prog.state_pairs[0].slices[0].exit_kind == {"": "derived"}
+    assert slice_maps(prog).declared[0].slices[0].exit_kind == {"": "derived"}
 
 
 def test_every_constant_the_lowering_makes_for_a_recognised_recurrence_has_its_arrays_type():

@@ -10,12 +10,14 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir import LoadSlot, PairSource, Recurrent, StoreResult
+from rnnir.analysis.slices import slice_maps
+from rnnir.analysis.suggest import suggested_pairs
 from rnnir.recurrence import Recognition
 from tests.support.onnx_models import const, lstm_h0c0, lstm_weights, model, packed_lstm_in_if, vi
 
 
 def _slices(prog, name):
-    pair = prog.pair(name)
+    pair = slice_maps(prog).pair(name)
     return {s.label: s for s in pair.slices}
 
 
@@ -80,7 +82,7 @@ def test_outer_scope_reference_and_shadowed_initializer():
         inits=ws + [const("h0", np.full((1, 1, H), 0.5, np.float32))],
     )
     prog = rnnir.load(m)
-    pair = prog.pair("h0")
+    pair = slice_maps(prog).pair("h0")
     assert pair.output == "hn"
     assert pair.slot.init.kind == "constant" and np.allclose(pair.slot.init.value, 0.5)
     sm = pair.slices[0]
@@ -143,7 +145,7 @@ def test_dataflow_pairs_when_names_say_nothing():
     prog = rnnir.load(lstm_h0c0(names=("a", "b", "p", "q")))
     assert {(p.input, p.output, p.source) for p in prog.state_pairs} == {("a", "p", PairSource.DATAFLOW), ("b", "q", PairSource.DATAFLOW)}
     assert prog.pair("a").reason == "'a' starts initial_h -> Y_h of 'lstm', whose final value 'p' returns"
-    assert prog.suggested_pairs == ()
+    assert suggested_pairs(prog) == ()
     # near-miss: the outputs listed the other way round; position would pair a -> q, the dataflow pairs a -> p
     m = lstm_h0c0(names=("a", "b", "p", "q"))
     outs = list(m.graph.output)
@@ -178,7 +180,7 @@ def test_dataflow_pairs_an_input_starting_the_state_with_the_output_returning_it
     # near-miss: bar declared [1, 1, 3] is not the state foo [1, 1, 2] starts: no pair, only the suggestion
     other = rnnir.load(_gru_foo_bar([1, 1, 3]))
     assert other.state_pairs == ()
-    assert [(p.input, p.output, p.source) for p in other.suggested_pairs] == [("foo", "bar", PairSource.DATAFLOW)]
+    assert [(p.input, p.output, p.source) for p in suggested_pairs(other)] == [("foo", "bar", PairSource.DATAFLOW)]
 
 
 def test_stacked_layers_map_per_layer():
@@ -228,7 +230,7 @@ def test_plain_rnn_cell_becomes_a_recognised_recurrence():
         [const("R", rng.standard_normal((H, H)).astype(np.float32)), const("W", rng.standard_normal((H, H)).astype(np.float32))],
     )
     prog = rnnir.load(m)
-    pair = prog.pair("h")
+    pair = slice_maps(prog).pair("h")
     (rec,) = prog.recurrents
     assert pair.output == "h_out" and rec.kind == "RNN" and rec.recognition is Recognition.CELL
     assert set(rec.recognised_from) >= {"tanh", "add", "rec_matmul"}
@@ -288,7 +290,7 @@ def test_entry_constant_policy_makes_a_slot_of_a_constant_initial_state():
     )
     assert rnnir.load(m).state_pairs == ()
     prog = rnnir.load(m, entry="constant")
-    (pair,) = prog.state_pairs
+    (pair,) = slice_maps(prog).declared
     assert (pair.input, pair.output, pair.source) == ("h_init", "h_last", PairSource.CONSTANT)
     assert pair.slot.init.kind == "constant" and np.allclose(pair.slot.init.value, 0.25)
     assert [e.port for e in pair.slices[0].entry] == ["initial_h"]
@@ -323,7 +325,7 @@ def test_loop_body_borrowing_outer_state_is_followed():
         [const("trip", np.array(3, np.int64)), const("zero", np.zeros((1, 1, H), np.float32))],
     )
     prog = rnnir.load(m)
-    pair = prog.pair("h0")
+    pair = slice_maps(prog).pair("h0")
     (loop,) = [n for n in prog.nodes if getattr(n, "op", "") == "Loop"]
     assert prog.loads_of(pair.slot)[0].outputs[0] in loop.inputs  # the borrowed outer value is an operand
     assert pair.slices[0].exit_kind == {"": "derived"}

@@ -12,6 +12,8 @@ import pytest
 
 import rnnir
 from rnnir import passes
+from rnnir.analysis.facts import analyses
+from rnnir.analysis.slices import SliceAnalysis, slice_maps
 from rnnir.passes.manager import AnalysisPass, PassContractError, PassManager
 from rnnir.passes.rules import CATALOGUE, CODE_TABLE, Family  # noqa: E402
 from tests.rules.test_catalogue import H, I, T, packed_lstm, rnn_builder  # noqa: E402
@@ -123,7 +125,8 @@ def _snapshot(prog):
     return (
         str(prog),
         sorted(prog.graph.edges(data="kind")),
-        [(p.input, p.output, [s.to_json() for s in p.slices], p.plain_recurrence) for p in prog.state_pairs],
+        [(p.input, p.output, p.source, p.reason, p.slot) for p in prog.state_pairs],
+        slice_maps(prog).to_json(),  # the shared analysis too: every pass reads the same maps
         [(s.name, s.address, s.alias_of) for s in prog.slots],
         {n: len(v.uses) for n, v in prog.externals.items()},
     )
@@ -138,14 +141,18 @@ def test_run_and_cost_never_mutate_the_program(make):
     assert _snapshot(prog) == before
 
 
-def test_passes_trace_their_own_slices_and_leave_the_programs_alone():
-    # a program whose pairs carry no slice analysis (built by hand): the passes trace copies
+def test_passes_trace_on_demand_and_leave_the_pairs_as_declared():
+    # the builder traces nothing; the passes ask the analysis manager, which traces once and keeps it for later readers
     b, h, h0, y, hn = rnn_builder()
     b.store(y, h)  # Y at its first step as the state: SD003 needs traced slices to see it
     prog = b.build()
-    prog.state_pairs[0].slices = [rnnir.SliceMap(index=(), label="h")]
+    (pair,) = prog.state_pairs
+    assert analyses(prog).cached(SliceAnalysis) is None
     assert "SD003" in {d.code for d in passes.run(prog)}
-    assert [s.to_json() for s in prog.state_pairs[0].slices] == [{"slice": "h", "entry": [], "exit": [], "exit_kind": {}}]
+    assert prog.state_pairs == (pair,) and not hasattr(pair, "slices")
+    assert [e.port for e in analyses(prog).cached(SliceAnalysis).pair("h").slices[0].exit] == ["Y"]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        pair.output = "y"  # a declaration: change it by giving the program new pairs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -204,14 +211,14 @@ class _OperandVandal(AnalysisPass):
 
 @dataclasses.dataclass(frozen=True)
 class _SliceVandal(AnalysisPass):
-    """Appends to a pair's traced slices (a plain list: an analysis result, which the freeze does not own):
-    only the fingerprint sees it."""
+    """Moves a slot behind the freeze's back (``object.__setattr__`` skips the owned object's check): only the
+    fingerprint sees it."""
 
     name: ClassVar[str] = "slice-vandal"
     rules: ClassVar = (passes.RULES["SD001"],)
 
     def analyse(self, facts):
-        facts.program.state_pairs[0].slices.append(rnnir.SliceMap(index=(9,), label="h[9]"))
+        object.__setattr__(facts.program.slots[0], "address", "slot:elsewhere")
         return []
 
 
@@ -225,7 +232,7 @@ def test_the_default_check_catches_container_writes_and_program_edits(vandal):
 
 
 def test_fingerprint_switch_catches_writes_the_freeze_cannot_see():
-    PassManager((_SliceVandal(),)).run(_swapped())  # the default check does not see the traced slices change
+    PassManager((_SliceVandal(),)).run(_swapped())  # the default check does not see the slot move
     with pytest.raises(PassContractError, match="slice-vandal"):
         PassManager((_SliceVandal(),), check_immutable="fingerprint").run(_swapped())
 

@@ -213,15 +213,16 @@ def test_the_catalogue_passes_each_declare_their_rules_in_code_order():
     ]
 
 
-def test_a_freshly_built_program_shares_its_own_traced_pairs_and_an_edited_one_gets_copies():
+def test_the_slice_maps_are_traced_once_per_version_and_again_after_an_edit():
     prog = _prog()
-    assert ProgramFacts(prog).pairs[0] is prog.state_pairs[0]  # the builder traced them: no second tracing
-    declared = prog.state_pairs[0]
-    declared.slices = [rnnir.SliceMap(index=(), label="h")]  # edited behind the analysis' back: trace copies
-    pairs = ProgramFacts(prog).pairs
-    assert len(pairs) == 1 and pairs[0] is not declared
-    assert (pairs[0].input, pairs[0].output, pairs[0].source, pairs[0].reason) == (declared.input, declared.output, declared.source, declared.reason)
-    assert pairs[0].slot is declared.slot and pairs[0].slices[0].exit_kind == {"": "final"}
+    first = ProgramFacts(prog).pairs
+    assert ProgramFacts(prog).pairs[0] is first[0]  # a second run over the same program: no second tracing
+    (declared,) = prog.state_pairs
+    assert first[0].pair is declared and first[0].slices[0].exit_kind == {"": "final"}
+    prog.state_pairs = [dataclasses.replace(declared, reason="said again")]  # an edit: the version moves
+    (again,) = ProgramFacts(prog).pairs
+    assert again is not first[0] and again.reason == "said again" and again.slot is declared.slot
+    assert [sm.to_json() for sm in again.slices] == [sm.to_json() for sm in first[0].slices]
 
 
 def test_a_pair_without_a_slot_is_left_out_of_the_facts():
@@ -229,18 +230,6 @@ def test_a_pair_without_a_slot_is_left_out_of_the_facts():
     ghost = rnnir.pairs.StatePair("ghost", "ghost_out", rnnir.pairs.PairSource.BUILDER, "no slot behind it")
     prog.state_pairs = [*prog.state_pairs, ghost]
     assert [p.input for p in ProgramFacts(prog).pairs] == ["h"]
-
-
-def test_the_overlay_answers_as_the_program_it_wraps():
-    from rnnir.passes.manager import _PairsOverlay
-
-    prog = _prog()
-    facts = ProgramFacts(prog)
-    overlay = _PairsOverlay(facts, [])
-    assert overlay.name == prog.name and overlay.slots == prog.slots and overlay.state_pairs == []
-    assert overlay.nodes is facts.nodes and overlay.recurrents is facts.recurrents and overlay.stores is facts.stores
-    assert overlay.loads_of(prog.slots[0]) == facts.loads_of(prog.slots[0]) != []
-    assert overlay.stores_to(prog.slots[0]) == facts.stores_to(prog.slots[0]) != []
 
 
 def test_the_two_calls_hold_every_node_and_edge_of_each_call():

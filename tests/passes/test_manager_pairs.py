@@ -1,12 +1,12 @@
 """A slot without a declared pair gets a verdict even when the program's slice maps are current (mutation
-survivor of rnnir/passes/manager.py: ProgramFacts.pairs shares the program's own maps only when every slot
-has a pair)."""
+survivor of rnnir/passes/manager.py, whose ProgramFacts.pairs once shared the program's own maps only when every
+slot had a pair; now rnnir.analysis.slices.SliceAnalysis traces both in one result)."""
 
 from __future__ import annotations
 
 from rnnir import passes
+from rnnir.analysis.slices import slice_maps
 from rnnir.irtext import parse_program
-from rnnir.pairs import SLICE_MAPS
 
 _PROGRAM = """program @p {
   slot @h : float32[1,1,4] init=zeros
@@ -32,7 +32,7 @@ _PROGRAM = """program @p {
 
 def test_an_undeclared_slot_gets_a_verdict_when_the_declared_pairs_maps_are_current():
     prog = parse_program(_PROGRAM)
-    assert prog.is_current(SLICE_MAPS)  # the premise: the parsed program's own pairs are already traced
+    assert [p.input for p in slice_maps(prog).declared] == ["h"]  # the premise: the declared pairs are traced already
     v = passes.verify(prog)
     # g is handed straight back (SD001) although nobody declared it: it must not vanish from the verdicts
     assert [(s.input, s.output, s.slice, s.verdict.value) for s in v.slices] == [("h", "hn", "h", "verified"), ("g", None, "g", "violated")]

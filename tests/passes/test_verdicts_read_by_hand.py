@@ -11,6 +11,7 @@ from onnx import TensorProto, helper
 
 import rnnir
 from rnnir import passes
+from rnnir.analysis.slices import slice_maps
 from tests.support.recurrent_op_models import F32, H, I, T, const, model, vi, weights  # noqa: F401 - shared builders
 
 
@@ -46,7 +47,7 @@ def test_onnxruntime_runs_direction_0_forward_and_direction_1_backward():
 
 def test_bidirectional_state_maps_each_slice_to_its_direction_and_warns_for_direction_1_only():
     prog = rnnir.load(bidir_gru([helper.make_node("Identity", ["Yh"], ["hn"])]))
-    (pair,) = prog.state_pairs
+    (pair,) = slice_maps(prog).declared
     got = {s.label: ([(e.port, e.direction) for e in s.entry], [(e.port, e.direction) for e in s.exit], dict(s.exit_kind)) for s in pair.slices}
     assert got == {
         "h0[0]": ([("initial_h", 0)], [("Y_h", 0)], {"": "final"}),
@@ -60,7 +61,7 @@ def test_bidirectional_state_maps_each_slice_to_its_direction_and_warns_for_dire
 def test_bidirectional_directions_written_back_swapped_is_SD002():
     tail = [helper.make_node("Split", ["Yh"], ["fwd", "bwd"], axis=0), helper.make_node("Concat", ["bwd", "fwd"], ["hn"], axis=0)]
     prog = rnnir.load(bidir_gru(tail))
-    got = {s.label: [(e.port, e.direction) for e in s.exit] for s in prog.state_pairs[0].slices}
+    got = {s.label: [(e.port, e.direction) for e in s.exit] for s in slice_maps(prog).declared[0].slices}
     assert got == {"h0[0]": [("Y_h", 1)], "h0[1]": [("Y_h", 0)]}
     assert findings(prog) == [("SD002", "error"), ("SD006", "warning")]
 
@@ -74,7 +75,7 @@ def test_persisting_one_direction_of_a_bidirectional_op(start, expected):
     nodes = [*head, helper.make_node("GRU", ["x", "W", "R", "", "", "h_init"], ["Y", "Yh"], hidden_size=H, direction="bidirectional", name="gru"), *tail]
     m = model(nodes, [vi("x", [T, 1, I]), vi("h0", [1, 1, H])], [vi("Y", [T, 2, 1, H]), vi("hn", [1, 1, H])], [*weights("GRU", 2), *inits])
     assert findings(m) == expected
-    exits = [(e.port, e.direction) for s in rnnir.load(m).state_pairs[0].slices for e in s.exit]
+    exits = [(e.port, e.direction) for s in slice_maps(rnnir.load(m)).declared[0].slices for e in s.exit]
     assert exits == [("Y_h", start)]
 
 
@@ -168,7 +169,7 @@ def gated(then_body, else_body):
 )
 def test_if_branches_that_keep_advance_or_reset_the_state(then_body, else_body, kinds, expected):
     prog = rnnir.load(gated(then_body, else_body))
-    (sm,) = prog.state_pairs[0].slices
+    (sm,) = slice_maps(prog).declared[0].slices
     assert sm.exit_kind == kinds
     assert findings(prog) == expected
 
@@ -262,7 +263,7 @@ def test_onnxruntime_reads_axis_minus_3_as_the_packing_axis():
 @pytest.mark.parametrize("pack_axis", [0, -3])
 def test_state_packed_along_a_negative_axis_is_traced_slice_by_slice(unpack, pack_axis):
     prog = rnnir.load(packed(unpack, pack_axis))
-    got = {s.label: ([(e.port, e.direction) for e in s.entry], [(e.port, e.direction) for e in s.exit]) for s in prog.state_pairs[0].slices}
+    got = {s.label: ([(e.port, e.direction) for e in s.entry], [(e.port, e.direction) for e in s.exit]) for s in slice_maps(prog).declared[0].slices}
     assert got == {"state[0]": ([("initial_h", 0)], [("Y_h", 0)]), "state[1]": ([("initial_c", 0)], [("Y_c", 0)])}
     assert passes.run(prog) == []
 

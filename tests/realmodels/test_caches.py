@@ -18,6 +18,8 @@ from onnx import helper, numpy_helper
 
 import rnnir
 from rnnir import passes
+from rnnir.analysis.slices import slice_maps
+
 from tests.support import realmodels as rm  # noqa: E402
 
 pytestmark = pytest.mark.realmodel
@@ -231,7 +233,7 @@ GTCRN_SLICES = {
 def test_gtcrn_packed_gru_states_are_verified_element_by_element(gtcrn):
     prog = rnnir.load(gtcrn)
     assert {p.input: p.output for p in prog.state_pairs} == {c: f"{c}_out" for c in ("conv_cache", "tra_cache", "inter_cache")}
-    got = {sm.label: (sm.entry[0].onnx_node, sm.exit[0].onnx_node, sm.exit[0].port) for p in prog.state_pairs for sm in p.slices if sm.entry}
+    got = {sm.label: (sm.entry[0].onnx_node, sm.exit[0].onnx_node, sm.exit[0].port) for p in slice_maps(prog).declared for sm in p.slices if sm.entry}
     assert got == {label: (gru, gru, "Y_h") for label, gru in GTCRN_SLICES.items()}
     v = passes.verify(prog)
     assert {s.slice: s.verdict.value for s in v.slices} == {**{k: "verified" for k in GTCRN_SLICES}, "conv_cache": "verified"}
@@ -242,7 +244,7 @@ def test_gtcrn_lints_clean_with_its_conv_history_proven_a_window(gtcrn):
     assert passes.run(prog) == []
     # conv_cache [2, 1, 16, 16, 33]: per conv stack, the input history of three dilated convs (dilation 1, 2, 5,
     # kernel 3: 2, 4 and 10 frames) packed on the time axis, each written back as its newest frames
-    (sm,) = next(p for p in prog.state_pairs if p.input == "conv_cache").slices
+    (sm,) = slice_maps(prog).pair("conv_cache").slices
     (w,) = sm.windows.values()
     assert (w.axis, w.segments, w.new_len) == (3, ((0, 2), (2, 4), (6, 10)), 1)
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 import rnnir
+from rnnir.analysis.slices import slice_maps
+from rnnir.analysis.suggest import suggested_pairs
 from tests.support import realmodels
 
 pytestmark = pytest.mark.realmodel
@@ -17,7 +19,7 @@ def _slices(pair):
 @pytest.mark.parametrize("name", [n for n in realmodels.SILERO_FILES if n != "silero_vad_16k_sequence.onnx"])
 def test_silero_packed_state_maps_to_h_and_c(silero_dir, name):
     prog = rnnir.load(silero_dir / name)
-    (pair,) = prog.state_pairs
+    (pair,) = slice_maps(prog).declared
     assert (pair.input, pair.output) == ("state", "stateN")
     s = _slices(pair)
     if name == "silero_vad_op18_ifless.onnx":
@@ -46,7 +48,7 @@ def test_silero_packed_state_maps_to_h_and_c(silero_dir, name):
 
 def test_silero_sequence_model_has_separate_h_and_c(silero_dir):
     prog = rnnir.load(silero_dir / "silero_vad_16k_sequence.onnx")
-    pairs = {p.input: p for p in prog.state_pairs}
+    pairs = {p.input: p for p in slice_maps(prog).declared}
     assert set(pairs) == {"h", "c"}
     assert [(e.onnx_node, e.port) for e in pairs["h"].slices[0].entry] == [("/recurrent/LSTM", "initial_h")]
     assert [(e.onnx_node, e.port) for e in pairs["c"].slices[0].exit] == [("/recurrent/LSTM", "Y_c")]
@@ -55,7 +57,7 @@ def test_silero_sequence_model_has_separate_h_and_c(silero_dir):
 @pytest.mark.parametrize("kind", ["ts", "dynamo"])
 def test_torch_two_layer_gru_maps_each_layer(kind):
     prog = rnnir.load(realmodels.torch_models_dir() / f"gru2_stream.{kind}.onnx")
-    pair = prog.pair("h0")
+    pair = slice_maps(prog).pair("h0")
     s = _slices(pair)
     assert set(s) == {"h0[0]", "h0[1]"}
     l0 = {e.onnx_node for e in s["h0[0]"].entry}
@@ -68,7 +70,7 @@ def test_torch_two_layer_gru_maps_each_layer(kind):
 @pytest.mark.parametrize("kind", ["ts", "dynamo"])
 def test_torch_packed_state_maps_h_and_c(kind):
     prog = rnnir.load(realmodels.torch_models_dir() / f"lstm_packed_state.{kind}.onnx")
-    s = _slices(prog.pair("state"))
+    s = _slices(slice_maps(prog).pair("state"))
     assert [e.port for e in s["state[0]"].entry] == ["initial_h"] and [e.port for e in s["state[0]"].exit] == ["Y_h"]
     assert [e.port for e in s["state[1]"].entry] == ["initial_c"] and [e.port for e in s["state[1]"].exit] == ["Y_c"]
 
@@ -76,7 +78,7 @@ def test_torch_packed_state_maps_h_and_c(kind):
 @pytest.mark.parametrize("kind", ["ts", "dynamo"])
 def test_torch_bidirectional_maps_both_directions(kind):
     prog = rnnir.load(realmodels.torch_models_dir() / f"bilstm_stream.{kind}.onnx")
-    s = _slices(prog.pair("h0"))
+    s = _slices(slice_maps(prog).pair("h0"))
     assert {(e.port, e.direction) for sl in s.values() for e in sl.entry} == {("initial_h", 0), ("initial_h", 1)}
     assert {(e.port, e.direction) for sl in s.values() for e in sl.exit} == {("Y_h", 0), ("Y_h", 1)}
 
@@ -84,4 +86,4 @@ def test_torch_bidirectional_maps_both_directions(kind):
 @pytest.mark.parametrize("kind", ["ts", "dynamo"])
 def test_torch_stateless_encoder_has_no_pairs(kind):
     prog = rnnir.load(realmodels.torch_models_dir() / f"gru_encoder_stateless.{kind}.onnx")
-    assert prog.state_pairs == () and prog.suggested_pairs == ()
+    assert prog.state_pairs == () and suggested_pairs(prog) == ()

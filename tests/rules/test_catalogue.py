@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir import passes
+from rnnir.analysis.slices import slice_maps
 from rnnir.ir import Provenance, QuantParams, TensorType
 
 H, I, T = 4, 3, 5
@@ -713,7 +714,7 @@ def test_append_only_cache_is_verified_and_its_growth_is_no_SD005(past_len, tota
     m = model(nodes, [vi("past", [1, past_len, 2]), vi("k", [1, 2, 2])], [vi("present", [1, total, 2])])
     prog = rnnir.load(m, pairs={"past": "present"})
     assert passes.run(prog) == []
-    (sm,) = prog.state_pairs[0].slices
+    (sm,) = slice_maps(prog).declared[0].slices
     assert [w.axis for w in sm.windows.values()] == [1]
 
 

@@ -38,6 +38,7 @@ from rnnir.check.multicall.variants import VariantRunner
 from rnnir.check.multicall.verdict import judge
 from rnnir.runtime import StatefulSession
 from rnnir.sessionspec import DEFAULT_MAX_SLOT_BYTES
+from rnnir.analysis.slices import slice_maps
 
 __all__ = ["check_multicall"]
 
@@ -128,7 +129,7 @@ def check_multicall(
                 continue
             out = runner.broken(name, chunks, c)
             if out is None:
-                plain = [p.input for p in session.pairs if p.plain_recurrence]
+                plain = [p.input for p in slice_maps(session.program).declared if p.plain_recurrence]
                 if c == sizes[0] and (plain or any(r.kind == "LSTM" for r in session.program.recurrents)):
                     why = (
                         f"the state of {', '.join(repr(p) for p in plain)} is carried by plain ops, whose h and c the IR does not name"

@@ -23,6 +23,7 @@ import numpy as np
 
 from rnnir.check.multicall.stream import ProgressCallback, Stream
 from rnnir.runtime import StatefulSession
+from rnnir.analysis.slices import slice_maps
 
 __all__ = ["HcSwap", "VariantRunner", "apply_swaps", "hc_swaps"]
 
@@ -130,7 +131,7 @@ def hc_swaps(session: StatefulSession) -> list[HcSwap]:
     """Where h and c of one recurrent op live, from the pairs' slice maps (packed slices or two slots)."""
     places: dict[tuple[str, int | None, str], tuple[str, int | None]] = {}
     shapes = {s.input: s.shape for s in session.slots}
-    for pair in session.pairs:
+    for pair in slice_maps(session.program).declared:
         for sl in pair.slices:
             for ref in sl.entry:
                 if ref.port not in ("initial_h", "initial_c") or ref.note:

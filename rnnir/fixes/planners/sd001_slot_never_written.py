@@ -10,6 +10,7 @@ from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
 from rnnir.ir import Recurrent
 from rnnir.lower.pairing import _name_candidates
 from rnnir.passes.rules.sd001_slot_never_written import RULE
+from rnnir.analysis.slices import slice_maps
 
 if TYPE_CHECKING:
     from rnnir.passes.diagnostics import Diagnostic
@@ -38,7 +39,7 @@ def plan(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
     model, program, label = ctx.model, ctx.program, ctx.label
     if d.slot is None:
         return FIX.refuse(d, "the finding names no slot")
-    pair = program.pair(d.slot)
+    pair = slice_maps(program).pair(d.slot)
     if pair.output is not None:  # the state is handed straight back: return the reading op's final state instead
         return plan_final_state(ctx, d, FIX)
     if len(pair.slices) != 1 or pair.slices[0].index != ():

@@ -9,7 +9,8 @@ from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
 from rnnir.ir import Compute, Value
 from rnnir.passes.rules.sd002_wrong_slot import RULE
 from rnnir.render import printable
-from rnnir.slices import Origin, OriginKind, Ref, Tracer, _port_ref, slot_store_value
+from rnnir.analysis.slices import _port_ref, slice_maps, slot_store_value
+from rnnir.analysis.tracer import Origin, OriginKind, Ref, Tracer
 
 if TYPE_CHECKING:
     import onnx
@@ -56,7 +57,7 @@ def plan(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
     program = ctx.program
     if d.slot is None:
         return FIX.refuse(d, "the finding names no slot")
-    pair = program.pair(d.slot)
+    pair = slice_maps(program).pair(d.slot)
     slot = pair.slot
     value = slot_store_value(program, slot, pair.output)
     if value is None:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
 from rnnir.ir import Recurrent
 from rnnir.passes.rules.sd007_state_ignored import RULE
+from rnnir.analysis.slices import slice_maps
 
 if TYPE_CHECKING:
     from rnnir.passes.diagnostics import Diagnostic
@@ -29,7 +30,7 @@ def plan(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
     model, program = ctx.model, ctx.program
     if d.slot is None:
         return FIX.refuse(d, "the finding names no slot")
-    pair = program.pair(d.slot)
+    pair = slice_maps(program).pair(d.slot)
     if len(pair.slices) != 1 or pair.slices[0].index != () or pair.slices[0].entry:
         return FIX.refuse(d, "the slot is read in slices, or read at all: which port it should feed is not certain")
     exits = {(r.node_id, r.port) for r in pair.slices[0].exit if r.note != "derived"}

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rnnir.pairs import StatePair
+from rnnir.analysis.slices import TracedPair
 
 from ..diagnostics import Diagnostic, merge_slices
 from ..manager import AnalysisPass, ProgramFacts
@@ -68,7 +68,7 @@ class StoreDestinations(AnalysisPass):
         return merge_slices(out)
 
 
-def _check_pair(ctx: Context, pair: StatePair) -> Iterator[Diagnostic]:
+def _check_pair(ctx: Context, pair: TracedPair) -> Iterator[Diagnostic]:
     facts = ctx.facts
     loads = facts.loads_of(pair.slot)
     stores = facts.stores_to_storage(pair.slot)

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rnnir.analysis.slicemaps import ExitKind
+from rnnir.analysis.slices import TracedPair
+from rnnir.analysis.statekinds import Problem, judge
+from rnnir.analysis.tracer import Origin
 from rnnir.ir import Store
-from rnnir.pairs import ExitKind, StatePair
-from rnnir.slices import Origin
-from rnnir.statekinds import Problem, judge
 
 from ..diagnostics import Diagnostic
 from .context import Context, branch_text, store_loc
@@ -23,7 +24,7 @@ from .destinations import NOT_FINAL_STATE, WRONG_SLOT
 __all__ = ["cache_exits", "is_feature_cache"]
 
 
-def cache_exits(ctx: Context, pair: StatePair, stores: list[Store]) -> Iterator[Diagnostic]:
+def cache_exits(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator[Diagnostic]:
     """SD002 for another slot's window written back, SD003 for a window that keeps the wrong frames."""
     slot = pair.slot
     locs = [store_loc(st) for st in stores]
@@ -41,7 +42,7 @@ def cache_exits(ctx: Context, pair: StatePair, stores: list[Store]) -> Iterator[
                 yield NOT_FINAL_STATE.diagnostic("bad-window", slot=slot.name, locations=locs, data=data, **fields)
 
 
-def is_feature_cache(ctx: Context, pair: StatePair, stores: list[Store]) -> bool:
+def is_feature_cache(ctx: Context, pair: TracedPair, stores: list[Store]) -> bool:
     """No recurrence reads the slot, and it is written back with values computed from its own live-in value."""
     if not pair.slices or any(sm.entry for sm in pair.slices):
         return False

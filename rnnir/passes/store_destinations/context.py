@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
+from rnnir.analysis.tracer import AbsKind
 from rnnir.ir import Recurrent, Store
-from rnnir.pairs import ExitKind, PortRef, SliceMap
 from rnnir.recurrence import KINDS
-from rnnir.slices import AbsKind
 
 from ..diagnostics import Location
 from ..manager import ProgramFacts

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
+from rnnir.analysis.slices import TracedPair
 from rnnir.ir import Compute, Store, Value
 from rnnir.optraits import OpTrait, ops_with
-from rnnir.pairs import ExitKind, PortRef, SliceMap, StatePair
 
 from ..diagnostics import Diagnostic, Location
 from .context import Context, branch_text, forward_dir, live_elsewhere, ref_loc, refs_for, reset_op, store_loc
@@ -21,7 +22,7 @@ from .destinations import NOT_FINAL_STATE, REVERSE_STATE_PERSISTED
 __all__ = ["derived_exits"]
 
 
-def derived_exits(ctx: Context, pair: StatePair, stores: list[Store], reverse_seen: set[str]) -> Iterator[Diagnostic]:
+def derived_exits(ctx: Context, pair: TracedPair, stores: list[Store], reverse_seen: set[str]) -> Iterator[Diagnostic]:
     """SD003/SD006 for each If-branch path on which some slice's exit is derived, once per path."""
     by_branch: dict[str, tuple[SliceMap, list[PortRef]]] = {}
     for sm in pair.slices:
@@ -36,7 +37,7 @@ def derived_exits(ctx: Context, pair: StatePair, stores: list[Store], reverse_se
 
 def _derived(
     ctx: Context,
-    pair: StatePair,
+    pair: TracedPair,
     sm: SliceMap,
     bp: str,
     refs: list[PortRef],

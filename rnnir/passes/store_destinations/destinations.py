@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
+from rnnir.analysis.slices import TracedPair
 from rnnir.ir import Store
-from rnnir.pairs import ExitKind, PortRef, SliceMap, StatePair
 
 from ..diagnostics import Diagnostic, Location
 from ..rules.sd002_wrong_slot import RULE as WRONG_SLOT
@@ -24,7 +25,7 @@ from .context import INIT_OF, Context, branch_text, expected_final, forward_dir,
 __all__ = ["NOT_FINAL_STATE", "REVERSE_STATE_PERSISTED", "SEQ_LENS_LAST_STEP", "WRONG_SLOT", "exits"]
 
 
-def exits(ctx: Context, pair: StatePair, stores: list[Store], ignored: set[tuple[int, ...]], reverse_seen: set[str]) -> Iterator[Diagnostic]:
+def exits(ctx: Context, pair: TracedPair, stores: list[Store], ignored: set[tuple[int, ...]], reverse_seen: set[str]) -> Iterator[Diagnostic]:
     """SD002/SD003/SD006/SD008 for every slice whose exit is a final state, a sequence, a live-in value or a constant.
 
     ``ignored`` holds the slices SD007 already reported; ``reverse_seen`` the ops SD006 already named.
@@ -60,7 +61,7 @@ def exits(ctx: Context, pair: StatePair, stores: list[Store], ignored: set[tuple
 
 def _check_final(
     ctx: Context,
-    pair: StatePair,
+    pair: TracedPair,
     sm: SliceMap,
     bp: str,
     r: PortRef,
@@ -111,7 +112,7 @@ def _check_final(
 
 
 def _owner_check(
-    ctx: Context, pair: StatePair, sm: SliceMap, bp: str, r: PortRef, loc: list[Location], ignored: set[tuple[int, ...]]
+    ctx: Context, pair: TracedPair, sm: SliceMap, bp: str, r: PortRef, loc: list[Location], ignored: set[tuple[int, ...]]
 ) -> Iterator[Diagnostic]:
     name = pair.slot.name
     owners = ctx.owners_of(r)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
+from rnnir.analysis.slicemaps import PortRef, SliceMap
+from rnnir.analysis.slices import TracedPair
 from rnnir.ir import Store
-from rnnir.pairs import PortRef, SliceMap, StatePair
 
 from ..diagnostics import Diagnostic
 from ..rules.sd007_state_ignored import RULE as STATE_IGNORED
@@ -18,7 +19,7 @@ def _final_refs(sm: SliceMap) -> list[PortRef]:
     return [r for r in sm.exit if r.note != "derived" and r.port in ("Y_h", "Y_c", "Y")]
 
 
-def ignored(ctx: Context, pair: StatePair, stores: list[Store], plain: bool) -> Generator[Diagnostic, None, set[tuple[int, ...]]]:
+def ignored(ctx: Context, pair: TracedPair, stores: list[Store], plain: bool) -> Generator[Diagnostic, None, set[tuple[int, ...]]]:
     """SD007; returns the slice indices it covered (so SD003 does not report them again)."""
     slot = pair.slot
     covered: set[tuple[int, ...]] = set()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rnnir.analysis.slices import TracedPair
 from rnnir.ir import Output, Recurrent, Store
-from rnnir.pairs import StatePair
 
 from ..diagnostics import Diagnostic
 from ..rules.sd005_state_type_mismatch import RULE as STATE_TYPE_MISMATCH
@@ -21,7 +21,7 @@ _ONNX_DTYPES = {
 }
 
 
-def state_types(ctx: Context, pair: StatePair, stores: list[Store]) -> Iterator[Diagnostic]:
+def state_types(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator[Diagnostic]:
     """SD005: the slot's declared type against the value written back, its paired output and the ops that made it."""
     slot = pair.slot
     name = slot.name
@@ -99,7 +99,7 @@ def state_types(ctx: Context, pair: StatePair, stores: list[Store]) -> Iterator[
         )
 
 
-def _paired_output(ctx: Context, pair: StatePair) -> Output | None:
+def _paired_output(ctx: Context, pair: TracedPair) -> Output | None:
     if pair.output is None:
         return None
     try:

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rnnir.analysis.slicemaps import ExitKind, SliceMap
+from rnnir.analysis.slices import TracedPair
 from rnnir.ir import LoadSlot, Output, Store
-from rnnir.pairs import ExitKind, PairSource, SliceMap, StatePair
+from rnnir.pairs import PairSource
 
 from ..diagnostics import Diagnostic, Location
 from ..manager import ProgramFacts
@@ -20,7 +22,7 @@ from .context import Context, store_loc
 __all__ = ["SLOT_NEVER_WRITTEN", "SLOT_WRITTEN_TWICE", "handed_back", "never_written", "written_twice"]
 
 
-def never_written(ctx: Context, pair: StatePair, loads: list[LoadSlot]) -> Diagnostic:
+def never_written(ctx: Context, pair: TracedPair, loads: list[LoadSlot]) -> Diagnostic:
     """SD001 for a slot no store writes: no paired output, an output buffer nobody stores, or no store at all."""
     slot = pair.slot
     readers = sorted({ctx.ops[n].describe() for n in ctx.reads(slot.name) if n in ctx.ops})
@@ -34,7 +36,7 @@ def never_written(ctx: Context, pair: StatePair, loads: list[LoadSlot]) -> Diagn
     return SLOT_NEVER_WRITTEN.diagnostic("no-store", slot=slot.name, locations=locations, feeds=feeds, paired=paired)
 
 
-def handed_back(ctx: Context, pair: StatePair, stores: list[Store]) -> Iterator[Diagnostic]:
+def handed_back(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator[Diagnostic]:
     """SD001 for slices written back with their own live-in value on every call path."""
     slot = pair.slot
     same: list[SliceMap] = []

@@ -13,6 +13,7 @@ import pytest
 
 import rnnir
 from rnnir import cli, passes
+from rnnir.analysis.slices import slice_maps
 from rnnir.recurrence import Recognition
 from tests.support import cell_models as cm
 
@@ -22,7 +23,7 @@ def _findings(model):
 
 
 def _slices(prog, pair_input):
-    return {sm.label: sm for sm in prog.pair(pair_input).slices}
+    return {sm.label: sm for sm in slice_maps(prog).pair(pair_input).slices}
 
 
 def _ports(refs):
@@ -49,7 +50,7 @@ def test_correct_cell_is_clean_and_every_slice_resolves_to_its_ports(build):
     (rec,) = prog.recurrents
     assert rec.recognition is Recognition.CELL and rec.recognised_from
     assert prog.recurrence_candidates == ()
-    for pair in prog.state_pairs:
+    for pair in slice_maps(prog).declared:
         for sm in pair.slices:
             assert len(sm.entry) == 1 and sm.entry[0].node_id == rec.id and sm.entry[0].port in ("initial_h", "initial_c")
             (ex,) = sm.exit
@@ -95,7 +96,7 @@ def test_unrolled_loop_is_one_recurrence_from_the_first_step_to_the_last():
     (rec,) = prog.recurrents
     assert rec.recognition is Recognition.UNROLLED
     for slot, entry, final in (("h0", "initial_h", "Y_h"), ("c0", "initial_c", "Y_c")):
-        (sm,) = prog.pair(slot).slices
+        (sm,) = slice_maps(prog).pair(slot).slices
         assert _ports(sm.entry) == [(rec.id, entry)] and _ports(sm.exit) == [(rec.id, final)]
     assert passes.run(prog) == []
 
@@ -112,7 +113,7 @@ def test_unrolled_gru_is_one_recurrence_and_writing_back_an_inner_step_is_sd003(
     prog = rnnir.load(cm.unrolled_gru(T=4))
     (rec,) = prog.recurrents
     assert (rec.kind, rec.recognition) == ("GRU", Recognition.UNROLLED) and rec.linear_before_reset == 1
-    (sm,) = prog.pair("h0").slices
+    (sm,) = slice_maps(prog).pair("h0").slices
     assert _ports(sm.entry) == [(rec.id, "initial_h")] and _ports(sm.exit) == [(rec.id, "Y_h")]
     assert passes.run(prog) == []
     diags = passes.run(rnnir.load(cm.unrolled_gru(T=4, write_prev=True)))
@@ -127,7 +128,7 @@ def test_loop_carrying_state_is_checked_through_its_body():
     prog = rnnir.load(cm.lstm_loop())
     (rec,) = prog.recurrents
     assert rec.recognition is Recognition.LOOP and rec.describe() == "time_loop"
-    (h,) = prog.pair("h0").slices
+    (h,) = slice_maps(prog).pair("h0").slices
     assert _ports(h.entry) == [(rec.id, "initial_h")] and _ports(h.exit) == [(rec.id, "Y_h")]
     assert passes.run(prog) == []
 
@@ -141,7 +142,7 @@ def test_scan_and_loop_over_an_lstm_node_are_checked_through_their_body(build):
     prog = rnnir.load(build())
     (rec,) = [r for r in prog.recurrents if r.recognition is Recognition.LOOP]
     for slot, entry, final in (("h0", "initial_h", "Y_h"), ("c0", "initial_c", "Y_c")):
-        (sm,) = prog.pair(slot).slices
+        (sm,) = slice_maps(prog).pair(slot).slices
         assert _ports(sm.entry) == [(rec.id, entry)] and _ports(sm.exit) == [(rec.id, final)]
     assert passes.run(prog) == []
     assert _findings(build(swap_carried=True)) == [("SD002", "error")]

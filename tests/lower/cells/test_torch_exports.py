@@ -19,6 +19,7 @@ from onnx import helper
 
 import rnnir
 from rnnir import passes
+from rnnir.analysis.slices import slice_maps
 
 pytestmark = pytest.mark.realmodel
 
@@ -72,7 +73,7 @@ def test_export_is_recognised_and_every_slice_verified(name):
     assert v.diagnostics == [] and v.slices, v.diagnostics
     assert all(s.verdict.value == "verified" for s in v.slices), [(s.slice, s.verdict, s.reason) for s in v.slices]
     recognised = {r.id for r in prog.recurrents if r.recognition.value != "op"}
-    for pair in prog.state_pairs:
+    for pair in slice_maps(prog).declared:
         for sm in pair.slices:
             assert {e.node_id for e in sm.entry} <= recognised and {e.node_id for e in sm.exit} <= recognised
 

@@ -6,6 +6,7 @@ which op, which branch), so a check that names the wrong thing, or drops a claus
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import numpy as np
@@ -74,8 +75,8 @@ def test_sd001_a_paired_output_that_is_not_stored_into_the_slot():
     b, h, y, hn = cell()
     b.store(hn, b.output("hn", "float32", (1, 1, H)))
     prog = b.build()
-    prog.state_pairs[0].output = "hn"  # declared h -> hn, but only the output is written
-    prog.state_pairs[0].source = rnnir.pairs.PairSource.DECLARED  # a declared pair with an output: not "no output returns it"
+    # declared h -> hn, but only the output is written; a declared pair with an output: not "no output returns it"
+    prog.state_pairs = [dataclasses.replace(prog.state_pairs[0], output="hn", source=rnnir.pairs.PairSource.DECLARED)]
     (d,) = [d for d in passes.run(prog) if d.code == "SD001"]
     assert d.message == (
         "slot 'h', which feeds 'rnn', is loaded but no store writes it back (paired output 'hn' is not stored into the slot): "
