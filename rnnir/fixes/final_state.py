@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 import onnx
 from onnx import helper
 
+from rnnir.analysis.slicemaps import ExitKind
+from rnnir.analysis.slices import slice_maps
 from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
 from rnnir.fixes.onnx_edit import Names, name_stem, node_label, prune
 from rnnir.ir import Program, Recurrent
 from rnnir.onnxio.source import iter_graphs
-from rnnir.analysis.slicemaps import ExitKind
-from rnnir.analysis.slices import slice_maps
 
 if TYPE_CHECKING:
     from rnnir.analysis.slicemaps import PortRef

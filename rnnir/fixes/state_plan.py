@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+from rnnir.analysis.slices import slice_maps
 from rnnir.fixes.edits import EXPOSE, Edit
 from rnnir.fixes.onnx_edit import GraphRef, dims_of, graph_refs, initializer, node_label, producer, value_types
 from rnnir.ir import Program
@@ -18,7 +19,6 @@ from rnnir.lower.recognise import recognise
 from rnnir.lower.scope import ModelIndex
 from rnnir.lower.scope import attribute_value as _attr
 from rnnir.recurrence import kind_for_op
-from rnnir.analysis.slices import slice_maps
 
 __all__ = ["Alternative", "StatePlan", "default_state", "plan_states"]
 

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
+from rnnir.analysis.slices import slice_maps
 from rnnir.optraits import OpTrait, ops_with
 from rnnir.render.escape import printable
-from rnnir.analysis.slices import slice_maps
 
 if TYPE_CHECKING:
     from rnnir.ir import Node, Program, Value

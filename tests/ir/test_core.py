@@ -7,8 +7,8 @@ import pytest
 
 import rnnir
 from rnnir import IRError, LoadKind, OrderingLayer, StoreResult
-from rnnir.render.graph import to_dot, to_mermaid
 from rnnir.analysis.slices import slice_maps
+from rnnir.render.graph import to_dot, to_mermaid
 
 
 def _fanout(result="token"):

@@ -19,7 +19,6 @@ from onnx import helper, numpy_helper
 import rnnir
 from rnnir import passes
 from rnnir.analysis.slices import slice_maps
-
 from tests.support import realmodels as rm  # noqa: E402
 
 pytestmark = pytest.mark.realmodel

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
 from tests.support.scaffold import copy_checkout, files, run_in
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from rnnir.analysis.slices import slice_maps
 from rnnir.check.multicall.compare import compare_calls, compare_whole
 from rnnir.check.multicall.health import slot_health
 from rnnir.check.multicall.report import VARIANTS, MulticallReport, VariantResult
@@ -38,7 +39,6 @@ from rnnir.check.multicall.variants import VariantRunner
 from rnnir.check.multicall.verdict import judge
 from rnnir.runtime import StatefulSession
 from rnnir.sessionspec import DEFAULT_MAX_SLOT_BYTES
-from rnnir.analysis.slices import slice_maps
 
 __all__ = ["check_multicall"]
 

@@ -21,9 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from rnnir.analysis.slices import slice_maps
 from rnnir.check.multicall.stream import ProgressCallback, Stream
 from rnnir.runtime import StatefulSession
-from rnnir.analysis.slices import slice_maps
 
 __all__ = ["HcSwap", "VariantRunner", "apply_swaps", "hc_swaps"]
 

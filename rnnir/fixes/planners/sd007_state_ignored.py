@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rnnir.analysis.slices import slice_maps
 from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
 from rnnir.ir import Recurrent
 from rnnir.passes.rules.sd007_state_ignored import RULE
-from rnnir.analysis.slices import slice_maps
 
 if TYPE_CHECKING:
     from rnnir.passes.diagnostics import Diagnostic
