@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from rnnir.lower.cells.ops import MAX_RUN_NODES, Key, scan_inputs
+from rnnir.lower.cells.ops import MAX_RUN_NODES, PARAM_OPS, Key, scan_inputs
 from rnnir.lower.evaluate import EVALUABLE_OPS, EvalError, run_op
 from rnnir.lower.scope import Definition, ModelIndex, Scope
 from rnnir.onnxproto import ATTR, EXTERNAL, surely_converts, tensor_to_array
@@ -16,6 +16,14 @@ if TYPE_CHECKING:
     import onnx
 else:
     from rnnir.lazymod import numpy as np
+
+#: ops whose output shape follows from their inputs' shapes and constant parameters (never from run-time values)
+_SHAPE_OPS = frozenset(
+    {"Add", "Sub", "Mul", "Neg", "Identity", "Cast", "Sigmoid", "HardSigmoid", "Tanh", "Relu", "Gemm", "MatMul", "Gather", "Slice", "Split"}
+    | {"Squeeze", "Unsqueeze", "Reshape", "Transpose", "Flatten", "Concat", "Expand"}
+)
+#: how many producers back an undeclared shape is computed before shape inference is asked instead
+_SHAPE_DEPTH = 16
 
 
 def _symbolic_to_one(vi: onnx.ValueInfoProto | None) -> tuple[int, ...] | None:
@@ -41,6 +49,7 @@ class Net:
         self._consts: dict[Key, np.ndarray | None] = {}
         self._foldable: dict[Key, bool] = {}
         self._shapes: dict[Key, tuple[int, ...] | None] = {}
+        self._zero_shapes: dict[Key, tuple[int, ...] | None] = {}  # undeclared shapes, by running producers on zeros
         self._inferred: dict[int, dict[str, onnx.ValueInfoProto]] | None = None
         self._node_scope: dict[int, Scope] = {}
         self._free: frozenset[Key] = frozenset()
@@ -252,22 +261,73 @@ class Net:
         if k in self._shapes:
             return self._shapes[k]
         self._shapes[k] = None
-        d = self.defs[k]
-        shape: tuple[int, ...] | None = None
-        if d.kind == "initializer" and d.tensor is not None:
-            shape = tuple(int(x) for x in d.tensor.dims)
-        elif d.kind == "node" and d.node is not None and d.node.op_type == "Constant" and constant_surely_converts(d.node):
-            shape = constant_shape(d.node)  # what evaluating it gives, whether or not is_const spared that
-        else:
-            c = self._consts.get(k)
-            if c is not None:
-                shape = tuple(c.shape)
-            else:
-                shape = _symbolic_to_one(d.info or d.scope.info(d.name))
-                if shape is None:
-                    shape = _symbolic_to_one(self._inferred_info(d.scope, d.name))
+        shape = self._declared_shape(k)
+        if shape is None:
+            shape = self._shape_by_zeros(k, 0)
+        if shape is None:
+            d = self.defs[k]
+            shape = _symbolic_to_one(self._inferred_info(d.scope, d.name))
         self._shapes[k] = shape
         return shape
+
+    def _declared_shape(self, k: Key) -> tuple[int, ...] | None:
+        """The shape of ``k`` as the model states it: an initializer's or a ``Constant``'s dims, a folded constant's,
+        or its value info (named dims as 1)."""
+        d = self.defs[k]
+        if d.kind == "initializer" and d.tensor is not None:
+            return tuple(int(x) for x in d.tensor.dims)
+        if d.kind == "node" and d.node is not None and d.node.op_type == "Constant" and constant_surely_converts(d.node):
+            return constant_shape(d.node)  # what evaluating it gives, whether or not is_const spared that
+        c = self._consts.get(k)
+        if c is not None:
+            return tuple(c.shape)
+        return _symbolic_to_one(d.info or d.scope.info(d.name))
+
+    def _shape_by_zeros(self, k: Key, depth: int) -> tuple[int, ...] | None:
+        """The shape of ``k``, which the model does not declare, from running its producers on zeros of their inputs'
+        declared shapes: exact for ops whose output shape follows from input shapes and constant parameters alone, and
+        far cheaper than shape inference over the whole model (which serialises it and costs as much as the cell
+        check). None when that cannot tell: then inference decides, as it always did."""
+        if k in self._zero_shapes:
+            return self._zero_shapes[k]
+        self._zero_shapes[k] = None  # provisional: breaks cycles
+        d = self.defs[k]
+        node = d.node
+        if d.kind != "node" or node is None or node.domain not in ("", "ai.onnx") or node.op_type not in _SHAPE_OPS or depth >= _SHAPE_DEPTH:
+            return None
+        ins: list[np.ndarray | None] = []
+        for pos, name in enumerate(node.input):
+            if not name:
+                ins.append(None)
+                continue
+            ik = self.key(d.scope, name)
+            if pos > 0 and node.op_type in PARAM_OPS:
+                c = self.const(ik)  # a parameter (axes, target shape, bounds): its value decides the shape
+                if c is None and node.op_type == "Gather" and pos == 1:
+                    # ... except Gather's indices, whose shape alone does (a Loop body reads step t of a sequence)
+                    index_shape = self._declared_shape(ik)
+                    c = None if index_shape is None else np.zeros(index_shape, dtype=np.int64)
+                if c is None:
+                    return None
+                ins.append(c)
+                continue
+            shape = self._shapes[ik] if ik in self._shapes else self._declared_shape(ik)
+            if shape is None:
+                c = self.const(ik) if self._may_fold(ik) else None
+                shape = tuple(c.shape) if c is not None else self._shape_by_zeros(ik, depth + 1)
+            if shape is None:
+                return None
+            ins.append(np.zeros(shape))
+        try:
+            with np.errstate(all="ignore"):
+                outs = run_op(node, ins)
+        except (EvalError, ValueError, IndexError, TypeError, ArithmeticError):
+            return None
+        for out_key, arr in zip(self.outputs_of(node, d.scope), outs):
+            if out_key is not None:
+                # a zero-sized result may come from a named dim run at 1 (a slice past it): inference decides those
+                self._zero_shapes[out_key] = tuple(int(x) for x in arr.shape) if arr.size else None
+        return self._zero_shapes.get(k)
 
     def _inferred_info(self, scope: Scope, name: str) -> onnx.ValueInfoProto | None:
         """Shape inference over the whole model, run once and only when a needed shape is not declared."""
