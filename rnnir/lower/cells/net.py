@@ -46,6 +46,7 @@ class Net:
     def __init__(self, index: ModelIndex) -> None:
         self.index = index
         self.defs: dict[Key, Definition] = {}
+        self._keys: dict[tuple[int, str], Key] = {}  # (id of the reading scope, name) -> key
         self._consts: dict[Key, np.ndarray | None] = {}
         self._foldable: dict[Key, bool] = {}
         self._shapes: dict[Key, tuple[int, ...] | None] = {}
@@ -69,9 +70,13 @@ class Net:
         self._foldable.clear()
 
     def key(self, scope: Scope, name: str) -> Key:
+        hit = self._keys.get((id(scope), name))
+        if hit is not None:
+            return hit  # resolved before: a name read in a scope always means the same definition
         d = scope.resolve(name)
         k = (id(d.scope), d.name)
         self.defs.setdefault(k, d)
+        self._keys[(id(scope), name)] = k
         return k
 
     def d(self, k: Key) -> Definition:
