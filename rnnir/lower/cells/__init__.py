@@ -2,11 +2,11 @@
 
 Exporters write LSTM, GRU and RNN cells as ``Gemm``/``MatMul``, ``Split``/``Slice``,
 ``Sigmoid``/``Tanh``, ``Mul``, ``Add`` and ``Sub`` (PyTorch's ``nn.LSTMCell`` with the dynamo
-exporter, silero-vad's ``silero_vad_op18_ifless.onnx``, hand-written time loops). This module
+exporter, silero-vad's ``silero_vad_op18_ifless.onnx``, hand-written time loops). This package
 finds them and says exactly which values are the cell's state entries and exits.
 
 How, in three steps, all restricted to the *state cone* (values that depend on a state source; besides the state
-inputs, the zeros a cell starts from, looked for near the graph outputs only: see ``_constant_states``):
+inputs, the zeros a cell starts from, looked for near the graph outputs only: see :func:`rnnir.lower.cells.zeros.constant_states`):
 
 1. **Structure.** Anchors are the nonlinear skeleton, found by role, never by name or gate
    order: an LSTM is ``c' = f*c + i*g`` with ``h' = o*act(c')`` (``f`` the sigmoid that
@@ -41,6 +41,13 @@ steps of an unrolled loop and the layers of a stack are found in one pass. What 
 only the state cone is scanned, each anchor is executed at most once, an RNN cell must read an input that is
 not state (``act(W h)`` alone is an MLP layer on the state), a cell reads at most four state inputs, and a
 gate's affine part spans at most a few hundred values.
+
+Where each step lives: ``net`` (the model by value key: constants, shapes), ``zeros`` (zero initial states),
+``cone`` (the state cone, its views, the recogniser's record), ``walk`` (the cut and the state inputs), ``probe`` and
+``execute`` (reading weights off by running the subgraph; the probe data), one module per cell kind (``lstm``,
+``gru``, ``rnn``: each a :class:`~rnnir.lower.cells.pattern.CellPattern`, listed in ``kinds.PATTERNS``), and ``scan``
+(the passes over the cone, :func:`find_cells`). A kind whose semantics :mod:`rnnir.reference` knows is one module
+and one line in ``kinds``.
 """
 
 from __future__ import annotations
