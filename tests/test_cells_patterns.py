@@ -11,7 +11,7 @@ import pytest
 
 import rnnir
 from rnnir import reference
-from rnnir.lower.cells import kinds, scan
+from rnnir.lower.cells import kinds
 from rnnir.lower.cells.lstm import LstmPattern
 from rnnir.lower.cells.rnn import RnnPattern
 
@@ -42,7 +42,7 @@ def test_every_registered_kind_is_one_the_reference_runs():
 
 def test_a_registered_kind_is_asked_about_its_anchor_ops_only(monkeypatch: pytest.MonkeyPatch):
     spy = _Spy()
-    monkeypatch.setattr(scan, "PATTERNS", (spy, *kinds.PATTERNS))  # first: an anchor a kind confirmed is not asked again
+    monkeypatch.setattr(kinds, "PATTERNS", (spy, *kinds.PATTERNS))  # first: an anchor a kind confirmed is not asked again
     prog = rnnir.load(str(GRU_CELL))
     assert [r.kind for r in prog.recurrents] == ["GRU"]
     assert spy.asked and set(spy.asked) == {"Tanh"}
@@ -51,6 +51,6 @@ def test_a_registered_kind_is_asked_about_its_anchor_ops_only(monkeypatch: pytes
 def test_a_kind_left_out_of_the_registry_is_never_found(monkeypatch: pytest.MonkeyPatch):
     # near miss of the above: the same GRU cell with GRU's pattern left out is no recurrence at all (the RNN check
     # does not take its candidate n = tanh(...) for an RNN: the reset gate multiplies two run-time values)
-    monkeypatch.setattr(scan, "PATTERNS", (LstmPattern(), RnnPattern()))
+    monkeypatch.setattr(kinds, "PATTERNS", (LstmPattern(), RnnPattern()))
     prog = rnnir.load(str(GRU_CELL))
     assert prog.recurrents == []

@@ -7,10 +7,8 @@ from collections.abc import Iterable
 from functools import cached_property
 from typing import TYPE_CHECKING
 
-from rnnir.lower.cells.execute import ProbeData, Runner
 from rnnir.lower.cells.net import Net
 from rnnir.lower.cells.ops import VIEW_OPS, Key, carry_layout
-from rnnir.lower.cells.probe import Prober
 from rnnir.lower.cells.results import CellMatch, NotACell
 from rnnir.lower.cells.zeros import constant_states as find_constant_states
 from rnnir.lower.cells.zeros import output_region
@@ -19,6 +17,9 @@ from rnnir.recurrence import kind_for_op
 
 if TYPE_CHECKING:
     import onnx
+
+    from rnnir.lower.cells.execute import ProbeData, Runner
+    from rnnir.lower.cells.probe import Prober
 
 
 class Recogniser:
@@ -49,11 +50,15 @@ class Recogniser:
     @cached_property
     def rng(self) -> ProbeData:
         """Probe data for checks by execution, made on first use."""
+        from rnnir.lower.cells.execute import ProbeData  # the probing side loads only for a cone that holds nodes
+
         return ProbeData()
 
     @cached_property
     def prober(self) -> Prober:
         """Reads weights off the model and feeds its cells, on this recogniser's probe data."""
+        from rnnir.lower.cells.probe import Prober
+
         return Prober(self.net, self.rng)
 
     @property

@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rnnir.lower.cells.cone import Recogniser
-from rnnir.lower.cells.execute import quiet_float_errors
-from rnnir.lower.cells.kinds import PATTERNS
 from rnnir.lower.cells.ops import Key
 from rnnir.lower.cells.results import CellCandidate, CellMatch, NotACell, Retry, SilentRetry
 from rnnir.lower.scope import ModelIndex, Scope
@@ -66,6 +64,10 @@ def scan(rec: Recogniser) -> CellScan:
     A confirmed cell's outputs become state sources at once, so the steps of an unrolled loop (in graph
     order) are all found in the first pass: the cost stays linear in the number of steps.
     """
+    # the cell kinds (and the probing they share) load here, not with the package: most models with state have
+    # no plain-op cell in their cone, and find_cells returns before scanning for them
+    from rnnir.lower.cells.kinds import PATTERNS
+
     result = CellScan()
     failures: dict[int, CellCandidate] = {}
     nodes = rec.cone_nodes()
@@ -88,6 +90,9 @@ def _pass(
     todo: dict[str, list[tuple[onnx.NodeProto, Scope, Key]]],
     retry: dict[str, list[tuple[onnx.NodeProto, Scope, Key]]],
 ) -> list[CellMatch]:
+    from rnnir.lower.cells.execute import quiet_float_errors
+    from rnnir.lower.cells.kinds import PATTERNS
+
     new: list[CellMatch] = []
     for pattern in PATTERNS:
         kind, anchors = pattern.kind, pattern.anchor_ops
