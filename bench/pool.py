@@ -117,7 +117,7 @@ def _options(threads: int, level: str = "all") -> ort.SessionOptions:
 
 def _silero_dir() -> pathlib.Path | None:
     try:
-        import realmodels
+        from tests.support import realmodels
 
         return realmodels.silero_vad_dir()
     except Exception as exc:  # noqa: BLE001 - no wheel, no silero rows; the report says so

@@ -5,7 +5,7 @@
 Writes ``bench/results/latest.json`` (every sample) and ``bench/results/latest.md``
 (the tables, the machine, and which targets are met).  Models come from
 ``bench/make_models.py`` (cached in ``bench/.models``), the silero-vad wheel
-(``tests/realmodels.py``, cached in ``~/.cache/rnnir-tests``) and the committed
+(``tests/support/realmodels.py``, cached in ``~/.cache/rnnir-tests``) and the committed
 PyTorch exports in ``tests/data/torch``.
 
 Three tables:
@@ -20,7 +20,7 @@ Three tables:
   model (the six silero-vad files, the PyTorch exports in ``tests/data/torch``,
   ``tests/data/torch_cells`` and ``tests/data/ort``, the Keras exports in
   ``tests/data/keras``, ``samples/lstm_*.onnx``, GTCRN and FSMN-VAD from
-  ``tests/realmodels.py``) must stay at or under 1.0x,
+  ``tests/support/realmodels.py``) must stay at or under 1.0x,
   the synthetic graphs (1k to 100k nodes, up to 1,000 recurrent ops) under 1.5x.
   rnnir's bytecode is compiled first (``python -m compileall``), as an installed
   wheel has it: machines that set ``PYTHONDONTWRITEBYTECODE`` would otherwise
@@ -268,7 +268,7 @@ def _count(path: pathlib.Path) -> tuple[int | None, int | None]:
 
 def silero_dir(notes: list[str]) -> pathlib.Path | None:
     try:
-        from tests.realmodels import silero_vad_dir
+        from tests.support.realmodels import silero_vad_dir
 
         return silero_vad_dir()
     except Exception as exc:  # noqa: BLE001 - RealModelUnavailable, or no network: skip with a note
@@ -287,10 +287,10 @@ def real_models() -> list[tuple[str, str, pathlib.Path]]:
 
 
 def wild_models(notes: list[str]) -> list[tuple[str, str, pathlib.Path]]:
-    """(name, group, path) of the real models from the wild (tests/realmodels.py: GTCRN, FSMN-VAD), when cached or fetchable."""
+    """(name, group, path) of the real models from the wild (tests/support/realmodels.py: GTCRN, FSMN-VAD), when cached or fetchable."""
     out: list[tuple[str, str, pathlib.Path]] = []
     try:
-        from tests.realmodels import fsmn_vad_path, gtcrn_path
+        from tests.support.realmodels import fsmn_vad_path, gtcrn_path
     except Exception as exc:  # noqa: BLE001 - the bench runs without the tests too
         notes.append(f"GTCRN and FSMN-VAD rows are skipped: {exc}")
         return out
@@ -772,7 +772,7 @@ class Stateful(Approach):
         steady = twin._steady
         if steady is None or steady.fresh:  # an output onnxruntime allocates every call cannot be read without a run
             return None
-        steady.runs = [lambda: None, lambda: None]
+        steady.pingpong.runs = [lambda: None, lambda: None]
         return _best_block(lambda f: twin.run(f), feeds)
 
     def bytes_per_call(self) -> int:
@@ -1196,7 +1196,7 @@ def _run_at(rev: str, argv: list[str]) -> int:
             rest.append(a)
     with tempfile.TemporaryDirectory(prefix=f"rnnir-{sha}-") as tmp:
         # revisions before the move to rnnir/passes kept the passes at the top level; tests/__init__.py may not exist
-        paths = [p for p in ("rnnir", "passes", "tests/realmodels.py", "tests/__init__.py")
+        paths = [p for p in ("rnnir", "passes", "tests/__init__.py", "tests/support")
                  if subprocess.run(["git", "-C", str(ROOT), "cat-file", "-e", f"{sha}:{p}"], capture_output=True, timeout=10).returncode == 0]
         archive = subprocess.run(["git", "-C", str(ROOT), "archive", sha, *paths], capture_output=True, timeout=60)
         subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True, timeout=60)

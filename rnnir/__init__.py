@@ -38,7 +38,7 @@ from .pairs import PairSource, PortRef, SliceMap, StatePair
 if TYPE_CHECKING:
     from .builder import Builder
     from .exporter import export
-    from .fixer import fix
+    from .fixes.engine import fix
     from .lower.source import ModelLike
 
 __all__ = [
@@ -115,13 +115,13 @@ def load(
 
 def __getattr__(name: str) -> Any:
     # export, fix and Builder import onnx and numpy, which `rnnir lint` never needs: imported on first use.  Their
-    # modules are named apart from them (exporter, fixer), so importing a module never rebinds `rnnir.export`
+    # modules are named apart from them (exporter, fixes), so importing a module never rebinds `rnnir.export`
     if name == "export":
         from .exporter import export
 
         return export
     if name == "fix":
-        from .fixer import fix
+        from .fixes.engine import fix
 
         return fix
     if name == "Builder":

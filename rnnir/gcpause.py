@@ -1,28 +1,11 @@
-"""Pausing Python's cyclic garbage collector while a large model is lowered and analysed.
+"""Temporary shim: moved to rnnir.util.gcpause."""
 
-Lowering allocates a few objects per ONNX node and IR node, nearly all of them alive until the
-end.  CPython's collector keeps re-scanning that growing heap (every full collection walks every
-tracked object), which cost about 40 % of the time of linting 40,000 elementwise nodes on a state
-path.  Nothing built there needs a collection to be freed early, so the collector is paused for
-the duration and resumed (if it was running) afterwards; cycles left behind are collected then.
-"""
+import sys
+from typing import TYPE_CHECKING
 
-from __future__ import annotations
+from rnnir.util import gcpause as _moved
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
+if TYPE_CHECKING:
+    from rnnir.util.gcpause import *  # noqa: F403
 
-__all__ = ["paused_gc"]
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Disable the cyclic collector inside the block; nested blocks and an already-disabled collector are left alone."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
+sys.modules[__name__] = _moved

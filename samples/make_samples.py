@@ -827,7 +827,7 @@ Small ONNX models and IR programs, correct and deliberately broken, each with
 the findings it must produce. **Generated**: edit `make_samples.py` and rerun
 `python samples/make_samples.py` (it rewrites every `.onnx`, every `.rnnir`, every
 `.expected.json` and this README, byte for byte the same on every run;
-`tests/test_samples.py` fails when a committed file is stale).
+`tests/samples/test_samples.py` fails when a committed file is stale).
 
 Every model uses opset 17 / IR version 8, passes
 `onnx.checker.check_model(full_check=True)` and runs in onnxruntime. Shapes
@@ -855,7 +855,7 @@ unless said otherwise, H between 1 and 5.
 
 Store structures plain ONNX cannot express (a chain, a slot aliased to an
 output, shared addresses, a `Return` that does not wait, an in-place load) are
-IR programs, `<name>.rnnir`, in the text format of `rnnir/irtext.py`: rnnir
+IR programs, `<name>.rnnir`, in the text format of `rnnir/ir/text.py`: rnnir
 reads them as written (`rnnir lint x.rnnir`, `rnnir.load("x.rnnir")`); they
 have no ONNX graph to run. An exported program with such stores carries the
 same text in its `rnnir.ir` metadata. `rnnir.pairs` metadata is written where

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-import realmodels
+
+from tests.support import realmodels
 
 
 @pytest.fixture(scope="session")

@@ -7,10 +7,10 @@ writes, and touches nothing else:
 
 - ``rnnir/passes/rules/sd011_state_forgotten.py``: ``RULE = rule(...)`` with a summary, a message and a doc to fill in
   (What it finds / Why it matters / Bad / Fixed, and the ``Bad (IR)``/``Fixed (IR)`` programs ``rnnir explain`` prints
-  and ``tests/test_rule_docs.py`` judges);
+  and ``tests/rules/test_docs.py`` judges);
 - one line in ``CODE_TABLE`` of ``rnnir/passes/rules/__init__.py``, after the family's last rule, so the family's
   pass reports the rule, ``rnnir rules`` lists it and every catalogue-driven test covers it;
-- ``tests/rules/SD011/{bad,near_miss}.rnnir``, which ``tests/test_rule_fixtures.py`` runs.
+- ``tests/rules/SD011/{bad,near_miss}.rnnir``, which ``tests/rules/test_fixtures.py`` runs.
 
 Both Bad programs start as the clean program, so the rule's doc and fixture tests fail until the Bad programs show
 the bug and the family pass (``rnnir/passes/...``) emits ``RULE.diagnostic("found", slot=...)`` for it.

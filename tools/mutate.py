@@ -15,7 +15,8 @@ traced alone and merged in; a change to rnnir/, rnnir/passes/ or the tests' help
 Then pytest collects once, and for each mutant a forked child swaps the mutated function's code object
 in and runs the mutant's tests with ``-x`` semantics and a timeout, two children at a time (mutants in
 module-level code get a forked pytest run of their own that imports the mutated module). The tests a
-mutant runs: one of each test function that executes its line, fastest first, within ``--test-budget``
+mutant runs: one of each test function that executes its line, those of the module's subject folder first
+(tests/ mirrors the package: tests/lower/cells/ for rnnir/lower/cells.py), then fastest first, within ``--test-budget``
 seconds (measured under the tracer), at least the fastest of each test file (unless it alone costs more than the budget), then more
 parametrizations while budget is left; ``--test-budget 0`` runs every covering test. A mutant no test
 executes survives.
@@ -44,7 +45,7 @@ import time
 import types
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE_DIR = ROOT / ".mutation"
@@ -53,7 +54,11 @@ EQUIVALENT_FILE = ROOT / "tools" / "mutation-equivalent.txt"
 # test_lint_speed checks every entry against onnx.defs (~3,900 mutants of data, not of logic)
 GENERATED = frozenset({"rnnir/lower/_opschemas.py"})
 # the code that decides verdicts: the passes, slice tracing, lowering, the multi-call runtime and checks
-DEFAULT_TARGETS = ("rnnir/passes", "rnnir/slices.py", "rnnir/lower", "rnnir/runtime.py", "rnnir/binding.py", "rnnir/sessionspec.py", "rnnir/statefile.py", "rnnir/testing.py")
+DEFAULT_TARGETS = (
+    "rnnir/passes", "rnnir/analysis", "rnnir/lower", "rnnir/semantics/evaluate.py", "rnnir/onnxio/source.py", "rnnir/runtime",
+    "rnnir/check", "rnnir/serving", "rnnir/fixes", "rnnir/ir/text.py", "rnnir/ir/printer.py", "rnnir/ir/lexer.py",
+    "rnnir/lint/baseline.py", "rnnir/render",
+)
 
 
 class Operator(enum.Enum):
@@ -406,7 +411,9 @@ def check_equivalents(equivalents: list[Equivalent]) -> list[str]:
 
 
 def _is_test_file(p: Path) -> bool:
-    return p.parent.name == "tests" and p.name.startswith("test_")
+    """A test module: tests/ holds one folder per subject (tests/lower/cells/test_limits.py); tests/data holds no tests."""
+    parts = p.relative_to(ROOT).parts
+    return parts[0] == "tests" and "data" not in parts and p.name.startswith("test_") and p.suffix == ".py"
 
 
 def _source_digest(targets: list[str]) -> str:
@@ -423,7 +430,7 @@ def _source_digest(targets: list[str]) -> str:
 
 
 def _test_file_digests() -> dict[str, str]:
-    return {str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in sorted((ROOT / "tests").glob("test_*.py"))}
+    return {str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest()[:16] for p in sorted((ROOT / "tests").rglob("test_*.py")) if _is_test_file(p)}
 
 
 def _trace(targets: list[str], files: list[str], out: Path) -> dict[str, Any]:
@@ -614,27 +621,24 @@ def _run_fork_server(plan: list[tuple[Mutant, list[str]]], durations: dict[str, 
     return found
 
 
-def select_tests(ids: set[str], durations: dict[str, float], budget: float, focus: str = "") -> list[str]:
+def select_tests(ids: set[str], durations: dict[str, float], budget: float, focus: Focus | None = None) -> list[str]:
     """The tests a mutant runs: one of each test function that executes its line (its fastest parametrization),
     fastest first, up to ``budget`` seconds of (traced) test time, and at least the fastest test of each file unless
     that test alone costs more than the budget, in run order (see the end); every covering test when budget is 0. One per function because the parametrizations of one test mostly check one thing
     on other data, while each function checks something else.
 
-    ``focus`` names the mutated module (its stem, e.g. "state_types"): test files whose name holds it are the
-    module's own focused tests and go first, before the fastest of the rest. A line that hundreds of tests execute
-    (every pass runs state_types) otherwise filled the budget with the cheapest broad tests and never reached the
-    tests written for that module."""
+    ``focus`` is the mutated module's subject (:func:`focus_of`): the test files of its folder go first (those named
+    after the module before the folder's others), before the fastest of the rest. A line that hundreds of tests
+    execute (every pass runs state_types, every lowering the cell recogniser) otherwise filled the budget with the
+    cheapest broad tests and never reached the tests written for that module."""
     if not budget:
         return sorted(ids)
 
     def cost(t: str) -> tuple[float, str]:
         return (durations.get(t, 1.0), t)
 
-    def focused(t: str) -> bool:
-        return bool(focus) and focus in Path(t.split("::")[0]).stem
-
-    def rank(t: str) -> tuple[bool, float, str]:
-        return (not focused(t), *cost(t))
+    def rank(t: str) -> tuple[int, float, str]:
+        return (focus.tier(t) if focus else Focus.OTHERS, *cost(t))
 
     per_function: dict[str, str] = {}
     for t in ids:
@@ -659,17 +663,51 @@ def select_tests(ids: set[str], durations: dict[str, float], budget: float, focu
         spent += durations.get(t, 1.0)
     # run order: the file with the cheapest test first, each file's tests fastest first; with -x a mutant that a
     # fast focused test kills stops there, and a file's module fixtures are still set up once
-    first_of: dict[str, tuple[bool, float, str]] = {}
+    first_of: dict[str, tuple[int, float, str]] = {}
     for t in chosen:
         f = t.split("::")[0]
         first_of[f] = min(first_of.get(f, rank(t)), rank(t))
     return sorted(chosen, key=lambda t: (first_of[t.split("::")[0]], cost(t)))
 
 
-def focus_of(module: str) -> str:
-    """The name a module's own test files carry: its stem, or its package's name for an ``__init__.py``."""
-    path = Path(module)
-    return path.parent.name if path.stem == "__init__" else path.stem
+@dataclasses.dataclass(frozen=True)
+class Focus:
+    """A mutated module's own tests. tests/ mirrors the package (rnnir/lower/cells/ -> tests/lower/cells/,
+    rnnir/passes/coverage.py -> tests/passes/), so a module's subject folder is the deepest folder of tests/ along
+    its path. With ``stem`` empty the folder is the module's own and all of it comes first; else the folder's files
+    whose name holds the stem come first, then the folder's others. A module with no folder of its own under
+    tests/ (one at the package's top level) falls back to the stem alone, anywhere in tests/."""
+
+    folder: str = ""  # e.g. "tests/passes/" (with its slash), "" when tests/ has no folder for the module
+    stem: str = ""  # e.g. "coverage"; "" when the folder is the module's own
+
+    OWN: ClassVar[int] = 0
+    FOLDER: ClassVar[int] = 1
+    OTHERS: ClassVar[int] = 2
+
+    def tier(self, test_id: str) -> int:
+        file = test_id.split("::")[0]
+        named = bool(self.stem) and self.stem in Path(file).stem
+        if not self.folder:
+            return Focus.OWN if named else Focus.OTHERS
+        if not file.startswith(self.folder):
+            return Focus.OTHERS
+        return Focus.OWN if named or not self.stem else Focus.FOLDER
+
+
+def focus_of(module: str, root: Path = ROOT) -> Focus:
+    """The subject of ``module`` (a path such as "rnnir/passes/coverage.py"): see :class:`Focus`."""
+    parts = list(Path(module).with_suffix("").parts[1:])  # without the leading "rnnir"
+    if parts and parts[-1] == "__init__":
+        parts.pop()
+    stem = parts[-1] if parts else Path(module).parent.name
+    depth = len(parts)
+    while depth and not (root / "tests" / Path(*parts[:depth])).is_dir():
+        depth -= 1
+    if not depth:
+        return Focus("", stem)
+    folder = "/".join(["tests", *parts[:depth]]) + "/"
+    return Focus(folder, "" if depth == len(parts) else stem)
 
 
 def run_mutants(mutants: list[Mutant], coverage: dict[str, dict[int, list[str]]], durations: dict[str, float], jobs: int, equivalents: list[Equivalent], test_budget: float = 0.0) -> list[Result]:
@@ -705,7 +743,7 @@ def _run_with_import_hook(plan: list[tuple[Mutant, list[str]]], durations: dict[
     print(f"{len(plan)} mutants in module-level code, one pytest run each ...", flush=True)
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT / "tools"))
-    sys.path.insert(0, str(ROOT / "tests"))
+    sys.path.insert(0, str(ROOT))  # tests/ is a package: its tests import tests.support.*
     # imported once here, so each forked child starts with them loaded; rnnir and passes are not (the child imports the mutant)
     import numpy  # noqa: F401
     import onnx  # noqa: F401

@@ -5,7 +5,7 @@
     python tools/rules_table.py --check    # exit 1 when README.md's table is not the catalogue's
 
 A hand-kept table drifted from the catalogue (names, severities and wording of several rules), so the README holds
-this script's output between two markers and ``tests/test_readme.py`` fails when they differ.
+this script's output between two markers and ``tests/docs/test_readme.py`` fails when they differ.
 """
 
 from __future__ import annotations

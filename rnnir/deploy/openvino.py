@@ -31,12 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelError, RnnirError
 from . import DeployPlan
+from .inputs import InputError, check_flag_names, model_interface, prepare_inputs
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..cli_inputs import InputFlags
     from ..runtime import StatefulSession
+    from .inputs import InputFlags
 
 __all__ = ["OpenVinoCheck", "OutputDiff", "PRECISIONS", "check_stateful", "convert", "require_openvino", "stream_feeds"]
 
@@ -136,8 +137,6 @@ def stream_feeds(plan: DeployPlan, flags: InputFlags, calls: int | None, chunk: 
     """The calls ``rnnir run`` would make with these flags (input context already prepended), and an onnxruntime
     session of the plan's model without any context, ready to run them."""
     from .. import streaming, testing
-    from ..cli import UsageError
-    from ..cli_inputs import check_flag_names, model_interface, prepare_inputs
     from ..context import ContextKeeper
     from ..runtime import StatefulSession
 
@@ -151,15 +150,15 @@ def stream_feeds(plan: DeployPlan, flags: InputFlags, calls: int | None, chunk: 
     if not problems:
         prepared, problems = prepare_inputs(flags, session, interface, testing.time_axes(session), calls, chunk)
     if problems:
-        raise UsageError(f"{plan.label}: " + "; ".join(p.replace("\n", " ") for p in problems))
+        raise InputError(f"{plan.label}: " + "; ".join(p.replace("\n", " ") for p in problems))
     try:
         chunks, _ = streaming.make_chunks(
             session, prepared.stream or None, calls=calls if calls is not None else DEFAULT_CALLS, chunk=chunk, input_shapes=prepared.shapes, input_values=prepared.values
         )
     except testing.StreamError as exc:
-        raise UsageError(f"{plan.label}: {exc}") from None
+        raise InputError(f"{plan.label}: {exc}") from None
     if len(chunks) < 2:
-        raise UsageError(f"{plan.label}: the stream makes {len(chunks)} call(s); the check needs at least 2 (more data, or a smaller --chunk)")
+        raise InputError(f"{plan.label}: the stream makes {len(chunks)} call(s); the check needs at least 2 (more data, or a smaller --chunk)")
     if session.context:
         keeper = ContextKeeper(session.context, {c.input: session.inputs[c.input].dtype for c in session.context})
         full = []

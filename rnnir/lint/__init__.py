@@ -5,16 +5,16 @@
 * :mod:`rnnir.lint.settings` — a model's ``[tool.rnnir]`` with the caller's :class:`Overrides` on top;
 * :mod:`rnnir.lint.jobs` — :func:`collect_models` (paths to :class:`Target` s), :class:`LintJob`, :func:`lint_one`;
 * :mod:`rnnir.lint.executor` — :func:`run_jobs`, the one worker loop, on any ``concurrent.futures.Executor``;
-* results are :class:`rnnir.render.FileResult` / :class:`rnnir.render.LintResult`.
+* results are :class:`rnnir.lint.results.FileResult` / :class:`rnnir.lint.results.LintResult` (:mod:`rnnir.render` renders them).
 
-Nothing here imports the command line (``tests/test_lint_library.py`` checks it).
+Nothing here imports the command line (``tests/lint/test_library.py`` checks it).
 """
 
 from __future__ import annotations
 
-from ..render import FileResult, LintResult
 from .executor import process_pool, run_jobs
 from .jobs import LintJob, Target, collect_models, job_for, lint_one
+from .results import FileResult, LintResult
 from .settings import Overrides, Settings, SettingsError, config_finder, pairs_declared_in, resolve, resolve_checked
 
 __all__ = [

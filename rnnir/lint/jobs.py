@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..errors import ModelError, RnnirError
-from ..render import FileResult
+from .results import FileResult
 from .settings import Settings, pairs_declared_in, shown_path
 
 __all__ = ["REPORT_HINT", "LintJob", "Target", "collect_models", "job_for", "lint_one"]

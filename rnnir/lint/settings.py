@@ -9,13 +9,13 @@ a flag beats the configuration, a ``select`` given as an override drops the conf
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import Config, ConfigError, ConfigFinder, find_config, load_config, parse_pair
+from rnnir.lint.config import Config, ConfigError, ConfigFinder, find_config, load_config, parse_pair
+
 from ..errors import PairingError, RnnirError
 
 __all__ = [
@@ -55,26 +55,6 @@ class Overrides:
     config: str | None = None  # one configuration file for every model (--config FILE)
     no_config: bool = False  # no configuration at all (--no-config)
 
-    @classmethod
-    def from_namespace(cls, args: argparse.Namespace) -> Overrides:
-        """The overrides an argparse front end parsed (a command without an option leaves its default)."""
-
-        def words(name: str) -> tuple[str, ...] | None:
-            value = getattr(args, name, None)
-            return None if value is None else tuple(value)
-
-        return cls(
-            select=words("select"),
-            extend_select=words("extend_select") or (),
-            ignore=words("ignore"),
-            pairs=words("pair") or (),
-            entry=getattr(args, "lower_entry", None),
-            exit=getattr(args, "lower_exit", None),
-            strict=bool(getattr(args, "strict", False)),
-            config=getattr(args, "config", None) or None,
-            no_config=bool(getattr(args, "no_config", False)),
-        )
-
 
 @dataclass(frozen=True, kw_only=True)
 class Settings:
@@ -105,7 +85,7 @@ def pairs_declared_in(origin: str | None) -> Iterator[None]:
 def config_finder(overrides: Overrides) -> ConfigFinder:
     """Where each model's ``[tool.rnnir]`` comes from: ``no_config`` (nowhere), ``config`` (that file for
     every model), else the nearest ``pyproject.toml`` above the model, falling back to the working
-    directory's (Ruff's hierarchical discovery; see :class:`rnnir.config.ConfigFinder`)."""
+    directory's (Ruff's hierarchical discovery; see :class:`rnnir.lint.config.ConfigFinder`)."""
     if overrides.no_config:
         return _FixedConfig(Config())
     if overrides.config:

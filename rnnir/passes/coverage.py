@@ -441,10 +441,13 @@ class StateCoverage(AnalysisPass):
                 continue
             rec = by_id.get(v.ir_node)
             ports = "/".join(rec.state_ports) if rec is not None else "initial_h"
+            recurrence = {"kind": v.kind, "node": v.node}  # for the fix, which never reads the message
             if "unpaired" in v.reason:
-                yield NOT_EXPOSED.diagnostic("unpaired-input", locations=_location(rec), kind=v.kind, node=v.node, reason=v.reason)
+                yield NOT_EXPOSED.diagnostic("unpaired-input", locations=_location(rec), data=recurrence, kind=v.kind, node=v.node, reason=v.reason)
             else:
-                yield NOT_EXPOSED.diagnostic("state-not-exposed", locations=_location(rec), kind=v.kind, node=v.node, reason=v.reason, ports=ports)
+                yield NOT_EXPOSED.diagnostic(
+                    "state-not-exposed", locations=_location(rec), data=recurrence, kind=v.kind, node=v.node, reason=v.reason, ports=ports
+                )
 
     def settle(self, own: list[Diagnostic], others: list[Diagnostic]) -> list[Diagnostic]:
         """A slice another rule already reports on (at any severity) needs no SD009 repeating it."""

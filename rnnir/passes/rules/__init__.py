@@ -3,7 +3,7 @@
 Each rule is declared in its own module here, ``<code>_<slug>.py``: the :class:`~rnnir.passes.diagnostics.Rule`
 constant ``RULE`` with its code, name, severity, summary, every message it words a finding with, and the doc
 ``rnnir explain`` prints (What it finds / Why it matters / Bad / Fixed, with ``Bad (IR)``/``Fixed (IR)`` programs
-that ``tests/test_rule_docs.py`` parses and judges).  Detection stays in the family passes (a dataflow family walks
+that ``tests/rules/test_docs.py`` parses and judges).  Detection stays in the family passes (a dataflow family walks
 the slices once for all its rules); they import the constants they emit.
 
 Adding a rule is its file, its fixture folder ``tests/rules/<CODE>/`` and one line of :data:`CODE_TABLE`

@@ -1,0 +1,226 @@
+"""A tick of every placed stream with the arenas bound whole, and the plan that repeats it.
+
+:class:`WholeTick` is a :class:`~rnnir.runtime.binding.PingPong` (the same two-binding double buffer a
+StatefulSession's steady call is made of) over the pool's arenas: binding k reads each arena's buffer k and
+writes buffer 1-k, so no state row passes through numpy.  :class:`SteadyTick` remembers the last such tick
+so that the next one of the same streams skips the pool's bookkeeping.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from rnnir.runtime.binding import COPY_FEED_BYTES, PingPong
+from rnnir.runtime.ort import make_binding
+from rnnir.serving.pool.arena import Arena
+from rnnir.serving.pool.layout import BatchLayout
+from rnnir.serving.pool.streams import PoolStats
+
+__all__ = ["SteadyTick", "WholeTick"]
+
+_KIND = operator.attrgetter("dtype", "shape")
+_NDARRAY = np.ndarray
+# when the steady plan joins a tick's rows straight into a bound buffer (no input context), inputs up to this
+# size are buffered: one copy of the joined rows beats binding a new array every tick
+JOIN_BYTES = 2**20
+
+
+class WholeTick:
+    """A tick of every placed stream, the arenas bound whole: a :class:`PingPong` pre-bound once for a row
+    count, feed signature and output list; a call binds only its plain inputs, runs, and swaps ``cur``/``spare``
+    of every arena.  Plain outputs land in pre-bound buffers and the caller gets one copy of each (a fresh
+    array per tick)."""
+
+    __slots__ = ("key", "pingpong", "plain", "held", "feed_bufs", "arenas")
+
+    def __init__(self, key: tuple[Any, ...], sess: Any, native: bool, arenas: Mapping[str, Arena], slots: Sequence[tuple[str, str]],
+                 plain_shapes: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]], feeds: Mapping[str, np.ndarray],
+                 copy_limit: int = COPY_FEED_BYTES) -> None:
+        self.key = key
+        bindings = [make_binding(sess, native) for _ in range(2)]
+        wrap = bindings[0].wrap
+        # a feed up to ``copy_limit`` bytes (one stream's chunk, a sample rate; a tick's rows when the steady
+        # plan joins them straight into it) is copied into a buffer bound once: cheaper than binding the
+        # caller's array every tick; a larger one is bound as it is
+        overridable = bindings[0].overridable
+        self.feed_bufs = {name: np.empty(a.shape, a.dtype) for name, a in feeds.items()
+                          if a.nbytes <= copy_limit and a.dtype.kind in "biuf" and name not in overridable}
+        states: list[tuple[str, str | None, Any, Any]] = []
+        held: list[np.ndarray] = []
+        for state_in, state_out in slots:
+            arena = arenas[state_in]
+            spare = arena.spare
+            if spare is None or spare.shape != arena.cur.shape:
+                spare = arena.spare = np.empty_like(arena.cur)
+            states.append((state_in, state_out, wrap(arena.cur), wrap(spare)))
+            held += (arena.cur, spare)
+        # one buffer per plain output serves both bindings: the caller gets a copy right after the run
+        self.plain = [(name, np.empty(shape, dtype)) for name, (shape, dtype) in plain_shapes.items()]
+        held += [buf for _, buf in self.plain] + list(self.feed_bufs.values())
+        self.held = held  # the values over numpy memory do not own it: keep it alive with the bindings
+        self.pingpong = PingPong(bindings, states, [(name, wrap(buf)) for name, buf in self.feed_bufs.items()],
+                                 [(name, wrap(buf)) for name, buf in self.plain], raw=not any(name in overridable for name in feeds))
+        self.arenas = tuple(arenas.values())  # the pool's arenas while this tick's key holds (a new set is a new gen)
+
+    def call(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        pp = self.pingpong
+        bind = pp.binders[pp.k]
+        bufs = self.feed_bufs
+        for name, array in batch.items():
+            buf = bufs.get(name)
+            if buf is not None and buf.shape == array.shape:
+                buf[...] = array  # the same dtype: the tick's key holds the feeds' dtypes
+            else:
+                bind(name, array)  # not owned by the native binding: the caller's batch holds it during the run
+        pp.run()  # a failure leaves ``cur`` untouched: the new state went to ``spare``
+        for arena in self.arenas:  # spare is set for every arena when the tick is made
+            arena.cur, arena.spare = arena.spare, arena.cur  # type: ignore[assignment]
+        # the buffers are written again by the next tick: the caller gets copies
+        plain = self.plain
+        if len(plain) == 1:
+            name, buf = plain[0]
+            return {name: buf.copy()}
+        return {name: buf.copy() for name, buf in plain}
+
+
+class SteadyTick:
+    """The last tick, when it bound the arenas whole with its requests in row order: its ids, requested outputs,
+    the bound tick it ran and each batched input's shape.  A tick of the same ids and outputs, with no join or
+    leave since (``gen`` still the pool's), needs neither the streams looked up nor the layout, row order or
+    output shapes worked out again: only its feeds checked and stacked.  The pool drops the plan whenever it
+    binds new buffers (another output list or chunk shape): the plan's bindings would then be out of their
+    ping-pong parity with the arenas.
+
+    When the model keeps no input context, every input has a buffer in the tick and only plain outputs are
+    asked for, :meth:`call` serves the whole tick itself (``lean``): each batched input's rows are checked
+    (names, dtype, shape: one C loop per check over the requests) and joined straight into the bound buffer,
+    the run's plain outputs are copied once and split into one view per stream.
+    """
+
+    __slots__ = ("gen", "ids", "outputs", "wanted", "tick", "shapes", "lean", "count", "rows", "shared", "ones", "splits", "stats")
+
+    def __init__(self, gen: int, ids: tuple[Hashable, ...], outputs: tuple[str, ...] | None, wanted: Sequence[str], tick: WholeTick,
+                 batch: Mapping[str, np.ndarray], layout: BatchLayout | None = None, stats: PoolStats | None = None) -> None:
+        self.gen = gen
+        self.ids = ids
+        self.outputs = outputs
+        self.wanted = tuple(wanted)
+        self.tick = tick
+        self.shapes = tuple((name, a.shape, a.dtype) for name, a in batch.items())
+        self.count = len(batch)
+        self.rows: tuple[tuple[Callable[[Any], Any], tuple[np.dtype[Any], tuple[int, ...]], memoryview], ...] = ()
+        self.shared: tuple[tuple[Callable[[Any], Any], tuple[np.dtype[Any], tuple[int, ...]], np.ndarray], ...] = ()
+        self.ones: tuple[tuple[str, np.dtype[Any], tuple[int, ...], np.ndarray], ...] = ()
+        self.splits: tuple[tuple[str, tuple[int, ...], tuple[int, ...] | None], ...] = ()
+        self.stats = stats
+        self.lean = layout is not None and stats is not None and self._plan(batch, layout)
+
+    def _plan(self, batch: Mapping[str, np.ndarray], layout: BatchLayout) -> bool:
+        """Prepare the lean call; False when a piece of the tick does not fit it."""
+        tick = self.tick
+        n = len(self.ids)
+        if [name for name, _ in tick.plain] != list(self.wanted):
+            return False  # a state output asked for, or the outputs in another order
+        bufs = tick.feed_bufs
+        if any(name not in bufs for name in batch):
+            return False
+        if n == 1:
+            self.ones = tuple((name, a.dtype, a.shape, bufs[name]) for name, a in batch.items())
+            return True
+        rows = []
+        shared = []
+        for name, a in batch.items():
+            axis = layout.inputs.get(name)
+            buf = bufs[name]
+            if axis is None:
+                shared.append((operator.itemgetter(name), (a.dtype, a.shape), buf))
+                continue
+            if math.prod(a.shape[:axis]) != 1 or not buf.flags.c_contiguous:
+                return False  # the rows' bytes are not the batch's bytes one after the other
+            row = a.shape[:axis] + (1,) + a.shape[axis + 1 :]
+            flat: Any = buf.reshape(-1).view(np.uint8)
+            rows.append((operator.itemgetter(name), (a.dtype, row), memoryview(flat)))
+        splits: list[tuple[str, tuple[int, ...], tuple[int, ...] | None]] = []
+        for name, buf in tick.plain:
+            axis = layout.outputs.get(name)
+            if axis is None:
+                return False
+            shape = buf.shape
+            if math.prod(shape[:axis]) == 1:  # row k is bytes k of n: a plain reshape puts the rows first
+                splits.append((name, (n,) + shape[:axis] + (1,) + shape[axis + 1 :], None))
+            else:  # a unit axis after the batch axis, then the batch axis moved to the front
+                splits.append((name, shape[: axis + 1] + (1,) + shape[axis + 1 :], (axis, *range(axis), *range(axis + 1, len(shape) + 1))))
+        self.rows, self.shared, self.splits = tuple(rows), tuple(shared), tuple(splits)
+        return True
+
+    def call(self, requests: Mapping[Hashable, Mapping[str, Any]]) -> dict[Hashable, dict[str, np.ndarray]] | None:
+        """The lean tick (see the class docstring), or None with nothing run when a request differs from the
+        plan's; a failing run raises (the state went to the spare buffers: the pool reruns the tick)."""
+        ids = self.ids
+        n = len(ids)
+        tick = self.tick
+        if n == 1:
+            if len(requests) != 1:
+                return None
+            feeds = requests.get(ids[0])
+            if type(feeds) is not dict or len(feeds) != self.count:
+                return None
+            for name, dtype, shape, buf in self.ones:
+                a = feeds.get(name)
+                if type(a) is not _NDARRAY or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                    return None
+                buf[...] = a
+        else:
+            if tuple(requests) != ids:
+                return None
+            listed = list(requests.values())
+            # list comprehensions and list.count run the per-request checks in C: a generator per check costs
+            # more than the rest of a 64-stream tick's Python; with every name looked up below, equal sizes
+            # mean equal names
+            if list(map(len, listed)).count(self.count) != n:
+                return None
+            try:
+                for getter, kind, target in self.rows:
+                    arrays = list(map(getter, listed))
+                    if list(map(_KIND, arrays)).count(kind) != n:  # (dtype, shape) of every row, one pass
+                        return None
+                    target[:] = b"".join(arrays)  # a row that is not C-contiguous is refused (BufferError)
+                for getter, kind, buf in self.shared:
+                    arrays = list(map(getter, listed))
+                    if list(map(_KIND, arrays)).count(kind) != n:  # every request's value an array of the input's dtype and shape
+                        return None
+                    v = arrays[0]
+                    if arrays.count(v) != n:  # the same object (or an equal value) in every request, as usual
+                        return None
+                    buf[...] = v
+            except (KeyError, AttributeError, TypeError, ValueError, BufferError):
+                return None  # the general path checks again, and reports what is wrong
+        tick.pingpong.run()
+        for arena in tick.arenas:
+            arena.cur, arena.spare = arena.spare, arena.cur  # type: ignore[assignment]
+        stats = self.stats
+        assert stats is not None
+        stats.ort_calls += 1
+        stats.rows += n
+        stats.whole_calls += 1
+        stats.steady_ticks += 1
+        plain = tick.plain
+        if n == 1:
+            if len(plain) == 1:
+                name, buf = plain[0]
+                return {ids[0]: {name: buf.copy()}}
+            return {ids[0]: {name: buf.copy() for name, buf in plain}}
+        per_output = []
+        for (_, buf), (_, shape, front) in zip(plain, self.splits):
+            out = buf.copy().reshape(shape)  # the buffers are written again by the next tick: the caller gets copies
+            per_output.append(list(out if front is None else out.transpose(front)))
+        if len(per_output) == 1:
+            name = self.wanted[0]
+            return {sid: {name: p} for sid, p in zip(ids, per_output[0])}
+        names = self.wanted
+        return {sid: dict(zip(names, ps)) for sid, ps in zip(ids, zip(*per_output))}

@@ -1,0 +1,98 @@
+"""Adding a recurrence kind whose equations rnnir already knows is one entry in one file.
+
+A vendor op that computes an ONNX LSTM under another name (a contrib or custom-domain op with the same ports) is
+``RecurrenceKind(..., semantics="LSTM", ...)`` in the registry, and nothing else: lowering, the passes and the
+verdicts all ask the registry.  The entry is added in a copy of the package (``tmp_path``), never in the checkout;
+before it, the same models are unverified (SD009, info), after it the correct one is verified and the planted
+bug is SD002, as for the ONNX LSTM they were made from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ENTRY = '        RecurrenceKind("StreamLSTM", "StreamLSTM", "com.example", "LSTM", _LSTM_IN, ("Y", "Y_h", "Y_c"), (_H, _C), summary="a vendor LSTM"),\n'
+
+
+def _registry_file(package: Path) -> Path:
+    found = [p for p in package.rglob("*.py") if "KINDS: Mapping[str, RecurrenceKind]" in p.read_text(encoding="utf-8")]
+    assert len(found) == 1, found  # the registry is one place
+    return found[0]
+
+
+def _files(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*.py")) if "__pycache__" not in p.parts}
+
+
+def _custom(sample: str, dest: Path) -> Path:
+    """The sample with its ONNX LSTM renamed to the vendor op (same ports, same equations)."""
+    model = onnx.load(ROOT / "samples" / f"{sample}.onnx")
+    renamed = 0
+    for node in model.graph.node:
+        if node.op_type == "LSTM":
+            node.op_type, node.domain = "StreamLSTM", "com.example"
+            renamed += 1
+    assert renamed == 1
+    model.opset_import.append(onnx.helper.make_opsetid("com.example", 1))
+    path = dest / f"{sample}_vendor.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def _lint(package_root: Path, *models: Path) -> tuple[int, dict[str, list[str]]]:
+    env = {**os.environ, "PYTHONPATH": str(package_root), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-m", "rnnir", "lint", "--format", "json", *map(str, models)],
+                          cwd=package_root, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode in (0, 1), done.stderr
+    report = json.loads(done.stdout)
+    codes = {Path(f["path"]).name: sorted(d["code"] for d in f["diagnostics"]) for f in report["files"]}
+    return done.returncode, codes
+
+
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, bytes], dict[str, bytes], list[Path]]:
+    base = tmp_path_factory.mktemp("add_kind")
+    before_copy, after_copy = base / "before", base / "after"
+    for copy in (before_copy, after_copy):
+        shutil.copytree(ROOT / "rnnir", copy / "rnnir", ignore=shutil.ignore_patterns("__pycache__"))
+    before = _files(after_copy)
+    registry = _registry_file(after_copy / "rnnir")
+    text = registry.read_text(encoding="utf-8")
+    anchor = next(line for line in text.splitlines(keepends=True) if line.lstrip().startswith('RecurrenceKind("LSTM", "LSTM", "", "LSTM"'))
+    registry.write_text(text.replace(anchor, anchor + ENTRY, 1), encoding="utf-8")
+    models = [_custom(name, base) for name in ("lstm_fanout", "sd002_hc_swap")]
+    return before_copy, after_copy, before, _files(after_copy), models
+
+
+def test_the_new_kind_is_one_line_in_one_file(copies):
+    _, _, before, after, _ = copies
+    assert set(before) == set(after)
+    changed = sorted(p for p in before if before[p] != after[p])
+    assert len(changed) == 1 and changed[0].startswith("rnnir/")
+
+
+def test_without_the_entry_the_vendor_op_is_unverified_never_an_error(copies):
+    before_copy, _, _, _, models = copies
+    status, codes = _lint(before_copy, *models)
+    assert status == 0
+    assert codes == {"lstm_fanout_vendor.onnx": ["SD009", "SD009"], "sd002_hc_swap_vendor.onnx": ["SD009"]}
+
+
+def test_with_the_entry_the_correct_model_is_clean_and_the_swap_is_sd002(copies):
+    _, after_copy, _, _, models = copies
+    status, codes = _lint(after_copy, *models)
+    assert status == 1
+    assert codes["lstm_fanout_vendor.onnx"] == []
+    assert "SD002" in codes["sd002_hc_swap_vendor.onnx"]
+    # the same verdicts as the ONNX LSTM the models were made from
+    _, onnx_codes = _lint(ROOT, ROOT / "samples" / "lstm_fanout.onnx", ROOT / "samples" / "sd002_hc_swap.onnx")
+    assert onnx_codes == {"lstm_fanout.onnx": codes["lstm_fanout_vendor.onnx"], "sd002_hc_swap.onnx": codes["sd002_hc_swap_vendor.onnx"]}
