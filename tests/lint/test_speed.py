@@ -58,19 +58,21 @@ def test_lint_of_an_exported_lstm_imports_neither_onnx_nor_numpy():
 
 
 def test_lint_that_needs_shape_inference_does_not_import_onnx():
-    # a TorchScript time loop declares no shape for two values its cell check needs: onnx's C++ inference
-    # supplies them through its extension alone; the Loop's cell is still recognised as an LSTM
-    got = _lint_in_fresh_process(CELLS / "lstm_hand_loop.ts.onnx")
+    # two stacked Keras LSTM loops: the upper one reads the lower one's Loop output, whose shape nothing declares
+    # and no zeros run tells (tests/lower/cells/test_undeclared_shapes.py): onnx's C++ inference supplies it through its extension
+    # alone; both Loops' cells are still recognised as LSTMs
+    model = ROOT / "tests" / "data" / "keras" / "keras_lstm_stacked_packed.onnx"
+    got = _lint_in_fresh_process(model)
     assert got["onnx"] is False and got["numpy"] is True  # numpy runs the cell; onnx is not imported
     entries = [e["op"] for p in got["report"]["files"][0]["state_pairs"] for sl in p["slices"] for e in sl["entry"]]
-    assert entries == ["LSTM", "LSTM"]
+    assert entries == ["LSTM", "LSTM", "LSTM", "LSTM"]
     # afterwards onnx itself imports and works in that process (its extension is the one already loaded)
     extra = (
         "import onnx, onnx.checker, onnx.shape_inference\n"
         "        onnx.checker.check_model(sys.argv[1], full_check=True)\n"
         "        assert onnx.shape_inference.infer_shapes(onnx.load(sys.argv[1])).graph.value_info\n"
     )
-    after = _lint_in_fresh_process(CELLS / "lstm_hand_loop.ts.onnx", extra=extra)
+    after = _lint_in_fresh_process(model, extra=extra)
     assert after["onnx"] is True and after["report"] == got["report"]
 
 
@@ -95,8 +97,8 @@ def test_asking_whether_a_run_time_value_is_constant_converts_no_tensor(tmp_path
     path.write_bytes(_affine_model(x_is_input))
     code = (
         "import sys, json\nfrom rnnir.onnxproto import messages\nfrom rnnir.lower.scope import ModelIndex\n"
-        "from rnnir.lower.cells import _Net\nm = messages().ModelProto()\nm.ParseFromString(open(sys.argv[1], 'rb').read())\n"
-        "index = ModelIndex(m, 'affine')\nnet = _Net(index)\nk = net.key(index.root, 'y')\nc = net.const(k)\n"
+        "from rnnir.lower.cells.net import Net\nm = messages().ModelProto()\nm.ParseFromString(open(sys.argv[1], 'rb').read())\n"
+        "index = ModelIndex(m, 'affine')\nnet = Net(index)\nk = net.key(index.root, 'y')\nc = net.const(k)\n"
         "print(json.dumps({'const': None if c is None else c.ravel().tolist(), 'numpy': 'numpy' in sys.modules}))"
     )
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, cwd=ROOT, timeout=120)

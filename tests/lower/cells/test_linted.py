@@ -236,14 +236,14 @@ def test_simulated_ir_of_a_recognised_recurrence_equals_onnxruntime_on_the_model
 
 
 def test_a_check_that_breaks_leaves_the_anchor_unconfirmed_and_the_lint_running(monkeypatch):
-    from rnnir.lower import cells
+    from rnnir.lower.cells.lstm import LstmPattern
 
-    def broken(self, node, scope, k):
+    def broken(self, rec, node, scope, k):
         if node.op_type == "Add":
             raise ValueError("operands could not be broadcast together")
         return None
 
-    monkeypatch.setattr(cells._Recogniser, "_lstm", broken)
+    monkeypatch.setattr(LstmPattern, "match", broken)
     model, _ = cm.lstm_cell()
     prog = rnnir.load(model)
     assert prog.recurrents == []
@@ -292,24 +292,25 @@ def test_faster_whisper_silero_v5_decoder_is_one_verified_lstm_cell_with_its_own
 def test_recognising_a_long_unrolled_loop_costs_one_pass():
     # every step is confirmed as soon as the previous one is: checks grow with the steps, not with their square
     from rnnir.lower import cells
+    from rnnir.lower.cells.lstm import LstmPattern
     from rnnir.lower.scope import ModelIndex
 
     calls = {"n": 0}
-    real = cells._Recogniser._lstm
+    real = LstmPattern.match
 
-    def counting(self, node, scope, k):
+    def counting(self, rec, node, scope, k):
         calls["n"] += 1
-        return real(self, node, scope, k)
+        return real(self, rec, node, scope, k)
 
     for T in (8, 32):
         calls["n"] = 0
         model = cm.unrolled_lstm(T=T)
         index = ModelIndex(model, "t")
-        cells._Recogniser._lstm = counting
+        LstmPattern.match = counting
         try:
             scan = cells.find_cells(index, [(index.root, "h0"), (index.root, "c0")])
         finally:
-            cells._Recogniser._lstm = real
+            LstmPattern.match = real
         assert len(scan.matches) == T
         nodes_per_step = len(model.graph.node) / T
         assert calls["n"] <= 1.5 * nodes_per_step * T  # one look at each cone node, not one per step and node
@@ -321,7 +322,7 @@ def test_a_residual_stack_on_the_state_is_no_cell_and_costs_no_execution(monkeyp
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    from rnnir.lower import cells
+    from rnnir.lower.cells.probe import Prober
 
     H, L = 4, 60
     nodes, cur = [], "h0"
@@ -333,12 +334,12 @@ def test_a_residual_stack_on_the_state_is_no_cell_and_costs_no_execution(monkeyp
     vi = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, H]) for n in ("h0", "hn")]
     model = helper.make_model(helper.make_graph(nodes, "residual", vi[:1], vi[1:], [W]), opset_imports=[helper.make_opsetid("", 18)])
     probes = {"n": 0}
-    real = cells._Recogniser._probe
+    real = Prober.probe
 
     def counting(self, *args, **kwargs):
         probes["n"] += 1
         return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(cells._Recogniser, "_probe", counting)
+    monkeypatch.setattr(Prober, "probe", counting)
     prog = rnnir.load(model)
     assert prog.recurrents == [] and prog.recurrence_candidates == () and probes["n"] == 0

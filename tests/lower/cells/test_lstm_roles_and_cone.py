@@ -660,12 +660,12 @@ def rnn_model():
 def test_an_anchor_whose_check_broke_is_not_checked_again_as_another_kind(monkeypatch):
     # the GRU check of the RNN's Tanh breaks with an error no check foresaw: the anchor is unconfirmed and says why,
     # and the RNN check, which would confirm it, is not run on it afterwards (one verdict per anchor)
-    from rnnir.lower import cells
+    from rnnir.lower.cells.gru import GruPattern
 
-    def broken(self, node, scope, k):
+    def broken(self, rec, node, scope, k):
         raise ValueError("operands could not be broadcast together")
 
-    monkeypatch.setattr(cells._Recogniser, "_gru", broken)
+    monkeypatch.setattr(GruPattern, "match", broken)
     s = scan(rnn_model(), ["h0"])
     assert s.matches == []
     assert [(c.kind, c.anchor, c.reason) for c in s.candidates] == [

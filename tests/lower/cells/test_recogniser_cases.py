@@ -408,17 +408,17 @@ def test_quieting_float_errors_before_numpy_is_imported_leaves_numpy_unimported(
     import sys
     import warnings
 
-    import rnnir.lower.cells as cells
+    import rnnir.lower.cells.execute as execute
 
     class NoNumpy:
         def __getattr__(self, name: str):
             raise AssertionError(f"numpy.{name} was used")
 
     monkeypatch.delitem(sys.modules, "numpy")
-    monkeypatch.setattr(cells, "np", NoNumpy())
+    monkeypatch.setattr(execute, "np", NoNumpy())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        with cells._quiet_float_errors():
+        with execute.quiet_float_errors():
             warnings.warn("overflow encountered in exp", RuntimeWarning, stacklevel=1)  # silenced, not raised
     assert "numpy" not in sys.modules
 
