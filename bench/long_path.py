@@ -8,7 +8,7 @@ the input ``x`` into a side output (off the path: indexed and validated, never l
 measurement is one fresh process linting the file in-process (``rnnir.cli.lint_one``): wall time
 and peak RSS.  The log-log slope between the sizes says whether the work is linear (slope ~1).
 ``--with-gc`` runs with the garbage collector left running during lowering (the behaviour before
-``rnnir.gcpause``), for comparison.
+``rnnir.util.gcpause``), for comparison.
 """
 
 from __future__ import annotations

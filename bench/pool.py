@@ -61,8 +61,8 @@ import make_models  # noqa: E402
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 
-from rnnir.pool import SessionPool  # noqa: E402
 from rnnir.runtime import StatefulSession  # noqa: E402
+from rnnir.serving.pool.pool import SessionPool  # noqa: E402
 
 RESULTS = HERE / "results"
 TARGET = 10.0  # pool / independent at 64 streams

@@ -10,37 +10,21 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .errors import ExportError, IRError, ModelError, PairingError, RnnirError, StateError
-from .ir import (
-    Compute,
-    LoadKind,
-    LoadSlot,
-    OrderingLayer,
-    Output,
-    Program,
-    Provenance,
-    Recurrent,
-    Region,
-    Return,
-    Slot,
-    SlotInit,
-    Store,
-    StoreResult,
-    TensorType,
-    Value,
-)
-from .ir.pairs import PairSource, StatePair
+from rnnir.errors import ExportError, IRError, ModelError, PairingError, RnnirError, StateError
+from rnnir.ir.attributes import LoadKind, OrderingLayer, Provenance, SlotInit, StoreResult, TensorType
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import Compute, LoadSlot, Output, Recurrent, Region, Return, Slot, Store, Value
+from rnnir.ir.pairs import PairSource, StatePair
 
 if TYPE_CHECKING:
-    from .analysis.slicemaps import PortRef, SliceMap
-    from .builder import Builder
-    from .exporter import export
-    from .fixes.engine import fix
-    from .lower.source import ModelLike
+    from rnnir.analysis.slicemaps import PortRef, SliceMap
+    from rnnir.exporter import export
+    from rnnir.fixes.engine import fix
+    from rnnir.ir.builder import Builder
+    from rnnir.onnxio.source import ModelLike
 
 __all__ = [
     "Builder",
@@ -88,57 +72,38 @@ def load(
     exit: str = "fanout",
     label: str | None = None,
 ) -> Program:
-    """Lower an ONNX model (path, bytes or ``onnx.ModelProto``) to a :class:`Program`, or read IR text.
+    """Lower an ONNX model (path, bytes or ``onnx.ModelProto``) to a :class:`Program`, or read IR text (a path
+    ending in ``.rnnir``): :func:`rnnir.lower.load.load`, which says what each argument does."""
+    from rnnir.lower.load import load as load_program  # lowering is imported on first use: `import rnnir` stays light
 
-    A path ending in ``.rnnir`` is IR text (:mod:`rnnir.irtext`): the program as written, with the pairs
-    its ``pair`` lines declare; it is not lowered, so ``entry``/``exit`` do not apply and ``pairs`` must
-    be empty (edit the text's ``pair`` lines instead).
-
-    ``pairs`` declares the caller's state contract (``{"h0": "hn"}``) and
-    replaces every other way of finding pairs.  ``entry``/``exit`` choose the
-    lowering policies (see :class:`rnnir.lower.Policy`).  Raises
-    :class:`ModelError` for any model that cannot be read, :class:`PairingError`
-    for a declaration that names unknown inputs or outputs.
-    """
-    from .gcpause import paused_gc
-    from .lower import Policy, lower, read_model
-
-    if isinstance(model, (str, os.PathLike)) and os.fspath(model).lower().endswith(".rnnir"):  # any case, as the folder walk finds it
-        from .irtext import read_program
-
-        if pairs:
-            raise PairingError(f"{label or os.fspath(model)}: IR text declares its own state pairs (its `pair` lines); declared pairs apply to ONNX models")
-        return read_program(model, label=label)
-    with paused_gc():  # see rnnir.gcpause: the collector's rescans cost ~40 % on long state paths
-        src = read_model(model, label=label)
-        return lower(src, pairs, Policy.named(entry, exit))
+    return load_program(model, pairs, entry=entry, exit=exit, label=label)
 
 
 def __getattr__(name: str) -> Any:
     # export, fix and Builder import onnx and numpy, which `rnnir lint` never needs: imported on first use.  Their
     # modules are named apart from them (exporter, fixes), so importing a module never rebinds `rnnir.export`
     if name == "export":
-        from .exporter import export
+        from rnnir.exporter import export
 
         return export
     if name == "fix":
-        from .fixes.engine import fix
+        from rnnir.fixes.engine import fix
 
         return fix
     if name in ("PortRef", "SliceMap"):  # analysis results (rnnir.analysis): `import rnnir` loads the IR only
-        from .analysis import slicemaps
+        from rnnir.analysis import slicemaps
 
         return getattr(slicemaps, name)
     if name == "Builder":
-        from .builder import Builder
+        from rnnir.ir.builder import Builder
 
         return Builder
     if name == "Policy":
-        from .lower import Policy
+        from rnnir.lower import Policy
 
         return Policy
     if name == "lint_many":  # imported on first use: `import rnnir` stays free of the CLI and the passes
-        from .zoo import lint_many
+        from rnnir.lint.zoo import lint_many
 
         return lint_many
     raise AttributeError(f"module 'rnnir' has no attribute {name!r}")

@@ -21,27 +21,16 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .errors import ExportError
-from .ir import (
-    Compute,
-    LoadKind,
-    LoadSlot,
-    OrderingLayer,
-    Output,
-    Program,
-    Recurrent,
-    Slot,
-    Store,
-    StoreResult,
-    TensorType,
-    Value,
-)
-from .irtext import print_program
-from .lower.source import graph_fingerprint, iter_graphs
-from .metadata import META_FINGERPRINT, META_IR, META_PAIRS, META_PROGRAM_V0, META_SLOTS
-from .metadata import drop as _drop_meta
-from .metadata import write as _set_meta
-from .pairs import PairSource
+from rnnir.errors import ExportError
+from rnnir.ir.attributes import LoadKind, OrderingLayer, StoreResult, TensorType
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import Compute, LoadSlot, Output, Recurrent, Slot, Store, Value
+from rnnir.ir.pairs import PairSource
+from rnnir.ir.text import print_program
+from rnnir.onnxio.metadata import META_FINGERPRINT, META_IR, META_PAIRS, META_PROGRAM_V0, META_SLOTS
+from rnnir.onnxio.metadata import drop as _drop_meta
+from rnnir.onnxio.metadata import write as _set_meta
+from rnnir.onnxio.source import graph_fingerprint, iter_graphs
 
 _INLINE_INIT = 65536  # elements of a constant initial value written inline as JSON
 
@@ -79,7 +68,7 @@ def export(program: Program, path: str | Path | None = None, *, check: bool = Tr
         except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
             raise ExportError(f"exported model of {program.name!r} does not pass onnx.checker: {exc}") from None
     if path is not None:
-        from .writing import write_file  # atomic; never over a device, FIFO or hard-linked file
+        from rnnir.util.writing import write_file  # atomic; never over a device, FIFO or hard-linked file
 
         write_file(path, model.SerializeToString(), what="export", error=ExportError)
     return model
@@ -171,8 +160,8 @@ def _persisted_pairs(program: Program) -> dict[str, str | None]:
     guessed = [p for p in program.state_pairs if p.source not in _CONTRACT_SOURCES]
     verified: set[str] = set()
     if guessed:
-        from .passes import verify
-        from .passes.coverage import Verdict
+        from rnnir.passes import verify
+        from rnnir.passes.coverage import Verdict
 
         by_input: dict[str, list[Verdict]] = {}
         for s in verify(program, noqa=False).slices:

@@ -102,9 +102,9 @@ def ir_sample(g: Graph, doc: str, pairs: dict[str, str], spec: dict[str, Any]) -
     ``spec`` lists the stores (``reads`` ``value:NAME`` or ``store:ID``), the slots' storage facts, the Return
     and the order edges; the sample file is the program's IR text (``.rnnir``), which rnnir reads as it is."""
     from rnnir.ir import OrderingLayer, StoreResult
-    from rnnir.irtext import print_program
+    from rnnir.ir.structure import SlotFacts, StoreFact, StoreStructure
+    from rnnir.ir.text import print_program
     from rnnir.lower import Policy, lower, read_model
-    from rnnir.structure import SlotFacts, StoreFact, StoreStructure
 
     model = model_of(g, doc)
     onnx.checker.check_model(model, full_check=True)

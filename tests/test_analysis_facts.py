@@ -14,8 +14,8 @@ from rnnir.analysis.facts import Analysis, AnalysisManager, analyses
 from rnnir.analysis.slices import SliceAnalysis, TracedPair, slice_maps
 from rnnir.analysis.suggest import SuggestedPairs, suggested_pairs
 from rnnir.analysis.tracer import Tracer
-from rnnir.irtext import parse_program, print_program
-from rnnir.pairs import PairSource, StatePair
+from rnnir.ir.pairs import PairSource, StatePair
+from rnnir.ir.text import parse_program, print_program
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
 

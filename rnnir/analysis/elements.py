@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.statekinds import END, Cut, Window
 from rnnir.analysis.tracer import _identity_operands  # the one definition of x + 0, x * 1
-from rnnir.ir import Compute, LoadSlot, Program, Recurrent, Slot, Store, Value
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import Compute, LoadSlot, Recurrent, Slot, Store, Value
 from rnnir.onnxio.proto import EXTERNAL, element_count, tensor_to_array
 
 if TYPE_CHECKING:

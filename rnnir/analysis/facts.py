@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TypeVar, cast
 
-from rnnir.ir import Program
+from rnnir.ir.core import Program
 
 __all__ = ["Analysis", "AnalysisManager", "analyses"]
 

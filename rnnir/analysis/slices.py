@@ -18,7 +18,9 @@ from rnnir.analysis.elements import element_slices
 from rnnir.analysis.facts import Analysis, AnalysisManager, analyses
 from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.tracer import AbsKind, Origin, OriginKind, Ref, Tracer
-from rnnir.ir import Output, Program, Recurrent, Slot, Value, digraph
+from rnnir.ir import digraph
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import Output, Recurrent, Slot, Value
 from rnnir.ir.pairs import PairSource, StatePair
 
 __all__ = ["SliceAnalysis", "TracedPair", "slice_maps", "slot_store_value"]

@@ -1,4 +1,4 @@
-"""State that is not a recurrence: the cache kinds, beside the recurrence registry (:mod:`rnnir.recurrence`).
+"""State that is not a recurrence: the cache kinds, beside the recurrence registry (:mod:`rnnir.ir.recurrence`).
 
 A recurrence's state is checked port against port (``initial_h`` <-> ``Y_h``).  Streaming models keep
 other state too, and each kind has its own exact meaning of "written back right":
@@ -162,7 +162,7 @@ def judge(slot: str, shape: tuple[int | str | None, ...] | None, w: Window) -> J
     if w.cut is None:
         order = ", newest first" if w.new_first else ""
         return Judgement(kind, None, f"grows along axis {w.axis} by the new entries{order} (append-only)")
-    if w.segments:  # proven element by element (rnnir.elements): each keeps its own newest frames
+    if w.segments:  # proven element by element (rnnir.analysis.elements): each keeps its own newest frames
         spans = ", ".join(f"{a}:{a + n}" for a, n in w.segments)
         return Judgement(kind, None, f"keeps the newest frames of {len(w.segments)} window(s) packed on axis {w.axis} ({spans})")
     c = w.cut

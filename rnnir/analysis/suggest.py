@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 from rnnir.analysis.facts import Analysis, AnalysisManager, analyses
 from rnnir.analysis.tracer import OriginKind, Tracer
-from rnnir.ir import Compute, Program, Value
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import Compute, Value
 from rnnir.ir.optraits import OpTrait, ops_with
 from rnnir.ir.pairs import PairSource, StatePair
 

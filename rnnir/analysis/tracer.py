@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from rnnir.analysis.facts import Analysis, AnalysisManager, analyses
 from rnnir.analysis.statekinds import APPEND_OPS, END, Cut, Window
-from rnnir.ir import Compute, LoadSlot, PendingConst, Program, Recurrent, Store, Value
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import Compute, LoadSlot, PendingConst, Recurrent, Store, Value
 from rnnir.ir.optraits import OpTrait, ops_with
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class AbsKind(str, Enum):
     DERIVED = "derived"
     CONST = "const"
     ALT = "alt"
-    WINDOW = "window"  # a slot's live-in value with frames appended on one axis, maybe cut (rnnir.statekinds)
+    WINDOW = "window"  # a slot's live-in value with frames appended on one axis, maybe cut (rnnir.analysis.statekinds)
 
 
 @dataclass(frozen=True)
@@ -626,7 +627,7 @@ _LAYOUT = {
 }
 
 
-# -- caches: a slot's live-in value with frames appended (rnnir.statekinds) --------------------------
+# -- caches: a slot's live-in value with frames appended (rnnir.analysis.statekinds) --------------------------
 
 
 def _slot_axes(v: Value | None, depth: int = 0) -> tuple[str, tuple[int | None, ...]] | None:

@@ -36,7 +36,7 @@ class StatefulModel:
     """A model under test: its session, and assertions about its behaviour across calls."""
 
     def __init__(self, model: Any, **session_kwargs: Any) -> None:
-        from rnnir.runtime import StatefulSession
+        from rnnir.runtime.session import StatefulSession
 
         self.session = model if isinstance(model, StatefulSession) else StatefulSession(model, **session_kwargs)
 

@@ -6,7 +6,7 @@
     sim.events                                       # what went wrong, call by call
 
 It runs what the IR *says*, independent of onnxruntime: ``Recurrent`` nodes
-through :mod:`rnnir.reference`, ``Compute`` nodes through a small numpy table or
+through :mod:`rnnir.semantics.reference`, ``Compute`` nodes through a small numpy table or
 ``onnx.reference`` for one node (values a lowered program leaves outside the
 state path are computed by ``onnx.reference`` over the source model), and the
 state machinery with these semantics:
@@ -49,9 +49,11 @@ from typing import Any
 
 import numpy as np
 
-from rnnir import digraph
 from rnnir.errors import RnnirError
-from rnnir.ir import Compute, LoadKind, LoadSlot, OrderingLayer, Output, Program, Recurrent, Return, Slot, Store, StoreResult, Value
+from rnnir.ir import digraph
+from rnnir.ir.attributes import LoadKind, OrderingLayer, StoreResult
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import Compute, LoadSlot, Output, Recurrent, Return, Slot, Store, Value
 
 __all__ = ["NO_TENSOR", "Event", "Faults", "SimulationError", "Simulator", "Token", "run_calls"]
 
@@ -155,7 +157,7 @@ class Simulator:
 
         for rec in program.recurrents:
             if not reference.supports(rec.kind):
-                why = reference.UNSUPPORTED_KINDS.get(rec.kind, "rnnir.reference has no implementation of it")
+                why = reference.UNSUPPORTED_KINDS.get(rec.kind, "rnnir.semantics.reference has no implementation of it")
                 raise SimulationError(f"{rec.describe()} is a {rec.kind}, which the simulator cannot run: {why}")
         self._order = self._schedule()
         self._off_path_names = self._find_off_path()

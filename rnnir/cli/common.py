@@ -112,10 +112,10 @@ def passes_backend() -> ModuleType:
 
 
 def emit(text: str, output: str | None, inputs: Sequence[str] = ()) -> None:
-    """``text`` to stdout, or to ``output`` with :func:`rnnir.writing.write_file` (never over one of ``inputs``,
+    """``text`` to stdout, or to ``output`` with :func:`rnnir.util.writing.write_file` (never over one of ``inputs``,
     never over a device or FIFO, atomically)."""
     if output:
-        from rnnir.writing import write_file
+        from rnnir.util.writing import write_file
 
         write_file(output, text, protect=inputs, error=UsageError)
     else:

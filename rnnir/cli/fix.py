@@ -6,7 +6,7 @@
     rnnir lint PATH... --fix [--unsafe-fixes]      # rewrite each linted file, then report what is left
     rnnir lint PATH... --diff [--unsafe-fixes]     # show the fixes as diffs, write nothing
 
-Like Ruff, ``lint --fix`` rewrites the files it lints (atomically, with :mod:`rnnir.writing`, docs/files.md: a temporary file in the same folder,
+Like Ruff, ``lint --fix`` rewrites the files it lints (atomically, with :mod:`rnnir.util.writing`, docs/files.md: a temporary file in the same folder,
 then a rename) and refuses a file it cannot write; ``rnnir fix`` writes only where ``-o`` says, or over
 the model with ``--in-place``.  ``--diff`` exits 1 when there is something to fix, 0 otherwise.
 A model that keeps its weights in external data is written with a new data file beside the output;
@@ -67,13 +67,13 @@ class FixArgs(OneModelArgs):
 
 
 def _has_external_data(path: Path) -> bool:
-    from rnnir.lower.source import read_model
+    from rnnir.onnxio.source import read_model
 
     return read_model(path).has_external_data
 
 
 def write_model(model: onnx.ModelProto, dest: Path, *, external: bool, source: Path | None = None) -> None:
-    """Write ``model`` to ``dest`` with :mod:`rnnir.writing` (atomic, only a regular file, links kept; the
+    """Write ``model`` to ``dest`` with :mod:`rnnir.util.writing` (atomic, only a regular file, links kept; the
     external data under a new name before the graph).  ``source``: the model read, whose data files stay."""
     from rnnir.onnxio.save import write_onnx_model
 
@@ -89,7 +89,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def _data_files(model: Path) -> list[Path]:
     """The external data files ``model`` names (kept when an edited copy is written beside it)."""
-    from rnnir.lower.source import iter_tensors, read_model
+    from rnnir.onnxio.source import iter_tensors, read_model
 
     files = set()
     for t in iter_tensors(read_model(str(model)).model):
@@ -150,15 +150,17 @@ def cmd_fix(args: FixArgs) -> int:
 
 def _rewriting(path: Path | None) -> AbstractContextManager[None]:
     """The lock held while ``path`` is read and rewritten (nothing when the output is another file)."""
-    from rnnir.writing import rewrite_lock
+    from rnnir.util.writing import rewrite_lock
 
     return contextlib.nullcontext() if path is None else rewrite_lock(path, error=FixUsageError)
 
 
 def _fix_model(args: FixArgs) -> int:
-    from rnnir.fixer import FixError, fix, render_diff
+    from rnnir.fixes.diff import render_diff
+    from rnnir.fixes.edits import FixError
+    from rnnir.fixes.engine import fix
     from rnnir.lint.settings import pairs_declared_in
-    from rnnir.lower.source import read_model
+    from rnnir.onnxio.source import read_model
 
     settings = settings_for(args)  # --pair, [tool.rnnir] pairs, --config/--no-config: as every other command reads them
     pairs = settings.pairs
@@ -203,8 +205,8 @@ def _fix_model(args: FixArgs) -> int:
 
 def _edit_suppressions(args: FixArgs) -> int:
     """``--suppress``/``--unsuppress``: edit only the model's suppression list (metadata rnnir.noqa)."""
-    from rnnir.lower.source import read_model
-    from rnnir.metadata import META_NOQA, NoqaFormatError, read_noqa, write_noqa
+    from rnnir.onnxio.metadata import META_NOQA, NoqaFormatError, read_noqa, write_noqa
+    from rnnir.onnxio.source import read_model
     from rnnir.passes import RULES, Suppression
     from rnnir.passes.catalogue import selector_code
 
@@ -254,8 +256,8 @@ def add_noqa(files: Sequence[Any]) -> int:
     """``rnnir lint --add-noqa`` (Ruff's flag): write a suppression for every reported finding into its model
     (metadata rnnir.noqa, rewritten in place like ``--fix``); returns the exit status (2 when a model could
     not take them)."""
-    from rnnir.lower.source import read_model
-    from rnnir.metadata import NoqaFormatError, read_noqa, write_noqa
+    from rnnir.onnxio.metadata import NoqaFormatError, read_noqa, write_noqa
+    from rnnir.onnxio.source import read_model
 
     status = 0
     added = models = 0
@@ -299,8 +301,8 @@ def add_lint_fix_options(p: argparse.ArgumentParser) -> None:
 def _suppressed_codes(path: str) -> set[str]:
     """Rule codes the model's own suppression list names (none for IR text, or a model that cannot be read:
     the fix reports that itself)."""
-    from rnnir.lower.source import read_model
-    from rnnir.metadata import NoqaFormatError, read_noqa
+    from rnnir.onnxio.metadata import NoqaFormatError, read_noqa
+    from rnnir.onnxio.source import read_model
     from rnnir.passes import Suppression
 
     if path.lower().endswith(".rnnir"):
@@ -317,8 +319,10 @@ def lint_fixes(jobs: Sequence[LintJob], *, diff: bool, unsafe: bool) -> int:
     ``--diff``: 1 when some file has something to fix, else 0 (2 when a file could not be fixed).
     ``--fix``: 0, or 2 when a file could not be read or written (the lint that follows reports the rest).
     """
-    from rnnir.fixer import FIXES, fix, render_diff
-    from rnnir.lower.source import read_model
+    from rnnir.fixes.catalogue import FIXES
+    from rnnir.fixes.diff import render_diff
+    from rnnir.fixes.engine import fix
+    from rnnir.onnxio.source import read_model
     from rnnir.passes import RULES
     from rnnir.passes.manager import selected_codes
 
@@ -369,7 +373,7 @@ def lint_fixes(jobs: Sequence[LintJob], *, diff: bool, unsafe: bool) -> int:
 
 def explain_fix(code: str) -> str:
     """The ``Fix`` section ``rnnir explain`` appends for a rule that has an automatic fix ("" otherwise)."""
-    from rnnir.fix_catalogue import FIXES  # not rnnir.fixer: `rnnir explain` stays free of onnx and numpy
+    from rnnir.fixes.catalogue import FIXES  # not rnnir.fixer: `rnnir explain` stays free of onnx and numpy
 
     info = FIXES.get(code)
     if info is None:

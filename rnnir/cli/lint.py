@@ -31,8 +31,9 @@ from rnnir.lint.executor import process_pool, run_jobs
 from rnnir.lint.jobs import LintJob, Target, collect_models, job_for
 from rnnir.lint.results import FileResult, LintResult
 from rnnir.lint.settings import Overrides, Settings, check_selectors, config_finder, resolve_checked, split_codes
-from rnnir.render import FORMATS, render, render_cost_text
+from rnnir.render import FORMATS, render
 from rnnir.render.escape import printable
+from rnnir.render.text import render_cost_text
 
 if TYPE_CHECKING:
     from rnnir.lint.baseline import Baseline
@@ -323,7 +324,7 @@ def _workers(requested: int, files: int) -> int:
 
 def _refuse_output_over_a_model(output: str | None, targets: Sequence[Target], what: str = "--output") -> None:
     """``-o model.onnx`` would overwrite a model being linted with the report."""
-    from rnnir.writing import refuse_output_over_inputs
+    from rnnir.util.writing import refuse_output_over_inputs
 
     refuse_output_over_inputs(output, [t.path for t in targets], what=what, error=UsageError)
 

@@ -23,12 +23,12 @@ from rnnir.deploy.inputs import PreparedInputs, check_flag_names, model_interfac
 from rnnir.errors import ModelError, RnnirError
 from rnnir.lint.settings import pairs_declared_in
 from rnnir.render.escape import printable, printable_lines
-from rnnir.writing import refuse_output_over_inputs
+from rnnir.util.writing import refuse_output_over_inputs
 
 if TYPE_CHECKING:
     import numpy as np
 else:  # `rnnir lint` builds the parser that imports this module: numpy only when a run needs it
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 __all__ = ["RunArgs", "add_parser", "cmd_run"]
 
@@ -93,10 +93,11 @@ def cmd_run(args: RunArgs) -> int:
     ``inconclusive`` and ``no-state`` exit 0 with the verdict printed.  Per-call latency and the
     state bytes per session are always measured (the ``streaming`` part of the report).  Exit 2 when
     what the flags feed does not fit the model: every such problem is printed, each with its flag."""
-    from rnnir import streaming, testing  # imports onnxruntime: only this command pays for it
-    from rnnir.gcpause import paused_gc
+    from rnnir import testing  # imports onnxruntime: only this command pays for it
+    from rnnir.check import streaming  # imports onnxruntime: only this command pays for it
     from rnnir.lower import Policy, lower, read_model
-    from rnnir.runtime import OnnxRuntimeError, StatefulSession
+    from rnnir.runtime.session import OnnxRuntimeError, StatefulSession
+    from rnnir.util.gcpause import paused_gc
 
     _check_numbers(args)
     flags = input_flags(args)
@@ -197,7 +198,7 @@ def cmd_run(args: RunArgs) -> int:
         text = printable_lines(text)  # output and slot names come from the model
     emit(text, args.output, read_files)
     if args.plot:
-        from rnnir.plot import plot_report
+        from rnnir.check.plot import plot_report
 
         plot_report(report, args.plot)
     return 1 if report.status == "fail" or not stream_report.ok else 0
@@ -208,7 +209,7 @@ def _check_numbers(args: RunArgs) -> None:
     if (args.calls is not None and args.calls <= 0) or args.chunk <= 0:
         raise UsageError("--calls and --chunk must be positive")
     if args.plot:
-        from rnnir.plot import require_matplotlib
+        from rnnir.check.plot import require_matplotlib
 
         require_matplotlib()  # before the run: a missing optional extra is the first thing to fix
         if not Path(args.plot).resolve().parent.is_dir():
@@ -297,7 +298,8 @@ def _first_call(session: Any, feed: Mapping[str, Any], prepared: PreparedInputs)
     from, instead of failing deep inside a check (a wrong --value sends a model like silero-vad down a branch
     that cannot take the input; onnxruntime then names an op, not the flag)."""
     from rnnir.errors import StateError
-    from rnnir.runtime import OnnxRuntimeError, StateShapeError
+    from rnnir.runtime.initial import StateShapeError
+    from rnnir.runtime.session import OnnxRuntimeError
 
     slots = {s.input: s for s in session.slots}
     try:
@@ -411,7 +413,7 @@ def _burst(text: str, calls: int) -> tuple[int, int]:
 def _onnxruntime_failure(exc: BaseException) -> bool:
     """An exception raised by onnxruntime while running a session (its own types, the RuntimeError of its C++ binding,
     or the session's :class:`~rnnir.runtime.OnnxRuntimeError` around either)."""
-    from rnnir.runtime import OnnxRuntimeError
+    from rnnir.runtime.session import OnnxRuntimeError
 
     if isinstance(exc, OnnxRuntimeError) or type(exc).__module__.startswith("onnxruntime"):
         return True

@@ -17,7 +17,7 @@ from rnnir.lint.settings import Settings, pairs_declared_in
 from rnnir.render.escape import printable
 
 if TYPE_CHECKING:
-    from rnnir.ir import Program
+    from rnnir.ir.core import Program
 
 __all__ = ["ShowArgs", "add_parser", "cmd_show"]
 
@@ -68,7 +68,7 @@ def cmd_show(args: ShowArgs) -> int:
     from rnnir.render.journey import journey_text
 
     output: str | None = args.output
-    from rnnir.writing import refuse_output_over_inputs
+    from rnnir.util.writing import refuse_output_over_inputs
 
     refuse_output_over_inputs(output, [args.model], what="--output", error=UsageError)  # rnnir show m.onnx -o m.onnx
     suffix = Path(output).suffix.lower() if output else ""
@@ -125,6 +125,6 @@ def _render_image(dot_text: str, dot: str, kind: str, output: str) -> None:
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
         raise UsageError(printable(f"{output}: Graphviz's dot failed (exit {done.returncode}){': ' + detail[-1] if detail else ''}"))
-    from rnnir.writing import write_file  # rnnir writes the image, not dot: atomically, never over a device
+    from rnnir.util.writing import write_file  # rnnir writes the image, not dot: atomically, never over a device
 
     write_file(output, done.stdout, error=UsageError)

@@ -25,14 +25,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..errors import ModelError, RnnirError
-from ..pairs import PairSource, StatePair
+from rnnir.errors import ModelError, RnnirError
+from rnnir.ir.pairs import PairSource, StatePair
 
 if TYPE_CHECKING:
     import onnx
 
-    from ..ir import Program
-    from ..passes import SliceVerdict, Verification
+    from rnnir.ir.core import Program
+    from rnnir.passes import SliceVerdict, Verification
 
 __all__ = ["DeployPlan", "DeployRefused", "DeployedState", "Refusal", "TensorDecl", "graph_io", "plan_deployment"]
 
@@ -123,12 +123,12 @@ def _pair_flags(pairs: Sequence[tuple[str, str | None]]) -> str:
 
 def refusals(program: Program, verification: Verification, *, allow_unverified: bool) -> list[Refusal]:
     """Every reason the program's state cannot be deployed (empty: it can), in pair order."""
-    from ..passes import Severity, Verdict
+    from rnnir.passes import Severity, Verdict
 
     found: list[Refusal] = []
     pairs: list[StatePair] = list(program.state_pairs)
     if not pairs:
-        from ..analysis.suggest import suggested_pairs
+        from rnnir.analysis.suggest import suggested_pairs
 
         suggested = [(p.input, p.output) for p in suggested_pairs(program)]
         fix = (
@@ -188,10 +188,10 @@ def plan_deployment(
     ``pairs`` declares the pairs (``--pair``), exactly as for :func:`rnnir.load`.  Raises
     :class:`~rnnir.ModelError` for a model rnnir cannot read (and for IR text: there is no graph to serve).
     """
-    from .. import passes
-    from ..gcpause import paused_gc
-    from ..lower import Policy, lower, read_model
-    from ..passes import Verdict
+    from rnnir import passes
+    from rnnir.lower import Policy, lower, read_model
+    from rnnir.passes import Verdict
+    from rnnir.util.gcpause import paused_gc
 
     label = os.fspath(model)
     if label.endswith(".rnnir"):

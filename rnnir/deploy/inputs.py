@@ -26,15 +26,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from rnnir.errors import RnnirError
-from rnnir.regularfile import UnreadableFile, read_regular
+from rnnir.util.regularfile import UnreadableFile, read_regular
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from rnnir.ir import Program
-    from rnnir.runtime import IOSpec, StatefulSession
+    from rnnir.ir.core import Program
+    from rnnir.runtime.session import StatefulSession
+    from rnnir.runtime.spec import IOSpec
 else:  # `rnnir lint` builds the parser that imports this module: numpy only when a run needs it
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 __all__ = ["InputFlags", "Interface", "PreparedInputs", "Problems", "check_flag_names", "model_interface", "parse_dims", "prepare_inputs", "read_wav", "shape_text"]
 
@@ -111,7 +112,7 @@ class Interface:
 
 def model_interface(program: Program) -> Interface:
     """The inputs of ``program``'s ONNX model, split by its state pairs (read before any onnxruntime session exists)."""
-    from rnnir.sessionspec import _io_spec
+    from rnnir.runtime.spec import _io_spec
 
     graph = program.source.model.graph if program.source is not None else None
     specs = {vi.name: _io_spec(vi) for vi in (graph.input if graph is not None else ())}

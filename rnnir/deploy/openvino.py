@@ -29,15 +29,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ModelError, RnnirError
-from . import DeployPlan
-from .inputs import InputError, check_flag_names, model_interface, prepare_inputs
+from rnnir.deploy import DeployPlan
+from rnnir.deploy.inputs import InputError, check_flag_names, model_interface, prepare_inputs
+from rnnir.errors import ModelError, RnnirError
 
 if TYPE_CHECKING:
     import numpy as np
 
-    from ..runtime import StatefulSession
-    from .inputs import InputFlags
+    from rnnir.deploy.inputs import InputFlags
+    from rnnir.runtime.session import StatefulSession
 
 __all__ = ["OpenVinoCheck", "OutputDiff", "PRECISIONS", "check_stateful", "convert", "require_openvino", "stream_feeds"]
 
@@ -136,9 +136,10 @@ DEFAULT_CALLS = 50
 def stream_feeds(plan: DeployPlan, flags: InputFlags, calls: int | None, chunk: int) -> tuple[list[dict[str, np.ndarray]], StatefulSession]:
     """The calls ``rnnir run`` would make with these flags (input context already prepended), and an onnxruntime
     session of the plan's model without any context, ready to run them."""
-    from .. import streaming, testing
-    from ..context import ContextKeeper
-    from ..runtime import StatefulSession
+    from rnnir import testing
+    from rnnir.check import streaming
+    from rnnir.runtime.context import ContextKeeper
+    from rnnir.runtime.session import StatefulSession
 
     interface = model_interface(plan.program)
     problems = check_flag_names(flags, interface)

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import RnnirError
-from . import DeployPlan, TensorDecl
+from rnnir.deploy import DeployPlan, TensorDecl
+from rnnir.errors import RnnirError
 
 if TYPE_CHECKING:
     import onnx

@@ -11,7 +11,7 @@ from onnx import helper
 from rnnir.fixes.edits import Edit
 from rnnir.fixes.onnx_edit import dims_of, type_text
 from rnnir.onnxio.metadata import META_FINGERPRINT as _META_FINGERPRINT
-from rnnir.render import printable
+from rnnir.render.escape import printable
 
 __all__ = ["render_diff"]
 

@@ -16,7 +16,7 @@ from rnnir.errors import RnnirError
 if TYPE_CHECKING:
     import onnx
 
-    from rnnir.ir import Program
+    from rnnir.ir.core import Program
     from rnnir.passes.diagnostics import Diagnostic
 
 __all__ = ["EXPOSE", "Edit", "FixContext", "FixError", "FixInfo", "FixResult", "Plan", "refusal", "subject"]

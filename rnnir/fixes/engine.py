@@ -76,7 +76,7 @@ from rnnir.fixes.edits import Edit, FixContext, FixError, FixResult, Plan, refus
 from rnnir.fixes.expose import expose
 from rnnir.fixes.onnx_edit import check_model
 from rnnir.fixes.planners import PLANNERS
-from rnnir.ir import Program
+from rnnir.ir.core import Program
 from rnnir.lower import Policy, lower
 from rnnir.onnxio.metadata import META_FINGERPRINT as _META_FINGERPRINT
 from rnnir.onnxio.metadata import write as _set_meta

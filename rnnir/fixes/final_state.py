@@ -12,7 +12,8 @@ from rnnir.analysis.slicemaps import ExitKind
 from rnnir.analysis.slices import slice_maps
 from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
 from rnnir.fixes.onnx_edit import Names, name_stem, node_label, prune
-from rnnir.ir import Program, Recurrent
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import Recurrent
 from rnnir.onnxio.source import iter_graphs
 
 if TYPE_CHECKING:

@@ -14,11 +14,11 @@ from onnx import numpy_helper
 from rnnir.analysis.slices import slice_maps
 from rnnir.fixes.edits import EXPOSE, Edit
 from rnnir.fixes.onnx_edit import GraphRef, dims_of, graph_refs, initializer, node_label, producer, value_types
-from rnnir.ir import Program
+from rnnir.ir.core import Program
+from rnnir.ir.recurrence import kind_for_op
 from rnnir.lower.recognise import recognise
 from rnnir.lower.scope import ModelIndex
 from rnnir.lower.scope import attribute_value as _attr
-from rnnir.recurrence import kind_for_op
 
 __all__ = ["Alternative", "StatePlan", "default_state", "plan_states"]
 

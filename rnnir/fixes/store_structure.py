@@ -1,7 +1,7 @@
 """The fixes of the store structure an rnnir export records as IR text (``rnnir.ir`` metadata): AL001, AL002, AL003,
 OR001, OR002 and SD004.  onnxruntime ignores the stores, so these edits never change an output.
 
-Each rule's planner edits the program's :class:`~rnnir.structure.StoreStructure` (which store reads what, which
+Each rule's planner edits the program's :class:`~rnnir.ir.structure.StoreStructure` (which store reads what, which
 slots share storage, what the Return waits for); applying the plan lowers the graph with the edited stores and
 records the new program's IR text in place of the old."""
 
@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
+from rnnir.ir.structure import StoreStructure, structure_of
 from rnnir.lower import Policy, lower
 from rnnir.onnxio.metadata import META_IR
 from rnnir.onnxio.metadata import read as metadata
 from rnnir.onnxio.metadata import write as _set_meta
 from rnnir.onnxio.source import read_model
-from rnnir.structure import StoreStructure, structure_of
 
 if TYPE_CHECKING:
     from rnnir.passes.diagnostics import Diagnostic
@@ -49,7 +49,7 @@ def plan_structure_edit(ctx: FixContext, d: Diagnostic, info: FixInfo, message: 
         return info.refuse(d, change)
 
     def apply() -> None:
-        from rnnir.irtext import print_program  # numpy: here, so `rnnir explain` lists these fixes without it
+        from rnnir.ir.text import print_program  # numpy: here, so `rnnir explain` lists these fixes without it
 
         fixed = lower(read_model(model, label=label), None, Policy(), structure=spec)
         _set_meta(model, META_IR, print_program(fixed))

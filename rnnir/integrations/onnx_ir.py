@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING
 import onnx_ir as ir
 from onnx_ir.passes import PassBase, PassResult
 
-from ..errors import RnnirError
+from rnnir.errors import RnnirError
 
 if TYPE_CHECKING:
-    from ..passes import Diagnostic, Verification
+    from rnnir.passes import Diagnostic, Verification
 
 __all__ = ["StateVerificationError", "StateVerificationResult", "VerifyStatePass"]
 
@@ -59,7 +59,7 @@ class StateVerificationResult(PassResult):
 
     @property
     def errors(self) -> list[Diagnostic]:
-        from ..passes import Severity
+        from rnnir.passes import Severity
 
         return [d for d in self.diagnostics if d.severity is Severity.ERROR]
 

@@ -281,7 +281,7 @@ class Recurrent(Node):
     """A recurrence, first class, with every attribute: an ONNX RNN/GRU/LSTM, a registered contrib op, or a
     recurrence recognised in plain ops (a cell, an unrolled loop, a Loop body).
 
-    ``kind`` names a :data:`rnnir.recurrence.KINDS` entry; ``inputs``/``outputs`` follow that kind's ports in
+    ``kind`` names a :data:`rnnir.ir.recurrence.KINDS` entry; ``inputs``/``outputs`` follow that kind's ports in
     ONNX order (X, W, R, B, sequence_lens, initial_h, initial_c, P, ...) with None for absent ones.
     ``recognition`` says how lowering found it and ``recognised_from`` the ONNX nodes it stands for.
     """

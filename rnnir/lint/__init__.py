@@ -12,10 +12,18 @@ Nothing here imports the command line (``tests/lint/test_library.py`` checks it)
 
 from __future__ import annotations
 
-from .executor import process_pool, run_jobs
-from .jobs import LintJob, Target, collect_models, job_for, lint_one
-from .results import FileResult, LintResult
-from .settings import Overrides, Settings, SettingsError, config_finder, pairs_declared_in, resolve, resolve_checked
+from rnnir.lint.executor import process_pool, run_jobs
+from rnnir.lint.jobs import LintJob, Target, collect_models, job_for, lint_one
+from rnnir.lint.results import FileResult, LintResult
+from rnnir.lint.settings import (
+    Overrides,
+    Settings,
+    SettingsError,
+    config_finder,
+    pairs_declared_in,
+    resolve,
+    resolve_checked,
+)
 
 __all__ = [
     "FileResult",

@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any
 
 from rnnir.errors import RnnirError
-from rnnir.jsontext import JSONTextError, parse_json
 from rnnir.passes.diagnostics import Diagnostic, Location
-from rnnir.regularfile import UnreadableFile, read_regular
+from rnnir.util.jsontext import JSONTextError, parse_json
+from rnnir.util.regularfile import UnreadableFile, read_regular
 
 __all__ = ["BASELINE_VERSION", "Baseline", "BaselineError", "Fingerprint", "fingerprint"]
 
@@ -145,9 +145,9 @@ class Baseline:
         return {"version": BASELINE_VERSION, "tool": "rnnir", "about": _ABOUT, "findings": entries}
 
     def write(self) -> None:
-        """The whole file is built first, then replaced atomically (:func:`rnnir.writing.write_file`): a failure
+        """The whole file is built first, then replaced atomically (:func:`rnnir.util.writing.write_file`): a failure
         leaves the previous baseline as it was."""
-        from rnnir.writing import write_file
+        from rnnir.util.writing import write_file
 
         text = json.dumps(self.to_json(), indent=2, ensure_ascii=False) + "\n"
         # a file-name byte that was not UTF-8 (os.fsdecode's lone surrogate) is written as the JSON escape

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from rnnir.errors import RnnirError
-from rnnir.regularfile import UnreadableFile, read_regular
+from rnnir.util.regularfile import UnreadableFile, read_regular
 
 __all__ = ["Config", "ConfigError", "ConfigFinder", "find_config", "load_config", "parse_pair"]
 

@@ -12,8 +12,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .jobs import REPORT_HINT, LintJob, lint_one
-from .results import FileResult
+from rnnir.lint.jobs import REPORT_HINT, LintJob, lint_one
+from rnnir.lint.results import FileResult
 
 if TYPE_CHECKING:  # concurrent.futures imports logging: `rnnir rules` and a one-model lint do without it
     from concurrent.futures import Executor, Future

@@ -12,9 +12,9 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from ..errors import ModelError, RnnirError
-from .results import FileResult
-from .settings import Settings, pairs_declared_in, shown_path
+from rnnir.errors import ModelError, RnnirError
+from rnnir.lint.results import FileResult
+from rnnir.lint.settings import Settings, pairs_declared_in, shown_path
 
 __all__ = ["REPORT_HINT", "LintJob", "Target", "collect_models", "job_for", "lint_one"]
 
@@ -152,26 +152,26 @@ def _error_message(exc: BaseException, path: str) -> str:
 
 def lint_one(job: LintJob) -> FileResult:
     """Lower and analyse one model; every failure becomes ``FileResult.error``, never an exception."""
-    from ..gcpause import paused_gc
+    from rnnir.util.gcpause import paused_gc
 
-    with paused_gc():  # lowering and the passes build a large, long-lived heap: see rnnir.gcpause
+    with paused_gc():  # lowering and the passes build a large, long-lived heap: see rnnir.util.gcpause
         return _lint_one(job)
 
 
 def _lint_one(job: LintJob) -> FileResult:
-    import rnnir
     from rnnir import passes
     from rnnir.analysis.slices import pair_json, slice_maps
     from rnnir.analysis.suggest import suggested_pairs
+    from rnnir.lower.load import load
 
     result = FileResult(path=job.path, config=job.config)
     try:
         with pairs_declared_in(job.pairs_origin):
-            program = rnnir.load(job.path, pairs=job.pairs, entry=job.entry, exit=job.exit)
+            program = load(job.path, pairs=job.pairs, entry=job.entry, exit=job.exit)
         result.state_pairs = slice_maps(program).to_json()
         result.suggested_pairs = [pair_json(p) for p in suggested_pairs(program)]
         if job.pairs and program.source is not None:  # a declaration replaces automatic pairing: say what it left out
-            from ..lower.pairing import left_out_pair_warnings
+            from rnnir.lower.pairing import left_out_pair_warnings
 
             src = program.source
             result.warnings = left_out_pair_warnings(src.model, label=src.label, declared=job.pairs, model_path=src.path)

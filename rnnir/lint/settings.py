@@ -14,9 +14,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from rnnir.errors import PairingError, RnnirError
 from rnnir.lint.config import Config, ConfigError, ConfigFinder, find_config, load_config, parse_pair
-
-from ..errors import PairingError, RnnirError
 
 __all__ = [
     "Overrides",
@@ -160,15 +159,15 @@ def deprecation_notices(configs: Sequence[Config]) -> list[str]:
 
 def split_codes(values: Sequence[str]) -> tuple[str, ...]:
     """``["SD,OR", "AL001", "wrong-slot"]`` → ``("SD", "OR", "AL001", "SD002")``; repeated flags add up."""
-    from ..passes.catalogue import selector_code  # the one reading of a selector, shared with [tool.rnnir] and the library
+    from rnnir.passes.catalogue import selector_code  # the one reading of a selector, shared with [tool.rnnir] and the library
 
     return tuple(selector_code(c) for v in values for c in v.split(",") if c.strip())
 
 
 def check_selectors(selectors: Sequence[str], codes: Sequence[str], what: str) -> None:
     """Every selector names a rule of ``codes`` (a :class:`SettingsError` saying which does not)."""
-    from ..passes.catalogue import check_selectors as check
-    from ..passes.manager import SelectionError
+    from rnnir.passes.catalogue import check_selectors as check
+    from rnnir.passes.manager import SelectionError
 
     try:
         check(selectors, what, known=codes)

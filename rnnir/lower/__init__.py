@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from .build import LAYOUT_OPS, EntryPolicy, ExitPolicy, Policy, lower
-from .pairing import find_pairs, triton_pairs
-from .source import ModelSource, read_model
+from rnnir.lower.build import LAYOUT_OPS, EntryPolicy, ExitPolicy, Policy, lower
+from rnnir.lower.pairing import find_pairs, triton_pairs
+from rnnir.onnxio.source import ModelSource, read_model
 
 __all__ = ["LAYOUT_OPS", "EntryPolicy", "ExitPolicy", "ModelSource", "Policy", "find_pairs", "lower", "read_model", "triton_pairs"]

@@ -21,17 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ..ir import Program
-from ..structure import StoreStructure
-from .cells import CellCandidate
-from .plan import plan_build
-from .policy import EntryPolicy, ExitPolicy, Policy
-from .recognise import Recognised, recognise
-from .scope import ModelIndex
-from .source import ModelSource
-from .state import LAYOUT_OPS, DeclaredState, declare_state
-from .stores import place_stores, recorded_structure
-from .values import build_values
+from rnnir.ir.core import Program
+from rnnir.ir.structure import StoreStructure
+from rnnir.lower.cells.results import CellCandidate
+from rnnir.lower.plan import plan_build
+from rnnir.lower.policy import EntryPolicy, ExitPolicy, Policy
+from rnnir.lower.recognise import Recognised, recognise
+from rnnir.lower.scope import ModelIndex
+from rnnir.lower.state import LAYOUT_OPS, DeclaredState, declare_state
+from rnnir.lower.stores import place_stores, recorded_structure
+from rnnir.lower.values import build_values
+from rnnir.onnxio.source import ModelSource
 
 __all__ = ["LAYOUT_OPS", "EntryPolicy", "ExitPolicy", "Policy", "lower", "recognise_recurrences"]
 

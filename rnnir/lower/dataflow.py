@@ -4,7 +4,7 @@ Pairing reads it (:func:`rnnir.lower.pairing.find_pairs`) when names say nothing
 
 - a **state link** is a graph input that reaches a recurrence's initial state through layout-only ops (and ``If``
   joins) together with the graph output that returns that very state's final value through layout-only ops: an
-  ``RNN``/``GRU``/``LSTM`` (any kind in :data:`rnnir.recurrence.KINDS`) ``initial_h`` and its ``Y_h``, or a
+  ``RNN``/``GRU``/``LSTM`` (any kind in :data:`rnnir.ir.recurrence.KINDS`) ``initial_h`` and its ``Y_h``, or a
   ``Scan``/``Loop`` state variable and its final value, when the body computes the new value from the old one;
 - a **sequence** input or output is one that feeds a recurrence's ``X`` or a ``Scan``'s scanned inputs, or returns
   ``Y`` or a scan output: data that streams through the call, never state, so position never pairs it;
@@ -21,10 +21,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..onnxproto import ATTR
-from ..optraits import OpTrait, ops_with
-from ..recurrence import kind_for_op
-from .scope import Definition, ModelIndex, Scope, attribute_value
+from rnnir.ir.optraits import OpTrait, ops_with
+from rnnir.ir.recurrence import kind_for_op
+from rnnir.lower.scope import Definition, ModelIndex, Scope, attribute_value
+from rnnir.onnxio.proto import ATTR
 
 if TYPE_CHECKING:  # `rnnir lint` of an exported model imports neither onnx nor numpy
     import onnx

@@ -14,16 +14,16 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ..ir import PendingConst
-from ..onnxproto import element_count, tensor_ints
-from .scope import Definition
-from .tensors import constant_tensor, small_array, tensor_type, tensor_type_of
+from rnnir.ir.nodes import PendingConst
+from rnnir.lower.scope import Definition
+from rnnir.lower.tensors import constant_tensor, small_array, tensor_type, tensor_type_of
+from rnnir.onnxio.proto import element_count, tensor_ints
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 else:
-    from ..lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 __all__ = ["ProvenZero", "proven_zero"]
 
@@ -123,7 +123,7 @@ def proven_zero(d: Definition, depth: int = 0) -> ProvenZero | None:
 
 
 def _cast_dtype(node: onnx.NodeProto) -> str | None:
-    from ..onnxproto import dtype_name
+    from rnnir.onnxio.proto import dtype_name
 
     for a in node.attribute:
         if a.name == "to":

@@ -22,17 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ModelError, PairingError
-from ..jsontext import parse_json
-from ..metadata import META_PAIRS
-from ..metadata import read as metadata
-from ..pairs import PairSource, StatePair
-from ..regularfile import UnreadableFile, read_regular
+from rnnir.errors import ModelError, PairingError
+from rnnir.ir.pairs import PairSource, StatePair
+from rnnir.onnxio.metadata import META_PAIRS
+from rnnir.onnxio.metadata import read as metadata
+from rnnir.util.jsontext import parse_json
+from rnnir.util.regularfile import UnreadableFile, read_regular
 
 if TYPE_CHECKING:
     import onnx
 
-    from .dataflow import Dataflow
+    from rnnir.lower.dataflow import Dataflow
 
 # (input pattern, output templates); \g<s> is the shared stem.  First match wins.
 _NAME_RULES: list[tuple[str, tuple[str, ...]]] = [
@@ -320,8 +320,8 @@ def find_pairs(
 def _dataflow(model: onnx.ModelProto, label: str) -> Dataflow | None:
     """The dataflow of a model :func:`find_pairs` was handed without one; None when rnnir cannot index the model
     (lowering reports why; pairing then works from names and position alone)."""
-    from .dataflow import Dataflow
-    from .scope import ModelIndex
+    from rnnir.lower.dataflow import Dataflow
+    from rnnir.lower.scope import ModelIndex
 
     try:
         return Dataflow(ModelIndex(model, label))

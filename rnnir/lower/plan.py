@@ -12,12 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..onnxproto import ATTR
-from ..recurrence import kind_for_op
-from .dataflow import if_dependencies
-from .recognise import Key, Recognised
-from .scope import Definition, ModelIndex, Scope
-from .state import LAYOUT_OPS, DeclaredState, key_of, recurrence_kind
+from rnnir.ir.recurrence import kind_for_op
+from rnnir.lower.dataflow import if_dependencies
+from rnnir.lower.recognise import Key, Recognised
+from rnnir.lower.scope import Definition, ModelIndex, Scope
+from rnnir.lower.state import LAYOUT_OPS, DeclaredState, key_of, recurrence_kind
+from rnnir.onnxio.proto import ATTR
 
 Demand = tuple[Scope, str]
 

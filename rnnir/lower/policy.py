@@ -5,7 +5,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from ..ir import LoadKind, StoreResult
+from rnnir.ir.attributes import LoadKind, StoreResult
 
 
 class EntryPolicy(str, enum.Enum):

@@ -28,18 +28,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..onnxproto import attribute_value
-from ..optraits import OpTrait, ops_with
-from ..recurrence import Recognition, kind_for_op
-from .cells import CellCandidate, CellMatch, CellScan, CellWeights, carry_layout, find_cells
-from .scope import ModelIndex, Scope
-from .scope import attribute_value as _attr
+from rnnir.ir.optraits import OpTrait, ops_with
+from rnnir.ir.recurrence import Recognition, kind_for_op
+from rnnir.lower.cells.ops import carry_layout
+from rnnir.lower.cells.results import CellCandidate, CellMatch, CellWeights
+from rnnir.lower.cells.scan import CellScan, find_cells
+from rnnir.lower.scope import ModelIndex, Scope
+from rnnir.lower.scope import attribute_value as _attr
+from rnnir.onnxio.proto import attribute_value
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 else:
-    from ..lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 __all__ = ["RecurrenceSite", "Recognised", "recognise"]
 

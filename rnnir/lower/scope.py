@@ -18,10 +18,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ModelError
-from ..onnxproto import ATTR, messages
-from ..onnxproto import attribute_value as _proto_attribute_value
-from ..recurrence import kind_for_op
+from rnnir.errors import ModelError
+from rnnir.ir.recurrence import kind_for_op
+from rnnir.onnxio.proto import ATTR, messages
+from rnnir.onnxio.proto import attribute_value as _proto_attribute_value
 
 if TYPE_CHECKING:
     import onnx
@@ -672,7 +672,7 @@ def op_rules(op_type: str, version: int) -> _OpRules | None:
     ``import onnx``: see tools/gen_opschemas.py), else from ``onnx.defs`` itself.
     """
     if _table_matches_onnx():
-        from ._opschemas import SCHEMAS
+        from rnnir.lower._opschemas import SCHEMAS
 
         versions = SCHEMAS.get(op_type)
         if not versions:
@@ -709,7 +709,7 @@ def _table_matches_onnx() -> bool:
     name, next to the package: cheaper than importing onnx or importlib.metadata).  A process-wide fact."""
     import importlib.util
 
-    from ._opschemas import ONNX_VERSION
+    from rnnir.lower._opschemas import ONNX_VERSION
 
     onnx_loaded = sys.modules.get("onnx")
     if onnx_loaded is not None and getattr(onnx_loaded, "__version__", None):

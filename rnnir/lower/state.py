@@ -13,19 +13,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from ..ir import Output, Program, Provenance, Slot, SlotInit
-from ..metadata import META_SLOTS
-from ..metadata import read as metadata
-from ..onnxproto import EXTERNAL, tensor_to_array
-from ..optraits import OpTrait, ops_with
-from ..pairs import PairSource, StatePair
-from ..recurrence import RecurrenceKind, kind_for_op
-from .dataflow import Dataflow, layout_sources
-from .pairing import find_pairs, looks_like_state
-from .recognise import Key
-from .scope import Definition, ModelIndex
-from .source import ModelSource
-from .tensors import constant_tensor, small_array, tensor_type, tensor_type_of
+from rnnir.ir.attributes import Provenance, SlotInit
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import Output, Slot
+from rnnir.ir.optraits import OpTrait, ops_with
+from rnnir.ir.pairs import PairSource, StatePair
+from rnnir.ir.recurrence import RecurrenceKind, kind_for_op
+from rnnir.lower.dataflow import Dataflow, layout_sources
+from rnnir.lower.pairing import find_pairs, looks_like_state
+from rnnir.lower.recognise import Key
+from rnnir.lower.scope import Definition, ModelIndex
+from rnnir.lower.tensors import constant_tensor, small_array, tensor_type, tensor_type_of
+from rnnir.onnxio.metadata import META_SLOTS
+from rnnir.onnxio.metadata import read as metadata
+from rnnir.onnxio.proto import EXTERNAL, tensor_to_array
+from rnnir.onnxio.source import ModelSource
 
 if TYPE_CHECKING:
     import onnx

@@ -8,14 +8,15 @@ stores a structure does not mention get the default fan-out. A Return waits for 
 
 from __future__ import annotations
 
-from ..errors import ModelError
-from ..ir import LoadKind, OrderingLayer, Output, Provenance, Return, Slot, Store, StoreResult, Value
-from ..metadata import META_IR, META_PROGRAM_V0
-from ..metadata import read as metadata
-from ..structure import StoreStructure, read_structure
-from .policy import ExitPolicy, Policy
-from .source import ModelSource
-from .values import ValueBuilder
+from rnnir.errors import ModelError
+from rnnir.ir.attributes import LoadKind, OrderingLayer, Provenance, StoreResult
+from rnnir.ir.nodes import Output, Return, Slot, Store, Value
+from rnnir.ir.structure import StoreStructure, read_structure
+from rnnir.lower.policy import ExitPolicy, Policy
+from rnnir.lower.values import ValueBuilder
+from rnnir.onnxio.metadata import META_IR, META_PROGRAM_V0
+from rnnir.onnxio.metadata import read as metadata
+from rnnir.onnxio.source import ModelSource
 
 
 def recorded_structure(src: ModelSource) -> StoreStructure | None:

@@ -8,8 +8,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..ir import PendingConst, TensorType
-from ..onnxproto import ATTR, EXTERNAL, attribute_value, dtype_name, element_count, messages, surely_converts, tensor_ints, tensor_to_array
+from rnnir.ir.attributes import TensorType
+from rnnir.ir.nodes import PendingConst
+from rnnir.onnxio.proto import (
+    ATTR,
+    EXTERNAL,
+    attribute_value,
+    dtype_name,
+    element_count,
+    messages,
+    surely_converts,
+    tensor_ints,
+    tensor_to_array,
+)
 
 if TYPE_CHECKING:
     import numpy as np

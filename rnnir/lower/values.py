@@ -9,23 +9,25 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..errors import ModelError
-from ..ir import Compute, LoadKind, LoadSlot, PendingConst, Program, Provenance, Recurrent, Region, TensorType, Value
-from ..onnxproto import ATTR
-from ..recurrence import kind_for_op, kind_named
-from .identities import proven_zero
-from .plan import BuildPlan
-from .recognise import Key, Recognised, RecurrenceSite
-from .scope import Definition, ModelIndex, Scope
-from .scope import attribute_value as _attr
-from .state import DeclaredState, key_of
-from .tensors import constant_tensor, plain_attrs, small_const, tensor_type, tensor_type_of
+from rnnir.errors import ModelError
+from rnnir.ir.attributes import LoadKind, Provenance, TensorType
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import Compute, LoadSlot, PendingConst, Recurrent, Region, Value
+from rnnir.ir.recurrence import kind_for_op, kind_named
+from rnnir.lower.identities import proven_zero
+from rnnir.lower.plan import BuildPlan
+from rnnir.lower.recognise import Key, Recognised, RecurrenceSite
+from rnnir.lower.scope import Definition, ModelIndex, Scope
+from rnnir.lower.scope import attribute_value as _attr
+from rnnir.lower.state import DeclaredState, key_of
+from rnnir.lower.tensors import constant_tensor, plain_attrs, small_const, tensor_type, tensor_type_of
+from rnnir.onnxio.proto import ATTR
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 else:
-    from ..lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 
 class ValueBuilder:

@@ -40,7 +40,7 @@ META_PAIRS = "rnnir.pairs"
 #: JSON per slot: its initial value and storage facts (written by export and fix)
 META_SLOTS = "rnnir.slots"
 #: the IR text (rnnir.irtext, format version 1) of an exported program whose stores plain ONNX cannot express
-#: (chain, aliases, ordering); lowering takes the stores from it (rnnir.structure)
+#: (chain, aliases, ordering); lowering takes the stores from it (rnnir.ir.structure)
 META_IR = "rnnir.ir"
 #: the JSON store structure rnnir 0.1 wrote before ``rnnir.ir``: refused with a message saying so, never read
 META_PROGRAM_V0 = "rnnir.program"

@@ -214,7 +214,7 @@ def _check_data_file(target: Path, loc: str, label: str, where: str) -> None:
 
 def read_regular_file(path: Path, label: str, limit: int = _MAX_PROTO_BYTES) -> bytes:
     """The bytes of ``path``, which must be a regular file of at most ``limit`` bytes
-    (:func:`rnnir.regularfile.read_regular`, its refusals as :class:`ModelError`)."""
+    (:func:`rnnir.util.regularfile.read_regular`, its refusals as :class:`ModelError`)."""
     try:
         return read_regular(path, limit, limit_hint="save weights as external data", regular_only="only regular files are read as models")
     except UnreadableFile as exc:

@@ -19,14 +19,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from rnnir.ir import Program
-
-from .catalogue import PASSES, RULES, explain, rule_for, selector_code
-from .cost import CostReport, cost
-from .coverage import STRICT_CODES, RecurrenceState, RecurrenceVerdict, SliceVerdict, Verdict, recurrence_verdicts, slice_verdicts
-from .diagnostics import Diagnostic, Location, Message, Rule, Severity
-from .manager import AnalysisPass, PassContractError, PassManager, SelectionError, selected_codes
-from .suppression import UNUSED_SUPPRESSION, Suppression, apply_suppressions, suppressions_of
+from rnnir.ir.core import Program
+from rnnir.passes.catalogue import PASSES, RULES, explain, rule_for, selector_code
+from rnnir.passes.cost import CostReport, cost
+from rnnir.passes.coverage import (
+    STRICT_CODES,
+    RecurrenceState,
+    RecurrenceVerdict,
+    SliceVerdict,
+    Verdict,
+    recurrence_verdicts,
+    slice_verdicts,
+)
+from rnnir.passes.diagnostics import Diagnostic, Location, Message, Rule, Severity
+from rnnir.passes.manager import AnalysisPass, PassContractError, PassManager, SelectionError, selected_codes
+from rnnir.passes.suppression import UNUSED_SUPPRESSION, Suppression, apply_suppressions, suppressions_of
 
 __all__ = [
     "RULES",

@@ -13,15 +13,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rnnir.ir import Compute, LoadKind, LoadSlot, Output, Slot, Store, StoreResult, Value
-from rnnir.optraits import OpTrait, ops_with
-
-from .diagnostics import Diagnostic, Location
-from .manager import AnalysisPass, ProgramFacts
-from .rules import Family, rules_of
-from .rules.al001_chained_output_store import RULE as CHAINED_OUTPUT_STORE
-from .rules.al002_output_aliases_slot import RULE as OUTPUT_ALIASES_SLOT
-from .rules.al003_shared_slot_storage import RULE as SHARED_SLOT_STORAGE
+from rnnir.ir.attributes import LoadKind, StoreResult
+from rnnir.ir.nodes import Compute, LoadSlot, Output, Slot, Store, Value
+from rnnir.ir.optraits import OpTrait, ops_with
+from rnnir.passes.diagnostics import Diagnostic, Location
+from rnnir.passes.manager import AnalysisPass, ProgramFacts
+from rnnir.passes.rules import Family, rules_of
+from rnnir.passes.rules.al001_chained_output_store import RULE as CHAINED_OUTPUT_STORE
+from rnnir.passes.rules.al002_output_aliases_slot import RULE as OUTPUT_ALIASES_SLOT
+from rnnir.passes.rules.al003_shared_slot_storage import RULE as SHARED_SLOT_STORAGE
 
 __all__ = ["CHAINED_OUTPUT_STORE", "OUTPUT_ALIASES_SLOT", "SHARED_SLOT_STORAGE", "Aliasing", "VIEW_OPS"]
 

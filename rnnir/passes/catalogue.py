@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from .aliasing import Aliasing
-from .coverage import StateCoverage
-from .diagnostics import Rule
-from .manager import AnalysisPass, SelectionError
-from .ordering import Ordering
-from .rules import CATALOGUE
-from .store_destinations import StoreDestinations
+from rnnir.passes.aliasing import Aliasing
+from rnnir.passes.coverage import StateCoverage
+from rnnir.passes.diagnostics import Rule
+from rnnir.passes.manager import AnalysisPass, SelectionError
+from rnnir.passes.ordering import Ordering
+from rnnir.passes.rules import CATALOGUE
+from rnnir.passes.store_destinations import StoreDestinations
 
 __all__ = ["PASSES", "RETIRED", "RULES", "check_selectors", "explain", "rule_for", "selector_code"]
 

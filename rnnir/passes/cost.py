@@ -12,14 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from rnnir.ir import Output, Program, Slot, Store, StoreResult, TensorType
-
-from .manager import ProgramFacts
+from rnnir.ir.attributes import StoreResult, TensorType
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import Output, Slot, Store
+from rnnir.passes.manager import ProgramFacts
 
 if TYPE_CHECKING:
     import numpy as np
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 __all__ = ["CostReport", "SlotLifetime", "StoreCost", "cost", "tensor_bytes"]
 

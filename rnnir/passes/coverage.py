@@ -20,15 +20,14 @@ from rnnir.analysis.slicemaps import ExitKind, SliceMap
 from rnnir.analysis.slices import TracedPair
 from rnnir.analysis.statekinds import judge
 from rnnir.analysis.tracer import Abs, AbsKind, OriginKind, Ref
-from rnnir.ir import Compute, LoadSlot, Node, Output, Recurrent, Store, Value
-from rnnir.optraits import OpTrait, ops_with
-from rnnir.recurrence import Recognition
-
-from .diagnostics import Diagnostic, Location, Severity, onnx_node_of
-from .manager import AnalysisPass, ProgramFacts
-from .rules import Family, rules_of
-from .rules.sd009_unverified_state import RULE as UNVERIFIED_STATE
-from .rules.sd010_state_not_exposed import RULE as NOT_EXPOSED
+from rnnir.ir.nodes import Compute, LoadSlot, Node, Output, Recurrent, Store, Value
+from rnnir.ir.optraits import OpTrait, ops_with
+from rnnir.ir.recurrence import Recognition
+from rnnir.passes.diagnostics import Diagnostic, Location, Severity, onnx_node_of
+from rnnir.passes.manager import AnalysisPass, ProgramFacts
+from rnnir.passes.rules import Family, rules_of
+from rnnir.passes.rules.sd009_unverified_state import RULE as UNVERIFIED_STATE
+from rnnir.passes.rules.sd010_state_not_exposed import RULE as NOT_EXPOSED
 
 LAYOUT_OPS = ops_with(OpTrait.LAYOUT)
 

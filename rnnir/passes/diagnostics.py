@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from rnnir.ir import Node
+    from rnnir.ir.nodes import Node
 
 
 class Severity(enum.Enum):
@@ -32,7 +32,7 @@ def onnx_node_of(node: Node) -> str | None:
     no ONNX graph has) the node that produced the stored value, such as the Concat that packs the state; None
     when no ONNX node stands behind it (a slot load, the Return, a store of a loaded value, a program written as
     IR text without ``node`` provenance)."""
-    from rnnir.ir import LoadSlot, Return, Store
+    from rnnir.ir.nodes import LoadSlot, Return, Store
 
     current: Node | None = node
     for _ in range(64):  # a chain of stores (AL001) leads back to the value first stored; never a cycle in a DAG

@@ -20,14 +20,15 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import ClassVar
 
-from rnnir import digraph
 from rnnir.analysis.facts import AnalysisManager, analyses
 from rnnir.analysis.slices import SliceAnalysis, TracedPair
 from rnnir.analysis.tracer import Tracer
 from rnnir.errors import RnnirError
-from rnnir.ir import FrozenProgramError, ImmutableIRError, LoadSlot, Node, Output, Program, Recurrent, Return, Slot, Store
-
-from .diagnostics import Diagnostic, Rule, Severity
+from rnnir.ir import digraph
+from rnnir.ir.core import Program
+from rnnir.ir.nodes import LoadSlot, Node, Output, Recurrent, Return, Slot, Store
+from rnnir.ir.ownership import FrozenProgramError, ImmutableIRError
+from rnnir.passes.diagnostics import Diagnostic, Rule, Severity
 
 __all__ = [
     "AnalysisPass",

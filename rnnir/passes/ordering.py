@@ -2,7 +2,7 @@
 
 One pass, :class:`Ordering`, decides on the happens-before graph of two
 unrolled calls (:attr:`ProgramFacts.two_calls`: call k and call k+1 joined by
-the sequencing the Return's layer promises) with reachability (BFS over :mod:`rnnir.digraph`), never
+the sequencing the Return's layer promises) with reachability (BFS over :mod:`rnnir.ir.digraph`), never
 per node pair:
 
 - OR001: ``Store_k(slot)`` must reach ``LoadSlot_{k+1}(slot)`` (read-after-write
@@ -20,15 +20,15 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
-from rnnir import digraph
-from rnnir.ir import Compute, LoadKind, LoadSlot, Node, OrderingLayer, Store
-
-from .aliasing import VIEW_OPS
-from .diagnostics import Diagnostic, Location
-from .manager import AnalysisPass, ProgramFacts
-from .rules import Family, rules_of
-from .rules.or001_return_before_store import RULE as RETURN_BEFORE_STORE
-from .rules.or002_write_before_last_read import RULE as WRITE_BEFORE_LAST_READ
+from rnnir.ir import digraph
+from rnnir.ir.attributes import LoadKind, OrderingLayer
+from rnnir.ir.nodes import Compute, LoadSlot, Node, Store
+from rnnir.passes.aliasing import VIEW_OPS
+from rnnir.passes.diagnostics import Diagnostic, Location
+from rnnir.passes.manager import AnalysisPass, ProgramFacts
+from rnnir.passes.rules import Family, rules_of
+from rnnir.passes.rules.or001_return_before_store import RULE as RETURN_BEFORE_STORE
+from rnnir.passes.rules.or002_write_before_last_read import RULE as WRITE_BEFORE_LAST_READ
 
 __all__ = ["RETURN_BEFORE_STORE", "WRITE_BEFORE_LAST_READ", "Ordering"]
 

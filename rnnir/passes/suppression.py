@@ -1,6 +1,6 @@
 """Suppressions stored in the model itself (its ``# noqa``), and RN100 for the ones that suppress nothing.
 
-A model lists the findings it accepts in ``metadata_props`` under :data:`rnnir.metadata.META_NOQA`, a JSON
+A model lists the findings it accepts in ``metadata_props`` under :data:`rnnir.onnxio.metadata.META_NOQA`, a JSON
 list such as ``["SD009", "SD006:/lstm/LSTM"]``: a rule code suppresses that rule's findings in the model;
 ``CODE:NAME`` only those that name ``NAME`` as an ONNX node, a value or a slot.  Codes are exact (no
 prefixes), as in Ruff's ``# noqa: E501``.  A suppressed finding is not reported and not counted (Ruff's
@@ -18,10 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from rnnir.errors import ModelError
-from rnnir.metadata import META_NOQA, NoqaFormatError, read_noqa
-
-from .diagnostics import Diagnostic
-from .rules.rn100_unused_suppression import RULE as UNUSED_SUPPRESSION
+from rnnir.onnxio.metadata import META_NOQA, NoqaFormatError, read_noqa
+from rnnir.passes.diagnostics import Diagnostic
+from rnnir.passes.rules.rn100_unused_suppression import RULE as UNUSED_SUPPRESSION
 
 __all__ = ["UNUSED_SUPPRESSION", "Suppression", "SuppressionOutcome", "apply_suppressions", "suppressions_of"]
 

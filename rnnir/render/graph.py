@@ -12,12 +12,12 @@ from rnnir.render.journey import ArrowKind, BoxKind, Picture, full_picture
 from rnnir.render.journey import journey as state_journey
 
 if TYPE_CHECKING:
-    from rnnir.ir import Program
+    from rnnir.ir.core import Program
 
 
 def print_program(program: Program) -> str:
     """The program as IR text: the format :func:`rnnir.irtext.parse_program` reads back."""
-    from rnnir.irtext import print_program as print_ir
+    from rnnir.ir.text import print_program as print_ir
 
     return print_ir(program)
 

@@ -25,11 +25,12 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from rnnir.analysis.slices import slice_maps
-from rnnir.optraits import OpTrait, ops_with
+from rnnir.ir.optraits import OpTrait, ops_with
 from rnnir.render.escape import printable
 
 if TYPE_CHECKING:
-    from rnnir.ir import Node, Program, Value
+    from rnnir.ir.core import Program
+    from rnnir.ir.nodes import Node, Value
 
 
 class BoxKind(Enum):
@@ -96,13 +97,13 @@ class _Way:
 
 
 def _is_box(node: Node) -> bool:
-    from rnnir.ir import LoadSlot, Recurrent, Store
+    from rnnir.ir.nodes import LoadSlot, Recurrent, Store
 
     return isinstance(node, (LoadSlot, Recurrent, Store))
 
 
 def _port(node: Node, value: Value, position: int, outgoing: bool) -> str:
-    from rnnir.ir import Recurrent, Store
+    from rnnir.ir.nodes import Recurrent, Store
 
     if isinstance(node, Recurrent):
         return node.port_of(value) or (f"out{position}" if outgoing else f"in{position}")
@@ -131,7 +132,7 @@ def _slice_labels(program: Program) -> dict[tuple[str, str], list[str]]:
 
 def journey(program: Program) -> Picture:
     """The state's journey (see the module docstring)."""
-    from rnnir.ir import Compute, LoadSlot, Recurrent, Store
+    from rnnir.ir.nodes import Compute, LoadSlot, Recurrent, Store
 
     reach: dict[int, dict[tuple[str, str], _Way]] = {}  # id(value) -> (box id, port) -> way
 
@@ -264,7 +265,7 @@ def shown(name: str) -> str:
 
 def _arrow_head(src: str, src_port: str, dst: Node, dst_port: str, slices: dict[tuple[str, str], list[str]]) -> str:
     """``state[0] → initial_h`` into a recurrence, ``Y_h → stateN[0]`` into a store, else the two ports."""
-    from rnnir.ir import Store
+    from rnnir.ir.nodes import Store
 
     dst_slices = slices.get((dst.id, dst_port), [])
     if dst_slices:  # into a recurrence: which slice of the slot enters this port
@@ -290,7 +291,7 @@ def _arrow_label(heads: list[str], way: _Way) -> str:
 
 def full_picture(program: Program) -> Picture:
     """Every node of the program (``rnnir show --full``): boxes per node, arrows per graph edge."""
-    from rnnir.ir import Compute, LoadSlot, Recurrent, Store
+    from rnnir.ir.nodes import Compute, LoadSlot, Recurrent, Store
 
     kinds = {LoadSlot: BoxKind.LOAD, Recurrent: BoxKind.RECURRENT, Store: BoxKind.STORE, Compute: BoxKind.COMPUTE}
     boxes = [Box(f"slot:{s.name}", BoxKind.SLOT, f"slot {shown(s.name)}") for s in program.slots]

@@ -96,8 +96,8 @@ import numpy as np
 import onnxruntime as ort
 
 from rnnir.errors import RnnirError, StateError
-from rnnir.ir import Program
-from rnnir.pairs import StatePair
+from rnnir.ir.core import Program
+from rnnir.ir.pairs import StatePair
 from rnnir.runtime.binding import SessionStats, SlotBuffers, SteadyCall, SteadyInputs
 from rnnir.runtime.context import ContextKeeper, ContextSpec, InputContext, parse_context
 from rnnir.runtime.feeds import FeedError, feed_array

@@ -13,8 +13,9 @@ import onnx
 import onnxruntime as ort
 
 from rnnir.errors import ModelError, StateError
-from rnnir.ir import Program, SlotInit
-from rnnir.pairs import StatePair
+from rnnir.ir.attributes import SlotInit
+from rnnir.ir.core import Program
+from rnnir.ir.pairs import StatePair
 from rnnir.runtime.versioning import model_state_version
 
 if TYPE_CHECKING:

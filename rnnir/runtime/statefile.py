@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rnnir.errors import StateError
-from rnnir.writing import write_file
+from rnnir.util.writing import write_file
 
 if TYPE_CHECKING:
     from rnnir.runtime.spec import SlotSpec
@@ -30,7 +30,7 @@ STATE_FORMAT = "rnnir.state/1"
 
 def write_atomically(target: Path, write: Any) -> None:
     """``write(file)`` into a temporary file beside ``target``, fsync it, rename it over ``target``
-    (:func:`rnnir.writing.write_file`: only a regular file, a link's target, never a device); any failure is a
+    (:func:`rnnir.util.writing.write_file`: only a regular file, a link's target, never a device); any failure is a
     StateError and leaves the previous file as it was."""
     write_file(target, write, what="state file", error=StateError)
 

@@ -38,8 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 import onnx
 
-from rnnir import metadata
 from rnnir.errors import StateError
+from rnnir.onnxio import metadata
 
 __all__ = [
     "STATE_VERSION_KEY",

@@ -4,7 +4,7 @@ Cell recognition (:mod:`rnnir.lower.cells`) runs a matched subgraph hundreds of 
 tiny inputs to read its weights off and to confirm that it computes a cell; onnxruntime is
 not available there (``rnnir lint`` never imports it) and ``onnx.reference`` costs more to
 import and run than the whole check. Floating-point data is computed in float64 so that a
-comparison against :mod:`rnnir.reference` sees the model's arithmetic, not rounding.
+comparison against :mod:`rnnir.semantics.reference` sees the model's arithmetic, not rounding.
 The tests check every op here against ``onnx.reference``.
 """
 

@@ -1,6 +1,6 @@
 """A numpy reference of the ONNX recurrent ops ``RNN``, ``GRU`` and ``LSTM``, and of onnxruntime's contrib
 ``DynamicQuantizeLSTM`` (an LSTM of dequantized weights) and ``AttnLSTM`` (an LSTM in Bahdanau attention):
-every kind of :data:`rnnir.recurrence.KINDS` (:data:`UNSUPPORTED_KINDS` lists any it refuses, with why).
+every kind of :data:`rnnir.ir.recurrence.KINDS` (:data:`UNSUPPORTED_KINDS` lists any it refuses, with why).
 
 The reference exists so that rnnir can check a model's numbers without
 trusting the runtime it is checking. It implements every attribute of the
@@ -739,7 +739,7 @@ _OPS: dict[str, Callable[..., tuple[_Array, ...]]] = {
     "RNN": rnn, "GRU": gru, "LSTM": lstm, "DynamicQuantizeLSTM": dynamic_quantize_lstm, "AttnLSTM": attn_lstm,
 }
 
-#: registered recurrence kinds (rnnir.recurrence.KINDS) the reference refuses, and why (none today: a kind
+#: registered recurrence kinds (rnnir.ir.recurrence.KINDS) the reference refuses, and why (none today: a kind
 #: added to the registry without a reference goes here, and the simulator then refuses it by name)
 UNSUPPORTED_KINDS: Mapping[str, str] = {}
 

@@ -25,7 +25,7 @@ The guarantees (docs/files.md lists them for users):
   being rewritten, so concurrent ``--in-place`` edits re-read each other's result instead of losing it.
 
 One module so every writer behaves the same; the readers' side (open only a regular file, bounded)
-is :mod:`rnnir.lower.source` and :mod:`rnnir.statefile`.
+is :mod:`rnnir.onnxio.source` and :mod:`rnnir.runtime.statefile`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 
 from rnnir import passes
 from rnnir.analysis.slices import slice_maps
-from rnnir.irtext import parse_program
+from rnnir.ir.text import parse_program
 from rnnir.passes.coverage import Verdict
 
 W = "  value %W : float32[1,16,3]\n  value %R : float32[1,16,4]\n  value %x : float32[5,1,3]\n  value %sizes : int64[2] = dense<int64[2] [1, 1]>"

@@ -14,8 +14,8 @@ import pytest
 
 from rnnir.analysis.slicemaps import ExitKind
 from rnnir.analysis.slices import slice_maps
-from rnnir.irtext import parse_program
-from rnnir.pairs import PairSource, StatePair
+from rnnir.ir.pairs import PairSource, StatePair
+from rnnir.ir.text import parse_program
 
 INT64_MAX = 2**63 - 1  # what exporters write for "to the end"
 

@@ -16,8 +16,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
+from rnnir.check.multicall.check import check_multicall
+from rnnir.check.multicall.report import report_to_text
+from rnnir.check.multicall.stream import StreamError
 from rnnir.runtime import StatefulSession
-from rnnir.testing import StreamError, check_multicall, report_to_text
 from tests.support import realmodels as rm
 
 F = TensorProto.FLOAT

@@ -17,7 +17,8 @@ import onnxruntime as ort
 import pytest
 from onnx import helper
 
-from rnnir.testing import Divergence, check_multicall, report_to_text
+from rnnir.check.multicall.check import check_multicall
+from rnnir.check.multicall.report import Divergence, report_to_text
 from tests.check.test_multicall_seed import seed_rnn
 from tests.check.test_multicall_stream import SEED_INITS, build, init, ones, rnn_node, shared, static_rnn, vi
 

@@ -10,9 +10,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from rnnir.check.multicall.check import check_multicall
 from rnnir.check.multicall.compare import max_abs_diff
+from rnnir.check.multicall.report import Divergence
 from rnnir.check.multicall.variants import HcSwap, apply_swaps
-from rnnir.testing import Divergence, check_multicall
 
 F = TensorProto.FLOAT
 

@@ -14,8 +14,10 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from rnnir.check.multicall.check import check_multicall
+from rnnir.check.multicall.report import Divergence
+from rnnir.check.multicall.stream import StreamError
 from rnnir.runtime import StatefulSession
-from rnnir.testing import Divergence, StreamError, check_multicall
 from tests.check.test_multicall_seed import seed_rnn
 
 F = TensorProto.FLOAT

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+from rnnir.check.multicall.check import check_multicall
+from rnnir.check.multicall.stream import StreamError, time_axes
 from rnnir.runtime import OnnxRuntimeError, StatefulSession
-from rnnir.testing import StreamError, check_multicall, time_axes
 from tests.check.test_multicall_seed import seed_rnn
 from tests.check.test_multicall_stream import HALVES, SEED_INITS, build, extra_input_model, halving_plain, init, ones, rnn_node, shared, vi
 

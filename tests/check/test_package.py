@@ -1,6 +1,6 @@
 """rnnir/check/ (the dynamic checks) keeps the shape issue 24 gave it: modules of one concept each, the streaming
 checks using only the public names of what they share with the multi-call checker, and the old import paths
-(rnnir.testing, rnnir.streaming, rnnir.simulate, rnnir.pytest_plugin, rnnir.plot) the same objects as the new."""
+(rnnir.testing, rnnir.streaming, rnnir.simulate, rnnir.pytest_plugin, rnnir.check.plot) the same objects as the new."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_the_private_import_finder_finds_one(tmp_path):
 @pytest.mark.parametrize(
     "old, new",
     [("rnnir.streaming", "rnnir.check.streaming"), ("rnnir.simulate", "rnnir.check.simulate"),
-     ("rnnir.plot", "rnnir.check.plot"), ("rnnir.pytest_plugin", "rnnir.check.pytest_plugin")],
+     ("rnnir.check.plot", "rnnir.check.plot"), ("rnnir.pytest_plugin", "rnnir.check.pytest_plugin")],
 )
 def test_a_module_moved_whole_is_the_same_object_at_its_old_path(old, new):
     assert importlib.import_module(old) is importlib.import_module(new)

@@ -14,7 +14,7 @@ import onnxruntime as ort
 import pytest
 
 from rnnir import cli
-from rnnir.testing import check_multicall
+from rnnir.check.multicall.check import check_multicall
 
 REPO = Path(__file__).resolve().parents[2]
 FANOUT = REPO / "samples" / "lstm_fanout.onnx"  # x[T,1,3], h0/c0[1,1,5] -> y[T,1,1,5], hn, cn
@@ -84,7 +84,7 @@ def test_run_plot_writes_a_png(tmp_path, capsys):
 
 def test_plot_draws_the_report_data():
     pytest.importorskip("matplotlib")
-    from rnnir.plot import plot_report
+    from rnnir.check.plot import plot_report
 
     x = stream()
     report = check_multicall(str(FANOUT), {"x": x}, chunk_sizes=[3])
@@ -137,7 +137,7 @@ def test_plot_into_a_missing_folder_is_a_clear_error(tmp_path, capsys):
 
 def test_plot_that_matplotlib_cannot_write_is_a_clear_error(tmp_path):
     pytest.importorskip("matplotlib")
-    from rnnir.plot import PlotError, plot_report
+    from rnnir.check.plot import PlotError, plot_report
 
     report = check_multicall(str(FANOUT), {"x": stream(6)}, chunk_sizes=[3])
     with pytest.raises(PlotError, match="cannot write the plot"):

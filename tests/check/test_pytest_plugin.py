@@ -15,7 +15,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-import rnnir.pytest_plugin  # noqa: F401 - importable from the inner runs even when rnnir is not installed
+import rnnir.check.pytest_plugin  # noqa: F401 - importable from the inner runs even when rnnir is not installed
 
 pytest_plugins = ["pytester"]
 

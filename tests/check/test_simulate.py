@@ -3,7 +3,7 @@ survives the same injected faults.
 
 Programs are built with rnnir.Builder around docs/design.md's seed recurrence
 ``h_t = 0.5 h_{t-1} + x_t`` (an RNN with an identity activation, run by
-rnnir.reference).  With x = 1, 0, 2 and h0 = 0, the expected states are the
+rnnir.semantics.reference).  With x = 1, 0, 2 and h0 = 0, the expected states are the
 hand-checkable 1, 0.5, 2.25; a lost state gives 1, 0, 2; a state one call stale
 (call k starts from what call k-2 wrote) gives 1, 0, 2.5.
 """
@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
-from rnnir.simulate import NO_TENSOR, Faults, SimulationError, Simulator
+from rnnir.check.simulate import NO_TENSOR, Faults, SimulationError, Simulator
 from tests.support.runnable_samples import runnable_sample  # noqa: E402  # tests/ is on sys.path (rootdir conftest)
 
 KEPT = [1.0, 0.5, 2.25]

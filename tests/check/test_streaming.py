@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 
 from rnnir import cli
+from rnnir.check.multicall.stream import StreamError
+from rnnir.check.streaming import check_streaming, streaming_to_text
 from rnnir.runtime import StatefulSession
-from rnnir.streaming import check_streaming, streaming_to_text
-from rnnir.testing import StreamError
 from tests.support import speechlike
 from tests.support import streaming_models as sm
 
@@ -255,7 +255,7 @@ def test_streams_served_by_a_pool_equal_their_solo_runs_batched_or_not():
 
 
 def test_a_pool_that_leaks_rows_fails_the_isolation_check(monkeypatch):
-    from rnnir.pool import SessionPool
+    from rnnir.serving.pool.pool import SessionPool
 
     # every stream calls every tick, so the pool binds its state buffers whole (no gather): the leak is each
     # stream's input landing in its neighbour's row
@@ -273,7 +273,7 @@ def test_a_pool_that_leaks_rows_fails_the_isolation_check(monkeypatch):
 
 
 def test_a_slot_trend_reads_as_the_multicall_health_line_plus_its_saturation():
-    from rnnir.streaming import SlotTrend
+    from rnnir.check.streaming import SlotTrend
 
     # |max| 2: float16's 65504 / 2 = 32752 times headroom; a quarter of the elements saturated at the end, half at the peak
     growing = SlotTrend("h", 10, "growing", 3.2, 0.1, 0.5, 2.0, 0.25, 0.5)

@@ -19,9 +19,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
+from rnnir.check.simulate import Faults, Simulator
+from rnnir.check.streaming import check_streaming
 from rnnir.runtime import StatefulSession
-from rnnir.simulate import Faults, Simulator
-from rnnir.streaming import check_streaming
 from tests.support import streaming_models as sm
 
 W = 4

@@ -67,7 +67,7 @@ def test_fix_packed_json(tmp_path: Path, capsys) -> None:
 def test_fix_external_data_model_gets_its_own_data_file(tmp_path: Path) -> None:
     out = tmp_path / "gru.onnx"
     assert main(["fix", "--expose-state", str(TORCH / "gru_encoder_stateless.dynamo.onnx"), "-o", str(out)]) == 0
-    # the data file is named after the model and its content (rnnir.writing: new data under a new name, then the graph)
+    # the data file is named after the model and its content (rnnir.util.writing: new data under a new name, then the graph)
     assert [p.name for p in tmp_path.glob("gru.onnx.*.data")] == [p.name for p in tmp_path.iterdir() if p.name != "gru.onnx"]
     assert len(list(tmp_path.glob("gru.onnx.*.data"))) == 1
     opts = ort.SessionOptions()

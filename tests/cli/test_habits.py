@@ -113,7 +113,8 @@ def test_str_of_a_diagnostic_without_location_or_hint():
 
 
 def test_str_of_a_multicall_report_is_the_text_report():
-    from rnnir.testing import check_multicall, report_to_text
+    from rnnir.check.multicall.check import check_multicall
+    from rnnir.check.multicall.report import report_to_text
 
     report = check_multicall(str(REPO / "samples" / "lstm_fanout.onnx"), calls=6, chunk=2)
     text = str(report)

@@ -451,8 +451,8 @@ def test_session_with_context_refuses_another_dtype_before_joining_it():
 
 
 def test_pool_refuses_another_dtype_unless_cast_inputs():
-    from rnnir.pool import SessionPool
     from rnnir.runtime import FeedError
+    from rnnir.serving.pool.pool import SessionPool
 
     pool = SessionPool(str(SAMPLES / "gru_fanout.onnx"))
     for sid in "ab":
@@ -471,8 +471,8 @@ def test_pool_refuses_another_dtype_unless_cast_inputs():
 def test_pool_run_batch_refuses_another_dtype_unless_cast_inputs():
     import numpy as np
 
-    from rnnir.pool import SessionPool
     from rnnir.runtime import FeedError
+    from rnnir.serving.pool.pool import SessionPool
     from tests.support import streaming_models as sm
 
     model = sm.lstm_b()  # batch axis 1, open: the pool stacks streams into one call
@@ -493,7 +493,7 @@ def test_pool_run_batch_refuses_another_dtype_unless_cast_inputs():
 def test_check_multicall_converts_a_float64_stream_to_the_inputs_dtype():
     import numpy as np
 
-    from rnnir.testing import check_multicall
+    from rnnir.check.multicall.check import check_multicall
 
     stream = np.random.default_rng(0).standard_normal((48, 1, 3))  # numpy's default float64: data, not a feed
     as64 = check_multicall(str(SAMPLES / "gru_fanout.onnx"), {"x": stream}, chunk_sizes=[16])

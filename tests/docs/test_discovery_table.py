@@ -21,7 +21,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir import cli
-from rnnir.metadata import META_PAIRS
+from rnnir.onnxio.metadata import META_PAIRS
 from tests.cli.test_cli import save, state_handed_back_lstm
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -210,7 +210,7 @@ def _codes(cell: str) -> list[str]:
 
 @pytest.mark.parametrize("row", NOQA_ROWS, ids=[r["entry"] for r in NOQA_ROWS])
 def test_suppression_row(row, tmp_path, monkeypatch, capsys):
-    from rnnir.metadata import write_noqa
+    from rnnir.onnxio.metadata import write_noqa
 
     m = state_handed_back_lstm()
     write_noqa(m, [_unquote(row["entry"])])

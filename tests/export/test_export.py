@@ -11,7 +11,7 @@ import pytest
 from onnx import helper
 
 import rnnir
-from rnnir import reference
+from rnnir.semantics import reference
 from tests.support import realmodels
 from tests.support.onnx_models import const, lstm_h0c0, model, packed_lstm_in_if, vi
 

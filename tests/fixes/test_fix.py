@@ -29,11 +29,14 @@ if str(ROOT) not in sys.path:
 import rnnir  # noqa: E402
 from rnnir import passes  # noqa: E402
 from rnnir.analysis.slices import slice_maps  # noqa: E402
-from rnnir.fixer import FIXES, Edit, FixError, fix, render_diff  # noqa: E402
-from rnnir.irtext import print_program  # noqa: E402
+from rnnir.check.multicall.check import check_multicall  # noqa: E402
+from rnnir.check.simulate import Simulator  # noqa: E402
+from rnnir.fixes.catalogue import FIXES  # noqa: E402
+from rnnir.fixes.diff import render_diff  # noqa: E402
+from rnnir.fixes.edits import Edit, FixError  # noqa: E402
+from rnnir.fixes.engine import fix  # noqa: E402
+from rnnir.ir.text import print_program  # noqa: E402
 from rnnir.runtime import StatefulSession  # noqa: E402
-from rnnir.simulate import Simulator  # noqa: E402
-from rnnir.testing import check_multicall  # noqa: E402
 from tests.support.runnable_samples import exported_ir_sample  # noqa: E402  # tests/ is on sys.path (rootdir conftest)
 
 
@@ -700,7 +703,7 @@ def test_expose_edit_text_of_a_torchscript_export() -> None:
 
 
 def test_exposed_model_metadata_matches_export_conventions() -> None:
-    from rnnir.lower.source import graph_fingerprint
+    from rnnir.onnxio.source import graph_fingerprint
 
     result = fix(str(SAMPLES / "sd010_gru_no_initial_state.onnx"), expose_state=True)
     meta = {p.key: p.value for p in result.model.metadata_props}
@@ -919,7 +922,7 @@ def _simulate(model: onnx.ModelProto, feeds: list[dict[str, np.ndarray]], faults
 
 @pytest.mark.parametrize("name", sorted(STRUCTURE_CASES))
 def test_store_structure_sample_repaired(name: str) -> None:
-    from rnnir.simulate import Faults
+    from rnnir.check.simulate import Faults
 
     code, text = STRUCTURE_CASES[name]
     original = exported_ir_sample(name)

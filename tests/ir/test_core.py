@@ -127,8 +127,8 @@ def test_builder_state_pairs_and_slices():
 
 def test_one_op_trait_table_answers_every_module():
     from rnnir.analysis.tracer import TRACED_OPS
+    from rnnir.ir.optraits import OpTrait, ops_with, traits_of
     from rnnir.lower import LAYOUT_OPS
-    from rnnir.optraits import OpTrait, ops_with, traits_of
     from rnnir.passes.aliasing import VIEW_OPS
 
     assert VIEW_OPS == ops_with(OpTrait.VIEW) and LAYOUT_OPS == ops_with(OpTrait.LAYOUT)

@@ -1,4 +1,4 @@
-"""rnnir.digraph against networkx as the oracle, on random graphs."""
+"""rnnir.ir.digraph against networkx as the oracle, on random graphs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import networkx as nx
 import pytest
 
-from rnnir import digraph
+from rnnir.ir import digraph
 
 
 def _random_pair(seed: int, n: int = 40, p: float = 0.08, acyclic: bool = True):

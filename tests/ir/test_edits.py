@@ -13,7 +13,7 @@ from rnnir import passes
 from rnnir.analysis.facts import Analysis, analyses
 from rnnir.errors import IRError
 from rnnir.ir import ImmutableIRError, Value
-from rnnir.irtext import parse_program, print_program
+from rnnir.ir.text import parse_program, print_program
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 

@@ -1,4 +1,4 @@
-"""The registry's contract: every registered recurrence kind (rnnir.recurrence.KINDS) goes through lowering,
+"""The registry's contract: every registered recurrence kind (rnnir.ir.recurrence.KINDS) goes through lowering,
 verification, export, the simulator and the numpy reference, checked against onnxruntime where it runs the kind.
 
 A new kind in KINDS is included automatically: the test fails until ``_WEIGHTS`` says how to build a small
@@ -16,9 +16,10 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
-from rnnir import passes, reference
-from rnnir.recurrence import KINDS, RecurrenceKind
-from rnnir.simulate import SimulationError, run_calls
+from rnnir import passes
+from rnnir.check.simulate import SimulationError, run_calls
+from rnnir.ir.recurrence import KINDS, RecurrenceKind
+from rnnir.semantics import reference
 
 ort = pytest.importorskip("onnxruntime")
 

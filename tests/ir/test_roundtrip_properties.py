@@ -30,9 +30,9 @@ from hypothesis import strategies as st  # noqa: E402
 
 import rnnir  # noqa: E402
 from rnnir import passes  # noqa: E402
-from rnnir.builder import Builder  # noqa: E402
 from rnnir.ir import LoadKind, Program, Slot, Store, Value  # noqa: E402
-from rnnir.irtext import ELIDED_FLOATS, MAX_PRINTED_ELEMENTS, parse_program, print_program  # noqa: E402
+from rnnir.ir.builder import Builder  # noqa: E402
+from rnnir.ir.text import ELIDED_FLOATS, MAX_PRINTED_ELEMENTS, parse_program, print_program  # noqa: E402
 
 EXAMPLES = int(os.environ.get("RNNIR_PROPERTY_EXAMPLES", "25"))
 PROPERTY = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None)
@@ -258,8 +258,8 @@ def test_every_sample_lowered_exported_and_lowered_again_is_the_same_program(pat
 )
 def test_unreadable_slot_metadata_leaves_the_default_init(raw):
     """rnnir.slots is rnnir's own record: an entry it cannot read changes nothing (zeros, as without it), never a traceback."""
-    from rnnir.metadata import META_SLOTS
-    from rnnir.metadata import write as write_meta
+    from rnnir.onnxio.metadata import META_SLOTS
+    from rnnir.onnxio.metadata import write as write_meta
 
     b = Builder("meta")
     h = b.slot("h", "float32", (1, 1, 2), init="caller")

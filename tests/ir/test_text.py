@@ -14,7 +14,7 @@ import rnnir
 from rnnir import passes
 from rnnir.analysis.facts import analyses
 from rnnir.analysis.slices import SliceAnalysis, slice_maps
-from rnnir.irtext import IRParseError, iter_programs, parse_program, print_program
+from rnnir.ir.text import IRParseError, iter_programs, parse_program, print_program
 
 HERE = pathlib.Path(__file__).resolve().parents[1]  # tests/
 REPO = HERE.parent

@@ -10,7 +10,7 @@ import tracemalloc
 import pytest
 
 from rnnir import cli, passes
-from rnnir.irtext import MAX_LITERAL_CHARS, IRParseError, parse_program
+from rnnir.ir.text import MAX_LITERAL_CHARS, IRParseError, parse_program
 
 GOOD = """program @p {
   slot @h0 : float32[1,1,4] init=zeros

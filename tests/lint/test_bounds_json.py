@@ -13,7 +13,7 @@ import pytest
 from rnnir import cli, passes
 from rnnir.lint.baseline import MAX_BASELINE_COUNT, Baseline, BaselineError, Fingerprint
 from rnnir.lint.config import ConfigError, load_config
-from rnnir.metadata import META_NOQA, read_noqa, write_noqa
+from rnnir.onnxio.metadata import META_NOQA, read_noqa, write_noqa
 
 REPO = Path(__file__).resolve().parents[2]
 SD002 = REPO / "samples" / "sd002_hc_swap.onnx"  # one SD002, on slot "state"

@@ -25,7 +25,7 @@ import pytest
 from rnnir.deploy.inputs import MAX_DATA_FILE_BYTES, read_wav
 from rnnir.lint.baseline import Baseline, BaselineError
 from rnnir.lint.config import ConfigError, load_config
-from rnnir.regularfile import read_only_reason
+from rnnir.util.regularfile import read_only_reason
 
 REPO = Path(__file__).resolve().parents[2]
 LSTM = REPO / "samples" / "lstm_fanout.onnx"  # x[T, 1, 3], (h0, c0) -> (hn, cn)
@@ -194,7 +194,7 @@ def test_an_upper_case_rnnir_file_in_a_folder_is_read_as_ir_text(tmp_path, capsy
 def test_ir_text_over_64_mib_names_the_limit(tmp_path):
     import rnnir
     from rnnir.errors import ModelError
-    from rnnir.irtext import MAX_IR_TEXT_BYTES
+    from rnnir.ir.text import MAX_IR_TEXT_BYTES
 
     path = tmp_path / "big.rnnir"
     with open(path, "wb") as fh:  # sparse: nothing is written but the size
@@ -205,7 +205,7 @@ def test_ir_text_over_64_mib_names_the_limit(tmp_path):
 
 def test_ir_text_with_a_byte_order_mark_reads_as_without(tmp_path):
     import rnnir
-    from rnnir.irtext import print_program
+    from rnnir.ir.text import print_program
 
     text = (REPO / "samples" / "al001_chain.rnnir").read_text()
     (tmp_path / "bom.rnnir").write_text("\ufeff" + text, encoding="utf-8")

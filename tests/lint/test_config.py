@@ -230,7 +230,7 @@ def test_config_with_both_spellings_is_an_error(tree, capsys):
 
 
 def test_the_finder_reads_each_pyproject_once_however_many_folders_share_it(tree, monkeypatch):
-    from rnnir import config
+    from rnnir.lint import config
 
     reads: list[Path] = []
     real = config._read_toml

@@ -776,7 +776,8 @@ def chain_on_state_path(n: int) -> onnx.ModelProto:
 
 
 def _count_work(monkeypatch, n: int) -> dict[str, int]:
-    from rnnir import digraph, passes, slices
+    from rnnir import passes, slices
+    from rnnir.ir import digraph
     from rnnir.lower import scope
 
     counts: dict[str, int] = {}
@@ -807,7 +808,7 @@ def test_work_on_a_long_state_path_grows_linearly(monkeypatch):
 def test_gc_is_paused_while_lowering_and_resumed_after():
     import gc
 
-    from rnnir.gcpause import paused_gc
+    from rnnir.util.gcpause import paused_gc
 
     assert gc.isenabled()
     with paused_gc():

@@ -21,9 +21,10 @@ import onnx.shape_inference
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from rnnir import cli, onnxproto
+from rnnir import cli
 from rnnir.lower import scope
 from rnnir.lower._opschemas import ONNX_VERSION, SCHEMAS
+from rnnir.onnxio import proto as onnxproto
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCH = ROOT / "tests" / "data" / "torch"
@@ -96,7 +97,7 @@ def test_asking_whether_a_run_time_value_is_constant_converts_no_tensor(tmp_path
     path = tmp_path / "affine.onnx"
     path.write_bytes(_affine_model(x_is_input))
     code = (
-        "import sys, json\nfrom rnnir.onnxproto import messages\nfrom rnnir.lower.scope import ModelIndex\n"
+        "import sys, json\nfrom rnnir.onnxio.proto import messages\nfrom rnnir.lower.scope import ModelIndex\n"
         "from rnnir.lower.cells.net import Net\nm = messages().ModelProto()\nm.ParseFromString(open(sys.argv[1], 'rb').read())\n"
         "index = ModelIndex(m, 'affine')\nnet = Net(index)\nk = net.key(index.root, 'y')\nc = net.const(k)\n"
         "print(json.dumps({'const': None if c is None else c.ravel().tolist(), 'numpy': 'numpy' in sys.modules}))"

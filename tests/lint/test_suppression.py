@@ -15,7 +15,7 @@ import pytest
 
 import rnnir
 from rnnir import cli, passes
-from rnnir.metadata import META_NOQA, read_noqa, write_noqa
+from rnnir.onnxio.metadata import META_NOQA, read_noqa, write_noqa
 from tests.cli.test_cli import REPO, clean_lstm, run_subprocess, save, state_handed_back_lstm
 
 SD001 = "slot 'h0' is written back with its own live-in value on every call path (the state is handed straight back): the recurrence never advances across calls"
@@ -166,7 +166,7 @@ def test_fix_suppress_errors(cwd, argv, message):
 
 def test_docs_python_one_liner_adds_a_suppression(cwd):
     text = (REPO / "docs" / "ci.md").read_text()
-    start = text.index("from rnnir.metadata import read_noqa, write_noqa")
+    start = text.index("from rnnir.onnxio.metadata import read_noqa, write_noqa")
     snippet = text[start : text.index("```", start)].replace('"model.onnx"', '"broken.onnx"')
     broken(cwd, ["SD006"])
     exec(compile("import onnx\n" + snippet, "docs/ci.md", "exec"), {})

@@ -15,11 +15,11 @@ import rnnir
 from rnnir.analysis.slices import slice_maps
 from rnnir.analysis.suggest import suggested_pairs
 from rnnir.ir import Compute, LoadSlot, Recurrent, StoreResult, TensorType
+from rnnir.ir.pairs import PairSource
 from rnnir.lower.build import Policy
 from rnnir.lower.tensors import plain_attrs as _plain_attrs
 from rnnir.lower.tensors import small_array as _small_array
 from rnnir.lower.tensors import tensor_type
-from rnnir.pairs import PairSource
 
 H, I, T = 4, 3, 5
 F32, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL

@@ -12,7 +12,7 @@ import rnnir
 from rnnir import LoadSlot, PairSource, Recurrent, StoreResult
 from rnnir.analysis.slices import slice_maps
 from rnnir.analysis.suggest import suggested_pairs
-from rnnir.recurrence import Recognition
+from rnnir.ir.recurrence import Recognition
 from tests.support.onnx_models import const, lstm_h0c0, lstm_weights, model, packed_lstm_in_if, vi
 
 

@@ -18,13 +18,13 @@ import onnxruntime as ort
 import pytest
 
 import rnnir
+from rnnir.check.multicall.check import check_multicall
 from rnnir.cli import main
-from rnnir.metadata import META_PAIRS
-from rnnir.pairs import PairSource
+from rnnir.ir.pairs import PairSource
+from rnnir.ir.recurrence import KINDS
+from rnnir.onnxio.metadata import META_PAIRS
 from rnnir.passes import run as lint
 from rnnir.passes.diagnostics import Severity
-from rnnir.recurrence import KINDS
-from rnnir.testing import check_multicall
 
 ORT = {"providers": ["CPUExecutionProvider"]}
 

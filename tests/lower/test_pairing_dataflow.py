@@ -15,11 +15,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
-from rnnir.pairs import PairSource
+from rnnir.check.multicall.check import check_multicall
+from rnnir.ir.pairs import PairSource
 from rnnir.passes import run as lint
 from rnnir.passes import verify
 from rnnir.runtime import StatefulSession
-from rnnir.testing import check_multicall
 from tests.support import realmodels
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from onnx import TensorProto, helper
 
+from rnnir.ir.pairs import PairSource
 from rnnir.lower.pairing import _compatible, find_pairs, graph_io, looks_like_state
-from rnnir.pairs import PairSource
 
 F32, I64 = TensorProto.FLOAT, TensorProto.INT64
 
@@ -135,7 +135,7 @@ def test_an_output_taken_by_one_name_pair_is_not_taken_again_by_a_state_named_in
 
 
 def test_an_output_paired_by_metadata_is_not_paired_again_by_name():
-    from rnnir.metadata import META_PAIRS
+    from rnnir.onnxio.metadata import META_PAIRS
 
     m = identity_model([vi("x", [1]), vi("a", [1, 4]), vi("b_in", [1, 4])], [vi("y", [1]), vi("b_out", [1, 4]), vi("z", [4])])
     m.metadata_props.add(key=META_PAIRS, value='{"a": "b_out"}')
@@ -146,7 +146,7 @@ def test_an_output_paired_by_metadata_is_not_paired_again_by_name():
 @pytest.mark.parametrize("raw", ['{"h0": 5}', '["h0", "hn"]', '{"h0": ["hn"]}', "not json"])
 def test_malformed_pair_metadata_is_a_model_error(raw):
     from rnnir import ModelError
-    from rnnir.metadata import META_PAIRS
+    from rnnir.onnxio.metadata import META_PAIRS
 
     m = identity_model([vi("x", [1]), vi("h0", [1, 4])], [vi("y", [1]), vi("hn", [1, 4])])
     m.metadata_props.add(key=META_PAIRS, value=raw)
@@ -155,7 +155,7 @@ def test_malformed_pair_metadata_is_a_model_error(raw):
 
 
 def test_pair_metadata_with_no_output_is_a_pair_without_output():
-    from rnnir.metadata import META_PAIRS
+    from rnnir.onnxio.metadata import META_PAIRS
 
     m = identity_model([vi("x", [1]), vi("h0", [1, 4])], [vi("y", [1]), vi("hn", [1, 4])])
     m.metadata_props.add(key=META_PAIRS, value='{"h0": null}')

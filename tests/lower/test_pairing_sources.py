@@ -10,9 +10,9 @@ import json
 import pytest
 from onnx import TensorProto, helper
 
+from rnnir.ir.pairs import PairSource
 from rnnir.lower.pairing import _dims_agree, _name_candidates, _state_blocks, find_pairs, graph_io, triton_pairs
-from rnnir.metadata import META_PAIRS
-from rnnir.pairs import PairSource
+from rnnir.onnxio.metadata import META_PAIRS
 
 F32 = TensorProto.FLOAT
 

@@ -13,10 +13,10 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 from rnnir import ModelError
+from rnnir.ir.pairs import PairSource
 from rnnir.lower import find_pairs
 from rnnir.lower.pairing import left_out_pair_warnings, left_out_pairs
-from rnnir.metadata import META_PAIRS
-from rnnir.pairs import PairSource
+from rnnir.onnxio.metadata import META_PAIRS
 
 F32, I64, UNDEFINED = TensorProto.FLOAT, TensorProto.INT64, TensorProto.UNDEFINED
 NAME, POSITION = PairSource.NAME, PairSource.POSITION

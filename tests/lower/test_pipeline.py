@@ -38,8 +38,8 @@ def _gru_h0_hn():
 
 def test_a_slot_the_recorded_structure_does_not_mention_gets_the_default_fan_out_whatever_the_exit_policy():
     from rnnir.ir import Store, StoreResult
+    from rnnir.ir.structure import StoreFact, StoreStructure
     from rnnir.lower import Policy, lower, read_model
-    from rnnir.structure import StoreFact, StoreStructure
 
     # the recording says how hn is stored, nothing about h0 (a slot exposed after the export)
     structure = StoreStructure(outputs=["hn"], stores=[StoreFact("o", "out:hn", "hn", False, StoreResult.VALUE)], waits=["o"])

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir import passes
-from rnnir.recurrence import Recognition
+from rnnir.ir.recurrence import Recognition
 from tests.support import cell_models as cm
 from tests.support.cell_models import _G, lstm_op_loop
 

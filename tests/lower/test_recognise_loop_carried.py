@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 
 import rnnir
 from rnnir import passes
-from rnnir.irtext import print_program
+from rnnir.ir.text import print_program
 from rnnir.passes.coverage import slice_verdicts
 from rnnir.passes.manager import ProgramFacts
 from tests.support.cell_models import lstm_loop

@@ -28,9 +28,9 @@ def _stores(prog):
 
 def test_the_recorded_structure_places_each_store_once_and_unreadable_text_is_refused():
     from rnnir.ir import StoreResult
-    from rnnir.irtext import print_program
+    from rnnir.ir.structure import SlotFacts, StoreFact, StoreStructure
+    from rnnir.ir.text import print_program
     from rnnir.lower import Policy, lower, read_model
-    from rnnir.structure import SlotFacts, StoreFact, StoreStructure
 
     chain = StoreStructure(
         slots={"h0": SlotFacts()},

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir import ModelError
-from rnnir.lower.source import iter_tensors, read_model
+from rnnir.onnxio.source import iter_tensors, read_model
 
 
 def external(name, location, **extra):

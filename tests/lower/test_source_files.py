@@ -1,4 +1,4 @@
-"""Reading models and their data files (mutation survivors of rnnir/lower/source.py): which tensors can live in
+"""Reading models and their data files (mutation survivors of rnnir/onnxio/source.py): which tensors can live in
 external files, loading them from beside the model, the fingerprint, what kind of file a data path is, and the size
 limit on a model file. Every expectation is a property of the file or graph made here."""
 
@@ -13,8 +13,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rnnir import ModelError
-from rnnir.lower.source import graph_fingerprint, iter_graphs, iter_tensors, read_model, read_regular_file
-from rnnir.regularfile import file_kind as _file_kind
+from rnnir.onnxio.source import graph_fingerprint, iter_graphs, iter_tensors, read_model, read_regular_file
+from rnnir.util.regularfile import file_kind as _file_kind
 
 F32 = TensorProto.FLOAT
 POSIX = os.name == "posix"

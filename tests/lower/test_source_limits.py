@@ -1,4 +1,4 @@
-"""Reading a model (rnnir/lower/source.py), the cases its full mutation run left unpinned: protobuf's 2 GiB limit on
+"""Reading a model (rnnir/onnxio/source.py), the cases its full mutation run left unpinned: protobuf's 2 GiB limit on
 a model file, every spelling of an absolute external-data location checked in one test (a parametrized test runs one
 case per mutant), a symlink loop, files that change kind or vanish between the stat and the open, /proc files whose
 size lies, a label given with a path, the IR version 0/1 boundary and text that is not UTF-8. Every expectation is a
@@ -20,7 +20,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir import ModelError
-from rnnir.lower.source import read_model, read_regular_file
+from rnnir.onnxio.source import read_model, read_regular_file
 
 POSIX = os.name == "posix"
 LINUX_PROC = sys.platform.startswith("linux") and os.path.exists("/proc/self/status")

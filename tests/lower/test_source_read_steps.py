@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rnnir import ModelError
 from rnnir.lower import read_model
-from rnnir.lower import source as source_module
+from rnnir.onnxio import source as source_module
 
 
 def small_model_bytes() -> bytes:

@@ -11,7 +11,7 @@ from onnx import helper, numpy_helper
 
 import rnnir
 from rnnir.analysis.suggest import suggested_pairs
-from rnnir.pairs import PairSource
+from rnnir.ir.pairs import PairSource
 from tests.support.recurrent_op_models import H, I, T, model, vi, weights
 
 
@@ -158,7 +158,7 @@ def _lower_with(structure):
 
 def _structure(slots=("h0",), stores=(("s", "slot:h0", "hn", False), ("o", "out:hn", "hn", False)), alias_of=None, waits=None, order=()):
     from rnnir.ir import StoreResult
-    from rnnir.structure import SlotFacts, StoreFact, StoreStructure
+    from rnnir.ir.structure import SlotFacts, StoreFact, StoreStructure
 
     facts = [StoreFact(i, d, r, chained, StoreResult.TOKEN if d.startswith("slot:") else StoreResult.VALUE) for i, d, r, chained in stores]
     return StoreStructure(

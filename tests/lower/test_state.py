@@ -10,7 +10,7 @@ import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
-from rnnir.pairs import PairSource
+from rnnir.ir.pairs import PairSource
 from tests.support.recurrent_op_models import H, I, T, model, shadowing_loop_model, vi, weights
 
 

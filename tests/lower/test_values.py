@@ -13,8 +13,8 @@ import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
+from rnnir.check.simulate import run_calls
 from rnnir.ir import Compute, Provenance, Recognition
-from rnnir.simulate import run_calls
 from tests.support.cell_models import gru_cell, lstm_loop, unrolled_lstm
 from tests.support.recurrent_op_models import H, I, T, model, vi, weights
 from tests.support.recurrent_op_models import stored_value as _stored

@@ -309,7 +309,7 @@ def _many_slots(n, load="view"):
 
 
 def test_ordering_uses_one_traversal_per_view_slot_store_not_per_node_pair(monkeypatch):
-    from rnnir import digraph as nx  # the traversals passes use
+    from rnnir.ir import digraph as nx  # the traversals passes use
 
     calls = {"ancestors": 0, "descendants": 0}
     real_anc, real_desc = nx.ancestors, nx.descendants

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from rnnir import passes
-from rnnir.irtext import parse_program
+from rnnir.ir.text import parse_program
 from rnnir.passes.coverage import slice_verdicts
 from rnnir.passes.diagnostics import Diagnostic, Location, Severity
 from rnnir.passes.manager import ProgramFacts

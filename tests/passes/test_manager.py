@@ -14,7 +14,14 @@ import pytest
 import rnnir
 from rnnir import passes
 from rnnir.passes.diagnostics import Location, Message, Severity, rule
-from rnnir.passes.manager import AnalysisPass, PassContractError, PassManager, ProgramFacts, SelectionError, selected_codes
+from rnnir.passes.manager import (
+    AnalysisPass,
+    PassContractError,
+    PassManager,
+    ProgramFacts,
+    SelectionError,
+    selected_codes,
+)
 from tests.rules.test_catalogue import H, I, T, rnn_builder  # noqa: E402
 
 _WORDS = {"said": Message("{what}", hint="fix {what}")}

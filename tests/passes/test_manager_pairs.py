@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rnnir import passes
 from rnnir.analysis.slices import slice_maps
-from rnnir.irtext import parse_program
+from rnnir.ir.text import parse_program
 
 _PROGRAM = """program @p {
   slot @h : float32[1,1,4] init=zeros

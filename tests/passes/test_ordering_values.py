@@ -6,7 +6,7 @@ is read off the program, not off the rule."""
 from __future__ import annotations
 
 from rnnir import passes
-from rnnir.irtext import parse_program
+from rnnir.ir.text import parse_program
 
 _HEAD = """program @p {
   slot @h : float32[1,1,4] init=zeros

@@ -13,8 +13,8 @@ from onnx import TensorProto, helper
 
 import rnnir
 from rnnir import cli, passes
+from rnnir.check.multicall.check import check_multicall
 from rnnir.runtime import StatefulSession
-from rnnir.testing import check_multicall
 from tests.support.onnx_models import const, lstm_h0c0, model, packed_lstm_in_if, vi
 
 H, I = 4, 3
@@ -285,7 +285,7 @@ def test_export_keeps_the_contrib_op_and_its_domain(quantized):
 
 
 def test_registry_is_the_one_place_for_ports():
-    from rnnir.recurrence import KINDS, kind_for_op
+    from rnnir.ir.recurrence import KINDS, kind_for_op
 
     assert kind_for_op("LSTM") is KINDS["LSTM"] and kind_for_op("LSTM", "ai.onnx") is KINDS["LSTM"]
     assert kind_for_op("DynamicQuantizeLSTM", "com.microsoft") is KINDS["DynamicQuantizeLSTM"]

@@ -143,7 +143,11 @@ sys.exit(1 if failed else 0)
 
 #: what a user or a tool imports first (each is imported first, with every rnnir/passes module unloaded
 #: before it); the import graph test above covers the rest without paying ~0.4 s per module here
-ENTRY_POINTS = ["rnnir.exporter", "rnnir.fixer", "rnnir.lower", "rnnir.runtime", "rnnir.cli", "rnnir.simulate", "rnnir.passes", "rnnir.passes.coverage"]
+ENTRY_POINTS = [
+    "rnnir.exporter", "rnnir.fixes", "rnnir.lower", "rnnir.runtime", "rnnir.cli", "rnnir.check.simulate", "rnnir.passes",
+    "rnnir.passes.coverage", "rnnir.analysis.slices", "rnnir.lint", "rnnir.render", "rnnir.serving.pool", "rnnir.check.multicall",
+    "rnnir.deploy", "rnnir.ir.text",
+]
 
 
 def test_each_entry_point_imports_first_in_a_fresh_set_of_modules():
@@ -176,12 +180,12 @@ def test_no_top_level_passes_is_installed(tmp_path: Path):
 
 def test_the_functions_export_and_fix_are_never_shadowed_by_their_modules():
     """``rnnir.export`` and ``rnnir.fix`` stay the functions whatever is imported, with no module magic: their
-    modules are named apart from them (``rnnir.exporter``, ``rnnir.fixer``)."""
+    modules are named apart from them (``rnnir.exporter``, ``rnnir.fixes``)."""
     code = (
         "import types, rnnir\n"
         "assert callable(rnnir.export) and callable(rnnir.fix)\n"
-        "import rnnir.exporter, rnnir.fixer\n"
-        "assert rnnir.export is rnnir.exporter.export and rnnir.fix is rnnir.fixer.fix\n"
+        "import rnnir.exporter, rnnir.fixes, rnnir.fixes.engine\n"
+        "assert rnnir.export is rnnir.exporter.export and rnnir.fix is rnnir.fixes.engine.fix\n"
         "assert isinstance(rnnir.exporter, types.ModuleType) and type(rnnir) is types.ModuleType\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)

@@ -74,7 +74,7 @@ _SHAPES = {"silero:silero_vad.onnx": {"input": (1, 576)}, "silero:silero_vad_op1
 def test_multicall_check_runs_on_every_catalogued_model(key):
     # onnxruntime is the oracle: chunked calls with the state fed back equal one call over the whole stream
     # where the model has a free time axis; fixed-length and step models are checked call by call
-    from rnnir.testing import check_multicall
+    from rnnir.check.multicall.check import check_multicall
 
     case = _case(key)
     report = check_multicall(

@@ -9,7 +9,16 @@ import pytest
 
 from rnnir.lint.config import Config, ConfigError, load_config, parse_pair
 from rnnir.passes.diagnostics import Diagnostic, Location, Rule, Severity
-from rnnir.render import FileResult, LintResult, render, render_cost_text, render_github, render_json, render_sarif, render_text
+from rnnir.render import (
+    FileResult,
+    LintResult,
+    render,
+    render_cost_text,
+    render_github,
+    render_json,
+    render_sarif,
+    render_text,
+)
 
 RULES = {
     "SD001": Rule("SD001", "state-not-written-back", Severity.ERROR, "a slot is read but never written back", "SD001: first paragraph\ncontinues.\n\nBad: ..."),

@@ -544,9 +544,9 @@ def _record_stores(m, stores, waits=None, layer="runtime", view=()):
 
     ``stores`` are ``(id, dest, ONNX value read)``; ``waits`` the store ids the Return waits for (all by default)."""
     from rnnir.ir import OrderingLayer, StoreResult
-    from rnnir.irtext import print_program
+    from rnnir.ir.structure import SlotFacts, StoreFact, StoreStructure
+    from rnnir.ir.text import print_program
     from rnnir.lower import Policy, lower, read_model
-    from rnnir.structure import SlotFacts, StoreFact, StoreStructure
 
     facts = [StoreFact(i, d, v, False, StoreResult.TOKEN if d.startswith("slot:") else StoreResult.VALUE) for i, d, v in stores]
     structure = StoreStructure(
@@ -645,7 +645,7 @@ def test_layout1_bidirectional_state_is_SD006_only():
     assert codes(passes.run(rnnir.load(_layout1_gru("bidirectional")))) == ["SD006"]
 
 
-# -- caches: sliding windows, append-only, feature caches (rnnir.statekinds) -------------------------
+# -- caches: sliding windows, append-only, feature caches (rnnir.analysis.statekinds) -------------------------
 
 
 def window_model(*, starts=-3, ends=2**63 - 1, axis=1, slice_axis=1, cache_shape=(1, 3, 2), crossed=False, new_first=False, tail=None):
@@ -738,7 +738,7 @@ def test_state_written_from_nothing_it_reads_is_still_SD003():
     assert "SD003" in codes(errors(passes.run(rnnir.load(m, pairs={"f": "f_out"}))))
 
 
-# -- packed states on inner axes, element by element (rnnir.elements) ------------------------------
+# -- packed states on inner axes, element by element (rnnir.analysis.elements) ------------------------------
 
 
 def packed_grus(write="scatter", order=(0, 1)):

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 
 from rnnir import passes
-from rnnir.irtext import parse_program
+from rnnir.ir.text import parse_program
 from rnnir.passes.rules import CATALOGUE, Family
 
 #: every rule an analysis pass detects (all but RN100, which judges the model's own suppression list), from the code table

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from rnnir import passes
-from rnnir.fix_catalogue import FIXES
-from rnnir.irtext import parse_program
+from rnnir.fixes.catalogue import FIXES
+from rnnir.ir.text import parse_program
 from tests.rules import snapshots
 
 FIXTURES = Path(__file__).resolve().parent

@@ -73,7 +73,7 @@ def test_time_and_batch_axes_of_the_input_that_feeds_x(layout, transpose, axes):
     # axis k of its output to axis perm[k] of its input. (onnxruntime runs no layout=1 op, so this is checked
     # where the runtime reads it, without a session.)
     import rnnir
-    from rnnir.sessionspec import _recurrent_inputs
+    from rnnir.runtime.spec import _recurrent_inputs
 
     # with perm [2, 0, 1], X's time axis is x's axis 2 and its batch axis x's axis 0: x is [batch, input, time]
     m = gru(["C", I, "A"] if transpose == [2, 0, 1] else ["A", "C", I], [1, "N", H], layout=layout, transpose=transpose)

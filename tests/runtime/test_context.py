@@ -9,8 +9,8 @@ import onnxruntime as ort
 import pytest
 
 from rnnir import StateError
-from rnnir.context import InputContext
 from rnnir.runtime import StatefulSession
+from rnnir.runtime.context import InputContext
 from tests.support import speechlike
 from tests.support import streaming_models as sm
 

@@ -8,8 +8,8 @@ import onnxruntime as ort
 import pytest
 from onnx import numpy_helper
 
+from rnnir.check.multicall.check import check_multicall
 from rnnir.runtime import StatefulSession
-from rnnir.testing import check_multicall
 from tests.support.onnx_models import lstm_h0c0
 
 H, I = 4, 3

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir.runtime import StatefulSession
-from rnnir.sessionspec import _recurrent_inputs
+from rnnir.runtime.spec import _recurrent_inputs
 
 F = TensorProto.FLOAT
 H, I = 2, 3

@@ -17,7 +17,7 @@ from onnx import TensorProto, helper
 
 from rnnir import StateError
 from rnnir.runtime import StatefulSession
-from rnnir.versioning import StateMigrations, VersionOutcome, with_state_version
+from rnnir.runtime.versioning import StateMigrations, VersionOutcome, with_state_version
 
 F = TensorProto.FLOAT
 BIG = 300_000

@@ -7,7 +7,7 @@ import pytest
 
 from rnnir import StateError
 from rnnir.runtime import StatefulSession
-from rnnir.versioning import (
+from rnnir.runtime.versioning import (
     STATE_VERSION_KEY,
     StateMigrations,
     StateOrigin,

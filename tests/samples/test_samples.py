@@ -153,7 +153,7 @@ def test_generator_is_deterministic_and_committed_files_are_current(tmp_path):
 
 @pytest.mark.parametrize("name", IR_NAMES)
 def test_ir_sample_is_a_fixed_point_of_parse_and_print(name):
-    from rnnir.irtext import parse_program, print_program
+    from rnnir.ir.text import parse_program, print_program
 
     text = _path(name).read_text(encoding="utf-8")
     assert print_program(parse_program(text)) + "\n" == text

@@ -1,4 +1,4 @@
-"""The cell evaluator (rnnir/lower/evaluate.py) op by op against onnx.reference, on the cases the older evaluator tests
+"""The cell evaluator (rnnir/semantics/evaluate.py) op by op against onnx.reference, on the cases the older evaluator tests
 did not reach (mutation survivors): default attributes, negative axes, attribute forms of older opsets, integer
 arithmetic, the Constant forms, and the refusals (EvalError) for what it cannot run."""
 
@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from rnnir.lower.evaluate import EVALUABLE_OPS, EvalError, attribute, run_op
+from rnnir.semantics.evaluate import EVALUABLE_OPS, EvalError, attribute, run_op
 
 R = np.random.default_rng(7)
 A = R.standard_normal((2, 3)).astype(np.float32)

@@ -1,4 +1,4 @@
-"""Specification of ``rnnir.reference``, the numpy RNN / GRU / LSTM.
+"""Specification of ``rnnir.semantics.reference``, the numpy RNN / GRU / LSTM.
 
 Three kinds of evidence, each independent of the code under test:
 
@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from rnnir.reference import gru, lstm, rnn, run_node
+from rnnir.semantics.reference import gru, lstm, rnn, run_node
 from tests.support.onnx_cases import (
     build_model,
     run_onnxruntime,
@@ -649,7 +649,7 @@ def test_onnxruntime_affine_default_differs_from_the_spec() -> None:
     # Documents why oracle cases always spell out alpha / beta: onnxruntime
     # defaults Affine (and ThresholdedRelu, ScaledTanh) to alpha = beta = 0,
     # while ONNX says Affine alpha = 1, beta = 0. If this starts failing,
-    # onnxruntime changed; revisit the note in rnnir/reference.py.
+    # onnxruntime changed; revisit the note in rnnir/semantics/reference.py.
     inputs = [np.full((1, 1, 1), 0.5, np.float32), np.ones((1, 1, 1), np.float32),
               np.zeros((1, 1, 1), np.float32)]
     attrs = {"hidden_size": 1, "activations": ["Affine"]}

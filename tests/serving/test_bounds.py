@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from rnnir import StateError
-from rnnir.pool import Batcher, SessionPool
 from rnnir.runtime import FeedError, StatefulSession
+from rnnir.serving.pool.batcher import Batcher
+from rnnir.serving.pool.pool import SessionPool
 from tests.support import streaming_models as sm
 
 TOL = 1e-5

@@ -11,9 +11,10 @@ import onnx
 import pytest
 
 from rnnir import StateError
-from rnnir.pool import SessionPool, UnknownSessionError
 from rnnir.runtime import FeedError, StatefulSession
-from rnnir.versioning import StateMigrations, VersionOutcome, VersionPolicy, with_state_version
+from rnnir.runtime.versioning import StateMigrations, VersionOutcome, VersionPolicy, with_state_version
+from rnnir.serving.pool.pool import SessionPool
+from rnnir.serving.pool.streams import UnknownSessionError
 from tests.support import streaming_models as sm
 
 TOL = 1e-5
@@ -339,7 +340,7 @@ def test_groups_after_a_failed_probe_in_the_same_tick_also_run_one_stream_per_ca
 def test_calls_from_many_threads_are_batched_and_each_stream_equals_its_solo_run():
     import threading
 
-    from rnnir.pool import Batcher
+    from rnnir.serving.pool.batcher import Batcher
 
     model = sm.lstm_b()
     pool = SessionPool(model)
@@ -369,7 +370,7 @@ def test_calls_from_many_threads_are_batched_and_each_stream_equals_its_solo_run
 
 
 def test_a_bad_call_in_a_batched_tick_fails_only_its_caller():
-    from rnnir.pool import Batcher
+    from rnnir.serving.pool.batcher import Batcher
 
     pool = SessionPool(sm.lstm_b())
     x = np.ones((1, 1, INP), np.float32)

@@ -33,8 +33,8 @@ from hypothesis import strategies as st  # noqa: E402
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invariant, precondition, rule  # noqa: E402
 
 from rnnir import StateError  # noqa: E402
-from rnnir.pool import SessionPool  # noqa: E402
 from rnnir.runtime import StatefulSession  # noqa: E402
+from rnnir.serving.pool.pool import SessionPool  # noqa: E402
 
 TOL = 1e-5
 INP, HIDDEN = 3, 5

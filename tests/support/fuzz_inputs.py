@@ -39,7 +39,7 @@ if str(REPO) not in sys.path:  # run as a script from anywhere
 
 import numpy as np  # noqa: E402
 
-from rnnir.irtext import iter_programs  # noqa: E402
+from rnnir.ir.text import iter_programs  # noqa: E402
 
 
 class CaseTimeout(Exception):
@@ -153,7 +153,7 @@ def _ir_mutate(rng: random.Random, data: bytes) -> bytes:
 def _ir_check(path: Path) -> None:
     import rnnir
     from rnnir import passes
-    from rnnir.irtext import parse_program, print_program
+    from rnnir.ir.text import parse_program, print_program
 
     program = rnnir.load(path)
     passes.run(program, noqa=False)
@@ -172,7 +172,7 @@ def _ir_check(path: Path) -> None:
 
 def _ir_allowed() -> tuple[type[BaseException], ...]:
     from rnnir.errors import ModelError
-    from rnnir.irtext import IRParseError
+    from rnnir.ir.text import IRParseError
 
     return (IRParseError, ModelError)
 

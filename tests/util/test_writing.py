@@ -23,8 +23,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from rnnir.cli import main
-from rnnir.metadata import read_noqa
-from rnnir.writing import FileWriteError, write_file
+from rnnir.onnxio.metadata import read_noqa
+from rnnir.util.writing import FileWriteError, write_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = ROOT / "samples"
@@ -269,7 +269,7 @@ def _save_failing_halfway(monkeypatch):
 
 def test_pool_save_state_on_a_full_disk_keeps_the_previous_file(tmp_path, monkeypatch):
     from rnnir.errors import StateError
-    from rnnir.pool import SessionPool
+    from rnnir.serving.pool.pool import SessionPool
 
     pool = SessionPool(str(SAMPLES / "gru_fanout.onnx"))
     feeds = _pool_feeds(pool)
@@ -299,7 +299,7 @@ def test_pool_load_state_refuses_bad_files_with_a_StateError(tmp_path, case):
     import zipfile
 
     from rnnir.errors import StateError
-    from rnnir.pool import SessionPool
+    from rnnir.serving.pool.pool import SessionPool
 
     pool = SessionPool(str(SAMPLES / "gru_fanout.onnx"))
     pool.run({"a": _pool_feeds(pool)}, open_missing=True)
@@ -447,7 +447,7 @@ def test_kill_9_mid_write_keeps_the_target_and_the_next_write_removes_the_leftov
     target.write_bytes(b"previous")
     script = (
         "import sys, time\n"
-        "from rnnir.writing import write_file\n"
+        "from rnnir.util.writing import write_file\n"
         "def slow(fh):\n"
         "    fh.write(b'x' * (1 << 20)); fh.flush(); print('writing', flush=True); time.sleep(600)\n"
         "write_file(sys.argv[1], slow)\n"

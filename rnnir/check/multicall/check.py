@@ -34,11 +34,18 @@ from rnnir.analysis.slices import slice_maps
 from rnnir.check.multicall.compare import compare_calls, compare_whole
 from rnnir.check.multicall.health import slot_health
 from rnnir.check.multicall.report import VARIANTS, MulticallReport, VariantResult
-from rnnir.check.multicall.stream import DEFAULT_MAX_ELEMENTS, InputHints, ProgressCallback, StreamError, prepare_stream, time_axes
+from rnnir.check.multicall.stream import (
+    DEFAULT_MAX_ELEMENTS,
+    InputHints,
+    ProgressCallback,
+    StreamError,
+    prepare_stream,
+    time_axes,
+)
 from rnnir.check.multicall.variants import VariantRunner
 from rnnir.check.multicall.verdict import judge
-from rnnir.runtime import StatefulSession
-from rnnir.sessionspec import DEFAULT_MAX_SLOT_BYTES
+from rnnir.runtime.session import StatefulSession
+from rnnir.runtime.spec import DEFAULT_MAX_SLOT_BYTES
 
 __all__ = ["check_multicall"]
 

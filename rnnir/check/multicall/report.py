@@ -144,7 +144,7 @@ class MulticallReport:
 
 def report_to_text(report: MulticallReport) -> str:
     """A human-readable report: verdict first, then the variants, health and notes."""
-    from rnnir.render import printable  # names come from the model: one line each, no raw control character
+    from rnnir.render.escape import printable  # names come from the model: one line each, no raw control character
 
     lines = [f"{printable(report.model)}: {report.verdict}"]
     pairs = ", ".join(f"{printable(i)} -> {printable(o) if o else '<nothing>'}" for i, o in report.pairs) or "none"

@@ -22,8 +22,8 @@ from typing import Any
 import numpy as np
 
 from rnnir.errors import RnnirError
-from rnnir.runtime import StatefulSession
-from rnnir.statefile import shape_text
+from rnnir.runtime.session import StatefulSession
+from rnnir.runtime.statefile import shape_text
 
 __all__ = [
     "DEFAULT_MAX_ELEMENTS",

@@ -23,7 +23,7 @@ import numpy as np
 
 from rnnir.analysis.slices import slice_maps
 from rnnir.check.multicall.stream import ProgressCallback, Stream
-from rnnir.runtime import StatefulSession
+from rnnir.runtime.session import StatefulSession
 
 __all__ = ["HcSwap", "VariantRunner", "apply_swaps", "hc_swaps"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from rnnir.check.multicall.report import BROKEN, MulticallReport
 from rnnir.check.multicall.text import format_number
-from rnnir.runtime import StatefulSession
+from rnnir.runtime.session import StatefulSession
 
 __all__ = ["judge"]
 
@@ -133,8 +133,8 @@ def _restarting_states(session: StatefulSession) -> list[str]:
     """Recurrences that carry one state across calls (read from a slot that is written back) while another of their
     states starts every call from a plain input the caller feeds, or from nothing (zeros): with ``--pair initial_h=Y_h``
     alone an LSTM keeps h and restarts c, and chunked calls cannot equal one call over the whole stream."""
-    from rnnir.ir import Compute, LoadSlot
-    from rnnir.optraits import OpTrait, ops_with
+    from rnnir.ir.nodes import Compute, LoadSlot
+    from rnnir.ir.optraits import OpTrait, ops_with
 
     layout = ops_with(OpTrait.LAYOUT)
     written = {s.input for s in session.slots if s.output is not None}

@@ -22,7 +22,7 @@ from rnnir.check.streaming.isolation import isolation, session_options
 from rnnir.check.streaming.longrun import long_run, slot_trends
 from rnnir.check.streaming.recovery import check_index, compare_runs, replace_streamed, run_outputs
 from rnnir.check.streaming.report import ColdStart, Latency, StreamingReport
-from rnnir.runtime import StatefulSession
+from rnnir.runtime.session import StatefulSession
 
 __all__ = ["DEFAULT_TOL", "check_streaming", "make_chunks"]
 

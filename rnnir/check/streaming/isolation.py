@@ -11,7 +11,7 @@ import numpy as np
 from rnnir.check.multicall.compare import max_abs_diff
 from rnnir.check.multicall.stream import ProgressCallback, StreamError
 from rnnir.check.streaming.report import Isolation
-from rnnir.runtime import StatefulSession
+from rnnir.runtime.session import StatefulSession
 
 __all__ = ["isolation", "session_options"]
 
@@ -19,7 +19,7 @@ __all__ = ["isolation", "session_options"]
 def isolation(session: StatefulSession, chunks: Sequence[Mapping[str, np.ndarray]], streams: int, progress: ProgressCallback | None = None) -> Isolation:
     """``streams`` streams through one pool, stream i fed the chunks from offset 7i (so rows differ), every
     call compared with the same stream on its own fork."""
-    from rnnir.pool import SessionPool  # imported only when asked
+    from rnnir.serving.pool.pool import SessionPool  # imported only when asked
 
     if streams < 2:
         raise StreamError(f"an isolation check needs at least 2 streams, got {streams}")

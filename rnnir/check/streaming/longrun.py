@@ -12,7 +12,7 @@ import numpy as np
 from rnnir.check.multicall.health import norm_trend
 from rnnir.check.multicall.stream import ProgressCallback, StreamError
 from rnnir.check.streaming.report import Latency, LongRun, SlotTrend
-from rnnir.runtime import StatefulSession
+from rnnir.runtime.session import StatefulSession
 
 __all__ = ["SATURATED", "SlotTracker", "long_run", "slot_trends"]
 

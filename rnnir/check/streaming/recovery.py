@@ -12,7 +12,7 @@ import numpy as np
 from rnnir.check.multicall.compare import max_abs_diff
 from rnnir.check.multicall.stream import ProgressCallback, StreamError
 from rnnir.check.streaming.report import Recovery
-from rnnir.runtime import StatefulSession
+from rnnir.runtime.session import StatefulSession
 
 __all__ = ["check_index", "compare_runs", "recovery_length", "replace_streamed", "run_outputs"]
 

@@ -7,12 +7,12 @@ from typing import TYPE_CHECKING
 
 from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
 from rnnir.fixes.store_structure import StructureChange, plan_structure_edit
+from rnnir.ir.structure import StoreFact
 from rnnir.passes.rules.al001_chained_output_store import RULE
-from rnnir.structure import StoreFact
 
 if TYPE_CHECKING:
+    from rnnir.ir.structure import StoreStructure
     from rnnir.passes.diagnostics import Diagnostic
-    from rnnir.structure import StoreStructure
 
 __all__ = ["FIX", "plan"]
 

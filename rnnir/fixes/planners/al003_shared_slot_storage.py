@@ -10,8 +10,8 @@ from rnnir.fixes.store_structure import StructureChange, plan_structure_edit
 from rnnir.passes.rules.al003_shared_slot_storage import RULE
 
 if TYPE_CHECKING:
+    from rnnir.ir.structure import StoreStructure
     from rnnir.passes.diagnostics import Diagnostic
-    from rnnir.structure import StoreStructure
 
 __all__ = ["FIX", "plan"]
 

@@ -11,8 +11,8 @@ from rnnir.fixes.store_structure import StructureChange, plan_structure_edit
 from rnnir.passes.rules.or001_return_before_store import RULE
 
 if TYPE_CHECKING:
+    from rnnir.ir.structure import StoreStructure
     from rnnir.passes.diagnostics import Diagnostic
-    from rnnir.structure import StoreStructure
 
 __all__ = ["FIX", "plan"]
 

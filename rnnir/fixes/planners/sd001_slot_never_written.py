@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from rnnir.analysis.slices import slice_maps
 from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
-from rnnir.ir import Recurrent
+from rnnir.ir.nodes import Recurrent
 from rnnir.lower.pairing import _name_candidates
 from rnnir.passes.rules.sd001_slot_never_written import RULE
 

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 from rnnir.analysis.slices import _port_ref, slice_maps, slot_store_value
 from rnnir.analysis.tracer import Origin, OriginKind, Ref, Tracer
 from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
-from rnnir.ir import Compute, Value
+from rnnir.ir.nodes import Compute, Value
 from rnnir.passes.rules.sd002_wrong_slot import RULE
-from rnnir.render import printable
+from rnnir.render.escape import printable
 
 if TYPE_CHECKING:
     import onnx

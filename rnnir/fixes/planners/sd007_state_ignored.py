@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from rnnir.analysis.slices import slice_maps
 from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
-from rnnir.ir import Recurrent
+from rnnir.ir.nodes import Recurrent
 from rnnir.passes.rules.sd007_state_ignored import RULE
 
 if TYPE_CHECKING:

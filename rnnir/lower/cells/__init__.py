@@ -25,14 +25,14 @@ inputs, the zeros a cell starts from, looked for near the graph outputs only: se
    state input, so a GRU that reads ``h`` through two different rearrangements has one ``h``.
 3. **Execution.** The pre-activations are affine in (x, h): probing them with zeros and unit
    vectors reads ``W``, ``R`` and ``b`` per gate off the model. Those weights, put in ONNX gate
-   order, build :mod:`rnnir.reference`'s cell (LSTM/GRU/RNN, one step); the matched subgraph
+   order, build :mod:`rnnir.semantics.reference`'s cell (LSTM/GRU/RNN, one step); the matched subgraph
    run alone on fresh random inputs must give the same new state. GRU roles that structure
    cannot fix (reset before or after the matmul, ``z`` as keep or write ratio) are tried and
    the one that reproduces the model is kept.
 
 A structure that looks like a cell but does not compute one is returned as a
 :class:`CellCandidate` with a reason, never as a match. Execution uses
-:mod:`rnnir.lower.evaluate` (numpy): ``rnnir lint`` never imports onnxruntime.
+:mod:`rnnir.semantics.evaluate` (numpy): ``rnnir lint`` never imports onnxruntime.
 
 Details that matter on real exports: gates may be ``Sigmoid`` or ``HardSigmoid`` (one kind for all gates, as
 the ONNX ops require); a fixed batch (dynamo's static batch 2) is probed through its first row and checked on
@@ -46,7 +46,7 @@ Where each step lives: ``net`` (the model by value key: constants, shapes), ``ze
 ``cone`` (the state cone, its views, the recogniser's record), ``walk`` (the cut and the state inputs), ``probe`` and
 ``execute`` (reading weights off by running the subgraph; the probe data), one module per cell kind (``lstm``,
 ``gru``, ``rnn``: each a :class:`~rnnir.lower.cells.pattern.CellPattern`, listed in ``kinds.PATTERNS``), and ``scan``
-(the passes over the cone, :func:`find_cells`). A kind whose semantics :mod:`rnnir.reference` knows is one module
+(the passes over the cone, :func:`find_cells`). A kind whose semantics :mod:`rnnir.semantics.reference` knows is one module
 and one line in ``kinds``.
 """
 

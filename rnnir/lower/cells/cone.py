@@ -7,13 +7,13 @@ from collections.abc import Iterable
 from functools import cached_property
 from typing import TYPE_CHECKING
 
+from rnnir.ir.recurrence import kind_for_op
 from rnnir.lower.cells.net import Net
 from rnnir.lower.cells.ops import VIEW_OPS, Key, carry_layout
 from rnnir.lower.cells.results import CellMatch, NotACell
 from rnnir.lower.cells.zeros import constant_states as find_constant_states
 from rnnir.lower.cells.zeros import output_region
 from rnnir.lower.scope import ModelIndex, Scope
-from rnnir.recurrence import kind_for_op
 
 if TYPE_CHECKING:
     import onnx

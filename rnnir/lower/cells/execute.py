@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING
 
 from rnnir.lower.cells.net import Net
 from rnnir.lower.cells.ops import MAX_RUN_NODES, Key
-from rnnir.lower.evaluate import EvalError, run_op
+from rnnir.semantics.evaluate import EvalError, run_op
 
 if TYPE_CHECKING:
     import numpy as np
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 
 class Runner:
@@ -102,8 +102,8 @@ def relative_error(got: list[np.ndarray], want: list[np.ndarray]) -> float:
 
 
 def reference_module() -> ModuleType:
-    """rnnir.reference, imported when a cell is checked against it (numpy-heavy; most models have no such cell)."""
-    from rnnir import reference
+    """rnnir.semantics.reference, imported when a cell is checked against it (numpy-heavy; most models have no such cell)."""
+    from rnnir.semantics import reference
 
     return reference
 

@@ -1,6 +1,6 @@
 """The GRU cell: a ``tanh`` candidate ``n`` whose input holds a sigmoid-gated product (the reset gate), blended with
 a state input by a second sigmoid ``z`` in any algebraic arrangement; the roles structure cannot fix (reset before or
-after the matmul, ``z`` as keep or write ratio) are tried against :func:`rnnir.reference.gru`."""
+after the matmul, ``z`` as keep or write ratio) are tried against :func:`rnnir.semantics.reference.gru`."""
 
 from __future__ import annotations
 
@@ -13,14 +13,14 @@ from rnnir.lower.cells.pattern import cell_match, gate_activation, provenance
 from rnnir.lower.cells.results import CellMatch, CellWeights, NotACell, Retry
 from rnnir.lower.cells.states import Feeder
 from rnnir.lower.cells.walk import affine_walk, state_classes, threads
-from rnnir.lower.evaluate import EvalError
 from rnnir.lower.scope import Scope
+from rnnir.semantics.evaluate import EvalError
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 
 class GruPattern:

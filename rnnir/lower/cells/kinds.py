@@ -1,5 +1,5 @@
 """The cell kinds the recogniser looks for, in the order it checks each anchor (an LSTM claims its gates before the
-GRU check sees them, a GRU its candidate before the RNN check): a kind whose semantics :mod:`rnnir.reference`
+GRU check sees them, a GRU its candidate before the RNN check): a kind whose semantics :mod:`rnnir.semantics.reference`
 knows is one module and one line here."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The LSTM cell: ``c' = f*c + i*g`` anchored on its ``Add``, with ``h' = o*act(c')``; gates found by role, never by
-name or order, and confirmed against :func:`rnnir.reference.lstm` with the weights read off the model."""
+name or order, and confirmed against :func:`rnnir.semantics.reference.lstm` with the weights read off the model."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from rnnir.lower.cells.pattern import cell_match, gate_activation, provenance
 from rnnir.lower.cells.results import CellMatch, CellWeights, NotACell, Retry
 from rnnir.lower.cells.states import Feeder, StateClass
 from rnnir.lower.cells.walk import affine_walk, h_order, state_classes, threads
-from rnnir.lower.evaluate import EvalError
 from rnnir.lower.scope import Scope
+from rnnir.semantics.evaluate import EvalError
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 
 class LstmPattern:

@@ -7,15 +7,15 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from rnnir.lower.cells.ops import MAX_RUN_NODES, PARAM_OPS, Key, scan_inputs
-from rnnir.lower.evaluate import EVALUABLE_OPS, EvalError, run_op
 from rnnir.lower.scope import Definition, ModelIndex, Scope
-from rnnir.onnxproto import ATTR, EXTERNAL, surely_converts, tensor_to_array
+from rnnir.onnxio.proto import ATTR, EXTERNAL, surely_converts, tensor_to_array
+from rnnir.semantics.evaluate import EVALUABLE_OPS, EvalError, run_op
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 #: ops whose output shape follows from their inputs' shapes and constant parameters (never from run-time values)
 _SHAPE_OPS = frozenset(
@@ -339,7 +339,7 @@ class Net:
         if self._inferred is None:
             self._inferred = {}
             try:
-                from rnnir.onnxproto import infer_shapes  # rare: a needed shape the model does not declare
+                from rnnir.onnxio.proto import infer_shapes  # rare: a needed shape the model does not declare
 
                 inferred = infer_shapes(self.index.model)
             except Exception:  # noqa: BLE001 - inference is a best effort: no shape, no probing
@@ -358,7 +358,7 @@ class Net:
 
 
 def constant_surely_converts(node: onnx.NodeProto) -> bool:
-    """rnnir.lower.evaluate runs this ``Constant`` node without fail (its first value attribute decides)."""
+    """rnnir.semantics.evaluate runs this ``Constant`` node without fail (its first value attribute decides)."""
     for a in node.attribute:
         if a.name == "value":
             return bool(a.type == ATTR.TENSOR and surely_converts(a.t))

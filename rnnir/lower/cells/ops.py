@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from rnnir.optraits import OpTrait, ops_with
+from rnnir.ir.optraits import OpTrait, ops_with
 
 if TYPE_CHECKING:
     import onnx

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class CellPattern(Protocol):
-    """One cell kind whose semantics :mod:`rnnir.reference` knows: registered in :data:`rnnir.lower.cells.kinds.PATTERNS`.
+    """One cell kind whose semantics :mod:`rnnir.semantics.reference` knows: registered in :data:`rnnir.lower.cells.kinds.PATTERNS`.
 
     ``match`` is called once per anchor (a node whose op is in ``anchor_ops``) in the state cone, in registration
     order, and returns the confirmed cell, None (no such structure), or raises :class:`NotACell` (a look-alike, with

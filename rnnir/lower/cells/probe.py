@@ -10,12 +10,12 @@ from rnnir.lower.cells.net import Net
 from rnnir.lower.cells.ops import MAX_PROBES, Key
 from rnnir.lower.cells.results import NotACell
 from rnnir.lower.cells.states import Feeder, StateClass
-from rnnir.lower.evaluate import EvalError
+from rnnir.semantics.evaluate import EvalError
 
 if TYPE_CHECKING:
     import numpy as np
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 
 class Prober:

@@ -1,5 +1,5 @@
 """The simple RNN cell: ``act(W x + R h + b)`` with a matmul on the state and an input besides it (``act(W h)``
-alone is an MLP layer on the state), confirmed against :func:`rnnir.reference.rnn`."""
+alone is an MLP layer on the state), confirmed against :func:`rnnir.semantics.reference.rnn`."""
 
 from __future__ import annotations
 
@@ -12,14 +12,14 @@ from rnnir.lower.cells.pattern import cell_match, provenance
 from rnnir.lower.cells.results import CellMatch, CellWeights, NotACell, Retry, SilentRetry
 from rnnir.lower.cells.states import Feeder
 from rnnir.lower.cells.walk import affine_walk, h_order, state_classes, threads
-from rnnir.lower.evaluate import EvalError
 from rnnir.lower.scope import Scope
+from rnnir.semantics.evaluate import EvalError
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 
 class RnnPattern:

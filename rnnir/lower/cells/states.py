@@ -11,7 +11,7 @@ from rnnir.lower.cells.ops import Key
 if TYPE_CHECKING:
     import numpy as np
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 
 @dataclass

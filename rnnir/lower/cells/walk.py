@@ -11,13 +11,13 @@ from rnnir.lower.cells.execute import flat
 from rnnir.lower.cells.ops import LINEAR_OPS, MAX_AFFINE, MAX_STATE_INPUTS, PARAM_OPS, Key
 from rnnir.lower.cells.results import CellWeights, NotACell, Retry
 from rnnir.lower.cells.states import StateClass
-from rnnir.lower.evaluate import EvalError
+from rnnir.semantics.evaluate import EvalError
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 
 @dataclass

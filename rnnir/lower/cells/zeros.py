@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING
 from rnnir.lower.cells.net import Net
 from rnnir.lower.cells.ops import OUTPUT_DEPTH, OUTPUT_VALUES, STATE_READS, VIEW_OPS, ZERO_MAKERS, Key
 from rnnir.lower.scope import Definition
-from rnnir.onnxproto import ATTR, EXTERNAL, surely_converts, tensor_ints
+from rnnir.onnxio.proto import ATTR, EXTERNAL, surely_converts, tensor_ints
 
 if TYPE_CHECKING:
     import numpy as np
     import onnx
 else:
-    from rnnir.lazymod import numpy as np
+    from rnnir.util.lazymod import numpy as np
 
 #: float element types the standard library can read (array / struct codes), for :func:`_surely_not_zero_state`
 _STDLIB_FLOATS = {1: ("f", "float_data"), 11: ("d", "double_data"), 10: ("e", "")}

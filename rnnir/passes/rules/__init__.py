@@ -17,7 +17,7 @@ import enum
 import importlib
 from dataclasses import dataclass
 
-from ..diagnostics import Rule
+from rnnir.passes.diagnostics import Rule
 
 __all__ = ["CATALOGUE", "CODE_TABLE", "Family", "RegisteredRule", "rules_of"]
 

@@ -5,7 +5,7 @@ Found by :mod:`rnnir.passes.ordering`, which imports this declaration; the catal
 
 from __future__ import annotations
 
-from ..diagnostics import Message, Severity, rule
+from rnnir.passes.diagnostics import Message, Severity, rule
 
 __all__ = ["RULE"]
 

@@ -5,9 +5,8 @@ Found by :mod:`rnnir.passes.suppression`, which imports this declaration; the ca
 
 from __future__ import annotations
 
-from rnnir.metadata import META_NOQA
-
-from ..diagnostics import Message, Severity, rule
+from rnnir.onnxio.metadata import META_NOQA
+from rnnir.passes.diagnostics import Message, Severity, rule
 
 __all__ = ["RULE"]
 

@@ -5,7 +5,7 @@ Found by :mod:`rnnir.passes.store_destinations.write_back`, which imports this d
 
 from __future__ import annotations
 
-from ..diagnostics import Message, Severity, rule
+from rnnir.passes.diagnostics import Message, Severity, rule
 
 __all__ = ["RULE"]
 

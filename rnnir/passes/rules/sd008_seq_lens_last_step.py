@@ -5,7 +5,7 @@ Found by :mod:`rnnir.passes.store_destinations.destinations`, which imports this
 
 from __future__ import annotations
 
-from ..diagnostics import Message, Severity, rule
+from rnnir.passes.diagnostics import Message, Severity, rule
 
 __all__ = ["RULE"]
 

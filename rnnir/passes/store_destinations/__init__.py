@@ -27,17 +27,28 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from rnnir.analysis.slices import TracedPair
-
-from ..diagnostics import Diagnostic, merge_slices
-from ..manager import AnalysisPass, ProgramFacts
-from ..rules import Family, rules_of
-from .caches import cache_exits, is_feature_cache
-from .context import Context
-from .derived import derived_exits
-from .destinations import NOT_FINAL_STATE, REVERSE_STATE_PERSISTED, SEQ_LENS_LAST_STEP, WRONG_SLOT, exits
-from .ignored import STATE_IGNORED, ignored
-from .state_types import STATE_TYPE_MISMATCH, state_types
-from .write_back import SLOT_NEVER_WRITTEN, SLOT_WRITTEN_TWICE, handed_back, never_written, written_twice
+from rnnir.passes.diagnostics import Diagnostic, merge_slices
+from rnnir.passes.manager import AnalysisPass, ProgramFacts
+from rnnir.passes.rules import Family, rules_of
+from rnnir.passes.store_destinations.caches import cache_exits, is_feature_cache
+from rnnir.passes.store_destinations.context import Context
+from rnnir.passes.store_destinations.derived import derived_exits
+from rnnir.passes.store_destinations.destinations import (
+    NOT_FINAL_STATE,
+    REVERSE_STATE_PERSISTED,
+    SEQ_LENS_LAST_STEP,
+    WRONG_SLOT,
+    exits,
+)
+from rnnir.passes.store_destinations.ignored import STATE_IGNORED, ignored
+from rnnir.passes.store_destinations.state_types import STATE_TYPE_MISMATCH, state_types
+from rnnir.passes.store_destinations.write_back import (
+    SLOT_NEVER_WRITTEN,
+    SLOT_WRITTEN_TWICE,
+    handed_back,
+    never_written,
+    written_twice,
+)
 
 __all__ = [
     "SLOT_NEVER_WRITTEN",

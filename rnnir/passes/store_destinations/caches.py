@@ -1,6 +1,6 @@
-"""SD002/SD003 for state that is not a recurrence's: sliding windows and append-only caches (rnnir.statekinds).
+"""SD002/SD003 for state that is not a recurrence's: sliding windows and append-only caches (rnnir.analysis.statekinds).
 
-A window written back is judged against the slot it is written into (:func:`rnnir.statekinds.judge`):
+A window written back is judged against the slot it is written into (:func:`rnnir.analysis.statekinds.judge`):
 another slot's window is SD002 (crossed caches), a window that keeps the wrong frames (off by one, ending
 before the newest frame, cut on another axis) is SD003.  A feature cache -- a slot no recurrence reads,
 written back with a value computed from its own live-in value -- is no recurrence's state: SD003's
@@ -15,11 +15,10 @@ from rnnir.analysis.slicemaps import ExitKind
 from rnnir.analysis.slices import TracedPair
 from rnnir.analysis.statekinds import Problem, judge
 from rnnir.analysis.tracer import Origin
-from rnnir.ir import Store
-
-from ..diagnostics import Diagnostic
-from .context import Context, branch_text, store_loc
-from .destinations import NOT_FINAL_STATE, WRONG_SLOT
+from rnnir.ir.nodes import Store
+from rnnir.passes.diagnostics import Diagnostic
+from rnnir.passes.store_destinations.context import Context, branch_text, store_loc
+from rnnir.passes.store_destinations.destinations import NOT_FINAL_STATE, WRONG_SLOT
 
 __all__ = ["cache_exits", "is_feature_cache"]
 

@@ -11,11 +11,10 @@ from dataclasses import dataclass
 
 from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.tracer import AbsKind
-from rnnir.ir import Recurrent, Store
-from rnnir.recurrence import KINDS
-
-from ..diagnostics import Location
-from ..manager import ProgramFacts
+from rnnir.ir.nodes import Recurrent, Store
+from rnnir.ir.recurrence import KINDS
+from rnnir.passes.diagnostics import Location
+from rnnir.passes.manager import ProgramFacts
 
 __all__ = [
     "FINAL_OF",

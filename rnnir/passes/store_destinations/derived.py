@@ -12,12 +12,20 @@ from collections.abc import Iterator
 
 from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.slices import TracedPair
-from rnnir.ir import Compute, Store, Value
-from rnnir.optraits import OpTrait, ops_with
-
-from ..diagnostics import Diagnostic, Location
-from .context import Context, branch_text, forward_dir, live_elsewhere, ref_loc, refs_for, reset_op, store_loc
-from .destinations import NOT_FINAL_STATE, REVERSE_STATE_PERSISTED
+from rnnir.ir.nodes import Compute, Store, Value
+from rnnir.ir.optraits import OpTrait, ops_with
+from rnnir.passes.diagnostics import Diagnostic, Location
+from rnnir.passes.store_destinations.context import (
+    Context,
+    branch_text,
+    forward_dir,
+    live_elsewhere,
+    ref_loc,
+    refs_for,
+    reset_op,
+    store_loc,
+)
+from rnnir.passes.store_destinations.destinations import NOT_FINAL_STATE, REVERSE_STATE_PERSISTED
 
 __all__ = ["derived_exits"]
 

@@ -13,14 +13,23 @@ from collections.abc import Iterator
 
 from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.slices import TracedPair
-from rnnir.ir import Store
-
-from ..diagnostics import Diagnostic, Location
-from ..rules.sd002_wrong_slot import RULE as WRONG_SLOT
-from ..rules.sd003_not_final_state import RULE as NOT_FINAL_STATE
-from ..rules.sd006_reverse_state_persisted import RULE as REVERSE_STATE_PERSISTED
-from ..rules.sd008_seq_lens_last_step import RULE as SEQ_LENS_LAST_STEP
-from .context import INIT_OF, Context, branch_text, expected_final, forward_dir, is_reset, ref_loc, refs_for, store_loc
+from rnnir.ir.nodes import Store
+from rnnir.passes.diagnostics import Diagnostic, Location
+from rnnir.passes.rules.sd002_wrong_slot import RULE as WRONG_SLOT
+from rnnir.passes.rules.sd003_not_final_state import RULE as NOT_FINAL_STATE
+from rnnir.passes.rules.sd006_reverse_state_persisted import RULE as REVERSE_STATE_PERSISTED
+from rnnir.passes.rules.sd008_seq_lens_last_step import RULE as SEQ_LENS_LAST_STEP
+from rnnir.passes.store_destinations.context import (
+    INIT_OF,
+    Context,
+    branch_text,
+    expected_final,
+    forward_dir,
+    is_reset,
+    ref_loc,
+    refs_for,
+    store_loc,
+)
 
 __all__ = ["NOT_FINAL_STATE", "REVERSE_STATE_PERSISTED", "SEQ_LENS_LAST_STEP", "WRONG_SLOT", "exits"]
 

@@ -6,11 +6,10 @@ from collections.abc import Generator
 
 from rnnir.analysis.slicemaps import PortRef, SliceMap
 from rnnir.analysis.slices import TracedPair
-from rnnir.ir import Store
-
-from ..diagnostics import Diagnostic
-from ..rules.sd007_state_ignored import RULE as STATE_IGNORED
-from .context import INIT_OF, Context, ref_loc
+from rnnir.ir.nodes import Store
+from rnnir.passes.diagnostics import Diagnostic
+from rnnir.passes.rules.sd007_state_ignored import RULE as STATE_IGNORED
+from rnnir.passes.store_destinations.context import INIT_OF, Context, ref_loc
 
 __all__ = ["STATE_IGNORED", "ignored"]
 

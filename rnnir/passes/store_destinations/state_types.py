@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from rnnir.analysis.slices import TracedPair
-from rnnir.ir import Output, Recurrent, Store
-
-from ..diagnostics import Diagnostic
-from ..rules.sd005_state_type_mismatch import RULE as STATE_TYPE_MISMATCH
-from .context import Context, branch_text, static_dim, store_loc
+from rnnir.ir.nodes import Output, Recurrent, Store
+from rnnir.passes.diagnostics import Diagnostic
+from rnnir.passes.rules.sd005_state_type_mismatch import RULE as STATE_TYPE_MISMATCH
+from rnnir.passes.store_destinations.context import Context, branch_text, static_dim, store_loc
 
 __all__ = ["STATE_TYPE_MISMATCH", "state_types"]
 
@@ -52,7 +51,7 @@ def state_types(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator
     # declared shapes of the written value vs the slot
     vshape = value.type.shape
     sshape = st_type.shape
-    # a cache's frame axis is judged by its window (rnnir.statekinds): an append-only cache grows there by design
+    # a cache's frame axis is judged by its window (rnnir.analysis.statekinds): an append-only cache grows there by design
     frame_axes = {w.axis for sm in pair.slices for w in sm.windows.values()}
     if vshape is not None and sshape is not None and len(vshape) == len(sshape):
         for axis, (a, b) in enumerate(zip(sshape, vshape)):

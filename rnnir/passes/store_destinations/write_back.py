@@ -10,14 +10,13 @@ from collections.abc import Iterator
 
 from rnnir.analysis.slicemaps import ExitKind, SliceMap
 from rnnir.analysis.slices import TracedPair
-from rnnir.ir import LoadSlot, Output, Store
-from rnnir.pairs import PairSource
-
-from ..diagnostics import Diagnostic, Location
-from ..manager import ProgramFacts
-from ..rules.sd001_slot_never_written import RULE as SLOT_NEVER_WRITTEN
-from ..rules.sd004_slot_written_twice import RULE as SLOT_WRITTEN_TWICE
-from .context import Context, store_loc
+from rnnir.ir.nodes import LoadSlot, Output, Store
+from rnnir.ir.pairs import PairSource
+from rnnir.passes.diagnostics import Diagnostic, Location
+from rnnir.passes.manager import ProgramFacts
+from rnnir.passes.rules.sd001_slot_never_written import RULE as SLOT_NEVER_WRITTEN
+from rnnir.passes.rules.sd004_slot_written_twice import RULE as SLOT_WRITTEN_TWICE
+from rnnir.passes.store_destinations.context import Context, store_loc
 
 __all__ = ["SLOT_NEVER_WRITTEN", "SLOT_WRITTEN_TWICE", "handed_back", "never_written", "written_twice"]
 

@@ -573,7 +573,7 @@ class SessionPool(PoolStateFiles):
         policy: VersionPolicy | str = VersionPolicy.REFUSE,
         migrations: StateMigrations | None = None,
     ) -> dict[Hashable, VersionOutcome]:
-        """Serve ``model`` from now on, carrying every open stream's state by :func:`rnnir.versioning.reconcile`:
+        """Serve ``model`` from now on, carrying every open stream's state by :func:`rnnir.runtime.versioning.reconcile`:
         kept when the graphs are equal or declare the same state version, else per ``policy``.  Refused
         (:class:`~rnnir.StateError`) leaves the pool as it was.  Returns each stream's outcome."""
         solo = StatefulSession(model, pairs, context=self._context_arg, **self._options)

@@ -18,7 +18,7 @@ from onnx import TensorProto, helper, numpy_helper
 import rnnir.lower.cells as cells
 from rnnir.lower.scope import ModelIndex
 
-#: every module of the recogniser that may reach numpy (through rnnir.lazymod): a check "without numpy" blocks them all
+#: every module of the recogniser that may reach numpy (through rnnir.util.lazymod): a check "without numpy" blocks them all
 _NUMPY_USERS = [m for info in pkgutil.iter_modules(cells.__path__) if hasattr(m := importlib.import_module(f"{cells.__name__}.{info.name}"), "np")]
 
 H = 4

@@ -165,7 +165,7 @@ def test_the_upper_layer_reads_step_t_only_through_a_counter_that_is_the_step_nu
 def test_simulator_follows_keras_over_three_calls(stem):
     """rnnir's own simulator of the lowered program (reference cells, no onnxruntime) computes what Keras did:
     for a Loop layer it must read the sequence the body indexes with its step counter."""
-    from rnnir.simulate import run_calls
+    from rnnir.check.simulate import run_calls
 
     data, pairs = _calls(stem), _pairs(stem)
     prog = rnnir.load(KERAS / f"{stem}.onnx", pairs=pairs)

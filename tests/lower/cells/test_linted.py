@@ -14,7 +14,7 @@ import pytest
 import rnnir
 from rnnir import cli, passes
 from rnnir.analysis.slices import slice_maps
-from rnnir.recurrence import Recognition
+from rnnir.ir.recurrence import Recognition
 from tests.support import cell_models as cm
 
 
@@ -220,7 +220,7 @@ def test_simulated_ir_of_a_recognised_recurrence_equals_onnxruntime_on_the_model
     import numpy as np
     import onnxruntime as ort
 
-    from rnnir.simulate import Simulator
+    from rnnir.check.simulate import Simulator
 
     model = build()
     rng = np.random.default_rng(11)

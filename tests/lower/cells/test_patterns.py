@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import rnnir
-from rnnir import reference
 from rnnir.lower.cells import kinds
 from rnnir.lower.cells.lstm import LstmPattern
 from rnnir.lower.cells.rnn import RnnPattern
+from rnnir.semantics import reference
 
 GRU_CELL = Path(__file__).resolve().parents[2] / "data" / "torch_cells" / "gru_cell.ts.onnx"
 

@@ -18,8 +18,8 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from rnnir.lower.cells import CellMatch, find_cells
-from rnnir.lower.evaluate import run_op
 from rnnir.lower.scope import ModelIndex
+from rnnir.semantics.evaluate import run_op
 from tests.support import cell_models as cm
 
 

@@ -14,8 +14,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
-from rnnir import onnxproto
 from rnnir.lower.cells.net import Net
+from rnnir.onnxio import proto as onnxproto
 
 ROOT = Path(__file__).resolve().parents[3]
 CELLS = ROOT / "tests" / "data" / "torch_cells"

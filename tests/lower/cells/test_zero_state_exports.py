@@ -19,7 +19,7 @@ from onnx import helper, numpy_helper
 
 import rnnir
 from rnnir import passes
-from rnnir.recurrence import Recognition
+from rnnir.ir.recurrence import Recognition
 from tests.support import mutants as mu  # noqa: E402
 
 DATA = pathlib.Path(__file__).resolve().parents[2] / "data" / "torch_cells"
@@ -87,7 +87,7 @@ def test_stateless_cell_returning_its_state_is_not_exposed(name, how):
 def test_the_recognised_zero_start_cell_computes_what_onnxruntime_computes(name):
     # rnnir's simulator runs the lowered IR (one Recurrent with the weights read off the model, starting from the
     # constant); onnxruntime runs the edited model as written
-    from rnnir.simulate import Simulator
+    from rnnir.check.simulate import Simulator
 
     model = _zero_state(name)
     x = np.random.default_rng(3).standard_normal((2, 8)).astype(np.float32)
@@ -195,7 +195,7 @@ def _feed_back(model: onnx.ModelProto, xs: list[np.ndarray], state_of: dict[str,
 def test_expose_state_turns_the_zero_start_cell_into_the_stateful_export(name):
     import onnxruntime  # noqa: F401 - the oracle
 
-    from rnnir.testing import check_multicall
+    from rnnir.check.multicall.check import check_multicall
 
     model = _zero_state(name)
     result = rnnir.fix(model, expose_state=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from onnx import TensorProto, helper
 
 from rnnir import passes
-from rnnir.irtext import parse_program
+from rnnir.ir.text import parse_program
 
 TAIL = "the state fed back at the next call is not what the slot declares"
 

@@ -8,7 +8,7 @@ branch path when they all share one. Expected findings are composed by hand from
 from __future__ import annotations
 
 from rnnir import passes
-from rnnir.irtext import parse_program
+from rnnir.ir.text import parse_program
 
 THEN, ELSE = "If_0.then_branch", "If_0.else_branch"
 TAIL = "a write-after-write on persistent state; which value the next call sees depends on store order"
