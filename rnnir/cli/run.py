@@ -93,7 +93,7 @@ def cmd_run(args: RunArgs) -> int:
     ``inconclusive`` and ``no-state`` exit 0 with the verdict printed.  Per-call latency and the
     state bytes per session are always measured (the ``streaming`` part of the report).  Exit 2 when
     what the flags feed does not fit the model: every such problem is printed, each with its flag."""
-    from rnnir import testing  # imports onnxruntime: only this command pays for it
+    from rnnir.check import multicall as testing  # imports onnxruntime: only this command pays for it
     from rnnir.check import streaming  # imports onnxruntime: only this command pays for it
     from rnnir.lower import Policy, lower, read_model
     from rnnir.runtime.session import OnnxRuntimeError, StatefulSession

@@ -86,6 +86,11 @@ def cmd_show(args: ShowArgs) -> int:
             raise UsageError(f"{output}: an image is rendered from the DOT picture; --format {args.format} does not apply")
     program, _ = _load(args)
     journey = not args.full
+    if args.full and not program.suggested_pairs:
+        from rnnir.analysis.suggest import suggested_pairs
+
+        # the whole program's text names the pairs dataflow suggests, as IR text written by hand may do itself
+        program.suggested_pairs = suggested_pairs(program)
     what = "the state pairs" if fmt == "json" else "the whole program" if args.full else "the state's journey"
     if suffix in _IMAGE_SUFFIXES:
         _render_image(to_dot(program, journey=journey), dot, suffix[1:], output)  # type: ignore[arg-type]

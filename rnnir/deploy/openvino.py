@@ -136,7 +136,7 @@ DEFAULT_CALLS = 50
 def stream_feeds(plan: DeployPlan, flags: InputFlags, calls: int | None, chunk: int) -> tuple[list[dict[str, np.ndarray]], StatefulSession]:
     """The calls ``rnnir run`` would make with these flags (input context already prepended), and an onnxruntime
     session of the plan's model without any context, ready to run them."""
-    from rnnir import testing
+    from rnnir.check import multicall as testing
     from rnnir.check import streaming
     from rnnir.runtime.context import ContextKeeper
     from rnnir.runtime.session import StatefulSession

@@ -19,12 +19,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from rnnir.errors import IRError
 from rnnir.ir import digraph
 from rnnir.ir.attributes import (
-    LoadKind,
-    OrderingLayer,
-    Provenance,
-    QuantParams,
-    SlotInit,
-    StoreResult,
     TensorType,
 )
 from rnnir.ir.nodes import (
@@ -34,14 +28,12 @@ from rnnir.ir.nodes import (
     Output,
     PendingConst,
     Recurrent,
-    Region,
     Return,
     Slot,
     Store,
     Value,
 )
-from rnnir.ir.ownership import FrozenProgramError, ImmutableIRError, IRTuple, write_kept
-from rnnir.ir.recurrence import Recognition
+from rnnir.ir.ownership import FrozenProgramError, IRTuple, write_kept
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -53,12 +45,7 @@ if TYPE_CHECKING:
 
 N = TypeVar("N", bound=Node)
 
-# Program and check_acyclic are this module's; the rest were defined here before the split and are re-exported
-# until every importer names their new modules (MOVES.txt)
-__all__ = ["ModelOrigin", "Program", "check_acyclic",
-           "LoadKind", "OrderingLayer", "Provenance", "QuantParams", "SlotInit", "StoreResult", "TensorType",
-           "Compute", "LoadSlot", "Node", "Output", "PendingConst", "Recurrent", "Region", "Return", "Slot", "Store", "Value",
-           "FrozenProgramError", "ImmutableIRError", "IRTuple", "Recognition"]
+__all__ = ["ModelOrigin", "Program", "check_acyclic"]
 
 
 class ModelOrigin(Protocol):

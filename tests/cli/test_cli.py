@@ -714,7 +714,7 @@ class FakeStreaming:
 
 @pytest.mark.parametrize("status,code", [("pass", 0), ("fail", 1), ("inconclusive", 0), ("no-state", 0)])
 def test_run_exit_code_follows_the_report_status(models, capsys, monkeypatch, status, code):
-    testing = pytest.importorskip("rnnir.testing")
+    testing = pytest.importorskip("rnnir.check.multicall")
     seen = {}
 
     def fake_check(model, stream=None, chunk_sizes=(1,), **kw):
@@ -723,7 +723,7 @@ def test_run_exit_code_follows_the_report_status(models, capsys, monkeypatch, st
 
     monkeypatch.setattr(testing, "check_multicall", fake_check)
     monkeypatch.setattr(testing, "report_to_text", lambda r: f"verdict {r.status}\n")
-    streaming = pytest.importorskip("rnnir.streaming")
+    streaming = pytest.importorskip("rnnir.check.streaming")
     monkeypatch.setattr(streaming, "check_streaming", lambda *a, **kw: FakeStreaming(True))
     monkeypatch.setattr(streaming, "streaming_to_text", lambda r, persistence: "streaming pass\n")
     assert cli.main(["run", "--no-config", "clean.onnx", "--calls", "7", "--chunk", "3", "--pair", "h0=hn"]) == code
@@ -735,7 +735,7 @@ def test_run_exit_code_follows_the_report_status(models, capsys, monkeypatch, st
 
 
 def test_run_with_a_bad_policy_runs_the_lowered_program(models, capsys, monkeypatch):
-    testing = pytest.importorskip("rnnir.testing")
+    testing = pytest.importorskip("rnnir.check.multicall")
     import rnnir
 
     seen = {}

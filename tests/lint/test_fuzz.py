@@ -51,7 +51,10 @@ def test_the_checker_would_find_an_internal_error(tmp_path, monkeypatch):
     def crash(*args, **kwargs):
         raise KeyError("boom")
 
+    import rnnir.lower.load
+
     monkeypatch.setattr(rnnir, "load", crash)
+    monkeypatch.setattr(rnnir.lower.load, "load", crash)  # what the lint library calls
     summary = fuzz.run(5, CI_SEED, tmp_path)
     assert len(summary.failures) == 5 and all("internal error" in f.what for f in summary.failures)
 

@@ -776,7 +776,8 @@ def chain_on_state_path(n: int) -> onnx.ModelProto:
 
 
 def _count_work(monkeypatch, n: int) -> dict[str, int]:
-    from rnnir import passes, slices
+    from rnnir import passes
+    from rnnir.analysis import tracer
     from rnnir.ir import digraph
     from rnnir.lower import scope
 
@@ -791,7 +792,7 @@ def _count_work(monkeypatch, n: int) -> dict[str, int]:
 
         monkeypatch.setattr(cls, name, wrapper)
 
-    for cls, name in ((scope.Scope, "resolve"), (slices.Tracer, "_eval"), (digraph.DiGraph, "add_edge"), (digraph.DiGraph, "successors")):
+    for cls, name in ((scope.Scope, "resolve"), (tracer.Tracer, "_eval"), (digraph.DiGraph, "add_edge"), (digraph.DiGraph, "successors")):
         counting(cls, name)
     passes.run(rnnir.load(chain_on_state_path(n)))
     monkeypatch.undo()

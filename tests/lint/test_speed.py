@@ -143,7 +143,7 @@ def test_messages_are_onnx_own_classes():
 
 
 def test_messages_load_without_the_onnx_package():
-    code = "import sys; from rnnir import onnxproto; m = onnxproto.messages(); print(m.__name__, 'onnx' in sys.modules, m.ModelProto.__module__)"
+    code = "import sys; from rnnir.onnxio import proto; m = proto.messages(); print(m.__name__, 'onnx' in sys.modules, m.ModelProto.__module__)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["rnnir._onnx_ml_pb2", "False", "onnx.onnx_ml_pb2"]

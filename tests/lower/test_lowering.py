@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
@@ -330,3 +331,19 @@ def test_loop_body_borrowing_outer_state_is_followed():
     assert prog.loads_of(pair.slot)[0].outputs[0] in loop.inputs  # the borrowed outer value is an operand
     assert pair.slices[0].exit_kind == {"": "derived"}
     assert pair.plain_recurrence is not None
+
+
+def test_show_full_prints_the_suggested_pair_of_a_lowered_model(tmp_path):
+    # suggestions are an analysis now, not written by lowering: `rnnir show --full` still names them, as IR text may
+    import subprocess
+    import sys
+
+    path = tmp_path / "foo_bar.onnx"
+    onnx.save(_gru_foo_bar([1, 1, 3]), path)
+    done = subprocess.run([sys.executable, "-m", "rnnir", "show", "--full", str(path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "  suggested pair foo -> bar dataflow " in done.stdout
+    near = tmp_path / "declared.onnx"
+    onnx.save(_gru_foo_bar(None), near)  # paired by dataflow: a pair, not a suggestion
+    done = subprocess.run([sys.executable, "-m", "rnnir", "show", "--full", str(near)], capture_output=True, text=True, timeout=120)
+    assert "  pair foo -> bar dataflow " in done.stdout and "suggested pair" not in done.stdout

@@ -234,7 +234,7 @@ def test_the_slice_maps_are_traced_once_per_version_and_again_after_an_edit():
 
 def test_a_pair_without_a_slot_is_left_out_of_the_facts():
     prog = _prog()
-    ghost = rnnir.pairs.StatePair("ghost", "ghost_out", rnnir.pairs.PairSource.BUILDER, "no slot behind it")
+    ghost = rnnir.StatePair("ghost", "ghost_out", rnnir.PairSource.BUILDER, "no slot behind it")
     prog.state_pairs = [*prog.state_pairs, ghost]
     assert [p.input for p in ProgramFacts(prog).pairs] == ["h"]
 

@@ -76,7 +76,7 @@ def test_sd001_a_paired_output_that_is_not_stored_into_the_slot():
     b.store(hn, b.output("hn", "float32", (1, 1, H)))
     prog = b.build()
     # declared h -> hn, but only the output is written; a declared pair with an output: not "no output returns it"
-    prog.state_pairs = [dataclasses.replace(prog.state_pairs[0], output="hn", source=rnnir.pairs.PairSource.DECLARED)]
+    prog.state_pairs = [dataclasses.replace(prog.state_pairs[0], output="hn", source=rnnir.PairSource.DECLARED)]
     (d,) = [d for d in passes.run(prog) if d.code == "SD001"]
     assert d.message == (
         "slot 'h', which feeds 'rnn', is loaded but no store writes it back (paired output 'hn' is not stored into the slot): "
