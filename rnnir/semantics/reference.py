@@ -748,9 +748,25 @@ class UnsupportedKindError(RnnirError, ValueError):
     """The reference has no implementation of this op or recurrence kind (the message says why)."""
 
 
+def _equations_of(kind: str) -> str | None:
+    """The op whose equations ``kind`` computes: itself when the reference has it, else the ``semantics`` of a
+    registered recurrence kind with that op's very ports (a vendor LSTM under another name runs as an LSTM)."""
+    if kind in _OPS:
+        return kind
+    from rnnir.ir.recurrence import KINDS
+
+    registered = KINDS.get(kind)
+    if registered is None or registered.semantics not in _OPS:
+        return None
+    known = KINDS.get(registered.semantics)
+    if known is None or (registered.inputs, registered.outputs) != (known.inputs, known.outputs):
+        return None  # other ports (quantized weights, an attention memory): equations of its own are needed
+    return registered.semantics
+
+
 def supports(kind: str) -> bool:
     """Whether :func:`run_node` runs ``kind`` (an ONNX op type or a registered recurrence kind's name)."""
-    return kind in _OPS
+    return _equations_of(kind) is not None
 
 
 def run_node(
@@ -767,17 +783,18 @@ def run_node(
     (``[Y, Y_h]`` or ``[Y, Y_h, Y_c]``).  A kind listed in :data:`UNSUPPORTED_KINDS`, or any
     other op, raises :class:`UnsupportedKindError`.
     """
-    op = _OPS.get(op_type)
-    if op is None:
+    equations = _equations_of(op_type)
+    op = None if equations is None else _OPS[equations]
+    if op is None or equations is None:
         why = UNSUPPORTED_KINDS.get(op_type)
         if why is not None:
             raise UnsupportedKindError(f"run_node: {op_type} is not supported: {why}")
         raise UnsupportedKindError(f"run_node: unsupported op type {op_type!r}; expected one of {', '.join(_OPS)}.")
-    if not 3 <= len(inputs) <= _INPUT_COUNTS[op_type]:
+    if not 3 <= len(inputs) <= _INPUT_COUNTS[equations]:
         raise ValueError(
-            f"{op_type}: expected 3 to {_INPUT_COUNTS[op_type]} inputs, got {len(inputs)}."
+            f"{op_type}: expected 3 to {_INPUT_COUNTS[equations]} inputs, got {len(inputs)}."
         )
-    unknown = set(attributes) - _ATTRIBUTES[op_type]
+    unknown = set(attributes) - _ATTRIBUTES[equations]
     if unknown:
         raise ValueError(f"{op_type}: unknown attribute(s) {sorted(unknown)}.")
     kwargs: dict[str, Any] = dict(attributes)

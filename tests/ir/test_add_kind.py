@@ -4,7 +4,7 @@ A vendor op that computes an ONNX LSTM under another name (a contrib or custom-d
 ``RecurrenceKind(..., semantics="LSTM", ...)`` in the registry, and nothing else: lowering, the passes and the
 verdicts all ask the registry.  The entry is added in a copy of the package (``tmp_path``), never in the checkout;
 before it, the same models are unverified (SD009, info), after it the correct one is verified and the planted
-bug is SD002, as for the ONNX LSTM they were made from.
+bug is SD002, as for the ONNX LSTM they were made from; and the simulator runs the vendor op by the LSTM equations.
 """
 
 from __future__ import annotations
@@ -96,3 +96,40 @@ def test_with_the_entry_the_correct_model_is_clean_and_the_swap_is_sd002(copies)
     # the same verdicts as the ONNX LSTM the models were made from
     _, onnx_codes = _lint(ROOT, ROOT / "samples" / "lstm_fanout.onnx", ROOT / "samples" / "sd002_hc_swap.onnx")
     assert onnx_codes == {"lstm_fanout.onnx": codes["lstm_fanout_vendor.onnx"], "sd002_hc_swap.onnx": codes["sd002_hc_swap_vendor.onnx"]}
+
+
+_SIMULATE = """
+import json, sys
+import numpy as np
+import rnnir
+from rnnir.check.simulate import run_calls
+rng = np.random.default_rng(5)
+calls = [{"x": rng.standard_normal((4, 1, 3)).astype(np.float32)} for _ in range(2)]
+outs = run_calls(rnnir.load(sys.argv[1]), calls)
+json.dump({"calls": [{k: np.asarray(v).tolist() for k, v in c.items()} for c in calls],
+           "outs": [{k: np.asarray(v).tolist() for k, v in o.items()} for o in outs]}, sys.stdout)
+"""
+
+
+def test_with_the_entry_the_simulator_runs_the_vendor_op_by_its_equations(copies):
+    # onnxruntime runs the ONNX LSTM the vendor model was made from; the copy's simulator runs the vendor op (which
+    # onnxruntime cannot) through the reference's LSTM equations, carrying h and c from call to call
+    ort = pytest.importorskip("onnxruntime")
+    import numpy as np
+
+    before_copy, after_copy, _, _, models = copies
+    env = {**os.environ, "PYTHONPATH": str(after_copy), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-c", _SIMULATE, str(models[0])], cwd=after_copy, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    sess = ort.InferenceSession(str(ROOT / "samples" / "lstm_fanout.onnx"), providers=["CPUExecutionProvider"])
+    state = {"h0": np.zeros((1, 1, 5), np.float32), "c0": np.zeros((1, 1, 5), np.float32)}
+    for call, simulated in zip(got["calls"], got["outs"]):
+        y, hn, cn = sess.run(["y", "hn", "cn"], {"x": np.asarray(call["x"], np.float32), **state})
+        for name, want in (("y", y), ("hn", hn), ("cn", cn)):
+            np.testing.assert_allclose(np.asarray(simulated[name]), want, atol=1e-5, err_msg=name)
+        state = {"h0": hn, "c0": cn}
+    # the near miss: without the entry the simulator refuses the op by name, before any call
+    env["PYTHONPATH"] = str(before_copy)
+    refused = subprocess.run([sys.executable, "-c", _SIMULATE, str(models[0])], cwd=before_copy, env=env, capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0 and "StreamLSTM" in refused.stderr
