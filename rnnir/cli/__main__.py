@@ -6,4 +6,5 @@ import sys
 
 from rnnir.cli.app import main
 
-sys.exit(main())
+if __name__ == "__main__":  # importing the module (a tool walking the package) runs nothing
+    sys.exit(main())
