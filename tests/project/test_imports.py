@@ -190,3 +190,21 @@ def test_the_functions_export_and_fix_are_never_shadowed_by_their_modules():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
+
+
+_IMPORT_ALL = """
+import importlib, pkgutil, sys
+import rnnir
+names = [m.name for m in pkgutil.walk_packages(rnnir.__path__, "rnnir.")]
+for name in names:
+    importlib.import_module(name)
+print(len(names))
+"""
+
+
+def test_importing_any_module_runs_no_command():
+    # a tool that walks the package (CI's wheel check, an IDE, pydoc) imports __main__ modules too: with arguments
+    # of its own on the command line, a module that runs the CLI at import would exit instead of importing
+    done = subprocess.run([sys.executable, "-c", _IMPORT_ALL, "not-a-command", "--nor-a-flag"], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert int(done.stdout) > 150
