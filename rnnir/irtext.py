@@ -1,12 +1,14 @@
-"""Temporary shim: moved to rnnir.ir.text."""
+"""``rnnir.irtext``, a documented import path: the IR text (print and parse), which lives in :mod:`rnnir.ir.text`.
+
+The name is that very module (``sys.modules``), so a name or a monkeypatch through either path is the same object.
+"""
+
 import sys
 from typing import TYPE_CHECKING
 
-from rnnir.ir import text as _moved
+from rnnir.ir import text as _module
 
-if TYPE_CHECKING:  # what mypy needs to see through the shim: the names imported from the old path
-    from rnnir.ir.text import parse_program as parse_program  # noqa: F401
-    from rnnir.ir.text import print_program as print_program  # noqa: F401
-    from rnnir.ir.text import read_program as read_program  # noqa: F401
+if TYPE_CHECKING:  # type checkers see the module's public names here
+    from rnnir.ir.text import *  # noqa: F403
 
-sys.modules[__name__] = _moved
+sys.modules[__name__] = _module

@@ -1,12 +1,14 @@
-"""Shim (a documented public path, kept): moved to rnnir.check.simulate."""
+"""``rnnir.simulate``, a documented import path: the IR simulator, which lives in :mod:`rnnir.check.simulate`.
+
+The name is that very module (``sys.modules``), so a name or a monkeypatch through either path is the same object.
+"""
+
 import sys
 from typing import TYPE_CHECKING
 
-from rnnir.check import simulate as _moved
+from rnnir.check import simulate as _module
 
-if TYPE_CHECKING:  # the sys.modules swap below hides these from mypy
-    from rnnir.check.simulate import NO_TENSOR, Event, Faults, SimulationError, Simulator, Token, run_calls  # noqa: F401
+if TYPE_CHECKING:  # type checkers see the module's public names here
+    from rnnir.check.simulate import *  # noqa: F403
 
-__all__ = ["NO_TENSOR", "Event", "Faults", "SimulationError", "Simulator", "Token", "run_calls"]  # what mypy may see through the shim
-
-sys.modules[__name__] = _moved
+sys.modules[__name__] = _module

@@ -1,24 +1,14 @@
-"""Shim (a documented public path, kept): moved to rnnir.check.streaming."""
+"""``rnnir.streaming``, a documented import path: the streaming checks, which lives in :mod:`rnnir.check.streaming`.
+
+The name is that very module (``sys.modules``), so a name or a monkeypatch through either path is the same object.
+"""
+
 import sys
 from typing import TYPE_CHECKING
 
-from rnnir.check import streaming as _moved
+from rnnir.check import streaming as _module
 
-if TYPE_CHECKING:  # the sys.modules swap below hides these from mypy
-    from rnnir.check.streaming import (  # noqa: F401
-        DEFAULT_TOL,
-        ColdStart,
-        Isolation,
-        Latency,
-        LongRun,
-        Recovery,
-        SlotTrend,
-        StreamingReport,
-        check_streaming,
-        make_chunks,
-        streaming_to_text,
-    )
+if TYPE_CHECKING:  # type checkers see the module's public names here
+    from rnnir.check.streaming import *  # noqa: F403
 
-__all__ = ["DEFAULT_TOL", "ColdStart", "Isolation", "Latency", "LongRun", "Recovery", "SlotTrend", "StreamingReport", "check_streaming", "make_chunks", "streaming_to_text"]  # what mypy may see through the shim
-
-sys.modules[__name__] = _moved
+sys.modules[__name__] = _module

@@ -1,21 +1,14 @@
-"""Shim (a documented public path, kept): the multi-call checker moved to rnnir.check.multicall, split by concept.
+"""``rnnir.testing``, a documented import path: the multi-call checker, which lives in :mod:`rnnir.check.multicall`.
 
-Each name is imported from the module that defines it.
+The name is that very module (``sys.modules``), so a name or a monkeypatch through either path is the same object.
 """
 
-from rnnir.check.multicall.check import check_multicall  # noqa: F401
-from rnnir.check.multicall.health import SlotHealth  # noqa: F401
-from rnnir.check.multicall.report import Divergence, MulticallReport, VariantResult, report_to_text  # noqa: F401
-from rnnir.check.multicall.stream import ProgressCallback, StreamError, time_axes  # noqa: F401
+import sys
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "Divergence",
-    "MulticallReport",
-    "ProgressCallback",
-    "SlotHealth",
-    "StreamError",
-    "VariantResult",
-    "check_multicall",
-    "report_to_text",
-    "time_axes",
-]
+from rnnir.check import multicall as _module
+
+if TYPE_CHECKING:  # type checkers see the module's public names here
+    from rnnir.check.multicall import *  # noqa: F403
+
+sys.modules[__name__] = _module

@@ -150,5 +150,6 @@ def test_an_alias_ring_of_20000_slots_is_analysed_in_linear_time():
         assert len(shared) == 1 and len(shared[0].data["slots"]) == n  # one ring, every slot in it
         return took
 
-    small, large = seconds(5000), seconds(20000)
+    # the faster of two runs each: another process on a shared core slows one run, not the algorithm
+    small, large = min(seconds(5000), seconds(5000)), min(seconds(20000), seconds(20000))
     assert large < 4 * small * 2.5 + 1.0  # 4x the slots: about 4x the time (it was 16x: 35 s at 20,000)
