@@ -14,6 +14,7 @@ from rnnir.fixes.edits import Edit, FixContext, FixInfo, Plan
 from rnnir.fixes.onnx_edit import Names, name_stem, node_label, prune
 from rnnir.ir.core import Program
 from rnnir.ir.nodes import Recurrent
+from rnnir.ir.recurrence import FINAL_OF
 from rnnir.onnxio.source import iter_graphs
 
 if TYPE_CHECKING:
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["FINAL_OF", "expected_exits", "plan_final_state", "port_key"]
 
 #: the final-state port of each initial-state port
-FINAL_OF = {"initial_h": "Y_h", "initial_c": "Y_c"}
 
 
 def port_key(program: Program, ref: PortRef) -> tuple[str, str, int]:

@@ -15,7 +15,7 @@ from rnnir.analysis.slices import slice_maps
 from rnnir.fixes.edits import EXPOSE, Edit
 from rnnir.fixes.onnx_edit import GraphRef, dims_of, graph_refs, initializer, node_label, producer, value_types
 from rnnir.ir.core import Program
-from rnnir.ir.recurrence import kind_for_op
+from rnnir.ir.recurrence import ENTRY_OF, FINAL_OF, STATE_C, STATE_H, kind_for_op
 from rnnir.lower.recognise import recognise
 from rnnir.lower.scope import ModelIndex
 from rnnir.lower.scope import attribute_value as _attr
@@ -112,7 +112,7 @@ def exposed_finals(program: Program) -> set[tuple[int, str]]:
                 node = program.node(r.node_id)
                 onnx_node = getattr(node, "onnx_node", None)
                 if onnx_node is not None:
-                    taken.add((id(onnx_node), "Y_h" if r.port == "Y" else r.port))  # Y's steps are h's
+                    taken.add((id(onnx_node), FINAL_OF.get(ENTRY_OF.get(r.port, ""), r.port)))  # Y's steps are h's
     return taken
 
 
@@ -221,9 +221,9 @@ def plan_cells(
             if site.zero_starts and not (rec is not None and any(node == rec.id for node, _port in written)):
                 skipped.append(not_exposed(f"{site.kind} {site.anchor!r}", "a cell inside an If branch or a Loop body is not exposed yet (main graph only)"))
             continue
-        roles = [("h", first.h_source, last.h_out, "Y_h")]
+        roles = [(STATE_H.role, first.h_source, last.h_out, STATE_H.exit)]
         if first.c_source is not None and last.c_out is not None:
-            roles.append(("c", first.c_source, last.c_out, "Y_c"))
+            roles.append((STATE_C.role, first.c_source, last.c_out, STATE_C.exit))
         plans: list[StatePlan] = []
         for role, source, final, exit_port in roles:
             label = f"{site.kind} {site.anchor!r}.initial_{role}"

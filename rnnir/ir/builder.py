@@ -22,7 +22,7 @@ from rnnir.ir.attributes import LoadKind, OrderingLayer, Provenance, SlotInit, S
 from rnnir.ir.core import Program, check_acyclic
 from rnnir.ir.nodes import Compute, LoadSlot, Output, Recurrent, Region, Return, Slot, Store, Value
 from rnnir.ir.pairs import PairSource, StatePair
-from rnnir.ir.recurrence import KINDS
+from rnnir.ir.recurrence import KINDS, STATE_C
 
 __all__ = ["Builder"]
 
@@ -172,7 +172,7 @@ class Builder:
         kind = spec.name
         if direction not in ("forward", "reverse", "bidirectional"):
             raise IRError(f"direction must be forward, reverse or bidirectional, not {direction!r}")
-        if spec.input_index("initial_c") is None and (initial_c is not None or P is not None):
+        if spec.input_index(STATE_C.entry) is None and (initial_c is not None or P is not None):
             raise IRError(f"{kind} has no initial_c or P input")
         n_out = len(spec.outputs)
         names = list(outputs) if outputs else [None] * n_out

@@ -19,7 +19,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 __all__ = [
+    "ENTRY_OF",
+    "FINAL_OF",
+    "FINAL_STATE_PORTS",
     "KINDS",
+    "STATE_C",
+    "STATE_H",
+    "STATE_ENTRY_PORTS",
     "Recognition",
     "RecurrenceKind",
     "StatePort",
@@ -137,6 +143,15 @@ KINDS: Mapping[str, RecurrenceKind] = MappingProxyType({
         ),
     )
 })
+
+#: the two states a registered kind may carry (every kind names them alike: h first, c for LSTMs)
+STATE_H, STATE_C = _H, _C
+#: every state port of every kind: the entry a state comes in through -> the exit it leaves through (initial_h -> Y_h)
+FINAL_OF: Mapping[str, str] = MappingProxyType({s.entry: s.exit for k in KINDS.values() for s in k.states})
+#: the way back, exit -> entry; the sequence output Y carries h's steps, so it belongs to initial_h
+ENTRY_OF: Mapping[str, str] = MappingProxyType({**{x: e for e, x in FINAL_OF.items()}, **{k.sequence_output: k.states[0].entry for k in KINDS.values()}})
+FINAL_STATE_PORTS: frozenset[str] = frozenset(FINAL_OF.values())
+STATE_ENTRY_PORTS: frozenset[str] = frozenset(FINAL_OF)
 
 _BY_OP: Mapping[tuple[str, str], RecurrenceKind] = MappingProxyType({(k.domain, k.op_type): k for k in KINDS.values()})
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rnnir.ir.optraits import OpTrait, ops_with
-from rnnir.ir.recurrence import Recognition, kind_for_op
+from rnnir.ir.recurrence import STATE_C, STATE_H, Recognition, kind_for_op
 from rnnir.lower.cells.ops import carry_layout
 from rnnir.lower.cells.results import CellCandidate, CellMatch, CellWeights
 from rnnir.lower.cells.scan import CellScan, find_cells
@@ -234,9 +234,9 @@ class _Builder:
     def _chain_site(self, chain: list[CellMatch]) -> None:
         first, last = chain[0], chain[-1]
         scope = self._scope_of(first)
-        entries = {"initial_h": (scope, first.h_in)}
+        entries = {STATE_H.entry: (scope, first.h_in)}
         if first.c_in is not None:
-            entries["initial_c"] = (scope, first.c_in)
+            entries[STATE_C.entry] = (scope, first.c_in)
         nodes: list[str] = []
         for m in chain:
             nodes.extend(n for n in m.nodes if n not in nodes)
@@ -253,15 +253,15 @@ class _Builder:
             steps=len(chain),
             cells=tuple(chain),
             zero_starts=frozenset(
-                port for port, src in (("initial_h", first.h_source), ("initial_c", first.c_source)) if src and self.scan.is_zero_start(scope, src)
+                port for port, src in ((STATE_H.entry, first.h_source), (STATE_C.entry, first.c_source)) if src and self.scan.is_zero_start(scope, src)
             ),
         )
         for t, m in enumerate(chain):
             ms = self._scope_of(m)
             final = t == len(chain) - 1
-            self._register(site, self._out_key(m, m.h_out), "Y_h" if final else f"h@{t}", ms, m.h_out)
+            self._register(site, self._out_key(m, m.h_out), STATE_H.exit if final else f"h@{t}", ms, m.h_out)
             if m.c_out is not None:
-                self._register(site, self._out_key(m, m.c_out), "Y_c" if final else f"c@{t}", ms, m.c_out)
+                self._register(site, self._out_key(m, m.c_out), STATE_C.exit if final else f"c@{t}", ms, m.c_out)
         self.out.sites.append(site)
 
     def _loop_sites(self, cells: Iterable[CellMatch]) -> None:
@@ -331,9 +331,9 @@ class _Builder:
         c_slot = carried_slot(m.c_in)
         entries = {}
         if h_slot is not None:
-            entries["initial_h"] = (lscope, loop.input[in_off + h_slot])
+            entries[STATE_H.entry] = (lscope, loop.input[in_off + h_slot])
         if c_slot is not None:
-            entries["initial_c"] = (lscope, loop.input[in_off + c_slot])
+            entries[STATE_C.entry] = (lscope, loop.input[in_off + c_slot])
         site = RecurrenceSite(
             kind=m.kind,
             recognition=Recognition.LOOP,
@@ -363,7 +363,7 @@ class _Builder:
             pos = out_off + n_carried + k
             if pos < len(loop.output) and loop.output[pos]:
                 role = self._yield_role(body, y, h_key, None)
-                self._register(site, _key(lscope, loop.output[pos]), "Y" if role == "Y_h" else "none", lscope, loop.output[pos])
+                self._register(site, _key(lscope, loop.output[pos]), "Y" if role == STATE_H.exit else "none", lscope, loop.output[pos])
         # a carried state slot the recognised cell does not explain: unverified
         for bscope, bname, slot in carried:
             if slot in mapped:
@@ -394,7 +394,7 @@ class _Builder:
             return None
         W, R = self.scan.const(scope, port["W"]), self.scan.const(scope, port["R"])
         hidden = _attr(node, "hidden_size")
-        if W is None or R is None or not isinstance(hidden, int) or not port.get("initial_h"):
+        if W is None or R is None or not isinstance(hidden, int) or not port.get(STATE_H.entry):
             return None
         gates = W.shape[1]
         B = self.scan.const(scope, port["B"]) if port.get("B") else np.zeros((1, 2 * gates))
@@ -402,8 +402,8 @@ class _Builder:
             return None
         acts = _attr(node, "activations") or _DEFAULT_ACTS[kind.name]
         outs = list(node.output) + ["", "", ""]
-        h_in = port["initial_h"]
-        c_in = port.get("initial_c") or None
+        h_in = port[STATE_H.entry]
+        c_in = port.get(STATE_C.entry) or None
         return CellMatch(
             kind=kind.name,
             scope_path=scope.path,
@@ -488,9 +488,9 @@ class _Builder:
         while seen < 16:
             seen += 1
             if k == h_key:
-                return "Y_h"
+                return STATE_H.exit
             if c_key is not None and k == c_key:
-                return "Y_c"
+                return STATE_C.exit
             d = body.resolve(k[1]) if k[0] == id(body) else None
             if d is None or d.node is None or d.node.op_type not in _SAME_DATA_OPS or not d.node.input:
                 return None

@@ -22,7 +22,7 @@ from rnnir.analysis.statekinds import judge
 from rnnir.analysis.tracer import Abs, AbsKind, OriginKind, Ref
 from rnnir.ir.nodes import Compute, LoadSlot, Node, Output, Recurrent, Store, Value
 from rnnir.ir.optraits import OpTrait, ops_with
-from rnnir.ir.recurrence import Recognition
+from rnnir.ir.recurrence import STATE_H, Recognition
 from rnnir.passes.diagnostics import Diagnostic, Location, Severity, onnx_node_of
 from rnnir.passes.manager import AnalysisPass, ProgramFacts
 from rnnir.passes.rules import Family, rules_of
@@ -440,7 +440,7 @@ class StateCoverage(AnalysisPass):
             if v.state is not RecurrenceState.NOT_EXPOSED:
                 continue
             rec = by_id.get(v.ir_node)
-            ports = "/".join(rec.state_ports) if rec is not None else "initial_h"
+            ports = "/".join(rec.state_ports) if rec is not None else STATE_H.entry
             recurrence = {"kind": v.kind, "node": v.node}  # for the fix, which never reads the message
             if "unpaired" in v.reason:
                 yield NOT_EXPOSED.diagnostic("unpaired-input", locations=_location(rec), data=recurrence, kind=v.kind, node=v.node, reason=v.reason)

@@ -23,6 +23,7 @@ import numpy as np
 
 from rnnir.analysis.slices import slice_maps
 from rnnir.check.multicall.stream import ProgressCallback, Stream
+from rnnir.ir.recurrence import STATE_C, STATE_ENTRY_PORTS, STATE_H
 from rnnir.runtime.session import StatefulSession
 
 __all__ = ["HcSwap", "VariantRunner", "apply_swaps", "hc_swaps"]
@@ -134,7 +135,7 @@ def hc_swaps(session: StatefulSession) -> list[HcSwap]:
     for pair in slice_maps(session.program).declared:
         for sl in pair.slices:
             for ref in sl.entry:
-                if ref.port not in ("initial_h", "initial_c") or ref.note:
+                if ref.port not in STATE_ENTRY_PORTS or ref.note:
                     continue
                 if len(sl.index) > 1:
                     continue  # deeper than one packed axis: not a place this check swaps
@@ -144,9 +145,9 @@ def hc_swaps(session: StatefulSession) -> list[HcSwap]:
     swaps: list[HcSwap] = []
     seen: set[tuple[tuple[str, int | None], tuple[str, int | None]]] = set()
     for (node, direction, port), h in places.items():
-        if port != "initial_h":
+        if port != STATE_H.entry:
             continue
-        c = places.get((node, direction, "initial_c"))
+        c = places.get((node, direction, STATE_C.entry))
         if c is None or c == h:
             continue
         if h[1] is None and c[1] is None and shapes.get(h[0]) != shapes.get(c[0]):

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.tracer import AbsKind
 from rnnir.ir.nodes import Recurrent, Store
-from rnnir.ir.recurrence import KINDS
+from rnnir.ir.recurrence import ENTRY_OF, FINAL_OF
 from rnnir.passes.diagnostics import Location
 from rnnir.passes.manager import ProgramFacts
 
@@ -33,9 +33,8 @@ __all__ = [
     "store_loc",
 ]
 
-# every kind in the registry names its state ports alike: initial_h <-> Y_h, initial_c <-> Y_c; Y carries h
-FINAL_OF = {s.entry: s.exit for k in KINDS.values() for s in k.states}
-INIT_OF = {**{exit: entry for entry, exit in FINAL_OF.items()}, "Y": "initial_h"}
+# the registry's maps: initial_h <-> Y_h, initial_c <-> Y_c; Y carries h
+INIT_OF = ENTRY_OF
 
 
 def branch_text(branch: str | tuple[str, ...]) -> str:

@@ -14,6 +14,7 @@ from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.slices import TracedPair
 from rnnir.ir.nodes import Compute, Store, Value
 from rnnir.ir.optraits import OpTrait, ops_with
+from rnnir.ir.recurrence import FINAL_STATE_PORTS
 from rnnir.passes.diagnostics import Diagnostic, Location
 from rnnir.passes.store_destinations.context import (
     Context,
@@ -56,7 +57,7 @@ def _derived(
     name = pair.slot.name
     reads = ctx.reads(name)
     ports = [r for r in refs if r.node_id in ctx.ops]
-    good = [r for r in ports if r.port in ("Y_h", "Y_c") and (r.node_id in reads or reset_op(ctx, name, bp, r))]
+    good = [r for r in ports if r.port in FINAL_STATE_PORTS and (r.node_id in reads or reset_op(ctx, name, bp, r))]
     others = [r.label for r in refs if r not in good]
     others += [f"the live-in value of slot {s!r}" for s in _slot_origins(ctx, stores, bp)]
     through = _value_ops(stores)
@@ -72,7 +73,7 @@ def _derived(
         yield NOT_FINAL_STATE.diagnostic("computed-value", slot=name, locations=locs, via=via, finals=finals, where=where, others=bad)
     for r in ports:
         rec = ctx.ops[r.node_id]
-        if r.port in ("Y_h", "Y_c") and forward_dir(rec, r.direction) is not True and rec.id not in reverse_seen:
+        if r.port in FINAL_STATE_PORTS and forward_dir(rec, r.direction) is not True and rec.id not in reverse_seen:
             reverse_seen.add(rec.id)
             yield REVERSE_STATE_PERSISTED.diagnostic(
                 "computed-from-reverse",

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.slices import TracedPair
 from rnnir.ir.nodes import Store
+from rnnir.ir.recurrence import STATE_H
 from rnnir.passes.diagnostics import Diagnostic, Location
 from rnnir.passes.rules.sd002_wrong_slot import RULE as WRONG_SLOT
 from rnnir.passes.rules.sd003_not_final_state import RULE as NOT_FINAL_STATE
@@ -158,7 +159,7 @@ def _owner_check(
         got=r.label,
         where=where,
         unread="slice" if r.node_id in ctx.reads(name) else "slot",
-        start=ctx.start_text(rec, INIT_OF.get(r.port, "initial_h")),
+        start=ctx.start_text(rec, INIT_OF.get(r.port, STATE_H.entry)),
         expected=expected,
         label=sm.label,
     )

@@ -7,6 +7,7 @@ from collections.abc import Generator
 from rnnir.analysis.slicemaps import PortRef, SliceMap
 from rnnir.analysis.slices import TracedPair
 from rnnir.ir.nodes import Store
+from rnnir.ir.recurrence import ENTRY_OF
 from rnnir.passes.diagnostics import Diagnostic
 from rnnir.passes.rules.sd007_state_ignored import RULE as STATE_IGNORED
 from rnnir.passes.store_destinations.context import INIT_OF, Context, ref_loc
@@ -15,7 +16,7 @@ __all__ = ["STATE_IGNORED", "ignored"]
 
 
 def _final_refs(sm: SliceMap) -> list[PortRef]:
-    return [r for r in sm.exit if r.note != "derived" and r.port in ("Y_h", "Y_c", "Y")]
+    return [r for r in sm.exit if r.note != "derived" and r.port in ENTRY_OF]
 
 
 def ignored(ctx: Context, pair: TracedPair, stores: list[Store], plain: bool) -> Generator[Diagnostic, None, set[tuple[int, ...]]]:

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 from rnnir.analysis.slices import TracedPair
 from rnnir.ir.nodes import Output, Recurrent, Store
+from rnnir.ir.recurrence import FINAL_STATE_PORTS
 from rnnir.passes.diagnostics import Diagnostic
 from rnnir.passes.rules.sd005_state_type_mismatch import RULE as STATE_TYPE_MISMATCH
 from rnnir.passes.store_destinations.context import Context, branch_text, static_dim, store_loc
@@ -65,7 +66,7 @@ def state_types(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator
         sub = None if sshape is None else sshape[len(sm.index) :]
         for r in sm.exit:
             rec = ctx.ops.get(r.node_id)
-            if rec is None or r.port not in ("Y_h", "Y_c") or r.note == "derived" or sub is None:
+            if rec is None or r.port not in FINAL_STATE_PORTS or r.note == "derived" or sub is None:
                 continue
             label = f"{sm.label} <- {r.label}"
             if sub and static_dim(sub[-1]) is not None and rec.hidden_size and sub[-1] != rec.hidden_size:
