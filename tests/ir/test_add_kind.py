@@ -1,4 +1,5 @@
-"""Adding a recurrence kind whose equations rnnir already knows is one entry in one file.
+"""Adding a recurrence kind whose equations rnnir already knows is one entry in one file; a kind with equations of
+its own is that entry plus its equations in the reference (two files).
 
 A vendor op that computes an ONNX LSTM under another name (a contrib or custom-domain op with the same ports) is
 ``RecurrenceKind(..., semantics="LSTM", ...)`` in the registry, and nothing else: lowering, the passes and the
@@ -133,3 +134,61 @@ def test_with_the_entry_the_simulator_runs_the_vendor_op_by_its_equations(copies
     env["PYTHONPATH"] = str(before_copy)
     refused = subprocess.run([sys.executable, "-c", _SIMULATE, str(models[0])], cwd=before_copy, env=env, capture_output=True, text=True, timeout=300)
     assert refused.returncode != 0 and "StreamLSTM" in refused.stderr
+
+
+NEW_ENTRY = '        RecurrenceKind("NegRNN", "NegRNN", "com.example", "NegRNN", _RNN_IN, ("Y", "Y_h"), (_H,), summary="an RNN of -x"),\n'
+NEW_EQUATIONS = '''
+
+def neg_rnn(X, *args, **kwargs):  # a vendor RNN that reads its input negated
+    return rnn(-X, *args, **kwargs)
+
+
+_OPS["NegRNN"], _INPUT_COUNTS["NegRNN"], _ATTRIBUTES["NegRNN"] = neg_rnn, _INPUT_COUNTS["RNN"], _ATTRIBUTES["RNN"]
+'''
+
+
+def _vendor_rnn(dest: Path) -> Path:
+    model = onnx.load(ROOT / "samples" / "rnn_linear_fanout.onnx")
+    (node,) = model.graph.node
+    node.op_type, node.domain = "NegRNN", "com.example"
+    model.opset_import.append(onnx.helper.make_opsetid("com.example", 1))
+    path = dest / "neg_rnn.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def test_a_kind_with_equations_of_its_own_is_its_entry_and_its_equations(tmp_path: Path):
+    # two files: the registry entry, and the equations in the reference (which the simulator runs)
+    import numpy as np
+
+    ort = pytest.importorskip("onnxruntime")
+    entry_only, both = tmp_path / "entry", tmp_path / "both"
+    for copy in (entry_only, both):
+        shutil.copytree(ROOT / "rnnir", copy / "rnnir", ignore=shutil.ignore_patterns("__pycache__"))
+        registry = _registry_file(copy / "rnnir")
+        text = registry.read_text(encoding="utf-8")
+        anchor = next(line for line in text.splitlines(keepends=True) if line.lstrip().startswith('RecurrenceKind("RNN", "RNN", "", "RNN"'))
+        registry.write_text(text.replace(anchor, anchor + NEW_ENTRY, 1), encoding="utf-8")
+    before = _files(entry_only)
+    reference = both / "rnnir" / "semantics" / "reference.py"
+    reference.write_text(reference.read_text(encoding="utf-8") + NEW_EQUATIONS, encoding="utf-8")
+    assert sorted(p for p in before if before[p] != _files(both)[p]) == ["rnnir/semantics/reference.py"]
+    model = _vendor_rnn(tmp_path)
+    status, codes = _lint(both, model)
+    assert (status, codes) == (0, {"neg_rnn.onnx": []})
+    script = _SIMULATE.replace("(4, 1, 3)", "(4, 1, 1)")
+    env = {**os.environ, "PYTHONPATH": str(both), "PYTHONDONTWRITEBYTECODE": "1"}
+    done = subprocess.run([sys.executable, "-c", script, str(model)], cwd=both, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    # the oracle: onnxruntime's RNN fed -x, the state carried from call to call
+    sess = ort.InferenceSession(str(ROOT / "samples" / "rnn_linear_fanout.onnx"), providers=["CPUExecutionProvider"])
+    h = np.zeros((1, 1, 1), np.float32)
+    for call, simulated in zip(got["calls"], got["outs"]):
+        y, h = sess.run(["y", "hn"], {"x": -np.asarray(call["x"], np.float32), "h0": h})
+        np.testing.assert_allclose(np.asarray(simulated["y"]), y, rtol=1e-5, atol=1e-5)  # a linear RNN: values grow, float32 rounds relatively
+        np.testing.assert_allclose(np.asarray(simulated["hn"]), h, rtol=1e-5, atol=1e-5)
+    # the near miss: the entry without equations lints the same, and the simulator refuses the op by name
+    env["PYTHONPATH"] = str(entry_only)
+    refused = subprocess.run([sys.executable, "-c", script, str(model)], cwd=entry_only, env=env, capture_output=True, text=True, timeout=300)
+    assert refused.returncode != 0 and "NegRNN" in refused.stderr
