@@ -147,6 +147,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args: object = None
     try:
         args = arguments(namespace.args_type, namespace)
+        if argv is None and getattr(namespace, "ends_the_process", False):
+            # the process's own command line (the console script, python -m rnnir): its heap is left to the OS
+            from rnnir.util.gcpause import paused_for_the_process
+
+            with paused_for_the_process():
+                return func(args)
         return func(args)
     except BrokenPipeError:  # output piped into `head`: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
