@@ -161,7 +161,7 @@ def add_parser(sub: Any) -> None:
     from rnnir.cli.fix import add_lint_fix_options
 
     add_lint_fix_options(p)
-    p.set_defaults(func=cmd_lint, args_type=LintArgs, ends_the_process=True)  # its heap may be left to the OS (cli.app.main)
+    p.set_defaults(func=cmd_lint, args_type=LintArgs)
 
 
 def run_lint(args: LintArgs, *, rules: bool, cost: bool) -> int:
