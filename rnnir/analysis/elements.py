@@ -255,8 +255,15 @@ def _apply(ids: _Ids, node: Compute, out_index: int, v: Value) -> np.ndarray:
             k = idx.shape[-1]
             flat_idx = idx.reshape(-1, k)
             flat_upd = upd.reshape((flat_idx.shape[0], *out.shape[k:]))
-            for row, where in enumerate(flat_idx):
-                out[tuple(where)] = flat_upd[row]
+            # each row's place: negative indices count from the end, as numpy reads them; past the data, ValueError
+            # here as IndexError row by row (both fail the trace)
+            dims = out.shape[:k]
+            places = np.ravel_multi_index(tuple(np.where(flat_idx < 0, flat_idx + np.array(dims, dtype=np.int64), flat_idx).T), dims) if k else None
+            if places is not None and len(set(places.tolist())) == len(places):
+                out[tuple(flat_idx.T)] = flat_upd  # every row at once: no two write one place, so order cannot matter
+            else:
+                for row, where in enumerate(flat_idx):
+                    out[tuple(where)] = flat_upd[row]
             return out
         if op in ("ScatterElements", "Scatter") and a.get("reduction", "none") == "none":
             out = np.array(_need(x))
@@ -450,8 +457,9 @@ def _window_of(ids: _Ids, slot: Slot, shape: tuple[int, ...], out: np.ndarray, v
     lines_id = np.moveaxis(out, axis, -1).reshape(-1, shape[axis])
     lines_dst = np.moveaxis(np.arange(flat.size).reshape(shape), axis, -1).reshape(-1, shape[axis])
     layout: tuple[tuple[int, int], ...] | None = None
-    for line in range(lines_old.shape[0]):
-        segs = _segments(ids, lines_old[line], lines_shift[line], lines_id[line], lines_dst[line], shape, axis)
+    # the lines as Python lists: _segments reads them element by element, where numpy's per-item cost dominates
+    for line_old, line_shift, line_id, line_dst in zip(lines_old.tolist(), lines_shift.tolist(), lines_id.tolist(), lines_dst.tolist()):
+        segs = _segments(ids, line_old, line_shift, line_id, line_dst, shape, axis)
         if segs is None or (layout is not None and segs != layout):
             return None
         layout = segs
@@ -465,7 +473,7 @@ def _window_of(ids: _Ids, slot: Slot, shape: tuple[int, ...], out: np.ndarray, v
                   segments=layout)
 
 
-def _segments(ids: _Ids, old: np.ndarray, shift: np.ndarray, got: np.ndarray, dst: np.ndarray, shape: tuple[int, ...],
+def _segments(ids: _Ids, old: list[bool], shift: list[int], got: list[int], dst: list[int], shape: tuple[int, ...],
               axis: int) -> tuple[tuple[int, int], ...] | None:
     """One line along the window axis, parsed into windows: ``k`` old frames shifted by ``s``, then ``s`` new."""
     segs = []
@@ -477,7 +485,7 @@ def _segments(ids: _Ids, old: np.ndarray, shift: np.ndarray, got: np.ndarray, ds
         k = 0
         while p + k < n and old[p + k] and int(shift[p + k]) == s:
             k += 1
-        if p + k + s > n or old[p + k : p + k + s].any():
+        if p + k + s > n or any(old[p + k : p + k + s]):
             return None
         if not _newest(ids, got[p + k : p + k + s], dst[p + k : p + k + s], shape, axis):
             return None
@@ -486,7 +494,7 @@ def _segments(ids: _Ids, old: np.ndarray, shift: np.ndarray, got: np.ndarray, ds
     return tuple(segs)
 
 
-def _newest(ids: _Ids, got: np.ndarray, dst: np.ndarray, shape: tuple[int, ...], axis: int) -> bool:
+def _newest(ids: _Ids, got: list[int], dst: list[int], shape: tuple[int, ...], axis: int) -> bool:
     """The ``len(got)`` elements are the newest frames of one new value, in order, aligned with the slot's other axes."""
     owner = ids.owner(int(got[0]))
     if owner is None or owner[0].slot is not None or owner[0].node is not None:
@@ -497,14 +505,27 @@ def _newest(ids: _Ids, got: np.ndarray, dst: np.ndarray, shape: tuple[int, ...],
     if lead < 0 or t_axis < 0:
         return False
     frames = v.shape[t_axis]
-    for j, (g, d) in enumerate(zip(got.tolist(), dst.tolist())):
-        coords = list(np.unravel_index(d, shape))[lead:]
+    # np.unravel_index / np.ravel_multi_index in plain integers: called per element of a few-frame segment, numpy's
+    # per-call cost was most of a cache model's lint (GTCRN)
+    strides = [1] * len(v.shape)
+    for q in range(len(v.shape) - 2, -1, -1):
+        strides[q] = strides[q + 1] * int(v.shape[q + 1])
+    for j, (g, d) in enumerate(zip(got, dst)):
+        coords = _unravel(d, shape)[lead:]
         coords[t_axis] = frames - len(got) + j
         if any(c >= m or c < 0 for c, m in zip(coords, v.shape)):
             return False
-        if g != v.base + int(np.ravel_multi_index(tuple(coords), v.shape)):
+        if g != v.base + sum(c * st for c, st in zip(coords, strides)):
             return False
     return True
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    """``list(np.unravel_index(flat, shape))`` for one in-range index, in Python integers."""
+    coords = [0] * len(shape)
+    for q in range(len(shape) - 1, -1, -1):
+        flat, coords[q] = divmod(flat, int(shape[q]))
+    return coords
 
 
 def _direction(rec: Recurrent, port_shape: tuple[int, ...], positions: list[int]) -> int | None:

@@ -71,6 +71,8 @@ class Command:
     name: str
     module: str
     adder: str = "add_parser"
+    # run as the process's own command line, its heap may be left to the OS (rnnir.util.gcpause.paused_for_the_process)
+    ends_the_process: bool = False
 
     def add_to(self, sub: Any) -> None:
         getattr(import_module(f"rnnir.cli.{self.module}"), self.adder)(sub)
@@ -78,7 +80,7 @@ class Command:
 
 #: every subcommand, in the order ``rnnir --help`` lists them
 COMMAND_TABLE = (
-    Command("lint", "lint"),
+    Command("lint", "lint", ends_the_process=True),
     Command("cost", "cost"),
     Command("show", "show"),
     Command("rules", "rules", "add_rules_parser"),
@@ -147,6 +149,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args: object = None
     try:
         args = arguments(namespace.args_type, namespace)
+        if argv is None and any(c.ends_the_process for c in COMMAND_TABLE if c.name == namespace.command):
+            # the process's own command line (the console script, python -m rnnir): its heap is left to the OS
+            from rnnir.util.gcpause import paused_for_the_process
+
+            with paused_for_the_process():
+                return func(args)
         return func(args)
     except BrokenPipeError:  # output piped into `head`: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

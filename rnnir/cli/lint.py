@@ -16,6 +16,7 @@ applied by the passes themselves (:mod:`rnnir.passes.suppression`).
 from __future__ import annotations
 
 import dataclasses
+import gc
 import json
 import os
 import sys
@@ -108,8 +109,19 @@ class Progress:
 def _run_jobs(jobs: Sequence[LintJob], workers: int, progress: Progress) -> list[FileResult]:
     """Lint ``jobs`` serially or in ``workers`` processes (:func:`rnnir.lint.run_jobs`); results in ``jobs`` order."""
     if workers <= 1 or len(jobs) <= 1:
+        if len(jobs) > 1 and not gc.isenabled():  # paused for the process (rnnir.util.gcpause): one model's garbage at a time
+            left = [len(jobs)]
+
+            def step(path: str) -> None:
+                left[0] -= 1
+                if left[0]:  # not after the last: the process ends with it
+                    gc.collect(0)
+                progress.step(path)
+
+            return run_jobs(jobs, done=step)
         return run_jobs(jobs, done=progress.step)
     pool_class = sys.modules[__name__].ProcessPoolExecutor  # through the module (see __getattr__), so tests can swap it
+    gc.enable()  # a forked worker inherits a pause (rnnir.util.gcpause.paused_for_the_process): it lints many models
     with process_pool(min(workers, len(jobs)), pool_class) as pool:
         return run_jobs(jobs, pool, done=progress.step)
 

@@ -243,16 +243,27 @@ def find_cycle(g: DiGraph) -> list[tuple[Hashable, Hashable]]:
 
 
 def _reach(adj: dict[Hashable, dict[Hashable, Any]], source: Hashable) -> set[Hashable]:
+    seen = _reach_any(adj, (source,))
+    seen.discard(source)
+    return seen
+
+
+def _reach_any(adj: dict[Hashable, dict[Hashable, Any]], sources: Iterable[Hashable]) -> set[Hashable]:
+    """Every node one or more steps from one of ``sources`` (a source itself only if it is reached so)."""
     seen: set[Hashable] = set()
-    todo = [source]
+    todo = list(sources)
     while todo:
         n = todo.pop()
         for m in adj[n]:
             if m not in seen:
                 seen.add(m)
                 todo.append(m)
-    seen.discard(source)
     return seen
+
+
+def ancestors_of_any(g: DiGraph, ns: Iterable[Hashable]) -> set[Hashable]:
+    """Every node with a path to one of ``ns`` (one of ``ns`` only if it has a path to another or itself)."""
+    return _reach_any(g._pred, ns)
 
 
 def ancestors(g: DiGraph, n: Hashable) -> set[Hashable]:

@@ -58,6 +58,9 @@ class _Carrier:
     what: str  # "initial_h -> Y_h" / "state variable 0"
 
 
+_LOOP_OPS = frozenset({("Scan", ""), ("Loop", ""), ("Scan", "ai.onnx"), ("Loop", "ai.onnx")})
+
+
 def if_dependencies(scope: Scope, node: onnx.NodeProto) -> list[tuple[Scope, str]]:
     """What an If's outputs depend on: its condition and every branch's yields (the If is built once, for all its outputs)."""
     out = [(scope, node.input[0])] if node.input and node.input[0] else []
@@ -131,11 +134,13 @@ class Dataflow:
         self.index = index
         root = index.root
         # Scan and Loop nodes with a body, from the (op_type, domain) the index read once per node
+        # (a scope's nodes are looked at only if it has such an op at all: most have none, and big graphs are big)
         self._loops = [
             (scope, node)
             for scope in index.scopes()
-            for node, (op, domain) in zip(scope.nodes, scope.node_ops)
-            if op in ("Scan", "Loop") and domain in ("", "ai.onnx") and (id(node), "body") in scope.children
+            if not _LOOP_OPS.isdisjoint(scope.node_ops)
+            for node, key in zip(scope.nodes, scope.node_ops)
+            if key in _LOOP_OPS and (id(node), "body") in scope.children
         ]
         self._ends = {vi.name: _layout_ends(root, vi.name) for vi in root.graph.output}
         # each state: its exit as a layout walk sees it, and the one graph input it starts from (None: none, or several)

@@ -105,17 +105,26 @@ def may_carry_state(index: ModelIndex, state: DeclaredState, recognised: Recogni
     for site in recognised.sites:
         for _scope, name in site.exit_names.values():
             add(name, not through_recurrent_results)
-    node_op, node_outputs, is_recurrent = index.node_op, index.node_outputs, index.is_recurrent
+    node_op, node_outputs, consumers = index.node_op, index.node_outputs, index.consumers
+    # per (op_type, domain): 0 stops the spread (a recurrent op: its results are seeds already, the state it
+    # reads does not flow through it), 1 passes any state, 2 passes state reached through layout-only ops too;
+    # decided once per op, and the walk below inlines ``add``: it visits most of a big graph, twice
+    spread: dict[tuple[str, str], int] = {}
+    pop, push, mark = queue.pop, queue.append, seen.add
     while queue:
-        name, layout_only = queue.pop()
-        for node in index.consumers.get(name, ()):
-            op_type, domain = node_op[id(node)]
-            if is_recurrent(op_type, domain):
-                continue  # its results are seeds already; the state it reads does not flow through it
-            if layout_only and op_type not in LAYOUT_OPS and op_type != "If":
+        name, layout_only = pop()
+        for node in consumers.get(name, ()):
+            nid = id(node)
+            key = node_op[nid]
+            how = spread.get(key)
+            if how is None:
+                how = spread[key] = 0 if index.is_recurrent(*key) else 2 if key[0] in LAYOUT_OPS or key[0] == "If" else 1
+            if how == 0 or (layout_only and how == 1):
                 continue
-            for o in node_outputs[id(node)]:
-                add(o, layout_only)
+            for o in node_outputs[nid]:
+                if o and o not in seen:
+                    mark(o)
+                    push((o, layout_only))
         for owner, k in index.subgraph_outputs.get(name, ()):
             if owner.op_type == "If":
                 if k < len(owner.output):

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import bisect
 import functools
+import operator
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 from rnnir.errors import ModelError
@@ -259,13 +261,23 @@ class ModelIndex:
                     self._check_recurrent(node, sc)
         except ModelError:
             return False
-        produced = [(out, (node, i), pos) for pos, (node, outs) in enumerate(zip(nodes, outs_all)) for i, out in enumerate(outs) if out]
-        producers = {out: hit for out, hit, _ in produced}
-        if len(producers) != len(produced) or not producers.keys().isdisjoint(sc.inputs) or not producers.keys().isdisjoint(sc.initializers):
+        # each output with its node, port and position, flattened by C-level iterators (no Python step per output)
+        n_outs = list(map(len, outs_all))
+        flat_outs = list(chain.from_iterable(outs_all))
+        if "" in flat_outs:  # an absent optional output: not a value, so the ports need counting one by one
+            produced = [(out, (node, i), pos) for pos, (node, outs) in enumerate(zip(nodes, outs_all)) for i, out in enumerate(outs) if out]
+            flat_outs = [out for out, _, _ in produced]
+            producers = {out: hit for out, hit, _ in produced}
+            positions: Iterable[int] = [pos for _, _, pos in produced]
+        else:
+            ports = chain.from_iterable(map(range, n_outs))
+            producers = dict(zip(flat_outs, zip(chain.from_iterable(map(repeat, nodes, n_outs)), ports)))
+            positions = chain.from_iterable(map(repeat, range(len(nodes)), n_outs))
+        if len(producers) != len(flat_outs) or not producers.keys().isdisjoint(sc.inputs) or not producers.keys().isdisjoint(sc.initializers):
             return False  # a value produced twice, or a graph input or initializer produced again
         # every check passed: record
         sc.producers.update(producers)
-        sc.positions.update((out, pos) for out, _, pos in produced)
+        sc.positions.update(zip(flat_outs, positions))
         sc.nodes.extend(nodes)
         sc.node_inputs.extend(ins_all)
         sc.node_ops.extend(keys)
@@ -354,14 +366,16 @@ class ModelIndex:
     def _add_readers(self, nodes: Iterable[onnx.NodeProto], inputs: Iterable[tuple[str, ...]]) -> None:
         """Record each node as a consumer of each value it reads (in node order, as every walk expects)."""
         consumers = self.consumers
-        for node, ins in zip(nodes, inputs):
-            for i in ins:
-                if i:
-                    lst = consumers.get(i)
-                    if lst is None:
-                        consumers[i] = [node]
-                    else:
-                        lst.append(node)
+        get = consumers.get
+        inputs = list(inputs)
+        # one (name, reader) pair per input, flattened by C-level iterators: one Python step per input, not two loops
+        for i, node in zip(chain.from_iterable(inputs), chain.from_iterable(map(repeat, nodes, map(len, inputs)))):
+            if i:
+                lst = get(i)
+                if lst is None:
+                    consumers[i] = [node]
+                else:
+                    lst.append(node)
 
     def _add_subgraph_scopes(self, node: onnx.NodeProto, sc: Scope, work: list[Scope]) -> None:
         """A child scope, to be indexed, for each subgraph of ``node`` (If/Loop/Scan bodies, or any graph attribute of
@@ -596,6 +610,8 @@ class ModelIndex:
         for sc in self._all(root):
             positions = sc.positions
             local = sc.inputs.keys() | sc.initializers.keys()
+            if self._defs_in_order(sc, local):
+                continue
             late = False
             for p, (node, ins, (op, dom)) in enumerate(zip(sc.nodes, sc.node_inputs, sc.node_ops)):
                 names: Iterable[str] = ins
@@ -619,6 +635,23 @@ class ModelIndex:
                         )
             if late:
                 self._check_cycle(sc)
+
+    def _defs_in_order(self, sc: Scope, local: Iterable[str]) -> bool:
+        """True when every node of ``sc`` reads only names defined earlier in ``sc`` (or its inputs, initializers,
+        absent ones): the common case, checked by C-level iterators.  False: :meth:`_check_defs` looks node by node
+        (an outer-scope name, a subgraph or custom op whose reads include its bodies', an error or a cycle)."""
+        if any(dom not in _DEFAULT_DOMAINS or op in _SUBGRAPH_OPS for op, dom in set(sc.node_ops)):
+            return False
+        defined = dict.fromkeys(local, -1)
+        defined[""] = -1
+        defined.update(sc.positions)
+        ins = sc.node_inputs
+        try:
+            read = list(map(defined.__getitem__, chain.from_iterable(ins)))
+        except KeyError:
+            return False
+        readers = chain.from_iterable(map(repeat, range(len(ins)), map(len, ins)))
+        return not any(map(operator.ge, read, readers))
 
     def _all(self, root: Scope) -> Iterator[Scope]:
         stack = [root]

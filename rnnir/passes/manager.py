@@ -191,9 +191,9 @@ class ProgramFacts:
         for k in (0, 1):
             h.add_nodes_from((k, n) for n in g.nodes)
             h.add_edges_from(((k, u), (k, v)) for u, v in g.edges)
-        joins = [r for r in self.returns if r.layer.value != "none"]
+        joins = self._ordering_returns()
         h.add_node(CALL_BOUNDARY)
-        h.add_edges_from(((0, r.id), CALL_BOUNDARY) for r in joins)
+        h.add_edges_from(((0, r), CALL_BOUNDARY) for r in joins)
         if joins:
             h.add_edges_from((CALL_BOUNDARY, (1, n)) for n in g.nodes)
         return h
@@ -206,12 +206,22 @@ class ProgramFacts:
         so ``x`` reaches ``LoadSlot_{k+1}(slot)`` exactly when ``x`` reaches the
         boundary and the boundary reaches the load: one traversal for all slots.
         """
-        return digraph.ancestors(self.two_calls, CALL_BOUNDARY)
+        # = digraph.ancestors(self.two_calls, CALL_BOUNDARY), read off the program itself: the boundary's
+        # ancestors are the ordering Returns of call k and their ancestors, all in call k (no edge enters
+        # call k from outside), so the doubled graph is never built for it
+        joins = self._ordering_returns()
+        return {(0, n) for n in digraph.ancestors_of_any(self.program.graph, joins) | set(joins)}
 
     @cached_property
     def after_previous_call(self) -> set[Hashable]:
         """Nodes of call k+1 that happen after the boundary (all of them, unless nobody orders the calls)."""
-        return digraph.descendants(self.two_calls, CALL_BOUNDARY)
+        # = digraph.descendants(self.two_calls, CALL_BOUNDARY): the boundary precedes every node of call k+1 when
+        # a Return orders the calls, and nothing leaves call k+1
+        return {(1, n) for n in self.program.graph.nodes} if self._ordering_returns() else set()
+
+    def _ordering_returns(self) -> list[Hashable]:
+        """The ids of the Returns that join call k to call k+1 (those whose layer orders anything)."""
+        return [r.id for r in self.returns if r.layer.value != "none"]
 
 
 # -- the program's fingerprint ---------------------------------------------------------------

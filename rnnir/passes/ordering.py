@@ -102,7 +102,7 @@ def _view_readers(ld: LoadSlot) -> list[Node]:
 
 
 def _write_before_last_read(facts: ProgramFacts) -> Iterator[Diagnostic]:
-    h = facts.two_calls
+    g = facts.program.graph  # call k's part of facts.two_calls: nothing from call k+1 reaches call k
     for slot in facts.program.slots:
         views = [ld for ld in facts.loads_of(slot) if ld.kind is LoadKind.VIEW]
         if not views:
@@ -110,8 +110,8 @@ def _write_before_last_read(facts: ProgramFacts) -> Iterator[Diagnostic]:
         stores = facts.stores_to_storage(slot)
         readers = [r for ld in views for r in _view_readers(ld)]
         for st in stores:
-            before_store = digraph.ancestors(h, (0, st.id))  # one traversal per slot store
-            racing = [r for r in readers if r is not st and (0, r.id) not in before_store]
+            before_store = digraph.ancestors(g, st.id)  # one traversal per slot store
+            racing = [r for r in readers if r is not st and r.id not in before_store]
             if not racing:
                 continue
             names = ", ".join(_node_text(r) for r in racing[:4]) + (" …" if len(racing) > 4 else "")

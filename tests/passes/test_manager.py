@@ -6,6 +6,7 @@ pass ran, which findings survive, in which order, which contract breaks) is read
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
@@ -23,6 +24,8 @@ from rnnir.passes.manager import (
     selected_codes,
 )
 from tests.rules.test_catalogue import H, I, T, rnn_builder  # noqa: E402
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 _WORDS = {"said": Message("{what}", hint="fix {what}")}
 AAA = rule("XA001", "first-made-up", Severity.WARNING, "made up", "What it finds\n  a test rule", messages=_WORDS)
@@ -251,6 +254,28 @@ def test_the_two_calls_hold_every_node_and_edge_of_each_call():
     prog2 = _prog()
     h3 = ProgramFacts(prog2).two_calls
     assert {(u, v) for u, v in h3.edges if u != ("call-boundary",) and v != ("call-boundary",)} == {((k, u), (k, v)) for k in (0, 1) for u, v in prog2.graph.edges}
+
+
+@pytest.mark.parametrize("sample", sorted(p.name for p in (*SAMPLES.glob("*.onnx"), *SAMPLES.glob("*.rnnir"))))
+def test_the_call_sets_are_what_the_doubled_graph_reaches(sample):
+    # before_next_call / after_previous_call are read off the program without building two_calls; the
+    # doubled graph's own traversals are the definition they must equal, on every sample and every layer
+    from rnnir.ir import digraph
+
+    prog = rnnir.load(SAMPLES / sample)
+    facts = ProgramFacts(prog)
+    assert facts.before_next_call == digraph.ancestors(facts.two_calls, ("call-boundary",))
+    assert facts.after_previous_call == digraph.descendants(facts.two_calls, ("call-boundary",))
+
+
+def test_the_call_sets_of_a_program_whose_return_orders_nothing_match_the_doubled_graph():
+    from rnnir.ir import digraph
+
+    b, h, h0, y, hn = rnn_builder()
+    b.ret(b.store(hn, h), layer="none")
+    facts = ProgramFacts(b.build())
+    assert facts.before_next_call == digraph.ancestors(facts.two_calls, ("call-boundary",)) == set()
+    assert facts.after_previous_call == digraph.descendants(facts.two_calls, ("call-boundary",)) == set()
 
 
 def test_the_manager_keeps_its_own_copy_of_the_passes_and_the_selection():

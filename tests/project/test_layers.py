@@ -88,3 +88,10 @@ def test_the_contract_refuses_an_upward_import_in_a_function(tmp_path: Path):
     broken = _lint_imports(copy)
     assert broken.returncode == 1
     assert "rnnir.ir.core -> rnnir.cli.app" in broken.stdout
+
+
+def test_tests_live_in_subject_folders():
+    # tests/ mirrors the package: a test file at its top, or named after the round that wrote it, has no subject
+    top = sorted(p.name for p in (ROOT / "tests").glob("test_*.py"))
+    history = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("test_pinned_*.py"))
+    assert (top, history) == ([], [])

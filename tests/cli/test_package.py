@@ -15,7 +15,7 @@ from rnnir.cli import app
 from rnnir.cli.common import ModelArgs, OneModelArgs, arguments
 from rnnir.cli.lint import LintArgs
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 #: namespace entries that are argparse's or the command table's, not options a command reads
 NOT_OPTIONS = {"help", "version", "command", "target", "func", "args_type"}
 

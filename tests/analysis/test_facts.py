@@ -17,7 +17,7 @@ from rnnir.analysis.tracer import Tracer
 from rnnir.ir.pairs import PairSource, StatePair
 from rnnir.ir.text import parse_program, print_program
 
-SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 
 
 class _Versions(Analysis):
