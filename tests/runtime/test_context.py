@@ -137,21 +137,19 @@ def _io(shape, dtype=np.float32):
     return IOSpec("x", None if dtype is None else np.dtype(dtype), shape)
 
 
-@pytest.mark.parametrize(
-    "shape,dtype,nbytes",
-    [
+def test_a_declared_context_is_bounded_by_its_bytes_exactly():
+    axes = {"x": 1}
+    for shape, dtype, nbytes in [  # one test: each row matters
         ((2, 16, 3), np.float32, 10 * 2 * 3 * 4),  # the context axis's own 16 is not counted: the context replaces it
         ((2, "T", 3), np.float64, 10 * 2 * 3 * 8),
         ((2, 16, 3), None, 10 * 2 * 3),  # no declared dtype: a byte a value
         ((0, 16, -1, None, "B"), np.float32, 10 * 4),  # 0, -1 (exporters' "unknown"), None and symbols count as 1
         (None, np.float32, 10 * 4),  # no declared shape: the size alone
-    ],
-)
-def test_a_declared_context_is_bounded_by_its_bytes_exactly(shape, dtype, nbytes):
-    axes = {"x": 1}
-    assert parse_context({"x": 10}, {"x": _io(shape, dtype)}, axes, set(), "m.onnx", max_bytes=nbytes) == (InputContext("x", 10, 1),)
-    with pytest.raises(StateError, match=rf"^m\.onnx: the context kept for input 'x' would take {nbytes:,} bytes, over the {nbytes - 1:,}-byte"):
-        parse_context({"x": 10}, {"x": _io(shape, dtype)}, axes, set(), "m.onnx", max_bytes=nbytes - 1)
+    ]:
+        inputs = {"x": _io(shape, dtype)}
+        assert parse_context({"x": 10}, inputs, axes, set(), "m.onnx", max_bytes=nbytes) == (InputContext("x", 10, 1),)
+        with pytest.raises(StateError, match=rf"^m\.onnx: the context kept for input 'x' would take {nbytes:,} bytes, over the {nbytes - 1:,}-byte"):
+            parse_context({"x": 10}, inputs, axes, set(), "m.onnx", max_bytes=nbytes - 1)
 
 
 def test_a_static_context_axis_of_one_step_leaves_no_room():
@@ -187,6 +185,7 @@ def test_the_callers_shape_is_the_models_less_the_context():
     keeper = ContextKeeper((InputContext("x", 2, 1), InputContext("y", 2)), {})
     assert keeper.caller_shape("x", (4, 10, 3)) == (4, 8, 3)
     assert keeper.caller_shape("x", (4, "T", 3)) == (4, "T", 3)
+    assert keeper.caller_shape("x", (4, 0, 3)) == (4, 0, 3)  # 0: an exporter's "unknown"
     assert keeper.caller_shape("x", None) is None
     assert keeper.caller_shape("y", (4, 10)) == (4, 10)  # no resolved axis: nothing to subtract from
     assert keeper.caller_shape("z", (4, 10)) == (4, 10)

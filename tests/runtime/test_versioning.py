@@ -145,15 +145,18 @@ def test_a_missing_migration_names_the_registered_ones():
         steps.migrate({}, "2", "3")
 
 
-def test_declaring_a_version_again_replaces_it():
+def test_declaring_a_version_again_replaces_it_however_often_it_was_declared():
     model = with_state_version(with_state_version(sm.lstm_b(), "1"), "2")
     assert [(p.key, p.value) for p in model.metadata_props if p.key == STATE_VERSION_KEY] == [(STATE_VERSION_KEY, "2")]
+    model.metadata_props.add(key=STATE_VERSION_KEY, value="7")  # a tool that appended instead of replacing
+    model = with_state_version(model, "3")
+    assert [(p.key, p.value) for p in model.metadata_props if p.key == STATE_VERSION_KEY] == [(STATE_VERSION_KEY, "3")]
 
 
-@pytest.mark.parametrize("saved_version,target_version", [(None, "2"), ("1", None)])
-def test_migrate_needs_both_versions_whichever_is_missing(saved_version, target_version):
+def test_migrate_needs_both_versions_whichever_is_missing():
     steps = StateMigrations()
     steps.register("1", "2", lambda s: s)
-    saved, target = StateOrigin("f" * 64, saved_version, "a"), StateOrigin("e" * 64, target_version, "b")
-    with pytest.raises(StateError, match="needs both models to declare a state version"):
-        reconcile(saved, target, {"h": np.ones(2)}, VersionPolicy.MIGRATE, steps)
+    for saved_version, target_version in [(None, "2"), ("1", None)]:
+        saved, target = StateOrigin("f" * 64, saved_version, "a"), StateOrigin("e" * 64, target_version, "b")
+        with pytest.raises(StateError, match="needs both models to declare a state version"):
+            reconcile(saved, target, {"h": np.ones(2)}, VersionPolicy.MIGRATE, steps)
