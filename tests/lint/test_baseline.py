@@ -289,12 +289,14 @@ def test_every_malformed_baseline_is_refused_with_its_reason(tmp_path):
     ok = {"version": 1, "findings": [_fp()]}
     rows = [  # one test: every row is a rule of its own
         ([], "expected a JSON object with 'version' and 'findings'"),
+        ("findings, version", "expected a JSON object with 'version' and 'findings'"),  # a string holding both words
         ({"findings": []}, "expected a JSON object with 'version' and 'findings'"),
         ({"version": 1}, "expected a JSON object with 'version' and 'findings'"),
         ({"version": True, "findings": []}, "baseline version True is not supported"),
         ({"version": 1, "findings": {}}, "'findings' must be a list"),
         ({"version": 1, "findings": ["x"]}, "entry 1: expected the keys code, count, fingerprint, model, slot, where, got str"),
         ({"version": 1, "findings": [{"model": "m"}]}, "got ['model']"),
+        ({"version": 1, "findings": [sorted(_fp())]}, "got list"),  # a list of exactly the keys
         ({"version": 1, "findings": [{**_fp(), "model": 1}]}, "must be strings, where a list of strings"),
         ({"version": 1, "findings": [{**_fp(), "where": "hand_back/hn"}]}, "must be strings, where a list of strings"),
         ({"version": 1, "findings": [{**_fp(), "where": [1]}]}, "must be strings, where a list of strings"),
