@@ -13,7 +13,7 @@ import textwrap
 import pytest
 
 from rnnir import cli
-from rnnir.lint.baseline import Baseline, fingerprint
+from rnnir.lint.baseline import MAX_BASELINE_BYTES, MAX_BASELINE_COUNT, Baseline, BaselineError, Fingerprint, fingerprint
 from rnnir.passes import Diagnostic, Location, Severity
 from tests.cli.test_cli import REPO, clean_lstm, run_subprocess, save, state_handed_back_lstm
 
@@ -210,3 +210,117 @@ def test_docs_ci_recipe_runs_as_written(repo):
     for command in commands:
         proc = run_subprocess(*command.split()[1:], cwd=repo)
         assert proc.returncode in (0, 1), (command, proc.stderr)
+
+
+# -- the library on its own: the file's exact text, every refusal of Baseline.load, counts at their limits ----------
+
+
+def _fp(count: int = 1) -> dict:
+    fp = Fingerprint("models/m.onnx", "SD001", "h0", ("hand_back/hn",))
+    return {"model": fp.model, "code": fp.code, "slot": fp.slot, "where": list(fp.where), "count": count, "fingerprint": fp.entry_digest(count)}
+
+
+def test_a_baseline_written_by_an_earlier_rnnir_still_loads_and_is_written_back_the_same(tmp_path):
+    # written by rnnir at d9725af: the format (version 1, digests, layout) is a promise to files committed in CI
+    text = textwrap.dedent("""\
+        {
+          "version": 1,
+          "tool": "rnnir",
+          "about": "rnnir lint --baseline: findings recorded here are not reported; regenerate with rnnir lint PATH... --write-baseline FILE",
+          "findings": [
+            {
+              "model": "models/m.onnx",
+              "code": "SD001",
+              "slot": "",
+              "where": [],
+              "count": 1,
+              "fingerprint": "%s"
+            },
+            {
+              "model": "models/m.onnx",
+              "code": "SD001",
+              "slot": "h0",
+              "where": [
+                "hand_back/hn"
+              ],
+              "count": 3,
+              "fingerprint": "%s"
+            }
+          ]
+        }
+        """)
+    digests = ("3fd473fb485510a2", "8e178e8731733da2")
+    path = tmp_path / "base.json"
+    path.write_text(text % digests)
+    loaded = Baseline.load(path)
+    assert sorted(loaded.accepted.values()) == [1, 3]
+    again = Baseline(tmp_path / "again.json", loaded.accepted)
+    again.write()
+    assert (tmp_path / "again.json").read_text() == text % digests
+
+
+def test_a_finding_without_a_slot_round_trips(tmp_path):
+    d = Diagnostic("SD009", "unverified", Severity.INFO, "m", (Location(None, "n", "v"),), "", None)
+    path = tmp_path / "base.json"
+    Baseline.of(path, [(str(tmp_path / "m.onnx"), d)]).write()
+    assert Baseline.load(path).apply([(str(tmp_path / "m.onnx"), d)])[0] == [True]
+
+
+def test_a_count_accepts_that_many_identical_findings_and_no_more(tmp_path):
+    d = _diagnostic()
+    model = str(tmp_path / "m.onnx")
+    baseline = Baseline(tmp_path / "base.json")
+    baseline.accepted[fingerprint(d, model, tmp_path)] = 2
+    accepted, left = baseline.apply([(model, d)] * 3)
+    assert accepted == [True, True, False] and left == {}
+    accepted, left = baseline.apply([(model, d)])
+    assert accepted == [True] and list(left.values()) == [1]
+
+
+def test_counts_verify_up_to_the_limit_and_not_past_it():
+    fp = Fingerprint("m.onnx", "SD001", "h0", ())
+    assert fp.verifies(1, fp.entry_digest(MAX_BASELINE_COUNT))  # lowered by hand from the most an entry may hold
+    assert not fp.verifies(1, fp.entry_digest(MAX_BASELINE_COUNT + 1))
+    assert not fp.verifies(2, fp.entry_digest(1))  # raised by hand
+
+
+def test_every_malformed_baseline_is_refused_with_its_reason(tmp_path):
+    path = tmp_path / "base.json"
+    ok = {"version": 1, "findings": [_fp()]}
+    rows = [  # one test: every row is a rule of its own
+        ([], "expected a JSON object with 'version' and 'findings'"),
+        ("findings, version", "expected a JSON object with 'version' and 'findings'"),  # a string holding both words
+        ({"findings": []}, "expected a JSON object with 'version' and 'findings'"),
+        ({"version": 1}, "expected a JSON object with 'version' and 'findings'"),
+        ({"version": True, "findings": []}, "baseline version True is not supported"),
+        ({"version": 1, "findings": {}}, "'findings' must be a list"),
+        ({"version": 1, "findings": ["x"]}, "entry 1: expected the keys code, count, fingerprint, model, slot, where, got str"),
+        ({"version": 1, "findings": [{"model": "m"}]}, "got ['model']"),
+        ({"version": 1, "findings": [sorted(_fp())]}, "got list"),  # a list of exactly the keys
+        ({"version": 1, "findings": [{**_fp(), "model": 1}]}, "must be strings, where a list of strings"),
+        ({"version": 1, "findings": [{**_fp(), "where": "hand_back/hn"}]}, "must be strings, where a list of strings"),
+        ({"version": 1, "findings": [{**_fp(), "where": [1]}]}, "must be strings, where a list of strings"),
+        ({"version": 1, "findings": [{**_fp(), "count": True}]}, "count must be a whole number of at least 1, not True"),
+        ({"version": 1, "findings": [{**_fp(), "count": 1.0}]}, "count must be a whole number of at least 1, not 1.0"),
+        ({"version": 1, "findings": [_fp(MAX_BASELINE_COUNT + 1)]}, f"count {MAX_BASELINE_COUNT + 1} is over the limit of {MAX_BASELINE_COUNT}"),
+    ]
+    for doc, message in rows:
+        path.write_text(json.dumps(doc))
+        with pytest.raises(BaselineError) as exc:
+            Baseline.load(path)
+        assert str(exc.value).startswith(f"{path}: ") and message in str(exc.value), (doc, str(exc.value))
+    path.write_text(json.dumps({**ok, "findings": [_fp(MAX_BASELINE_COUNT)]}))
+    assert list(Baseline.load(path).accepted.values()) == [MAX_BASELINE_COUNT]
+
+
+def test_an_unreadable_baseline_is_refused(tmp_path):
+    path = tmp_path / "base.json"
+    path.write_bytes(b'{"version": 1, "findings": ["\xff"]}')
+    with pytest.raises(BaselineError, match=r"not UTF-8 \(invalid start byte at byte 29\)"):
+        Baseline.load(path)
+    with pytest.raises(BaselineError, match="cannot read the baseline: "):
+        Baseline.load(tmp_path)  # a folder
+    with open(path, "wb") as fh:
+        fh.truncate(MAX_BASELINE_BYTES + 1)  # sparse: nothing is written
+    with pytest.raises(BaselineError, match="cannot read the baseline: "):
+        Baseline.load(path)

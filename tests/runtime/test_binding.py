@@ -126,3 +126,11 @@ def test_fewer_outputs_than_the_last_call_are_each_what_they_name(native):
     assert hn.tolist() == [2.0] * 4 and z.tolist() == 8.0
     (z,) = s.run(["z"], x)
     assert z.tolist() == 12.0
+
+
+def test_a_fresh_session_has_counted_nothing():
+    from tests.support import streaming_models as sm
+
+    s = StatefulSession(sm.lstm_b())
+    assert (s.stats.calls, s.stats.python_state_bytes, s.stats.total_python_state_bytes, s.stats.output_copy_bytes,
+            s.stats.slot_allocations, s.stats.probe_calls) == (0, 0, 0, 0, 0, 0)

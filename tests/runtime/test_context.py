@@ -10,7 +10,8 @@ import pytest
 
 from rnnir import StateError
 from rnnir.runtime import StatefulSession
-from rnnir.runtime.context import InputContext
+from rnnir.runtime.context import ContextKeeper, InputContext, parse_context
+from rnnir.runtime.spec import IOSpec
 from tests.support import speechlike
 from tests.support import streaming_models as sm
 
@@ -127,3 +128,79 @@ def test_a_static_silero_input_shows_the_callers_chunk_size(silero_dir):
     assert s.inputs["input"].shape == (1, 512)
     out = s.run({"input": np.zeros((1, 512), np.float32)})
     assert out["output"].shape == (1, 1)
+
+
+# -- parse_context and ContextKeeper on their own: byte bounds, dtypes, axes --------------------------------------
+
+
+def _io(shape, dtype=np.float32):
+    return IOSpec("x", None if dtype is None else np.dtype(dtype), shape)
+
+
+def test_a_declared_context_is_bounded_by_its_bytes_exactly():
+    axes = {"x": 1}
+    for shape, dtype, nbytes in [  # one test: each row matters
+        ((2, 16, 3), np.float32, 10 * 2 * 3 * 4),  # the context axis's own 16 is not counted: the context replaces it
+        ((2, "T", 3), np.float64, 10 * 2 * 3 * 8),
+        ((2, 16, 3), None, 10 * 2 * 3),  # no declared dtype: a byte a value
+        ((0, 16, -1, None, "B"), np.float32, 10 * 4),  # 0, -1 (exporters' "unknown"), None and symbols count as 1
+        (None, np.float32, 10 * 4),  # no declared shape: the size alone
+    ]:
+        inputs = {"x": _io(shape, dtype)}
+        assert parse_context({"x": 10}, inputs, axes, set(), "m.onnx", max_bytes=nbytes) == (InputContext("x", 10, 1),)
+        with pytest.raises(StateError, match=rf"^m\.onnx: the context kept for input 'x' would take {nbytes:,} bytes, over the {nbytes - 1:,}-byte"):
+            parse_context({"x": 10}, inputs, axes, set(), "m.onnx", max_bytes=nbytes - 1)
+
+
+def test_a_static_context_axis_of_one_step_leaves_no_room():
+    with pytest.raises(StateError, match="takes 1 steps"):
+        parse_context({"x": 1}, {"x": _io((4, 1))}, {}, set(), "m.onnx")
+    assert parse_context({"x": 1}, {"x": _io((4, 0))}, {}, set(), "m.onnx") == (InputContext("x", 1, 1),)  # 0: unknown
+
+
+def test_the_keeper_uses_the_declared_dtype_else_the_chunks():
+    declared = ContextKeeper((InputContext("x", 2, 1),), {"x": np.dtype(np.float32)})
+    feeds, pending = declared.extend({"x": np.ones((1, 3), np.float64)}, "m")
+    assert feeds["x"].dtype == np.float32 and pending["x"].dtype == np.float32
+    undeclared = ContextKeeper((InputContext("x", 2, 1),), {"x": None})
+    feeds, pending = undeclared.extend({"x": np.ones((1, 3), np.int32)}, "m")
+    assert feeds["x"].dtype == np.int32 and pending["x"].dtype == np.int32 and feeds["x"].tolist() == [[0, 0, 1, 1, 1]]
+
+
+def test_the_keeper_without_an_axis_uses_the_chunks_last():
+    keeper = ContextKeeper((InputContext("x", 1),), {})
+    feeds, pending = keeper.extend({"x": np.arange(6, dtype=np.float32).reshape(2, 3)}, "m")
+    assert feeds["x"].tolist() == [[0, 0, 1, 2], [0, 3, 4, 5]] and pending["x"].tolist() == [[2], [5]]
+
+
+def test_the_keeper_bounds_the_first_zeros_by_the_real_chunk():
+    specs = (InputContext("x", 10, 1),)
+    chunk = np.ones((3, 4), np.float32)  # zeros of [3, 10] float32: 120 bytes
+    ContextKeeper(specs, {"x": np.dtype(np.float32)}, max_bytes=120).extend({"x": chunk}, "m")
+    with pytest.raises(StateError, match=r"^m: the context kept for input 'x' would take 120 bytes"):
+        ContextKeeper(specs, {"x": np.dtype(np.float32)}, max_bytes=119).extend({"x": chunk}, "m")
+
+
+def test_the_callers_shape_is_the_models_less_the_context():
+    keeper = ContextKeeper((InputContext("x", 2, 1), InputContext("y", 2)), {})
+    assert keeper.caller_shape("x", (4, 10, 3)) == (4, 8, 3)
+    assert keeper.caller_shape("x", (4, "T", 3)) == (4, "T", 3)
+    assert keeper.caller_shape("x", (4, 0, 3)) == (4, 0, 3)  # 0: an exporter's "unknown"
+    assert keeper.caller_shape("x", None) is None
+    assert keeper.caller_shape("y", (4, 10)) == (4, 10)  # no resolved axis: nothing to subtract from
+    assert keeper.caller_shape("z", (4, 10)) == (4, 10)
+
+
+def test_no_context_declared_is_an_empty_tuple():
+    assert parse_context(None, {"x": _io((1, 4))}, {}, set(), "m") == () == parse_context({}, {"x": _io((1, 4))}, {}, set(), "m")
+
+
+def test_axes_negative_missing_and_beyond_the_chunk():
+    assert parse_context({"x": (2, -1)}, {"x": _io((1, 4))}, {}, set(), "m") == (InputContext("x", 2, 1),)
+    with pytest.raises(StateError, match=r"declares no shape: give the context axis, e\.g\. context=\{'x': \(2, AXIS\)\}"):
+        parse_context({"x": 2}, {"x": _io(None)}, {}, set(), "m")
+    keeper = ContextKeeper((InputContext("x", 2, 2),), {})
+    with pytest.raises(StateError, match=r"has shape \(1, 4\): no axis 2"):
+        keeper.extend({"x": np.ones((1, 4), np.float32)}, "m")
+    feeds, pending = keeper.extend({"y": 1}, "m")  # the call itself reports the missing input
+    assert feeds == {"y": 1} and pending == {}

@@ -5,13 +5,16 @@ it is set or resolved.  The model is a one-op recurrence ``hn = h0 + x``: every 
 
 from __future__ import annotations
 
+import io
 import os
 import stat
+import zipfile
 
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
+from rnnir import StateError
 from rnnir.runtime import StatefulSession
 
 F = TensorProto.FLOAT
@@ -87,3 +90,60 @@ def test_a_writer_that_fails_leaves_the_old_file_and_no_temporary_and_its_error_
     with pytest.raises(KeyboardInterrupt):
         s.save_state(path)
     assert os.listdir(tmp_path) == ["s.state"] and path.read_bytes() == old
+
+
+# -- each .npy entry's header is read before its data: versions, object arrays, sizes it cannot hold ----------------
+
+
+def _saved(tmp_path):
+    s = StatefulSession(adder([2]))
+    s.run_dict({"x": np.array([1.0, 2.0], np.float32)})
+    return s, s.save_state(tmp_path / "s.state")
+
+
+def _with_slot_entry(path, data: bytes) -> None:
+    """Rewrite the saved file with the slot's entry replaced by ``data`` (the metadata entry kept as written)."""
+    with zipfile.ZipFile(path) as zf:
+        entries = {n: zf.read(n) for n in zf.namelist()}
+    entries["slot:h0.npy"] = data
+    with zipfile.ZipFile(path, "w") as zf:
+        for name, raw in entries.items():
+            zf.writestr(name, raw)
+
+
+def _npy(array: np.ndarray, version) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array(buf, array, version=version, allow_pickle=True)
+    return buf.getvalue()
+
+
+def test_every_npy_version_numpy_writes_loads(tmp_path):
+    for version in [(1, 0), (2, 0), (3, 0)]:  # one test: each version matters
+        s, path = _saved(tmp_path)
+        _with_slot_entry(path, _npy(np.array([7.0, -8.0], np.float32), version))
+        s.load_state(path)
+        assert s.state["h0"].tolist() == [7.0, -8.0], version
+
+
+def _header(descr: str, shape: tuple[int, ...]) -> bytes:
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": descr, "fortran_order": False, "shape": shape})
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize(
+    "data,match",
+    [
+        (b"\x93NUMPY\x04\x00" + _header("<f4", (2,))[8:] + b"\0" * 8, r"unknown \.npy version \(4, 0\)"),
+        (_npy(np.array([None, 1], dtype=object), (1, 0)), "Python objects"),
+        (_header("<f4", (10**12,)) + b"\0" * 8, "declares 1,000,000,000,000 values"),
+        (_header("<f4", (2,)) + b"\0" * 4, r"truncated \(4 of 8 bytes\)"),
+    ],
+    ids=["version", "object", "oversized", "truncated"],
+)
+def test_a_bad_npy_entry_is_named_and_the_state_kept(tmp_path, data, match):
+    s, path = _saved(tmp_path)
+    _with_slot_entry(path, data)
+    with pytest.raises(StateError, match="'slot:h0.npy'.*" + match):
+        s.load_state(path)
+    assert s.state["h0"].tolist() == [1.0, 2.0]

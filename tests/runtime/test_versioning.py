@@ -125,3 +125,38 @@ def test_compatibility_table():
     assert compatible(a, StateOrigin("e" * 64, None, "b")) is None
     outcome, state = reconcile(a, StateOrigin("e" * 64, "2", "b"), {"h": np.ones(2)}, VersionPolicy.RESET)
     assert outcome is VersionOutcome.RESET and state is None
+
+
+def test_a_cycle_after_the_first_step_ends_the_search():
+    steps = StateMigrations()
+    for a, b in [("1", "2"), ("2", "3"), ("3", "2")]:
+        steps.register(a, b, lambda s: s)
+    assert steps.path("1", "4") is None  # 1 -> 2 -> 3 -> 2 ...: the walk stops where it has been
+    assert steps.path("1", "3") == [("1", "2"), ("2", "3")]
+
+
+def test_a_missing_migration_names_the_registered_ones():
+    with pytest.raises(StateError, match=r"from state version '1' to '2' \(registered: none\)"):
+        StateMigrations().migrate({}, "1", "2")
+    steps = StateMigrations()
+    steps.register("1", "2", lambda s: s)
+    steps.register("5", "6", lambda s: s)
+    with pytest.raises(StateError, match=r"\(registered: '1' -> '2', '5' -> '6'\)"):
+        steps.migrate({}, "2", "3")
+
+
+def test_declaring_a_version_again_replaces_it_however_often_it_was_declared():
+    model = with_state_version(with_state_version(sm.lstm_b(), "1"), "2")
+    assert [(p.key, p.value) for p in model.metadata_props if p.key == STATE_VERSION_KEY] == [(STATE_VERSION_KEY, "2")]
+    model.metadata_props.add(key=STATE_VERSION_KEY, value="7")  # a tool that appended instead of replacing
+    model = with_state_version(model, "3")
+    assert [(p.key, p.value) for p in model.metadata_props if p.key == STATE_VERSION_KEY] == [(STATE_VERSION_KEY, "3")]
+
+
+def test_migrate_needs_both_versions_whichever_is_missing():
+    steps = StateMigrations()
+    steps.register("1", "2", lambda s: s)
+    for saved_version, target_version in [(None, "2"), ("1", None)]:
+        saved, target = StateOrigin("f" * 64, saved_version, "a"), StateOrigin("e" * 64, target_version, "b")
+        with pytest.raises(StateError, match="needs both models to declare a state version"):
+            reconcile(saved, target, {"h": np.ones(2)}, VersionPolicy.MIGRATE, steps)
