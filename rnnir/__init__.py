@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from rnnir.errors import ExportError, IRError, ModelError, PairingError, RnnirError, StateError
@@ -24,7 +23,7 @@ if TYPE_CHECKING:
     from rnnir.exporter import export
     from rnnir.fixes.engine import fix
     from rnnir.ir.builder import Builder
-    from rnnir.onnxio.source import ModelLike
+    from rnnir.lower.load import load
 
 __all__ = [
     "Builder",
@@ -64,24 +63,13 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def load(
-    model: ModelLike,
-    pairs: Mapping[str, str | None] | None = None,
-    *,
-    entry: str = "dynamic",
-    exit: str = "fanout",
-    label: str | None = None,
-) -> Program:
-    """Lower an ONNX model (path, bytes or ``onnx.ModelProto``) to a :class:`Program`, or read IR text (a path
-    ending in ``.rnnir``): :func:`rnnir.lower.load.load`, which says what each argument does."""
-    from rnnir.lower.load import load as load_program  # lowering is imported on first use: `import rnnir` stays light
-
-    return load_program(model, pairs, entry=entry, exit=exit, label=label)
-
-
 def __getattr__(name: str) -> Any:
-    # export, fix and Builder import onnx and numpy, which `rnnir lint` never needs: imported on first use.  Their
-    # modules are named apart from them (exporter, fixes), so importing a module never rebinds `rnnir.export`
+    # load, export, fix and Builder import lowering, onnx and numpy: imported on first use, so `import rnnir` stays
+    # light.  Their modules are named apart from them (lower.load, exporter, fixes): importing one never rebinds them
+    if name == "load":
+        from rnnir.lower.load import load
+
+        return load
     if name == "export":
         from rnnir.exporter import export
 

@@ -11,14 +11,12 @@ bug is SD002, as for the ONNX LSTM they were made from; and the simulator runs t
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import onnx
 import pytest
+
+from tests.support.scaffold import copy_checkout, files, run_in
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = '        RecurrenceKind("StreamLSTM", "StreamLSTM", "com.example", "LSTM", _LSTM_IN, ("Y", "Y_h", "Y_c"), (_H, _C), summary="a vendor LSTM"),\n'
@@ -30,8 +28,12 @@ def _registry_file(package: Path) -> Path:
     return found[0]
 
 
-def _files(root: Path) -> dict[str, bytes]:
-    return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*.py")) if "__pycache__" not in p.parts}
+def _add_entry(copy: Path, after: str, entry: str) -> None:
+    """Insert ``entry`` into the registry of the package copied to ``copy``, after the ONNX kind ``after``."""
+    registry = _registry_file(copy / "rnnir")
+    text = registry.read_text(encoding="utf-8")
+    anchor = next(line for line in text.splitlines(keepends=True) if line.lstrip().startswith(f'RecurrenceKind("{after}", "{after}", "", "{after}"'))
+    registry.write_text(text.replace(anchor, anchor + entry, 1), encoding="utf-8")
 
 
 def _custom(sample: str, dest: Path) -> Path:
@@ -50,9 +52,7 @@ def _custom(sample: str, dest: Path) -> Path:
 
 
 def _lint(package_root: Path, *models: Path) -> tuple[int, dict[str, list[str]]]:
-    env = {**os.environ, "PYTHONPATH": str(package_root), "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run([sys.executable, "-m", "rnnir", "lint", "--format", "json", *map(str, models)],
-                          cwd=package_root, env=env, capture_output=True, text=True, timeout=300)
+    done = run_in(package_root, "-m", "rnnir", "lint", "--format", "json", *map(str, models))
     assert done.returncode in (0, 1), done.stderr
     report = json.loads(done.stdout)
     codes = {Path(f["path"]).name: sorted(d["code"] for d in f["diagnostics"]) for f in report["files"]}
@@ -62,16 +62,11 @@ def _lint(package_root: Path, *models: Path) -> tuple[int, dict[str, list[str]]]
 @pytest.fixture(scope="module")
 def copies(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, bytes], dict[str, bytes], list[Path]]:
     base = tmp_path_factory.mktemp("add_kind")
-    before_copy, after_copy = base / "before", base / "after"
-    for copy in (before_copy, after_copy):
-        shutil.copytree(ROOT / "rnnir", copy / "rnnir", ignore=shutil.ignore_patterns("__pycache__"))
-    before = _files(after_copy)
-    registry = _registry_file(after_copy / "rnnir")
-    text = registry.read_text(encoding="utf-8")
-    anchor = next(line for line in text.splitlines(keepends=True) if line.lstrip().startswith('RecurrenceKind("LSTM", "LSTM", "", "LSTM"'))
-    registry.write_text(text.replace(anchor, anchor + ENTRY, 1), encoding="utf-8")
+    before_copy, after_copy = (copy_checkout(base / name, ["rnnir"]) for name in ("before", "after"))
+    before = files(after_copy)
+    _add_entry(after_copy, "LSTM", ENTRY)
     models = [_custom(name, base) for name in ("lstm_fanout", "sd002_hc_swap")]
-    return before_copy, after_copy, before, _files(after_copy), models
+    return before_copy, after_copy, before, files(after_copy), models
 
 
 def test_the_new_kind_is_one_line_in_one_file(copies):
@@ -119,8 +114,7 @@ def test_with_the_entry_the_simulator_runs_the_vendor_op_by_its_equations(copies
     import numpy as np
 
     before_copy, after_copy, _, _, models = copies
-    env = {**os.environ, "PYTHONPATH": str(after_copy), "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run([sys.executable, "-c", _SIMULATE, str(models[0])], cwd=after_copy, env=env, capture_output=True, text=True, timeout=300)
+    done = run_in(after_copy, "-c", _SIMULATE, str(models[0]))
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     sess = ort.InferenceSession(str(ROOT / "samples" / "lstm_fanout.onnx"), providers=["CPUExecutionProvider"])
@@ -131,8 +125,7 @@ def test_with_the_entry_the_simulator_runs_the_vendor_op_by_its_equations(copies
             np.testing.assert_allclose(np.asarray(simulated[name]), want, atol=1e-5, err_msg=name)
         state = {"h0": hn, "c0": cn}
     # the near miss: without the entry the simulator refuses the op by name, before any call
-    env["PYTHONPATH"] = str(before_copy)
-    refused = subprocess.run([sys.executable, "-c", _SIMULATE, str(models[0])], cwd=before_copy, env=env, capture_output=True, text=True, timeout=300)
+    refused = run_in(before_copy, "-c", _SIMULATE, str(models[0]))
     assert refused.returncode != 0 and "StreamLSTM" in refused.stderr
 
 
@@ -162,23 +155,18 @@ def test_a_kind_with_equations_of_its_own_is_its_entry_and_its_equations(tmp_pat
     import numpy as np
 
     ort = pytest.importorskip("onnxruntime")
-    entry_only, both = tmp_path / "entry", tmp_path / "both"
+    entry_only, both = (copy_checkout(tmp_path / name, ["rnnir"]) for name in ("entry", "both"))
     for copy in (entry_only, both):
-        shutil.copytree(ROOT / "rnnir", copy / "rnnir", ignore=shutil.ignore_patterns("__pycache__"))
-        registry = _registry_file(copy / "rnnir")
-        text = registry.read_text(encoding="utf-8")
-        anchor = next(line for line in text.splitlines(keepends=True) if line.lstrip().startswith('RecurrenceKind("RNN", "RNN", "", "RNN"'))
-        registry.write_text(text.replace(anchor, anchor + NEW_ENTRY, 1), encoding="utf-8")
-    before = _files(entry_only)
+        _add_entry(copy, "RNN", NEW_ENTRY)
+    before = files(entry_only)
     reference = both / "rnnir" / "semantics" / "reference.py"
     reference.write_text(reference.read_text(encoding="utf-8") + NEW_EQUATIONS, encoding="utf-8")
-    assert sorted(p for p in before if before[p] != _files(both)[p]) == ["rnnir/semantics/reference.py"]
+    assert sorted(p for p in before if before[p] != files(both)[p]) == ["rnnir/semantics/reference.py"]
     model = _vendor_rnn(tmp_path)
     status, codes = _lint(both, model)
     assert (status, codes) == (0, {"neg_rnn.onnx": []})
     script = _SIMULATE.replace("(4, 1, 3)", "(4, 1, 1)")
-    env = {**os.environ, "PYTHONPATH": str(both), "PYTHONDONTWRITEBYTECODE": "1"}
-    done = subprocess.run([sys.executable, "-c", script, str(model)], cwd=both, env=env, capture_output=True, text=True, timeout=300)
+    done = run_in(both, "-c", script, str(model))
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
     # the oracle: onnxruntime's RNN fed -x, the state carried from call to call
@@ -189,6 +177,5 @@ def test_a_kind_with_equations_of_its_own_is_its_entry_and_its_equations(tmp_pat
         np.testing.assert_allclose(np.asarray(simulated["y"]), y, rtol=1e-5, atol=1e-5)  # a linear RNN: values grow, float32 rounds relatively
         np.testing.assert_allclose(np.asarray(simulated["hn"]), h, rtol=1e-5, atol=1e-5)
     # the near miss: the entry without equations lints the same, and the simulator refuses the op by name
-    env["PYTHONPATH"] = str(entry_only)
-    refused = subprocess.run([sys.executable, "-c", script, str(model)], cwd=entry_only, env=env, capture_output=True, text=True, timeout=300)
+    refused = run_in(entry_only, "-c", script, str(model))
     assert refused.returncode != 0 and "NegRNN" in refused.stderr

@@ -24,14 +24,6 @@ from rnnir.ir.text import read_program
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# imports from above the IR that the analysis work removes (slice tracing in the parser and the builder, the
-# cache kinds of a pair's slices); the test accepts any subset of them, so removing one needs no edit here
-_LEFT_TO_THE_ANALYSIS_LAYER = {
-    ("rnnir.ir.builder", "rnnir.slices"),
-    ("rnnir.ir.text", "rnnir.slices"),
-    ("rnnir.ir.pairs", "rnnir.analysis.statekinds"),
-}
-
 
 def _ir_imports(package: Path, name: str) -> set[tuple[str, str]]:
     """(module, rnnir module it imports) for every import statement of every module under ``package``."""
@@ -65,7 +57,7 @@ def _upward(edges: set[tuple[str, str]]) -> set[tuple[str, str]]:
 def test_the_ir_layer_imports_nothing_above_it():
     edges = _ir_imports(ROOT / "rnnir" / "ir", "rnnir.ir")
     assert ("rnnir.ir.core", "rnnir.ir.printer") in edges  # the scan reads function-level imports (Program.__str__)
-    assert _upward(edges) <= _LEFT_TO_THE_ANALYSIS_LAYER
+    assert _upward(edges) == set()
 
 
 def test_the_scan_sees_a_function_level_and_a_type_checking_import_upward(tmp_path: Path):

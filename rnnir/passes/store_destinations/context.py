@@ -18,7 +18,6 @@ from rnnir.passes.manager import ProgramFacts
 
 __all__ = [
     "FINAL_OF",
-    "INIT_OF",
     "Context",
     "Owner",
     "branch_text",
@@ -33,8 +32,6 @@ __all__ = [
     "store_loc",
 ]
 
-# the registry's maps: initial_h <-> Y_h, initial_c <-> Y_c; Y carries h
-INIT_OF = ENTRY_OF
 
 
 def branch_text(branch: str | tuple[str, ...]) -> str:
@@ -116,7 +113,7 @@ class Context:
                     self.owners.setdefault((e.node_id, e.port), []).append(Owner(name, sm.index, e.direction, e))
 
     def owners_of(self, r: PortRef) -> list[Owner]:
-        init = INIT_OF.get(r.port)
+        init = ENTRY_OF.get(r.port)
         if init is None:
             return []
         return [o for o in self.owners.get((r.node_id, init), []) if r.direction is None or o.direction is None or o.direction == r.direction]

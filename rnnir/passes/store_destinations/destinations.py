@@ -14,14 +14,13 @@ from collections.abc import Iterator
 from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.slices import TracedPair
 from rnnir.ir.nodes import Store
-from rnnir.ir.recurrence import STATE_H
+from rnnir.ir.recurrence import ENTRY_OF, STATE_H
 from rnnir.passes.diagnostics import Diagnostic, Location
 from rnnir.passes.rules.sd002_wrong_slot import RULE as WRONG_SLOT
 from rnnir.passes.rules.sd003_not_final_state import RULE as NOT_FINAL_STATE
 from rnnir.passes.rules.sd006_reverse_state_persisted import RULE as REVERSE_STATE_PERSISTED
 from rnnir.passes.rules.sd008_seq_lens_last_step import RULE as SEQ_LENS_LAST_STEP
 from rnnir.passes.store_destinations.context import (
-    INIT_OF,
     Context,
     branch_text,
     expected_final,
@@ -159,7 +158,7 @@ def _owner_check(
         got=r.label,
         where=where,
         unread="slice" if r.node_id in ctx.reads(name) else "slot",
-        start=ctx.start_text(rec, INIT_OF.get(r.port, STATE_H.entry)),
+        start=ctx.start_text(rec, ENTRY_OF.get(r.port, STATE_H.entry)),
         expected=expected,
         label=sm.label,
     )

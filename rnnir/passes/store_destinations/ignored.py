@@ -10,7 +10,7 @@ from rnnir.ir.nodes import Store
 from rnnir.ir.recurrence import ENTRY_OF
 from rnnir.passes.diagnostics import Diagnostic
 from rnnir.passes.rules.sd007_state_ignored import RULE as STATE_IGNORED
-from rnnir.passes.store_destinations.context import INIT_OF, Context, ref_loc
+from rnnir.passes.store_destinations.context import Context, ref_loc
 
 __all__ = ["STATE_IGNORED", "ignored"]
 
@@ -35,7 +35,7 @@ def ignored(ctx: Context, pair: TracedPair, stores: list[Store], plain: bool) ->
         starts: list[str] = []
         for r in refs:
             rec = ctx.ops[r.node_id]
-            init = INIT_OF.get(r.port)
+            init = ENTRY_OF.get(r.port)
             if init in rec.state_ports:
                 t = f"{rec.kind} {rec.describe()!r}.{init} starts from {ctx.start_text(rec, init)}"
                 if t not in starts:
