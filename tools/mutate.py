@@ -468,22 +468,58 @@ def _from_disk(disk: dict[str, Any]) -> dict[str, Any]:
     return {"files": disk.get("files", {}), "durations": disk["durations"], "lines": lines}
 
 
-def line_coverage(modules: list[str], jobs: int) -> tuple[dict[str, dict[int, list[str]]], dict[str, float]]:
+def _merge(data: dict[str, Any], fresh: dict[str, Any]) -> None:
+    """Add a traced run of other test files to ``data`` (lines executed outside any test stay everybody's)."""
+    data["durations"].update(fresh["durations"])
+    for file, per_line in fresh["lines"].items():
+        mine = data["lines"].setdefault(file, {})
+        for line, ids in per_line.items():
+            if ids != ["*"]:  # import-time lines were already everybody's
+                mine[line] = sorted(set(mine.get(line, [])) | set(ids))
+            elif line not in mine:
+                mine[line] = ["*"]
+
+
+def _trace_files(targets: list[str], files: list[str], jobs: int) -> dict[str, Any]:
+    """Trace ``files`` (test files) in up to ``jobs`` processes at once, split by file, and merge what they record."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    shards = [files[k::jobs] for k in range(jobs) if files[k::jobs]]
+    with ThreadPoolExecutor(len(shards)) as pool:
+        parts = list(pool.map(lambda n: _trace(targets, shards[n], CACHE_DIR / f"trace-{os.getpid()}-{n}.json"), range(len(shards))))
+    data: dict[str, Any] = {"durations": {}, "lines": {}}
+    for part in parts:
+        _merge(data, part)
+    return data
+
+
+def _selected(path: str, tests: list[str]) -> bool:
+    return not tests or any(path == t or path.startswith(t.rstrip("/") + "/") for t in tests)
+
+
+def line_coverage(modules: list[str], jobs: int, tests: list[str] | None = None) -> tuple[dict[str, dict[int, list[str]]], dict[str, float]]:
     """For each module, line -> ids of the tests that execute it; and each test's duration in seconds.
 
-    One traced run of the whole suite, cached in .mutation/ until rnnir/, rnnir/passes/ or the tests' helpers change;
-    a test file added or edited since is traced alone and merged in. Lines executed outside any test
-    (imports, session fixtures) map to every test.
+    One traced run of the suite (or of the test files and folders in ``tests``: then a mutant only other tests
+    would kill counts as a survivor, and every score is a lower bound), split by test file over ``jobs``
+    processes and cached in .mutation/ until rnnir/ or the tests' helpers change; a test file added or edited
+    since is traced alone and merged in. Lines executed outside any test (imports, session fixtures) map to
+    every test.
     """
+    selection = sorted(t.rstrip("/") for t in tests or [])
     all_targets = sorted(set(modules) | set(_expand(list(DEFAULT_TARGETS))))
     CACHE_DIR.mkdir(exist_ok=True)
-    cache = CACHE_DIR / f"coverage-{_source_digest(all_targets)}.json"
-    now = _test_file_digests()
+    digest = _source_digest(all_targets + [f"tests={t}" for t in selection])
+    cache = CACHE_DIR / f"coverage-{digest}.json"
+    now = {f: d for f, d in _test_file_digests().items() if _selected(f, selection)}
+    if not now:
+        raise SystemExit(f"no test file under {' '.join(selection)}")
     if cache.exists():
         data = _from_disk(json.loads(cache.read_text()))
     else:
-        print(f"tracing which tests execute which lines (one run of the suite, cached in {cache.relative_to(ROOT)}) ...", flush=True)
-        data = {**_trace(all_targets, [], CACHE_DIR / f"trace-{os.getpid()}.json"), "files": now}
+        what = "the suite" if not selection else " ".join(selection)
+        print(f"tracing which tests execute which lines ({what}, {jobs} processes; cached in {cache.relative_to(ROOT)}) ...", flush=True)
+        data = {**_trace_files(all_targets, sorted(now), jobs), "files": now}
     stale = sorted(f for f in set(now) | set(data["files"]) if now.get(f) != data["files"].get(f))
     if stale:
         gone = tuple(f + "::" for f in stale)
@@ -494,15 +530,7 @@ def line_coverage(modules: list[str], jobs: int) -> tuple[dict[str, dict[int, li
         present = [f for f in stale if f in now]
         if present:
             print(f"tracing the test files changed since: {' '.join(present)} ...", flush=True)
-            fresh = _trace(all_targets, present, CACHE_DIR / f"trace-{os.getpid()}.json")
-            data["durations"].update(fresh["durations"])
-            for file, per_line in fresh["lines"].items():
-                mine = data["lines"].setdefault(file, {})
-                for line, ids in per_line.items():
-                    if ids != ["*"]:  # import-time lines were already everybody's
-                        mine[line] = sorted(set(mine.get(line, [])) | set(ids))
-                    elif line not in mine:
-                        mine[line] = ["*"]
+            _merge(data, _trace_files(all_targets, present, jobs))
         data["files"] = now
     if stale or not cache.exists():
         cache.write_text(json.dumps(_to_disk(data)))
@@ -901,6 +929,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--since", metavar="REV", help="only mutants on lines added or changed since this git revision (a change's own mutants)")
     parser.add_argument("--check-equivalents", action="store_true", help="list stale or ambiguous entries of the equivalents file and exit (1 if there is one)")
     parser.add_argument("--fail-under", type=float, default=0.0, metavar="PCT", help="exit 1 when a module scores below PCT percent")
+    parser.add_argument(
+        "--tests",
+        action="append",
+        metavar="PATH",
+        help="trace only these test files or folders (repeatable; default: the whole suite). Faster; a mutant only other tests kill survives, so each score is a lower bound",
+    )
     args = parser.parse_args(argv)
     if args.check_equivalents:
         problems = check_equivalents(read_equivalents())
@@ -930,7 +964,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{m.key}    {m.source_line}")
         return 0
     equivalents = read_equivalents()
-    coverage, durations = line_coverage(modules, args.jobs)
+    coverage, durations = line_coverage(modules, max(1, args.jobs), args.tests)
     started = time.monotonic()
     earlier: list[Result] = []
     if args.keep_killed:
@@ -944,6 +978,8 @@ def main(argv: list[str] | None = None) -> int:
     print()
     rows = scores(results)
     print(table(rows))
+    if args.tests:
+        print(f"\ntraced: {' '.join(args.tests)} only; each score is a lower bound")
     print(f"\n{len(results)} mutants in {time.monotonic() - started:.0f} s")
     if args.json:
         args.json.write_text(

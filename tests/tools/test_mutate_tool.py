@@ -225,3 +225,21 @@ def test_the_shards_of_a_run_are_its_mutants_split_in_order(tree: Path, capsys: 
         with pytest.raises(SystemExit):
             mutate.main(["pkg/m.py", "--list", "--shard", bad])
     assert "is not K/N with 1 <= K <= N" in capsys.readouterr().err
+
+
+def test_tests_selects_files_and_folders_by_whole_path_parts():
+    picked = ["tests/render", "tests/cli/test_lint.py"]
+    assert mutate._selected("tests/render/test_formats.py", picked)
+    assert mutate._selected("tests/cli/test_lint.py", picked)
+    # a prefix that is not a whole folder name, and a sibling file, are not the selection
+    assert not mutate._selected("tests/renderers/test_x.py", picked)
+    assert not mutate._selected("tests/cli/test_lint_more.py", picked)
+    assert mutate._selected("tests/anything/test_x.py", [])
+
+
+def test_shards_of_a_trace_merge_as_one_run():
+    data = {"durations": {"a::t1": 0.1}, "lines": {"m.py": {3: ["a::t1"], 4: ["*"]}}}
+    mutate._merge(data, {"durations": {"b::t2": 0.2}, "lines": {"m.py": {3: ["b::t2"], 4: ["*"], 5: ["*"]}, "n.py": {1: ["b::t2"]}}})
+    assert data["durations"] == {"a::t1": 0.1, "b::t2": 0.2}
+    # a line both shards ran inside tests gets both tests; import-time lines stay everybody's
+    assert data["lines"] == {"m.py": {3: ["a::t1", "b::t2"], 4: ["*"], 5: ["*"]}, "n.py": {1: ["b::t2"]}}
