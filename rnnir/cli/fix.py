@@ -329,7 +329,7 @@ def lint_fixes(jobs: Sequence[LintJob], *, diff: bool, unsafe: bool) -> int:
     status = 0
     changed = False
     out: list[str] = []
-    fixed_files = fixed_findings = 0
+    fixed_files = fixed_findings = held_back = 0
     for job in jobs:
         path = job.path
         if Path(path).suffix.lower() == ".rnnir":  # linted, but never edited: say so rather than leave it unsaid
@@ -355,6 +355,7 @@ def lint_fixes(jobs: Sequence[LintJob], *, diff: bool, unsafe: bool) -> int:
             for e in result.skipped:
                 if e.reason.startswith("not certain"):
                     print(printable(f"{path}: not fixed: {e}"), file=sys.stderr)
+                    held_back += 1
             fixed_files += bool(result.edits)
             fixed_findings += len(result.edits)
         except (ModelError, PairingError):
@@ -366,9 +367,16 @@ def lint_fixes(jobs: Sequence[LintJob], *, diff: bool, unsafe: bool) -> int:
         sys.stdout.write("".join(out))
         sys.stdout.flush()
         return max(status, 1 if changed else 0)
-    if fixed_findings:
-        print(f"fixed {fixed_findings} finding{'s' if fixed_findings != 1 else ''} in {fixed_files} file{'s' if fixed_files != 1 else ''}", file=sys.stderr)
+    if fixed_findings or held_back:
+        # as Ruff's summary: what was fixed, and what --unsafe-fixes would also fix (the lint that follows lists the rest)
+        done = f"fixed {_count(fixed_findings, 'finding')} in {_count(fixed_files, 'file')}" if fixed_findings else "fixed nothing"
+        more = f"; {_count(held_back, 'unsafe fix', 'unsafe fixes')} not applied (--unsafe-fixes applies {'them' if held_back != 1 else 'it'})" if held_back else ""
+        print(done + more, file=sys.stderr)
     return status
+
+
+def _count(n: int, one: str, many: str = "") -> str:
+    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def explain_fix(code: str) -> str:

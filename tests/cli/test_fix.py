@@ -116,13 +116,24 @@ def test_lint_fix_rewrites_files_and_reports_the_rest(tmp_path: Path, capsys) ->
     assert "1 error" in captured.out
     fixed_lines = [line for line in captured.err.splitlines() if ": fixed: " in line]
     assert len(fixed_lines) == 4
-    assert "fixed 4 findings in 4 files" in captured.err
+    assert "fixed 4 findings in 4 files; 1 unsafe fix not applied (--unsafe-fixes applies it)" in captured.err
     assert "not fixed: SD003 [unsafe, not applied]" in captured.err
     for p in paths[:4]:
         assert _codes(p) == [], p.name
     assert paths[-1].read_bytes() == clean_before  # nothing to fix: not rewritten
     assert main(["lint", str(paths[4]), "--fix", "--unsafe-fixes"]) == 0
     assert _codes(paths[4]) == []
+
+
+def test_lint_fix_with_only_unsafe_fixes_says_nothing_was_fixed(tmp_path: Path, capsys) -> None:
+    paths = _copy(tmp_path, "sd003_other_op", "sd007_zero_init")
+    before = [p.read_bytes() for p in paths]
+    assert main(["lint", str(tmp_path), "--fix"]) == 1
+    assert "fixed nothing; 2 unsafe fixes not applied (--unsafe-fixes applies them)" in capsys.readouterr().err
+    assert [p.read_bytes() for p in paths] == before
+    (clean,) = _copy(tmp_path, "gru_fanout")
+    assert main(["lint", str(clean), "--fix"]) == 0
+    assert "fixed" not in capsys.readouterr().err  # nothing to fix, nothing held back: no summary
 
 
 def test_lint_diff_exit_codes(tmp_path: Path, capsys) -> None:
