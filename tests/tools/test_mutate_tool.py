@@ -243,3 +243,24 @@ def test_shards_of_a_trace_merge_as_one_run():
     assert data["durations"] == {"a::t1": 0.1, "b::t2": 0.2}
     # a line both shards ran inside tests gets both tests; import-time lines stay everybody's
     assert data["lines"] == {"m.py": {3: ["a::t1", "b::t2"], 4: ["*"], 5: ["*"]}, "n.py": {1: ["b::t2"]}}
+
+
+def test_a_module_level_mutant_is_imported_mutated_under_pytest():
+    """A mutant of a module constant reaches the tests: pytest's assertion-rewriting import hook (rnnir is a pytest11
+    plugin, so its whole distribution is marked for rewriting) once imported the file from disk instead, and every
+    module-level mutant survived whatever the tests checked."""
+    script = textwrap.dedent(
+        """
+        import sys
+        sys.path.insert(0, "tools")
+        import mutate
+        (m,) = [m for m in mutate.mutants_of("rnnir/lint/baseline.py") if m.source_line == "BASELINE_VERSION = 1"]
+        ids = ["tests/lint/test_baseline.py::test_the_file_is_versioned_sorted_and_readable"]
+        (result,) = mutate._run_with_import_hook([(m, ids)], {}, 1, [])
+        print(m.description, result.outcome.value)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    # the test reads version 1 from the file the mutant writes as version 2
+    assert done.stdout.strip().endswith("1 -> 2 killed"), done.stdout
