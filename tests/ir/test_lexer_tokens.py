@@ -155,3 +155,20 @@ def test_a_dense_constant_reads_every_numeric_dtype_and_refuses_the_rest():
     for written, message in bad:
         line = f"value %c : float32[2] = {written}"
         assert error_of(program(line)) == (LINE, message, len(line) + 3), written
+
+
+def test_a_name_or_string_that_ends_in_a_backslash_prints_and_parses_back():
+    # an escaped backslash before the closing quote ends the string: 'C:\\' is a whole string, and so is "x\\"
+    # (it used to be read as an escaped quote, so the comma after it was taken for part of the name or string)
+    from rnnir.ir.builder import Builder
+
+    b = Builder("p")
+    x, z = b.input("x\\"), b.input("z")
+    v = b.compute("Foo", [x, z], attributes={"a": "C:\\", "b": "\\\\", "c": 'q"\\'})
+    b.store(v, b.output("y"), "value")
+    printed = print_program(b.build())
+    prog = parse_program(printed)
+    assert print_program(prog) == printed
+    foo = next(n for n in prog.nodes if isinstance(n, Compute) and n.op == "Foo")
+    assert foo.attributes == {"a": "C:\\", "b": "\\\\", "c": 'q"\\'}
+    assert [v.name for v in foo.inputs if v is not None] == ["x\\", "z"]
