@@ -172,3 +172,37 @@ def test_a_name_or_string_that_ends_in_a_backslash_prints_and_parses_back():
     foo = next(n for n in prog.nodes if isinstance(n, Compute) and n.op == "Foo")
     assert foo.attributes == {"a": "C:\\", "b": "\\\\", "c": 'q"\\'}
     assert [v.name for v in foo.inputs if v is not None] == ["x\\", "z"]
+
+
+def test_a_token_missing_at_the_end_of_a_line_or_malformed_inside_one_is_named():
+    slot_line = "  slot @h : float32[2] init=zeros"
+    cases = [  # (the line, the edited line, its number, the message, the text before the column named)
+        (slot_line, "  slot @", 2, "expected a name", "  slot @"),
+        (slot_line, "  slot @h : float32[2] init=", 2, "expected a word", "  slot @h : float32[2] init="),
+        (slot_line, "  slot @h : float32[2] init=(zeros)", 2, "expected a word", "  slot @h : float32[2] init="),
+        (slot_line, "  slot @h :", 2, "expected a tensor type", "  slot @h :"),
+        ("  output y : float32[2]", "  output ", 3, "expected a name", "  output "),
+        ("  output y : float32[2]", "  output y float32[2]", 3, "expected ':'", "  output y "),
+    ]
+    for old, new, lineno, message, before in cases:
+        assert error_of(program().replace(old, new)) == (lineno, message, len(before) + 1), new
+    # inside a type's brackets a < is text like any other (only <...> nests it): a bad dim, not an unclosed bracket
+    line = "%u = Relu(%x) loc{'id': 'u'} : float32[2<3]"
+    assert error_of(program(line)) == (LINE, "bad dim '2<3': a whole number, ?, or a name", len(line) + 3)
+    # a shape too long to be a number is refused by name
+    digits = "1" * 5000
+    line = f"value %c : float32[2] = dense<int8[{digits}] ...>"
+    lineno, message, column = error_of(program(line))
+    assert (lineno, column) == (LINE, len(line) + 3)
+    assert message == f"bad dense constant: shape [{'1' * 120!r}... (5000 characters)] is not a list of whole numbers"
+
+
+def test_spaces_around_tokens_and_at_the_ends_of_lines_are_not_text():
+    text = program("%u = Foo<a=1,b=2,c=[3,4]>(%x)   loc{'id':'u'}   ", "   ", "%v = Relu( %u ) loc{ 'id': 'v' } :   float32[ 2 ]  ")
+    text = text.replace("  slot @h : float32[2] init=zeros", "  slot @h :float32[2]  init=zeros   \n\n")
+    prog = parse_program(text)
+    foo = next(n for n in prog.nodes if isinstance(n, Compute) and n.op == "Foo")
+    assert foo.attributes == {"a": 1, "b": 2, "c": [3, 4]}
+    relu = next(n for n in prog.nodes if isinstance(n, Compute) and n.op == "Relu")
+    assert relu.id == "v" and list(relu.inputs) == [foo.outputs[0]] and relu.outputs[0].type.shape == (2,)
+    assert prog.slot("h").type.shape == (2,)
