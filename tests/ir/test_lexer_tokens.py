@@ -6,14 +6,13 @@ each, with a loop (the mutation tool runs one parametrization of a test).
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
-import pytest
 
 from rnnir.ir import Compute
-from rnnir.ir.text import IRParseError, parse_program, print_program
+from rnnir.ir.text import parse_program, print_program
+from tests.support.ir_text import parse_error, read_back
 
 HEAD = """program @p {
   slot @h : float32[2] init=zeros
@@ -30,18 +29,8 @@ def program(*lines: str) -> str:
     return HEAD + "".join(f"  {line}\n" for line in lines) + TAIL
 
 
-def error_of(text: str) -> tuple[int, str, int]:
-    with pytest.raises(IRParseError) as ei:
-        parse_program(text)
-    m = re.fullmatch(r"line (\d+): (.*?) at column (\d+): .*", str(ei.value), re.S)
-    assert m, str(ei.value)
-    return int(m.group(1)), m.group(2), int(m.group(3))
-
-
 def node_of(line: str) -> Compute:
-    prog = parse_program(program(line))
-    printed = print_program(prog)
-    assert print_program(parse_program(printed)) == printed
+    prog = read_back(program(line))
     return next(n for n in prog.nodes if isinstance(n, Compute) and n.id == "u")
 
 
@@ -91,12 +80,12 @@ def test_names_and_strings_plain_or_quoted():
         ("%u = Relu(%x) loc('id', 'u')", "expected '{'", len("%u = Relu(%x) loc") + 1),
     ]
     for line, message, column in bad:
-        assert error_of(program(line)) == (LINE, message, column + 2), line  # + the line's two spaces
+        assert parse_error(program(line)) == (LINE, message, column + 2), line  # + the line's two spaces
     slot_line = "  slot @h : float32[2] init=zeros"
     # a string that is a number, unclosed or missing: the column is where it should start
     for tail, at in ((" address 5", " address "), (' address "mem', " address "), (" loc", " loc")):
         column = len(slot_line + at) + 1
-        assert error_of(program().replace(slot_line, slot_line + tail)) == (2, "expected a string", column), tail
+        assert parse_error(program().replace(slot_line, slot_line + tail)) == (2, "expected a string", column), tail
 
 
 def test_a_tensor_type_takes_whole_numbers_unknowns_and_names_as_dims():
@@ -119,10 +108,10 @@ def test_a_tensor_type_takes_whole_numbers_unknowns_and_names_as_dims():
     ]
     for written, message in bad:
         line = f"%u = Relu(%x) loc{{'id': 'u'}} : {written}"
-        assert error_of(program(line)) == (LINE, message, len(line) + 3), written
+        assert parse_error(program(line)) == (LINE, message, len(line) + 3), written
     for written in ("[2]", "float32", "float32 [2]", "float-32[2]"):
         line = f"%u = Relu(%x) loc{{'id': 'u'}} : {written}"
-        assert error_of(program(line)) == (LINE, "expected a tensor type", len("%u = Relu(%x) loc{'id': 'u'} : ") + 3), written
+        assert parse_error(program(line)) == (LINE, "expected a tensor type", len("%u = Relu(%x) loc{'id': 'u'} : ") + 3), written
 
 
 def test_a_dense_constant_reads_every_numeric_dtype_and_refuses_the_rest():
@@ -154,7 +143,7 @@ def test_a_dense_constant_reads_every_numeric_dtype_and_refuses_the_rest():
     ]
     for written, message in bad:
         line = f"value %c : float32[2] = {written}"
-        assert error_of(program(line)) == (LINE, message, len(line) + 3), written
+        assert parse_error(program(line)) == (LINE, message, len(line) + 3), written
 
 
 def test_a_name_or_string_that_ends_in_a_backslash_prints_and_parses_back():
@@ -185,14 +174,14 @@ def test_a_token_missing_at_the_end_of_a_line_or_malformed_inside_one_is_named()
         ("  output y : float32[2]", "  output y float32[2]", 3, "expected ':'", "  output y "),
     ]
     for old, new, lineno, message, before in cases:
-        assert error_of(program().replace(old, new)) == (lineno, message, len(before) + 1), new
+        assert parse_error(program().replace(old, new)) == (lineno, message, len(before) + 1), new
     # inside a type's brackets a < is text like any other (only <...> nests it): a bad dim, not an unclosed bracket
     line = "%u = Relu(%x) loc{'id': 'u'} : float32[2<3]"
-    assert error_of(program(line)) == (LINE, "bad dim '2<3': a whole number, ?, or a name", len(line) + 3)
+    assert parse_error(program(line)) == (LINE, "bad dim '2<3': a whole number, ?, or a name", len(line) + 3)
     # a shape too long to be a number is refused by name
     digits = "1" * 5000
     line = f"value %c : float32[2] = dense<int8[{digits}] ...>"
-    lineno, message, column = error_of(program(line))
+    lineno, message, column = parse_error(program(line))
     assert (lineno, column) == (LINE, len(line) + 3)
     assert message == f"bad dense constant: shape [{'1' * 120!r}... (5000 characters)] is not a list of whole numbers"
 

@@ -9,14 +9,11 @@ parametrization of a test), and every case changes one line of the same small va
 
 from __future__ import annotations
 
-import re
 from typing import Any
-
-import pytest
 
 from rnnir.ir import Recurrent
 from rnnir.ir.attributes import QuantParams
-from rnnir.ir.text import IRParseError, parse_program, print_program
+from tests.support.ir_text import parse_error, read_back
 
 BASE = """program @p {
   slot @h0 : float32[1,1,4] init=zeros
@@ -32,7 +29,6 @@ BASE = """program @p {
 }"""
 X_LINE = "  value %x : float32[T,1,3]"
 GRU_ATTRS = "direction='forward', hidden_size=4"
-RELU = "  %r = Relu(%x) loc{'id': 'relu0'}"
 
 
 def with_line(old: str, new: str) -> str:
@@ -43,22 +39,6 @@ def with_line(old: str, new: str) -> str:
 def with_node(line: str) -> str:
     """BASE with one more node line after the load (line 8 of the text)."""
     return with_line("  %y, %hn", line + "\n  %y, %hn")
-
-
-def error_of(text: str) -> tuple[int, str, int]:
-    """(line, message, column) of the IRParseError ``text`` raises."""
-    with pytest.raises(IRParseError) as ei:
-        parse_program(text)
-    m = re.fullmatch(r"line (\d+): (.*?) at column (\d+): .*", str(ei.value), re.S)
-    assert m, str(ei.value)
-    return int(m.group(1)), m.group(2), int(m.group(3))
-
-
-def round_trips(text: str) -> Any:
-    prog = parse_program(text)
-    printed = print_program(prog)
-    assert print_program(parse_program(printed)) == printed
-    return prog
 
 
 def test_a_quantization_parses_to_its_lists_and_axis_at_every_edge():
@@ -72,13 +52,13 @@ def test_a_quantization_parses_to_its_lists_and_axis_at_every_edge():
         ('q(scale=[0.5], zero=[0], axis=None) layout="NCHW"', QuantParams((0.5,), (0,), None)),
     ]
     for written, expected in cases:
-        prog = round_trips(with_line(X_LINE, f"{X_LINE} {written}"))
+        prog = read_back(with_line(X_LINE, f"{X_LINE} {written}"))
         t = prog.externals["x"].type
         assert t.quant == expected, written
         assert t.shape == ("T", 1, 3) and t.dtype == "float32"
         assert t.layout == ("NCHW" if "layout" in written else None), written
         # the quantization is a value of its type: a slot and an output carry one the same way
-    prog = round_trips(with_line("  slot @h0 : float32[1,1,4] init=zeros", "  slot @h0 : int8[1,1,4] q(scale=[0.5], zero=[3], axis=None) init=zeros"))
+    prog = read_back(with_line("  slot @h0 : float32[1,1,4] init=zeros", "  slot @h0 : int8[1,1,4] q(scale=[0.5], zero=[3], axis=None) init=zeros"))
     assert prog.slot("h0").type.quant == QuantParams((0.5,), (3,), None)
 
 
@@ -111,12 +91,12 @@ def test_a_malformed_quantization_is_refused_at_its_line_and_column():
     ]
     for written, message in cases:
         line = f"{X_LINE} {written}"
-        assert error_of(with_line(X_LINE, line)) == (4, message, len(line) + 1), written
+        assert parse_error(with_line(X_LINE, line)) == (4, message, len(line) + 1), written
         # in a node's result types, followed by another type: the column is the one after the ``)``
         node = f"  %a, %b = Split(%x) loc{{'id': 's0'}} : float32[2] {written}, float32[2]"
-        assert error_of(with_node(node)) == (8, message, node.index(", float32[2]") + 1), written
+        assert parse_error(with_node(node)) == (8, message, node.index(", float32[2]") + 1), written
     # an unclosed q( names the bracket it misses
-    assert error_of(with_line(X_LINE, f"{X_LINE} q(scale=[1], zero=[0], axis=None"))[1] == "no matching ')'"
+    assert parse_error(with_line(X_LINE, f"{X_LINE} q(scale=[1], zero=[0], axis=None"))[1] == "no matching ')'"
 
 
 def test_a_loc_parses_to_the_node_id_and_provenance():
@@ -129,7 +109,7 @@ def test_a_loc_parses_to_the_node_id_and_provenance():
         ("loc{'id': 'r4', 'value': ''}", "r4", None, "", ()),
     ]
     for written, ident, node, value, branch in cases:
-        prog = round_trips(with_node(f"  %r = Relu(%x) {written}"))
+        prog = read_back(with_node(f"  %r = Relu(%x) {written}"))
         relu = next(n for n in prog.nodes if getattr(n, "op", None) == "Relu")
         assert relu.id == ident, written
         assert (relu.provenance.node, relu.provenance.value, relu.provenance.branch) == (node, value, branch), written
@@ -157,7 +137,7 @@ def test_a_malformed_loc_is_refused_at_its_line_and_column():
     ]
     for written, message in cases:
         line = f"  %r = Relu(%x) {written} : float32[T,1,3]"
-        assert error_of(with_node(line)) == (8, message, line.index(" : float32") + 1), written
+        assert parse_error(with_node(line)) == (8, message, line.index(" : float32") + 1), written
 
 
 def _gru(prog: Any) -> Recurrent:
@@ -192,9 +172,9 @@ def test_a_recurrence_takes_every_field_value_onnx_allows_at_its_bounds():
     for kind, attrs, expected in cases:
         text = with_line(f"recurrent.GRU<{GRU_ATTRS}>", f"recurrent.{kind}<{attrs}>")
         if attrs.startswith("direction=None"):
-            assert error_of(text)[1] == "direction 'None' is not one of forward, reverse, bidirectional"
+            assert parse_error(text)[1] == "direction 'None' is not one of forward, reverse, bidirectional"
             continue
-        node = _gru(round_trips(text))
+        node = _gru(read_back(text))
         assert node.kind == kind
         for field, value in expected.items():
             assert getattr(node, field) == value, (attrs, field)
@@ -240,4 +220,4 @@ def test_a_recurrence_field_of_the_wrong_type_or_out_of_bounds_is_refused():
     for attrs, message in cases:
         text = with_line(f"<{GRU_ATTRS}>", f"<{attrs}>")
         line = text.splitlines()[7]
-        assert error_of(text) == (8, message, len(line) + 1), attrs
+        assert parse_error(text) == (8, message, len(line) + 1), attrs
