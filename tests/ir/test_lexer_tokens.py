@@ -131,6 +131,8 @@ def test_a_dense_constant_reads_every_numeric_dtype_and_refuses_the_rest():
     prog = parse_program(program().replace("init=zeros", "init=constant dense<float32[2] [0.25, 0.5]>"))
     assert same(prog.slot("h").init.value, np.array([0.25, 0.5], dtype=np.float32))
     bad = [
+        ("dense<bogus[1] ...>", "bad dense constant: 'bogus' is not a numeric dtype (float32, int64, bool, ...)"),  # no dtype at all
+        ("dense<float33[1] ...>", "bad dense constant: 'float33' is not a numeric dtype (float32, int64, bool, ...)"),
         ("dense<datetime64[1] ...>", "bad dense constant: 'datetime64' is not a numeric dtype (float32, int64, bool, ...)"),
         ("dense<U3[1] ['a']>", "bad dense constant: 'U3' is not a numeric dtype (float32, int64, bool, ...)"),
         ("dense<V8[1] ...>", "bad dense constant: 'V8' is not a numeric dtype (float32, int64, bool, ...)"),
@@ -189,9 +191,10 @@ def test_a_token_missing_at_the_end_of_a_line_or_malformed_inside_one_is_named()
 def test_spaces_around_tokens_and_at_the_ends_of_lines_are_not_text():
     text = program("%u = Foo<a=1,b=2,c=[3,4]>(%x)   loc{'id':'u'}   ", "   ", "%v = Relu( %u ) loc{ 'id': 'v' } :   float32[ 2 ]  ")
     text = text.replace("  slot @h : float32[2] init=zeros", "  slot @h :float32[2]  init=zeros   \n\n")
+    text = text.replace("  output y :", "  output   y   :").replace("program @p {", "program   @p   {  ")
     prog = parse_program(text)
     foo = next(n for n in prog.nodes if isinstance(n, Compute) and n.op == "Foo")
     assert foo.attributes == {"a": 1, "b": 2, "c": [3, 4]}
     relu = next(n for n in prog.nodes if isinstance(n, Compute) and n.op == "Relu")
     assert relu.id == "v" and list(relu.inputs) == [foo.outputs[0]] and relu.outputs[0].type.shape == (2,)
-    assert prog.slot("h").type.shape == (2,)
+    assert prog.slot("h").type.shape == (2,) and prog.name == "p" and [o.name for o in prog.outputs] == ["y"]
