@@ -164,9 +164,14 @@ def unquote(text: str, sc: Scanner) -> str:
 def split_top(text: str) -> list[str]:
     """Comma-separated items at bracket depth 0 (strings respected)."""
     items, depth, quote, start = [], 0, None, 0
+    escaped = False  # the character after a backslash in a string is text: 'C:\\' ends at its second quote
     for i, c in enumerate(text):
         if quote:
-            if c == quote and text[i - 1] != "\\":
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == quote:
                 quote = None
             continue
         if c in "\"'":
