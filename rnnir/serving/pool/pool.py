@@ -63,7 +63,6 @@ from typing import Any, cast
 import numpy as np
 
 from rnnir.errors import StateError
-from rnnir.runtime.binding import COPY_FEED_BYTES
 from rnnir.runtime.context import ContextSpec, InputContext
 from rnnir.runtime.feeds import FeedError, feed_array
 from rnnir.runtime.session import StatefulSession
@@ -73,7 +72,7 @@ from rnnir.serving.pool.feeds import checked_feeds, groups, split_rows, stack_re
 from rnnir.serving.pool.layout import BatchLayout, one_row, probe, rows_shape, static_layout
 from rnnir.serving.pool.persist import PoolStateFiles, check_state
 from rnnir.serving.pool.streams import PoolStats, Stream
-from rnnir.serving.pool.tick import JOIN_BYTES, SteadyTick, WholeTick
+from rnnir.serving.pool.tick import JOIN_BYTES, SteadyTick, TickContext, WholeTick
 
 __all__ = ["SessionPool"]
 
@@ -229,7 +228,7 @@ class SessionPool(PoolStateFiles):
                     # bound whole, in row order: the next tick of these ids and outputs can skip to _run_steady
                     ids = self._tick_cache[0] if self._tick_cache is not None else tuple(requests)
                     self._steady = SteadyTick(self._gen, ids, None if outputs is None else tuple(outputs), wanted, self._whole, stacked,
-                                              None if self._contexts else self.layout, self.stats)
+                                              self.layout, self.stats, self._tick_contexts(stacked))
             else:
                 results = {}
                 for group in groups(feeds, self.layout.inputs if self.layout is not None else {}):
@@ -309,6 +308,12 @@ class SessionPool(PoolStateFiles):
     def _split(self, sids: Sequence[Hashable], out: Mapping[str, np.ndarray], pick: np.ndarray | None, n: int) -> dict[Hashable, dict[str, np.ndarray]]:
         """Each stream's rows of the batched outputs (views, each with its batch axis of size 1)."""
         return split_rows(sids, out, pick, n, {} if self.layout is None else self.layout.outputs)
+
+    def _tick_contexts(self, batch: Mapping[str, np.ndarray]) -> dict[str, TickContext]:
+        """Each fed input with a kept context: its axis, size and arena (what the lean steady tick needs)."""
+        arenas = self._ctx_arenas or {}
+        return {c.input: (c.axis if c.axis is not None else batch[c.input].ndim - 1, c.size, arenas[c.input])
+                for c in self._contexts if c.input in batch and c.input in arenas}
 
     def _with_context(self, rows: np.ndarray | None, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """The feeds with each stream's kept context prepended (``rows`` None: every row, in row order),
@@ -401,8 +406,7 @@ class SessionPool(PoolStateFiles):
             shapes = per_row if n == 1 else {name: (rows_shape(shape, layout.outputs[name], n), dtype) for name, (shape, dtype) in per_row.items()}
             # new bindings: a steady plan over the old ones would run them out of their ping-pong parity
             self._steady = None
-            tick = self._whole = WholeTick(key, self._ort, self._native, self._arenas, self._slot_names, shapes, batch,
-                                           COPY_FEED_BYTES if self._contexts else JOIN_BYTES)
+            tick = self._whole = WholeTick(key, self._ort, self._native, self._arenas, self._slot_names, shapes, batch, JOIN_BYTES)
         try:
             plain = tick.call(batch)
         except Exception:  # noqa: BLE001 - e.g. an output whose shape depends on the data: the plain call decides, and reports
