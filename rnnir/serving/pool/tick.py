@@ -31,6 +31,8 @@ from rnnir.serving.pool.streams import PoolStats
 __all__ = ["SteadyTick", "TickContext", "WholeTick"]
 
 _KIND = operator.attrgetter("dtype", "shape")
+_DTYPE = operator.attrgetter("dtype")
+_SHAPE = operator.attrgetter("shape")
 _NDARRAY = np.ndarray
 _REFS = sys.getrefcount
 # the references to a buffer held by nothing but its list, counted the way ``unshared`` counts them (the list's
@@ -94,10 +96,12 @@ class WholeTick:
         """The plain output buffers the next run writes: new ones when a view of the current ones is still alive."""
         k = self.pingpong.k
         outs = self.outs[k]
-        if unshared(outs):
-            return outs
+        return outs if unshared(outs) else self.renew(k)
+
+    def renew(self, k: int) -> list[np.ndarray]:
+        """New plain output buffers for binding ``k`` (the old ones stay with the views that hold them)."""
         binding = self.bindings[k]
-        outs = self.outs[k] = [np.empty_like(buf) for buf in outs]
+        outs = self.outs[k] = [np.empty_like(buf) for buf in self.outs[k]]
         for name, buf in zip(self.names, outs):
             binding.bind_output_into(name, binding.wrap(buf))
         return outs
@@ -244,16 +248,17 @@ class SteadyTick:
             if list(map(len, listed)).count(self.count) != n:
                 return None
             try:
-                for getter, kind, target in self.rows:
+                for getter, (dtype, row), target in self.rows:
                     arrays = list(map(getter, listed))
-                    if list(map(_KIND, arrays)).count(kind) != n:  # (dtype, shape) of every row, one pass
+                    # dtype and shape apart: the dtype is the array's own object, a (dtype, shape) pair a tuple more per row
+                    if list(map(_DTYPE, arrays)).count(dtype) != n or list(map(_SHAPE, arrays)).count(row) != n:
                         return None
                     target[:] = b"".join(arrays)  # a row that is not C-contiguous is refused (BufferError)
-                for getter, kind, part in self.joins:
+                for getter, (dtype, row), part in self.joins:
                     arrays = list(map(getter, listed))
-                    if list(map(_KIND, arrays)).count(kind) != n:
+                    if list(map(_DTYPE, arrays)).count(dtype) != n or list(map(_SHAPE, arrays)).count(row) != n:
                         return None
-                    part[...] = np.frombuffer(b"".join(arrays), kind[0]).reshape(part.shape)
+                    part[...] = np.frombuffer(b"".join(arrays), dtype).reshape(part.shape)
                 for getter, kind, buf in self.shared:
                     arrays = list(map(getter, listed))
                     if list(map(_KIND, arrays)).count(kind) != n:  # every request's value an array of the input's dtype and shape
@@ -266,8 +271,14 @@ class SteadyTick:
                 return None  # the general path checks again, and reports what is wrong
         for before, _, arena in self.contexts:
             before[...] = arena.cur
-        outs = tick.free_outputs()
-        tick.pingpong.run()
+        # PingPong.run and WholeTick.free_outputs written out: two Python calls are a one-stream tick's 1%
+        pp = tick.pingpong
+        k = pp.k
+        outs = tick.outs[k]
+        if list(map(_REFS, outs)).count(_ALONE) != len(outs):  # unshared(outs)
+            outs = tick.renew(k)
+        pp.runs[k]()
+        pp.k = k ^ 1
         for arena in tick.arenas:
             arena.cur, arena.spare = arena.spare, arena.cur  # type: ignore[assignment]
         for _, tail, arena in self.contexts:
