@@ -329,6 +329,10 @@ class SessionPool(PoolStateFiles):
             chunk = feeds[c.input]
             axis = c.axis if c.axis is not None else chunk.ndim - 1
             kept = arena.cur if rows is None else arena.gather(rows)
+            if chunk.ndim != kept.ndim or chunk.shape[:axis] + chunk.shape[axis + 1 :] != kept.shape[:axis] + kept.shape[axis + 1 :]:
+                # as a solo session refuses it (numpy's concatenate would say only that dimensions differ)
+                raise StateError(f"{self.label}: input {c.input!r} has shape {chunk.shape} (the tick's rows stacked), but the kept context is "
+                                 f"{kept.shape}: a chunk may change only along the context axis within a stream; reset() first")
             combined = np.concatenate([kept, chunk], axis=axis)
             index = [slice(None)] * combined.ndim
             index[axis] = slice(combined.shape[axis] - c.size, None)
