@@ -187,3 +187,16 @@ def test_a_request_unlike_the_plan_on_the_context_tick_is_refused_as_a_solo_sess
     if odd != "shape":  # refused before anything ran
         for sid in solo:
             assert all(np.array_equal(v, before[sid][k]) for k, v in pool.state(sid).items())
+
+
+def test_an_empty_tick_after_steady_ones_is_an_empty_answer_and_the_next_tick_runs_as_before():
+    pool, solo = _pool_and_solos(3, None)
+    rng = np.random.default_rng(10)
+    for tick in range(6):
+        if tick in (3, 4):
+            assert pool.run({}, ["Y"]) == {}
+        requests = {sid: {"x": _chunk(rng)} for sid in solo}
+        got = pool.run(requests, ["Y"])
+        for sid, feeds in requests.items():
+            assert np.max(np.abs(got[sid]["Y"] - solo[sid].run_dict(feeds)["Y"])) <= TOL
+    assert pool.stats.steady_ticks >= 3
