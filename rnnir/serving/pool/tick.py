@@ -38,6 +38,10 @@ _REFS = sys.getrefcount
 # the references to a buffer held by nothing but its list, counted the way ``unshared`` counts them (the list's
 # and the one ``map`` passes to getrefcount): measured, not assumed, since interpreters count borrowed ones apart
 _ALONE = next(map(_REFS, [np.empty(0)]))
+# the same for ``getrefcount(buffers[0])`` with the list alive: the list's reference and the subscript's
+_PROBE = [np.empty(0)]
+_ALONE_ITEM = _REFS(_PROBE[0])
+del _PROBE
 # when the steady plan joins a tick's rows straight into a bound buffer, inputs up to this size are buffered:
 # one copy of the joined rows beats binding a new array every tick
 JOIN_BYTES = 2**20
@@ -269,20 +273,23 @@ class SteadyTick:
                     buf[...] = v
             except (KeyError, AttributeError, TypeError, ValueError, BufferError):
                 return None  # the general path checks again, and reports what is wrong
-        for before, _, arena in self.contexts:
-            before[...] = arena.cur
+        contexts = self.contexts
+        if contexts:
+            for before, _, arena in contexts:
+                before[...] = arena.cur
         # PingPong.run and WholeTick.free_outputs written out: two Python calls are a one-stream tick's 1%
         pp = tick.pingpong
         k = pp.k
         outs = tick.outs[k]
-        if list(map(_REFS, outs)).count(_ALONE) != len(outs):  # unshared(outs)
+        if (_REFS(outs[0]) != _ALONE_ITEM) if len(outs) == 1 else (list(map(_REFS, outs)).count(_ALONE) != len(outs)):  # not unshared(outs)
             outs = tick.renew(k)
         pp.runs[k]()
         pp.k = k ^ 1
         for arena in tick.arenas:
             arena.cur, arena.spare = arena.spare, arena.cur  # type: ignore[assignment]
-        for _, tail, arena in self.contexts:
-            arena.cur[...] = tail
+        if contexts:
+            for _, tail, arena in contexts:
+                arena.cur[...] = tail
         stats = self.stats
         assert stats is not None
         stats.ort_calls += 1
