@@ -27,7 +27,11 @@ output is written into buffer B, the next tick the reverse (ping-pong, as
 state row passes through numpy.
 The requests' inputs are stacked in row order (moved there in one ``np.take``
 when they arrive in another order), and each stream gets views of its rows of
-the outputs.  A tick of some of the streams gathers their rows along the batch
+the outputs: onnxruntime writes them into buffers of the tick's own, which are
+written again only once no view of them is alive (an output handed out never
+changes; nothing is copied per tick when the caller drops the last tick's).
+A kept input context is copied in front of the tick's chunks in the bound input
+buffer and its tail kept after the run.  A tick of some of the streams gathers their rows along the batch
 axis (one fancy-index per state), runs, and scatters the new rows back.  Inputs
 without a batch axis (silero's ``sr``) are shared by the rows of one call:
 requests that differ in them, or in any input's shape, run as separate calls.
