@@ -318,7 +318,8 @@ class SessionPool(PoolStateFiles):
     def _tick_contexts(self, batch: Mapping[str, np.ndarray]) -> dict[str, TickContext]:
         """Each fed input with a kept context: its axis, size and arena (what the lean steady tick needs)."""
         arenas = self._ctx_arenas or {}
-        return {c.input: (c.axis if c.axis is not None else batch[c.input].ndim - 1, c.size, arenas[c.input])
+        # the axis as _with_context reads it (None: the last), counted from the front: the plan slices along it
+        return {c.input: ((-1 if c.axis is None else c.axis) % batch[c.input].ndim, c.size, arenas[c.input])
                 for c in self._contexts if c.input in batch and c.input in arenas}
 
     def _with_context(self, rows: np.ndarray | None, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
@@ -335,7 +336,10 @@ class SessionPool(PoolStateFiles):
             chunk = feeds[c.input]
             axis = c.axis if c.axis is not None else chunk.ndim - 1
             kept = arena.cur if rows is None else arena.gather(rows)
-            if chunk.ndim != kept.ndim or chunk.shape[:axis] + chunk.shape[axis + 1 :] != kept.shape[:axis] + kept.shape[axis + 1 :]:
+            shape = list(chunk.shape)
+            if len(shape) == kept.ndim:
+                shape[axis] = kept.shape[axis]  # the context axis may differ, nothing else
+            if shape != list(kept.shape):
                 # as a solo session refuses it (numpy's concatenate would say only that dimensions differ)
                 raise StateError(f"{self.label}: input {c.input!r} has shape {chunk.shape} (the tick's rows stacked), but the kept context is "
                                  f"{kept.shape}: a chunk may change only along the context axis within a stream; reset() first")

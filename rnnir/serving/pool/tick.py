@@ -18,6 +18,7 @@ import math
 import operator
 import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -46,8 +47,9 @@ del _PROBE
 # one copy of the joined rows beats binding a new array every tick
 JOIN_BYTES = 2**20
 
-# an input with a kept context: its axis, the kept size and the arena that keeps every stream's context
+# an input with a kept context: its axis (from the front), the kept size and the arena that keeps every stream's context
 TickContext = tuple[int, int, Arena]
+_NO_CONTEXTS: Mapping[str, TickContext] = MappingProxyType({})
 
 
 def unshared(buffers: list[np.ndarray]) -> bool:
@@ -147,7 +149,7 @@ class SteadyTick:
 
     def __init__(self, gen: int, ids: tuple[Hashable, ...], outputs: tuple[str, ...] | None, wanted: Sequence[str], tick: WholeTick,
                  batch: Mapping[str, np.ndarray], layout: BatchLayout | None = None, stats: PoolStats | None = None,
-                 contexts: Mapping[str, TickContext] | None = None) -> None:
+                 contexts: Mapping[str, TickContext] = _NO_CONTEXTS) -> None:
         self.gen = gen
         self.ids = ids
         self.outputs = outputs
@@ -162,7 +164,7 @@ class SteadyTick:
         self.contexts: tuple[tuple[np.ndarray, np.ndarray, Arena], ...] = ()
         self.splits: tuple[tuple[tuple[int, ...], tuple[int, ...] | None], ...] = ()
         self.stats = stats
-        self.lean = layout is not None and stats is not None and self._plan(batch, layout, contexts or {})
+        self.lean = layout is not None and stats is not None and self._plan(batch, layout, contexts)
 
     def _plan(self, batch: Mapping[str, np.ndarray], layout: BatchLayout, contexts: Mapping[str, TickContext]) -> bool:
         """Prepare the lean call; False when a piece of the tick does not fit it."""
@@ -177,14 +179,9 @@ class SteadyTick:
         # copied in front of it before the run and the buffer's tail kept after it
         into: dict[str, np.ndarray] = {}
         kept: list[tuple[np.ndarray, np.ndarray, Arena]] = []
-        for name, (along, size, arena) in contexts.items():
-            a = batch.get(name)
-            if a is None:
-                continue
+        for name, (along, size, arena) in contexts.items():  # the pool's contexts of the inputs in ``batch``
             buf = bufs[name]
             head = (slice(None),) * along
-            if buf.shape[along] != a.shape[along] + size or arena.cur.shape[along] != size:
-                return False
             into[name] = buf[head + (slice(size, None),)]
             kept.append((buf[head + (slice(0, size),)], buf[head + (slice(buf.shape[along] - size, None),)], arena))
         if n == 1:
