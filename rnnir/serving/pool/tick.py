@@ -148,7 +148,7 @@ class SteadyTick:
                  "splits", "stats")
 
     def __init__(self, gen: int, ids: tuple[Hashable, ...], outputs: tuple[str, ...] | None, wanted: Sequence[str], tick: WholeTick,
-                 batch: Mapping[str, np.ndarray], layout: BatchLayout | None = None, stats: PoolStats | None = None,
+                 batch: Mapping[str, np.ndarray], layout: BatchLayout | None, stats: PoolStats,
                  contexts: Mapping[str, TickContext] = _NO_CONTEXTS) -> None:
         self.gen = gen
         self.ids = ids
@@ -164,7 +164,7 @@ class SteadyTick:
         self.contexts: tuple[tuple[np.ndarray, np.ndarray, Arena], ...] = ()
         self.splits: tuple[tuple[tuple[int, ...], tuple[int, ...] | None], ...] = ()
         self.stats = stats
-        self.lean = layout is not None and stats is not None and self._plan(batch, layout, contexts)
+        self.lean = layout is not None and self._plan(batch, layout, contexts)
 
     def _plan(self, batch: Mapping[str, np.ndarray], layout: BatchLayout, contexts: Mapping[str, TickContext]) -> bool:
         """Prepare the lean call; False when a piece of the tick does not fit it."""
@@ -288,7 +288,6 @@ class SteadyTick:
             for _, tail, arena in contexts:
                 arena.cur[...] = tail
         stats = self.stats
-        assert stats is not None
         stats.ort_calls += 1
         stats.rows += n
         stats.whole_calls += 1
