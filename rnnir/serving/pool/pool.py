@@ -318,9 +318,10 @@ class SessionPool(PoolStateFiles):
     def _tick_contexts(self, batch: Mapping[str, np.ndarray]) -> dict[str, TickContext]:
         """Each fed input with a kept context: its axis, size and arena (what the lean steady tick needs)."""
         arenas = self._ctx_arenas or {}
-        # the axis as _with_context reads it (None: the last), counted from the front: the plan slices along it
+        # the axis as _with_context reads it (None: the last), counted from the front: the plan slices along it;
+        # a fed input's arena exists (the tick the plan repeats read it in _with_context)
         return {c.input: ((-1 if c.axis is None else c.axis) % batch[c.input].ndim, c.size, arenas[c.input])
-                for c in self._contexts if c.input in batch and c.input in arenas}
+                for c in self._contexts if c.input in batch}
 
     def _with_context(self, rows: np.ndarray | None, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """The feeds with each stream's kept context prepended (``rows`` None: every row, in row order),
