@@ -27,7 +27,11 @@ output is written into buffer B, the next tick the reverse (ping-pong, as
 state row passes through numpy.
 The requests' inputs are stacked in row order (moved there in one ``np.take``
 when they arrive in another order), and each stream gets views of its rows of
-the outputs.  A tick of some of the streams gathers their rows along the batch
+the outputs: onnxruntime writes them into buffers of the tick's own, which are
+written again only once no view of them is alive (an output handed out never
+changes; nothing is copied per tick when the caller drops the last tick's).
+A kept input context is copied in front of the tick's chunks in the bound input
+buffer and its tail kept after the run.  A tick of some of the streams gathers their rows along the batch
 axis (one fancy-index per state), runs, and scatters the new rows back.  Inputs
 without a batch axis (silero's ``sr``) are shared by the rows of one call:
 requests that differ in them, or in any input's shape, run as separate calls.
@@ -63,7 +67,6 @@ from typing import Any, cast
 import numpy as np
 
 from rnnir.errors import StateError
-from rnnir.runtime.binding import COPY_FEED_BYTES
 from rnnir.runtime.context import ContextSpec, InputContext
 from rnnir.runtime.feeds import FeedError, feed_array
 from rnnir.runtime.session import StatefulSession
@@ -73,7 +76,7 @@ from rnnir.serving.pool.feeds import checked_feeds, groups, split_rows, stack_re
 from rnnir.serving.pool.layout import BatchLayout, one_row, probe, rows_shape, static_layout
 from rnnir.serving.pool.persist import PoolStateFiles, check_state
 from rnnir.serving.pool.streams import PoolStats, Stream
-from rnnir.serving.pool.tick import JOIN_BYTES, SteadyTick, WholeTick
+from rnnir.serving.pool.tick import JOIN_BYTES, SteadyTick, TickContext, WholeTick
 
 __all__ = ["SessionPool"]
 
@@ -202,6 +205,8 @@ class SessionPool(PoolStateFiles):
                     if idle:
                         self._last_used[:] = now  # a whole tick: every placed row ran
                     return fast
+            if not requests:
+                return {}  # a quiet tick (it still expired the idle streams above)
             if not idle:
                 now = self.clock()
             feeds_in = list(requests.values())
@@ -229,7 +234,7 @@ class SessionPool(PoolStateFiles):
                     # bound whole, in row order: the next tick of these ids and outputs can skip to _run_steady
                     ids = self._tick_cache[0] if self._tick_cache is not None else tuple(requests)
                     self._steady = SteadyTick(self._gen, ids, None if outputs is None else tuple(outputs), wanted, self._whole, stacked,
-                                              None if self._contexts else self.layout, self.stats)
+                                              self.layout, self.stats, self._tick_contexts(stacked))
             else:
                 results = {}
                 for group in groups(feeds, self.layout.inputs if self.layout is not None else {}):
@@ -310,6 +315,14 @@ class SessionPool(PoolStateFiles):
         """Each stream's rows of the batched outputs (views, each with its batch axis of size 1)."""
         return split_rows(sids, out, pick, n, {} if self.layout is None else self.layout.outputs)
 
+    def _tick_contexts(self, batch: Mapping[str, np.ndarray]) -> dict[str, TickContext]:
+        """Each fed input with a kept context: its axis, size and arena (what the lean steady tick needs)."""
+        arenas = self._ctx_arenas or {}
+        # the axis as _with_context reads it (None: the last), counted from the front: the plan slices along it;
+        # a fed input's arena exists (the tick the plan repeats read it in _with_context)
+        return {c.input: ((-1 if c.axis is None else c.axis) % batch[c.input].ndim, c.size, arenas[c.input])
+                for c in self._contexts if c.input in batch}
+
     def _with_context(self, rows: np.ndarray | None, feeds: dict[str, np.ndarray]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
         """The feeds with each stream's kept context prepended (``rows`` None: every row, in row order),
         and the tails to keep once the call succeeded."""
@@ -324,6 +337,13 @@ class SessionPool(PoolStateFiles):
             chunk = feeds[c.input]
             axis = c.axis if c.axis is not None else chunk.ndim - 1
             kept = arena.cur if rows is None else arena.gather(rows)
+            shape = list(chunk.shape)
+            if len(shape) == kept.ndim:
+                shape[axis] = kept.shape[axis]  # the context axis may differ, nothing else
+            if shape != list(kept.shape):
+                # as a solo session refuses it (numpy's concatenate would say only that dimensions differ)
+                raise StateError(f"{self.label}: input {c.input!r} has shape {chunk.shape} (the tick's rows stacked), but the kept context is "
+                                 f"{kept.shape}: a chunk may change only along the context axis within a stream; reset() first")
             combined = np.concatenate([kept, chunk], axis=axis)
             index = [slice(None)] * combined.ndim
             index[axis] = slice(combined.shape[axis] - c.size, None)
@@ -401,8 +421,7 @@ class SessionPool(PoolStateFiles):
             shapes = per_row if n == 1 else {name: (rows_shape(shape, layout.outputs[name], n), dtype) for name, (shape, dtype) in per_row.items()}
             # new bindings: a steady plan over the old ones would run them out of their ping-pong parity
             self._steady = None
-            tick = self._whole = WholeTick(key, self._ort, self._native, self._arenas, self._slot_names, shapes, batch,
-                                           COPY_FEED_BYTES if self._contexts else JOIN_BYTES)
+            tick = self._whole = WholeTick(key, self._ort, self._native, self._arenas, self._slot_names, shapes, batch, JOIN_BYTES)
         try:
             plain = tick.call(batch)
         except Exception:  # noqa: BLE001 - e.g. an output whose shape depends on the data: the plain call decides, and reports

@@ -4,13 +4,21 @@
 StatefulSession's steady call is made of) over the pool's arenas: binding k reads each arena's buffer k and
 writes buffer 1-k, so no state row passes through numpy.  :class:`SteadyTick` remembers the last such tick
 so that the next one of the same streams skips the pool's bookkeeping.
+
+The plain outputs are written into buffers of the tick's own (one set per binding) and handed out as views,
+without a copy.  A buffer is written again only when nothing outside the tick holds it (every view handed
+out holds its base, so Python's reference count says whether one is still alive); binding k gets new buffers
+before a run otherwise.  An output handed out never changes afterwards: it is the same as handing out a copy
+and the allocator reusing the memory once the copy is dropped.
 """
 
 from __future__ import annotations
 
 import math
 import operator
+import sys
 from collections.abc import Callable, Hashable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -21,22 +29,41 @@ from rnnir.serving.pool.arena import Arena
 from rnnir.serving.pool.layout import BatchLayout
 from rnnir.serving.pool.streams import PoolStats
 
-__all__ = ["SteadyTick", "WholeTick"]
+__all__ = ["SteadyTick", "TickContext", "WholeTick"]
 
 _KIND = operator.attrgetter("dtype", "shape")
+_DTYPE = operator.attrgetter("dtype")
+_SHAPE = operator.attrgetter("shape")
 _NDARRAY = np.ndarray
-# when the steady plan joins a tick's rows straight into a bound buffer (no input context), inputs up to this
-# size are buffered: one copy of the joined rows beats binding a new array every tick
+_REFS = sys.getrefcount
+# the references to a buffer held by nothing but its list, counted the way ``unshared`` counts them (the list's
+# and the one ``map`` passes to getrefcount): measured, not assumed, since interpreters count borrowed ones apart
+_ALONE = next(map(_REFS, [np.empty(0)]))
+# the same for ``getrefcount(buffers[0])`` with the list alive: the list's reference and the subscript's
+_PROBE = [np.empty(0)]
+_ALONE_ITEM = _REFS(_PROBE[0])
+del _PROBE
+# when the steady plan joins a tick's rows straight into a bound buffer, inputs up to this size are buffered:
+# one copy of the joined rows beats binding a new array every tick
 JOIN_BYTES = 2**20
+
+# an input with a kept context: its axis (from the front), the kept size and the arena that keeps every stream's context
+TickContext = tuple[int, int, Arena]
+_NO_CONTEXTS: Mapping[str, TickContext] = MappingProxyType({})
+
+
+def unshared(buffers: list[np.ndarray]) -> bool:
+    """Nothing but ``buffers`` holds any of them (a view handed out holds its base)."""
+    return list(map(_REFS, buffers)).count(_ALONE) == len(buffers)
 
 
 class WholeTick:
     """A tick of every placed stream, the arenas bound whole: a :class:`PingPong` pre-bound once for a row
     count, feed signature and output list; a call binds only its plain inputs, runs, and swaps ``cur``/``spare``
-    of every arena.  Plain outputs land in pre-bound buffers and the caller gets one copy of each (a fresh
-    array per tick)."""
+    of every arena.  Plain outputs land in the tick's buffers of the binding that ran (``outs[k]``); the caller
+    gets views of them (see the module docstring)."""
 
-    __slots__ = ("key", "pingpong", "plain", "held", "feed_bufs", "arenas")
+    __slots__ = ("key", "pingpong", "names", "outs", "bindings", "held", "feed_bufs", "arenas")
 
     def __init__(self, key: tuple[Any, ...], sess: Any, native: bool, arenas: Mapping[str, Arena], slots: Sequence[tuple[str, str]],
                  plain_shapes: Mapping[str, tuple[tuple[int, ...], np.dtype[Any]]], feeds: Mapping[str, np.ndarray],
@@ -59,13 +86,31 @@ class WholeTick:
                 spare = arena.spare = np.empty_like(arena.cur)
             states.append((state_in, state_out, wrap(arena.cur), wrap(spare)))
             held += (arena.cur, spare)
-        # one buffer per plain output serves both bindings: the caller gets a copy right after the run
-        self.plain = [(name, np.empty(shape, dtype)) for name, (shape, dtype) in plain_shapes.items()]
-        held += [buf for _, buf in self.plain] + list(self.feed_bufs.values())
-        self.held = held  # the values over numpy memory do not own it: keep it alive with the bindings
+        self.names = list(plain_shapes)
+        # one buffer per plain output and binding (held by nothing else: see unshared); binding 1's replace
+        # binding 0's, which PingPong binds on both
+        self.outs = [[np.empty(shape, dtype) for shape, dtype in plain_shapes.values()] for _ in range(2)]
+        self.held = held + list(self.feed_bufs.values())  # the values over numpy memory do not own it: keep it alive with the bindings
         self.pingpong = PingPong(bindings, states, [(name, wrap(buf)) for name, buf in self.feed_bufs.items()],
-                                 [(name, wrap(buf)) for name, buf in self.plain], raw=not any(name in overridable for name in feeds))
+                                 list(zip(self.names, map(wrap, self.outs[0]))), raw=not any(name in overridable for name in feeds))
+        self.bindings = bindings
+        for name, buf in zip(self.names, self.outs[1]):
+            bindings[1].bind_output_into(name, wrap(buf))
         self.arenas = tuple(arenas.values())  # the pool's arenas while this tick's key holds (a new set is a new gen)
+
+    def free_outputs(self) -> list[np.ndarray]:
+        """The plain output buffers the next run writes: new ones when a view of the current ones is still alive."""
+        k = self.pingpong.k
+        outs = self.outs[k]
+        return outs if unshared(outs) else self.renew(k)
+
+    def renew(self, k: int) -> list[np.ndarray]:
+        """New plain output buffers for binding ``k`` (the old ones stay with the views that hold them)."""
+        binding = self.bindings[k]
+        outs = self.outs[k] = [np.empty_like(buf) for buf in self.outs[k]]
+        for name, buf in zip(self.names, outs):
+            binding.bind_output_into(name, binding.wrap(buf))
+        return outs
 
     def call(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         pp = self.pingpong
@@ -77,15 +122,11 @@ class WholeTick:
                 buf[...] = array  # the same dtype: the tick's key holds the feeds' dtypes
             else:
                 bind(name, array)  # not owned by the native binding: the caller's batch holds it during the run
+        outs = self.free_outputs()
         pp.run()  # a failure leaves ``cur`` untouched: the new state went to ``spare``
         for arena in self.arenas:  # spare is set for every arena when the tick is made
             arena.cur, arena.spare = arena.spare, arena.cur  # type: ignore[assignment]
-        # the buffers are written again by the next tick: the caller gets copies
-        plain = self.plain
-        if len(plain) == 1:
-            name, buf = plain[0]
-            return {name: buf.copy()}
-        return {name: buf.copy() for name, buf in plain}
+        return dict(zip(self.names, [buf[...] for buf in outs]))  # views: the buffers are not written again while one lives
 
 
 class SteadyTick:
@@ -96,16 +137,19 @@ class SteadyTick:
     binds new buffers (another output list or chunk shape): the plan's bindings would then be out of their
     ping-pong parity with the arenas.
 
-    When the model keeps no input context, every input has a buffer in the tick and only plain outputs are
-    asked for, :meth:`call` serves the whole tick itself (``lean``): each batched input's rows are checked
-    (names, dtype, shape: one C loop per check over the requests) and joined straight into the bound buffer,
-    the run's plain outputs are copied once and split into one view per stream.
+    When every input has a buffer in the tick and only plain outputs are asked for, :meth:`call` serves the
+    whole tick itself (``lean``): each batched input's rows are checked (names, dtype, shape: one C loop per
+    check over the requests) and joined straight into the bound buffer (an input with a kept context: into
+    the part after the context, the context copied from its arena in front of them, and the new context kept
+    once the run succeeded), and each plain output is split into one view per stream.
     """
 
-    __slots__ = ("gen", "ids", "outputs", "wanted", "tick", "shapes", "lean", "count", "rows", "shared", "ones", "splits", "stats")
+    __slots__ = ("gen", "ids", "outputs", "wanted", "tick", "shapes", "lean", "count", "rows", "joins", "shared", "ones", "contexts",
+                 "splits", "stats")
 
     def __init__(self, gen: int, ids: tuple[Hashable, ...], outputs: tuple[str, ...] | None, wanted: Sequence[str], tick: WholeTick,
-                 batch: Mapping[str, np.ndarray], layout: BatchLayout | None = None, stats: PoolStats | None = None) -> None:
+                 batch: Mapping[str, np.ndarray], layout: BatchLayout | None, stats: PoolStats,
+                 contexts: Mapping[str, TickContext] = _NO_CONTEXTS) -> None:
         self.gen = gen
         self.ids = ids
         self.outputs = outputs
@@ -114,53 +158,73 @@ class SteadyTick:
         self.shapes = tuple((name, a.shape, a.dtype) for name, a in batch.items())
         self.count = len(batch)
         self.rows: tuple[tuple[Callable[[Any], Any], tuple[np.dtype[Any], tuple[int, ...]], memoryview], ...] = ()
+        self.joins: tuple[tuple[Callable[[Any], Any], tuple[np.dtype[Any], tuple[int, ...]], np.ndarray], ...] = ()
         self.shared: tuple[tuple[Callable[[Any], Any], tuple[np.dtype[Any], tuple[int, ...]], np.ndarray], ...] = ()
         self.ones: tuple[tuple[str, np.dtype[Any], tuple[int, ...], np.ndarray], ...] = ()
-        self.splits: tuple[tuple[str, tuple[int, ...], tuple[int, ...] | None], ...] = ()
+        self.contexts: tuple[tuple[np.ndarray, np.ndarray, Arena], ...] = ()
+        self.splits: tuple[tuple[tuple[int, ...], tuple[int, ...] | None], ...] = ()
         self.stats = stats
-        self.lean = layout is not None and stats is not None and self._plan(batch, layout)
+        self.lean = layout is not None and self._plan(batch, layout, contexts)
 
-    def _plan(self, batch: Mapping[str, np.ndarray], layout: BatchLayout) -> bool:
+    def _plan(self, batch: Mapping[str, np.ndarray], layout: BatchLayout, contexts: Mapping[str, TickContext]) -> bool:
         """Prepare the lean call; False when a piece of the tick does not fit it."""
         tick = self.tick
         n = len(self.ids)
-        if [name for name, _ in tick.plain] != list(self.wanted):
+        if tick.names != list(self.wanted):
             return False  # a state output asked for, or the outputs in another order
         bufs = tick.feed_bufs
         if any(name not in bufs for name in batch):
             return False
+        # an input with a kept context: its chunk goes after the context in the bound buffer; the context is
+        # copied in front of it before the run and the buffer's tail kept after it
+        into: dict[str, np.ndarray] = {}
+        kept: list[tuple[np.ndarray, np.ndarray, Arena]] = []
+        for name, (along, size, arena) in contexts.items():  # the pool's contexts of the inputs in ``batch``
+            buf = bufs[name]
+            head = (slice(None),) * along
+            into[name] = buf[head + (slice(size, None),)]
+            kept.append((buf[head + (slice(0, size),)], buf[head + (slice(buf.shape[along] - size, None),)], arena))
         if n == 1:
-            self.ones = tuple((name, a.dtype, a.shape, bufs[name]) for name, a in batch.items())
+            self.ones = tuple((name, a.dtype, a.shape, into.get(name, bufs[name])) for name, a in batch.items())
+            self.contexts = tuple(kept)
             return True
         rows = []
-        shared = []
+        joins = []
+        shared: list[tuple[Callable[[Any], Any], tuple[np.dtype[Any], tuple[int, ...]], np.ndarray]] = []
         for name, a in batch.items():
             axis = layout.inputs.get(name)
             buf = bufs[name]
             if axis is None:
+                if name in into:
+                    return False
                 shared.append((operator.itemgetter(name), (a.dtype, a.shape), buf))
                 continue
             if math.prod(a.shape[:axis]) != 1 or not buf.flags.c_contiguous:
                 return False  # the rows' bytes are not the batch's bytes one after the other
-            row = a.shape[:axis] + (1,) + a.shape[axis + 1 :]
-            flat: Any = buf.reshape(-1).view(np.uint8)
-            rows.append((operator.itemgetter(name), (a.dtype, row), memoryview(flat)))
-        splits: list[tuple[str, tuple[int, ...], tuple[int, ...] | None]] = []
-        for name, buf in tick.plain:
+            row = (a.dtype, a.shape[:axis] + (1,) + a.shape[axis + 1 :])
+            target = into.get(name)
+            if target is None:
+                flat: Any = buf.reshape(-1).view(np.uint8)
+                rows.append((operator.itemgetter(name), row, memoryview(flat)))
+            else:
+                joins.append((operator.itemgetter(name), row, target))
+        splits: list[tuple[tuple[int, ...], tuple[int, ...] | None]] = []
+        for name, buf in zip(tick.names, tick.outs[0]):
             axis = layout.outputs.get(name)
             if axis is None:
                 return False
             shape = buf.shape
             if math.prod(shape[:axis]) == 1:  # row k is bytes k of n: a plain reshape puts the rows first
-                splits.append((name, (n,) + shape[:axis] + (1,) + shape[axis + 1 :], None))
+                splits.append(((n,) + shape[:axis] + (1,) + shape[axis + 1 :], None))
             else:  # a unit axis after the batch axis, then the batch axis moved to the front
-                splits.append((name, shape[: axis + 1] + (1,) + shape[axis + 1 :], (axis, *range(axis), *range(axis + 1, len(shape) + 1))))
-        self.rows, self.shared, self.splits = tuple(rows), tuple(shared), tuple(splits)
+                splits.append((shape[: axis + 1] + (1,) + shape[axis + 1 :], (axis, *range(axis), *range(axis + 1, len(shape) + 1))))
+        self.rows, self.joins, self.shared, self.splits, self.contexts = tuple(rows), tuple(joins), tuple(shared), tuple(splits), tuple(kept)
         return True
 
     def call(self, requests: Mapping[Hashable, Mapping[str, Any]]) -> dict[Hashable, dict[str, np.ndarray]] | None:
         """The lean tick (see the class docstring), or None with nothing run when a request differs from the
-        plan's; a failing run raises (the state went to the spare buffers: the pool reruns the tick)."""
+        plan's; a failing run raises (the state went to the spare buffers, no context was kept: the pool reruns
+        the tick)."""
         ids = self.ids
         n = len(ids)
         tick = self.tick
@@ -185,11 +249,17 @@ class SteadyTick:
             if list(map(len, listed)).count(self.count) != n:
                 return None
             try:
-                for getter, kind, target in self.rows:
+                for getter, (dtype, row), target in self.rows:
                     arrays = list(map(getter, listed))
-                    if list(map(_KIND, arrays)).count(kind) != n:  # (dtype, shape) of every row, one pass
+                    # dtype and shape apart: the dtype is the array's own object, a (dtype, shape) pair a tuple more per row
+                    if list(map(_DTYPE, arrays)).count(dtype) != n or list(map(_SHAPE, arrays)).count(row) != n:
                         return None
                     target[:] = b"".join(arrays)  # a row that is not C-contiguous is refused (BufferError)
+                for getter, (dtype, row), part in self.joins:
+                    arrays = list(map(getter, listed))
+                    if list(map(_DTYPE, arrays)).count(dtype) != n or list(map(_SHAPE, arrays)).count(row) != n:
+                        return None
+                    part[...] = np.frombuffer(b"".join(arrays), dtype).reshape(part.shape)
                 for getter, kind, buf in self.shared:
                     arrays = list(map(getter, listed))
                     if list(map(_KIND, arrays)).count(kind) != n:  # every request's value an array of the input's dtype and shape
@@ -200,27 +270,39 @@ class SteadyTick:
                     buf[...] = v
             except (KeyError, AttributeError, TypeError, ValueError, BufferError):
                 return None  # the general path checks again, and reports what is wrong
-        tick.pingpong.run()
+        contexts = self.contexts
+        if contexts:
+            for before, _, arena in contexts:
+                before[...] = arena.cur
+        # PingPong.run and WholeTick.free_outputs written out: two Python calls are a one-stream tick's 1%
+        pp = tick.pingpong
+        k = pp.k
+        outs = tick.outs[k]
+        if (_REFS(outs[0]) != _ALONE_ITEM) if len(outs) == 1 else (list(map(_REFS, outs)).count(_ALONE) != len(outs)):  # not unshared(outs)
+            outs = tick.renew(k)
+        pp.runs[k]()
+        pp.k = k ^ 1
         for arena in tick.arenas:
             arena.cur, arena.spare = arena.spare, arena.cur  # type: ignore[assignment]
+        if contexts:
+            for _, tail, arena in contexts:
+                arena.cur[...] = tail
         stats = self.stats
-        assert stats is not None
         stats.ort_calls += 1
         stats.rows += n
         stats.whole_calls += 1
         stats.steady_ticks += 1
-        plain = tick.plain
+        # views of the buffers the run wrote: they are not written again while one of these lives
         if n == 1:
-            if len(plain) == 1:
-                name, buf = plain[0]
-                return {ids[0]: {name: buf.copy()}}
-            return {ids[0]: {name: buf.copy() for name, buf in plain}}
+            if len(outs) == 1:
+                return {ids[0]: {self.wanted[0]: outs[0][...]}}
+            return {ids[0]: dict(zip(self.wanted, [buf[...] for buf in outs]))}
         per_output = []
-        for (_, buf), (_, shape, front) in zip(plain, self.splits):
-            out = buf.copy().reshape(shape)  # the buffers are written again by the next tick: the caller gets copies
+        for buf, (shape, front) in zip(outs, self.splits):
+            out = buf.reshape(shape)
             per_output.append(list(out if front is None else out.transpose(front)))
         if len(per_output) == 1:
             name = self.wanted[0]
-            return {sid: {name: p} for sid, p in zip(ids, per_output[0])}
+            return dict(zip(ids, [{name: p} for p in per_output[0]]))
         names = self.wanted
-        return {sid: dict(zip(names, ps)) for sid, ps in zip(ids, zip(*per_output))}
+        return dict(zip(ids, [dict(zip(names, ps)) for ps in zip(*per_output)]))

@@ -1,0 +1,277 @@
+"""The pool's lean steady tick: outputs handed out as views of the tick's own buffers, and kept input contexts
+joined in the bound buffer.
+
+Oracles: every stream mirrored by its own StatefulSession (batch of one, none of the pool's code); a tick's
+outputs saved as copies when handed out, compared after later ticks (a buffer written again while a caller
+holds a view of it changes them).  Each case is its own small test (the mutation tool runs one
+parametrization of a test, and the fastest tests first).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import pytest
+
+from rnnir import StateError
+from rnnir.runtime import FeedError, StatefulSession
+from rnnir.serving.pool.pool import SessionPool
+from tests.support import streaming_models as sm
+
+TOL = 1e-5
+INP = 3
+CONTEXT = {"x": 2}
+
+
+def two_outputs() -> onnx.ModelProto:
+    """lstm_b with a second plain output, ``Yneg = -Y``: two buffers per binding."""
+    model = sm.lstm_b()
+    g = model.graph
+    g.node.append(onnx.helper.make_node("Neg", ["Y"], ["Yneg"]))
+    g.output.append(onnx.helper.make_tensor_value_info("Yneg", onnx.TensorProto.FLOAT, ["T", 1, "B", 5]))
+    return model
+
+
+def _chunk(rng: np.random.Generator) -> np.ndarray:
+    return (0.8 * rng.standard_normal((1, 1, INP))).astype(np.float32)
+
+
+def _address(a: np.ndarray) -> int:
+    return int(a.__array_interface__["data"][0])
+
+
+def _pool_and_solos(streams: int, context: dict[str, int] | None = None):
+    model = two_outputs()
+    pool = SessionPool(model, context=context)
+    base = StatefulSession(model, context=context)
+    solo = {sid: base.fork(reset=True) for sid in range(streams)}
+    for sid in solo:
+        pool.open(sid)
+    return pool, solo
+
+
+def _tick(pool, solo, rng, outputs=("Y",)):
+    """One tick of every stream, each checked against its solo session."""
+    requests = {sid: {"x": _chunk(rng)} for sid in solo}
+    got = pool.run(requests, None if outputs is None else list(outputs))
+    assert list(got) == list(requests)
+    for sid, feeds in requests.items():
+        want = solo[sid].run_dict(feeds)
+        assert list(got[sid]) == (list(outputs) if outputs is not None else ["Y", "hn", "cn", "Yneg"])
+        for name, value in got[sid].items():
+            assert value.shape == want[name].shape
+            assert np.max(np.abs(value - want[name])) <= TOL, (sid, name)
+    return got
+
+
+def _held_outputs_never_change(streams, context, outputs, lean):
+    pool, solo = _pool_and_solos(streams, context)
+    rng = np.random.default_rng(3)
+    held = []
+    for tick in range(6):
+        got = _tick(pool, solo, rng, outputs)
+        if tick % 2 == 0:  # held across every later tick: both bindings' buffers in turn
+            held.append((got, {sid: {k: v.copy() for k, v in out.items()} for sid, out in got.items()}))
+    for got, saved in held:
+        for sid, out in got.items():
+            assert all(np.array_equal(value, saved[sid][name]) for name, value in out.items())
+    assert pool.stats.steady_ticks >= 3
+    assert pool._steady is not None and pool._steady.lean == lean
+
+
+def test_held_outputs_never_change_one_stream():
+    _held_outputs_never_change(1, None, ("Y",), lean=True)
+
+
+def test_held_outputs_never_change_two_outputs_of_streams():
+    _held_outputs_never_change(4, None, ("Yneg", "Y"), lean=True)
+
+
+def test_held_outputs_never_change_one_stream_with_a_kept_context():
+    _held_outputs_never_change(1, CONTEXT, ("Y", "Yneg"), lean=True)
+
+
+def test_held_outputs_never_change_streams_with_a_kept_context():
+    _held_outputs_never_change(4, CONTEXT, ("Y",), lean=True)
+
+
+def test_held_outputs_never_change_when_a_state_output_is_asked_for():
+    _held_outputs_never_change(3, None, ("Y", "hn"), lean=False)
+
+
+def test_held_outputs_never_change_when_every_output_is_asked_for_with_a_kept_context():
+    _held_outputs_never_change(2, CONTEXT, None, lean=False)
+
+
+def _dropped_buffers_are_written_again(streams, context, outputs):
+    pool, solo = _pool_and_solos(streams, context)
+    rng = np.random.default_rng(4)
+    addresses = []
+    for _ in range(7):
+        got = _tick(pool, solo, rng, outputs)
+        addresses.append([_address(got[0][name]) for name in outputs])
+        del got  # nothing holds this tick's outputs any more
+    # two bindings, one buffer per output each, written again once dropped: no allocation per tick
+    assert addresses[4:] == addresses[2:5]
+    assert len({tuple(a) for a in addresses[2:]}) == 2
+
+
+def test_a_dropped_tick_frees_its_buffer_one_stream():
+    _dropped_buffers_are_written_again(1, None, ("Y",))
+
+
+def test_a_dropped_tick_frees_its_buffers_streams_with_a_kept_context():
+    _dropped_buffers_are_written_again(4, CONTEXT, ("Y", "Yneg"))
+
+
+def test_a_dropped_tick_frees_its_buffer_when_a_state_output_is_asked_for():
+    _dropped_buffers_are_written_again(3, None, ("Y", "hn"))
+
+
+def _one_held_output_keeps_its_buffer(streams, name):
+    pool, solo = _pool_and_solos(streams)
+    rng = np.random.default_rng(5)
+    for tick in range(6):
+        got = _tick(pool, solo, rng, ("Y", "Yneg"))
+        if tick == 1:
+            kept = got[streams - 1][name]  # one stream's row of one output held alone, the rest dropped
+            saved = kept.copy()
+            kept_at = _address(kept)
+        elif tick > 1:
+            assert np.array_equal(kept, saved)
+            assert all(_address(out[name]) != kept_at for out in got.values())
+
+
+def test_one_held_second_output_of_one_stream_keeps_its_buffer():
+    _one_held_output_keeps_its_buffer(1, "Yneg")  # not the first buffer the check looks at
+
+
+def test_one_held_row_of_streams_keeps_its_buffer():
+    _one_held_output_keeps_its_buffer(4, "Y")
+
+
+def test_writing_into_a_returned_output_touches_neither_state_nor_later_outputs():
+    pool, solo = _pool_and_solos(3, CONTEXT)
+    rng = np.random.default_rng(6)
+    for _ in range(5):
+        got = _tick(pool, solo, rng, ("Y", "Yneg"))
+        for out in got.values():
+            for value in out.values():
+                value[...] = 1e6  # the caller's to write: the next run's state and outputs are not its business
+        for sid in solo:
+            assert all(np.max(np.abs(v)) < 1e3 for v in pool.state(sid).values())
+
+
+def _kept_context_and_reset(streams):
+    pool, solo = _pool_and_solos(streams, CONTEXT)
+    base = StatefulSession(two_outputs(), context=CONTEXT)
+    rng = np.random.default_rng(7)
+    for tick in range(7):
+        if tick == 4:  # one stream restarts: its state and kept context back to the start, the others untouched
+            pool.reset(streams - 1)
+            solo[streams - 1] = base.fork(reset=True)
+        _tick(pool, solo, rng)
+    assert pool._steady is not None and pool._steady.lean
+    assert pool.stats.steady_ticks == 5  # every tick after the first two, the one after the reset too
+
+
+def test_the_kept_context_of_one_stream_on_the_lean_tick_and_reset():
+    _kept_context_and_reset(1)
+
+
+def test_the_kept_context_of_each_stream_on_the_lean_tick_and_reset():
+    _kept_context_and_reset(5)
+
+
+def test_silero_on_the_lean_tick_equals_solo_sessions_with_their_kept_context(silero_dir):
+    """silero's layout: [batch, samples], the context along the samples after the batch axis, a shared ``sr``."""
+    path = silero_dir / "silero_vad.onnx"
+    base = StatefulSession(path, context={"input": 64})
+    sr = np.array(16000, np.int64)
+    pool = SessionPool(path, context={"input": 64})
+    solo = {sid: base.fork(reset=True) for sid in range(5)}
+    for sid in solo:
+        pool.open(sid)
+    rng = np.random.default_rng(9)
+    held = []
+    for tick in range(5):
+        if tick == 3:
+            pool.reset(0)
+            solo[0] = base.fork(reset=True)
+        requests = {sid: {"input": (0.1 * rng.standard_normal((1, 512))).astype(np.float32), "sr": sr} for sid in solo}
+        got = pool.run(requests, ["output"])
+        for sid, feeds in requests.items():
+            want = solo[sid].run_dict(feeds)
+            assert np.max(np.abs(got[sid]["output"] - want["output"])) <= TOL
+            assert np.max(np.abs(pool.state(sid)["state"] - want["stateN"])) <= TOL
+        held.append((got, {sid: out["output"].copy() for sid, out in got.items()}))
+    for got, saved in held:
+        assert all(np.array_equal(out["output"], saved[sid]) for sid, out in got.items())
+    assert pool._steady is not None and pool._steady.lean
+    assert pool.stats.steady_ticks == 3
+
+
+ODD = {
+    "float64": lambda rng: {"x": _chunk(rng).astype(np.float64)},
+    "int32, the same bytes per row": lambda rng: {"x": _chunk(rng).view(np.int32)},
+    "an extra name": lambda rng: {"x": _chunk(rng), "y": _chunk(rng)},
+    "transposed": lambda rng: {"x": _chunk(rng).reshape(1, INP, 1).copy()},
+}
+
+
+def _odd_requests_refused_like_solo(streams, context):
+    pool, solo = _pool_and_solos(streams, context)
+    rng = np.random.default_rng(8)
+    for what, make in ODD.items():
+        for _ in range(3):
+            _tick(pool, solo, rng)
+        before = {sid: pool.state(sid) for sid in solo}
+        requests = {sid: {"x": _chunk(rng)} for sid in solo}
+        requests[streams - 1] = make(rng)
+        with pytest.raises(Exception) as solo_error:
+            solo[streams - 1].run_dict(requests[streams - 1])
+        with pytest.raises(Exception) as pool_error:
+            pool.run(requests, ["Y"])
+        # a FeedError, a StateError for a chunk the kept context does not fit, or onnxruntime's refusal of the
+        # transposed shape (the solo session wraps it in its own error, the pool passes onnxruntime's on)
+        if isinstance(solo_error.value, (FeedError, StateError)):
+            assert type(pool_error.value) is type(solo_error.value), what
+        else:
+            assert "dimensions" in str(solo_error.value) and "dimensions" in str(pool_error.value), what
+        if not isinstance(pool_error.value, FeedError):  # a shape refusal comes after the other rows' call
+            return
+        for sid in solo:  # refused before anything ran
+            assert all(np.array_equal(v, before[sid][k]) for k, v in pool.state(sid).items()), what
+
+
+def test_a_request_unlike_the_plan_of_one_stream_is_refused_as_a_solo_session_refuses_it():
+    _odd_requests_refused_like_solo(1, None)
+
+
+def test_a_request_unlike_the_plan_of_streams_is_refused_as_a_solo_session_refuses_it():
+    _odd_requests_refused_like_solo(4, None)
+
+
+def test_a_request_unlike_the_plan_of_streams_with_a_kept_context_is_refused_as_a_solo_session_refuses_it():
+    _odd_requests_refused_like_solo(4, CONTEXT)
+
+
+def test_a_chunk_missing_the_context_axis_is_refused_with_a_state_error():
+    """context_probe keeps its context along the last axis: a chunk without that axis fits nothing."""
+    pool = SessionPool(sm.context_probe(6), context={"x": 2})
+    pool.open(0)
+    pool.run({0: {"x": np.ones((1, 4), np.float32)}})
+    with pytest.raises(StateError, match="kept context"):
+        pool.run({0: {"x": np.ones((1,), np.float32)}})
+    with pytest.raises(StateError, match="kept context"):
+        pool.run({0: {"x": np.ones((2, 4), np.float32)}})
+
+
+def test_an_empty_tick_after_steady_ones_is_an_empty_answer_and_the_next_tick_runs_as_before():
+    pool, solo = _pool_and_solos(3)
+    rng = np.random.default_rng(10)
+    for tick in range(6):
+        if tick in (3, 4):
+            assert pool.run({}, ["Y"]) == {}
+        _tick(pool, solo, rng)
+    assert pool.stats.steady_ticks >= 3
