@@ -89,6 +89,10 @@ ERRORS: list[tuple[tuple[str, str], int, str]] = [
     (("%s1 = store", "%h0 = store"), 11, "%h0 is defined twice"),
     (("%s1 = store", "%s1 store"), 11, "expected a name"),  # results without '=': not results, and '%' starts no op
     (("loc{'id': 'store0'}", "loc{'id': 'load0'}"), 11, "duplicate node id 'load0'"),
+    (("%y, %hn = recurrent", "%y %hn = recurrent"), 10, "expected a name"),  # results are separated by commas
+    (("%y, %hn = recurrent", "%y, , %hn = recurrent"), 10, "expected a name"),  # and a hole is `_`, not nothing
+    (("return<by runtime>", "= return<by runtime>"), 13, "expected a name"),  # no results, no '='
+    (("init=zeros", "init=constant"), 2, "expected 'dense<'"),  # a constant init has its value
     (("%y, %hn = recurrent.GRU", "%y, %hn, %hc = recurrent.GRU"), 10, "unknown recurrent"),  # placeholder: replaced below
     (("loc{'id': 'gru0', 'node': 'gru'}", "loc{'id': 'gru0', 'node': 'gru'} : float32[1]"), 10, "1 result types for 2 results"),
     (("loc{'id': 'gru0', 'node': 'gru'}", "loc{'id': 'gru0', 'node': 'gru'} : float32[1], float32[1], float32[1]"), 10, "3 result types for 2 results"),
@@ -176,7 +180,7 @@ program @"my prog" {
   suggested pair ghost -> nowhere position "maybe"
 
   %la = load_slot<@a, view>()
-  _, %p, _, %q = Split<axis=0, "odd key"=[1, 2]>(%la, %k, _) : float32[1], ?[*]
+  _, %p, _, %q = Split<axis=0, "odd key"=[1, 2], mode='a=b'>(%la, %k, _) : float32[1], ?[*]
   %sb = store<@b, alias>(%p) loc{'id': 'st', 'value': 'b', 'branch': ('if0.then_branch',)}
   %so = store<out:o, value>(%q)
   return<by device>(%sb)
@@ -200,7 +204,7 @@ program @"my prog" {
     load, split, sb, so, ret = prog.nodes
     assert (load.kind, load.slot, load.outputs[0].type) == (LoadKind.VIEW, a, a.type)
     assert isinstance(split, Compute) and (split.op, split.domain) == ("Split", "")
-    assert dict(split.attributes) == {"axis": 0, "odd key": [1, 2]}
+    assert dict(split.attributes) == {"axis": 0, "odd key": [1, 2], "mode": "a=b"}
     assert [None if v is None else v.name for v in split.outputs] == [None, "p", None, "q"]
     assert [None if v is None else v.name for v in split.inputs] == ["la", "k", None]
     assert [(v.type.dtype, v.type.shape) for v in split.results()] == [("float32", (1,)), (None, None)]
@@ -244,6 +248,8 @@ def test_a_comment_ends_the_line_except_inside_quotes_of_either_kind_with_escape
     assert parse_program(text).state_pairs[0].reason == 'a " // b'
     text = edited("loc{'id': 'gru0', 'node': 'gru'}", "loc{'id': 'gru0', 'node': 'g//r\\'u'}  // a comment")
     assert parse_program(text).recurrents[0].provenance.node == "g//r'u"
+    text = edited('pair h0 -> hn declared "the caller feeds hn back"', 'pair h0 -> hn declared "ends in \\\\" // "gone"')
+    assert parse_program(text).state_pairs[0].reason == "ends in \\"  # an escaped backslash does not escape the quote
     text = edited("  order %h0 -> %s1", "  // order %h0 -> %s1")
     assert not [d for _, _, d in parse_program(text).graph.edges(data=True) if d.get("kind") == "order"]
     text = edited("program @p {", "program @p {//x")
