@@ -2,7 +2,7 @@
 every well-formed variant reads into the objects it says.  One test function per table (a loop, not a parametrize),
 so a broken row fails whichever row a runner picks.
 
-The near miss of every error row is :data:`GOOD` itself (it parses, see the first test).
+The near miss of every error row is test_text_errors.GOOD itself (it parses, see the first test).
 """
 
 from __future__ import annotations
@@ -17,28 +17,7 @@ from rnnir.ir import LoadKind, OrderingLayer, StoreResult
 from rnnir.ir.nodes import Compute, Output, Slot
 from rnnir.ir.pairs import PairSource
 from rnnir.ir.text import IRParseError, iter_programs, parse_program, print_program, read_program
-
-GOOD = """program @p {
-  slot @h0 : float32[1,1,4] init=zeros
-  output hn : float32[1,1,4]
-  value %x : float32[T,1,3]
-  value %W : float32[1,12,3]
-  value %R : float32[1,12,4]
-  pair h0 -> hn declared "the caller feeds hn back"
-
-  %h0 = load_slot<@h0, copy>() loc{'id': 'load0'}
-  %y, %hn = recurrent.GRU<direction='forward', hidden_size=4>(%x, %W, %R, _, _, %h0) loc{'id': 'gru0', 'node': 'gru'}
-  %s1 = store<@h0, token>(%hn) loc{'id': 'store0'}
-  %s2 = store<out:hn, value>(%hn) loc{'id': 'store1'}
-  return<by runtime>(%s1, %s2) loc{'id': 'ret0'}
-  order %h0 -> %s1
-}"""
-
-
-def edited(old: str, new: str) -> str:
-    assert old in GOOD, old
-    return GOOD.replace(old, new, 1)
-
+from tests.ir.test_text_errors import GOOD, edited  # the small valid program every row departs from
 
 #: (edit: old text of GOOD, new text), the line the error must name, what it must say
 ERRORS: list[tuple[tuple[str, str], int, str]] = [
