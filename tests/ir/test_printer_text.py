@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rnnir.ir.attributes import Provenance, SlotInit
+from rnnir.ir.attributes import Provenance, SlotInit, TensorType
 from rnnir.ir.builder import Builder
 from rnnir.ir.nodes import Slot
 from rnnir.ir.text import print_program
@@ -19,7 +19,8 @@ EXPECTED = """program @cell {
 
   %h = load_slot<@h, copy>() loc{'id': 'loadslot0'}
   %fusedadd_0 = com.microsoft.FusedAdd(%h, %x) loc{'id': 'fusedadd0'} : float32[1,2]
-  %relu_0 = Relu(%fusedadd_0) loc{'id': 'relu0'}
+  %relu_0 = Relu(%fusedadd_0) loc{'id': 'relu0'} : ?[1,2]
+  %identity_0 = Identity(%relu_0) loc{'id': 'identity0'}
   %store_h_0 = store<@h, token>(%relu_0) loc{'id': 'store0', 'value': 'h'}
   %store_hn_0 = store<out:hn, value>(%relu_0) loc{'id': 'store1', 'value': 'hn'}
   return<by runtime>(%store_h_0, %store_hn_0) loc{'id': 'return0'}
@@ -38,7 +39,8 @@ def test_a_small_program_prints_exactly_as_the_format_says():
     b.input("unused", "float32", (3,))  # a value nothing reads is not written
     hv = b.load(h)
     s = b.compute("FusedAdd", [hv, x], domain="com.microsoft", types=[h.type])
-    u = b.compute("Relu", [s])
+    u = b.compute("Relu", [s], types=[TensorType(None, (1, 2))])  # a shape without a dtype is a known type too
+    b.compute("Identity", [u])
     b.store(u, h)
     so = b.store(u, out, "value")
     b.order(hv, so)
