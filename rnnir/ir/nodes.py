@@ -128,21 +128,26 @@ class PendingConst:
     Lowering meets constants (indices, shapes, weights) on every state path, and most lints only ask whether
     a value is constant, or want a few integers: numpy, which the array needs, costs more to import than
     such a lint.  ``make`` must not fail (lowering checks the tensor first); ``ints`` gives the values of an
-    integer constant without numpy (None when it cannot).
+    integer constant without numpy (None when it cannot), ``floats`` those of a float32/float64 one.
     """
 
-    __slots__ = ("_ints", "_make", "dims")
+    __slots__ = ("_floats", "_ints", "_make", "dims")
 
-    def __init__(self, dims: tuple[int, ...], make: Callable[[], np.ndarray], ints: Callable[[], list[int] | None]) -> None:
+    def __init__(self, dims: tuple[int, ...], make: Callable[[], np.ndarray], ints: Callable[[], list[int] | None],
+                 floats: Callable[[], list[float] | None] = lambda: None) -> None:
         self.dims = dims
         self._make = make
         self._ints = ints
+        self._floats = floats
 
     def array(self) -> np.ndarray:
         return self._make()
 
     def ints(self) -> list[int] | None:
         return self._ints()
+
+    def floats(self) -> list[float] | None:
+        return self._floats()
 
 
 def _get_const(self: Value) -> np.ndarray | None:
