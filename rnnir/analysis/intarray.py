@@ -90,7 +90,9 @@ def select(a: IntArray, picks: Sequence[Sequence[int]], order: Sequence[int] | N
 
 
 def take(a: IntArray, indices: IntArray, axis: int) -> IntArray:
-    """``np.take(a, indices, axis)``."""
+    """``np.take(a, indices, axis)`` (numpy reads a scalar as one element along axis 0)."""
+    if not a.shape:
+        a = IntArray((1,), a.flat)
     axis = _axis(axis, a.ndim)
     n = a.shape[axis]
     picked = []

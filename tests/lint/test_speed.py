@@ -184,6 +184,32 @@ def test_tensor_to_array_and_ints_match_numpy_helper(t):
         assert ints == [int(x) for x in want.ravel()]
     else:
         assert ints is None
+    floats = onnxproto.tensor_floats(t)
+    if want.dtype in (np.float32, np.float64):
+        assert floats == want.ravel().tolist()
+    else:
+        assert floats is None  # float16, integers, bool: not read without numpy
+
+
+def test_tensor_floats_refuses_what_numpy_helper_cannot_read():
+    short = numpy_helper.from_array(np.arange(6, dtype=np.float64))
+    short.raw_data = short.raw_data[:-8]
+    assert onnxproto.tensor_floats(short) is None
+    assert onnxproto.tensor_floats(numpy_helper.from_array(np.arange(5, dtype=np.float64))) == [0.0, 1.0, 2.0, 3.0, 4.0]  # near miss
+
+
+def test_lint_of_a_cache_traced_element_by_element_does_not_import_numpy(tmp_path):
+    # GTCRN's conv_cache: windows on the time axis of a small static cache, traced on element ids in plain Python
+    from tests.analysis.test_elements_window import window_cache
+
+    path = tmp_path / "cache.onnx"
+    onnx.save(window_cache(((1, 1), (2, 1))), str(path))
+    got = _lint_in_fresh_process(path)
+    assert got["numpy"] is False
+    report = got["report"]["files"][0]
+    (pair,) = report["state_pairs"]
+    assert pair["slices"][0]["windows"][""]["segments"] == [[0, 2], [2, 3]]
+    assert [v["verdict"] for v in report["verdicts"]["slices"]] == ["verified"]
 
 
 def test_surely_converts_refuses_what_numpy_helper_cannot_read():
