@@ -91,7 +91,10 @@ class Value(Owned):
                 raise IRError(f"{self!r}.{name} is kept by program {self.__dict__['_program'].name!r}: {EDIT_THROUGH_PROGRAM}")
             if name == "uses":
                 value = IRTuple(value)
-        super().__setattr__(name, value)
+        if self.__dict__.get("_program") is None:  # being built: Owned's checks concern a program's elements only
+            object.__setattr__(self, name, value)  # (lowering writes every field of every value: 100k on a large model)
+        else:
+            super().__setattr__(name, value)
 
     @property
     def users(self) -> list[Node]:
@@ -190,7 +193,10 @@ class Node(Owned):
             value = IRTuple(value)
         elif name == "id" and self.__dict__.get("_program") is not None:
             raise IRError(f"{self!r} is keyed by its id in program {self.__dict__['_program'].name!r}: its id cannot change")
-        super().__setattr__(name, value)
+        if self.__dict__.get("_program") is None:  # being built, as for Value
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
 
     def operands(self) -> Iterator[Value]:
         return (v for v in self.inputs if v is not None)
