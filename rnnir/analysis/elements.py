@@ -278,11 +278,9 @@ def _apply(ids: _Ids, node: Compute, out_index: int, v: Value) -> IntArray:
             np.put_along_axis(out, np.where(idx < 0, idx + out.shape[int(a.get("axis", 0))], idx), _to_numpy(_need(xs[2])), axis=int(a.get("axis", 0)))
             return _from_numpy(out)
         if op == "Where":
-            cond = node.inputs[0] if node.inputs else None
-            big = None if cond is None or cond.has_const else ids.big_index(cond)
-            if cond is not None and (cond.has_const or big is not None):
-                truth = np.asarray(cond.const if big is None else _to_numpy(big)).astype(bool)
-                return _from_numpy(np.where(truth, _to_numpy(_need(xs[1])), _to_numpy(_need(xs[2]))))
+            cond = _const(ids, node, 0)  # bool (ONNX), so its integers are its truth values
+            if cond is not None:
+                return _from_numpy(np.where(_to_numpy(cond).astype(bool), _to_numpy(_need(xs[1])), _to_numpy(_need(xs[2]))))
         if op in ("Add", "Sub", "Mul", "Div") and len(xs) == 2:
             for k in (0, 1):
                 other = xs[1 - k]

@@ -358,7 +358,7 @@ def _identity_operands(node: Compute, state_at: int) -> bool:
     floats = pending.floats() if isinstance(pending, PendingConst) and pending.ints() is None else None
     if floats is not None:  # a float32/float64 constant, read without numpy
         dims = pending.dims  # type: ignore[union-attr]
-        if any(v != neutral[0] for v in floats) or not floats:
+        if any(v != neutral[0] for v in floats):  # one value: every dim is 1 (above)
             return False
     else:
         c = other.const_ints()

@@ -37,7 +37,7 @@ def window_cache(segs=((1, 1), (1, 1)), frames=None, rows=None, old_from=None):
         p += k + s
     nodes += [helper.make_node("Concat", parts, ["c_new"], axis=2), helper.make_node("ReduceSum", ["x0"], ["y"], keepdims=0)]
     ins = [vi("c", [ROWS, COLS, t_len])]
-    for i, (k, s) in enumerate(segs):
+    for i, (_k, s) in enumerate(segs):
         f = s if frames is None else frames
         ins += [vi(f"r0_{i}", [1, COLS, f]), vi(f"r1_{i}", [1, COLS, f])] if rows else [vi(f"x{i}", [ROWS, COLS, f])]
     if rows:
@@ -138,3 +138,105 @@ def test_frames_from_a_value_whose_rows_do_not_line_up_are_no_window():
     m.graph.node[-2].input[1] = "new0_wide"
     m.graph.initializer.append(const("shape", np.array([ROWS, COLS, 1])))
     assert window_of(m) is None
+
+
+# -- _window_of on id arrays made by hand: each way a written-back cache is no window ------------------------------
+
+from types import SimpleNamespace  # noqa: E402
+
+from rnnir.analysis import elements  # noqa: E402
+from rnnir.analysis.intarray import IntArray  # noqa: E402
+
+SHAPE = (2, 4)  # two lines of four frames on axis 1
+
+
+def _ids_with(new_shapes=((2, 1), (2, 1))):
+    """A slot block c [2, 4] and new values' blocks (by default two of [2, 1], one per window)."""
+    ids = elements._Ids(None)
+    old = ids.block(("slot", "c"), SHAPE, slot="c")
+    news = [ids.block(("value", str(k)), s) for k, s in enumerate(new_shapes)]
+    return ids, old, news
+
+
+def _written(old, news, rows=None):
+    """c' row r = [c[r, 1], v0[r, 0], c[r, 3], v1[r, 0]]: two windows (0, 2) and (2, 2), each shifted by 1;
+    ``rows`` replaces whole rows (lists of four ids)."""
+    out = []
+    for r in range(SHAPE[0]):
+        out += [old.base + r * 4 + 1, news[0].base + r, old.base + r * 4 + 3, news[1].base + r]
+    for r, row in (rows or {}).items():
+        out[r * 4 : r * 4 + 4] = row
+    return IntArray(SHAPE, out)
+
+
+def _window(ids, out, shape=SHAPE):
+    value = SimpleNamespace(producer=None, name="c_new")
+    return elements._window_of(ids, SimpleNamespace(name="c"), shape, out, value)
+
+
+def test_windows_made_by_hand_are_read_back():
+    ids, old, news = _ids_with()
+    w = _window(ids, _written(old, news))
+    assert (w.axis, w.segments, w.new_len, w.cut) == (1, ((0, 2), (2, 2)), 1, Cut(1, 0, END, 1))
+    assert (w.slot, w.via) == ("c", "c_new")
+    # the second row from values of its own: another layout parse of the same windows
+    ids, old, news = _ids_with(((2, 1), (2, 1), (1,), (1,)))
+    row1 = [old.base + 5, news[2].base, old.base + 7, news[3].base]
+    assert _window(ids, _written(old, news, {1: row1})).segments == ((0, 2), (2, 2))
+    # one window of 3 old frames and 1 new: cut to the newest 4
+    ids, old, news = _ids_with(((2, 1),))
+    rows = {r: [old.base + r * 4 + 1, old.base + r * 4 + 2, old.base + r * 4 + 3, news[0].base + r] for r in (0, 1)}
+    w = _window(ids, _written(old, news + news, rows))
+    assert (w.segments, w.cut) == (((0, 4),), Cut(1, -4, END, 1))
+
+
+def test_what_made_by_hand_is_no_window():
+    ids, old, news = _ids_with()
+    good = _written(old, news)
+    o, a, b = old.base, news[0].base, news[1].base
+    cases = {
+        "another shape": (good, (4, 2)),
+        "a line starting with a new frame": (_written(old, news, {0: [a, o + 1, o + 3, b]}), SHAPE),
+        "an old frame kept in place": (_written(old, news, {0: [o, a, o + 3, b]}), SHAPE),
+        "an old frame moved to the future": (_written(old, news, {1: [o + 4, b + 1, o + 7, b + 1]}), SHAPE),
+        "an old frame from the other row": (_written(old, news, {1: [o + 1, a + 1, o + 3, b + 1]}), SHAPE),
+        "an old frame moved past the line": (_written(old, news, {0: [o + 1, a, o + 4, b]}), SHAPE),
+        "old frames where new ones belong": (_written(old, news, {0: [o + 1, o + 2, o + 3, b]}), SHAPE),
+        "a new frame of the other row": (_written(old, news, {0: [o + 1, a + 1, o + 3, b]}), SHAPE),
+        "two windows that differ per row": (_written(old, news, {1: [o + 6, o + 7, a + 1, b + 1]}), SHAPE),
+        "a window cut short by the line's end": (_written(old, news, {0: [o + 2, o + 3, o + 3, a]}), SHAPE),
+        "a frame of no block": (_written(old, news, {0: [o + 1, b + 5, o + 3, b]}), SHAPE),
+        "a negative id": (_written(old, news, {0: [o + 1, -1, o + 3, b]}), SHAPE),
+        "first element no old frame": (_written(old, news, {0: [b, a, o + 3, b]}), SHAPE),
+    }
+    for what, (out, shape) in cases.items():
+        assert _window(ids, out, shape) is None, what
+    assert _window(elements._Ids(None), good) is None  # no blocks at all
+    assert _window(ids, good) is not None  # near miss of every case
+
+
+def test_a_recurrent_result_or_another_slot_is_no_new_frame():
+    ids, old, news = _ids_with()
+    node_block = ids.block(("rec", "Y_h"), (2, 1), node=SimpleNamespace(), port="Y_h")
+    other_slot = ids.block(("slot", "d"), (2, 1), slot="d")
+    o, b = old.base, news[1].base
+    assert _window(ids, _written(old, news, {0: [o + 1, node_block.base, o + 3, b]})) is None
+    assert _window(ids, _written(old, news, {0: [o + 1, other_slot.base, o + 3, b]})) is None
+    other = ids.block(("slot", "e"), SHAPE, slot="e")  # the windows of another slot of this shape: its own name
+    w = _window(ids, _written(other, news))
+    assert w is not None and w.slot == "e"
+    ids2, old2, news2 = _ids_with()
+    small = ids2.block(("slot", "f"), (2, 2), slot="f")
+    assert _window(ids2, IntArray(SHAPE, [small.base + 1, news2[0].base, small.base + 3, news2[1].base] * 2)) is None
+
+
+def test_new_frames_of_a_value_with_more_frames_or_fewer_axes():
+    # v [2, 3]: the newest frame is v[r, 2]; v [1]: no row axis, the same frame for both rows; v [3, 1]: three rows
+    ids, old, news = _ids_with(((2, 3), (1,), (3, 1)))
+    o, a, b = old.base, news[0].base, news[1].base
+    rows = {r: [o + r * 4 + 1, a + r * 3 + 2, o + r * 4 + 3, b] for r in (0, 1)}
+    assert _window(ids, _written(old, news, rows)).segments == ((0, 2), (2, 2))
+    wrong = {r: [o + r * 4 + 1, a + r * 3 + 1, o + r * 4 + 3, b] for r in (0, 1)}  # not the newest frame
+    assert _window(ids, _written(old, news, wrong)) is None
+    c = news[2].base  # rows 0 and 1 of a 3-row value: they line up, the extra row is never read
+    assert _window(ids, _written(old, news, {r: [o + r * 4 + 1, c + r, o + r * 4 + 3, b] for r in (0, 1)})) is not None
