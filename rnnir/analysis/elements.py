@@ -436,7 +436,7 @@ def _window_of(ids: _Ids, slot: Slot, shape: tuple[int, ...], out: IntArray, val
     on every line along that axis, each segment ``[start, start + L)`` holds the segment's frames shifted by
     ``s`` toward the past followed by the newest ``s`` frames of one new value, in order.  GTCRN's conv_cache
     packs several such windows (one per dilated conv) on its time axis.  None when that is not what ``out`` is."""
-    if out.shape != shape or not ids.blocks:
+    if out.shape != shape:
         return None
     flat = out.flat
     first = ids.owner(flat[0])

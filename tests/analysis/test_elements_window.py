@@ -196,6 +196,7 @@ def test_what_made_by_hand_is_no_window():
     o, a, b = old.base, news[0].base, news[1].base
     cases = {
         "another shape": (good, (4, 2)),
+        "the windows' ids in another shape": (IntArray((4, 2), good.flat), SHAPE),
         "a line starting with a new frame": (_written(old, news, {0: [a, o + 1, o + 3, b]}), SHAPE),
         "an old frame kept in place": (_written(old, news, {0: [o, a, o + 3, b]}), SHAPE),
         "an old frame moved to the future": (_written(old, news, {1: [o + 4, b + 1, o + 7, b + 1]}), SHAPE),
