@@ -155,20 +155,19 @@ def _seeds(index: ModelIndex, state: DeclaredState, recognised: Recognised) -> s
 def _closure_in_node_order(index: ModelIndex, seeds: set[str]) -> set[str] | None:
     """:func:`may_carry_state` through any op but a recurrent one, as one pass over the nodes in order: a node whose
     inputs are all defined before it carries state when one of them does.  None where that does not hold or the
-    flood must look further: subgraphs (their outer reads and outputs), nodes out of order, an absent output.
+    flood must look further: subgraphs (their outer reads and outputs), nodes out of order.
 
     The flood visits most of a large graph downstream of the first recurrent op, a dictionary lookup per reader;
     this is a set test per node (100k nodes: a third of the flood's time)."""
     root = index.root
-    if root.children or not root.in_order:
+    if not root.in_order:  # never with subgraphs either: a node holding one is not checked in order
         return None
     seen = set(seeds)
     untouched = seen.isdisjoint
     # a recurrent op's results are seeds already, so no op needs leaving out; the set grows while it is tested,
-    # each node against what the nodes before it added (update pulls the generator one output at a time)
-    seen.update(chain.from_iterable(outs for ins, outs in zip(root.node_inputs, root.node_outputs) if not untouched(ins)))
-    if "" in seen:
-        return None  # some node left an output out: the names after it were tested against it
+    # each node against what the nodes before it added (update pulls the generator one output at a time); an absent
+    # output ("") is no value, and kept out, an absent input never matches
+    seen.update(filter(None, chain.from_iterable(outs for ins, outs in zip(root.node_inputs, root.node_outputs) if not untouched(ins))))
     return seen
 
 

@@ -1,13 +1,14 @@
 """The state's forward reach (rnnir/lower/plan.py ``may_carry_state``) as one pass over the nodes in order, against
 the flood it stands in for: the same names on every committed model, a hand-read set on a small graph, and the
-flood itself wherever the node order cannot be trusted (subgraphs, nodes out of order, an absent output)."""
+flood itself wherever the node order cannot be trusted (subgraphs, nodes out of order)."""
 
 from __future__ import annotations
 
 import pathlib
 
+import numpy as np
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from rnnir.ir.core import Program
 from rnnir.lower import plan
@@ -53,7 +54,7 @@ def _gru(name, h_in, x="x"):
     return helper.make_node("GRU", [x, "W", "R", "", "", h_in], [f"{name}_Y", f"{name}_Yh"], hidden_size=H, name=name)
 
 
-def _two_grus(order=None, empty_output=False):
+def _two_grus(order=None, empty_output=False, omit_y=False):
     """h0 -> Relu -> gru_a; its Yh -> Add(x_sum) -> gru_b (initial_h) -> hn; y from x alone, z from gru_a's Y."""
     nodes = [
         helper.make_node("Relu", ["h0"], ["h_in"], name="relu"),
@@ -64,11 +65,14 @@ def _two_grus(order=None, empty_output=False):
         helper.make_node("Identity", ["gru_b_Yh"], ["hn"], name="out"),
         helper.make_node("Neg", ["x"], ["y"], name="y"),
         helper.make_node("Dropout", ["gru_a_Y"], ["z", ""] if empty_output else ["z"], name="z"),
+        helper.make_node("Clip", ["x", "", "cmax"], ["clipped"], name="clip"),  # an absent input: never reached
     ]
+    if omit_y:  # gru_b's Y left out: the recurrent op's absent output is no seed
+        nodes[4].output[0] = ""
     if order is not None:
         nodes = [nodes[k] for k in order]
     outs = [vi("hn", [1, 1, H]), vi("y", [T, 1, I]), vi("z", [T, 1, 1, H])]
-    return model(nodes, [vi("x", [T, 1, I]), vi("h0", [1, 1, H])], outs, weights("GRU"))
+    return model(nodes, [vi("x", [T, 1, I]), vi("h0", [1, 1, H])], outs, [*weights("GRU"), numpy_helper.from_array(np.float32(1), "cmax")])
 
 
 # by hand: the slot h0 and everything after it, both GRUs' results (seeds), what reads them; not x_sum or y
@@ -84,9 +88,8 @@ def test_a_small_graph_reaches_what_reading_it_by_hand_gives(monkeypatch):
 @pytest.mark.parametrize(
     "kw",
     [
-        {"order": [1, 0, 2, 3, 4, 5, 6, 7]},  # gru_a before the Relu that makes its initial state
-        {"order": [0, 1, 3, 2, 4, 5, 6, 7]},  # the Add before the ReduceSum it reads
-        {"empty_output": True},  # Dropout's mask left out: no value, yet an output name ""
+        {"order": [1, 0, 2, 3, 4, 5, 6, 7, 8]},  # gru_a before the Relu that makes its initial state
+        {"order": [0, 1, 3, 2, 4, 5, 6, 7, 8]},  # the Add before the ReduceSum it reads
     ],
 )
 def test_where_the_node_order_cannot_be_trusted_the_flood_answers(kw):
@@ -110,3 +113,17 @@ def test_a_graph_with_a_subgraph_is_left_to_the_flood():
 def test_the_seeds_are_the_slots_and_recurrent_results_without_absent_outputs():
     index, state, recognised = _stages(_two_grus())
     assert plan._seeds(index, state, recognised) == {"h0", "gru_a_Y", "gru_a_Yh", "gru_b_Y", "gru_b_Yh"}
+    index, state, recognised = _stages(_two_grus(omit_y=True))
+    assert plan._seeds(index, state, recognised) == {"h0", "gru_a_Y", "gru_a_Yh", "gru_b_Yh"}
+    # a recurrent op's absent output keeps the pass in node order
+    assert plan._closure_in_node_order(index, plan._seeds(index, state, recognised)) == REACHED - {"gru_b_Y"}
+    # an absent output of a plain op (Dropout's mask) is no value either: the Clip with an absent input stays out
+    index, state, recognised = _stages(_two_grus(empty_output=True))
+    assert plan._closure_in_node_order(index, plan._seeds(index, state, recognised)) == REACHED
+
+
+def test_the_reach_through_layout_ops_only_stays_the_floods():
+    # recurrent results spread through layout-only ops alone (Identity to hn), the slot through any op (the Relu)
+    index, state, recognised = _stages(_two_grus())
+    reach = plan.may_carry_state(index, state, recognised, through_recurrent_results=False)
+    assert reach == {"h0", "h_in", "gru_a_Y", "gru_a_Yh", "gru_b_Y", "gru_b_Yh", "hn"}
