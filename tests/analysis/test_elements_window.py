@@ -204,6 +204,8 @@ def test_what_made_by_hand_is_no_window():
         "an old frame moved past the line": (_written(old, news, {0: [o + 1, a, o + 4, b]}), SHAPE),
         "old frames where new ones belong": (_written(old, news, {0: [o + 1, o + 2, o + 3, b]}), SHAPE),
         "a new frame of the other row": (_written(old, news, {0: [o + 1, a + 1, o + 3, b]}), SHAPE),
+        "the second row's new frame from the first row": (_written(old, news, {1: [o + 5, a, o + 7, b + 1]}), SHAPE),
+        "the second row's old frame not moved": (_written(old, news, {1: [o + 4, a + 1, o + 7, b + 1]}), SHAPE),
         "two windows that differ per row": (_written(old, news, {1: [o + 6, o + 7, a + 1, b + 1]}), SHAPE),
         "a window cut short by the line's end": (_written(old, news, {0: [o + 2, o + 3, o + 3, a]}), SHAPE),
         "a frame of no block": (_written(old, news, {0: [o + 1, b + 5, o + 3, b]}), SHAPE),
