@@ -8,7 +8,9 @@ size 8 per row, side by side on the last axis (``Slice(..., 0:8)`` in, ``Concat(
 When a slot's shape is static and small, this module runs the state path on *element ids* instead of values:
 each slot element and each element of a recurrent op's final state gets its own integer, and the layout ops
 (Gather, Slice, Split, Concat, Transpose, Reshape, Squeeze, Unsqueeze, Expand, ScatterND and ScatterElements
-with constant indices, Where on a constant condition, ``x + 0``) are applied to the id arrays with numpy.
+with constant indices, Where on a constant condition, ``x + 0``) are applied to the id arrays: in plain Python
+(:mod:`rnnir.analysis.intarray`), numpy only for the last two, so a model whose caches are traced here does not
+import numpy for it.
 What the recurrent ports read and what is written back are then compared element by element: a slice is the
 set of slot elements one recurrent port reads, and its exit is the op whose final state lands there, at the
 same positions.  Used only when it resolves every slice exactly; otherwise the leading-axis result stands.
@@ -17,15 +19,18 @@ same positions.  Used only when it resolves every slice exactly; otherwise the l
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rnnir.analysis import intarray as ia
+from rnnir.analysis.intarray import IntArray
 from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.statekinds import END, Cut, Window
 from rnnir.analysis.tracer import _identity_operands  # the one definition of x + 0, x * 1
 from rnnir.ir.core import Program
-from rnnir.ir.nodes import Compute, LoadSlot, Recurrent, Slot, Store, Value
-from rnnir.onnxio.proto import EXTERNAL, element_count, tensor_to_array
+from rnnir.ir.nodes import Compute, LoadSlot, PendingConst, Recurrent, Slot, Store, Value
+from rnnir.onnxio.proto import EXTERNAL, element_count, tensor_ints, tensor_to_array
 
 if TYPE_CHECKING:
     import numpy as np
@@ -61,14 +66,14 @@ class _Ids:
         self.blocks: list[_Block] = []
         self.bases: list[int] = []
         self.by_source: dict[tuple[str, str], _Block] = {}
-        self.memo: dict[int, np.ndarray] = {}
+        self.memo: dict[int, IntArray] = {}
         self.next = 0
         self.initializers: dict[str, Any] | None = None
 
     def block(self, key: tuple[str, str], shape: tuple[int, ...], **kw: object) -> _Block:
         b = self.by_source.get(key)
         if b is None:
-            size = int(np.prod(shape, dtype=np.int64)) if shape else 1
+            size = math.prod(shape)
             if size > MAX_ARRAY:
                 raise _Fail
             b = _Block(self.next, shape, **kw)  # type: ignore[arg-type]
@@ -86,7 +91,7 @@ class _Ids:
         b = self.blocks[k]
         return b, i - b.base
 
-    def big_index(self, v: Value) -> np.ndarray | None:
+    def big_index(self, v: Value) -> IntArray | None:
         """An integer initializer of the main graph too large for the IR to keep (ScatterND's index tensors)."""
         src = self.program.source
         if src is None or v.type.dtype not in ("int64", "int32"):
@@ -97,11 +102,14 @@ class _Ids:
         n = element_count(t) if t is not None else None
         if t is None or n is None or n > MAX_ARRAY or t.data_location == EXTERNAL:
             return None
-        arr = tensor_to_array(t)
-        return arr if tuple(arr.shape) == tuple(v.type.shape or ()) else None
+        dims = tuple(int(d) for d in t.dims)
+        if dims != tuple(v.type.shape or ()):
+            return None
+        ints = tensor_ints(t)
+        return IntArray(dims, ints if ints is not None else [int(x) for x in tensor_to_array(t).ravel().tolist()])
 
     # -- evaluation ------------------------------------------------------------------------
-    def ids(self, v: Value | None) -> np.ndarray:
+    def ids(self, v: Value | None) -> IntArray:
         if v is None:
             raise _Fail
         hit = self.memo.get(id(v))
@@ -127,11 +135,12 @@ class _Ids:
             self.memo[id(top)] = out
         return self.memo[id(v)]
 
-    def fresh(self, v: Value) -> np.ndarray:
+    def fresh(self, v: Value) -> IntArray:
         """A value computed off the traced ops (new frames, a conv's output): ids of its own, so a window's
         new frames can be told apart and placed."""
         shape = self._static(v)
-        return _arange(self.block(("value", str(id(v))), shape))
+        b = self.block(("value", str(id(v))), shape)
+        return ia.arange(b.base, b.shape)
 
     def _static(self, v: Value) -> tuple[int, ...]:
         shape = v.type.shape
@@ -139,24 +148,24 @@ class _Ids:
             raise _Fail
         return tuple(int(d) for d in shape)  # type: ignore[arg-type]
 
-    def _eval(self, v: Value) -> np.ndarray:
+    def _eval(self, v: Value) -> IntArray:
         p = v.producer
         if isinstance(p, LoadSlot):
             if p.slot is None:
                 raise _Fail
             shape = self._static_slot(p.slot)
             b = self.block(("slot", p.slot.name), shape, slot=p.slot.name)
-            return _arange(b)
+            return ia.arange(b.base, b.shape)
         if isinstance(p, Recurrent):
             port = p.port_of(v) or "Y"
             if port not in p.spec.exits or p.layout != 0:
-                return np.full(self._static(v), UNKNOWN, dtype=np.int64)
+                return ia.full(self._static(v), UNKNOWN)
             shape = self._port_shape(p, port, v)
             b = self.block((p.id, port), shape, node=p, port=port)
-            return _arange(b)
+            return ia.arange(b.base, b.shape)
         if p is None:
             if v.has_const:
-                return np.full(np.asarray(v.const).shape, CONSTANT, dtype=np.int64)
+                return ia.full(_const_dims(v), CONSTANT)
             return self.fresh(v)
         if isinstance(p, Store):
             return self.memo[id(p.inputs[0])]
@@ -189,27 +198,40 @@ class _Ids:
         raise _Fail
 
 
-def _arange(b: _Block) -> np.ndarray:
-    size = int(np.prod(b.shape, dtype=np.int64)) if b.shape else 1
-    return np.arange(b.base, b.base + size, dtype=np.int64).reshape(b.shape)
+def _const_dims(v: Value) -> tuple[int, ...]:
+    """The shape of ``v``'s constant, without making a pending constant an array (numpy)."""
+    c = v.__dict__.get("_const")
+    if isinstance(c, PendingConst):
+        return tuple(c.dims)
+    return tuple(int(d) for d in np.shape(v.const))  # type: ignore[arg-type]
 
 
-def _const(ids: _Ids, node: Compute, k: int) -> np.ndarray | None:
+def _const(ids: _Ids, node: Compute, k: int) -> IntArray | None:
+    """Input ``k`` of ``node`` as integers (as numpy's ``astype(int64)`` reads them) when it is a constant."""
     v = node.inputs[k] if k < len(node.inputs) else None
     if v is None:
         return None
-    if v.has_const:
-        return np.asarray(v.const)
+    c = v.const_ints()
+    if c is not None:
+        return IntArray(tuple(c[0]), c[1])
     return ids.big_index(v)
 
 
-def _need(c: np.ndarray | None) -> np.ndarray:
+def _need(c: IntArray | None) -> IntArray:
     if c is None:
         raise _Fail
     return c
 
 
-def _apply(ids: _Ids, node: Compute, out_index: int, v: Value) -> np.ndarray:
+def _to_numpy(a: IntArray) -> np.ndarray:
+    return np.array(a.flat, dtype=np.int64).reshape(a.shape)
+
+
+def _from_numpy(a: np.ndarray) -> IntArray:
+    return IntArray(tuple(int(d) for d in a.shape), [int(x) for x in a.ravel().tolist()])
+
+
+def _apply(ids: _Ids, node: Compute, out_index: int, v: Value) -> IntArray:
     op = node.op
     a = node.attributes
     xs = [ids.memo[id(u)] if u is not None else None for u in node.inputs]
@@ -218,118 +240,103 @@ def _apply(ids: _Ids, node: Compute, out_index: int, v: Value) -> np.ndarray:
         if op in ("Identity", "Cast", "CastLike"):
             return _need(x)
         if op == "Gather":
-            return np.take(_need(x), _need(_const(ids, node, 1)).astype(np.int64), axis=int(a.get("axis", 0)))
+            return ia.take(_need(x), _need(_const(ids, node, 1)), int(a.get("axis", 0)))
         if op == "Slice":
             return _slice(ids, node, _need(x))
         if op == "Split":
             return _split(ids, node, _need(x))[out_index]
         if op == "Concat":
-            return np.concatenate([_need(t) for t in xs if t is not None], axis=int(a["axis"]))
+            return ia.concatenate([_need(t) for t in xs if t is not None], int(a["axis"]))
         if op == "Transpose":
             perm = a.get("perm")
-            return np.transpose(_need(x), [int(p) for p in perm] if perm is not None else None)
+            return ia.transpose(_need(x), [int(p) for p in perm] if perm is not None else None)
         if op == "Reshape":
-            shape = [int(s) for s in _need(_const(ids, node, 1)).ravel()]
+            shape = [int(s) for s in _need(_const(ids, node, 1)).flat]
             data = _need(x)
             if not int(a.get("allowzero", 0)):
                 shape = [data.shape[k] if s == 0 else s for k, s in enumerate(shape)]
-            return data.reshape(shape)
+            return ia.reshape(data, shape)
         if op in ("Squeeze", "Unsqueeze"):
             axes = a.get("axes")
-            axes = [int(t) for t in (axes if axes is not None else _need(_const(ids, node, 1)).ravel())]
+            axes = [int(t) for t in (axes if axes is not None else _need(_const(ids, node, 1)).flat)]
             data = _need(x)
             if op == "Squeeze":
-                return np.squeeze(data, axis=tuple(axes))
+                return ia.squeeze(data, axes)
             rank = data.ndim + len(axes)
             for ax in sorted(t + rank if t < 0 else t for t in axes):
-                data = np.expand_dims(data, ax)
+                data = ia.expand_dims(data, ax)
             return data
         if op == "Expand":
             data = _need(x)
-            shape = [int(s) for s in _need(_const(ids, node, 1)).ravel()]
-            return np.array(np.broadcast_to(data, np.broadcast_shapes(data.shape, tuple(shape))))
+            shape = [int(s) for s in _need(_const(ids, node, 1)).flat]
+            return ia.broadcast_to(data, ia.broadcast_shapes(data.shape, tuple(shape)))
         if op == "ScatterND" and a.get("reduction", "none") == "none":
-            out = np.array(_need(x))
-            idx = _need(_const(ids, node, 1)).astype(np.int64)
-            upd = _need(xs[2])
-            k = idx.shape[-1]
-            flat_idx = idx.reshape(-1, k)
-            flat_upd = upd.reshape((flat_idx.shape[0], *out.shape[k:]))
-            # each row's place: negative indices count from the end, as numpy reads them; past the data, ValueError
-            # here as IndexError row by row (both fail the trace)
-            dims = out.shape[:k]
-            places = np.ravel_multi_index(tuple(np.where(flat_idx < 0, flat_idx + np.array(dims, dtype=np.int64), flat_idx).T), dims) if k else None
-            if places is not None and len(set(places.tolist())) == len(places):
-                out[tuple(flat_idx.T)] = flat_upd  # every row at once: no two write one place, so order cannot matter
-            else:
-                for row, where in enumerate(flat_idx):
-                    out[tuple(where)] = flat_upd[row]
-            return out
+            return ia.scatter_nd(_need(x), _need(_const(ids, node, 1)), _need(xs[2]))
         if op in ("ScatterElements", "Scatter") and a.get("reduction", "none") == "none":
-            out = np.array(_need(x))
-            idx = _need(_const(ids, node, 1)).astype(np.int64)
-            np.put_along_axis(out, np.where(idx < 0, idx + out.shape[int(a.get("axis", 0))], idx), _need(xs[2]), axis=int(a.get("axis", 0)))
-            return out
+            out = _to_numpy(_need(x))
+            idx = _to_numpy(_need(_const(ids, node, 1)))
+            np.put_along_axis(out, np.where(idx < 0, idx + out.shape[int(a.get("axis", 0))], idx), _to_numpy(_need(xs[2])), axis=int(a.get("axis", 0)))
+            return _from_numpy(out)
         if op == "Where":
-            cond = _const(ids, node, 0)
+            cond = _const(ids, node, 0)  # bool (ONNX), so its integers are its truth values
             if cond is not None:
-                return np.array(np.where(cond.astype(bool), _need(xs[1]), _need(xs[2])))
+                return _from_numpy(np.where(_to_numpy(cond).astype(bool), _to_numpy(_need(xs[1])), _to_numpy(_need(xs[2]))))
         if op in ("Add", "Sub", "Mul", "Div") and len(xs) == 2:
             for k in (0, 1):
                 other = xs[1 - k]
-                if xs[k] is not None and other is not None and _identity_operands(node, k) and bool(np.all(other == CONSTANT)):
+                if xs[k] is not None and other is not None and _identity_operands(node, k) and all(t == CONSTANT for t in other.flat):
                     return _need(xs[k])
-    except (ValueError, IndexError, TypeError, KeyError):
+    except (ValueError, IndexError, TypeError, KeyError, OverflowError):
         raise _Fail from None
     return ids.fresh(v)
 
 
-def _slice(ids: _Ids, node: Compute, data: np.ndarray) -> np.ndarray:
+def _slice(ids: _Ids, node: Compute, data: IntArray) -> IntArray:
     a = node.attributes
     if "starts" in a:
         starts, ends = [int(t) for t in a["starts"]], [int(t) for t in a["ends"]]
         axes = [int(t) for t in a.get("axes", range(len(starts)))]
         steps = [1] * len(starts)
     else:
-        starts = [int(t) for t in _need(_const(ids, node, 1)).ravel()]
-        ends = [int(t) for t in _need(_const(ids, node, 2)).ravel()]
+        starts = [int(t) for t in _need(_const(ids, node, 1)).flat]
+        ends = [int(t) for t in _need(_const(ids, node, 2)).flat]
         c3, c4 = _const(ids, node, 3), _const(ids, node, 4)
-        axes = [int(t) for t in c3.ravel()] if c3 is not None else list(range(len(starts)))
-        steps = [int(t) for t in c4.ravel()] if c4 is not None else [1] * len(starts)
+        axes = [int(t) for t in c3.flat] if c3 is not None else list(range(len(starts)))
+        steps = [int(t) for t in c4.flat] if c4 is not None else [1] * len(starts)
     index: list[slice] = [slice(None)] * data.ndim
     for s, e, ax, st in zip(starts, ends, axes, steps):
         n = data.shape[ax]
         e = max(min(e, n), -n - 1) if st < 0 else min(e, n)
         index[ax] = slice(*slice(s, e, st).indices(n))
-    return data[tuple(index)]
+    # numpy reads each slice again against its axis (a stop of -1 after .indices() counts from the end)
+    return ia.select(data, [range(*sl.indices(n)) for sl, n in zip(index, data.shape)])
 
 
-def _split(ids: _Ids, node: Compute, data: np.ndarray) -> list[np.ndarray]:
+def _split(ids: _Ids, node: Compute, data: IntArray) -> list[IntArray]:
     axis = int(node.attributes.get("axis", 0))
     sizes = node.attributes.get("split")
     if sizes is None:
         c = _const(ids, node, 1)
-        sizes = c.ravel().tolist() if c is not None else None
+        sizes = c.flat if c is not None else None
     n = len(node.outputs)
     if sizes is None:
         if data.shape[axis] % n:
             raise _Fail
         sizes = [data.shape[axis] // n] * n
-    cuts = np.cumsum([int(s) for s in sizes])[:-1]
-    return list(np.split(data, cuts, axis=axis))
+    return ia.split(data, [int(s) for s in sizes], axis)
 
 
 # -- slices --------------------------------------------------------------------------------------
 
 
-def _label(slot: str, shape: tuple[int, ...], members: np.ndarray) -> tuple[tuple[int, ...], str] | None:
+def _label(slot: str, shape: tuple[int, ...], members: list[int]) -> tuple[tuple[int, ...], str] | None:
     """The index key and label of the slot elements ``members`` (flat ids): ``slot[0][1]`` for a whole
     sub-tensor, ``slot[0][:, :, 0:8]`` for a box on inner axes; None when they form no box."""
-    coords = np.array(np.unravel_index(members, shape)).T
-    lo, hi = [int(t) for t in coords.min(axis=0)], [int(t) for t in coords.max(axis=0)]
-    if int(np.prod([h - lo_ + 1 for lo_, h in zip(lo, hi)])) != len(members):
-        return None
     rank = len(shape)
+    per_axis = list(zip(*(_unravel(m, shape) for m in members))) or [()] * rank
+    lo, hi = [min(c) for c in per_axis], [max(c) for c in per_axis]
+    if math.prod(h - lo_ + 1 for lo_, h in zip(lo, hi)) != len(members):
+        return None
     full = [lo[k] == 0 and hi[k] == shape[k] - 1 for k in range(rank)]
     p_whole = rank
     while p_whole > 0 and full[p_whole - 1]:
@@ -362,7 +369,7 @@ def _element_slices(program: Program, ids: _Ids, slot: Slot, value: Value) -> li
     if declared is None or not all(isinstance(d, int) and d > 0 for d in declared):
         return None
     shape = tuple(int(d) for d in declared)  # type: ignore[arg-type]
-    size = int(np.prod(shape, dtype=np.int64))
+    size = math.prod(shape)
     if size > MAX_SLOT:
         return None
     # entries: every slot element read by a recurrent state port, and where in the port
@@ -378,7 +385,7 @@ def _element_slices(program: Program, ids: _Ids, slot: Slot, value: Value) -> li
                 arr = ids.ids(pv)
             except _Fail:
                 continue
-            for pos, i in enumerate(arr.ravel().tolist()):
+            for pos, i in enumerate(arr.flat):
                 hit = ids.owner(i) if i >= 0 else None
                 if hit is None or hit[0].slot != slot.name:
                     continue
@@ -398,7 +405,7 @@ def _element_slices(program: Program, ids: _Ids, slot: Slot, value: Value) -> li
     out = ids.ids(value)
     if tuple(out.shape) != tuple(shape):
         return None
-    written = out.ravel()
+    written = out.flat
     groups: dict[tuple[str, str], list[int]] = {}
     for e in range(size):
         rec, port, _ = reader[e]
@@ -406,7 +413,7 @@ def _element_slices(program: Program, ids: _Ids, slot: Slot, value: Value) -> li
     maps: list[SliceMap] = []
     for members in groups.values():
         rec, port, _ = reader[members[0]]
-        lab = _label(slot.name, tuple(shape), np.array(members))
+        lab = _label(slot.name, tuple(shape), members)
         if lab is None:
             return None
         key, text = lab
@@ -424,100 +431,139 @@ def _element_slices(program: Program, ids: _Ids, slot: Slot, value: Value) -> li
     return sorted(maps, key=lambda m: m.index)
 
 
-def _window_of(ids: _Ids, slot: Slot, shape: tuple[int, ...], out: np.ndarray, value: Value) -> Window | None:
+def _window_of(ids: _Ids, slot: Slot, shape: tuple[int, ...], out: IntArray, value: Value) -> Window | None:
     """``slot`` written back with ``out`` (element ids) as sliding windows of its own frames along one axis:
     on every line along that axis, each segment ``[start, start + L)`` holds the segment's frames shifted by
     ``s`` toward the past followed by the newest ``s`` frames of one new value, in order.  GTCRN's conv_cache
     packs several such windows (one per dilated conv) on its time axis.  None when that is not what ``out`` is."""
-    if tuple(out.shape) != shape or not ids.blocks:
+    if out.shape != shape:
         return None
-    flat = out.ravel()
-    if (flat < 0).any():
-        return None
-    bases = np.array(ids.bases, dtype=np.int64)
-    which = np.searchsorted(bases, flat, side="right") - 1
-    blocks = [ids.blocks[int(k)] for k in np.unique(which)]
-    olds = [b for b in blocks if b.slot is not None]
-    if len(olds) != 1 or any(b.node is not None for b in blocks) or tuple(olds[0].shape) != shape:
-        return None
-    old = olds[0]
-    rank = len(shape)
-    is_old = which == ids.blocks.index(old)
-    dst = np.array(np.unravel_index(np.arange(flat.size), shape))
-    src = np.array(np.unravel_index(np.where(is_old, flat - old.base, 0), shape))
-    delta = (src - dst)[:, is_old]
-    moved = np.flatnonzero((delta != 0).any(axis=1))
-    if len(moved) != 1 or (delta[moved[0]] <= 0).any():
-        return None  # old frames move along exactly one axis, toward the past (a kept stale frame moves by 0)
-    axis = int(moved[0])
-    shift = np.zeros(flat.size, dtype=np.int64)
-    shift[is_old] = delta[axis]
-    lines_old = np.moveaxis(is_old.reshape(shape), axis, -1).reshape(-1, shape[axis])
-    lines_shift = np.moveaxis(shift.reshape(shape), axis, -1).reshape(-1, shape[axis])
-    lines_id = np.moveaxis(out, axis, -1).reshape(-1, shape[axis])
-    lines_dst = np.moveaxis(np.arange(flat.size).reshape(shape), axis, -1).reshape(-1, shape[axis])
+    flat = out.flat
+    first = ids.owner(flat[0])
+    if first is None or first[0].slot is None or first[0].shape != shape or first[1] == 0:
+        return None  # every line starts with an old frame moved toward the past, the first line too
+    old = first[0]
+    moved = [k for k, c in enumerate(_unravel(first[1], shape)) if c]
+    if len(moved) != 1:
+        return None  # old frames move along exactly one axis
+    axis = moved[0]
+    n = shape[axis]
+    step = math.prod(shape[axis + 1 :])  # between neighbours on a line
+    lead_coords = shape[:axis] + shape[axis + 1 :]
+    line_strides = ia.strides(shape)
+    del line_strides[axis]  # a line's first element: its place on the other axes, the window axis at 0
     layout: tuple[tuple[int, int], ...] | None = None
-    # the lines as Python lists: _segments reads them element by element, where numpy's per-item cost dominates
-    for line_old, line_shift, line_id, line_dst in zip(lines_old.tolist(), lines_shift.tolist(), lines_id.tolist(), lines_dst.tolist()):
-        segs = _segments(ids, line_old, line_shift, line_id, line_dst, shape, axis)
-        if segs is None or (layout is not None and segs != layout):
+    lines: list[_Segment] = []  # the last line's parse, tried first on the next line: caches repeat one layout
+    news: set[int] = set()
+    for coords in _product(lead_coords):
+        start = sum(c * st for c, st in zip(coords, line_strides))
+        line = flat[start : start + n * step : step]
+        if lines and all(seg.matches(line, start, coords, axis) for seg in lines):
+            continue
+        parsed = _segments(ids, old, line, start, step, coords, shape, axis)
+        if parsed is None:
             return None
-        layout = segs
+        segs = tuple((seg.start, seg.kept + seg.shift) for seg in parsed)
+        if layout is not None and segs != layout:
+            return None
+        layout, lines = segs, parsed
+        news.update(seg.shift for seg in parsed)
     if not layout:
         return None
     lengths = {n for _, n in layout}
-    news = {int(s) for s in shift[is_old]}
+    rank = len(shape)
     cut = Cut(axis, -min(lengths), END, 1) if len(layout) == 1 else None
     return Window(old.slot or slot.name, axis, tuple(range(rank)), new_len=news.pop() if len(news) == 1 else None,
                   cut=cut or Cut(axis, 0, END, 1), via=value.producer.describe() if value.producer is not None else value.name,
                   segments=layout)
 
 
-def _segments(ids: _Ids, old: list[bool], shift: list[int], got: list[int], dst: list[int], shape: tuple[int, ...],
-              axis: int) -> tuple[tuple[int, int], ...] | None:
+def _product(dims: tuple[int, ...]) -> list[tuple[int, ...]]:
+    """Every index into ``dims``, in C order."""
+    out: list[tuple[int, ...]] = [()]
+    for d in dims:
+        out = [c + (i,) for c in out for i in range(d)]
+    return out
+
+
+@dataclass(frozen=True)
+class _Segment:
+    """One window on a line: ``kept`` old frames, each ``shift`` places toward the past, then the newest ``shift``
+    frames of the new value ``new``, whose axes are the slot's last ones (``lead`` fewer)."""
+
+    start: int
+    kept: int
+    shift: int
+    old_base: int
+    step: int
+    new: _Block
+    lead: int
+
+    def matches(self, line: list[int], line_start: int, coords: tuple[int, ...], axis: int) -> bool:
+        """The same window on another line (``coords``: its place on the slot's other axes)."""
+        p, k, s = self.start, self.kept, self.shift
+        first_old = self.old_base + line_start + (p + s) * self.step
+        if line[p : p + k] != list(range(first_old, first_old + k * self.step, self.step)):
+            return False
+        expected = _newest_ids(self.new, self.lead, coords, axis, s)
+        return expected is not None and line[p + k : p + k + s] == expected
+
+
+def _segments(ids: _Ids, old: _Block, line: list[int], line_start: int, step: int, coords: tuple[int, ...],
+              shape: tuple[int, ...], axis: int) -> list[_Segment] | None:
     """One line along the window axis, parsed into windows: ``k`` old frames shifted by ``s``, then ``s`` new."""
+    n = len(line)
+    size = math.prod(shape)
+    # each frame's shift toward the past when it is an old frame that moved only along the axis (None: a new frame)
+    shifts: list[int | None] = []
+    for t, i in enumerate(line):
+        rel = i - old.base
+        if not 0 <= rel < size:
+            shifts.append(None)
+            continue
+        delta, rest = divmod(rel - line_start - t * step, step)
+        if rest or delta <= 0 or t + delta >= n:
+            return None  # an old frame that stays, moves toward the future or along another axis
+        shifts.append(delta)
     segs = []
-    p, n = 0, len(old)
+    p = 0
     while p < n:
-        if not old[p]:
+        s = shifts[p]
+        if s is None:
             return None  # a window that starts with a new frame: more new frames than it keeps (not parsed)
-        s = int(shift[p])
         k = 0
-        while p + k < n and old[p + k] and int(shift[p + k]) == s:
+        while p + k < n and shifts[p + k] == s:
             k += 1
-        if p + k + s > n or any(old[p + k : p + k + s]):
+        if p + k + s > n or any(x is not None for x in shifts[p + k : p + k + s]):
             return None
-        if not _newest(ids, got[p + k : p + k + s], dst[p + k : p + k + s], shape, axis):
+        owner = ids.owner(line[p + k])
+        if owner is None or owner[0].slot is not None or owner[0].node is not None:
             return None
-        segs.append((p, k + s))
+        lead = len(shape) - len(owner[0].shape)
+        seg = _Segment(p, k, s, old.base, step, owner[0], lead)
+        if line[p + k : p + k + s] != _newest_ids(owner[0], lead, coords, axis, s):
+            return None
+        segs.append(seg)
         p += k + s
-    return tuple(segs)
+    return segs
 
 
-def _newest(ids: _Ids, got: list[int], dst: list[int], shape: tuple[int, ...], axis: int) -> bool:
-    """The ``len(got)`` elements are the newest frames of one new value, in order, aligned with the slot's other axes."""
-    owner = ids.owner(int(got[0]))
-    if owner is None or owner[0].slot is not None or owner[0].node is not None:
-        return False
-    v = owner[0]
-    lead = len(shape) - len(v.shape)
+def _newest_ids(v: _Block, lead: int, coords: tuple[int, ...], axis: int, s: int) -> list[int] | None:
+    """The ids of the newest ``s`` frames of ``v`` on the line at ``coords`` (the slot's other axes; ``v`` has the
+    slot's last axes), in order; None when ``v`` has no such frames or that line."""
     t_axis = axis - lead
     if lead < 0 or t_axis < 0:
-        return False
-    frames = v.shape[t_axis]
-    # np.unravel_index / np.ravel_multi_index in plain integers: called per element of a few-frame segment, numpy's
-    # per-call cost was most of a cache model's lint (GTCRN)
-    strides = [1] * len(v.shape)
-    for q in range(len(v.shape) - 2, -1, -1):
-        strides[q] = strides[q + 1] * int(v.shape[q + 1])
-    for j, (g, d) in enumerate(zip(got, dst)):
-        coords = _unravel(d, shape)[lead:]
-        coords[t_axis] = frames - len(got) + j
-        if any(c >= m or c < 0 for c, m in zip(coords, v.shape)):
-            return False
-        if g != v.base + sum(c * st for c, st in zip(coords, strides)):
-            return False
-    return True
+        return None
+    vshape = v.shape
+    frames = vshape[t_axis]
+    if s > frames:
+        return None
+    place = coords[lead:axis] + (frames - s,) + coords[axis:]
+    if any(c >= m for c, m in zip(place, vshape)):
+        return None
+    st = ia.strides(vshape)
+    first = v.base + sum(c * q for c, q in zip(place, st))
+    return [first + j * st[t_axis] for j in range(s)]
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
@@ -531,7 +577,7 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
 def _direction(rec: Recurrent, port_shape: tuple[int, ...], positions: list[int]) -> int | None:
     if rec.num_directions == 1:
         return 0
-    dirs = {int(np.unravel_index(p, port_shape)[0]) for p in positions}
+    dirs = {_unravel(p, port_shape)[0] for p in positions}
     return dirs.pop() if len(dirs) == 1 else None
 
 

@@ -352,20 +352,28 @@ def _identity_operands(node: Compute, state_at: int) -> bool:
     state = node.inputs[state_at]
     if other is None or not other.has_const:
         return False
-    c = other.const_ints()
-    if c is None:
-        return False
-    dims, values = c
-    if any(v != neutral[0] for v in values) or not values:
-        return False
     pending = other.__dict__.get("_const")
-    exact = isinstance(pending, PendingConst) and pending.ints() is not None  # integers, or zeros proven at lowering
-    if not exact:  # const_ints truncates a float 0.5 to 0: compare the array itself
-        try:
-            if not bool((np.asarray(other.const) == neutral[0]).all()):
-                return False
-        except (TypeError, ValueError):
+    if isinstance(pending, PendingConst) and not all(d == 1 for d in pending.dims):
+        return False  # no broadcast leaves the state alone (see the end): its values, a float bias's through numpy, are not read
+    floats = pending.floats() if isinstance(pending, PendingConst) and pending.ints() is None else None
+    if floats is not None:  # a float32/float64 constant, read without numpy
+        dims = pending.dims  # type: ignore[union-attr]
+        if any(v != neutral[0] for v in floats):  # one value: every dim is 1 (above)
             return False
+    else:
+        c = other.const_ints()
+        if c is None:
+            return False
+        dims, values = c
+        if any(v != neutral[0] for v in values) or not values:
+            return False
+        exact = isinstance(pending, PendingConst) and pending.ints() is not None  # integers, or zeros proven at lowering
+        if not exact:  # const_ints truncates a float 0.5 to 0: compare the array itself
+            try:
+                if not bool((np.asarray(other.const) == neutral[0]).all()):
+                    return False
+            except (TypeError, ValueError):
+                return False
     rank = _rank(state)
     # a constant of one element, or of no more axes than the state with size-1 axes only, broadcasts into it
     return all(d == 1 for d in dims) and (rank is not None and len(dims) <= rank or not dims)

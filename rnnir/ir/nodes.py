@@ -91,7 +91,10 @@ class Value(Owned):
                 raise IRError(f"{self!r}.{name} is kept by program {self.__dict__['_program'].name!r}: {EDIT_THROUGH_PROGRAM}")
             if name == "uses":
                 value = IRTuple(value)
-        super().__setattr__(name, value)
+        if self.__dict__.get("_program") is None:  # being built: Owned's checks concern a program's elements only
+            object.__setattr__(self, name, value)  # (lowering writes every field of every value: 100k on a large model)
+        else:
+            super().__setattr__(name, value)
 
     @property
     def users(self) -> list[Node]:
@@ -128,21 +131,26 @@ class PendingConst:
     Lowering meets constants (indices, shapes, weights) on every state path, and most lints only ask whether
     a value is constant, or want a few integers: numpy, which the array needs, costs more to import than
     such a lint.  ``make`` must not fail (lowering checks the tensor first); ``ints`` gives the values of an
-    integer constant without numpy (None when it cannot).
+    integer constant without numpy (None when it cannot), ``floats`` those of a float32/float64 one.
     """
 
-    __slots__ = ("_ints", "_make", "dims")
+    __slots__ = ("_floats", "_ints", "_make", "dims")
 
-    def __init__(self, dims: tuple[int, ...], make: Callable[[], np.ndarray], ints: Callable[[], list[int] | None]) -> None:
+    def __init__(self, dims: tuple[int, ...], make: Callable[[], np.ndarray], ints: Callable[[], list[int] | None],
+                 floats: Callable[[], list[float] | None] = lambda: None) -> None:
         self.dims = dims
         self._make = make
         self._ints = ints
+        self._floats = floats
 
     def array(self) -> np.ndarray:
         return self._make()
 
     def ints(self) -> list[int] | None:
         return self._ints()
+
+    def floats(self) -> list[float] | None:
+        return self._floats()
 
 
 def _get_const(self: Value) -> np.ndarray | None:
@@ -185,7 +193,10 @@ class Node(Owned):
             value = IRTuple(value)
         elif name == "id" and self.__dict__.get("_program") is not None:
             raise IRError(f"{self!r} is keyed by its id in program {self.__dict__['_program'].name!r}: its id cannot change")
-        super().__setattr__(name, value)
+        if self.__dict__.get("_program") is None:  # being built, as for Value
+            object.__setattr__(self, name, value)
+        else:
+            super().__setattr__(name, value)
 
     def operands(self) -> Iterator[Value]:
         return (v for v in self.inputs if v is not None)

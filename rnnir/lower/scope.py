@@ -88,6 +88,8 @@ class Scope:
     nodes: list[onnx.NodeProto] = field(default_factory=list, repr=False)  # graph.node, read once
     node_inputs: list[tuple[str, ...]] = field(default_factory=list, repr=False)  # each node's inputs, read once
     node_ops: list[tuple[str, str]] = field(default_factory=list, repr=False)  # each node's (op_type, domain)
+    node_outputs: list[tuple[str, ...]] = field(default_factory=list, repr=False)  # each node's outputs, read once
+    in_order: bool = False  # every node reads only names defined before it (no outer names): set by the index's checks
 
     def resolve(self, name: str) -> Definition:
         scope: Scope | None = self
@@ -281,6 +283,7 @@ class ModelIndex:
         sc.nodes.extend(nodes)
         sc.node_inputs.extend(ins_all)
         sc.node_ops.extend(keys)
+        sc.node_outputs.extend(outs_all)
         ids = list(map(id, nodes))
         self.node_op.update(zip(ids, keys))
         self.node_outputs.update(zip(ids, outs_all))
@@ -325,6 +328,7 @@ class ModelIndex:
             rules, special, recurrent = profile
             outs = tuple(node.output)
             node_ops.append(key)
+            sc.node_outputs.append(outs)
             nid = id(node)
             op_of[nid] = key
             outputs_of[nid] = outs
@@ -611,6 +615,7 @@ class ModelIndex:
             positions = sc.positions
             local = sc.inputs.keys() | sc.initializers.keys()
             if self._defs_in_order(sc, local):
+                sc.in_order = True
                 continue
             late = False
             for p, (node, ins, (op, dom)) in enumerate(zip(sc.nodes, sc.node_inputs, sc.node_ops)):

@@ -18,6 +18,7 @@ from rnnir.onnxio.proto import (
     element_count,
     messages,
     surely_converts,
+    tensor_floats,
     tensor_ints,
     tensor_to_array,
 )
@@ -73,7 +74,7 @@ def small_array(t: onnx.TensorProto) -> np.ndarray | None:
 def small_const(t: onnx.TensorProto) -> np.ndarray | PendingConst | None:
     """:func:`small_array`, made when first read when it surely converts (most lints never read it: no numpy)."""
     if t.data_location != EXTERNAL and surely_converts(t) and (element_count(t) or 0) <= SMALL_CONST:
-        return PendingConst(tuple(int(d) for d in t.dims), lambda: tensor_to_array(t), lambda: tensor_ints(t))
+        return PendingConst(tuple(int(d) for d in t.dims), lambda: tensor_to_array(t), lambda: tensor_ints(t), lambda: tensor_floats(t))
     return small_array(t)
 
 

@@ -285,6 +285,8 @@ _STORAGE_FIELD = {1: "float_data", 2: "int32_data", 3: "int32_data", 4: "int32_d
                   7: "int64_data", 9: "int32_data", 10: "int32_data", 11: "double_data", 12: "uint64_data", 13: "uint64_data"}
 #: :mod:`array` codes of the integer types, for reading raw_data without numpy
 _INT_CODES = {2: "B", 3: "b", 4: "H", 5: "h", 6: "i", 7: "q", 12: "I", 13: "Q"}
+#: :mod:`array` codes of float32 and float64
+_FLOAT_CODES = {1: "f", 11: "d"}
 
 
 def element_count(t: Any) -> int | None:
@@ -309,6 +311,17 @@ def surely_converts(t: Any) -> bool:
     if t.HasField("raw_data"):
         return len(t.raw_data) == n * _ITEMSIZE[dt]
     return len(getattr(t, _STORAGE_FIELD[dt])) == n
+
+
+def tensor_floats(t: Any) -> list[float] | None:
+    """The values of a float32 or float64 tensor ``t`` flattened, read without numpy; None for any other tensor
+    (:func:`surely_converts` must hold, as for :func:`tensor_ints`)."""
+    code = _FLOAT_CODES.get(t.data_type)
+    if code is None or not surely_converts(t):
+        return None
+    if t.HasField("raw_data"):
+        return list(array.array(code, t.raw_data))
+    return list(getattr(t, _STORAGE_FIELD[t.data_type]))
 
 
 def tensor_ints(t: Any) -> list[int] | None:

@@ -184,6 +184,64 @@ def test_tensor_to_array_and_ints_match_numpy_helper(t):
         assert ints == [int(x) for x in want.ravel()]
     else:
         assert ints is None
+    floats = onnxproto.tensor_floats(t)
+    if want.dtype in (np.float32, np.float64):
+        assert floats == want.ravel().tolist()
+    else:
+        assert floats is None  # float16, integers, bool: not read without numpy
+
+
+def test_tensor_floats_reads_the_float_types_numpy_helper_does():
+    # every dtype in one test: each entry matters (float32 and float64 read, raw and typed; no other type)
+    for t in _tensors():
+        want = numpy_helper.to_array(t)
+        floats = onnxproto.tensor_floats(t)
+        if want.dtype in (np.float32, np.float64):
+            assert floats == want.ravel().tolist(), t.name
+        else:
+            assert floats is None, (t.name, want.dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_float_constant_beside_the_final_state_is_read_without_numpy(tmp_path, dtype):
+    # hn = Yh * c: c = 1 is the final state itself (verified), c = 0.5 is not (SD009), c [2] never an identity;
+    # none of them loads numpy (their float values are read from the tensor's bytes)
+    from tests.support.recurrent_op_models import H, I, T, model, vi, weights
+
+    verdicts = {}
+    for value in ([1.0], [0.5], [1.0, 1.0]):
+        nodes = [helper.make_node("GRU", ["x", "W", "R", "", "", "h0"], ["Y", "Yh"], hidden_size=H, name="gru"),
+                 helper.make_node("Mul", ["Yh", "c"], ["hn"], name="scale")]
+        inits = [*weights("GRU"), numpy_helper.from_array(np.array(value, dtype=dtype), "c")]
+        m = model(nodes, [vi("x", [T, 1, I]), vi("h0", [1, 1, H])], [vi("hn", [1 if len(value) == 1 else 2, 1, H])], inits)
+        path = tmp_path / f"m{len(verdicts)}.onnx"
+        onnx.save(m, str(path))
+        got = _lint_in_fresh_process(path)
+        assert got["numpy"] is False, value
+        verdicts[tuple(value)] = [v["verdict"] for v in got["report"]["files"][0]["verdicts"]["slices"]]
+    assert verdicts[(1.0,)] == ["verified"]
+    assert "verified" not in verdicts[(0.5,)] and "verified" not in verdicts[(1.0, 1.0)]
+
+
+def test_tensor_floats_refuses_what_numpy_helper_cannot_read():
+    short = numpy_helper.from_array(np.arange(6, dtype=np.float64))
+    short.raw_data = short.raw_data[:-8]
+    assert onnxproto.tensor_floats(short) is None
+    assert onnxproto.tensor_floats(numpy_helper.from_array(np.arange(5, dtype=np.float64))) == [0.0, 1.0, 2.0, 3.0, 4.0]  # near miss
+
+
+def test_lint_of_a_cache_traced_element_by_element_does_not_import_numpy(tmp_path):
+    # GTCRN's conv_cache: windows on the time axis of a small static cache, traced on element ids in plain Python
+    from tests.analysis.test_elements_window import window_cache
+
+    path = tmp_path / "cache.onnx"
+    onnx.save(window_cache(((1, 1), (2, 1))), str(path))
+    got = _lint_in_fresh_process(path)
+    assert got["numpy"] is False
+    report = got["report"]["files"][0]
+    (pair,) = report["state_pairs"]
+    assert pair["slices"][0]["windows"][""]["segments"] == [[0, 2], [2, 3]]
+    assert [v["verdict"] for v in report["verdicts"]["slices"]] == ["verified"]
 
 
 def test_surely_converts_refuses_what_numpy_helper_cannot_read():
