@@ -1,0 +1,99 @@
+"""Rules every renderer keeps, on hand-built results: escapes at every boundary of :func:`printable`, one bad
+record quarantined instead of blanking the report, a failed file rendered as its error only (nothing of its partial
+results in any format), and the summary line closing the text and GitHub reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rnnir.passes.diagnostics import Diagnostic, Location, Rule, Severity
+from rnnir.render import FORMATS, FileResult, LintResult, printable, printable_lines, render
+
+RULES = {"SD001": Rule("SD001", "state-not-written-back", Severity.ERROR, "a slot is read but never written back", "SD001 doc")}
+
+
+def _finding(message: str = "slot 'h0' is never written back", node: str = "lstm_node") -> Diagnostic:
+    return Diagnostic(
+        "SD001", "state-not-written-back", Severity.ERROR, message, (Location(node="recurrent0", onnx_node=node, value="hn"),), "store Y_h", slot="h0"
+    )
+
+
+def test_printable_escapes_each_kind_of_character_by_its_own_rule():
+    """Python's repr of a str is the oracle for the escape forms (\\xNN, \\uNNNN, \\UNNNNNNNN), taken at each range edge."""
+    cases = {
+        "plain name": "plain name",
+        "a\nb\rc\td": "a\\nb\\rc\\td",
+        "\x00\x1b\x7f": "\\x00\\x1b\\x7f",
+        "\x85\xad": "\\x85\\xad",  # C1 control and soft hyphen: below 0x100
+        "\u0378": "\\u0378",  # unassigned, just past 0xff
+        "\u2028\u202e": "\\u2028\\u202e",  # line separator, bidi override
+        "\ufffe": "\\ufffe",  # the last 16-bit code point that is not printable
+        "\U000e0001": "\\U000e0001",  # a language tag: beyond 16 bits
+        # os.fsdecode's surrogate escapes U+DC80..U+DCFF stand for the bytes 0x80..0xff: shown as those bytes
+        "\udc80": "\\x80",
+        "\udcff": "\\xff",
+        "\udc7f": "\\udc7f",  # a lone surrogate just outside that range is only a code point
+        "\udd00": "\\udd00",
+        "é✓𝄞": "é✓𝄞",  # printable beyond ASCII stays as it is
+    }
+    for text, want in cases.items():
+        assert printable(text) == want, ascii(text)
+        if text not in ("\udc80", "\udcff") and not text.isprintable():  # the independent oracle where it applies
+            assert want == "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text), ascii(text)
+
+
+def test_printable_defuses_a_workflow_command_after_any_spaces_only():
+    assert printable("::error::x") == "\\x3a:error::x"
+    assert printable("   ::set-env name=A::1") == "   \\x3a:set-env name=A::1"
+    assert printable("\t::warning::x") == "\\t::warning::x"  # the tab is escaped: the line no longer starts with spaces then ::
+    assert printable("a ::error::x") == "a ::error::x"  # not at the start of a line: inert
+    assert printable(":x") == ":x"
+    assert printable_lines("ok\n::error::x\n\x1b") == "ok\n\\x3a:error::x\n\\x1b"
+
+
+def test_render_quarantines_a_record_json_cannot_write_in_every_format(tmp_path: Path):
+    """A finding with a lone surrogate in its message cannot be written as UTF-8 JSON: that file becomes a
+    RenderError record, the other file is reported in full, and the exit code says a file failed."""
+    for fmt in FORMATS:
+        bad = FileResult("bad.onnx", diagnostics=[_finding("name \udc80 is not UTF-8")], verdicts={"slices": []})
+        good = FileResult("good.onnx", diagnostics=[_finding()])
+        result = LintResult(files=[bad, good], rules=RULES, version="1", cwd=tmp_path)
+        text = render(result, fmt)
+        text.encode("utf-8")  # writable at all
+        assert result.files[0].error is not None and result.files[0].error["type"] == "RenderError", fmt
+        assert result.files[0].diagnostics == [] and result.files[0].verdicts is None
+        assert result.files[1] is good and result.exit_code == 2
+        assert "is not UTF-8" not in text and "slot 'h0' is never written back" in text, fmt
+
+
+def test_a_failed_file_shows_its_error_and_nothing_it_held_in_every_format(tmp_path: Path):
+    """Partial results on a failed file's record (a finding, pairs, verdicts) reach no format; its error does."""
+    partial = FileResult(
+        "failed.onnx",
+        diagnostics=[_finding("PARTIAL-FINDING", node="PARTIAL-NODE")],
+        state_pairs=[{"input": "PARTIAL-IN", "output": "PARTIAL-OUT", "source": "declared", "reason": "", "slices": []}],
+        error={"type": "ModelError", "message": "cannot read it"},
+    )
+    ok = FileResult("ok.onnx", diagnostics=[_finding()])
+    for fmt in ("text", "sarif", "github"):
+        for verbose in (False, True):
+            result = LintResult(files=[partial, ok], rules=RULES, version="1", cwd=tmp_path, verbose=verbose)
+            text = render(result, fmt)
+            assert "PARTIAL" not in text and "cannot read it" in text, (fmt, verbose)
+            assert text.count("slot 'h0' is never written back") == 1, (fmt, verbose)
+    sarif = json.loads(render(LintResult(files=[partial, ok], rules=RULES, version="1", cwd=tmp_path), "sarif"))
+    run = sarif["runs"][0]
+    assert [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in run["results"]] == ["ok.onnx"]
+    (note,) = run["invocations"][0]["toolExecutionNotifications"]
+    assert note["descriptor"] == {"id": "ModelError"} and note["locations"][0]["physicalLocation"]["artifactLocation"]["index"] == 0
+
+
+def test_the_text_and_github_reports_end_with_the_summary_line(tmp_path: Path):
+    result = LintResult(files=[FileResult("a.onnx", diagnostics=[_finding()]), FileResult("b.onnx")], rules=RULES, version="1", cwd=tmp_path)
+    for fmt in ("text", "github"):
+        lines = render(result, fmt).split("\n")
+        assert lines[-1] == "" and lines[-2] == "1 error, 0 warnings in 2 files", fmt
+    gh = render(result, "github").split("\n")
+    assert gh[0] == "::error file=a.onnx,line=1,title=SD001 state-not-written-back::slot 'h0' is never written back%0Ahint: store Y_h"
+    assert len(gh) == 3
