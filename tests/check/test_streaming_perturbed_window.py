@@ -1,5 +1,8 @@
 """Each streaming check judges the perturbed run: models that misbehave in exactly the perturbed window.
 
+tests/check/test_streaming_windows.py shows one noise burst on a memoryless model; here every window position (the
+first call, the middle, the last calls), both burst kinds, and every check on a model a perturbation breaks for good.
+
 ``transient(trigger)`` keeps a state that goes non-finite on the calls whose input fires ``trigger`` and is finite
 again on the next ordinary call (a non-finite state is reset to 0 before use), while its output is the input itself:
 
