@@ -1,0 +1,162 @@
+"""check_streaming's documented contract beyond the verdicts: which inputs a perturbation replaces, the stream forms
+it accepts, the hints it passes on, what latency and cold start time, the progress it reports, the report's fields.
+
+Oracles: a hand loop of ``h' = 0.5 h + (sum of the inputs)`` in numpy (which inputs a burst zeroes shows in the
+departure after it), the requested numbers of calls, and a run slowed by a known sleep (the timings must include it).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from rnnir.check.multicall.stream import StreamError
+from rnnir.check.streaming import check_streaming, make_chunks, streaming_to_text
+from rnnir.runtime import StatefulSession
+from tests.support import streaming_models as sm
+
+W = 4
+
+
+def _summing(inputs: tuple[str, ...]) -> onnx.ModelProto:
+    """h' = 0.5 h + sum of the inputs (each [1, W]); y = h'."""
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("Mul", ["h_in", "half"], ["acc0"])]
+    for i, name in enumerate(inputs):
+        nodes.append(helper.make_node("Add", [f"acc{i}", name], [f"acc{i + 1}"]))
+    nodes += [helper.make_node("Identity", [f"acc{len(inputs)}"], ["h_out"]), helper.make_node("Identity", ["h_out"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "summing",
+        [helper.make_tensor_value_info(n, f, [1, W]) for n in (*inputs, "h_in")],
+        [helper.make_tensor_value_info(n, f, [1, W]) for n in ("y", "h_out")],
+        [numpy_helper.from_array(np.array(0.5, np.float32), "half")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def _departure_after_silence(feeds: list[dict[str, np.ndarray]], zeroed: set[str], at: int) -> float:
+    """The largest |diff| of y after a one-call silence burst at ``at`` that zeroes ``zeroed``, by a hand loop."""
+    def run(stream):
+        h, ys = np.zeros((1, W), np.float64), []
+        for feed in stream:
+            h = 0.5 * h + sum(feed[n].astype(np.float64) for n in sorted(feed))
+            ys.append(h)
+        return ys
+
+    burst = [dict(f) for f in feeds]
+    burst[at] = {n: (np.zeros_like(a) if n in zeroed else a) for n, a in feeds[at].items()}
+    return max(float(np.abs(a - b).max()) for a, b in zip(run(feeds)[at + 1 :], run(burst)[at + 1 :]))
+
+
+def test_a_burst_replaces_the_inputs_that_change_from_call_to_call_or_the_ones_named():
+    """x changes every call; g never (a sample rate): kept; u differs only on the first call, v only on the second:
+    both change, so both are replaced; ``streamed=`` names them instead."""
+    calls, at = 12, 6
+    rng = np.random.default_rng(3)
+    feeds = []
+    for k in range(calls):
+        feeds.append({
+            "x": rng.uniform(-1, 1, (1, W)).astype(np.float32),
+            "g": np.full((1, W), 1.0, np.float32),
+            "u": np.full((1, W), 5.0 if k == 0 else 1.0, np.float32),
+            "v": np.full((1, W), 5.0 if k == 1 else 2.0, np.float32),
+        })
+    session = StatefulSession(_summing(("g", "u", "v", "x")), pairs=sm.PAIRS)
+    for streamed, zeroed in ((None, {"x", "u", "v"}), (["g"], {"g"}), (["x", "v"], {"x", "v"})):
+        report = check_streaming(session, feeds, burst=(at, 1), burst_kind="silence", streamed=streamed)
+        want = _departure_after_silence(feeds, zeroed, at)
+        assert report.check("burst").departure["y"] == pytest.approx(want, rel=1e-5), streamed
+        # a zeroed chunk is the same replacement
+        drop = check_streaming(session, feeds, drop=at, drop_mode="zero", streamed=streamed)
+        assert drop.check("drop").departure["y"] == pytest.approx(want, rel=1e-5), streamed
+
+
+def _lstm_with_lengths(hidden: int = 3) -> onnx.ModelProto:
+    f = TensorProto.FLOAT
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array((0.3 * rng.standard_normal(s)).astype(np.float32), n) for n, s in (("W", (1, 4 * hidden, 2)), ("R", (1, 4 * hidden, hidden)))]
+    node = helper.make_node("LSTM", ["x", "W", "R", "", "lens", "h0", "c0"], ["Y", "hn", "cn"], hidden_size=hidden)
+    graph = helper.make_graph(
+        [node], "lstm_lens",
+        [helper.make_tensor_value_info("x", f, ["T", 1, 2]), helper.make_tensor_value_info("lens", TensorProto.INT32, [1]),
+         helper.make_tensor_value_info("h0", f, [1, 1, hidden]), helper.make_tensor_value_info("c0", f, [1, 1, hidden])],
+        [helper.make_tensor_value_info("Y", f, ["T", 1, 1, hidden]), helper.make_tensor_value_info("hn", f, [1, 1, hidden]),
+         helper.make_tensor_value_info("cn", f, [1, 1, hidden])],
+        inits,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_generated_stream_perturbs_only_the_streamed_inputs_and_keeps_the_hints_and_notes():
+    mixing = StatefulSession(sm.mixing(), pairs=sm.PAIRS)
+    chunks, names = make_chunks(mixing, calls=4, chunk=2, input_values={"g": 0.25})
+    assert names == {"x"} and all(float(c["g"]) == 0.25 for c in chunks)  # a fixed value is fed unchanged: not streamed
+    chunks, names = make_chunks(mixing, calls=4, chunk=2)
+    assert names == {"x", "g"}  # generated anew every call: streamed
+    batched = StatefulSession(sm.lstm_b())
+    chunks, names = make_chunks(batched, calls=3, chunk=2, input_shapes={"x": [1, 2, 3]})
+    assert len(chunks) == 3 and chunks[0]["x"].shape == (2, 2, 3) and names == {"x"}  # batch 2 as asked, 2 steps a call
+    notes: list[str] = []
+    chunks, names = make_chunks(StatefulSession(_lstm_with_lengths()), calls=3, chunk=4, notes=notes)
+    assert names == {"x"} and all(int(c["lens"][0]) == 4 for c in chunks)  # sequence lengths follow the chunk: not streamed
+    assert any("sequence_lens input 'lens'" in n for n in notes)
+    report = check_streaming(StatefulSession(_lstm_with_lengths()), calls=3, chunk=4, drop=1, drop_mode="zero")
+    assert any("sequence_lens input 'lens'" in n for n in report.notes)  # the notes reach the report, and its text
+    assert "note: sequence_lens input 'lens'" in streaming_to_text(report)
+    zeroed = check_streaming(StatefulSession(_lstm_with_lengths()), calls=3, chunk=4, drop=1, drop_mode="zero", streamed=["x", "lens"])
+    assert zeroed.check("drop").departure != report.check("drop").departure  # naming lens zeroes it too: a zero-length call
+
+
+def test_the_stream_forms_accepted_and_refused():
+    session = StatefulSession(sm.toy("decay"), pairs=sm.PAIRS)
+    feed = {"x": np.full((1, W), 0.5, np.float32)}
+    two = check_streaming(session, [feed, feed])  # the fewest calls the checks take
+    assert (two.model, two.calls, two.tol) == (session.label, 2, 1e-3)
+    arrays = check_streaming(session, [np.full((1, W), v, np.float32) for v in (0.1, 0.2, 0.3)], tol=0.0)  # a list of arrays: one input's calls
+    assert arrays.calls == 3 and arrays.tol == 0.0
+    for stream in ([], [feed]):
+        with pytest.raises(StreamError):
+            check_streaming(session, stream)
+    for tol in (-1.0, math.nan):
+        with pytest.raises(StreamError, match="tol"):
+            check_streaming(session, [feed, feed], tol=tol)
+
+
+def test_latency_and_cold_start_time_the_calls_themselves(monkeypatch):
+    """Every call slowed by 3 ms: the latency of a call and both cold starts include it (a timer around nothing would not)."""
+    real = StatefulSession.run
+
+    def slow(self, feeds, *args, **kwargs):
+        time.sleep(0.003)
+        return real(self, feeds, *args, **kwargs)
+
+    monkeypatch.setattr(StatefulSession, "run", slow)
+    session = StatefulSession(sm.toy("decay"), pairs=sm.PAIRS)
+    report = check_streaming(session, [{"x": np.full((1, W), v, np.float32)} for v in range(5)], cold_start=True)
+    assert report.latency.calls == 5 and report.latency.p50_us >= 3000 and report.latency.max_us >= report.latency.p50_us
+    assert report.cold_start is not None and report.cold_start.new_session_s >= 0.003 and report.cold_start.new_stream_s >= 0.003
+    assert check_streaming(session, [{"x": np.zeros((1, W), np.float32)}] * 2).cold_start is None  # not asked, no reconnect
+
+
+def test_progress_counts_every_call_of_every_run():
+    calls, drop, at, length, long, streams = 12, 3, 5, 2, 8, 2
+    seen: list[tuple[str, int, int]] = []
+    check_streaming(
+        StatefulSession(sm.toy("decay"), pairs=sm.PAIRS), [{"x": np.full((1, W), 0.1 * k, np.float32)} for k in range(calls)],
+        drop=drop, reconnect=4, burst=(at, length), long=long, streams=streams, progress=lambda what, done, total: seen.append((what, done, total)),
+    )
+    runs = {
+        "latency": calls, "intact stream": calls, f"chunk {drop} dropped": calls - 1, "restart at call 4": calls - 4,
+        f"burst at call {at}": calls, "long run": long, f"{streams} streams": calls,
+    }
+    assert [what for what, _, _ in seen] == [what for what, n in runs.items() for _ in range(n)]
+    assert seen == [(what, k, n) for what, n in runs.items() for k in range(1, n + 1)]
