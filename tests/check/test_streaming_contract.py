@@ -131,6 +131,24 @@ def test_the_stream_forms_accepted_and_refused():
             check_streaming(session, [feed, feed], tol=tol)
 
 
+def test_each_check_reports_where_and_how_long_its_perturbation_was_and_what_it_asked():
+    calls = 10
+    session = StatefulSession(sm.toy("decay"), pairs=sm.PAIRS)
+    feeds = [{"x": np.full((1, W), 0.1 * k, np.float32)} for k in range(calls)]
+    report = check_streaming(session, feeds, drop=2, drop_mode="zero", reconnect=calls - 1, burst=(4, 3), burst_kind="silence")
+    got = [{k: c.to_json()[k] for k in ("check", "at", "length", "mode", "compared")} for c in report.checks]
+    assert got == [
+        {"check": "drop", "at": 2, "length": 1, "mode": "zero", "compared": calls - 3},
+        {"check": "reconnect", "at": calls - 1, "length": 0, "mode": "restart", "compared": 1},  # the last call: a restart may be there
+        {"check": "burst", "at": 4, "length": 3, "mode": "silence", "compared": calls - 7},
+    ]
+    with pytest.raises(StreamError, match="reconnect"):
+        check_streaming(session, feeds, reconnect=calls)
+    # a cold start is timed when asked, or by default with a reconnect; cold_start=False turns it off
+    for kwargs, timed in (({"reconnect": 3}, True), ({"reconnect": 3, "cold_start": False}, False), ({}, False), ({"cold_start": True}, True)):
+        assert (check_streaming(session, feeds, **kwargs).cold_start is not None) == timed, kwargs
+
+
 def test_latency_and_cold_start_time_the_calls_themselves(monkeypatch):
     """Every call slowed by 3 ms: the latency of a call and both cold starts include it (a timer around nothing would not)."""
     real = StatefulSession.run

@@ -21,23 +21,23 @@ def _finding(message: str = "slot 'h0' is never written back", node: str = "lstm
 
 def test_printable_escapes_each_kind_of_character_by_its_own_rule():
     """Python's repr of a str is the oracle for the escape forms (\\xNN, \\uNNNN, \\UNNNNNNNN), taken at each range edge."""
-    cases = {
-        "plain name": "plain name",
-        "a\nb\rc\td": "a\\nb\\rc\\td",
-        "\x00\x1b\x7f": "\\x00\\x1b\\x7f",
-        "\x85\xad": "\\x85\\xad",  # C1 control and soft hyphen: below 0x100
-        "\u0378": "\\u0378",  # unassigned, just past 0xff
-        "\u2028\u202e": "\\u2028\\u202e",  # line separator, bidi override
-        "\ufffe": "\\ufffe",  # the last 16-bit code point that is not printable
-        "\U000e0001": "\\U000e0001",  # a language tag: beyond 16 bits
+    cases = [
+        ("plain name", "plain name"),
+        ("a\nb\rc\td", "a\\nb\\rc\\td"),
+        ("\x00\x1b\x7f", "\\x00\\x1b\\x7f"),
+        ("\x85\xad", "\\x85\\xad"),  # C1 control and soft hyphen: below 0x100
+        ("\u0378", "\\u0378"),  # unassigned, just past 0xff
+        ("\u2028\u202e", "\\u2028\\u202e"),  # line separator, bidi override
+        ("\ufffe", "\\ufffe"),  # a non-character near the top of 16 bits
+        ("\U000e0001", "\\U000e0001"),  # a language tag: beyond 16 bits
         # os.fsdecode's surrogate escapes U+DC80..U+DCFF stand for the bytes 0x80..0xff: shown as those bytes
-        "\udc80": "\\x80",
-        "\udcff": "\\xff",
-        "\udc7f": "\\udc7f",  # a lone surrogate just outside that range is only a code point
-        "\udd00": "\\udd00",
-        "é✓𝄞": "é✓𝄞",  # printable beyond ASCII stays as it is
-    }
-    for text, want in cases.items():
+        ("\udc80", "\\x80"),
+        ("\udcff", "\\xff"),
+        ("\udc7f", "\\udc7f"),  # a lone surrogate just outside that range is only a code point
+        ("\udd00", "\\udd00"),
+        ("é✓𝄞", "é✓𝄞"),  # printable beyond ASCII stays as it is
+    ]
+    for text, want in cases:
         assert printable(text) == want, ascii(text)
         if text not in ("\udc80", "\udcff") and not text.isprintable():  # the independent oracle where it applies
             assert want == "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text), ascii(text)

@@ -1,0 +1,93 @@
+"""The pictures ``rnnir show`` draws, checked against the program itself on every sample.
+
+The program's own nodes, slots, outputs and graph edges are the oracle: the journey has a box for every slot,
+slot load, recurrence and store, and an output box exactly for the outputs a store writes; a read arrow from each
+load's slot, a write arrow from each store to its destination; no arrow to or from a box it does not draw; and
+value arrows only where a value really travels (the arrow's source box reaches its target through the graph).
+The full picture has a box per node, slot and output and an arrow per graph edge.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import rnnir
+from rnnir.ir import digraph
+from rnnir.ir.nodes import LoadSlot, Recurrent, Store
+from rnnir.render.journey import ArrowKind, BoxKind, full_picture, journey, journey_text, short_branch
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+
+@pytest.fixture(scope="module")
+def programs() -> list[rnnir.Program]:
+    paths = sorted(SAMPLES.glob("*.onnx")) + sorted(SAMPLES.glob("*.rnnir"))
+    return [rnnir.load(p) for p in paths]
+
+
+def _dest_key(store: Store) -> str:
+    assert store.dest is not None
+    return ("slot:" if store.to_slot else "out:") + store.dest.name
+
+
+def test_the_journey_draws_what_the_program_holds_and_nothing_else(programs):
+    seen_kinds: set[BoxKind] = set()
+    for program in programs:
+        pic = journey(program)
+        keys = [b.key for b in pic.boxes]
+        assert len(keys) == len(set(keys)), program.name
+        kind_of = {b.key: b.kind for b in pic.boxes}
+        seen_kinds |= set(kind_of.values())
+        loads = [n for n in program.nodes if isinstance(n, LoadSlot)]
+        stores = [n for n in program.nodes if isinstance(n, Store)]
+        want_boxes = {f"slot:{s.name}": BoxKind.SLOT for s in program.slots}
+        want_boxes |= {n.id: BoxKind.LOAD for n in loads} | {n.id: BoxKind.STORE for n in stores}
+        want_boxes |= {n.id: BoxKind.RECURRENT for n in program.nodes if isinstance(n, Recurrent)}
+        want_boxes |= {_dest_key(st): BoxKind.OUTPUT for st in stores if st.dest is not None and not st.to_slot}
+        junctions = {k: v for k, v in kind_of.items() if k.startswith("value:")}
+        assert {k: v for k, v in kind_of.items() if k not in junctions} == want_boxes, program.name
+        assert all(kind is BoxKind.COMPUTE for kind in junctions.values())
+        # every arrow joins two drawn boxes
+        assert all(a.source in kind_of and a.target in kind_of for a in pic.arrows), program.name
+        reads = sorted((a.source, a.target) for a in pic.arrows if a.kind is ArrowKind.READ)
+        assert reads == sorted((f"slot:{n.slot.name}", n.id) for n in loads if n.slot is not None), program.name
+        writes = sorted((a.source, a.target, a.label) for a in pic.arrows if a.kind is ArrowKind.WRITE)
+        want = [(st.id, _dest_key(st), "read by the next call" if st.to_slot else "") for st in stores if st.dest is not None]
+        assert writes == sorted(want), program.name
+        # a value arrow leaves a box whose node reaches the target's node through the program's graph
+        graph = program.graph
+        for a in pic.arrows:
+            if a.kind in (ArrowKind.DATA, ArrowKind.CHANGED) and not a.source.startswith("value:"):
+                targets = [a.target] if not a.target.startswith("value:") else [
+                    b.target for b in pic.arrows if b.source == a.target
+                ]
+                assert all(digraph.has_path(graph, a.source, t) for t in targets), (program.name, a)
+    assert seen_kinds >= {BoxKind.SLOT, BoxKind.LOAD, BoxKind.RECURRENT, BoxKind.STORE, BoxKind.OUTPUT, BoxKind.COMPUTE}
+
+
+def test_the_full_picture_is_every_node_and_every_edge(programs):
+    for program in programs:
+        pic = full_picture(program)
+        keys = [b.key for b in pic.boxes]
+        assert keys == [f"slot:{s.name}" for s in program.slots] + [f"out:{o.name}" for o in program.outputs] + [n.id for n in program.nodes]
+        edges = sorted((a.source, a.target, a.kind) for a in pic.arrows if a.kind in (ArrowKind.DATA, ArrowKind.ORDER))
+        want = sorted((u, v, ArrowKind.DATA if d.get("kind") == "data" else ArrowKind.ORDER) for u, v, d in program.graph.edges(data=True))
+        assert edges == want, program.name
+        assert all(a.source in keys and a.target in keys for a in pic.arrows), program.name
+
+
+def test_journey_text_lists_each_box_with_the_arrows_into_it(programs):
+    for program in programs[:6]:
+        pic = journey(program)
+        lines = journey_text(program).split("\n")
+        box_lines = [line for line in lines if line.startswith("  ") and not line.startswith(("    ", "  pair ", "  no state pairs"))]
+        assert box_lines == ["  " + b.label.replace("\n", "; ") for b in pic.boxes], program.name
+        assert sum(1 for line in lines if line.startswith("    <- ")) == len(pic.arrows)
+
+
+def test_short_branch_keeps_the_last_path_part_of_each_branch():
+    assert short_branch(("If_0.else_branch", "x/decoder/If_1.then_branch")) == "If_0.else › If_1.then"
+    assert short_branch(("a/b/c/If_2.then_branch",)) == "If_2.then"
+    assert short_branch(()) == ""
