@@ -76,6 +76,15 @@ def test_the_full_picture_is_every_node_and_every_edge(programs):
         want = sorted((u, v, ArrowKind.DATA if d.get("kind") == "data" else ArrowKind.ORDER) for u, v, d in program.graph.edges(data=True))
         assert edges == want, program.name
         assert all(a.source in keys and a.target in keys for a in pic.arrows), program.name
+        # a read arrow into each load from its slot, a write arrow from each store to its destination, as in the journey
+        journey_arrows = journey(program).arrows
+        for kind in (ArrowKind.READ, ArrowKind.WRITE):
+            assert sorted((a.source, a.target) for a in pic.arrows if a.kind is kind) == sorted(
+                (a.source, a.target) for a in journey_arrows if a.kind is kind
+            ), (program.name, kind)
+        for box, node in zip(pic.boxes[len(program.slots) + len(program.outputs) :], program.nodes):
+            first = box.label.split("\n", 1)[0]
+            assert first.startswith("store") if isinstance(node, Store) else first == node.opname, (program.name, box)
 
 
 def test_journey_text_lists_each_box_with_the_arrows_into_it(programs):
@@ -91,3 +100,42 @@ def test_short_branch_keeps_the_last_path_part_of_each_branch():
     assert short_branch(("If_0.else_branch", "x/decoder/If_1.then_branch")) == "If_0.else › If_1.then"
     assert short_branch(("a/b/c/If_2.then_branch",)) == "If_2.then"
     assert short_branch(()) == ""
+
+
+def _cell_fed_through(ops_into_h: list[str], ops_into_x: list[str]) -> rnnir.Program:
+    """A slot loaded once, fed into an RNN's initial_h through ``ops_into_h`` and into its X through ``ops_into_x``."""
+    import numpy as np
+
+    b = rnnir.Builder("chain")
+    h = b.slot("h", "float32", (1, 1, 1))
+    loaded = b.load(h)
+    into_h, into_x = loaded, loaded
+    for op in ops_into_h:
+        into_h = b.compute(op, [into_h])
+    for op in ops_into_x:
+        into_x = b.compute(op, [into_x])
+    W = b.const("W", np.ones((1, 1, 1), np.float32))
+    R = b.const("R", np.full((1, 1, 1), 0.5, np.float32))
+    _, hn = b.recurrent("RNN", into_x, W, R, initial_h=into_h, hidden_size=1, activations=["Affine"], activation_alpha=[1.0], activation_beta=[0.0])
+    b.store(hn, h)
+    return b.build()
+
+
+def _arrow_into_the_cell(program: rnnir.Program) -> str:
+    (rec,) = program.recurrents
+    (load,) = [n for n in program.nodes if isinstance(n, LoadSlot)]
+    (arrow,) = [a for a in journey(program).arrows if (a.source, a.target) == (load.id, rec.id)]
+    assert arrow.kind is ArrowKind.CHANGED
+    return arrow.label
+
+
+def test_an_arrow_names_every_op_on_every_way_between_its_boxes_up_to_its_limits():
+    # seven value-changing ops in a row: the first six named and "+1 more"; four of the changing ones, sorted, and "…"
+    label = _arrow_into_the_cell(_cell_fed_through(["Relu", "Abs", "Neg", "Exp", "Sigmoid", "Tanh", "Sqrt"], []))
+    assert label.split("\n")[-2:] == ["via Relu, Abs, Neg, Exp, Sigmoid, Tanh, +1 more", "value changed by Abs, Exp, Neg, Relu …"]
+    # at the limits nothing is left out: six ops (X's way first, then initial_h's new ones), four changing ones
+    label = _arrow_into_the_cell(_cell_fed_through(["Relu", "Abs", "Neg", "Exp"], ["Relu", "Abs", "Identity", "Squeeze"]))
+    assert label.split("\n")[-2:] == ["via Relu, Abs, Identity, Squeeze, Neg, Exp", "value changed by Abs, Exp, Neg, Relu"]
+    # two ports reached from one load by different ways: one arrow, both ways' ops
+    label = _arrow_into_the_cell(_cell_fed_through(["Relu"], ["Abs"]))
+    assert label.split("\n")[-2:] == ["via Abs, Relu", "value changed by Abs, Relu"]
