@@ -23,16 +23,18 @@ from tests.support import streaming_models as sm
 W = 4
 
 
-def _summing(inputs: tuple[str, ...]) -> onnx.ModelProto:
-    """h' = 0.5 h + sum of the inputs (each [1, W]); y = h'."""
+def _summing(inputs: tuple[str, ...], ints: tuple[str, ...] = ()) -> onnx.ModelProto:
+    """h' = 0.5 h + sum of the inputs (each [1, W]; those in ``ints`` int32, cast to float); y = h'."""
     f = TensorProto.FLOAT
     nodes = [helper.make_node("Mul", ["h_in", "half"], ["acc0"])]
     for i, name in enumerate(inputs):
-        nodes.append(helper.make_node("Add", [f"acc{i}", name], [f"acc{i + 1}"]))
+        if name in ints:
+            nodes.append(helper.make_node("Cast", [name], [f"{name}_f"], to=f))
+        nodes.append(helper.make_node("Add", [f"acc{i}", f"{name}_f" if name in ints else name], [f"acc{i + 1}"]))
     nodes += [helper.make_node("Identity", [f"acc{len(inputs)}"], ["h_out"]), helper.make_node("Identity", ["h_out"], ["y"])]
     graph = helper.make_graph(
         nodes, "summing",
-        [helper.make_tensor_value_info(n, f, [1, W]) for n in (*inputs, "h_in")],
+        [helper.make_tensor_value_info(n, TensorProto.INT32 if n in ints else f, [1, W]) for n in (*inputs, "h_in")],
         [helper.make_tensor_value_info(n, f, [1, W]) for n in ("y", "h_out")],
         [numpy_helper.from_array(np.array(0.5, np.float32), "half")],
     )
@@ -76,6 +78,23 @@ def test_a_burst_replaces_the_inputs_that_change_from_call_to_call_or_the_ones_n
         # a zeroed chunk is the same replacement
         drop = check_streaming(session, feeds, drop=at, drop_mode="zero", streamed=streamed)
         assert drop.check("drop").departure["y"] == pytest.approx(want, rel=1e-5), streamed
+    with pytest.raises(StreamError, match="'X'"):  # a misspelt name would perturb nothing and pass every check
+        check_streaming(session, feeds, burst=(at, 1), streamed=["X"])
+
+
+def test_a_noise_burst_is_noise_on_float_inputs_even_constant_ones_and_zeros_on_integer_inputs():
+    calls, at = 10, 4
+    rng = np.random.default_rng(5)
+    feeds = [{"x": rng.uniform(-1, 1, (1, W)).astype(np.float32), "g": np.ones((1, W), np.float32), "k": np.full((1, W), k + 1, np.int32)}
+             for k in range(calls)]
+    session = StatefulSession(_summing(("g", "k", "x"), ints=("k",)), pairs=sm.PAIRS)
+    # an integer input cannot carry noise: a noise burst zeroes it, as silence does
+    ints = check_streaming(session, feeds, burst=(at, 1), burst_kind="noise", streamed=["k"])
+    assert ints.check("burst").departure["y"] == pytest.approx(_departure_after_silence(feeds, {"k"}, at), rel=1e-6)
+    # a constant float input named streamed has no spread to scale by: its noise is unit-scaled, not silence
+    const = check_streaming(session, feeds, burst=(at, 1), burst_kind="noise", streamed=["g"])
+    silent = _departure_after_silence(feeds, {"g"}, at)
+    assert const.check("burst").departure["y"] != pytest.approx(silent, rel=1e-3)
 
 
 def _lstm_with_lengths(hidden: int = 3) -> onnx.ModelProto:
@@ -178,3 +197,77 @@ def test_progress_counts_every_call_of_every_run():
     }
     assert [what for what, _, _ in seen] == [what for what, n in runs.items() for _ in range(n)]
     assert seen == [(what, k, n) for what, n in runs.items() for k in range(1, n + 1)]
+
+
+def test_an_isolation_check_feeds_every_stream_its_own_chunks(monkeypatch):
+    """Rows that leak into their neighbour fail however many calls the stream has: with 7 calls, streams started
+    7 chunks apart would be fed the same chunks, and a leak between equal rows is invisible."""
+    from rnnir.serving.pool.pool import SessionPool
+
+    original = SessionPool._into_rows
+
+    def shifted(self, rows, batch):
+        moved, pick = original(self, rows, batch)
+        return {name: a if self.layout.inputs[name] is None else np.roll(a, 1, axis=self.layout.inputs[name]) for name, a in moved.items()}, pick
+
+    session = StatefulSession(sm.lstm_b())
+    for calls in (7, 8):
+        chunks = [{"x": np.full((1, 1, 3), v, np.float32)} for v in np.linspace(-1, 1, calls)]
+        honest = check_streaming(session, chunks, streams=2)
+        assert honest.isolation.ok and (honest.isolation.streams, honest.isolation.calls) == (2, calls)
+        with monkeypatch.context() as m:
+            m.setattr(SessionPool, "_into_rows", shifted)
+            leaky = check_streaming(session, chunks, streams=2)
+        assert not leaky.isolation.ok and leaky.isolation.worst_stream in (0, 1), calls
+
+
+def test_the_sessions_a_check_makes_use_the_callers_onnxruntime_options():
+    import onnxruntime as ort
+
+    from rnnir.check.streaming.isolation import session_options
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3
+    opts.intra_op_num_threads = 1
+    got = session_options(StatefulSession(sm.toy("decay"), pairs=sm.PAIRS, session_options=opts))
+    assert (got.log_severity_level, got.intra_op_num_threads) == (3, 1)
+
+
+def test_slot_trends_of_a_single_state_and_of_none():
+    from rnnir.check.streaming.longrun import slot_trends
+
+    (trend,) = slot_trends([{"h": np.array([3.0, 4.0])}]).values()
+    assert (trend.slot, trend.calls, trend.first_norm, trend.last_norm, trend.peak_abs) == ("h", 1, 5.0, 5.0, 4.0)
+    assert slot_trends([]) == {}
+
+
+def test_slot_trends_track_norm_peak_and_saturation_call_by_call():
+    """Hand-worked: norms 1, sqrt 2, 2, 0.5; |max| 2; saturated shares 1/4, 1/2, 1/4, 0 (|x| >= 0.999)."""
+    from rnnir.check.multicall.health import norm_trend
+    from rnnir.check.streaming.longrun import slot_trends
+
+    states = [[0.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0], [0.0, 0.0, 0.0, -2.0], [0.5, 0.0, 0.0, 0.0]]
+    t = slot_trends([{"h": np.array(s, np.float32)} for s in states])["h"]
+    norms = [1.0, math.sqrt(2.0), 2.0, 0.5]
+    assert (t.calls, t.first_norm, t.last_norm, t.peak_abs, t.saturated, t.peak_saturated) == (4, 1.0, 0.5, 2.0, 0.0, 0.5)
+    assert (t.trend, t.growth) == norm_trend(norms)
+    # a non-finite state: the peak stays NaN for the rest of the run, whatever comes after
+    nan = slot_trends([{"h": np.array([np.nan])}, {"h": np.array([1.0])}])["h"]
+    assert math.isnan(nan.peak_abs) and nan.trend == "non-finite"
+
+
+def test_a_long_run_takes_at_least_four_calls():
+    session = StatefulSession(sm.toy("decay"), pairs=sm.PAIRS)
+    feeds = [{"x": np.full((1, W), 0.1, np.float32)}] * 2
+    assert check_streaming(session, feeds, long=4).long.calls == 4
+    with pytest.raises(StreamError, match="at least 4"):
+        check_streaming(session, feeds, long=3)
+
+
+def test_recovery_length_is_the_first_call_from_which_every_diff_stays_within_tol():
+    from rnnir.check.streaming.recovery import recovery_length
+
+    cases = [([], None), ([0.0, 0.0], 0), ([1.0, 0.0, 0.0], 1), ([0.0, 1.0, 0.0], 2), ([0.0, 0.0, 1.0], None), ([math.nan, 0.0], 1),
+             ([0.0, math.nan], None), ([0.5, 0.5], 0)]
+    for diffs, want in cases:
+        assert recovery_length(diffs, 0.5) == want, diffs

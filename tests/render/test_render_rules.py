@@ -97,3 +97,14 @@ def test_the_text_and_github_reports_end_with_the_summary_line(tmp_path: Path):
     gh = render(result, "github").split("\n")
     assert gh[0] == "::error file=a.onnx,line=1,title=SD001 state-not-written-back::slot 'h0' is never written back%0Ahint: store Y_h"
     assert len(gh) == 3
+
+
+def test_a_sarif_rule_without_documentation_describes_itself_by_its_summary(tmp_path: Path):
+    documented = Rule("SD001", "state-not-written-back", Severity.ERROR, "a slot is read but never written back", "First line\nsecond line.\n\nMore.")
+    bare = Rule("SD001", "state-not-written-back", Severity.ERROR, "a slot is read but never written back", "")
+    for rule, full, help_text in ((documented, "First line second line.", documented.doc), (bare, bare.summary, bare.summary)):
+        result = LintResult(files=[FileResult("a.onnx", diagnostics=[_finding()])], rules={"SD001": rule}, version="1", cwd=tmp_path)
+        (got,) = json.loads(render(result, "sarif"))["runs"][0]["tool"]["driver"]["rules"]
+        assert got["shortDescription"] == {"text": rule.summary}
+        assert got["fullDescription"] == {"text": full} and got["help"] == {"text": help_text}
+        assert got["defaultConfiguration"] == {"level": "error"}
