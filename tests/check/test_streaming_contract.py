@@ -271,3 +271,23 @@ def test_recovery_length_is_the_first_call_from_which_every_diff_stays_within_to
              ([0.0, math.nan], None), ([0.5, 0.5], 0)]
     for diffs, want in cases:
         assert recovery_length(diffs, 0.5) == want, diffs
+
+
+def test_a_model_whose_only_output_is_its_state_is_compared_on_that_state():
+    """h' = h + x with h' the only output: no other output to compare, so the state output is (a skipped chunk
+    leaves the lost chunk's 0.75 in it for ever), even when a single call is left to compare."""
+    f = TensorProto.FLOAT
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["h_in", "x"], ["h_out"])], "state_only",
+        [helper.make_tensor_value_info(n, f, [1, W]) for n in ("x", "h_in")], [helper.make_tensor_value_info("h_out", f, [1, W])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    session = StatefulSession(model, pairs=sm.PAIRS)
+    feeds = [{"x": np.zeros((1, W), np.float32)} for _ in range(8)]
+    feeds[3] = {"x": np.full((1, W), 0.75, np.float32)}
+    for drop in (3, 6):
+        rec = check_streaming(session, feeds, drop=drop, drop_mode="skip").check("drop")
+        lost = 0.75 if drop == 3 else 0.0
+        assert rec.departure == {"h_out": pytest.approx(lost)} and rec.per_output == {"h_out": None if lost else 0}, drop
+        assert rec.ok == (not lost) and rec.compared == 8 - drop - 1

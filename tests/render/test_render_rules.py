@@ -108,3 +108,69 @@ def test_a_sarif_rule_without_documentation_describes_itself_by_its_summary(tmp_
         assert got["shortDescription"] == {"text": rule.summary}
         assert got["fullDescription"] == {"text": full} and got["help"] == {"text": help_text}
         assert got["defaultConfiguration"] == {"level": "error"}
+
+
+def test_sarif_of_a_hand_built_result_is_the_hand_written_document(tmp_path: Path):
+    """Every field, on a run with a finding that has a hint, a slot and an IR node; one without any; a clean
+    analysed file outside the working directory; a failed file.  The fingerprint is the documented recipe:
+    sha256 of code, file URI, slot and the sorted logical locations joined by U+001F."""
+    import hashlib
+
+    outside = tmp_path.parent / f"{tmp_path.name}-far" / "far.onnx"
+    full = Diagnostic(
+        "SD001", "state-not-written-back", Severity.ERROR, "lost", (Location(node="rec0", onnx_node="lstm", value="hn", branch=("If_0.then_branch",)),),
+        "store it", slot="h0",
+    )
+    bare = Diagnostic("SD001", "state-not-written-back", Severity.WARNING, "plain", ())
+    verdicts = {"slices": [{"slice": "h0", "verdict": "verified"}]}
+    files = [
+        FileResult("m.onnx", diagnostics=[full, bare], verdicts=verdicts),
+        FileResult(str(outside), verdicts={"slices": []}),
+        FileResult("bad.onnx", error={"type": "ModelError", "message": "unreadable"}),
+    ]
+    result = LintResult(files=files, rules=RULES, version="1.2", cwd=tmp_path)
+    doc = json.loads(render(result, "sarif"))
+    run = doc["runs"][0]
+    far_uri = "file://" + outside.resolve().as_posix()
+    assert run["artifacts"] == [
+        {"location": {"uri": "m.onnx", "uriBaseId": "%SRCROOT%"}, "properties": {"rnnirVerdicts": verdicts}},
+        {"location": {"uri": far_uri}, "properties": {"rnnirVerdicts": {"slices": []}}},
+        {"location": {"uri": "bad.onnx", "uriBaseId": "%SRCROOT%"}},
+    ]
+    here = {"artifactLocation": {"uri": "m.onnx", "uriBaseId": "%SRCROOT%", "index": 0}, "region": {"startLine": 1}}
+
+    def fingerprint(d: Diagnostic) -> str:
+        parts = [d.code, "m.onnx", d.slot or "", *sorted(loc.logical for loc in d.locations)]
+        return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
+
+    assert run["results"] == [
+        {
+            "ruleId": "SD001", "level": "error", "message": {"text": "lost\nHint: store it"},
+            "locations": [{
+                "physicalLocation": here,
+                "logicalLocations": [{"fullyQualifiedName": "graph/If_0.then_branch/lstm/hn", "name": "hn", "kind": "variable"}],
+                "properties": {"irNode": "rec0"},
+            }],
+            "partialFingerprints": {"rnnirFingerprint/v1": fingerprint(full)},
+            "properties": {"name": "state-not-written-back", "hint": "store it", "slot": "h0"},
+            "ruleIndex": 0,
+        },
+        {
+            "ruleId": "SD001", "level": "warning", "message": {"text": "plain"}, "locations": [{"physicalLocation": here}],
+            "partialFingerprints": {"rnnirFingerprint/v1": fingerprint(bare)},
+            "properties": {"name": "state-not-written-back", "hint": ""},
+            "ruleIndex": 0,
+        },
+    ]
+    assert run["invocations"] == [{
+        "executionSuccessful": False, "exitCode": 2,
+        "toolExecutionNotifications": [{
+            "level": "error", "message": {"text": "bad.onnx: unreadable"}, "descriptor": {"id": "ModelError"},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": "bad.onnx", "uriBaseId": "%SRCROOT%", "index": 2}, "region": {"startLine": 1}}}],
+        }],
+    }]
+    assert run["originalUriBaseIds"] == {"%SRCROOT%": {"uri": tmp_path.resolve().as_uri() + "/"}}
+    assert run["tool"]["driver"]["version"] == run["tool"]["driver"]["semanticVersion"] == "1.2"
+    # a clean run: successful, and no notifications key at all
+    clean = json.loads(render(LintResult(files=[FileResult("m.onnx")], rules=RULES, version="1", cwd=tmp_path), "sarif"))
+    assert clean["runs"][0]["invocations"] == [{"executionSuccessful": True, "exitCode": 0}] and clean["runs"][0]["results"] == []
