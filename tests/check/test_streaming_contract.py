@@ -154,15 +154,20 @@ def test_each_check_reports_where_and_how_long_its_perturbation_was_and_what_it_
     calls = 10
     session = StatefulSession(sm.toy("decay"), pairs=sm.PAIRS)
     feeds = [{"x": np.full((1, W), 0.1 * k, np.float32)} for k in range(calls)]
-    report = check_streaming(session, feeds, drop=2, drop_mode="zero", reconnect=calls - 1, burst=(4, 3), burst_kind="silence")
+    report = check_streaming(session, feeds, drop=2, drop_mode="zero", reconnect=calls - 1, burst=(4, 3), burst_kind="silence", tol=0.06)
     got = [{k: c.to_json()[k] for k in ("check", "at", "length", "mode", "compared")} for c in report.checks]
     assert got == [
         {"check": "drop", "at": 2, "length": 1, "mode": "zero", "compared": calls - 3},
         {"check": "reconnect", "at": calls - 1, "length": 0, "mode": "restart", "compared": 1},  # the last call: a restart may be there
         {"check": "burst", "at": 4, "length": 3, "mode": "silence", "compared": calls - 7},
     ]
+    for c in report.checks:  # the state is the output here (y = h'): it agrees again exactly when the output does
+        assert c.state_recovery == c.recovery and c.note == "", c.check
+    assert report.check("drop").recovery == 1  # 0.2 zeroed: 0.1 off on the next call, 0.05 (within 0.06) on the one after
     with pytest.raises(StreamError, match="reconnect"):
         check_streaming(session, feeds, reconnect=calls)
+    first = check_streaming(session, feeds, drop=0, drop_mode="zero").check("drop")  # the very first chunk may be lost
+    assert first.at == 0 and first.compared == calls - 1
     # a cold start is timed when asked, or by default with a reconnect; cold_start=False turns it off
     for kwargs, timed in (({"reconnect": 3}, True), ({"reconnect": 3, "cold_start": False}, False), ({}, False), ({"cold_start": True}, True)):
         assert (check_streaming(session, feeds, **kwargs).cold_start is not None) == timed, kwargs

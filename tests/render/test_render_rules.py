@@ -174,3 +174,38 @@ def test_sarif_of_a_hand_built_result_is_the_hand_written_document(tmp_path: Pat
     # a clean run: successful, and no notifications key at all
     clean = json.loads(render(LintResult(files=[FileResult("m.onnx")], rules=RULES, version="1", cwd=tmp_path), "sarif"))
     assert clean["runs"][0]["invocations"] == [{"executionSuccessful": True, "exitCode": 0}] and clean["runs"][0]["results"] == []
+
+
+def test_the_text_reports_of_a_hand_built_result_line_for_line(tmp_path: Path):
+    """Concise and verbose, with and without --cost: a failed file, a clean file without pairs, a file with a pair,
+    a config, a cost and findings located at an ONNX node, at a value only, and nowhere."""
+    pair = {"input": "h0", "output": "hn", "source": "declared", "reason": "by the caller", "slices": []}
+    at_value = Diagnostic("SD001", "state-not-written-back", Severity.ERROR, "by value", (Location(value="v0"),), "")
+    nowhere = Diagnostic("SD001", "state-not-written-back", Severity.ERROR, "nowhere", (Location(),), "")
+    files = [
+        FileResult("bad.onnx", error={"type": "ModelError", "message": "unreadable"}),
+        FileResult("clean.onnx", config="pyproject.toml"),
+        FileResult("m.onnx", state_pairs=[pair], diagnostics=[_finding(), at_value, nowhere], cost={"macs": 12}),
+    ]
+    concise = [
+        "bad.onnx: error: unreadable",
+        "m.onnx: lstm_node: SD001 [error] slot 'h0' is never written back",
+        "  hint: store Y_h",
+        "m.onnx: v0: SD001 [error] by value",
+        "m.onnx: SD001 [error] nowhere",
+    ]
+    summary = "3 errors, 0 warnings in 3 files; 1 could not be analysed"
+    verbose = [
+        "bad.onnx", "  bad.onnx: error: unreadable", "",
+        "clean.onnx", "  no state pairs", "  no findings", "  config: pyproject.toml", "",
+        "m.onnx", "  pair h0 -> hn (declared: by the caller)",
+        "  m.onnx: SD001 [error] slot 'h0' is never written back", "    hint: store Y_h",
+        "  m.onnx: SD001 [error] by value", "  m.onnx: SD001 [error] nowhere",
+    ]
+    cost = ["m.onnx: cost per call:", "  macs: 12"]
+    def text(with_cost: bool, verbose_flag: bool) -> list[str]:
+        return render(LintResult(files=files, rules=RULES, version="1", cwd=tmp_path, with_cost=with_cost, verbose=verbose_flag), "text").split("\n")
+
+    for with_cost in (False, True):
+        assert text(with_cost, False) == concise + (cost if with_cost else []) + ["", summary, ""], with_cost
+        assert text(with_cost, True) == verbose + (["  cost per call:", "    macs: 12"] if with_cost else []) + ["", summary, ""], with_cost
