@@ -209,3 +209,52 @@ def test_the_text_reports_of_a_hand_built_result_line_for_line(tmp_path: Path):
     for with_cost in (False, True):
         assert text(with_cost, False) == concise + (cost if with_cost else []) + ["", summary, ""], with_cost
         assert text(with_cost, True) == verbose + (["  cost per call:", "    macs: 12"] if with_cost else []) + ["", summary, ""], with_cost
+
+
+def test_verbose_text_shows_every_slice_of_a_split_state_with_its_ports_and_the_branches_of_a_finding(tmp_path: Path):
+    port = {"node": "lstm", "op": "LSTM", "port": "initial_h", "direction": None, "branch": None}
+    two = {
+        "input": "state", "output": None, "source": "metadata", "reason": "named",
+        "slices": [
+            {"slice": "state[0]", "entry": [port], "exit": [], "exit_kind": {"": "final"}},
+            {"slice": "state[1]", "entry": [], "exit": [{**port, "port": "Y", "direction": "forward", "branch": "If_0.then", "step": 3}],
+             "exit_kind": {"": "final", "If_0.then": "first_step"}},
+        ],
+    }
+    one = {"input": "h", "output": "hn", "source": "declared", "reason": "", "slices": [{"slice": "h", "entry": [port], "exit": [port]}]}
+    info = Diagnostic("SD009", "unverified", Severity.INFO, "cannot follow", (Location(onnx_node="a", branch=("If_0.then_branch",)),
+                      Location(onnx_node="b", branch=("If_0.then_branch",)), Location(onnx_node="c", branch=("If_0.else_branch", "If_1.then_branch"))))
+    result = LintResult(files=[FileResult("m.onnx", state_pairs=[two], suggested_pairs=[one], diagnostics=[info])], rules=RULES, version="1", cwd=tmp_path, verbose=True)
+    assert render(result, "text").split("\n") == [
+        "m.onnx",
+        "  pair state -> <nothing> (metadata: named)",
+        "    state[0]: in -> LSTM 'lstm'.initial_h; out <- nothing (final)",
+        "    state[1]: in -> nothing; out <- LSTM 'lstm'.Y[forward]@3 in If_0.then (main: final, If_0.then: first_step)",
+        "  suggested pair h -> hn (declared: )",  # one slice: nothing more to say
+        "  m.onnx: SD009 [info] cannot follow",
+        "    in If branch: If_0.then_branch, If_0.else_branch/If_1.then_branch",
+        "",
+        "0 errors, 0 warnings, 1 info in 1 file",
+        "",
+    ]
+    result.verbose = False
+    assert render(result, "text").split("\n")[0] == "m.onnx: a: SD009 [info] cannot follow (in If_0.then_branch, If_0.else_branch/If_1.then_branch)"
+
+
+def test_cost_text_draws_mappings_as_keys_and_lists_of_records_as_tables():
+    from rnnir.render import render_cost_text
+
+    cost = {
+        "macs": 1200, "unknown": None, "empty": {}, "dims": [1, 2], "none": [],
+        "nested": {"bytes": 8, "rows": [{"op": "LSTM", "macs": 1000}, {"op": "Gather", "note": "x"}]},
+        "mixed": [{"a": {"b": 1}}],
+    }
+    assert render_cost_text(cost) == [
+        "macs: 1200", "unknown: -", "empty: {}", "dims: 1, 2", "none: -",
+        "nested:", "  bytes: 8", "  rows:",
+        "    op      macs  note",
+        "    LSTM    1000",
+        "    Gather        x",
+        "mixed:", '  a',  '  {"b": 1}',
+    ]
+    assert render_cost_text(7) == ["7"] and render_cost_text([1, "x"]) == ["1, x"]
