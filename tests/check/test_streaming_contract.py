@@ -296,3 +296,32 @@ def test_a_model_whose_only_output_is_its_state_is_compared_on_that_state():
         lost = 0.75 if drop == 3 else 0.0
         assert rec.departure == {"h_out": pytest.approx(lost)} and rec.per_output == {"h_out": None if lost else 0}, drop
         assert rec.ok == (not lost) and rec.compared == 8 - drop - 1
+
+
+def test_a_recovery_summary_says_what_happened_to_the_outputs_and_the_state():
+    from rnnir.check.streaming import Recovery
+
+    def summary(**kw) -> str:
+        base = {"check": "burst", "at": 4, "length": 3, "mode": "noise", "compared": 9, "tol": 0.01}
+        return Recovery(**{**base, **kw}).summary()
+
+    assert summary(departure={"y": 0.5, "z": 2.0}, per_output={"y": 1, "z": 2}, recovery=2, state_recovery=3) == (
+        "noise burst over calls 4..6: back within 0.01 after 2 call(s); state agrees after 3 (largest departure 2 on 'z')"
+    )
+    assert summary(departure={"y": 0.5}, per_output={"y": None}) == (
+        "noise burst over calls 4..6: FAIL: never back within 0.01 in 9 calls; state never agrees (largest departure 0.5 on 'y')"
+    )
+    assert summary(check="drop", mode="skip", recovery=0, state_recovery=0) == "chunk 4 dropped (skip): back within 0.01 after 0 call(s); state agrees after 0 (largest departure 0 on '-')"
+    assert summary(check="reconnect", recovery=None) == "restart from the initial state at call 4: FAIL: never back within 0.01 in 9 calls (largest departure 0 on '-')"
+
+
+def test_latency_percentiles_by_hand():
+    from rnnir.check.streaming import Latency
+
+    lat = Latency.of([k * 1e-6 for k in range(1, 101)])  # 1..100 µs: linear percentiles 50.5 and 99.01
+    assert lat.calls == 100 and lat.p50_us == pytest.approx(50.5) and lat.p99_us == pytest.approx(99.01)
+    assert lat.mean_us == pytest.approx(50.5) and lat.max_us == pytest.approx(100.0)
+    one = Latency.of([2e-6])
+    assert (one.calls, one.p50_us, one.p99_us) == (1, pytest.approx(2.0), pytest.approx(2.0))
+    none = Latency.of([])
+    assert none.calls == 0 and math.isnan(none.p50_us)
