@@ -258,3 +258,13 @@ def test_cost_text_draws_mappings_as_keys_and_lists_of_records_as_tables():
         "mixed:", '  a',  '  {"b": 1}',
     ]
     assert render_cost_text(7) == ["7"] and render_cost_text([1, "x"]) == ["1, x"]
+
+
+def test_github_annotations_name_a_file_relative_to_the_working_directory_or_absolute(tmp_path: Path):
+    (tmp_path / "sub").mkdir()
+    outside = (tmp_path.parent / f"{tmp_path.name}-far" / "far, odd:name.onnx").resolve()
+    files = [FileResult("sub/m.onnx", diagnostics=[_finding()]), FileResult(str(outside), diagnostics=[_finding()])]
+    lines = render(LintResult(files=files, rules=RULES, version="1", cwd=tmp_path), "github").split("\n")
+    assert lines[0].startswith("::error file=sub/m.onnx,line=1,")
+    # a property value escapes ':' and ',' (GitHub's own escapes), so an absolute path with them stays one property
+    assert lines[1].startswith("::error file=" + outside.as_posix().replace(":", "%3A").replace(",", "%2C") + ",line=1,")
