@@ -139,3 +139,28 @@ def test_an_arrow_names_every_op_on_every_way_between_its_boxes_up_to_its_limits
     # two ports reached from one load by different ways: one arrow, both ways' ops
     label = _arrow_into_the_cell(_cell_fed_through(["Relu"], ["Abs"]))
     assert label.split("\n")[-2:] == ["via Abs, Relu", "value changed by Abs, Relu"]
+
+
+def test_a_final_state_fed_on_into_another_recurrence_is_labelled_by_its_ports():
+    """Y_h of a stateful RNN is also the next RNN's input sequence: the arrow between them is "Y_h → X" (the slice
+    names label only a slot's way in and out); the arrow into its own slot store says which slot it becomes."""
+    import numpy as np
+
+    b = rnnir.Builder("stacked")
+    W = b.const("W", np.ones((1, 1, 1), np.float32))
+    R = b.const("R", np.full((1, 1, 1), 0.5, np.float32))
+    x = b.input("x", "float32", (1, 1, 1))
+    cells = []
+    for name in ("h1", "h2"):
+        slot = b.slot(name, "float32", (1, 1, 1))
+        _, hn = b.recurrent("RNN", x, W, R, initial_h=b.load(slot), hidden_size=1, activations=["Affine"], activation_alpha=[1.0],
+                            activation_beta=[0.0], name=f"rnn_{name}")
+        b.store(hn, slot)
+        cells.append(hn)
+        x = hn  # the next layer reads this one's final state
+    program = b.build()
+    first, second = program.recurrents
+    labels = {(a.source, a.target): a.label for a in journey(program).arrows}
+    assert labels[(first.id, second.id)] == "Y_h → X"
+    store_h1 = next(n for n in program.nodes if isinstance(n, Store) and n.dest is not None and n.dest.name == "h1")
+    assert labels[(first.id, store_h1.id)] == "Y_h → h1"
