@@ -204,28 +204,6 @@ def test_progress_counts_every_call_of_every_run():
     assert seen == [(what, k, n) for what, n in runs.items() for k in range(1, n + 1)]
 
 
-def test_an_isolation_check_feeds_every_stream_its_own_chunks(monkeypatch):
-    """Rows that leak into their neighbour fail however many calls the stream has: with 7 calls, streams started
-    7 chunks apart would be fed the same chunks, and a leak between equal rows is invisible."""
-    from rnnir.serving.pool.pool import SessionPool
-
-    original = SessionPool._into_rows
-
-    def shifted(self, rows, batch):
-        moved, pick = original(self, rows, batch)
-        return {name: a if self.layout.inputs[name] is None else np.roll(a, 1, axis=self.layout.inputs[name]) for name, a in moved.items()}, pick
-
-    session = StatefulSession(sm.lstm_b())
-    for calls in (7, 8):
-        chunks = [{"x": np.full((1, 1, 3), v, np.float32)} for v in np.linspace(-1, 1, calls)]
-        honest = check_streaming(session, chunks, streams=2)
-        assert honest.isolation.ok and (honest.isolation.streams, honest.isolation.calls) == (2, calls)
-        with monkeypatch.context() as m:
-            m.setattr(SessionPool, "_into_rows", shifted)
-            leaky = check_streaming(session, chunks, streams=2)
-        assert not leaky.isolation.ok and leaky.isolation.worst_stream in (0, 1), calls
-
-
 def test_the_sessions_a_check_makes_use_the_callers_onnxruntime_options():
     import onnxruntime as ort
 
