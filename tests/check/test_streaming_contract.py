@@ -124,6 +124,8 @@ def test_a_generated_stream_perturbs_only_the_streamed_inputs_and_keeps_the_hint
     batched = StatefulSession(sm.lstm_b())
     chunks, names = make_chunks(batched, calls=3, chunk=2, input_shapes={"x": [1, 2, 3]})
     assert len(chunks) == 3 and chunks[0]["x"].shape == (2, 2, 3) and names == {"x"}  # batch 2 as asked, 2 steps a call
+    chunks, _ = make_chunks(batched, calls=3, chunk=2)
+    assert chunks[0]["x"].shape == (2, 1, 3)  # a free batch dimension is one stream: batch 1
     notes: list[str] = []
     chunks, names = make_chunks(StatefulSession(_lstm_with_lengths()), calls=3, chunk=4, notes=notes)
     assert names == {"x"} and all(int(c["lens"][0]) == 4 for c in chunks)  # sequence lengths follow the chunk: not streamed

@@ -164,3 +164,25 @@ def test_a_final_state_fed_on_into_another_recurrence_is_labelled_by_its_ports()
     assert labels[(first.id, second.id)] == "Y_h → X"
     store_h1 = next(n for n in program.nodes if isinstance(n, Store) and n.dest is not None and n.dest.name == "h1")
     assert labels[(first.id, store_h1.id)] == "Y_h → h1"
+
+
+def test_the_journey_draws_an_ordering_only_between_two_boxes_it_draws():
+    """An ordering edge to or from a compute node (not drawn) is left out; one between two stores is drawn."""
+    import numpy as np
+
+    b = rnnir.Builder("ordered")
+    h = b.slot("h", "float32", (1, 1, 1))
+    loaded = b.load(h)
+    W = b.const("W", np.ones((1, 1, 1), np.float32))
+    R = b.const("R", np.full((1, 1, 1), 0.5, np.float32))
+    _, hn = b.recurrent("RNN", b.input("x", "float32", (1, 1, 1)), W, R, initial_h=loaded, hidden_size=1, activations=["Affine"],
+                        activation_alpha=[1.0], activation_beta=[0.0])
+    norm = b.compute("Abs", [loaded])
+    slot_store = b.store(hn, h)
+    out_store = b.store(norm, b.output("norm", "float32", (1, 1, 1)), "value")
+    b.order(norm, slot_store)  # compute -> store: the compute node is not a box
+    b.order(slot_store, b.compute("Neg", [b.input("z", "float32", (1, 1, 1))]))  # store -> compute: neither drawn
+    b.order(slot_store, out_store)  # store -> store: both are boxes
+    program = b.build()
+    orders = [(a.source, a.target, a.label) for a in journey(program).arrows if a.kind is ArrowKind.ORDER]
+    assert orders == [(slot_store.producer.id, out_store.producer.id, "runs first")]
