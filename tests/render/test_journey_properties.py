@@ -136,6 +136,9 @@ def test_an_arrow_names_every_op_on_every_way_between_its_boxes_up_to_its_limits
     # at the limits nothing is left out: six ops (X's way first, then initial_h's new ones), four changing ones
     label = _arrow_into_the_cell(_cell_fed_through(["Relu", "Abs", "Neg", "Exp"], ["Relu", "Abs", "Identity", "Squeeze"]))
     assert label.split("\n")[-2:] == ["via Relu, Abs, Identity, Squeeze, Neg, Exp", "value changed by Abs, Exp, Neg, Relu"]
+    # five changing ones: four named and "…"
+    label = _arrow_into_the_cell(_cell_fed_through(["Relu", "Abs", "Neg", "Exp", "Sigmoid"], []))
+    assert label.split("\n")[-1] == "value changed by Abs, Exp, Neg, Relu …"
     # two ports reached from one load by different ways: one arrow, both ways' ops
     label = _arrow_into_the_cell(_cell_fed_through(["Relu"], ["Abs"]))
     assert label.split("\n")[-2:] == ["via Abs, Relu", "value changed by Abs, Relu"]
