@@ -222,15 +222,17 @@ def test_verbose_text_shows_every_slice_of_a_split_state_with_its_ports_and_the_
         ],
     }
     one = {"input": "h", "output": "hn", "source": "declared", "reason": "", "slices": [{"slice": "h", "entry": [port], "exit": [port]}]}
+    bare = {"input": "c", "output": "cn", "source": "suggested", "reason": "names"}  # a suggested pair has no slices
     info = Diagnostic("SD009", "unverified", Severity.INFO, "cannot follow", (Location(onnx_node="a", branch=("If_0.then_branch",)),
                       Location(onnx_node="b", branch=("If_0.then_branch",)), Location(onnx_node="c", branch=("If_0.else_branch", "If_1.then_branch"))))
-    result = LintResult(files=[FileResult("m.onnx", state_pairs=[two], suggested_pairs=[one], diagnostics=[info])], rules=RULES, version="1", cwd=tmp_path, verbose=True)
+    result = LintResult(files=[FileResult("m.onnx", state_pairs=[two], suggested_pairs=[one, bare], diagnostics=[info])], rules=RULES, version="1", cwd=tmp_path, verbose=True)
     assert render(result, "text").split("\n") == [
         "m.onnx",
         "  pair state -> <nothing> (metadata: named)",
         "    state[0]: in -> LSTM 'lstm'.initial_h; out <- nothing (final)",
         "    state[1]: in -> nothing; out <- LSTM 'lstm'.Y[forward]@3 in If_0.then (main: final, If_0.then: first_step)",
         "  suggested pair h -> hn (declared: )",  # one slice: nothing more to say
+        "  suggested pair c -> cn (suggested: names)",
         "  m.onnx: SD009 [info] cannot follow",
         "    in If branch: If_0.then_branch, If_0.else_branch/If_1.then_branch",
         "",
@@ -257,7 +259,21 @@ def test_cost_text_draws_mappings_as_keys_and_lists_of_records_as_tables():
         "    Gather        x",
         "mixed:", '  a',  '  {"b": 1}',
     ]
-    assert render_cost_text(7) == ["7"] and render_cost_text([1, "x"]) == ["1, x"]
+    assert render_cost_text(7) == ["7"] and render_cost_text([1, "x"]) == ["1, x"] and render_cost_text([]) == ["-"]
+    assert render_cost_text([{"a": [{"b": 1}], "c": [1, 2]}]) == ["a           c", '[{"b": 1}]  1, 2']
+
+
+def test_the_summary_line_says_what_was_hidden_and_how_many_slices_were_verified(tmp_path: Path):
+    files = [
+        FileResult("a.onnx", diagnostics=[_finding()], suppressed=2, baselined=1, verdicts={"verified": 3, "violated": 1, "unverified": 2}),
+        FileResult("b.onnx", verdicts={"verified": 1}),
+    ]
+    line = render(LintResult(files=files, rules=RULES, version="1", cwd=tmp_path), "text").split("\n")[-2]
+    assert line == "1 error, 0 warnings in 2 files (2 suppressed, 1 baselined); 4 of 7 state slices verified (2 unverified)"
+    files = [FileResult("b.onnx", verdicts={"verified": 1})]
+    assert render(LintResult(files=files, rules=RULES, version="1", cwd=tmp_path), "text").split("\n")[-2] == (
+        "0 errors, 0 warnings in 1 file; 1 of 1 state slice verified"
+    )
 
 
 def test_github_annotations_name_a_file_relative_to_the_working_directory_or_absolute(tmp_path: Path):

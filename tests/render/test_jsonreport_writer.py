@@ -49,11 +49,23 @@ def test_the_writer_edges_one_by_one():
     for doc in cases:
         assert dumps_indented(doc, default=_json_default) == json.dumps(doc, indent=2, default=_json_default)
     assert dumps_indented({"a": [1, {"b": None}]}) == json.dumps({"a": [1, {"b": None}]}, indent=2)
+
+    def wrap(value):  # a default that returns a container: its items are indented one level deeper
+        return {"wrapped": [str(value)[:1], {"x": 1}]}
+
+    assert dumps_indented({"a": [b"z"]}, default=wrap) == json.dumps({"a": [b"z"]}, indent=2, default=wrap)
     for bad, default in (({(1, 2): 1}, _json_default), ({"x": b"raw"}, None)):
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError) as theirs:
             json.dumps(bad, indent=2, default=default)
-        with pytest.raises(TypeError):
+        with pytest.raises(TypeError) as ours:
             dumps_indented(bad, default=default)
+        assert str(ours.value) == str(theirs.value)  # json's own words
+
+
+def test_the_last_resort_default_writes_bytes_and_objects_as_readable_text():
+    """bytes (a protobuf string field) as UTF-8 with invalid bytes escaped; anything else by its str()."""
+    thing = type("Thing", (), {"__str__": lambda self: "a thing"})()
+    assert json.loads(dumps_indented([b"ok\xff", bytearray(b"\xc3\xa9"), thing], default=_json_default)) == ["ok\\xff", "é", "a thing"]
 
 
 def test_a_json_report_says_it_is_schema_version_1(tmp_path):
