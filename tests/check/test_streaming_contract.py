@@ -60,7 +60,7 @@ def _departure_after_silence(feeds: list[dict[str, np.ndarray]], zeroed: set[str
 def test_a_burst_replaces_the_inputs_that_change_from_call_to_call_or_the_ones_named():
     """x changes every call; g never (a sample rate): kept; u differs only on the first call, v only on the second:
     both change, so both are replaced; ``streamed=`` names them instead."""
-    calls, at = 12, 6
+    calls, at = 9, 5
     rng = np.random.default_rng(3)
     feeds = []
     for k in range(calls):
@@ -75,9 +75,9 @@ def test_a_burst_replaces_the_inputs_that_change_from_call_to_call_or_the_ones_n
         report = check_streaming(session, feeds, burst=(at, 1), burst_kind="silence", streamed=streamed)
         want = _departure_after_silence(feeds, zeroed, at)
         assert report.check("burst").departure["y"] == pytest.approx(want, rel=1e-5), streamed
-        # a zeroed chunk is the same replacement
-        drop = check_streaming(session, feeds, drop=at, drop_mode="zero", streamed=streamed)
-        assert drop.check("drop").departure["y"] == pytest.approx(want, rel=1e-5), streamed
+        if streamed is None:  # a zeroed chunk is the same replacement
+            drop = check_streaming(session, feeds, drop=at, drop_mode="zero")
+            assert drop.check("drop").departure["y"] == pytest.approx(want, rel=1e-5)
     with pytest.raises(StreamError, match="'X'"):  # a misspelt name would perturb nothing and pass every check
         check_streaming(session, feeds, burst=(at, 1), streamed=["X"])
 
