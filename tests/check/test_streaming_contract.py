@@ -126,6 +126,10 @@ def test_a_generated_stream_perturbs_only_the_streamed_inputs_and_keeps_the_hint
     assert len(chunks) == 3 and chunks[0]["x"].shape == (2, 2, 3) and names == {"x"}  # batch 2 as asked, 2 steps a call
     chunks, _ = make_chunks(batched, calls=3, chunk=2)
     assert chunks[0]["x"].shape == (2, 1, 3)  # a free batch dimension is one stream: batch 1
+    default, _ = make_chunks(batched, calls=2)  # the documented defaults: 16 steps a call, seed 0
+    assert default[0]["x"].shape == (16, 1, 3)
+    assert all(np.array_equal(a["x"], b["x"]) for a, b in zip(default, make_chunks(batched, calls=2, chunk=16, seed=0)[0]))
+    assert not np.array_equal(default[0]["x"], make_chunks(batched, calls=2, seed=1)[0][0]["x"])
     notes: list[str] = []
     chunks, names = make_chunks(StatefulSession(_lstm_with_lengths()), calls=3, chunk=4, notes=notes)
     assert names == {"x"} and all(int(c["lens"][0]) == 4 for c in chunks)  # sequence lengths follow the chunk: not streamed
@@ -168,6 +172,8 @@ def test_each_check_reports_where_and_how_long_its_perturbation_was_and_what_it_
     assert report.check("drop").recovery == 1  # 0.2 zeroed: 0.1 off on the next call, 0.05 (within 0.06) on the one after
     with pytest.raises(StreamError, match="reconnect"):
         check_streaming(session, feeds, reconnect=calls)
+    with pytest.raises(StreamError, match="drop"):  # a lost last chunk leaves nothing to compare
+        check_streaming(session, feeds, drop=calls - 1)
     first = check_streaming(session, feeds, drop=0, drop_mode="zero").check("drop")  # the very first chunk may be lost
     assert first.at == 0 and first.compared == calls - 1
     # a cold start is timed when asked, or by default with a reconnect; cold_start=False turns it off
