@@ -154,6 +154,25 @@ def test_the_stream_forms_accepted_and_refused():
     for tol in (-1.0, math.nan):
         with pytest.raises(StreamError, match="tol"):
             check_streaming(session, [feed, feed], tol=tol)
+    with pytest.raises(StreamError, match="at least 2"):  # too short, whatever it names
+        check_streaming(session, [feed], streamed=["x"])
+    for kwargs, words in (({"burst": (0, 0)}, "at least one call"), ({"streams": 1}, "at least 2 streams"), ({"context": {"x": 2}}, "context=")):
+        with pytest.raises(StreamError, match=words):
+            check_streaming(session, [feed, feed, feed], **kwargs)
+    # a model given as a model (not a session): the cold start builds a new session of it
+    proto = check_streaming(sm.toy("decay"), [feed, feed, feed], pairs=sm.PAIRS, reconnect=1)
+    assert proto.cold_start is not None and proto.cold_start.new_session_s > 0
+    assert proto.check("reconnect").departure == {"y": pytest.approx(0.25)}  # h = 0.5, 0.75 intact; 0.5 restarted at call 1
+    with pytest.raises(KeyError):
+        proto.check("burst")
+
+
+def test_comparing_no_calls_says_so_and_recovers_nothing():
+    from rnnir.check.streaming.recovery import compare_runs
+
+    rec = compare_runs("burst", 8, 2, "noise", 0.01, [], [], [], [], set())
+    assert (rec.compared, rec.recovery, rec.state_recovery, rec.ok) == (0, None, None, False)
+    assert rec.note == "no calls after the perturbation: nothing to compare (make the stream longer)"
 
 
 def test_each_check_reports_where_and_how_long_its_perturbation_was_and_what_it_asked():
