@@ -270,6 +270,12 @@ def test_a_pool_that_leaks_rows_fails_the_isolation_check(monkeypatch):
     report = check_streaming(StatefulSession(sm.lstm_b()), chunks, streams=4)
     assert not report.isolation.ok and not report.ok
     assert "rows leak into each other" in streaming_to_text(report)
+    # however many calls: with 7 or 8, streams started 7 (or 8) chunks apart would be fed the same chunks, and a
+    # leak between two equal rows is invisible
+    for calls in (7, 8):
+        chunks = [{"x": np.full((1, 1, 3), v, np.float32)} for v in np.linspace(-1, 1, calls)]
+        report = check_streaming(StatefulSession(sm.lstm_b()), chunks, streams=2)
+        assert not report.isolation.ok and (report.isolation.streams, report.isolation.calls) == (2, calls), calls
 
 
 def test_a_slot_trend_reads_as_the_multicall_health_line_plus_its_saturation():

@@ -19,7 +19,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
-from rnnir.check.simulate import Faults, Simulator
+from rnnir.check.simulate import Faults, SimulationError, Simulator
 from rnnir.check.streaming import check_streaming
 from rnnir.runtime import StatefulSession
 from tests.support import streaming_models as sm
@@ -129,25 +129,23 @@ def two_slots_returned_early() -> rnnir.Program:
     return b.build()
 
 
-@pytest.mark.parametrize(
-    ("late", "h", "g"),
-    [
-        (frozenset(), KEPT, KEPT),
-        ({"h"}, STALE, KEPT),
-        ({"g"}, KEPT, STALE),
-        ({"h", "g"}, STALE, STALE),
-        (True, STALE, STALE),
-        (False, KEPT, KEPT),
-    ],
-    ids=["none-named", "h", "g", "both-named", "all", "off"],
-)
-def test_late_stores_hit_the_named_slots_only(late, h, g):
-    sim = Simulator(two_slots_returned_early(), Faults(late=late))
-    got = {"h": [], "g": []}
-    for feed in XS:
-        out = sim.run(feed)
-        for slot in got:
-            got[slot].append(float(np.asarray(out[f"{slot}n"]).ravel()[0]))
-    assert got == {"h": h, "g": g}
-    late_slots = sorted({e.detail.split("'")[1] for e in sim.events_of("late-store")})
-    assert late_slots == sorted(s for s in ("g", "h") if (late is True or (not isinstance(late, bool) and s in late)))
+def test_late_stores_hit_the_named_slots_only():
+    """Every way to name the late slots, in one test (each case matters): exactly the named slots go stale, their
+    stores are the deferred ones, and each lands at the start of the next call (the last call's is still pending)."""
+    cases = [(frozenset(), set()), ({"h"}, {"h"}), ({"g"}, {"g"}), ({"h", "g"}, {"h", "g"}), (["h", "h"], {"h"}), (True, {"h", "g"}), (False, set())]
+    for late, stale in cases:
+        sim = Simulator(two_slots_returned_early(), Faults(late=late))
+        got: dict[str, list[float]] = {"h": [], "g": []}
+        for feed in XS:
+            out = sim.run(feed)
+            for slot in got:
+                got[slot].append(float(np.asarray(out[f"{slot}n"]).ravel()[0]))
+        assert got == {slot: STALE if slot in stale else KEPT for slot in got}, late
+        assert {e.detail.split("'")[1] for e in sim.events_of("late-store")} == stale, late
+        landed = sorted((e.call, e.detail) for e in sim.events_of("landed-next-call"))
+        assert landed == sorted((k + 1, f"store to {slot!r} from call {k}") for slot in stale for k in range(2)), late
+
+
+def test_late_slot_names_must_be_the_programs():
+    with pytest.raises(SimulationError, match=r"\['nope'\]"):
+        Simulator(two_slots_returned_early(), Faults(late={"h", "nope"}))

@@ -148,14 +148,14 @@ def check_streaming(
     notes: list[str] = []
     if isinstance(stream, Sequence) and not isinstance(stream, np.ndarray) and stream and isinstance(stream[0], Mapping):
         chunks = [{k: np.asarray(v) for k, v in c.items()} for c in stream]
-        names = set(streamed) if streamed is not None else _changing(chunks, set(chunks[0]))
+        names = _named(streamed, chunks) if streamed is not None else _changing(chunks, set(chunks[0]))
     else:
         chunks, names = make_chunks(
             session, stream, calls=calls, chunk=chunk, seed=seed, time_axis=time_axis,  # type: ignore[arg-type]
             input_shapes=input_shapes, input_values=input_values, notes=notes,
         )
         if streamed is not None:
-            names = set(streamed)
+            names = _named(streamed, chunks)
     n = len(chunks)
     if n < 2:
         raise StreamError(f"the stream has {n} call(s); the streaming checks need at least 2")
@@ -195,7 +195,7 @@ def check_streaming(
         check_index("burst", at, n, length)
         rng = np.random.default_rng(seed + 1)
         scale = {name: float(np.std(np.concatenate([np.ravel(c[name]) for c in chunks]).astype(np.float64))) or 1.0
-                 for name in names if name in chunks[0] and np.issubdtype(chunks[0][name].dtype, np.floating)}
+                 for name in names if np.issubdtype(chunks[0][name].dtype, np.floating)}
 
         def loud(a: np.ndarray, name: str) -> np.ndarray:
             if burst_kind == "silence" or name not in scale:
@@ -215,3 +215,13 @@ def check_streaming(
     if streams is not None:
         report.isolation = isolation(session, chunks, int(streams), progress)
     return report
+
+
+def _named(streamed: Sequence[str], chunks: Sequence[Mapping[str, np.ndarray]]) -> set[str]:
+    """The inputs ``streamed=`` names, each one an input of the stream: a misspelt name would leave a drop or a burst
+    nothing to replace, and every check would pass on an unperturbed stream."""
+    names = set(streamed)
+    unknown = sorted(names - set(chunks[0])) if chunks else []
+    if unknown:
+        raise StreamError(f"streamed= names {unknown}, which the stream does not feed (its inputs: {sorted(chunks[0])})")
+    return names
