@@ -26,6 +26,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import rnnir  # noqa: E402
+import rnnir.passes  # noqa: E402  (the façade imports its submodules lazily: named here, this file collects first too)
 
 ONNX_NAMES = sorted(p.name[: -len(".onnx")] for p in SAMPLES.glob("*.onnx"))
 IR_NAMES = sorted(p.name[: -len(".rnnir")] for p in SAMPLES.glob("*.rnnir"))  # store structures ONNX cannot express
