@@ -1,0 +1,102 @@
+"""The fix engine's contract with its planners (``rnnir.fixes.engine``): a planner that raises, an edit that does
+not clear its finding, a finding without a planner or without a slot -- each ends as a skipped edit saying why, and
+the model is left as it was.  The planners are replaced for one test (``monkeypatch``), the models are samples."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import onnx
+import pytest
+
+import rnnir
+from rnnir import passes
+from rnnir.fixes import engine
+from rnnir.fixes.edits import Edit, FixContext, Plan, subject
+from rnnir.fixes.planners import PLANNERS, RegisteredFix
+from rnnir.passes.diagnostics import Diagnostic, Location, Severity
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+SWAP = SAMPLES / "sd002_hc_swap.onnx"  # one SD002 on slot 'state', fixed by reordering a Concat
+
+
+def _finding(path: Path, code: str) -> tuple[onnx.ModelProto, Diagnostic]:
+    model = onnx.load(str(path))
+    (d,) = [d for d in passes.run(rnnir.load(model)) if d.code == code]
+    return model, d
+
+
+def _replace_planner(monkeypatch: pytest.MonkeyPatch, code: str, plan) -> None:
+    real = PLANNERS[code]
+    monkeypatch.setitem(PLANNERS, code, RegisteredFix(real.info, plan, real.module))
+
+
+def test_a_planner_that_raises_is_a_refusal_naming_the_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def boom(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
+        raise ValueError("no such slice")
+
+    _replace_planner(monkeypatch, "SD002", boom)
+    result = rnnir.fix(str(SWAP))
+    assert result.edits == []
+    assert [str(e) for e in result.skipped] == ["SD002 [no fix] SD002 on slot 'state': rnnir could not plan the edit (ValueError: no such slice)"]
+    assert result.model.graph == onnx.load(str(SWAP)).graph
+
+
+def test_an_edit_that_does_not_clear_its_finding_is_rolled_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    def rename_only(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
+        def apply() -> None:  # a change that leaves the swap in place
+            ctx.model.graph.name = "renamed"
+            ctx.model.graph.node[0].name = "renamed_node"
+
+        return Plan(Edit(d.code, "graph", "a", "b", True, "renames the graph"), apply)
+
+    _replace_planner(monkeypatch, "SD002", rename_only)
+    result = rnnir.fix(str(SWAP))
+    assert result.edits == []
+    assert [(e.message, e.applied, e.fixable, e.reason) for e in result.skipped] == [
+        ("renames the graph", False, False, "the edit did not clear the finding; rolled back")
+    ]
+    assert result.model == onnx.load(str(SWAP))  # every byte back, the names included
+
+
+def test_a_finding_without_a_planner_or_a_slot_is_refused() -> None:
+    model, d = _finding(SAMPLES / "sd005_fp16_state.onnx", "SD005")  # a rule with no fix
+    ctx = FixContext(model, rnnir.load(model), None, "m.onnx")
+    assert str(engine._plan_for(ctx, d)) == f"SD005 [no fix] SD005 on slot {d.slot!r}: no automatic fix for this rule"
+    # every planner that plans from the finding's slot refuses a finding that names none
+    for path, code in (
+        ("sd001_no_state_output", "SD001"),
+        ("sd002_hc_swap", "SD002"),
+        ("sd003_first_step", "SD003"),
+        ("sd007_zero_init", "SD007"),
+        ("sd008_last_step_seqlens", "SD008"),
+    ):
+        model, d = _finding(SAMPLES / f"{path}.onnx", code)
+        ctx = FixContext(model, rnnir.load(model), None, "m.onnx")
+        where = subject(dataclasses.replace(d, slot=None))
+        refused = PLANNERS[code].plan(ctx, dataclasses.replace(d, slot=None))
+        assert str(refused) == f"{code} [no fix] {code} on {where}: the finding names no slot", code
+
+
+def test_what_a_finding_is_about() -> None:
+    def d(slot: str | None, *locs: Location) -> Diagnostic:
+        return Diagnostic("SD009", "x", Severity.INFO, "m", tuple(locs), slot=slot)
+
+    rows = [
+        (d("h0", Location(onnx_node="gru")), "slot 'h0'"),
+        (d(None, Location(node="n1"), Location(value="v"), Location(onnx_node="g")), "v"),
+        (d(None, Location(onnx_node="gru", value="v")), "gru"),
+        (d(None, Location(node="n1")), "SD009"),
+        (d(None), "SD009"),
+    ]
+    assert [subject(diag) for diag, _ in rows] == [want for _, want in rows]
+
+
+def test_sd010_refusal_names_the_finding_when_its_data_does_not() -> None:
+    model, d = _finding(SAMPLES / "sd010_constant_init.onnx", "SD010")
+    ctx = FixContext(model, rnnir.load(model), None, "m.onnx")
+    bare = dataclasses.replace(d, data={})
+    refused = PLANNERS["SD010"].plan(ctx, bare)
+    assert isinstance(refused, Edit) and refused.target == subject(bare) != "SD010"
+    assert PLANNERS["SD010"].plan(ctx, d).target == "RNN 'rnn' starts afresh on every call"
