@@ -1,0 +1,115 @@
+"""Planners on variants of the samples made by hand: near misses a planner must refuse (with its reason, the model
+untouched) and variants it must repair exactly as a person would (the hand-fixed model is the oracle, run by
+onnxruntime over several calls with the state fed back)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper
+
+import rnnir
+from rnnir import passes
+from rnnir.runtime import StatefulSession
+
+SAMPLES = Path(__file__).resolve().parents[2] / "samples"
+
+
+def _load(name: str) -> onnx.ModelProto:
+    return onnx.load(str(SAMPLES / f"{name}.onnx"))
+
+
+def _codes(model: onnx.ModelProto) -> list[str]:
+    return sorted(d.code for d in passes.run(rnnir.load(model)) if d.severity.value in ("error", "warning"))
+
+
+def _calls(model: onnx.ModelProto, xs: list[np.ndarray]) -> list[dict[str, np.ndarray]]:
+    session = StatefulSession(model)
+    return [session.run_dict({"x": x}) for x in xs]
+
+
+def _xs(seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((2, 1, 3)).astype(np.float32) for _ in range(3)]
+
+
+def _assert_same_calls(got: list[dict[str, np.ndarray]], want: list[dict[str, np.ndarray]], what: str) -> None:
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert set(a) == set(b), what
+        for name in b:
+            np.testing.assert_allclose(a[name], b[name], atol=1e-6, err_msg=f"{what}: call {k} {name}")
+
+
+def test_sd001_near_misses_are_refused_with_their_reason() -> None:
+    reverse = _load("sd001_no_state_output")  # a reverse GRU: a chunk runs backwards, its final state is not a stream's
+    next(n for n in reverse.graph.node if n.op_type == "GRU").attribute.append(helper.make_attribute("direction", "reverse"))
+    two = _load("sd001_no_state_output")  # two GRUs read h0: whose final state is the state is a choice
+    gru = next(n for n in two.graph.node if n.op_type == "GRU")
+    second = onnx.NodeProto()
+    second.CopyFrom(gru)
+    second.name, second.output[:] = "gru2", ["y2"]
+    two.graph.node.append(second)
+    two.graph.output.append(helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, ["T", 1, 1, 4]))
+    cases = [
+        (reverse, "GRU 'gru'.initial_h[0] is not a forward recurrent op rnnir can edit"),
+        (two, "several ops read the slot in the same call: whose final state to return is not certain"),
+    ]
+    for model, reason in cases:
+        onnx.checker.check_model(model, full_check=True)
+        assert _codes(model) == ["SD001"], reason
+        result = rnnir.fix(model)
+        assert result.edits == [], reason
+        assert [str(e) for e in result.skipped] == [f"SD001 [no fix] SD001 on slot 'h0': {reason}"]
+        assert result.model.graph == model.graph
+
+
+def test_sd007_op_without_an_initial_state_input_is_given_the_state_input() -> None:
+    """The GRU has no initial_h operand at all (zeros by default): the fix appends the operand, as a person would."""
+    model = _load("sd007_zero_init")
+    g = model.graph
+    gru = next(n for n in g.node if n.op_type == "GRU")
+    del gru.input[4:]  # no sequence_lens, no initial_h
+    g.node.remove(next(n for n in g.node if n.name == "zeros"))
+    kept = [t for t in g.initializer if t.name != "zshape"]
+    del g.initializer[:]
+    g.initializer.extend(kept)
+    onnx.checker.check_model(model, full_check=True)
+    assert _codes(model) == ["SD007"]
+    result = rnnir.fix(model, unsafe=True)
+    assert [str(e) for e in result.edits] == [
+        "SD007 [unsafe] slot 'h0': fed the state input to the op whose final state it gets: GRU 'gru'.initial_h: absent (zeros) -> 'h0'"
+    ]
+    assert _codes(result.model) == []
+    correct = onnx.ModelProto()
+    correct.CopyFrom(model)
+    next(n for n in correct.graph.node if n.op_type == "GRU").input.extend(["", "h0"])
+    xs = _xs(31)
+    _assert_same_calls(_calls(result.model, xs), _calls(correct, xs), "sd007")
+    forgot = _calls(model, xs)
+    assert np.abs(forgot[2]["y"] - _calls(correct, xs)[2]["y"]).max() > 1e-4  # the bug showed
+
+
+def test_sd003_fix_leaves_other_readers_of_the_replaced_value_as_they_were() -> None:
+    """hn (the first step) is also read by another output: that reader keeps the first step, only hn becomes Y_h."""
+    model = _load("sd003_first_step")
+    model.graph.node.append(helper.make_node("Add", ["hn", "hn"], ["hn_twice"], name="twice"))
+    model.graph.output.append(helper.make_tensor_value_info("hn_twice", onnx.TensorProto.FLOAT, [1, 1, 4]))
+    onnx.checker.check_model(model, full_check=True)
+    assert _codes(model) == ["SD003"]
+    result = rnnir.fix(model)
+    assert [e.code for e in result.edits] == ["SD003"] and _codes(result.model) == []
+    correct = onnx.ModelProto()  # by hand: the GRU returns Y_h as hn; the Add keeps reading the first step
+    correct.CopyFrom(model)
+    for n in correct.graph.node:
+        if n.op_type == "GRU":
+            n.output[:] = ["y", "hn"]
+        elif n.name == "first_step":
+            n.output[:] = ["first"]
+        elif n.name == "twice":
+            n.input[:] = ["first", "first"]
+    xs = _xs(32)
+    fixed = _calls(result.model, xs)
+    _assert_same_calls(fixed, _calls(correct, xs), "sd003")
+    np.testing.assert_array_equal(fixed[0]["hn_twice"], _calls(model, xs)[0]["hn_twice"])  # the first call's other output
