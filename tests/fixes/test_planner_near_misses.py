@@ -113,3 +113,40 @@ def test_sd003_fix_leaves_other_readers_of_the_replaced_value_as_they_were() -> 
     fixed = _calls(result.model, xs)
     _assert_same_calls(fixed, _calls(correct, xs), "sd003")
     np.testing.assert_array_equal(fixed[0]["hn_twice"], _calls(model, xs)[0]["hn_twice"])  # the first call's other output
+
+
+def _hc_swap_variant(inputs: list[str], after: str | None = None) -> tuple[onnx.ModelProto, onnx.ModelProto]:
+    """sd002_hc_swap with the state Concat's operands ``inputs`` (and an ``after`` op between it and stateN), and the
+    same model as a person fixes it (operands Y_h, Y_c)."""
+    models = []
+    for operands in (inputs, ["Y_h", "Y_c"]):
+        m = _load("sd002_hc_swap")
+        concat = next(n for n in m.graph.node if n.name == "concat_state_swapped")
+        concat.input[:] = operands
+        if after is not None:
+            concat.output[0] = "state_cat"
+            attrs = {"to": onnx.TensorProto.FLOAT} if after == "Cast" else {}
+            m.graph.node.append(helper.make_node(after, ["state_cat"], ["stateN"], name="after_concat", **attrs))
+        onnx.checker.check_model(m, full_check=True)
+        models.append(m)
+    return models[0], models[1]
+
+
+def test_sd002_concat_behind_value_preserving_ops_and_operands_that_do_not_fit() -> None:
+    concat = "Concat 'concat_state_swapped'"
+    rows = [
+        (["Y_c", "Y_h"], "Identity", None),  # found through the Identity, and repaired
+        (["Y_c", "Y_h"], "Cast", None),
+        (["Y_h", "Y_h"], None, f"several operands could belong at position 0 of {concat}"),
+        (["Y_c", "Y_c"], None, f"no operand belongs at position 0 of {concat}"),
+    ]
+    for inputs, after, refused in rows:
+        model, correct = _hc_swap_variant(inputs, after)
+        assert _codes(model) == ["SD002"], (inputs, after)
+        result = rnnir.fix(model)
+        if refused is None:
+            assert [e.code for e in result.edits] == ["SD002"] and _codes(result.model) == []
+            assert result.model.graph == correct.graph, after  # exactly the person's fix
+        else:
+            assert result.edits == [] and result.model.graph == model.graph
+            assert [str(e) for e in result.skipped] == [f"SD002 [no fix] SD002 on slot 'state': {refused}"]
