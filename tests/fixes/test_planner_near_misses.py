@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import rnnir
 from rnnir import passes
@@ -150,3 +150,33 @@ def test_sd002_concat_behind_value_preserving_ops_and_operands_that_do_not_fit()
         else:
             assert result.edits == [] and result.model.graph == model.graph
             assert [str(e) for e in result.skipped] == [f"SD002 [no fix] SD002 on slot 'state': {refused}"]
+
+
+def test_sd003_near_misses_are_refused_with_their_reason() -> None:
+    two = _load("sd003_first_step")  # a second GRU reads h0 too: whose final state belongs in the slot is a choice
+    gru = next(n for n in two.graph.node if n.op_type == "GRU")
+    second = onnx.NodeProto()
+    second.CopyFrom(gru)
+    second.name, second.output[:] = "gru2", ["y2"]
+    two.graph.node.append(second)
+    two.graph.output.append(helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, ["T", 1, 1, 4]))
+    both = _load("sd003_first_step")  # the GRU runs both ways: a chunk's backward pass never continues a stream
+    weights = []
+    for t in both.graph.initializer:
+        a = numpy_helper.to_array(t)
+        weights.append(numpy_helper.from_array(np.concatenate([a, a]) if t.name.startswith("gru_") else a, t.name))
+    del both.graph.initializer[:]
+    both.graph.initializer.extend(weights)
+    next(n for n in both.graph.node if n.op_type == "GRU").attribute.append(helper.make_attribute("direction", "bidirectional"))
+    for vi, axis in ((both.graph.input[1], 0), (both.graph.output[1], 0), (both.graph.output[0], 1)):
+        vi.type.tensor_type.shape.dim[axis].dim_value = 2
+    cases = [
+        (two, ["SD003"], "slice h0 is read by 2 ports: which final state belongs there is ambiguous"),
+        (both, ["SD003", "SD006"], "slice h0[0] is read by an op inside an If branch or with two directions"),
+    ]
+    for model, codes, reason in cases:
+        onnx.checker.check_model(model, full_check=True)
+        assert _codes(model) == codes, reason
+        result = rnnir.fix(model)
+        assert result.edits == [] and result.model.graph == model.graph, reason
+        assert [str(e) for e in result.skipped] == [f"SD003 [no fix] SD003 on slot 'h0': {reason}"]
