@@ -7,8 +7,10 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
+from onnx import helper, numpy_helper
 
 import rnnir
 from rnnir import passes
@@ -16,6 +18,7 @@ from rnnir.fixes import engine
 from rnnir.fixes.edits import Edit, FixContext, Plan, subject
 from rnnir.fixes.planners import PLANNERS, RegisteredFix
 from rnnir.passes.diagnostics import Diagnostic, Location, Severity
+from rnnir.runtime import StatefulSession
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 SWAP = SAMPLES / "sd002_hc_swap.onnx"  # one SD002 on slot 'state', fixed by reordering a Concat
@@ -100,3 +103,42 @@ def test_sd010_refusal_names_the_finding_when_its_data_does_not() -> None:
     refused = PLANNERS["SD010"].plan(ctx, bare)
     assert isinstance(refused, Edit) and refused.target == subject(bare) != "SD010"
     assert PLANNERS["SD010"].plan(ctx, d).target == "RNN 'rnn' starts afresh on every call"
+
+
+def _two_bugs() -> onnx.ModelProto:
+    """lstm_fanout with two bugs: hn is the first step of y (SD003 on h0), c starts from zeros instead of c0 (SD007)."""
+    m = onnx.load(str(SAMPLES / "lstm_fanout.onnx"))
+    lstm = next(n for n in m.graph.node if n.op_type == "LSTM")
+    m.graph.initializer.extend([numpy_helper.from_array(np.zeros((1, 1, 5), np.float32), "c_zero"), numpy_helper.from_array(np.array(0, np.int64), "t0")])
+    lstm.input[6] = "c_zero"
+    lstm.output[1] = ""
+    m.graph.node.append(helper.make_node("Gather", [lstm.output[0], "t0"], ["hn"], name="first_step", axis=0))
+    onnx.checker.check_model(m, full_check=True)
+    return m
+
+
+def test_two_findings_are_fixed_one_per_round_back_to_the_correct_model() -> None:
+    model = _two_bugs()
+    assert sorted((d.code, d.slot) for d in passes.run(rnnir.load(model))) == [("SD003", "h0"), ("SD007", "c0")]
+    result = rnnir.fix(model, unsafe=True)
+    assert [(e.code, e.safe) for e in result.edits] == [("SD003", True), ("SD007", False)] and result.skipped == []
+    x = np.random.default_rng(51).standard_normal((6, 1, 3)).astype(np.float32)
+    fixed, correct = StatefulSession(result.model), StatefulSession(str(SAMPLES / "lstm_fanout.onnx"))  # the sample is the hand fix
+    for k in range(0, 6, 2):
+        a, b = fixed.run_dict({"x": x[k : k + 2]}), correct.run_dict({"x": x[k : k + 2]})
+        for name in b:
+            np.testing.assert_allclose(a[name], b[name], atol=1e-6, err_msg=f"call {k // 2} {name}")
+
+
+def test_a_refused_finding_is_not_planned_again_in_later_rounds(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[str | None] = []
+
+    def refuse(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
+        calls.append(d.slot)
+        return PLANNERS["SD003"].info.refuse(d, "refused for the test")
+
+    _replace_planner(monkeypatch, "SD003", refuse)
+    result = rnnir.fix(_two_bugs(), unsafe=True)  # round 1: SD003 refused, SD007 fixed; round 2: SD003 is not planned
+    assert [e.code for e in result.edits] == ["SD007"]
+    assert [str(e) for e in result.skipped] == ["SD003 [no fix] SD003 on slot 'h0': refused for the test"]
+    assert calls == ["h0"]
