@@ -10,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from rnnir.fixes.edits import FixError
+from rnnir.fixes.final_state import producer_text  # imported here, so the module is loaded when tests are collected
 from rnnir.fixes.onnx_edit import GraphRef, Names, check_model, graph_refs, producer, prune
 from rnnir.fixes.state_plan import classify_initial, default_state, fallback_batch_of, reaches
 
@@ -170,3 +171,11 @@ def test_an_edit_that_breaks_the_model_is_an_error_unless_the_model_was_broken()
     check_model(broken, broken, "m.onnx")  # not ours to judge
     with pytest.raises(FixError, match=r"(?s)^m\.onnx: the edited model does not pass onnx.checker \(.*nowhere.*\); this is a bug in rnnir fix$"):
         check_model(broken, good, "m.onnx")
+
+
+def test_the_text_of_what_produces_an_output() -> None:
+    g = helper.make_graph(
+        [helper.make_node("Gather", ["y", "t0"], ["hn"], name="first_step"), helper.make_node("LSTM", ["x", "W", "R", "", "", "h"], ["y2"])],
+        "g", [], [],
+    )
+    assert [producer_text(g, name) for name in ("hn", "y2", "nowhere")] == ["Gather 'first_step'(y, t0)", "LSTM 'LSTM(y2)'(x, W, R, h)", "'nowhere'"]
