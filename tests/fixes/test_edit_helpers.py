@@ -11,7 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rnnir.fixes.edits import FixError
 from rnnir.fixes.final_state import producer_text  # imported here, so the module is loaded when tests are collected
-from rnnir.fixes.onnx_edit import GraphRef, Names, check_model, graph_refs, producer, prune
+from rnnir.fixes.onnx_edit import GraphRef, Names, check_model, dims_of, graph_refs, name_stem, producer, prune
 from rnnir.fixes.state_plan import classify_initial, default_state, fallback_batch_of, reaches
 
 
@@ -123,10 +123,27 @@ def test_a_result_reaches_a_target_within_a_number_of_ops() -> None:
 
 
 def test_fresh_names_collide_with_nothing() -> None:
-    g = helper.make_graph([helper.make_node("Relu", ["a"], ["a_1"], name="n")], "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1])], [])
+    """Every name counts as used: inputs, outputs, value_info, initializers, node inputs/outputs and node names, in
+    subgraphs too."""
+    branch = helper.make_graph([helper.make_node("Relu", ["a"], ["in_branch"], name="branch_node")], "b", [], [helper.make_tensor_value_info("in_branch", TensorProto.FLOAT, [1])])
+    g = helper.make_graph(
+        [helper.make_node("Relu", ["a"], ["a_1"], name="n"), helper.make_node("Add", ["a", "w"], ["sum"]),
+         helper.make_node("If", ["cond"], ["if_out"], then_branch=branch, else_branch=branch)],
+        "g", [helper.make_tensor_value_info("a", TensorProto.FLOAT, [1])], [helper.make_tensor_value_info("out", TensorProto.FLOAT, [1])],
+        [numpy_helper.from_array(np.ones(1, np.float32), "w")], value_info=[helper.make_tensor_value_info("vi", TensorProto.FLOAT, [1])],
+    )
     names = Names(helper.make_model(g))
-    assert [names.fresh("a"), names.fresh("a"), names.fresh("b"), names.fresh("n")] == ["a_2", "a_3", "b", "n_1"]
-    assert not names.free("a_3") and names.free("c")
+    taken = ["a", "a_1", "n", "w", "sum", "cond", "if_out", "out", "vi", "in_branch", "branch_node"]
+    assert [names.free(t) for t in taken] == [False] * len(taken)
+    assert [names.fresh("a"), names.fresh("a"), names.fresh("b"), names.fresh("n"), names.fresh("w")] == ["a_2", "a_3", "b", "n_1", "w_1"]
+    assert not names.free("a_3") and not names.free("b") and names.free("c") and names.free("")
+
+
+def test_dims_and_stems() -> None:
+    assert dims_of(None) is None
+    assert dims_of(helper.make_tensor_type_proto(TensorProto.FLOAT, None)) is None  # no shape at all
+    assert dims_of(helper.make_tensor_type_proto(TensorProto.FLOAT, [3, "B", None])) == [3, "B", None]
+    assert [name_stem(t) for t in ("/rnn/GRU_1", "a.b-c", "///", "")] == ["rnn_GRU_1", "a_b_c", "rec", "rec"]
 
 
 def test_who_defines_a_value_seen_from_a_subgraph() -> None:
@@ -144,23 +161,30 @@ def test_who_defines_a_value_seen_from_a_subgraph() -> None:
 
 
 def test_prune_removes_a_dead_chain_and_its_value_info_only() -> None:
+    branch = helper.make_graph([helper.make_node("Relu", ["x"], ["br"])], "b", [], [helper.make_tensor_value_info("br", TensorProto.FLOAT, [1])])
     nodes = [
-        _const("k", "c", np.ones(1, np.float32)),
-        helper.make_node("Identity", ["c"], ["d"], name="dead_ident"),
-        helper.make_node("Relu", ["x"], ["y"], name="live_relu"),
+        helper.make_node("Relu", ["x"], ["y"], name="live_relu"),  # a graph output: kept
         helper.make_node("Add", ["x", "w"], ["z"], name="also_live"),
+        helper.make_node("Neg", ["x"], ["orphan"], name="orphan"),  # read by nobody, but not a candidate: kept
+        helper.make_node("If", ["cond"], ["if_out"], name="if_node", then_branch=branch, else_branch=branch),  # holds subgraphs: kept
+        _const("k", "c", np.ones(1, np.float32)),
+        helper.make_node("Identity", ["c"], ["d"], name="dead_ident"),  # the dead chain, last in the graph
     ]
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("x", "in_w")] + [helper.make_tensor_value_info("cond", TensorProto.BOOL, [])]
     g = helper.make_graph(
-        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        nodes, "g", inputs,
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1]), helper.make_tensor_value_info("z", TensorProto.FLOAT, [1])],
-        [numpy_helper.from_array(np.ones(1, np.float32), "w"), numpy_helper.from_array(np.ones(1, np.float32), "unused_w")],
-        value_info=[helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("c", "d", "y", "z")],
+        [numpy_helper.from_array(np.ones(1, np.float32), n) for n in ("w", "unused_w", "kept_w", "in_w")],
+        value_info=[helper.make_tensor_value_info(n, TensorProto.FLOAT, [1]) for n in ("c", "d", "y", "z", "x")],
     )
     model = helper.make_model(g)
-    assert prune(model, {"d", "y", "w", "unused_w"}) == ["k", "dead_ident"]  # graph order; what is read stays
-    assert [n.name for n in model.graph.node] == ["live_relu", "also_live"]
+    assert prune(model, {"y", "z", "orphan_input"}) == []  # nothing dead: nothing removed, value_info untouched
+    assert [vi.name for vi in model.graph.value_info] == ["c", "d", "y", "z", "x"]
+    assert prune(model, {"d", "y", "w", "unused_w", "if_out", "in_w"}) == ["k", "dead_ident"]  # graph order
+    assert [n.name for n in model.graph.node] == ["live_relu", "also_live", "orphan", "if_node"]
     assert [vi.name for vi in model.graph.value_info] == ["y", "z"]
-    assert [t.name for t in model.graph.initializer] == ["w"]
+    # w is read, kept_w is no candidate, in_w is a graph input's default: only unused_w goes
+    assert [t.name for t in model.graph.initializer] == ["w", "kept_w", "in_w"]
 
 
 def test_an_edit_that_breaks_the_model_is_an_error_unless_the_model_was_broken() -> None:
