@@ -142,3 +142,39 @@ def test_a_refused_finding_is_not_planned_again_in_later_rounds(monkeypatch: pyt
     assert [e.code for e in result.edits] == ["SD007"]
     assert [str(e) for e in result.skipped] == ["SD003 [no fix] SD003 on slot 'h0': refused for the test"]
     assert calls == ["h0"]
+
+
+def test_two_refused_findings_are_both_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
+        return PLANNERS["SD003"].info.refuse(d, "refused for the test")
+
+    _replace_planner(monkeypatch, "SD003", refuse)
+    result = rnnir.fix(_two_bugs())  # SD003 refused by its planner, SD007's unsafe fix not applied: two findings, two entries
+    assert result.edits == []
+    assert sorted((e.code, e.message) for e in result.skipped) == [
+        ("SD003", "SD003 on slot 'h0'"), ("SD007", "slot 'c0': fed the state input to the op whose final state it gets")]
+
+
+def test_the_fingerprint_an_export_records_follows_the_edit_and_expose_leaves_other_fixes_on() -> None:
+    from rnnir.onnxio.source import graph_fingerprint
+
+    model = onnx.load(str(SWAP))
+    model.metadata_props.add(key="rnnir.fingerprint", value=graph_fingerprint(model))  # as rnnir.export records it
+    result = rnnir.fix(model)
+    assert [e.code for e in result.edits] == ["SD002"]
+    fingerprint = {p.key: p.value for p in result.model.metadata_props}["rnnir.fingerprint"]
+    assert fingerprint == graph_fingerprint(result.model) != graph_fingerprint(model)
+    assert not any(p.key == "rnnir.fingerprint" for p in rnnir.fix(str(SWAP)).model.metadata_props)  # none recorded: none added
+    # exposing state does not switch the other fixes off (only SD010's, which exposing does itself)
+    exposed = rnnir.fix(str(SWAP), expose_state=True)
+    assert "SD002" in [e.code for e in exposed.edits]
+
+
+def test_sd010_refusal_names_the_recurrence_only_from_complete_data() -> None:
+    model, d = _finding(SAMPLES / "sd010_constant_init.onnx", "SD010")
+    ctx = FixContext(model, rnnir.load(model), None, "m.onnx")
+    plan = PLANNERS["SD010"].plan
+    assert plan(ctx, d).target == "RNN 'rnn' starts afresh on every call"
+    for data in ({}, {"kind": "RNN"}, {"node": "rnn"}, {"kind": 1, "node": "rnn"}):
+        bare = dataclasses.replace(d, data=data)
+        assert plan(ctx, bare).target == subject(bare), data
