@@ -52,7 +52,17 @@ def test_sd001_near_misses_are_refused_with_their_reason() -> None:
     second.name, second.output[:] = "gru2", ["y2"]
     two.graph.node.append(second)
     two.graph.output.append(helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, ["T", 1, 1, 4]))
+    both_roles = _load("lstm_fanout")  # h0 starts both h and c of the LSTM: which final state is h0's is a choice
+    g = both_roles.graph
+    lstm = next(n for n in g.node if n.op_type == "LSTM")
+    lstm.input[6] = "h0"
+    del lstm.output[1:]
+    kept_in, kept_out = [i for i in g.input if i.name != "c0"], [o for o in g.output if o.name == "y"]
+    del g.input[:], g.output[:]
+    g.input.extend(kept_in)
+    g.output.extend(kept_out)
     cases = [
+        (both_roles, "the slot is not read as one state of recurrent ops"),
         (reverse, "GRU 'gru'.initial_h[0] is not a forward recurrent op rnnir can edit"),
         (two, "several ops read the slot in the same call: whose final state to return is not certain"),
     ]
@@ -180,3 +190,33 @@ def test_sd003_near_misses_are_refused_with_their_reason() -> None:
         result = rnnir.fix(model)
         assert result.edits == [] and result.model.graph == model.graph, reason
         assert [str(e) for e in result.skipped] == [f"SD003 [no fix] SD003 on slot 'h0': {reason}"]
+
+
+def test_sd001_threads_the_final_state_out_of_both_if_branches() -> None:
+    """The silero-style model exposed by rnnir (h0/c0 read by the LSTM of either If branch), with hn/cn cut off again:
+    SD001's fix returns each state through the If, and the model streams like the exposed one (the oracle)."""
+    from tests.fixes.test_fix import _stateless_packed_if
+
+    exposed = rnnir.fix(_stateless_packed_if(), expose_state=True).model
+    broken = onnx.ModelProto()
+    broken.CopyFrom(exposed)
+    del broken.metadata_props[:]
+    g = broken.graph
+    kept_out, kept_nodes = [o for o in g.output if o.name not in ("hn", "cn")], [n for n in g.node if not {"hn", "cn"} & set(n.output)]
+    del g.output[:], g.node[:]
+    g.output.extend(kept_out)
+    g.node.extend(kept_nodes)
+    assert sorted((d.code, d.slot) for d in passes.run(rnnir.load(broken))) == [("SD001", "c0"), ("SD001", "h0")]
+    result = rnnir.fix(broken)
+    assert [(e.code, e.target, e.after) for e in result.edits] == [
+        ("SD001", "state input 'c0'", "graph output 'cn' = Y_c, paired with 'c0'"),
+        ("SD001", "state input 'h0'", "graph output 'hn' = Y_h, paired with 'h0'"),
+    ]
+    assert _codes(result.model) == []
+    x = np.random.default_rng(71).standard_normal((8, 1, 2)).astype(np.float32)
+    fixed, right = StatefulSession(result.model), StatefulSession(exposed)
+    for k, rate in enumerate((16000, 8000, 8000, 16000)):
+        feed = {"x": x[2 * k : 2 * k + 2], "sr": np.array(rate, np.int64)}
+        a, b = fixed.run_dict(feed), right.run_dict(feed)
+        for name in b:
+            np.testing.assert_allclose(a[name], b[name], atol=1e-6, err_msg=f"call {k} {name}")
