@@ -42,16 +42,21 @@ def _assert_same_calls(got: list[dict[str, np.ndarray]], want: list[dict[str, np
             np.testing.assert_allclose(a[name], b[name], atol=1e-6, err_msg=f"{what}: call {k} {name}")
 
 
+def _with_second_gru(name: str) -> onnx.ModelProto:
+    """The sample with a copy of its GRU (same inputs, so it reads the slot too) whose sequence is returned as y2."""
+    model = _load(name)
+    second = onnx.NodeProto()
+    second.CopyFrom(next(n for n in model.graph.node if n.op_type == "GRU"))
+    second.name, second.output[:] = "gru2", ["y2"]
+    model.graph.node.append(second)
+    model.graph.output.append(helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, ["T", 1, 1, 4]))
+    return model
+
+
 def test_sd001_near_misses_are_refused_with_their_reason() -> None:
     reverse = _load("sd001_no_state_output")  # a reverse GRU: a chunk runs backwards, its final state is not a stream's
     next(n for n in reverse.graph.node if n.op_type == "GRU").attribute.append(helper.make_attribute("direction", "reverse"))
-    two = _load("sd001_no_state_output")  # two GRUs read h0: whose final state is the state is a choice
-    gru = next(n for n in two.graph.node if n.op_type == "GRU")
-    second = onnx.NodeProto()
-    second.CopyFrom(gru)
-    second.name, second.output[:] = "gru2", ["y2"]
-    two.graph.node.append(second)
-    two.graph.output.append(helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, ["T", 1, 1, 4]))
+    two = _with_second_gru("sd001_no_state_output")  # two GRUs read h0: whose final state is the state is a choice
     both_roles = _load("lstm_fanout")  # h0 starts both h and c of the LSTM: which final state is h0's is a choice
     g = both_roles.graph
     lstm = next(n for n in g.node if n.op_type == "LSTM")
@@ -163,13 +168,7 @@ def test_sd002_concat_behind_value_preserving_ops_and_operands_that_do_not_fit()
 
 
 def test_sd003_near_misses_are_refused_with_their_reason() -> None:
-    two = _load("sd003_first_step")  # a second GRU reads h0 too: whose final state belongs in the slot is a choice
-    gru = next(n for n in two.graph.node if n.op_type == "GRU")
-    second = onnx.NodeProto()
-    second.CopyFrom(gru)
-    second.name, second.output[:] = "gru2", ["y2"]
-    two.graph.node.append(second)
-    two.graph.output.append(helper.make_tensor_value_info("y2", onnx.TensorProto.FLOAT, ["T", 1, 1, 4]))
+    two = _with_second_gru("sd003_first_step")  # a second GRU reads h0 too: whose final state belongs in the slot is a choice
     both = _load("sd003_first_step")  # the GRU runs both ways: a chunk's backward pass never continues a stream
     weights = []
     for t in both.graph.initializer:
