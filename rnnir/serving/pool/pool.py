@@ -187,6 +187,8 @@ class SessionPool(PoolStateFiles):
             now = self.clock() if idle else 0.0  # without a timeout only a joining stream needs the time
             if idle:
                 self._expire(now)
+            if not requests:  # a tick nobody called in (a serving loop's quiet moment): nothing to run, expiry done above
+                return {}
             steady = self._steady
             if steady is not None and steady.gen == self._gen and (
                 steady.outputs is None if outputs is None else steady.outputs == tuple(outputs)
