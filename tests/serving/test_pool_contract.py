@@ -1,0 +1,96 @@
+"""The SessionPool's documented arguments and edges, each with the near miss that must be accepted.
+
+Oracle: one StatefulSession per stream (batch of one, none of the pool's code), or hand-checkable numbers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rnnir import StateError
+from rnnir.runtime import StatefulSession
+from rnnir.serving.pool import SessionPool
+from tests.support import streaming_models as sm
+
+TOL = 1e-5
+INP = 3
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _chunk(rng: np.random.Generator, steps: int = 1) -> np.ndarray:
+    return (0.8 * rng.standard_normal((steps, 1, INP))).astype(np.float32)
+
+
+def _against_solo(pool: SessionPool, ids: list, ticks: int = 3, seed: int = 0) -> None:
+    model = sm.lstm_b()
+    base = StatefulSession(model)
+    solo = {sid: base.fork(reset=True) for sid in ids}
+    rng = np.random.default_rng(seed)
+    for _ in range(ticks):
+        requests = {sid: {"x": _chunk(rng)} for sid in ids}
+        got = pool.run(requests, open_missing=True)
+        for sid, feeds in requests.items():
+            want = solo[sid].run_dict(feeds)
+            for name, value in want.items():
+                assert np.max(np.abs(got[sid][name] - value)) <= TOL, (sid, name)
+
+
+def test_max_batch_and_idle_timeout_take_their_smallest_valid_values_and_refuse_below():
+    model = sm.lstm_b()
+    with pytest.raises(ValueError, match="max_batch"):
+        SessionPool(model, max_batch=0)
+    with pytest.raises(ValueError, match="idle_timeout"):
+        SessionPool(model, idle_timeout=0)
+    one = SessionPool(model, max_batch=1)  # one row per call: the smallest batch there is
+    _against_solo(one, ["a", "b", "c"])
+    assert one.stats.largest_batch == 1 and one.stats.ort_calls == 9
+    clock = Clock()
+    short = SessionPool(model, idle_timeout=0.5, clock=clock)  # half a second is a timeout like any other
+    short.open("a")
+    clock.now = 0.4
+    assert short.expire() == []
+    clock.now = 0.6
+    assert short.expire() == ["a"]
+
+
+def test_batch_axes_are_honoured_and_a_name_that_is_no_input_is_refused():
+    model = sm.lstm_b()
+    with pytest.raises(StateError, match="batch_axes names"):
+        SessionPool(model, batch_axes={"nope": 0})
+    fixed = SessionPool(model, batch_axes={"h0": None})  # says the state has no batch axis: one stream per call
+    assert "no batch axis" in fixed.batching
+    _against_solo(fixed, ["a", "b"])
+    assert fixed.stats.largest_batch == 1
+
+
+def test_streams_opened_but_never_run_expire_and_an_empty_tick_is_an_empty_answer():
+    clock = Clock()
+    pool = SessionPool(sm.lstm_b(), idle_timeout=5.0, clock=clock)
+    assert pool.run({}) == {}
+    pool.open("a")
+    clock.now = 1.0
+    pool.open("b")
+    clock.now = 5.5  # a idle 5.5 s, b 4.5 s: only a goes
+    assert pool.expire() == ["a"] and pool.sessions == ["b"]
+    clock.now = 20.0
+    assert pool.expire() == ["b"] and len(pool) == 0
+    assert pool.stats.expired == 2
+    plain = SessionPool(sm.lstm_b())
+    assert plain.run({}) == {} and plain.sessions == []
+
+
+def test_a_state_output_whose_type_is_not_declared_is_served():
+    model = sm.lstm_b()
+    for out in model.graph.output:
+        if out.name in ("hn", "cn"):
+            out.ClearField("type")  # onnxruntime infers it; the pool must not read "unknown" as "another dtype"
+    pool = SessionPool(model)
+    _against_solo(pool, ["a", "b"])
