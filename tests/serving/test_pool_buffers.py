@@ -17,6 +17,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
 
 from rnnir import StateError
@@ -59,11 +60,21 @@ def _close(got: Mapping[str, np.ndarray], want: Mapping[str, np.ndarray], where:
         assert np.max(np.abs(value - want[name])) <= TOL, f"{where}: {name}"
 
 
+def two_plain_outputs() -> onnx.ModelProto:
+    """lstm_b with two more plain outputs: ``negY = -Y`` (batch axis 2) and ``last = hn`` (batch axis 1)."""
+    model = sm.lstm_b()
+    g = model.graph
+    g.node.extend([onnx.helper.make_node("Neg", ["Y"], ["negY"]), onnx.helper.make_node("Identity", ["hn"], ["last"])])
+    g.output.extend([onnx.helper.make_tensor_value_info("negY", onnx.TensorProto.FLOAT, ["T", 1, "B", 5]),
+                     onnx.helper.make_tensor_value_info("last", onnx.TensorProto.FLOAT, [1, "B", 5])])
+    return model
+
+
 class Streams:
     """A pool and one solo session per stream, driven tick by tick; every output held and compared."""
 
-    def __init__(self, ids: Sequence[Hashable], context: dict[str, int] | None, seed: int) -> None:
-        self.model = sm.lstm_b()
+    def __init__(self, ids: Sequence[Hashable], context: dict[str, int] | None, seed: int, model: onnx.ModelProto | None = None) -> None:
+        self.model = sm.lstm_b() if model is None else model
         self.context = context
         self.pool = SessionPool(self.model, context=context)
         self.base = StatefulSession(self.model, context=context)
@@ -89,7 +100,7 @@ class Streams:
     def batch(self, ids: Sequence[Hashable], outputs: list[str] | None = None, *, scribble: bool = False) -> None:
         x = np.concatenate([_chunk(self.rng) for _ in ids], axis=1)
         got = self.pool.run_batch(ids, {"x": x}, outputs)
-        axes = {"Y": 2, "hn": 1, "cn": 1}
+        axes = {"Y": 2, "negY": 2, "hn": 1, "cn": 1, "last": 1}
         for k, sid in enumerate(ids):
             want = self.solo[sid].run_dict({"x": x[:, k : k + 1]})
             _close({name: np.take(v, [k], axis=axes[name]) for name, v in got.items()}, want, f"run_batch {sid!r}")
@@ -105,46 +116,53 @@ class Streams:
                 assert np.array_equal(state[name], value), (sid, name)
 
 
-#: (streams, kept context, outputs asked for): the lean tick (plain outputs, no context), the steady tick that
-#: copies state outputs, the steady tick with a kept context, one stream and several
-CASES: list[tuple[int, dict[str, int] | None, list[str] | None]] = [
-    (4, None, ["Y"]), (4, None, ["Y", "hn"]), (4, None, None), (4, None, ["cn"]), (4, {"x": 1}, None), (4, {"x": 1}, ["Y"]),
-    (1, None, ["Y"]), (1, None, ["Y", "hn"]), (1, None, None), (1, {"x": 1}, ["hn"]),
+#: (streams, kept context, outputs asked for, time steps, model): the lean tick (plain outputs, no context; one
+#: plain output or several, rows contiguous or not), the steady tick that copies state outputs, the steady tick
+#: with a kept context, one stream and several
+PLAIN2 = ["Y", "negY", "last"]
+CASES: list[tuple[int, dict[str, int] | None, list[str] | None, int, str]] = [
+    (4, None, ["Y"], 1, "lstm"), (4, None, ["Y", "hn"], 1, "lstm"), (4, None, None, 1, "lstm"), (4, None, ["cn"], 1, "lstm"),
+    (4, {"x": 1}, None, 1, "lstm"), (4, {"x": 1}, ["Y"], 1, "lstm"),
+    (1, None, ["Y"], 1, "lstm"), (1, None, ["Y", "hn"], 1, "lstm"), (1, None, None, 1, "lstm"), (1, {"x": 1}, ["hn"], 1, "lstm"),
+    (4, None, PLAIN2, 1, "plain2"), (4, None, PLAIN2, 2, "plain2"), (1, None, PLAIN2, 1, "plain2"), (4, None, ["last", "Y"], 2, "plain2"),
 ]
+
+
+def _streams(streams: int, context: dict[str, int] | None, kind: str, seed: int) -> tuple[Streams, list[Hashable]]:
+    ids: list[Hashable] = list(range(streams))
+    return Streams(ids, context, seed, two_plain_outputs() if kind == "plain2" else None), ids
 
 
 def test_outputs_handed_out_by_any_tick_never_change_afterwards():
     """Ticks of every stream (the bound buffers: written again two ticks later), of some, and run_batch:
     every array returned on the way is compared with its copy at the end."""
-    for streams, context, outputs in CASES:  # one loop: every case matters (the mutation tool runs one parametrization)
-        ids: list[Hashable] = list(range(streams))
-        s = Streams(ids, context, seed=streams)
+    for streams, context, outputs, steps, kind in CASES:  # one loop: every case matters (the mutation tool runs one parametrization)
+        s, ids = _streams(streams, context, kind, seed=streams)
         for _ in range(5):
-            s.tick(ids, outputs)
-        s.tick(ids[:1], outputs)  # a tick of some streams: gathered and scattered rows (or one stream alone)
+            s.tick(ids, outputs, steps=steps)
+        s.tick(ids[:1], outputs, steps=steps)  # a tick of some streams: gathered and scattered rows (or one stream alone)
         for _ in range(3):
-            s.tick(ids, outputs)
-        if streams > 1 and context is None:
+            s.tick(ids, outputs, steps=steps)
+        if streams > 1 and context is None and steps == 1:
             for _ in range(3):
                 s.batch(ids, outputs)
             s.batch(ids[::-1], outputs)
         for _ in range(2):
-            s.tick(ids, outputs)
+            s.tick(ids, outputs, steps=steps)
         s.held.check()
         s.states_equal_solo()
         assert s.pool.stats.steady_ticks >= 2, (streams, context, outputs)  # the repeated ticks took the steady path
 
 
 def test_writing_into_a_returned_array_changes_no_state():
-    for streams, context, outputs in CASES:
-        ids: list[Hashable] = list(range(streams))
-        s = Streams(ids, context, seed=10 + streams)
+    for streams, context, outputs, steps, kind in CASES:
+        s, ids = _streams(streams, context, kind, seed=10 + streams)
         for t in range(6):
-            s.tick(ids, outputs, scribble=True)
+            s.tick(ids, outputs, scribble=True, steps=steps)
             if t == 2:
-                s.tick(ids[-1:], outputs, scribble=True)
+                s.tick(ids[-1:], outputs, scribble=True, steps=steps)
             s.states_equal_solo()
-        if streams > 1 and context is None:
+        if streams > 1 and context is None and steps == 1:
             for _ in range(3):
                 s.batch(ids, outputs, scribble=True)
                 s.states_equal_solo()
