@@ -1,0 +1,255 @@
+"""Who a pool holds and what it keeps for each stream: idle order and expiry, states and contexts waiting for a
+row, a stream's state on disk (also in the format written before the typed session key).
+
+Oracle: one StatefulSession per stream (batch of one, none of the pool's code), an injected clock, hand-made files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rnnir import StateError
+from rnnir.runtime import StatefulSession
+from rnnir.runtime.versioning import VersionOutcome, with_state_version
+from rnnir.serving.pool import SessionPool, UnknownSessionError
+from tests.support import streaming_models as sm
+
+TOL = 1e-5
+INP = 3
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _chunk(seed: int, steps: int = 1) -> np.ndarray:
+    return (0.8 * np.random.default_rng(seed).standard_normal((steps, 1, INP))).astype(np.float32)
+
+
+def _close(got: dict[str, np.ndarray], want: dict[str, np.ndarray], where: str) -> None:
+    for name, value in want.items():
+        assert got[name].shape == value.shape, (where, name)
+        assert np.max(np.abs(got[name] - value)) <= TOL, (where, name)
+
+
+# -- idle order and expiry -------------------------------------------------------------------------
+
+
+def test_sessions_are_least_recently_used_first_with_a_timeout_and_in_joining_order_without():
+    clock = Clock()
+    pool = SessionPool(sm.lstm_b(), idle_timeout=100.0, clock=clock)
+    for t, sid in enumerate(["a", "b", "c"]):
+        clock.now = float(t)
+        pool.run({sid: {"x": _chunk(t)}}, open_missing=True)
+    clock.now = 3.0
+    pool.open("d")  # no row yet: its time is the time it joined
+    clock.now = 4.0
+    pool.run({"a": {"x": _chunk(9)}})
+    assert pool.sessions == ["b", "c", "d", "a"]
+    assert len(pool) == 4 and "d" in pool and "z" not in pool
+    clock.now = 5.0
+    pool.run({"b": {"x": _chunk(8)}, "d": {"x": _chunk(7)}})
+    assert pool.sessions == ["c", "a", "b", "d"] or pool.sessions == ["c", "a", "d", "b"]
+    plain = SessionPool(sm.lstm_b())
+    for sid in ["z", "y", "x"]:
+        plain.open(sid)
+    plain.run({"x": {"x": _chunk(1)}})
+    assert plain.sessions == ["z", "y", "x"]
+
+
+def test_expiry_closes_exactly_the_idle_streams_least_recently_used_first_after_rows_moved():
+    clock = Clock()
+    model = sm.lstm_b()
+    pool = SessionPool(model, idle_timeout=10.0, clock=clock)
+    base = StatefulSession(model)
+    solo = {sid: base.fork(reset=True) for sid in "abcde"}
+    last = {sid: 0.0 for sid in solo}
+    plan = [(0.0, "abcde"), (2.0, "bd"), (4.0, "ce"), (6.0, "e")]
+    for now, ids in plan:
+        clock.now = now
+        requests = {sid: {"x": _chunk(int(now) + k)} for k, sid in enumerate(ids)}
+        got = pool.run(requests, open_missing=True)
+        for sid, feeds in requests.items():
+            _close(got[sid], solo[sid].run_dict(feeds), sid)
+            last[sid] = now
+    pool.close("b")  # rows move up: every other stream's time must move with it
+    clock.now = 14.5  # idle: a (since 0), d (since 2); c (since 4) at 10.5 is idle too
+    assert pool.expire() == ["a", "d", "c"]
+    assert pool.sessions == ["e"] and pool.stats.expired == 3
+    clock.now = 16.0
+    assert pool.expire() == []  # e idle exactly 10 s: not more than the timeout
+    got = pool.run({"e": {"x": _chunk(50)}})["e"]
+    _close(got, solo["e"].run_dict({"x": _chunk(50)}), "e")
+    with pytest.raises(UnknownSessionError, match="'a'"):
+        pool.run({"a": {"x": _chunk(1)}})
+    with pytest.raises(UnknownSessionError, match="'a'"):
+        pool.close("a")
+
+
+# -- states and contexts waiting for a row ------------------------------------------------------------
+
+
+def test_a_loaded_stream_that_is_reset_or_closed_before_it_runs_starts_from_the_initial_state(tmp_path):
+    model = sm.lstm_b()
+    donor = SessionPool(model, context={"x": 1})
+    donor.run({"a": {"x": _chunk(1, 2)}, "b": {"x": _chunk(2, 2)}}, open_missing=True)
+    path = donor.save_state("a", tmp_path / "a.npz")
+    for before_first_call in (True, False):
+        pool = SessionPool(model, context={"x": 1})
+        if not before_first_call:
+            pool.run({"other": {"x": _chunk(3, 2)}}, open_missing=True)
+        pool.load_state("a", path)
+        assert np.array_equal(pool.state("a")["c0"], donor.state("a")["c0"])  # waiting for its row, readable
+        pool.reset("a")
+        assert all(not v.any() for v in pool.state("a").values())
+        got = pool.run({"a": {"x": _chunk(4, 2)}}, open_missing=True)["a"]
+        _close(got, StatefulSession(model, context={"x": 1}).run_dict({"x": _chunk(4, 2)}), f"reset, {before_first_call}")
+        pool.load_state("c", path, from_session="a")
+        pool.close("c")
+        pool.open("c")  # the same id again: a new stream, nothing of the state loaded before
+        got = pool.run({"c": {"x": _chunk(5, 2)}, "a": {"x": _chunk(6, 2)}})["c"]
+        _close(got, StatefulSession(model, context={"x": 1}).run_dict({"x": _chunk(5, 2)}), f"closed, {before_first_call}")
+
+
+def test_a_stream_that_never_ran_reads_the_initial_state_and_has_nothing_to_save(tmp_path):
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    pool.open("a")
+    state = pool.state("a")
+    assert sorted(state) == ["c0", "h0"] and all(v.shape == (1, 1, 5) and not v.any() for v in state.values())
+    with pytest.raises(StateError, match="not run yet"):
+        pool.save_state("a", tmp_path / "a.npz")
+    assert not (tmp_path / "a.npz").exists()
+    pool.run({"b": {"x": _chunk(1)}}, open_missing=True)  # the arenas exist now; a still has no row of its own run
+    with pytest.raises(UnknownSessionError):
+        pool.state("nobody")
+
+
+def test_a_state_saved_before_its_stream_has_a_row_is_the_loaded_one_with_its_context(tmp_path):
+    model = sm.lstm_b()
+    donor = SessionPool(model, context={"x": 1})
+    solo = StatefulSession(model, context={"x": 1})
+    for k in range(2):
+        donor.run({"a": {"x": _chunk(k, 2)}, "b": {"x": _chunk(10 + k, 2)}}, open_missing=True)
+        solo.run_dict({"x": _chunk(k, 2)})
+    first = donor.save_state("a", tmp_path / "first.npz")
+    relay = SessionPool(model, context={"x": 1})
+    relay.load_state("a", first)  # no call yet: state and context wait for a row
+    second = relay.save_state("a", tmp_path / "second.npz")  # saved from what waits
+    last = SessionPool(model, context={"x": 1})
+    last.run({"z": {"x": _chunk(30, 2)}}, open_missing=True)
+    last.load_state("a", second)
+    got = last.run({"a": {"x": _chunk(40, 2)}, "z": {"x": _chunk(41, 2)}})["a"]
+    _close(got, solo.run_dict({"x": _chunk(40, 2)}), "relayed")  # the kept time step came along twice
+
+
+def test_an_initial_state_of_several_rows_is_refused_with_a_clear_error():
+    model = sm.lstm_b()
+    pool = SessionPool(model, state_shapes={"h0": [1, 2, 5], "c0": [1, 2, 5]})
+    with pytest.raises(StateError, match="rows along its batch axis 1; feed one row per stream"):
+        pool.run({"a": {"x": _chunk(1)}}, open_missing=True)
+
+
+# -- a stream's state on disk ------------------------------------------------------------------------
+
+
+def _rewrite_meta(path: Path, change) -> None:
+    with np.load(path) as f:
+        entries = {k: f[k] for k in f.files}
+    meta = json.loads(str(entries.pop("__rnnir_state__")))
+    change(meta)
+    with open(path, "wb") as fh:
+        np.savez(fh, __rnnir_state__=np.array(json.dumps(meta)), **entries)
+
+
+def test_a_file_written_before_the_typed_session_key_names_its_session_by_str(tmp_path):
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    pool.run({1: {"x": _chunk(1)}, "b": {"x": _chunk(2)}}, open_missing=True)
+    for sid, name in ((1, "one"), ("b", "b")):
+        path = pool.save_state(sid, tmp_path / f"{name}.npz")
+        meta = json.loads(str(np.load(path)["__rnnir_state__"]))
+        assert meta["session"] == str(sid) and meta["session_key"] == f"{type(sid).__qualname__}:{sid!r}"
+        _rewrite_meta(path, lambda m: m.pop("session_key"))
+    old_one, old_b = tmp_path / "one.npz", tmp_path / "b.npz"
+    fresh = SessionPool(model)
+    fresh.load_state("1", old_one)  # by str() alone 1 and "1" cannot be told apart: the old format allowed it
+    fresh.load_state("b", old_b)
+    with pytest.raises(StateError, match="session 'b', not of 'c'"):
+        fresh.load_state("c", old_b)
+    fresh.load_state("c", old_b, from_session="b")
+    with pytest.raises(StateError, match="not of 'd'"):
+        fresh.load_state("d", old_b, from_session="x")
+    for sid in ("b", "c"):
+        assert np.array_equal(fresh.state(sid)["h0"], pool.state("b")["h0"])
+    _rewrite_meta(old_b, lambda m: m.pop("session"))  # a file naming no session at all (a StatefulSession's)
+    fresh.load_state("e", old_b)
+    assert np.array_equal(fresh.state("e")["c0"], pool.state("b")["c0"])
+
+
+def test_a_file_of_another_format_is_refused(tmp_path):
+    pool = SessionPool(sm.lstm_b())
+    pool.run({"a": {"x": _chunk(1)}}, open_missing=True)
+    path = pool.save_state("a", tmp_path / "a.npz")
+    _rewrite_meta(path, lambda m: m.update(format="something else"))
+    with pytest.raises(StateError, match="not a state file of format"):
+        pool.load_state("a", path)
+    assert np.array_equal(pool.state("a")["h0"], StatefulSession(sm.lstm_b()).run_dict({"x": _chunk(1)})["hn"])
+
+
+def test_a_loaded_context_of_the_wrong_shape_is_refused_before_anything_changes(tmp_path):
+    model = sm.lstm_b()
+    long_context = SessionPool(model, context={"x": 2})
+    long_context.run({"a": {"x": _chunk(1, 3)}}, open_missing=True)
+    path = long_context.save_state("a", tmp_path / "a.npz")
+    pool = SessionPool(model, context={"x": 1})
+    pool.run({"a": {"x": _chunk(2, 2)}, "b": {"x": _chunk(3, 2)}}, open_missing=True)
+    before = {sid: pool.state(sid) for sid in ("a", "b")}
+    with pytest.raises(StateError, match="context 'x'"):
+        pool.load_state("a", path)
+    for sid, state in before.items():
+        for name, value in state.items():
+            assert np.array_equal(pool.state(sid)[name], value)
+
+
+def test_a_reset_policy_load_clears_the_state_and_the_kept_context(tmp_path):
+    old = with_state_version(sm.lstm_b(seed=0), "1")
+    new = with_state_version(sm.lstm_b(seed=1), "2")
+    donor = SessionPool(old, context={"x": 1})
+    donor.run({"a": {"x": _chunk(1, 2)}}, open_missing=True)
+    path = donor.save_state("a", tmp_path / "a.npz")
+    pool = SessionPool(new, context={"x": 1})
+    for _ in range(2):
+        pool.run({"a": {"x": _chunk(2, 2)}, "b": {"x": _chunk(3, 2)}}, open_missing=True)
+    assert pool.load_state("a", path, on_version_mismatch="reset") is VersionOutcome.RESET
+    got = pool.run({"a": {"x": _chunk(4, 2)}, "b": {"x": _chunk(5, 2)}})["a"]
+    _close(got, StatefulSession(new, context={"x": 1}).run_dict({"x": _chunk(4, 2)}), "reset by policy")
+
+
+def test_an_upgrade_refuses_a_carried_state_of_the_wrong_names_dtype_or_shape_and_keeps_the_pool():
+    from rnnir.runtime.versioning import StateMigrations
+
+    for bad, match in ((lambda s: {"h0": s["h0"]}, "state names"),
+                       (lambda s: {"h0": s["h0"].astype(np.float64), "c0": s["c0"]}, "float64"),
+                       (lambda s: {"h0": s["h0"][0], "c0": s["c0"]}, "shape")):
+        pool = SessionPool(with_state_version(sm.lstm_b(seed=0), "1"))
+        pool.run({"a": {"x": _chunk(1)}, "b": {"x": _chunk(2)}}, open_missing=True)
+        pool.open("c")  # never ran: nothing to carry, reset on the new model
+        before = pool.state("a")
+        steps = StateMigrations()
+        steps.register("1", "2", bad)
+        with pytest.raises(StateError, match=match):
+            pool.upgrade(with_state_version(sm.lstm_b(seed=1), "2"), policy="migrate", migrations=steps)
+        assert pool.state_version == "1" and np.array_equal(pool.state("a")["h0"], before["h0"])
+    good = StateMigrations()
+    good.register("1", "2", lambda s: s)
+    outcomes = pool.upgrade(with_state_version(sm.lstm_b(seed=1), "2"), policy="migrate", migrations=good)
+    assert outcomes["c"] is VersionOutcome.RESET and outcomes["a"] is VersionOutcome.MIGRATED
