@@ -306,3 +306,32 @@ def test_ids_of_every_type_save_and_load_their_own_state(tmp_path):
         got = fresh.run(requests)
         for sid, feeds in requests.items():
             _close(got[sid], saved[sid].run_dict(feeds), f"loaded {sid!r}")
+
+
+# -- what ends the steady plan ------------------------------------------------------------------------
+
+
+def test_a_tick_of_the_same_ids_after_another_output_list_a_rejoin_or_a_lower_max_batch_is_served_right():
+    """The steady plan repeats the last tick; a tick with the same ids in the same order must still get what it
+    asks for after anything the plan does not cover changed: the outputs, the rows (a stream left and rejoined
+    under the same id), the cap on a call's rows."""
+    for kind in ("lstm", "plain2"):
+        s, ids = _streams(4, None, kind, seed=30)
+        lean = ["Y"] if kind == "lstm" else PLAIN2
+        for outputs in (lean, lean, lean, None, lean, lean, ["Y"], ["Y"], lean, lean):
+            s.tick(ids, outputs)
+        s.pool.close(1)  # 1 leaves and rejoins: rows are now 0, 2, 3, 1 while the tick's ids are 0, 1, 2, 3
+        s.pool.open(1)
+        s.solo[1] = s.base.fork(reset=True)
+        for _ in range(3):
+            s.tick(ids, lean)
+        s.pool.max_batch = 2
+        calls = s.pool.stats.ort_calls
+        for _ in range(2):
+            s.tick(ids, lean)
+        assert s.pool.stats.ort_calls - calls == 4  # two calls of at most two rows each tick
+        s.pool.max_batch = 4
+        for _ in range(3):
+            s.tick(ids, lean)
+        s.held.check()
+        s.states_equal_solo()
