@@ -43,22 +43,32 @@ def _against_solo(pool: SessionPool, ids: list, ticks: int = 3, seed: int = 0) -
                 assert np.max(np.abs(got[sid][name] - value)) <= TOL, (sid, name)
 
 
-def test_max_batch_and_idle_timeout_take_their_smallest_valid_values_and_refuse_below():
+def test_max_batch_below_one_is_refused_and_one_serves_one_row_per_call():
     model = sm.lstm_b()
     with pytest.raises(ValueError, match="max_batch"):
         SessionPool(model, max_batch=0)
+    one = SessionPool(model, max_batch=1)  # the smallest batch there is
+    x = np.zeros((1, 1, INP), np.float32)
+    one.run({"a": {"x": x}, "b": {"x": x}}, open_missing=True)
+    assert one.stats.largest_batch == 1 and one.stats.ort_calls == 2
+
+
+def test_a_timeout_must_be_positive_and_half_a_second_is_one():
     with pytest.raises(ValueError, match="idle_timeout"):
-        SessionPool(model, idle_timeout=0)
-    one = SessionPool(model, max_batch=1)  # one row per call: the smallest batch there is
-    _against_solo(one, ["a", "b", "c"])
-    assert one.stats.largest_batch == 1 and one.stats.ort_calls == 9
+        SessionPool(sm.lstm_b(), idle_timeout=0)
     clock = Clock()
-    short = SessionPool(model, idle_timeout=0.5, clock=clock)  # half a second is a timeout like any other
+    short = SessionPool(sm.lstm_b(), idle_timeout=0.5, clock=clock)
     short.open("a")
     clock.now = 0.4
     assert short.expire() == []
     clock.now = 0.6
     assert short.expire() == ["a"]
+
+
+def test_max_batch_one_against_solo_sessions():
+    one = SessionPool(sm.lstm_b(), max_batch=1)
+    _against_solo(one, ["a", "b", "c"])
+    assert one.stats.largest_batch == 1 and one.stats.ort_calls == 9
 
 
 def test_batch_axes_are_honoured_and_a_name_that_is_no_input_is_refused():
@@ -71,10 +81,9 @@ def test_batch_axes_are_honoured_and_a_name_that_is_no_input_is_refused():
     assert fixed.stats.largest_batch == 1
 
 
-def test_streams_opened_but_never_run_expire_and_an_empty_tick_is_an_empty_answer():
+def test_streams_opened_but_never_run_expire():
     clock = Clock()
     pool = SessionPool(sm.lstm_b(), idle_timeout=5.0, clock=clock)
-    assert pool.run({}) == {}
     pool.open("a")
     clock.now = 1.0
     pool.open("b")
@@ -83,8 +92,39 @@ def test_streams_opened_but_never_run_expire_and_an_empty_tick_is_an_empty_answe
     clock.now = 20.0
     assert pool.expire() == ["b"] and len(pool) == 0
     assert pool.stats.expired == 2
+
+
+def test_an_empty_tick_is_an_empty_answer_before_and_after_the_first_call():
+    clock = Clock()
+    pool = SessionPool(sm.lstm_b(), idle_timeout=5.0, clock=clock)
+    assert pool.run({}) == {} and pool.sessions == []
+    x = np.zeros((1, 1, INP), np.float32)
+    for _ in range(3):
+        pool.run({"a": {"x": x}, "b": {"x": x}}, open_missing=True)
+    clock.now = 6.0
+    assert pool.run({}) == {} and pool.sessions == []  # the quiet tick still expires the idle streams
     plain = SessionPool(sm.lstm_b())
-    assert plain.run({}) == {} and plain.sessions == []
+    assert plain.run({}) == {}
+    plain.run({"a": {"x": x}, "b": {"x": x}}, open_missing=True)
+    assert plain.run({}) == {} and plain.sessions == ["a", "b"]
+
+
+def test_streams_that_call_every_tick_never_expire_however_long_they_run():
+    clock = Clock()
+    pool = SessionPool(sm.lstm_b(), idle_timeout=3.0, clock=clock)
+    x = np.zeros((1, 1, INP), np.float32)
+    for ids in (["a"], ["a", "b", "c"]):  # one stream, several: both shapes of the repeated tick
+        for t in range(12):
+            clock.now += 2.0
+            got = pool.run({sid: {"x": x} for sid in ids}, ["Y"] if t < 6 else None, open_missing=True)  # lean, then not
+            assert list(got) == ids, t
+        assert pool.sessions == ids if len(ids) == 1 else sorted(pool.sessions) == ids
+        assert pool.stats.expired == 0
+        pool.close("a")
+        ids.remove("a")
+        for sid in ids:
+            pool.close(sid)
+    assert pool.stats.steady_ticks >= 10
 
 
 def test_a_state_output_whose_type_is_not_declared_is_served():
