@@ -13,6 +13,7 @@ some of them, the same ids as the last tick or not, plain or state outputs, a ke
 
 from __future__ import annotations
 
+import types
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
@@ -21,7 +22,7 @@ import onnx
 import pytest
 
 from rnnir import StateError
-from rnnir.runtime import StatefulSession
+from rnnir.runtime import FeedError, StatefulSession
 from rnnir.serving.pool import SessionPool
 from tests.support import streaming_models as sm
 
@@ -335,3 +336,67 @@ def test_a_tick_of_the_same_ids_after_another_output_list_a_rejoin_or_a_lower_ma
             s.tick(ids, lean)
         s.held.check()
         s.states_equal_solo()
+
+
+def _odd_feeds(rng: np.random.Generator) -> dict[str, Any]:
+    """Feeds of one stream that differ from the repeated tick's, each as a solo session takes or refuses them."""
+    x = _chunk(rng)
+    return {
+        "float64": {"x": x.astype(np.float64)},  # refused (no cast_inputs)
+        "extra input": {"x": x, "y": x},  # refused
+        "missing input": {},  # refused
+        "state fed": {"x": x, "h0": np.zeros((1, 1, 5), np.float32)},  # refused by the pool, which keeps the state
+        "a list": {"x": x.tolist()},  # converted
+        "a mapping": types.MappingProxyType({"x": x}),  # not a dict, read like one
+        "not contiguous": {"x": np.asfortranarray(np.repeat(x, 2, axis=0))[:1]},
+        "two steps": {"x": _chunk(rng, 2)},  # another row shape: runs on its own
+    }
+
+
+def test_a_repeated_tick_with_one_odd_request_answers_as_the_streams_own_session_would():
+    """Every way one request can differ from the repeated tick's, on the paths the repetition takes (one stream
+    and several, a kept context or not, plain outputs only or state outputs too): refused exactly when the stream's
+    own session refuses it, with nothing run for anyone; otherwise each stream equal to its own session."""
+    for streams, context, outputs in ((1, None, ["Y"]), (1, None, None), (3, None, ["Y"]), (3, None, None), (1, {"x": 1}, None), (3, {"x": 1}, ["Y"])):
+        s, ids = _streams(streams, context, "lstm", seed=40 + streams)
+        for odd, feeds in _odd_feeds(s.rng).items():
+            if context is not None and odd == "two steps":
+                continue  # a kept context needs the same chunk shape every call
+            for _ in range(2):
+                s.tick(ids, outputs)
+            requests: dict[Hashable, Any] = {sid: {"x": _chunk(s.rng)} for sid in ids}
+            requests[ids[-1]] = feeds
+            twin = s.solo[ids[-1]].fork()
+            try:
+                want: dict[str, np.ndarray] | None = None if odd == "state fed" else twin.run_dict(dict(feeds))
+            except FeedError:
+                want = None
+            where = f"{streams} streams, context {context}, outputs {outputs}: {odd}"
+            if want is None:
+                before = {sid: s.pool.state(sid) for sid in ids}
+                with pytest.raises(FeedError):
+                    s.pool.run(requests, outputs)
+                for sid in ids:  # nothing ran, for anyone
+                    assert all(np.array_equal(v, before[sid][k]) for k, v in s.pool.state(sid).items()), where
+                continue
+            got = s.pool.run(requests, outputs)
+            for sid, f in requests.items():
+                w = want if sid == ids[-1] else s.solo[sid].run_dict(f)
+                _close({k: v for k, v in got[sid].items()}, w, where)
+            s.solo[ids[-1]] = twin
+        s.held.check()
+
+
+def test_the_stats_count_every_call_and_every_stream_call_on_every_path():
+    """PoolStats: onnxruntime calls made and stream-calls served, whichever path a tick took (the probe's own
+    calls are not counted); repeated ticks are served by the steady plan, also under a max_batch they fit in."""
+    for streams, context, outputs, max_batch in ((1, None, ["Y"], None), (1, None, None, None), (3, None, ["Y"], None), (3, None, None, None),
+                                                 (3, {"x": 1}, None, None), (3, None, ["Y"], 8), (3, None, None, 3), (1, {"x": 1}, ["hn"], 1)):
+        s, ids = _streams(streams, context, "lstm", seed=50)
+        s.pool.max_batch = max_batch
+        for _ in range(6):
+            s.tick(ids, outputs)
+        st = s.pool.stats
+        where = (streams, context, outputs, max_batch)
+        assert (st.ort_calls, st.rows, st.largest_batch) == (6, 6 * streams, streams), where
+        assert st.whole_calls == 5 and st.steady_ticks >= 3, where
