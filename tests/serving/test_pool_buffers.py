@@ -400,3 +400,22 @@ def test_the_stats_count_every_call_and_every_stream_call_on_every_path():
         where = (streams, context, outputs, max_batch)
         assert (st.ort_calls, st.rows, st.largest_batch) == (6, 6 * streams, streams), where
         assert st.whole_calls == 5 and st.steady_ticks >= 3, where
+
+
+def test_a_leave_or_a_join_costs_no_plain_call_the_output_shapes_hold_at_any_row_count():
+    """The plain outputs' shapes learnt at one row count hold at any other (their batch dim scaled): after the
+    first tick of a shape, every tick of every stream binds the buffers whole, whoever joined or left."""
+    for first in (2, 3):
+        for outputs in (["Y"], None):
+            s, ids = _streams(first, None, "lstm", seed=60)
+            for _ in range(3):
+                s.tick(ids, outputs)
+            for sid in ids[1:]:  # down to one stream
+                s.pool.close(sid)
+            for _ in range(3):
+                s.tick(ids[:1], outputs)
+            s.pool.open(9)  # and up again
+            s.solo[9] = s.base.fork(reset=True)
+            for _ in range(3):
+                s.tick([ids[0], 9], outputs)
+            assert (s.pool.stats.ort_calls, s.pool.stats.whole_calls) == (9, 8), (first, outputs, s.pool.stats)
