@@ -253,3 +253,32 @@ def test_an_upgrade_refuses_a_carried_state_of_the_wrong_names_dtype_or_shape_an
     good.register("1", "2", lambda s: s)
     outcomes = pool.upgrade(with_state_version(sm.lstm_b(seed=1), "2"), policy="migrate", migrations=good)
     assert outcomes["c"] is VersionOutcome.RESET and outcomes["a"] is VersionOutcome.MIGRATED
+
+
+def test_an_upgrade_keeps_or_clears_each_streams_kept_context_with_its_state(tmp_path):
+    """context={"x": 1}: the last time step of x is prepended to the next call.  An upgrade that keeps a stream's
+    state keeps that step; one that resets the stream clears it, exactly as a fresh session of the new model."""
+    old = with_state_version(sm.lstm_b(seed=0), "1")
+    for version, policy, outcome in (("1", "refuse", VersionOutcome.SAME_VERSION), ("2", "reset", VersionOutcome.RESET)):
+        new = with_state_version(sm.lstm_b(seed=1), version)
+        pool = SessionPool(old, context={"x": 1})
+        solo = {sid: StatefulSession(old, context={"x": 1}) for sid in "ab"}
+        for k in range(2):
+            for sid in "ab":
+                x = _chunk(10 * k + ord(sid), 2)
+                _close(pool.run({sid: {"x": x}}, open_missing=True)[sid], solo[sid].run_dict({"x": x}), sid)
+        pool.open("c")  # never ran: nothing to carry
+        outcomes = pool.upgrade(new, policy=policy)
+        assert outcomes["a"] is outcome and outcomes["b"] is outcome, outcomes
+        for sid in "ab":
+            if outcome is VersionOutcome.RESET:
+                solo[sid] = StatefulSession(new, context={"x": 1})
+            else:  # the state and the kept step carried over to the new weights
+                carried = StatefulSession(new, context={"x": 1})
+                assert carried.load_state(solo[sid].save_state(tmp_path / f"{sid}.npz")) is VersionOutcome.SAME_VERSION
+                solo[sid] = carried
+        solo["c"] = StatefulSession(new, context={"x": 1})
+        requests = {sid: {"x": _chunk(99 + k, 2)} for k, sid in enumerate("abc")}
+        got = pool.run(requests)
+        for sid, feeds in requests.items():
+            _close(got[sid], solo[sid].run_dict(feeds), f"{policy}: {sid}")
