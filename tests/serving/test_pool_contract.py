@@ -134,3 +134,19 @@ def test_a_state_output_whose_type_is_not_declared_is_served():
             out.ClearField("type")  # onnxruntime infers it; the pool must not read "unknown" as "another dtype"
     pool = SessionPool(model)
     _against_solo(pool, ["a", "b"])
+
+
+def test_the_answer_lists_the_streams_in_the_order_of_the_requests_whatever_calls_the_tick_splits_into():
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    base = StatefulSession(model)
+    solo = {sid: base.fork(reset=True) for sid in "abcde"}
+    rng = np.random.default_rng(3)
+    for order in ("abcde", "edcba", "cadeb"):
+        # a and d feed two time steps, the others one: two calls, the first of them not holding the first request
+        requests = {sid: {"x": _chunk(rng, 2 if sid in "ad" else 1)} for sid in order}
+        got = pool.run(requests, open_missing=True)
+        assert list(got) == list(order)
+        for sid, feeds in requests.items():
+            want = solo[sid].run_dict(feeds)
+            assert np.max(np.abs(got[sid]["Y"] - want["Y"])) <= TOL
