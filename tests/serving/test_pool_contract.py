@@ -150,3 +150,16 @@ def test_the_answer_lists_the_streams_in_the_order_of_the_requests_whatever_call
         for sid, feeds in requests.items():
             want = solo[sid].run_dict(feeds)
             assert np.max(np.abs(got[sid]["Y"] - want["Y"])) <= TOL
+
+
+def test_streams_that_call_through_run_batch_every_tick_never_expire():
+    clock = Clock()
+    pool = SessionPool(sm.lstm_b(), idle_timeout=3.0, clock=clock)
+    ids = ["a", "b", "c"]
+    x = np.zeros((1, 3, INP), np.float32)
+    for t in range(8):  # the first ticks check the feeds, the later ones only compare their signature
+        clock.now += 2.0
+        pool.run_batch(ids, {"x": x}, ["hn"], open_missing=True)
+        assert pool.sessions == ids and pool.stats.expired == 0, t
+    clock.now += 3.5
+    assert pool.expire() == ids
