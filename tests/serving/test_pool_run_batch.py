@@ -8,15 +8,26 @@ Oracle: one StatefulSession per stream (batch of one, none of the pool's code).
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
 
 from rnnir.runtime import FeedError, StatefulSession
 from rnnir.serving.pool import SessionPool, UnknownSessionError
 from tests.support import streaming_models as sm
 
 TOL = 1e-5
+F = TensorProto.FLOAT
 INP = 3
 AXES = {"Y": 2, "hn": 1, "cn": 1}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
 def _x(seed: int, rows: int) -> np.ndarray:
@@ -48,6 +59,7 @@ def test_run_batch_refuses_every_wrong_feed_with_nothing_run():
         ({}, None, r"missing input\(s\) \['x'\]"),
         ({"x": _x(9, 2)}, None, r"batch axis 1 must hold one row per id \(3\)"),
         ({"x": _x(9, 4)}, None, r"batch axis 1 must hold one row per id \(3\)"),
+        ({"x": np.zeros(3, np.float32)}, None, r"has shape \(3,\); its batch axis 1 must hold one row per id"),
         ({"x": good}, ["Y", "nope"], r"no output\(s\) \['nope'\]"),
     ):
         with pytest.raises(FeedError, match=match):
@@ -106,3 +118,47 @@ def test_run_batch_falls_back_for_one_id_a_small_max_batch_and_a_model_that_cann
     assert decay.run_batch(["p"], {"x": x[:1]})["y"].tolist() == (1.75 * x[:1]).tolist()  # one id: the feed is its row
     with pytest.raises(FeedError, match="one row per id"):
         small.run_batch(ids[:3], {"x": _x(7, 2)})  # the fallback checks the rows too
+    with pytest.raises(FeedError, match="one row per id"):
+        small.run_batch(ids[:3], {"x": np.zeros(3, np.float32)})
+
+
+def decay_gain() -> onnx.ModelProto:
+    """``h' = 0.5 h + g x`` with x[1, 4] and h[1, 4] static (a fixed batch: no layout) and a scalar gain g."""
+    nodes = [helper.make_node("Mul", ["h_in", "half"], ["hh"]), helper.make_node("Mul", ["x", "g"], ["gx"]),
+             helper.make_node("Add", ["hh", "gx"], ["h_out"]), helper.make_node("Identity", ["h_out"], ["y"])]
+    vi = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "decay_gain", [vi("x", F, [1, 4]), vi("h_in", F, [1, 4]), vi("g", F, [])],
+                              [vi("y", F, [1, 4]), vi("h_out", F, [1, 4])], [numpy_helper.from_array(np.array(0.5, np.float32), "half")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_run_batch_on_a_fixed_batch_model_splits_rows_along_the_leading_axis_and_shares_the_rest():
+    pool = SessionPool(decay_gain(), sm.PAIRS)
+    assert pool.layout is None
+    x = np.arange(8, dtype=np.float32).reshape(2, 4)
+    g = np.array(2.0, np.float32)
+    assert pool.run_batch(["p", "q"], {"x": x, "g": g}, open_missing=True)["y"].tolist() == (2 * x).tolist()
+    assert pool.run_batch(["p", "q"], {"x": x, "g": g})["y"].tolist() == (3 * x).tolist()  # 0.5 * 2x + 2x
+    assert pool.run_batch(["q"], {"x": x[1:], "g": g})["y"].tolist() == (3.5 * x[1:]).tolist()
+
+
+def test_run_batch_shares_an_input_without_a_batch_axis_and_expires_idle_streams():
+    from tests.serving.test_pool import gained_lstm
+
+    model = gained_lstm()
+    clock = Clock()
+    pool = SessionPool(model, idle_timeout=3.0, clock=clock)
+    ids = ["a", "b", "c"]
+    solo = {sid: StatefulSession(model) for sid in ids}
+    gain = np.array(1.5, np.float32)
+    for seed in range(3):
+        x = _x(seed, 3)
+        out = pool.run_batch(ids, {"x": x, "gain": gain}, ["hn"], open_missing=True)
+        for k, sid in enumerate(ids):
+            want = solo[sid].run_dict({"x": x[:, k : k + 1], "gain": gain})["hn"]
+            assert np.max(np.abs(out["hn"][:, k : k + 1] - want)) <= TOL
+    clock.now = 3.5  # a, b and c idle for more than the timeout: the next tick, of others, closes them first
+    pool.run_batch(["d", "e"], {"x": _x(5, 2), "gain": gain}, ["hn"], open_missing=True)
+    assert pool.sessions == ["d", "e"] and pool.stats.expired == 3
