@@ -162,3 +162,20 @@ def test_run_batch_shares_an_input_without_a_batch_axis_and_expires_idle_streams
     clock.now = 3.5  # a, b and c idle for more than the timeout: the next tick, of others, closes them first
     pool.run_batch(["d", "e"], {"x": _x(5, 2), "gain": gain}, ["hn"], open_missing=True)
     assert pool.sessions == ["d", "e"] and pool.stats.expired == 3
+
+
+def test_run_batch_honours_a_max_batch_lowered_after_its_ticks_were_checked():
+    """run's repeated tick checks max_batch again ("max_batch may have been lowered since"); run_batch's must too."""
+    model = sm.lstm_b()
+    ids = ["a", "b", "c", "d"]
+    pool = SessionPool(model)
+    solo = {sid: StatefulSession(model) for sid in ids}
+    for seed in range(3):  # the same signature every tick: checked once, then only compared
+        x = _x(seed, 4)
+        _check(pool.run_batch(ids, {"x": x}, open_missing=True), ids, x, solo)
+    pool.max_batch = 2
+    for seed in range(3, 5):
+        x = _x(seed, 4)
+        calls = pool.stats.ort_calls
+        _check(pool.run_batch(ids, {"x": x}), ids, x, solo)
+        assert pool.stats.ort_calls - calls == 2  # at most two rows per call
