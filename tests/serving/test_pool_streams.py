@@ -282,3 +282,61 @@ def test_an_upgrade_keeps_or_clears_each_streams_kept_context_with_its_state(tmp
         got = pool.run(requests)
         for sid, feeds in requests.items():
             _close(got[sid], solo[sid].run_dict(feeds), f"{policy}: {sid}")
+
+
+def test_a_closed_stream_is_not_expired_again_and_the_others_are():
+    clock = Clock()
+    pool = SessionPool(sm.lstm_b(), idle_timeout=5.0, clock=clock)
+    pool.run({sid: {"x": _chunk(k)} for k, sid in enumerate("abc")}, open_missing=True)
+    pool.close("a")  # its row stays until the next call lays the rows out again
+    clock.now = 6.0
+    assert pool.expire() == ["b", "c"] and len(pool) == 0 and pool.stats.expired == 2
+
+
+def test_a_state_read_while_it_waits_for_a_row_is_a_copy(tmp_path):
+    model = sm.lstm_b()
+    donor = SessionPool(model, context={"x": 1})
+    donor.run({"a": {"x": _chunk(1, 2)}}, open_missing=True)
+    path = donor.save_state("a", tmp_path / "a.npz")
+    pool = SessionPool(model, context={"x": 1})
+    pool.load_state("a", path)
+    read = pool.state("a")
+    for v in read.values():
+        v[...] = 1e3  # the caller's copy
+    again = SessionPool(model, context={"x": 1})
+    again.load_state("a", pool.save_state("a", tmp_path / "b.npz"))  # saved from what waits, not from the copy
+    _close(again.state("a"), donor.state("a"), "saved while waiting")
+    got = pool.run({"a": {"x": _chunk(2, 2)}})["a"]
+    solo = StatefulSession(model, context={"x": 1})
+    solo.load_state(path)
+    _close(got, solo.run_dict({"x": _chunk(2, 2)}), "after the copies were written into")
+
+
+def test_a_state_of_another_model_is_refused_unless_the_policy_resets(tmp_path):
+    pool = SessionPool(sm.lstm_b(seed=0))
+    pool.run({"a": {"x": _chunk(1)}}, open_missing=True)
+    path = pool.save_state("a", tmp_path / "a.npz")
+    other = SessionPool(sm.lstm_b(seed=1))
+    other.run({"a": {"x": _chunk(2)}}, open_missing=True)
+    before = other.state("a")
+    with pytest.raises(StateError):
+        other.load_state("a", path)
+    assert all(np.array_equal(v, before[k]) for k, v in other.state("a").items())
+    assert other.load_state("a", path, on_version_mismatch="reset") is VersionOutcome.RESET
+    assert all(not v.any() for v in other.state("a").values())
+
+
+def test_a_state_saved_without_a_context_clears_the_streams_kept_context(tmp_path):
+    model = sm.lstm_b()
+    plain = SessionPool(model)
+    plain.run({"a": {"x": _chunk(1, 2)}}, open_missing=True)
+    path = plain.save_state("a", tmp_path / "a.npz")  # no kept context in it
+    for before_first_call in (True, False):
+        pool = SessionPool(model, context={"x": 1})
+        if not before_first_call:
+            pool.run({"a": {"x": _chunk(3, 2)}, "b": {"x": _chunk(4, 2)}}, open_missing=True)  # a keeps a time step
+        pool.load_state("a", path)
+        got = pool.run({"a": {"x": _chunk(5, 2)}}, open_missing=True)["a"]
+        solo = StatefulSession(model, context={"x": 1})
+        solo.load_state(path)  # the state, and a context of zeros
+        _close(got, solo.run_dict({"x": _chunk(5, 2)}), f"before the first call: {before_first_call}")
