@@ -79,7 +79,7 @@ def test_a_max_batch_lowered_under_the_plan_splits_the_next_tick():
 
 
 def test_the_plan_counts_each_tick_as_one_call_of_every_row():
-    for n in (1, 3):
+    for n in (1, 2, 3):
         for outputs in (["Y"], None):
             s = Streams(n)
             for _ in range(5):
