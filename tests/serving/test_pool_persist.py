@@ -1,0 +1,195 @@
+"""A pool stream's state on disk and what a loaded or carried state must be: the file names its session (also in
+the format written before the typed session key), its model and version decide what loads, the kept context comes
+with the state, and anything that does not fit is refused before the pool changes.
+
+Oracle: one StatefulSession per stream (batch of one, none of the pool's code), hand-made files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rnnir import StateError
+from rnnir.runtime import StatefulSession
+from rnnir.runtime.versioning import VersionOutcome, with_state_version
+from rnnir.serving.pool import SessionPool
+from tests.support import streaming_models as sm
+
+TOL = 1e-5
+INP = 3
+
+
+def _chunk(seed: int, steps: int = 1) -> np.ndarray:
+    return (0.8 * np.random.default_rng(seed).standard_normal((steps, 1, INP))).astype(np.float32)
+
+
+def _close(got: dict[str, np.ndarray], want: dict[str, np.ndarray], where: str) -> None:
+    for name, value in want.items():
+        assert got[name].shape == value.shape, (where, name)
+        assert np.max(np.abs(got[name] - value)) <= TOL, (where, name)
+
+
+def test_a_state_saved_before_its_stream_has_a_row_is_the_loaded_one_with_its_context(tmp_path):
+    model = sm.lstm_b()
+    donor = SessionPool(model, context={"x": 1})
+    solo = StatefulSession(model, context={"x": 1})
+    for k in range(2):
+        donor.run({"a": {"x": _chunk(k, 2)}, "b": {"x": _chunk(10 + k, 2)}}, open_missing=True)
+        solo.run_dict({"x": _chunk(k, 2)})
+    first = donor.save_state("a", tmp_path / "first.npz")
+    relay = SessionPool(model, context={"x": 1})
+    relay.load_state("a", first)  # no call yet: state and context wait for a row
+    second = relay.save_state("a", tmp_path / "second.npz")  # saved from what waits
+    last = SessionPool(model, context={"x": 1})
+    last.run({"z": {"x": _chunk(30, 2)}}, open_missing=True)
+    last.load_state("a", second)
+    got = last.run({"a": {"x": _chunk(40, 2)}, "z": {"x": _chunk(41, 2)}})["a"]
+    _close(got, solo.run_dict({"x": _chunk(40, 2)}), "relayed")  # the kept time step came along twice
+
+
+def _rewrite_meta(path: Path, change) -> None:
+    with np.load(path) as f:
+        entries = {k: f[k] for k in f.files}
+    meta = json.loads(str(entries.pop("__rnnir_state__")))
+    change(meta)
+    with open(path, "wb") as fh:
+        np.savez(fh, __rnnir_state__=np.array(json.dumps(meta)), **entries)
+
+
+def test_a_file_written_before_the_typed_session_key_names_its_session_by_str(tmp_path):
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    pool.run({1: {"x": _chunk(1)}, "b": {"x": _chunk(2)}}, open_missing=True)
+    for sid, name in ((1, "one"), ("b", "b")):
+        path = pool.save_state(sid, tmp_path / f"{name}.npz")
+        meta = json.loads(str(np.load(path)["__rnnir_state__"]))
+        assert meta["session"] == str(sid) and meta["session_key"] == f"{type(sid).__qualname__}:{sid!r}"
+        _rewrite_meta(path, lambda m: m.pop("session_key"))
+    old_one, old_b = tmp_path / "one.npz", tmp_path / "b.npz"
+    fresh = SessionPool(model)
+    fresh.load_state("1", old_one)  # by str() alone 1 and "1" cannot be told apart: the old format allowed it
+    fresh.load_state("b", old_b)
+    with pytest.raises(StateError, match="session 'b', not of 'c'"):
+        fresh.load_state("c", old_b)
+    fresh.load_state("c", old_b, from_session="b")
+    with pytest.raises(StateError, match="not of 'd'"):
+        fresh.load_state("d", old_b, from_session="x")
+    for sid in ("b", "c"):
+        assert np.array_equal(fresh.state(sid)["h0"], pool.state("b")["h0"])
+    _rewrite_meta(old_b, lambda m: m.pop("session"))  # a file naming no session at all (a StatefulSession's)
+    fresh.load_state("e", old_b)
+    assert np.array_equal(fresh.state("e")["c0"], pool.state("b")["c0"])
+
+
+def test_a_file_of_another_format_is_refused(tmp_path):
+    pool = SessionPool(sm.lstm_b())
+    pool.run({"a": {"x": _chunk(1)}}, open_missing=True)
+    path = pool.save_state("a", tmp_path / "a.npz")
+    _rewrite_meta(path, lambda m: m.update(format="something else"))
+    with pytest.raises(StateError, match="not a state file of format"):
+        pool.load_state("a", path)
+    assert np.array_equal(pool.state("a")["h0"], StatefulSession(sm.lstm_b()).run_dict({"x": _chunk(1)})["hn"])
+
+
+def test_a_loaded_context_of_the_wrong_shape_is_refused_before_anything_changes(tmp_path):
+    model = sm.lstm_b()
+    long_context = SessionPool(model, context={"x": 2})
+    long_context.run({"a": {"x": _chunk(1, 3)}}, open_missing=True)
+    path = long_context.save_state("a", tmp_path / "a.npz")
+    pool = SessionPool(model, context={"x": 1})
+    pool.run({"a": {"x": _chunk(2, 2)}, "b": {"x": _chunk(3, 2)}}, open_missing=True)
+    before = {sid: pool.state(sid) for sid in ("a", "b")}
+    with pytest.raises(StateError, match="context 'x'"):
+        pool.load_state("a", path)
+    for sid, state in before.items():
+        for name, value in state.items():
+            assert np.array_equal(pool.state(sid)[name], value)
+
+
+def test_a_reset_policy_load_clears_the_state_and_the_kept_context(tmp_path):
+    old = with_state_version(sm.lstm_b(seed=0), "1")
+    new = with_state_version(sm.lstm_b(seed=1), "2")
+    donor = SessionPool(old, context={"x": 1})
+    donor.run({"a": {"x": _chunk(1, 2)}}, open_missing=True)
+    path = donor.save_state("a", tmp_path / "a.npz")
+    pool = SessionPool(new, context={"x": 1})
+    for _ in range(2):
+        pool.run({"a": {"x": _chunk(2, 2)}, "b": {"x": _chunk(3, 2)}}, open_missing=True)
+    assert pool.load_state("a", path, on_version_mismatch="reset") is VersionOutcome.RESET
+    got = pool.run({"a": {"x": _chunk(4, 2)}, "b": {"x": _chunk(5, 2)}})["a"]
+    _close(got, StatefulSession(new, context={"x": 1}).run_dict({"x": _chunk(4, 2)}), "reset by policy")
+
+
+def test_an_upgrade_refuses_a_carried_state_of_the_wrong_names_dtype_or_shape_and_keeps_the_pool():
+    from rnnir.runtime.versioning import StateMigrations
+
+    for bad, match in ((lambda s: {"h0": s["h0"]}, "state names"),
+                       (lambda s: {"h0": s["h0"].astype(np.float64), "c0": s["c0"]}, "float64"),
+                       (lambda s: {"h0": s["h0"][0], "c0": s["c0"]}, "shape"),
+                       (lambda s: {"h0": s["h0"][..., :4], "c0": s["c0"]}, r"has shape \(1, 1, 4\), the new model declares \[1, 'B', 5\]")):
+        pool = SessionPool(with_state_version(sm.lstm_b(seed=0), "1"))
+        pool.run({"a": {"x": _chunk(1)}, "b": {"x": _chunk(2)}}, open_missing=True)
+        pool.open("c")  # never ran: nothing to carry, reset on the new model
+        before = pool.state("a")
+        steps = StateMigrations()
+        steps.register("1", "2", bad)
+        with pytest.raises(StateError, match=match):
+            pool.upgrade(with_state_version(sm.lstm_b(seed=1), "2"), policy="migrate", migrations=steps)
+        assert pool.state_version == "1" and np.array_equal(pool.state("a")["h0"], before["h0"])
+    good = StateMigrations()
+    good.register("1", "2", lambda s: s)
+    outcomes = pool.upgrade(with_state_version(sm.lstm_b(seed=1), "2"), policy="migrate", migrations=good)
+    assert outcomes["c"] is VersionOutcome.RESET and outcomes["a"] is VersionOutcome.MIGRATED
+
+
+def test_a_state_read_while_it_waits_for_a_row_is_a_copy(tmp_path):
+    model = sm.lstm_b()
+    donor = SessionPool(model, context={"x": 1})
+    donor.run({"a": {"x": _chunk(1, 2)}}, open_missing=True)
+    path = donor.save_state("a", tmp_path / "a.npz")
+    pool = SessionPool(model, context={"x": 1})
+    pool.load_state("a", path)
+    read = pool.state("a")
+    for v in read.values():
+        v[...] = 1e3  # the caller's copy
+    again = SessionPool(model, context={"x": 1})
+    again.load_state("a", pool.save_state("a", tmp_path / "b.npz"))  # saved from what waits, not from the copy
+    _close(again.state("a"), donor.state("a"), "saved while waiting")
+    got = pool.run({"a": {"x": _chunk(2, 2)}})["a"]
+    solo = StatefulSession(model, context={"x": 1})
+    solo.load_state(path)
+    _close(got, solo.run_dict({"x": _chunk(2, 2)}), "after the copies were written into")
+
+
+def test_a_state_of_another_model_is_refused_unless_the_policy_resets(tmp_path):
+    pool = SessionPool(sm.lstm_b(seed=0))
+    pool.run({"a": {"x": _chunk(1)}}, open_missing=True)
+    path = pool.save_state("a", tmp_path / "a.npz")
+    other = SessionPool(sm.lstm_b(seed=1))
+    other.run({"a": {"x": _chunk(2)}}, open_missing=True)
+    before = other.state("a")
+    with pytest.raises(StateError):
+        other.load_state("a", path)
+    assert all(np.array_equal(v, before[k]) for k, v in other.state("a").items())
+    assert other.load_state("a", path, on_version_mismatch="reset") is VersionOutcome.RESET
+    assert all(not v.any() for v in other.state("a").values())
+
+
+def test_a_state_saved_without_a_context_clears_the_streams_kept_context(tmp_path):
+    model = sm.lstm_b()
+    plain = SessionPool(model)
+    plain.run({"a": {"x": _chunk(1, 2)}}, open_missing=True)
+    path = plain.save_state("a", tmp_path / "a.npz")  # no kept context in it
+    for before_first_call in (True, False):
+        pool = SessionPool(model, context={"x": 1})
+        if not before_first_call:
+            pool.run({"a": {"x": _chunk(3, 2)}, "b": {"x": _chunk(4, 2)}}, open_missing=True)  # a keeps a time step
+        pool.load_state("a", path)
+        got = pool.run({"a": {"x": _chunk(5, 2)}}, open_missing=True)["a"]
+        solo = StatefulSession(model, context={"x": 1})
+        solo.load_state(path)  # the state, and a context of zeros
+        _close(got, solo.run_dict({"x": _chunk(5, 2)}), f"before the first call: {before_first_call}")
