@@ -253,21 +253,6 @@ def test_reset_of_a_stream_in_a_pool_that_cannot_batch_clears_its_context():
     assert got["b"]["seen"].tolist() == [[6, 8, 1, 2, 3, 4]] and got["b"]["h_out"].tolist() == [[20.0 + 34.0 + 24.0]]  # seen 0,0,2,4,6,8 then 6,8,2,4,6,8
 
 
-# -- streams leaving a pool that cannot batch ------------------------------------------------------
-
-
-def test_a_leave_in_a_pool_that_cannot_batch_keeps_every_other_stream_on_its_own_state():
-    model = sm.toy("integrator")
-    pool = SessionPool(model, sm.PAIRS)
-    assert pool.batching
-    for k, sid in enumerate("abcd"):
-        pool.run({sid: {"x": np.full((1, 4), k + 1, np.float32)}}, open_missing=True)
-    for gone in ("a", "c"):  # the first row, then a middle one: the others move up
-        pool.close(gone)
-        got = pool.run({sid: {"x": np.zeros((1, 4), np.float32)} for sid in pool.sessions})
-        assert {sid: float(v["y"][0, 0]) for sid, v in got.items()} == {sid: "abcd".index(sid) + 1.0 for sid in pool.sessions}
-
-
 # -- session ids of several types ------------------------------------------------------------------
 
 
