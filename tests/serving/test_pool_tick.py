@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
 
 from rnnir.runtime import FeedError, StatefulSession
@@ -113,3 +114,45 @@ def test_an_odd_request_on_the_plan_of_one_stream_is_refused_or_served_as_its_ow
 
 def test_an_odd_request_on_the_plan_of_three_streams_is_refused_or_served_as_its_own_session_would():
     _odd_requests_on_the_plan(3)
+
+
+def test_repeated_ticks_of_two_time_steps_whose_rows_are_not_contiguous_equal_solo_runs():
+    # x[T=2, B, 3]: a stream's row is two slices of the batch, not one run of bytes
+    s = Streams(3)
+    for _ in range(5):
+        requests = {sid: {"x": (0.8 * s.rng.standard_normal((2, 1, 3))).astype(np.float32)} for sid in s.ids}
+        got = s.pool.run(requests, ["Y"])
+        for sid, feeds in requests.items():
+            assert np.max(np.abs(got[sid]["Y"] - s.solo[sid].run_dict(feeds)["Y"])) <= TOL
+
+
+def test_repeated_ticks_with_a_kept_context_prepend_it_on_the_plan_too():
+    base = StatefulSession(MODEL, context={"x": 1})
+    for n in (1, 3):
+        pool = SessionPool(MODEL, context={"x": 1})
+        solo = {sid: base.fork(reset=True) for sid in range(n)}
+        rng = np.random.default_rng(n)
+        for _ in range(5):
+            requests = {sid: {"x": (0.8 * rng.standard_normal((2, 1, 3))).astype(np.float32)} for sid in solo}
+            got = pool.run(requests, ["Y"], open_missing=True)
+            for sid, feeds in requests.items():
+                assert np.max(np.abs(got[sid]["Y"] - solo[sid].run_dict(feeds)["Y"])) <= TOL, (n, sid)
+        assert pool.stats.steady_ticks >= 2
+
+
+def test_an_output_with_a_dim_before_its_batch_axis_is_split_right_on_the_plan():
+    model = sm.lstm_b()
+    model.graph.node.append(onnx.helper.make_node("Concat", ["Y", "Y"], ["twice"], axis=0))  # [2T, 1, B, 5]
+    model.graph.output.append(onnx.helper.make_tensor_value_info("twice", onnx.TensorProto.FLOAT, None))
+    pool = SessionPool(model)
+    base = StatefulSession(model)
+    solo = {sid: base.fork(reset=True) for sid in range(3)}
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        requests = {sid: {"x": (0.8 * rng.standard_normal((1, 1, 3))).astype(np.float32)} for sid in solo}
+        got = pool.run(requests, ["twice", "Y"], open_missing=True)
+        for sid, feeds in requests.items():
+            want = solo[sid].run_dict(feeds)
+            for name in ("twice", "Y"):
+                assert got[sid][name].shape == want[name].shape and np.max(np.abs(got[sid][name] - want[name])) <= TOL, (sid, name)
+    assert pool.layout.outputs["twice"] == 2 and pool.stats.steady_ticks >= 2
