@@ -156,3 +156,14 @@ def test_an_output_with_a_dim_before_its_batch_axis_is_split_right_on_the_plan()
             for name in ("twice", "Y"):
                 assert got[sid][name].shape == want[name].shape and np.max(np.abs(got[sid][name] - want[name])) <= TOL, (sid, name)
     assert pool.layout.outputs["twice"] == 2 and pool.stats.steady_ticks >= 2
+
+
+def test_repeated_ticks_whose_feeds_are_too_large_for_the_bound_buffers_equal_solo_runs():
+    # 3 streams x 30,000 time steps x 3 floats: more than the 1 MiB a tick copies into a buffer bound once
+    s = Streams(3)
+    for _ in range(3):
+        requests = {sid: {"x": (0.8 * s.rng.standard_normal((30_000, 1, 3))).astype(np.float32)} for sid in s.ids}
+        got = s.pool.run(requests, ["Y"])
+        for sid, feeds in requests.items():
+            assert np.max(np.abs(got[sid]["Y"] - s.solo[sid].run_dict(feeds)["Y"])) <= TOL
+    assert s.pool.stats.steady_ticks >= 1
