@@ -88,6 +88,9 @@ def test_the_plan_counts_each_tick_as_one_call_of_every_row():
             st = s.pool.stats
             assert (st.ort_calls, st.rows, st.whole_calls) == (5, 5 * n, 4), (n, outputs, st)
             assert st.steady_ticks >= 2, (n, outputs, st)
+            steady = st.steady_ticks
+            s.tick(outputs)
+            assert st.steady_ticks == steady + 1, (n, outputs, st)  # one repeated tick counts once
 
 
 def _odd_requests_on_the_plan(n: int) -> None:
@@ -167,3 +170,43 @@ def test_repeated_ticks_whose_feeds_are_too_large_for_the_bound_buffers_equal_so
         for sid, feeds in requests.items():
             assert np.max(np.abs(got[sid]["Y"] - s.solo[sid].run_dict(feeds)["Y"])) <= TOL
     assert s.pool.stats.steady_ticks >= 1
+
+
+def test_the_plan_returns_every_plain_output_asked_for_with_one_stream_and_several():
+    from tests.serving.test_pool_buffers import two_plain_outputs
+
+    model = two_plain_outputs()
+    base = StatefulSession(model)
+    for n in (1, 3):
+        pool = SessionPool(model)
+        solo = {sid: base.fork(reset=True) for sid in range(n)}
+        rng = np.random.default_rng(n)
+        for _ in range(4):
+            requests = {sid: {"x": (0.8 * rng.standard_normal((1, 1, 3))).astype(np.float32)} for sid in solo}
+            got = pool.run(requests, ["negY", "last"], open_missing=True)
+            for sid, feeds in requests.items():
+                want = solo[sid].run_dict(feeds)
+                assert sorted(got[sid]) == ["last", "negY"], (n, sid)
+                for name, value in got[sid].items():
+                    assert np.max(np.abs(value - want[name])) <= TOL, (n, sid, name)
+        steady = pool.stats.steady_ticks
+        pool.run({sid: {"x": np.zeros((1, 1, 3), np.float32)} for sid in solo}, ["negY", "last"])
+        assert pool.stats.steady_ticks == steady + 1  # one repeated tick counts once
+
+
+def test_a_shared_input_that_changes_between_repeated_ticks_reaches_the_model():
+    from tests.serving.test_pool import gained_lstm
+
+    model = gained_lstm()
+    base = StatefulSession(model)
+    for n in (1, 3):
+        pool = SessionPool(model)
+        solo = {sid: base.fork(reset=True) for sid in range(n)}
+        rng = np.random.default_rng(n)
+        for gain in (1.5, 1.5, 1.5, -0.5, 2.0):  # the same value for every stream of a tick, another each later tick
+            g = np.array(gain, np.float32)
+            requests = {sid: {"x": (0.8 * rng.standard_normal((1, 1, 3))).astype(np.float32), "gain": g} for sid in solo}
+            got = pool.run(requests, ["Y"], open_missing=True)
+            for sid, feeds in requests.items():
+                assert np.max(np.abs(got[sid]["Y"] - solo[sid].run_dict(feeds)["Y"])) <= TOL, (n, gain, sid)
+        assert pool.stats.steady_ticks >= 2
