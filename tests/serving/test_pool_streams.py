@@ -175,3 +175,21 @@ def test_a_closed_stream_is_not_expired_again_and_the_others_are():
     assert pool.expire() == ["b", "c"] and len(pool) == 0 and pool.stats.expired == 2
 
 
+
+
+def test_a_state_loads_into_a_pool_that_cannot_batch_before_its_first_call(tmp_path):
+    model = sm.toy("integrator")
+    donor = SessionPool(model, sm.PAIRS)
+    assert donor.batching  # a fixed batch: one stream per call
+    donor.run({"a": {"x": np.full((1, 4), 3.0, np.float32)}}, open_missing=True)
+    path = donor.save_state("a", tmp_path / "a.npz")
+    pool = SessionPool(model, sm.PAIRS)
+    pool.load_state("a", path)
+    assert pool.run({"a": {"x": np.ones((1, 4), np.float32)}})["a"]["y"].tolist() == [[4.0] * 4]
+
+
+def test_errors_name_the_model():
+    pool = SessionPool(sm.lstm_b())
+    assert pool.label == "lstm_b"
+    with pytest.raises(UnknownSessionError, match=r"^lstm_b: no open session 'zed'"):
+        pool.close("zed")
