@@ -193,3 +193,20 @@ def test_errors_name_the_model():
     assert pool.label == "lstm_b"
     with pytest.raises(UnknownSessionError, match=r"^lstm_b: no open session 'zed'"):
         pool.close("zed")
+
+
+def test_a_reset_or_a_load_right_after_an_upgrade_waits_for_the_next_call(tmp_path):
+    model = with_state_version(sm.lstm_b(seed=0), "1")
+    new = with_state_version(sm.lstm_b(seed=1), "1")
+    pool = SessionPool(model)
+    pool.run({"a": {"x": _chunk(1)}, "b": {"x": _chunk(2)}}, open_missing=True)
+    path = pool.save_state("b", tmp_path / "b.npz")
+    pool.upgrade(new)  # the same state version: states carried, buffers made again at the next call
+    pool.reset("a")
+    pool.load_state("b", path)
+    fresh = StatefulSession(new)
+    carried = StatefulSession(new)
+    carried.load_state(path)
+    got = pool.run({"a": {"x": _chunk(3)}, "b": {"x": _chunk(4)}})
+    _close(got["a"], fresh.run_dict({"x": _chunk(3)}), "reset after the upgrade")
+    _close(got["b"], carried.run_dict({"x": _chunk(4)}), "loaded after the upgrade")
