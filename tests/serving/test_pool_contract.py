@@ -163,3 +163,11 @@ def test_streams_that_call_through_run_batch_every_tick_never_expire():
         assert pool.sessions == ids and pool.stats.expired == 0, t
     clock.now += 3.5
     assert pool.expire() == ids
+
+
+def test_without_a_timeout_expire_closes_nobody():
+    pool = SessionPool(sm.lstm_b())
+    assert pool.expire() == []
+    x = np.zeros((1, 1, INP), np.float32)
+    pool.run({"a": {"x": x}, "b": {"x": x}}, open_missing=True)
+    assert pool.expire() == [] and pool.sessions == ["a", "b"]
