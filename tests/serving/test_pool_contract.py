@@ -11,18 +11,11 @@ import pytest
 from rnnir import StateError
 from rnnir.runtime import StatefulSession
 from rnnir.serving.pool import SessionPool
+from tests.serving.test_pool import Clock
 from tests.support import streaming_models as sm
 
 TOL = 1e-5
 INP = 3
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _chunk(rng: np.random.Generator, steps: int = 1) -> np.ndarray:

@@ -17,20 +17,11 @@ from rnnir import StateError
 from rnnir.runtime import StatefulSession
 from rnnir.runtime.versioning import VersionOutcome, with_state_version
 from rnnir.serving.pool import SessionPool
+from tests.serving.test_pool_streams import _chunk, _close
 from tests.support import streaming_models as sm
 
 TOL = 1e-5
 INP = 3
-
-
-def _chunk(seed: int, steps: int = 1) -> np.ndarray:
-    return (0.8 * np.random.default_rng(seed).standard_normal((steps, 1, INP))).astype(np.float32)
-
-
-def _close(got: dict[str, np.ndarray], want: dict[str, np.ndarray], where: str) -> None:
-    for name, value in want.items():
-        assert got[name].shape == value.shape, (where, name)
-        assert np.max(np.abs(got[name] - value)) <= TOL, (where, name)
 
 
 def test_a_state_saved_before_its_stream_has_a_row_is_the_loaded_one_with_its_context(tmp_path):

@@ -14,20 +14,13 @@ from onnx import TensorProto, helper, numpy_helper
 
 from rnnir.runtime import FeedError, StatefulSession
 from rnnir.serving.pool import SessionPool, UnknownSessionError
+from tests.serving.test_pool import Clock
 from tests.support import streaming_models as sm
 
 TOL = 1e-5
 F = TensorProto.FLOAT
 INP = 3
 AXES = {"Y": 2, "hn": 1, "cn": 1}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _x(seed: int, rows: int) -> np.ndarray:

@@ -13,18 +13,11 @@ from rnnir import StateError
 from rnnir.runtime import StatefulSession
 from rnnir.runtime.versioning import VersionOutcome, with_state_version
 from rnnir.serving.pool import SessionPool, UnknownSessionError
+from tests.serving.test_pool import Clock
 from tests.support import streaming_models as sm
 
 TOL = 1e-5
 INP = 3
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _chunk(seed: int, steps: int = 1) -> np.ndarray:
