@@ -194,7 +194,9 @@ def test_a_reset_or_a_load_right_after_an_upgrade_waits_for_the_next_call(tmp_pa
     pool = SessionPool(model)
     pool.run({"a": {"x": _chunk(1)}, "b": {"x": _chunk(2)}}, open_missing=True)
     path = pool.save_state("b", tmp_path / "b.npz")
+    kept = pool.state("a")
     pool.upgrade(new)  # the same state version: states carried, buffers made again at the next call
+    assert all(np.array_equal(v, kept[k]) for k, v in pool.state("a").items())  # readable while it waits
     pool.reset("a")
     pool.load_state("b", path)
     fresh = StatefulSession(new)
