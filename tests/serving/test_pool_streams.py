@@ -205,3 +205,29 @@ def test_a_reset_or_a_load_right_after_an_upgrade_waits_for_the_next_call(tmp_pa
     got = pool.run({"a": {"x": _chunk(3)}, "b": {"x": _chunk(4)}})
     _close(got["a"], fresh.run_dict({"x": _chunk(3)}), "reset after the upgrade")
     _close(got["b"], carried.run_dict({"x": _chunk(4)}), "loaded after the upgrade")
+
+
+def test_a_model_whose_input_length_is_fixed_batches_with_its_kept_context():
+    # seen = x, h' = h + sum(x) with x[B, 6]: a call brings 4 new samples, the pool prepends the 2 it kept; the
+    # probe must feed the model what it takes (6 samples), or it fails and the pool runs one stream per call
+    from onnx import TensorProto, helper
+
+    vi = helper.make_tensor_value_info
+    nodes = [helper.make_node("Identity", ["x"], ["seen"]), helper.make_node("ReduceSum", ["x"], ["xs"], axes=[1], keepdims=1),
+             helper.make_node("Add", ["h_in", "xs"], ["h_out"])]
+    graph = helper.make_graph(nodes, "context_rows", [vi("x", TensorProto.FLOAT, ["B", 6]), vi("h_in", TensorProto.FLOAT, ["B", 1])],
+                              [vi("seen", TensorProto.FLOAT, ["B", 6]), vi("h_out", TensorProto.FLOAT, ["B", 1])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 11)])
+    model.ir_version = 8
+    pool = SessionPool(model, sm.PAIRS, context={"x": 2})
+    kept = {sid: [0.0, 0.0] for sid in range(3)}
+    total = dict.fromkeys(range(3), 0.0)
+    for t in range(3):
+        x = {sid: np.array([[sid + 1, t, 2, -sid]], np.float32) for sid in range(3)}
+        got = pool.run({sid: {"x": v} for sid, v in x.items()}, open_missing=True)
+        for sid, v in x.items():
+            seen = kept[sid] + v[0].tolist()
+            total[sid] += sum(seen)
+            assert got[sid]["seen"].tolist() == [seen] and got[sid]["h_out"].tolist() == [[total[sid]]], (t, sid)
+            kept[sid] = seen[-2:]
+    assert pool.batching == "" and pool.stats.largest_batch == 3
