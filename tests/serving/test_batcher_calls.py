@@ -20,7 +20,7 @@ from rnnir.serving.pool import Batcher, SessionPool
 from tests.support import streaming_models as sm
 
 TOL = 1e-5
-WAIT = 20.0  # seconds: far more than a tick takes, even on a loaded machine
+WAIT = 5.0  # seconds: far more than a tick takes, even on a loaded machine
 
 
 def _x(seed: int, steps: int = 1) -> np.ndarray:
