@@ -184,3 +184,100 @@ def test_a_state_saved_without_a_context_clears_the_streams_kept_context(tmp_pat
         solo = StatefulSession(model, context={"x": 1})
         solo.load_state(path)  # the state, and a context of zeros
         _close(got, solo.run_dict({"x": _chunk(5, 2)}), f"before the first call: {before_first_call}")
+
+
+def test_a_stream_that_joined_after_the_last_call_has_nothing_to_save_and_a_waiting_one_saves_what_waits(tmp_path):
+    model = sm.lstm_b()
+    pool = SessionPool(model, context={"x": 1})
+    pool.run({"b": {"x": _chunk(1, 2)}}, open_missing=True)  # the buffers exist; b has row 0
+    pool.open("a")  # no row until the next call
+    with pytest.raises(StateError, match="not run yet"):
+        pool.save_state("a", tmp_path / "a.npz")
+    donor = SessionPool(model, context={"x": 1})
+    donor.run({"c": {"x": _chunk(2, 2)}}, open_missing=True)
+    pool.load_state("c", donor.save_state("c", tmp_path / "c.npz"))  # waits for a row, with its context
+    again = SessionPool(model, context={"x": 1})
+    again.load_state("c", pool.save_state("c", tmp_path / "c2.npz"))
+    solo = StatefulSession(model, context={"x": 1})
+    solo.run_dict({"x": _chunk(2, 2)})
+    _close(again.run({"c": {"x": _chunk(3, 2)}})["c"], solo.run_dict({"x": _chunk(3, 2)}), "c, saved while it waited")
+    pool.upgrade(model)  # the same model: states carried, the buffers made again at the next call
+    path = pool.save_state("b", tmp_path / "b.npz")  # saved while b's state waits after the upgrade
+    twin = StatefulSession(model, context={"x": 1})
+    twin.run_dict({"x": _chunk(1, 2)})
+    kept = SessionPool(model, context={"x": 1})
+    kept.load_state("b", path)
+    _close(kept.run({"b": {"x": _chunk(4, 2)}})["b"], twin.run_dict({"x": _chunk(4, 2)}), "b, saved after the upgrade")
+
+
+def test_from_session_must_name_the_files_session_whatever_the_types_of_the_ids(tmp_path):
+    pool = SessionPool(sm.lstm_b())
+    pool.run({None: {"x": _chunk(1)}, "None": {"x": _chunk(2)}, 7: {"x": _chunk(3)}}, open_missing=True)
+    none_path = pool.save_state(None, tmp_path / "none.npz")
+    with pytest.raises(StateError, match="not of 'x'"):
+        pool.load_state("x", none_path)  # the session None is a session like any other
+    with pytest.raises(StateError, match="not of 'x'"):
+        pool.load_state("x", none_path, from_session="None")
+    pool.load_state(None, none_path)  # its own session takes it back
+    seven = pool.save_state(7, tmp_path / "seven.npz")
+    with pytest.raises(StateError, match="not of 'y'"):
+        pool.load_state("y", seven, from_session=8)
+    with pytest.raises(StateError, match="not of 'y'"):
+        pool.load_state("y", seven, from_session="7")
+    pool.load_state("y", seven, from_session=7)
+    assert np.array_equal(pool.state("y")["h0"], pool.state(7)["h0"])
+    legacy = pool.save_state("None", tmp_path / "legacy.npz")
+    with np.load(legacy) as f:
+        entries = {k: f[k] for k in f.files}
+    meta = json.loads(str(entries.pop("__rnnir_state__")))
+    del meta["session_key"]  # the format before the typed key: the session by str() alone
+    with open(legacy, "wb") as fh:
+        np.savez(fh, __rnnir_state__=np.array(json.dumps(meta)), **entries)
+    with pytest.raises(StateError, match="not of 'z'"):
+        pool.load_state("z", legacy)
+    with pytest.raises(StateError, match="not of 'z'"):
+        pool.load_state("z", legacy, from_session="other")
+    pool.load_state("z", legacy, from_session="None")
+
+
+def _integrator_file(tmp_path: Path, width: int, version: str) -> Path:
+    """The saved state of a pool stream of ``h' = h + x`` with h[1, width], state version ``version``."""
+    model = with_state_version(sm.toy("integrator", width), version)
+    pool = SessionPool(model, sm.PAIRS)
+    pool.run({"s": {"x": np.full((1, width), 2.0, np.float32)}}, open_missing=True)
+    return pool.save_state("s", tmp_path / f"w{width}v{version}.npz")
+
+
+def test_a_file_larger_than_this_models_state_is_refused_unread_unless_a_policy_may_use_it(tmp_path):
+    from rnnir.runtime.versioning import StateMigrations
+
+    wide = _integrator_file(tmp_path, 300_000, "1")  # a fixed state of 1.2 MB; the pool's holds 4 floats
+    model = with_state_version(sm.toy("integrator", 4), "2")
+    pool = SessionPool(model, sm.PAIRS)
+    with pytest.raises(StateError, match="expands to"):
+        pool.load_state("s", wide)  # refused by its size, before anything is decompressed
+    with pytest.raises(StateError, match="state version"):  # migrations given: read, then judged by version
+        pool.load_state("s", wide, migrations=StateMigrations())
+    assert pool.load_state("s", wide, on_version_mismatch="reset") is VersionOutcome.RESET
+    steps = StateMigrations()
+    steps.register("1", "2", lambda s: {"h_in": s["h_in"][:, :4] * 10})
+    assert pool.load_state("s", wide, on_version_mismatch="migrate", migrations=steps) is VersionOutcome.MIGRATED
+    assert pool.state("s")["h_in"].tolist() == [[20.0] * 4]
+    bad = StateMigrations()
+    bad.register("1", "2", lambda s: {"h_in": s["h_in"][:, :4].astype(np.float64)})
+    with pytest.raises(StateError, match="float64"):
+        pool.load_state("s", wide, on_version_mismatch="migrate", migrations=bad)
+    assert pool.state("s")["h_in"].tolist() == [[20.0] * 4]
+
+
+def test_a_reset_policy_load_ignores_a_saved_context_of_another_shape(tmp_path):
+    old = with_state_version(sm.lstm_b(seed=0), "1")
+    new = with_state_version(sm.lstm_b(seed=1), "2")
+    donor = SessionPool(old, context={"x": 2})
+    donor.run({"a": {"x": _chunk(1, 3)}}, open_missing=True)
+    path = donor.save_state("a", tmp_path / "a.npz")  # a kept context of two time steps
+    pool = SessionPool(new, context={"x": 1})
+    pool.run({"a": {"x": _chunk(2, 2)}, "b": {"x": _chunk(3, 2)}}, open_missing=True)
+    assert pool.load_state("a", path, on_version_mismatch="reset") is VersionOutcome.RESET
+    got = pool.run({"a": {"x": _chunk(4, 2)}, "b": {"x": _chunk(5, 2)}})["a"]
+    _close(got, StatefulSession(new, context={"x": 1}).run_dict({"x": _chunk(4, 2)}), "reset by policy")
