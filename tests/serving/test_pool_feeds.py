@@ -51,3 +51,17 @@ def test_a_feed_that_is_no_plain_input_is_refused_with_what_it_is():
                          ({}, r"session 'b' is missing input\(s\) \['x'\]")):
         with pytest.raises(FeedError, match=match):
             pool.run({"a": {"x": x}, "b": feeds})
+
+
+def test_a_shared_input_given_as_two_objects_of_two_values_splits_the_tick():
+    model = gained_lstm()
+    pool = SessionPool(model)
+    base = StatefulSession(model)
+    solo = {sid: base.fork(reset=True) for sid in range(3)}
+    one, other = np.array(1.5, np.float32), np.array(-0.5, np.float32)
+    for t in range(4):  # after the first tick the batch is stacked without a Python pass per request
+        gains = {0: one, 1: one, 2: other if t % 2 else one}
+        requests = {sid: {"x": _x(10 * t + sid), "gain": gains[sid]} for sid in solo}
+        got = pool.run(requests, ["Y"], open_missing=True)
+        for sid, feeds in requests.items():
+            assert np.max(np.abs(got[sid]["Y"] - solo[sid].run_dict(feeds)["Y"])) <= TOL, (t, sid)
