@@ -87,8 +87,11 @@ class Streams:
 
     def tick(self, ids: Sequence[Hashable], outputs: list[str] | None = None, *, scribble: bool = False, steps: int = 1) -> None:
         requests = {sid: {"x": _chunk(self.rng, steps)} for sid in ids}
+        sent = {sid: feeds["x"].copy() for sid, feeds in requests.items()}
         got = self.pool.run(requests, outputs)
         assert list(got) == list(requests)
+        for sid, feeds in requests.items():  # the caller's requests are the caller's: nothing added or written
+            assert list(feeds) == ["x"] and np.array_equal(feeds["x"], sent[sid]), sid
         for sid, feeds in requests.items():
             want = self.solo[sid].run_dict(feeds)
             assert sorted(got[sid]) == sorted(outputs or want)
