@@ -65,3 +65,28 @@ def test_a_shared_input_given_as_two_objects_of_two_values_splits_the_tick():
         got = pool.run(requests, ["Y"], open_missing=True)
         for sid, feeds in requests.items():
             assert np.max(np.abs(got[sid]["Y"] - solo[sid].run_dict(feeds)["Y"])) <= TOL, (t, sid)
+
+
+def test_a_tick_whose_requests_differ_in_shape_shared_value_or_order_of_inputs_equals_solo_runs():
+    model = gained_lstm()
+    pool = SessionPool(model)
+    base = StatefulSession(model)
+    solo = {sid: base.fork(reset=True) for sid in range(4)}
+    g, h = np.array(1.5, np.float32), np.array(-0.5, np.float32)
+    pool.run({sid: {"x": _x(sid), "gain": g} for sid in solo}, ["Y"], open_missing=True)  # the probe
+    for sid in solo:
+        pool.reset(sid)
+    ticks = [
+        {0: (1, g), 1: (2, g), 2: (1, g), 3: (1, g)},  # only the second request differs (two time steps)
+        {0: (1, g), 1: (1, h), 2: (1, g), 3: (1, g)},  # only the second differs (another shared value)
+        {0: (1, g), 1: (1, g), 2: (1, np.array(1.5, np.float32)), 3: (2, h)},  # an equal copy, and one of each
+    ]
+    for t, plan in enumerate(ticks):
+        requests: dict[int, dict[str, Any]] = {}
+        for sid, (steps, gain) in plan.items():
+            x = _x(100 * t + sid, steps)
+            requests[sid] = {"gain": gain, "x": x} if sid == 3 else {"x": x, "gain": gain}
+        got = pool.run(requests, ["Y"])
+        for sid, feeds in requests.items():
+            want = solo[sid].run_dict(dict(feeds))["Y"]
+            assert got[sid]["Y"].shape == want.shape and np.max(np.abs(got[sid]["Y"] - want)) <= TOL, (t, sid)
