@@ -53,6 +53,7 @@ def test_the_batch_axis_of_every_state_and_input_comes_from_the_declared_shapes_
         (["B", 3], ["A", "C"], {}, "has several dynamic dims [0, 1]"),
         (["A", "B"], ["A", "B"], {}, "has several dynamic dims [0, 1]"),
         (None, ["B", 8], {}, "input 'x' declares no shape"),
+        (None, ["A", "B"], {}, "has several dynamic dims [0, 1]"),  # no input shape to share a symbol with
         ([4, "T"], ["B", 8], {}, "input 'x' [4, 'T'] has no leading dynamic dim"),
         (["B", 4], ["B", 8], {"h_in": None}, "batch_axes says state input 'h_in' has no batch axis"),
     ]
