@@ -79,6 +79,7 @@ def test_a_tick_whose_requests_differ_in_shape_shared_value_or_order_of_inputs_e
     ticks = [
         {0: (1, g), 1: (2, g), 2: (1, g), 3: (1, g)},  # only the second request differs (two time steps)
         {0: (1, g), 1: (1, h), 2: (1, g), 3: (1, g)},  # only the second differs (another shared value)
+        {0: (2, h), 1: (1, g), 2: (1, g), 3: (1, g)},  # only the first differs (both ways)
         {0: (1, g), 1: (1, g), 2: (1, np.array(1.5, np.float32)), 3: (2, h)},  # an equal copy, and one of each
     ]
     for t, plan in enumerate(ticks):

@@ -121,7 +121,8 @@ def test_an_upgrade_refuses_a_carried_state_of_the_wrong_names_dtype_or_shape_an
     for bad, match in ((lambda s: {"h0": s["h0"]}, "state names"),
                        (lambda s: {"h0": s["h0"].astype(np.float64), "c0": s["c0"]}, "float64"),
                        (lambda s: {"h0": s["h0"][0], "c0": s["c0"]}, "shape"),
-                       (lambda s: {"h0": s["h0"][..., :4], "c0": s["c0"]}, r"has shape \(1, 1, 4\), the new model declares \[1, 'B', 5\]")):
+                       (lambda s: {"h0": s["h0"][..., :4], "c0": s["c0"]}, r"has shape \(1, 1, 4\), the new model declares \[1, 'B', 5\]"),
+                       (lambda s: {"h0": np.concatenate([s["h0"], s["h0"]]), "c0": s["c0"]}, r"has shape \(2, 1, 5\)")):
         pool = SessionPool(with_state_version(sm.lstm_b(seed=0), "1"))
         pool.run({"a": {"x": _chunk(1)}, "b": {"x": _chunk(2)}}, open_missing=True)
         pool.open("c")  # never ran: nothing to carry, reset on the new model
