@@ -272,7 +272,7 @@ class SessionMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.held = _Held()
-        self.oracles: dict[int, ContextOracle] = {}
+        self.oracles: dict[int, Any] = {}
         self.objects: dict[int, StatefulSession] = {}
         self.tmp = Path(tempfile.mkdtemp(prefix="rnnir-props-"))
         self.made = 0
@@ -281,16 +281,24 @@ class SessionMachine(RuleBasedStateMachine):
         self.made += 1
         return self.made
 
+    def make(self) -> tuple[StatefulSession, Any]:
+        return StatefulSession(sm.context_probe(KEEP + NEW), context={"x": KEEP}), ContextOracle()
+
+    def feed(self, seed: int) -> np.ndarray:
+        return _x_context(seed)
+
+    def copy(self, oracle: Any) -> Any:
+        return _copy_context(oracle)
+
     @rule(target=sessions)
     def new(self) -> int:
         key = self._key()
-        self.objects[key] = StatefulSession(sm.context_probe(KEEP + NEW), context={"x": KEEP})
-        self.oracles[key] = ContextOracle()
+        self.objects[key], self.oracles[key] = self.make()
         return key
 
     @rule(key=sessions, seed=SEEDS, scribble=st.booleans())
     def run(self, key: int, seed: int, scribble: bool) -> None:
-        x = _x_context(seed)
+        x = self.feed(seed)
         got = self.objects[key].run_dict({"x": x})
         want = self.oracles[key].run(x)
         for name in want:
@@ -309,21 +317,29 @@ class SessionMachine(RuleBasedStateMachine):
     def fork(self, key: int, reset: bool) -> int:
         twin = self._key()
         self.objects[twin] = self.objects[key].fork(reset=reset)
-        self.oracles[twin] = ContextOracle() if reset else _copy_context(self.oracles[key])
+        self.oracles[twin] = self.make()[1] if reset else self.copy(self.oracles[key])
         return twin
 
-    @rule(key=sessions)
-    def read_state(self, key: int) -> None:
+    @rule(key=sessions, scribble=st.booleans())
+    def read_state(self, key: int, scribble: bool) -> None:
         state = self.objects[key].state
-        np.testing.assert_allclose(state["h_in"], self.oracles[key].h, atol=TOL)
-        self.held.keep(f"state {key}", state)
+        oracle = self.oracles[key]
+        if isinstance(oracle, LstmOracle):
+            np.testing.assert_allclose(state["h0"], oracle.h, atol=TOL)
+            np.testing.assert_allclose(state["c0"], oracle.c, atol=TOL)
+        else:
+            np.testing.assert_allclose(state["h_in"], oracle.h, atol=TOL)
+        if scribble:
+            _scribble(state)  # a copy: writing into it changes nothing (the next run compares with the oracle)
+        else:
+            self.held.keep(f"state {key}", state)
 
     @rule(key=sessions, into=sessions)
     def save_and_load(self, key: int, into: int) -> None:
         path = self.tmp / "s.npz"
         self.objects[key].save_state(path)
         self.objects[into].load_state(path)
-        self.oracles[into] = _copy_context(self.oracles[key])
+        self.oracles[into] = self.copy(self.oracles[key])
 
     @rule(key=consumes(sessions))
     def drop(self, key: int) -> None:
@@ -340,6 +356,24 @@ class SessionMachine(RuleBasedStateMachine):
         self.tmp.rmdir()
 
 
+class LstmSessionMachine(SessionMachine):
+    """The same rules on a session without an input context (``lstm_b``): its calls bind the state buffers and
+    swap them (ping-pong), so a fork, a returned state output or a read state that shares a buffer shows here."""
+
+    base: StatefulSession | None = None
+
+    def make(self) -> tuple[StatefulSession, Any]:
+        if LstmSessionMachine.base is None:  # one onnxruntime session: each new one is a reset fork of it
+            LstmSessionMachine.base = StatefulSession(sm.lstm_b(), state_shapes={"h0": (1, 1, HIDDEN), "c0": (1, 1, HIDDEN)})
+        return LstmSessionMachine.base.fork(reset=True), LstmOracle()
+
+    def feed(self, seed: int) -> np.ndarray:
+        return _x_lstm(seed, 1 + seed % 3)
+
+    def copy(self, oracle: Any) -> Any:
+        return oracle.copy()
+
+
 #: a few seconds per machine in the default run; RNNIR_PROPERTY_EXAMPLES=500 (say) for the long run
 _SETTINGS = settings(max_examples=int(os.environ.get("RNNIR_PROPERTY_EXAMPLES", "25")), stateful_step_count=25, deadline=None,
                      derandomize=True, database=None)
@@ -349,6 +383,8 @@ TestContextPool = ContextPoolMachine.TestCase
 TestContextPool.settings = _SETTINGS
 TestSession = SessionMachine.TestCase
 TestSession.settings = _SETTINGS
+TestLstmSession = LstmSessionMachine.TestCase
+TestLstmSession.settings = settings(_SETTINGS, max_examples=int(os.environ.get("RNNIR_PROPERTY_EXAMPLES", "12")))
 
 
 def test_a_state_saved_by_session_1_does_not_load_into_session_str_1(tmp_path):

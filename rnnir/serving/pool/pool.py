@@ -190,6 +190,8 @@ class SessionPool(PoolStateFiles):
             now = self.clock() if idle else 0.0  # without a timeout only a joining stream needs the time
             if idle:
                 self._expire(now)
+            if not requests:  # a tick nobody called in (a serving loop's quiet moment): nothing to run, expiry done above
+                return {}
             steady = self._steady
             if steady is not None and steady.gen == self._gen and (
                 steady.outputs is None if outputs is None else steady.outputs == tuple(outputs)
@@ -491,7 +493,7 @@ class SessionPool(PoolStateFiles):
         # loop) was checked then: only the signature is compared
         signature = (ids, [(name, type(v), getattr(v, "shape", None), getattr(v, "dtype", None)) for name, v in feeds.items()],
                      None if outputs is None else tuple(outputs))
-        if signature == self._batch_signature and self.layout is not None and self._probed and not self.batching:
+        if signature == self._batch_signature and self.layout is not None and self._probed and not self.batching and (self.max_batch is None or len(ids) <= self.max_batch):
             wanted = self._model.output_names if outputs is None else list(outputs)
             return self._run_batch_checked(ids, dict(feeds), wanted, open_missing, self.layout)
         if len(set(ids)) != len(ids):
