@@ -207,8 +207,6 @@ class SessionPool(PoolStateFiles):
                     if idle:
                         self._last_used[:] = now  # a whole tick: every placed row ran
                     return fast
-            if not requests:
-                return {}  # a quiet tick (it still expired the idle streams above)
             if not idle:
                 now = self.clock()
             feeds_in = list(requests.values())
