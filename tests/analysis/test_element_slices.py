@@ -1,0 +1,133 @@
+"""Element-exact slices of packed states and caches, written as IR text (rnnir.analysis.elements).
+
+Each program is written for one case: a state ``state[2, 1, 4]`` holding two GRUs' ``h`` as rows (GTCRN's
+``tra_cache`` in small: read by Gather, written back row by row by ScatterND), or a cache ``cache[1, 6]`` holding
+two sliding windows (frames 0:2 and 2:6, GTCRN's ``conv_cache`` in small).  What each slice is read by and
+written back from is worked out by hand from what the ops do (ScatterND writes row ``i`` of its updates at index
+``i``); the near misses are the same program one index off.
+"""
+
+from __future__ import annotations
+
+from rnnir import passes
+from rnnir.analysis.slices import slice_maps
+from rnnir.ir.text import parse_program
+
+
+def ints(name: str, values: list, shape: list[int] | None = None) -> str:
+    dims = ",".join(map(str, shape or [len(values)]))
+    return f"  value %{name} : int64[{dims}] = dense<int64[{dims}] {values}>"
+
+
+def rows(*, write_b: str = "%i1", extra: str = "", read_b: str = "%r1") -> str:
+    """state[2, 1, 4]: row 0 -> GRU a, row 1 -> GRU b (Gather); written back by ScatterND(state, i0, Y_h a) then
+    ScatterND(., ``write_b``, Y_h b)."""
+    return "\n".join(
+        [
+            "program @p {",
+            "  slot @state : float32[2,1,4] init=zeros",
+            "  output stateN : float32[2,1,4]",
+            "  value %x : float32[5,1,3]",
+            "  value %W : float32[1,12,3] = dense<float32[1,12,3] ...>",
+            "  value %R : float32[1,12,4] = dense<float32[1,12,4] ...>",
+            ints("r0", [0]),
+            ints("r1", [1]),
+            ints("i0", [[0]], [1, 1]),
+            ints("i1", [[1]], [1, 1]),
+            ints("im1", [[-1]], [1, 1]),
+            extra,
+            '  pair state -> stateN declared "the caller feeds it back"',
+            "  %state = load_slot<@state, copy>()",
+            "  %h0a = Gather<axis=0>(%state, %r0) : float32[1,1,4]",
+            f"  %h0b = Gather<axis=0>(%state, {read_b}) : float32[1,1,4]",
+            "  %Ya, %Yha = recurrent.GRU<hidden_size=4>(%x, %W, %R, _, _, %h0a) loc{'node': 'gru_a'} : float32[5,1,1,4], float32[1,1,4]",
+            "  %Yb, %Yhb = recurrent.GRU<hidden_size=4>(%x, %W, %R, _, _, %h0b) loc{'node': 'gru_b'} : float32[5,1,1,4], float32[1,1,4]",
+            "  %s1 = ScatterND(%state, %i0, %Yha) : float32[2,1,4]",
+            f"  %new = ScatterND(%s1, {write_b}, %Yhb) : float32[2,1,4]",
+            "  %st1 = store<@state, token>(%new)",
+            "  %st2 = store<out:stateN, value>(%new)",
+            "  return<by runtime>(%st1, %st2)",
+            "}",
+        ]
+    )
+
+
+def slices_of(text: str) -> dict[str, tuple[str, str, str]]:
+    """Per slice: the GRU that reads it, the GRU and port it is written back from."""
+    (pair,) = slice_maps(parse_program(text)).declared
+    return {sm.label: (sm.entry[0].onnx_node, sm.exit[0].onnx_node, sm.exit[0].port) for sm in pair.slices if sm.entry and sm.exit}
+
+
+def verdicts(text: str) -> dict[str, str]:
+    return {s.slice: s.verdict.value for s in passes.verify(parse_program(text)).slices}
+
+
+def test_rows_written_back_by_scatternd_are_each_grus_own_state():
+    assert slices_of(rows()) == {"state[0]": ("gru_a", "gru_a", "Y_h"), "state[1]": ("gru_b", "gru_b", "Y_h")}
+    assert verdicts(rows()) == {"state[0]": "verified", "state[1]": "verified"}
+    # a negative index counts from the end: -1 of 2 rows is row 1, the same program
+    assert verdicts(rows(write_b="%im1")) == {"state[0]": "verified", "state[1]": "verified"}
+
+
+def test_rows_written_to_the_wrong_place_are_never_verified():
+    # GRU b's state written over row 0 (where GRU a's was): row 1 keeps the stale state, row 0 is b's
+    assert set(verdicts(rows(write_b="%i0")).values()) != {"verified"}
+    # GRU b reads row 0 too: one element read twice is no partition into slices
+    assert set(verdicts(rows(read_b="%r0")).values()) != {"verified"}
+
+
+def test_an_index_the_model_computes_leaves_the_write_back_derived_and_never_verified():
+    # the row index is the caller's input: unknown to rnnir, whatever it is at run time (and no crash reading it)
+    text = rows(write_b="%rows", extra="  value %rows : int64[1,1]")
+    (pair,) = slice_maps(parse_program(text)).declared
+    assert {k.value for sm in pair.slices for k in sm.exit_kind.values()} == {"derived"}
+    assert "verified" not in verdicts(text).values()
+
+
+def cache(body: list[str], extra: str = "") -> str:
+    """cache[1, 6] with windows at frames 0:2 and 2:6, written back from %out; %new is this call's frame."""
+    return "\n".join(
+        [
+            "program @p {",
+            "  slot @cache : float32[1,6] init=zeros",
+            "  output cacheN : float32[1,6]",
+            "  value %x : float32[1,1]",
+            ints("a1", [1]),
+            ints("a2", [2]),
+            ints("b1", [3]),
+            ints("b2", [6]),
+            ints("ax", [1]),
+            extra,
+            '  pair cache -> cacheN declared "the caller feeds it back"',
+            "  %cache = load_slot<@cache, copy>()",
+            "  %new = Relu(%x) : float32[1,1]",
+            *body,
+            "  %s1 = store<@cache, token>(%out)",
+            "  %s2 = store<out:cacheN, value>(%out)",
+            "  return<by runtime>(%s1, %s2)",
+            "}",
+        ]
+    )
+
+
+WINDOWS = [
+    "  %oa = Slice(%cache, %a1, %a2, %ax)",
+    "  %ob = Slice(%cache, %b1, %b2, %ax)",
+    "  %na = Concat<axis=1>(%oa, %new)",
+    "  %nb = Concat<axis=1>(%ob, %new)",
+    "  %out = Concat<axis=1>(%na, %nb)",
+]
+
+
+def windows_of(text: str) -> tuple[tuple[str, ...], tuple[tuple[int, int], ...] | None]:
+    prog = parse_program(text)
+    (sm,) = slice_maps(prog).pair("cache").slices
+    w = sm.windows.get("")
+    return tuple(s.verdict.value for s in passes.verify(prog).slices), (w.segments if w else None)
+
+
+def test_two_windows_of_one_cache_are_proven_whichever_load_of_the_slot_they_read():
+    assert windows_of(cache(WINDOWS)) == (("verified",), ((0, 2), (2, 4)))
+    # the second window read through a second load of the same slot: still this slot's frames
+    second = [line.replace("Slice(%cache, %b1", "Slice(%again, %b1") for line in WINDOWS]
+    assert windows_of(cache(["  %again = load_slot<@cache, copy>()", *second])) == (("verified",), ((0, 2), (2, 4)))
