@@ -154,3 +154,46 @@ def test_windows_must_agree_on_every_line_of_the_cache():
     ])
     assert not windows_hold_newest_frames(m)
     assert verdict(m)[0] != "verified"
+
+
+BIG = 4200  # frames: the shift's index tensor is larger than the constants the IR keeps (SMALL_CONST, 4096)
+
+
+def gather_shift_model(index: np.ndarray | None) -> onnx.ModelProto:
+    """cache[1, 1, BIG] written back as Gather(Concat(cache, new, axis=2), index, axis=2): an exporter's index_select.
+    ``index`` None: the index is the caller's input (unknown to rnnir)."""
+    nodes = [helper.make_node("Mul", ["x", "two"], ["frames"]), helper.make_node("Concat", ["cache", "frames"], ["cat"], axis=2),
+             helper.make_node("Gather", ["cat", "index"], ["cache_out"], axis=2), helper.make_node("ReduceSum", ["frames"], ["y"], keepdims=0)]
+    inits = [numpy_helper.from_array(np.array(2.0, np.float32), "two")]
+    inputs = [helper.make_tensor_value_info("x", F32, [1, 1, 1]), helper.make_tensor_value_info("cache", F32, [1, 1, BIG])]
+    if index is None:
+        inputs.append(helper.make_tensor_value_info("index", TensorProto.INT64, [BIG]))
+    else:
+        inits.append(numpy_helper.from_array(index.astype(np.int64), "index"))
+    graph = helper.make_graph(nodes, "shift", inputs, [helper.make_tensor_value_info("y", F32, []), helper.make_tensor_value_info("cache_out", F32, [1, 1, BIG])],
+                              initializer=inits)
+    return onnx.shape_inference.infer_shapes(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+
+
+def test_a_shift_written_as_a_gather_with_a_large_index_is_read_from_the_model():
+    shift = gather_shift_model(np.arange(1, BIG + 1))  # frames 1..BIG of cache ++ new: the newest BIG
+    assert windows_hold_newest_frames(shift, ((0, BIG),), calls=2)
+    assert verdict(shift) == ("verified", ((0, BIG),), 1)
+    stale = gather_shift_model(np.arange(0, BIG))  # frames 0..BIG-1: the new frame never kept
+    assert not windows_hold_newest_frames(stale, ((0, BIG),), calls=2)
+    assert verdict(stale)[0] != "verified"
+    # the index is the caller's: nothing to read, never verified, and no crash looking for it
+    assert verdict(gather_shift_model(None))[0] != "verified"
+
+
+def test_an_index_whose_bytes_were_not_loaded_with_the_model_is_never_read_from_the_working_directory(tmp_path, monkeypatch):
+    # the shift's index stored as external data the caller did not load: a file of that name in the current
+    # directory is not the model's (the model's directory may be elsewhere), so rnnir reads nothing and proves nothing
+    shift = gather_shift_model(np.arange(1, BIG + 1))
+    index = next(t for t in shift.graph.initializer if t.name == "index")
+    (tmp_path / "index.bin").write_bytes(index.raw_data)
+    index.ClearField("raw_data")
+    index.data_location = TensorProto.EXTERNAL
+    index.external_data.add(key="location", value="index.bin")
+    monkeypatch.chdir(tmp_path)
+    assert verdict(shift)[0] != "verified"
