@@ -131,3 +131,52 @@ def test_two_windows_of_one_cache_are_proven_whichever_load_of_the_slot_they_rea
     # the second window read through a second load of the same slot: still this slot's frames
     second = [line.replace("Slice(%cache, %b1", "Slice(%again, %b1") for line in WINDOWS]
     assert windows_of(cache(["  %again = load_slot<@cache, copy>()", *second])) == (("verified",), ((0, 2), (2, 4)))
+
+
+def test_the_same_windows_written_by_one_concat_naming_the_new_frame_twice_are_proven():
+    one = ["  %oa = Slice(%cache, %a1, %a2, %ax)", "  %ob = Slice(%cache, %b1, %b2, %ax)", "  %out = Concat<axis=1>(%oa, %new, %ob, %new)"]
+    assert windows_of(cache(one)) == (("verified",), ((0, 2), (2, 4)))
+
+
+def test_a_window_whose_new_frame_may_be_a_stale_one_is_never_verified():
+    # cache[1, 6]'s window 1:2 ++ pick, where an If picks either the new frame or the cache's stalest frame: in the
+    # then branch the window keeps a stale frame -- an If's output is no new value the element tracer may assume
+    then_b, else_b = "If_0.then_branch", "If_0.else_branch"
+    body = [
+        f"  %stale = Slice(%cache, %z, %a1, %ax) loc{{'branch': ({then_b!r},)}}",
+        f"  %pick = If<region.then_branch=({then_b!r},), region.else_branch=({else_b!r},)>(%cond, %stale, %new) : float32[1,1]",
+        "  %oa = Slice(%cache, %a1, %a2, %ax)",
+        "  %ob = Slice(%cache, %b1, %b2, %ax)",
+        "  %out = Concat<axis=1>(%oa, %pick, %ob, %new)",
+    ]
+    verdict, layout = windows_of(cache(body, extra="  value %cond : bool[]\n" + ints("z", [0])))
+    assert verdict != ("verified",) and layout is None
+
+
+def test_new_frames_or_another_slot_of_unknown_shape_prove_nothing_and_break_nothing():
+    # the frames appended come from a value of symbolic length, or from another slot whose shape is symbolic or
+    # unknown: the element tracer cannot lay them out; the cache is not verified, and nothing fails
+    for extra, frames in [
+        ("  value %feat : float32[1,T]", "  %f = Relu(%feat) : float32[1,T]"),
+        ("  slot @other : float32[1,T] init=zeros", "  %f = load_slot<@other, copy>()"),
+        ("  slot @other : float32[*] init=zeros", "  %f = load_slot<@other, copy>()"),
+    ]:
+        body = ["  %oa = Slice(%cache, %a1, %a2, %ax)", frames, "  %ob = Slice(%cache, %b1, %b2, %ax)", "  %out = Concat<axis=1>(%oa, %f, %ob, %f)"]
+        verdict, layout = windows_of(cache(body, extra=extra))
+        assert verdict != ("verified",) and layout is None, frames
+
+
+def test_a_row_written_with_the_state_of_a_recurrence_that_starts_from_zeros_is_an_error_naming_it():
+    # GRU c reads no state (no initial_h) and its outputs carry no types: its Y_h's shape is read from its input
+    # (batch 1) and hidden size.  Writing it into row 1, which GRU b reads, is an error naming GRU c's state
+    text = rows(write_b="%i1", extra="").replace(
+        "  %new = ScatterND(%s1, %i1, %Yhb) : float32[2,1,4]",
+        "  %Yc, %Yhc = recurrent.GRU<hidden_size=4>(%x, %W, %R) loc{'node': 'gru_c'}\n  %new = ScatterND(%s1, %i1, %Yhc) : float32[2,1,4]",
+    )
+    assert slices_of(text) == {"state[0]": ("gru_a", "gru_a", "Y_h"), "state[1]": ("gru_b", "gru_c", "Y_h")}
+    diags = passes.run(parse_program(text))
+    assert [(d.code, d.slot) for d in diags if d.severity.value == "error"] == [("SD003", "state")]
+    assert "state[1] (initial_h of GRU 'gru_b') is written with GRU 'gru_c'.Y_h" in diags[0].message
+    # the GRUs' outputs untyped too: their shapes are read from what they read
+    untyped = rows().replace(" : float32[5,1,1,4], float32[1,1,4]", "")
+    assert verdicts(untyped) == {"state[0]": "verified", "state[1]": "verified"}

@@ -192,6 +192,7 @@ def test_where_on_a_constant_condition_picks_its_operand_only_when_broadcasting_
         "Where(%no, %Yt, %other) : float32[1,B,4]": "not",  # the caller's value written back
         "Where(%yes, %Yt, %other) : float32[2,B,4]": "not",  # Y_h repeated twice by broadcasting: no longer Y_h
         "Where(%yes, %Yu, %other)": "not",  # no shapes known: broadcasting may have changed it
+        "Where(%yes, %Yt, %other)": "not",  # the output's shape unknown: the same doubt
     }
     got = {expr: "verified" if h_verdict(f"{consts}\n  %hn = {expr}") == "verified" else "not" for expr in cases}
     assert got == cases
