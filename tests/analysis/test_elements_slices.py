@@ -180,3 +180,22 @@ def test_a_row_written_with_the_state_of_a_recurrence_that_starts_from_zeros_is_
     # the GRUs' outputs untyped too: their shapes are read from what they read
     untyped = rows().replace(" : float32[5,1,1,4], float32[1,1,4]", "")
     assert verdicts(untyped) == {"state[0]": "verified", "state[1]": "verified"}
+
+
+def test_rows_read_by_a_gather_without_an_axis_or_through_transposes_are_the_same_rows():
+    # Gather's axis defaults to 0; Transpose without perm reverses the axes, twice is the identity
+    assert verdicts(rows().replace("Gather<axis=0>", "Gather")) == {"state[0]": "verified", "state[1]": "verified"}
+    twice = rows().replace(
+        "  %h0a = Gather<axis=0>(%state, %r0) : float32[1,1,4]",
+        "  %t1 = Transpose(%state)\n  %t2 = Transpose(%t1)\n  %h0a = Gather<axis=0>(%t2, %r0) : float32[1,1,4]",
+    )
+    assert verdicts(twice) == {"state[0]": "verified", "state[1]": "verified"}
+    once = rows().replace("  %h0a = Gather<axis=0>(%state, %r0) : float32[1,1,4]", "  %t1 = Transpose(%state)\n  %h0a = Gather<axis=2>(%t1, %r0) : float32[4,1,1]")
+    assert "verified" not in verdicts(once).values()  # near miss: one Transpose puts h's 4 values on axis 0
+
+
+def test_a_scatternd_that_adds_is_no_write():
+    # reduction='add' leaves old + new in row 1: not GRU b's final state
+    added = rows().replace("  %new = ScatterND(%s1", "  %new = ScatterND<reduction='add'>(%s1")
+    assert "verified" not in verdicts(added).values()
+    assert verdicts(rows().replace("  %new = ScatterND(%s1", "  %new = ScatterND<reduction='none'>(%s1")) == {"state[0]": "verified", "state[1]": "verified"}

@@ -227,3 +227,20 @@ def test_a_gather_without_an_axis_picks_entries_along_axis_0_of_a_state_with_a_s
     # near miss: along axis 1 (the batch) each entry feeds both ports, partly
     along_1 = lstm_state("  %h0 = Gather<axis=1>(%state, %i0)\n  %c0 = Gather<axis=1>(%state, %i1)")
     assert along_1 != h_and_c and all("partial" in p for ports in along_1.values() for p in ports)
+
+
+def test_attention_without_a_cache_is_plain_computation():
+    # ONNX Attention appends to past_key/past_value only when they are given: without them its output is computed
+    # from the state like any other op (unverified), and the tracer looks for no cache in the absent inputs
+    text = "\n".join([
+        "program @p {",
+        "  slot @h : float32[1,2,3,4] init=zeros",
+        "  value %k : float32[1,2,3,4]",
+        "  value %v : float32[1,2,3,4]",
+        "  %h = load_slot<@h, copy>()",
+        "  %y = Attention(%h, %k, %v) : float32[1,2,3,4]",
+        "  %s = store<@h, token>(%y)",
+        "  return<by runtime>(%s)",
+        "}",
+    ])
+    assert [(d.code, d.severity.value) for d in passes.run(parse_program(text))] == [("SD009", "info")]
