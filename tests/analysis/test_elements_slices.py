@@ -199,3 +199,14 @@ def test_a_scatternd_that_adds_is_no_write():
     added = rows().replace("  %new = ScatterND(%s1", "  %new = ScatterND<reduction='add'>(%s1")
     assert "verified" not in verdicts(added).values()
     assert verdicts(rows().replace("  %new = ScatterND(%s1", "  %new = ScatterND<reduction='none'>(%s1")) == {"state[0]": "verified", "state[1]": "verified"}
+
+
+
+def test_rows_written_by_scatterelements_along_its_default_axis_and_never_by_one_that_adds():
+    # ScatterElements' axis defaults to 0: indices all 0 (all 1) put Y_h a (Y_h b) in row 0 (row 1); -1 is row 1 too
+    extra = "\n".join([ints("e0", [0] * 4, [1, 1, 4]), ints("e1", [1] * 4, [1, 1, 4]), ints("em1", [-1] * 4, [1, 1, 4])])
+    base = rows(extra=extra).replace("  %s1 = ScatterND(%state, %i0, %Yha) : float32[2,1,4]", "  %s1 = ScatterElements(%state, %e0, %Yha) : float32[2,1,4]")
+    plain = base.replace("  %new = ScatterND(%s1, %i1, %Yhb)", "  %new = ScatterElements(%s1, %e1, %Yhb)")
+    assert verdicts(plain) == {"state[0]": "verified", "state[1]": "verified"}
+    assert verdicts(plain.replace("%s1, %e1", "%s1, %em1")) == {"state[0]": "verified", "state[1]": "verified"}
+    assert "verified" not in verdicts(plain.replace("ScatterElements(%s1", "ScatterElements<reduction='add'>(%s1")).values()
