@@ -300,7 +300,7 @@ def _slice(ids: _Ids, node: Compute, data: np.ndarray) -> np.ndarray:
     for s, e, ax, st in zip(starts, ends, axes, steps):
         n = data.shape[ax]
         e = max(min(e, n), -n - 1) if st < 0 else min(e, n)
-        index[ax] = slice(*slice(s, e, st).indices(n))
+        index[ax] = slice(s, e, st)  # numpy reads it as Python does; indices(n) is for range(): its stop -1 would re-read as n - 1
     return data[tuple(index)]
 
 
