@@ -210,3 +210,53 @@ def test_rows_written_by_scatterelements_along_its_default_axis_and_never_by_one
     assert verdicts(plain) == {"state[0]": "verified", "state[1]": "verified"}
     assert verdicts(plain.replace("%s1, %e1", "%s1, %em1")) == {"state[0]": "verified", "state[1]": "verified"}
     assert "verified" not in verdicts(plain.replace("ScatterElements(%s1", "ScatterElements<reduction='add'>(%s1")).values()
+
+
+def test_rows_split_reversed_or_plus_zero_are_still_each_grus_own():
+    both = {"state[0]": "verified", "state[1]": "verified"}
+    # Split without axis or sizes: two equal parts along axis 0
+    split = rows().replace("  %h0a = Gather<axis=0>(%state, %r0) : float32[1,1,4]\n  %h0b = Gather<axis=0>(%state, %r1) : float32[1,1,4]",
+                           "  %h0a, %h0b = Split(%state)")
+    assert "Split(%state)" in split and verdicts(split) == both
+    # read through state[::-1] (step -1 from the last row): reversed row 1 is state row 0
+    rev = rows(extra="\n".join([ints("m1", [-1]), ints("far", [-(2**62)]), ints("ax0", [0])])).replace(
+        "  %h0a = Gather<axis=0>(%state, %r0) : float32[1,1,4]\n  %h0b = Gather<axis=0>(%state, %r1) : float32[1,1,4]",
+        "  %rev = Slice(%state, %m1, %far, %ax0, %m1)\n  %h0a = Gather<axis=0>(%rev, %r1) : float32[1,1,4]\n  %h0b = Gather<axis=0>(%rev, %r0) : float32[1,1,4]",
+    )
+    assert "Slice(%state, %m1" in rev and verdicts(rev) == both
+    swapped = rev.replace("Gather<axis=0>(%rev, %r1) : float32[1,1,4]\n  %h0b = Gather<axis=0>(%rev, %r0)", "Gather<axis=0>(%rev, %r0) : float32[1,1,4]\n  %h0b = Gather<axis=0>(%rev, %r1)")
+    assert swapped != rev and "verified" not in verdicts(swapped).values()  # near miss: each GRU reads the other's row
+    # Y_h + 0 written back is Y_h, whichever side the zero is on
+    zero = "  value %zero : float32[] = dense<float32[] 0.0>"
+    for expr in ["Add(%Yhb, %zero)", "Add(%zero, %Yhb)"]:
+        plus = rows(extra=zero).replace("  %new = ScatterND(%s1, %i1, %Yhb)", f"  %b = {expr} : float32[1,1,4]\n  %new = ScatterND(%s1, %i1, %b)")
+        assert verdicts(plus) == both, expr
+    plus_one = rows(extra="  value %one : float32[] = dense<float32[] 1.0>").replace(
+        "  %new = ScatterND(%s1, %i1, %Yhb)", "  %b = Add(%Yhb, %one) : float32[1,1,4]\n  %new = ScatterND(%s1, %i1, %b)")
+    assert "verified" not in verdicts(plus_one).values()
+
+
+def test_one_recurrence_reading_the_whole_state_is_one_slice_named_after_the_slot():
+    text = rows().replace("  %h0b = Gather<axis=0>(%state, %r1) : float32[1,1,4]\n", "").replace(
+        "slot @state : float32[2,1,4]", "slot @state : float32[1,1,4]").replace("output stateN : float32[2,1,4]", "output stateN : float32[1,1,4]")
+    text = text.replace("  %h0a = Gather<axis=0>(%state, %r0) : float32[1,1,4]", "").replace("(%x, %W, %R, _, _, %h0a)", "(%x, %W, %R, _, _, %state)")
+    lines = [line for line in text.splitlines() if "gru_b" not in line and "%new" not in line]
+    text = "\n".join(lines).replace("%st1 = store<@state, token>(%s1)", "").replace("store<@state, token>(%", "store<@state, token>(%")
+    text = text.replace("  %st1 = store<@state, token>(%new)", "").replace("return<by runtime>(%st1, %st2)", "return<by runtime>(%st1, %st2)")
+    text = text.replace("  %s1 = ScatterND(%state, %i0, %Yha) : float32[2,1,4]",
+                        "  %s1 = ScatterND(%state, %i0, %Yha) : float32[1,1,4]\n  %st1 = store<@state, token>(%s1)\n  %st2 = store<out:stateN, value>(%s1)")
+    assert slices_of(text) == {"state": ("gru_a", "gru_a", "Y_h")}
+    assert verdicts(text) == {"state": "verified"}
+
+
+def test_two_windows_cut_apart_by_a_split_with_sizes():
+    # Split<axis=1>(cache, [2, 4]): window 0:2 and window 2:6, each shifted by one frame
+    body = [
+        "  %wa, %wb = Split<axis=1>(%cache, %sizes)",
+        "  %oa = Slice(%wa, %a1, %a2, %ax)",
+        "  %ob = Slice(%wb, %a1, %b2, %ax)",
+        "  %out = Concat<axis=1>(%oa, %new, %ob, %new)",
+    ]
+    assert windows_of(cache(body, extra=ints("sizes", [2, 4]))) == (("verified",), ((0, 2), (2, 4)))
+    # near miss: an even split (3 and 3) keeps a stale frame in the first window
+    assert windows_of(cache(body, extra=ints("sizes", [3, 3])))[1] is None
