@@ -44,9 +44,9 @@ def window(start: int, end: int, *, step: int = 1, axis: int = 1, new_first: boo
     ])
 
 
-def judged(text: str) -> tuple[str, str]:
-    """What the passes say of slot cache: ("verified", "") or the finding's code and message."""
-    found = [d for d in passes.run(parse_program(text)) if d.slot == "cache"]
+def judged(text: str, slot: str = "cache") -> tuple[str, str]:
+    """What the passes say of ``slot``: ("verified", "") or the finding's code and message."""
+    found = [d for d in passes.run(parse_program(text)) if d.slot == slot]
     if not found:
         return ("verified", "")
     (d,) = found
@@ -127,3 +127,63 @@ def test_an_append_only_cache_grows_by_design():
     assert judged(window(0, 0, cut=False, cache="1,P,2", new_first=True)) == ("verified", "")
     code, msg = judged(window(0, 0, cut=False, cache="1,P,2", of_other=True))
     assert code == "SD002" and "the append of slot 'other'" in msg
+
+
+def test_a_window_on_axis_0_and_a_cache_changed_before_the_append():
+    axis0 = "\n".join([
+        "program @p {",
+        "  slot @cache : float32[3,2] init=zeros",
+        "  value %x : float32[1,2]",
+        "  value %two : float32[] = dense<float32[] 2.0>",
+        ints("s", [-3]), ints("e", [INT64_MAX]), ints("ax", [0]),
+        "  %cache = load_slot<@cache, copy>()",
+        "  %new = Relu(%x) : float32[1,2]",
+        "  %c = Identity(%cache)",
+        "  %cat = Concat<axis=0>(%c, %new)",
+        "  %out = Slice(%cat, %s, %e, %ax)",
+        "  %s1 = store<@cache, token>(%out)",
+        "  return<by runtime>(%s1)",
+        "}",
+    ])
+    assert judged(axis0) == ("verified", "")
+    # the cache doubled before the new frame is appended: its frames are no longer the cache's (never verified)
+    assert judged(axis0.replace("%c = Identity(%cache)", "%c = Mul(%cache, %two)"))[0] != "verified"
+    # the cache and the frame stacked on a new axis: no window of the cache (and nothing breaks)
+    stacked = axis0.replace("  %c = Identity(%cache)", "  %c = Unsqueeze(%cache, %ax)\n  %n1 = Unsqueeze(%new, %ax)").replace(
+        "Concat<axis=0>(%c, %new)", "Concat<axis=0>(%c, %n1)").replace("  %out = Slice(%cat, %s, %e, %ax)", "  %out = Identity(%cat)")
+    assert judged(stacked)[0] != "verified"
+
+
+def attention(past_key: str = "%pk", past_value: str = "%pv", op: str = "Attention", into_key: str = "%key") -> str:
+    """Slots key/value [1, 2, P, 4] given to ONNX Attention as past_key/past_value; present_key/present_value
+    (past ++ this call's K/V on axis 2) written back into ``into_key`` and value."""
+    return "\n".join([
+        "program @p {",
+        "  slot @key : float32[1,2,P,4] init=zeros",
+        "  slot @value : float32[1,2,P,4] init=zeros",
+        "  value %q : float32[1,2,1,4]",
+        "  value %k : float32[1,2,1,4]",
+        "  value %v : float32[1,2,1,4]",
+        "  value %two : float32[] = dense<float32[] 2.0>",
+        "  %key = load_slot<@key, copy>()",
+        "  %value = load_slot<@value, copy>()",
+        "  %pk = Identity(%key)",
+        "  %pv = Identity(%value)",
+        "  %kx = Mul(%key, %two)",
+        f"  %y, %present_key, %present_value = {op}(%q, %k, %v, _, {past_key}, {past_value})",
+        f"  %s1 = store<@key, token>({'%present_key' if into_key == '%key' else '%present_value'})",
+        f"  %s2 = store<@value, token>({'%present_value' if into_key == '%key' else '%present_key'})",
+        "  return<by runtime>(%s1, %s2)",
+        "}",
+    ])
+
+
+def test_attention_appends_to_its_key_and_value_caches():
+    assert judged(attention(), "key") == judged(attention(), "value") == ("verified", "")
+    code, msg = judged(attention(into_key="%value"), "key")  # present_value written into the key cache and back
+    assert code == "SD002" and "the append of slot 'value'" in msg
+    # past_key doubled before Attention appends to it: not the key cache grown
+    assert judged(attention(past_key="%kx"), "key")[0] != "verified"
+    assert judged(attention(past_key="%kx"), "value") == ("verified", "")
+    # an op of another domain named Attention (com.microsoft's has other inputs) appends nothing rnnir knows
+    assert judged(attention(op='"com.microsoft.Attention"'), "key")[0] != "verified"
