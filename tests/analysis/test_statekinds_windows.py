@@ -187,3 +187,15 @@ def test_attention_appends_to_its_key_and_value_caches():
     assert judged(attention(past_key="%kx"), "value") == ("verified", "")
     # an op of another domain named Attention (com.microsoft's has other inputs) appends nothing rnnir knows
     assert judged(attention(op='"com.microsoft.Attention"'), "key")[0] != "verified"
+
+
+def test_attention_that_hands_back_no_present_or_reads_a_cache_on_a_new_axis_appends_nothing():
+    # the caches given but present_key/present_value not taken: key and value are handed straight back (SD001)
+    text = attention().replace("  %y, %present_key, %present_value = Attention", "  %y = Attention").replace(
+        "store<@key, token>(%present_key)", "store<@key, token>(%key)").replace("store<@value, token>(%present_value)", "store<@value, token>(%value)")
+    assert judged(text, "key")[0] == judged(text, "value")[0] == "SD001"
+    # key [1, 2, 4] unsqueezed to [1, 2, 1, 4]: Attention appends on the new axis 2, which the slot lacks
+    ax = "  value %a2 : int64[1] = dense<int64[1] [2]>"
+    text = attention().replace("slot @key : float32[1,2,P,4]", "slot @key : float32[1,2,4]").replace(
+        "  %pk = Identity(%key)", f"{ax}\n  %pk = Unsqueeze(%key, %a2)")
+    assert judged(text, "key")[0] != "verified"
