@@ -199,3 +199,10 @@ def test_attention_that_hands_back_no_present_or_reads_a_cache_on_a_new_axis_app
     text = attention().replace("slot @key : float32[1,2,P,4]", "slot @key : float32[1,2,4]").replace(
         "  %pk = Identity(%key)", f"{ax}\n  %pk = Unsqueeze(%key, %a2)")
     assert judged(text, "key")[0] != "verified"
+
+
+def test_ops_other_than_a_slice_compute_from_a_window():
+    # Clip(cache ++ new, 0, 3) with no cut at all: values clipped, no frames cut away -- computed from the cache
+    clip = window(0, 0, cut=False, after="\n".join([
+        "  value %lo : float32[] = dense<float32[] 0.0>", "  value %hi : float32[] = dense<float32[] 3.0>", "  %out = Clip(%w, %lo, %hi)"]))
+    assert judged(clip)[0] == "SD009"
