@@ -269,3 +269,76 @@ def test_two_windows_cut_apart_by_a_split_with_sizes():
     assert windows_of(cache(body, extra=ints("sizes", [2, 4]))) == (("verified",), ((0, 2), (2, 4)))
     # near miss: an even split (3 and 3) keeps a stale frame in the first window
     assert windows_of(cache(body, extra=ints("sizes", [3, 3])))[1] is None
+
+
+def gru_pair(state: str, read_a: str, read_b: str, write: str, h: str = "float32[1,1,4]", extra: str = "", x: str = "float32[5,1,3]") -> str:
+    """Slot state[``state``] read by GRUs a and b through ``read_a``/``read_b`` (making %h0a, %h0b), written back
+    as ``write`` (making %new from %Yha, %Yhb); the GRUs' final states have type ``h``."""
+    return "\n".join([
+        "program @p {",
+        f"  slot @state : float32[{state}] init=zeros",
+        f"  output stateN : float32[{state}]",
+        f"  value %x : {x}",
+        "  value %W : float32[1,12,3] = dense<float32[1,12,3] ...>",
+        "  value %R : float32[1,12,4] = dense<float32[1,12,4] ...>",
+        extra,
+        '  pair state -> stateN declared "the caller feeds it back"',
+        "  %state = load_slot<@state, copy>()",
+        read_a,
+        read_b,
+        f"  %Ya, %Yha = recurrent.GRU<hidden_size=4>(%x, %W, %R, _, _, %h0a) loc{{'node': 'gru_a'}} : ?[*], {h}",
+        f"  %Yb, %Yhb = recurrent.GRU<hidden_size=4>(%x, %W, %R, _, _, %h0b) loc{{'node': 'gru_b'}} : ?[*], {h}",
+        write,
+        "  %st1 = store<@state, token>(%new)",
+        "  %st2 = store<out:stateN, value>(%new)",
+        "  return<by runtime>(%st1, %st2)",
+        "}",
+    ])
+
+
+def test_labels_of_slices_on_inner_axes_skip_axes_of_size_one():
+    # state[1, 1, 3, 8]: two GRUs of batch 3, hidden 4, side by side on the last axis (GTCRN's inter_cache in
+    # small): each reads state[0][:, :, 0:4] or [..., 4:8] -- the size-1 axis 1 reads as ":"
+    consts = "\n".join([ints("z", [0]), ints("four", [4]), ints("eight", [8]), ints("last", [3]), ints("ax0", [0])])
+    text = gru_pair(
+        "1,1,3,8",
+        "  %sa = Slice(%state, %z, %four, %last)\n  %h0a = Squeeze(%sa, %ax0) : float32[1,3,4]",
+        "  %sb = Slice(%state, %four, %eight, %last)\n  %h0b = Squeeze(%sb, %ax0) : float32[1,3,4]",
+        "  %cat = Concat<axis=2>(%Yha, %Yhb) : float32[1,3,8]\n  %new = Unsqueeze(%cat, %ax0) : float32[1,1,3,8]",
+        h="float32[1,3,4]", extra=consts, x="float32[5,3,3]",
+    )
+    assert slices_of(text) == {"state[0][:, :, 0:4]": ("gru_a", "gru_a", "Y_h"), "state[0][:, :, 4:8]": ("gru_b", "gru_b", "Y_h")}
+    # state[2, 1, 1, 4]: one GRU per row; a row is the whole of its trailing axes: state[0], state[1]
+    rows4 = gru_pair(
+        "2,1,1,4",
+        "  %h0a = Gather<axis=0>(%state, %r0) : float32[1,1,4]",
+        "  %h0b = Gather<axis=0>(%state, %r1) : float32[1,1,4]",
+        "  %both = Concat<axis=0>(%Yha, %Yhb) : float32[2,1,4]\n  %new = Unsqueeze(%both, %ax1) : float32[2,1,1,4]",
+        extra="\n".join([ints("r0", [0]), ints("r1", [1]), ints("ax1", [1])]),
+    ).replace("Gather<axis=0>(%state, %r0)", "Gather<axis=0>(%sq, %r0)").replace("Gather<axis=0>(%state, %r1)", "Gather<axis=0>(%sq, %r1)")
+    rows4 = rows4.replace("  %state = load_slot<@state, copy>()", "  %state = load_slot<@state, copy>()\n  %sq = Squeeze(%state, %ax1) : float32[2,1,4]")
+    # the GRUs read [1, 1, 4] = state[k][0] of [2, 1, 1, 4]; written back as Unsqueeze(Concat(...), 1)
+    assert slices_of(rows4) == {"state[0]": ("gru_a", "gru_a", "Y_h"), "state[1]": ("gru_b", "gru_b", "Y_h")}
+
+
+def test_states_the_element_tracer_cannot_lay_out_break_nothing():
+    both = {"state[0]": "verified", "state[1]": "verified"}
+    # a symbolic batch: element tracing gives up, the slice tracer's answer stands (ScatterND computes: SD003)
+    symbolic = rows().replace("float32[2,1,4]", "float32[2,B,4]").replace("float32[1,1,4]", "float32[1,B,4]").replace("float32[5,1,3]", "float32[5,B,3]")
+    assert "verified" not in verdicts(symbolic).values()
+    # a third GRU whose initial state is the caller's (symbolic): it reads no slot, the rows stay verified
+    third = rows(extra="  value %hc : float32[1,B,4]\n  value %xc : float32[5,B,3]").replace(
+        "  %st1 = store<@state", "  %Yc, %Yhc = recurrent.GRU<hidden_size=4>(%xc, %W, %R, _, _, %hc) loc{'node': 'gru_c'}\n  %st1 = store<@state")
+    third = third.replace("  %h0a = Gather", "  %Yc0, %Yhc0 = recurrent.GRU<hidden_size=4>(%xc, %W, %R, _, _, %hc) loc{'node': 'gru_c0'}\n  %h0a = Gather")
+    assert verdicts(third) == both
+
+
+def test_a_cache_written_back_with_another_shape_or_another_slots_frames_is_never_verified():
+    # cache[1, 6] written back with 7 frames (the second window one frame longer): no window of the slot
+    longer = cache(["  %oa = Slice(%cache, %a1, %a2, %ax)", "  %ob = Slice(%cache, %b1b, %b2, %ax)", "  %out = Concat<axis=1>(%oa, %new, %ob, %new) : float32[1,7]"],
+                   extra=ints("b1b", [2]))
+    assert windows_of(longer)[0] != ("verified",)
+    # frames of slot other[1, 8] written into cache[1, 6]: not this slot's window, and nothing breaks
+    other = cache(["  %other = load_slot<@other, copy>()", "  %ob = Slice(%other, %o1, %o2, %ax)", "  %out = Concat<axis=1>(%ob, %new)"],
+                  extra="\n".join(["  slot @other : float32[1,8] init=zeros", ints("o1", [3]), ints("o2", [8])]))
+    assert windows_of(other)[0] != ("verified",)
