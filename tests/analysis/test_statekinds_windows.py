@@ -10,6 +10,7 @@ cannot know.  One table per behaviour, in one function each, so a wrong row anyw
 from __future__ import annotations
 
 from rnnir import passes
+from rnnir.analysis.slices import slice_maps
 from rnnir.ir.text import parse_program
 
 INT64_MAX = 2**63 - 1
@@ -206,3 +207,28 @@ def test_ops_other_than_a_slice_compute_from_a_window():
     clip = window(0, 0, cut=False, after="\n".join([
         "  value %lo : float32[] = dense<float32[] 0.0>", "  value %hi : float32[] = dense<float32[] 3.0>", "  %out = Clip(%w, %lo, %hi)"]))
     assert judged(clip)[0] == "SD009"
+
+
+def test_each_finding_names_its_problem_and_the_json_says_what_the_window_keeps():
+    # the problem each wrong cut is (a data field of the finding), read off the same frames as above
+    problems = {
+        window(-4, INT64_MAX): "length",
+        window(1, 4): "drops-newest",
+        window(-4, -1): "drops-newest",
+        window(-3, INT64_MAX, step=2): "step",
+        window(-1, INT64_MAX, axis=2): "other-axis",
+        window(-3, INT64_MAX, new_first=True): "new-first",
+        window(1, 4, new_first=True): "drops-newest",
+        window(0, 4, new_first=True): "length",
+    }
+    for text, problem in problems.items():
+        (d,) = [d for d in passes.run(parse_program(text)) if d.slot == "cache"]
+        assert (d.data["problem"], d.data["kind"]) == (problem, "window"), problem
+    # the JSON of the traced window: the cut as written (an end past the last frame is null), or none for an append
+    def window_json(text: str) -> dict:
+        (pair,) = [p for p in slice_maps(parse_program(text)).pairs if p.input == "cache"]
+        (sm,) = pair.slices
+        return sm.to_json()["windows"][""]
+    assert window_json(window(-3, INT64_MAX)) == {"of": "cache", "axis": 1, "kind": "window", "cut": {"axis": 1, "start": -3, "end": None, "step": 1}}
+    assert window_json(window(2, 5)) == {"of": "cache", "axis": 1, "kind": "window", "cut": {"axis": 1, "start": 2, "end": 5, "step": 1}}
+    assert window_json(window(0, 0, cut=False, cache="1,P,2")) == {"of": "cache", "axis": 1, "kind": "append"}
