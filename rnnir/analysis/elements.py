@@ -307,8 +307,7 @@ def _slice(ids: _Ids, node: Compute, data: IntArray) -> IntArray:
     for s, e, ax, st in zip(starts, ends, axes, steps):
         n = data.shape[ax]
         e = max(min(e, n), -n - 1) if st < 0 else min(e, n)
-        index[ax] = slice(*slice(s, e, st).indices(n))
-    # numpy reads each slice again against its axis (a stop of -1 after .indices() counts from the end)
+        index[ax] = slice(s, e, st)  # as Python reads it: .indices(n) once, below (a stop of -1 read twice would be n - 1)
     return ia.select(data, [range(*sl.indices(n)) for sl, n in zip(index, data.shape)])
 
 
