@@ -6,7 +6,7 @@ from the op's schema (Gather's and ScatterElements' axis 0, Reshape's allowzero 
 from __future__ import annotations
 
 import numpy as np
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import rnnir
