@@ -47,6 +47,9 @@ def test_neutral_constants_of_every_kind_leave_the_state_as_it_is():
         ("Mul", np.ones((1, 1), np.float32), True),
         ("Add", np.zeros((0,), np.float32), False),  # no values: an empty result
         ("Pow", np.array([1.0], np.float32), False),  # no neutral element listed
+        ("Add", np.array([0.5], np.float16), False),  # float16: no numpy-free reading, ints() truncates 0.5 to 0
+        ("Add", np.array([0.0], np.float16), True),
+        ("Mul", np.array([1.5], np.float16), False),
     ]
     for op, const, expected in cases:
         for pending in (True, False):
