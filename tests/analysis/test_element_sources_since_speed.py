@@ -71,3 +71,20 @@ def test_a_cache_that_starts_with_no_frame_of_its_own_slot_is_no_window():
     out = IntArray((1, 4), [c.base + 1, c.base + 2, c.base + 3, x.base])
     w = elements._window_of(ids, SimpleNamespace(name="c"), (1, 4), out, value)
     assert w is not None and (w.slot, w.axis, w.segments, w.new_len) == ("c", 1, ((0, 4),), 1)
+
+
+def test_a_cache_that_keeps_a_row_as_it_was_is_no_window():
+    # row 0 is written as two windows, row 1 is kept as it was (its frames do not move): not every line is a window
+    ids = elements._Ids(None)
+    c = ids.block(("slot", "c"), (2, 4), slot="c")
+    v0, v1 = ids.block(("value", "v0"), (2, 1)), ids.block(("value", "v1"), (2, 1))
+    value = SimpleNamespace(producer=None, name="c_new")
+    row0 = [c.base + 1, v0.base, c.base + 3, v1.base]
+    for row1 in ([c.base + 4, c.base + 5, c.base + 6, c.base + 7], [c.base + 5, v0.base + 1, c.base + 6, c.base + 7],
+                 [c.base + 5, v0.base + 1, c.base + 7, c.base + 7]):
+        out = IntArray((2, 4), row0 + row1)
+        assert elements._window_of(ids, SimpleNamespace(name="c"), (2, 4), out, value) is None, row1
+    # near miss: row 1 written as row 0 is
+    out = IntArray((2, 4), row0 + [c.base + 5, v0.base + 1, c.base + 7, v1.base + 1])
+    w = elements._window_of(ids, SimpleNamespace(name="c"), (2, 4), out, value)
+    assert w is not None and w.segments == ((0, 2), (2, 2))
