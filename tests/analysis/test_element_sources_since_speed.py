@@ -88,3 +88,19 @@ def test_a_cache_that_keeps_a_row_as_it_was_is_no_window():
     out = IntArray((2, 4), row0 + [c.base + 5, v0.base + 1, c.base + 7, v1.base + 1])
     w = elements._window_of(ids, SimpleNamespace(name="c"), (2, 4), out, value)
     assert w is not None and w.segments == ((0, 2), (2, 2))
+
+
+def _gru_state(direction):
+    dirs = 2 if direction == "bidirectional" else 1
+    nodes = [helper.make_node("GRU", ["x", "W", "R", "", "", "h0"], ["Y", "hn"], hidden_size=H, direction=direction, name="gru")]
+    return model(nodes, [vi("x", [T, 1, I]), vi("h0", [dirs, 1, H])], [vi("hn", [dirs, 1, H])], weights("GRU", directions=dirs))
+
+
+def test_a_slice_read_by_both_directions_of_an_op_names_no_one_direction():
+    for direction, want in (("bidirectional", None), ("forward", 0)):
+        prog = rnnir.load(_gru_state(direction), pairs={"h0": "hn"})
+        slot = prog.slot("h0")
+        (store,) = prog.stores_to(slot)
+        (sm,) = elements.element_slices(prog, slot, store.inputs[0])
+        assert [(e.port, e.direction) for e in sm.entry] == [("initial_h", want)], direction
+        assert [(x.port, x.direction) for x in sm.exit] == [("Y_h", want)], direction
