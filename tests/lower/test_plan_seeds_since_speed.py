@@ -7,22 +7,24 @@ from __future__ import annotations
 import numpy as np
 from onnx import helper, numpy_helper
 
-from rnnir.ir.core import Program
-from rnnir.lower import plan
-from rnnir.lower.build import recognise_recurrences
-from rnnir.lower.scope import ModelIndex
-from rnnir.lower.state import declare_state
-from rnnir.onnxio.source import read_model
+import rnnir
+from rnnir.lower import build, plan
 from tests.support.recurrent_op_models import H, I, T, model, vi, weights
 
 
-def _stages(m, constant_entries):
-    src = read_model(m)
-    index = ModelIndex(src.model, src.label)
-    program = Program("m")
-    program.source = src
-    state = declare_state(src, index, program, None, constant_entries=constant_entries)
-    return index, state, recognise_recurrences(index, state, program)
+def _stages(m, constant_entries, monkeypatch):
+    """What lowering (rnnir.load, entry=constant or not) hands the plan: the index, the declared state, the recurrences."""
+    seen = []
+
+    def spy(index, state, recognised):
+        seen.append((index, state, recognised))
+        return plan.plan_build(index, state, recognised)
+
+    with monkeypatch.context() as mp:
+        mp.setattr(build, "plan_build", spy)
+        rnnir.load(m, entry="constant" if constant_entries else "dynamic")
+    (stages,) = seen
+    return stages
 
 
 def _constant_start():
@@ -44,12 +46,12 @@ def _flood(index, state, recognised, monkeypatch):
 
 
 def test_a_constant_made_a_slot_spreads_in_node_order_as_in_the_flood(monkeypatch):
-    index, state, recognised = _stages(_constant_start(), constant_entries=True)
+    index, state, recognised = _stages(_constant_start(), True, monkeypatch)
     assert [name for _, name in state.constant_slots] == ["h0c"]
     reached = {"h0c", "negated", "Y", "Yh"}
     assert plan._closure_in_node_order(index, plan._seeds(index, state, recognised)) == reached
     assert plan.may_carry_state(index, state, recognised, through_recurrent_results=True) == reached
     assert _flood(index, state, recognised, monkeypatch) == reached
-    # near miss: the constant stays a constant (entry=zeros), so only the GRU's results carry state
-    index, state, recognised = _stages(_constant_start(), constant_entries=False)
+    # near miss: the constant stays a constant (entry=dynamic), so only the GRU's results carry state
+    index, state, recognised = _stages(_constant_start(), False, monkeypatch)
     assert plan.may_carry_state(index, state, recognised, through_recurrent_results=True) == {"Y", "Yh"}
