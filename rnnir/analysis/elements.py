@@ -303,12 +303,14 @@ def _slice(ids: _Ids, node: Compute, data: IntArray) -> IntArray:
         c3, c4 = _const(ids, node, 3), _const(ids, node, 4)
         axes = [int(t) for t in c3.flat] if c3 is not None else list(range(len(starts)))
         steps = [int(t) for t in c4.flat] if c4 is not None else [1] * len(starts)
-    index: list[slice] = [slice(None)] * data.ndim
+    index: list[range] = [range(n) for n in data.shape]
     for s, e, ax, st in zip(starts, ends, axes, steps):
         n = data.shape[ax]
         e = max(min(e, n), -n - 1) if st < 0 else min(e, n)
-        index[ax] = slice(s, e, st)  # as Python reads it: .indices(n) once, below (a stop of -1 read twice would be n - 1)
-    return ia.select(data, [range(*sl.indices(n)) for sl, n in zip(index, data.shape)])
+        # the positions themselves: a stop of -1 from .indices() is "past the first element" (a negative step down
+        # to 0); slicing with it again, as numpy's data[3:-1:-2] did here before, reads it as the last element
+        index[ax] = range(*slice(s, e, st).indices(n))
+    return ia.select(data, index)
 
 
 def _split(ids: _Ids, node: Compute, data: IntArray) -> list[IntArray]:
