@@ -1,0 +1,74 @@
+"""SD001's fix beyond the float32 samples: a float64 state gets a float64 output (run by onnx.reference, since
+onnxruntime's GRU is float32 only, against the model a person fixes by hand), and a packed state read in slices is
+refused with its reason, the model untouched."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+from onnx.reference import ReferenceEvaluator
+
+import rnnir
+from tests.fixes.test_planner_near_misses import _codes, _load
+
+
+def _as_float64(model: onnx.ModelProto) -> onnx.ModelProto:
+    g = model.graph
+    for vi in [*g.input, *g.output]:
+        vi.type.tensor_type.elem_type = onnx.TensorProto.DOUBLE
+    weights = []
+    for t in g.initializer:
+        a = numpy_helper.to_array(t)
+        weights.append(numpy_helper.from_array(a.astype(np.float64) if a.dtype == np.float32 else a, t.name))
+    del g.initializer[:]
+    g.initializer.extend(weights)
+    return model
+
+
+def _stream(model: onnx.ModelProto, xs: list[np.ndarray]) -> list[list[np.ndarray]]:
+    """Every call's outputs, hn fed back as h0 (the pair the fix records)."""
+    ev, h = ReferenceEvaluator(model), np.zeros((1, 1, 4), np.float64)
+    calls = []
+    for x in xs:
+        y, hn = ev.run(["y", "hn"], {"x": x, "h0": h})
+        calls.append([y, hn])
+        h = hn
+    return calls
+
+
+def test_sd001_float64_state_is_returned_as_float64() -> None:
+    broken = _as_float64(_load("sd001_no_state_output"))
+    onnx.checker.check_model(broken, full_check=True)
+    assert _codes(broken) == ["SD001"]
+    result = rnnir.fix(broken)
+    assert [e.code for e in result.edits] == ["SD001"] and _codes(result.model) == []
+    onnx.checker.check_model(result.model, full_check=True)
+    (hn,) = [o for o in result.model.graph.output if o.name == "hn"]
+    assert hn.type.tensor_type.elem_type == onnx.TensorProto.DOUBLE
+    assert [d.dim_value for d in hn.type.tensor_type.shape.dim] == [1, 1, 4]
+    correct = _as_float64(_load("sd001_no_state_output"))  # by hand: the GRU's Y_h is returned as hn
+    next(n for n in correct.graph.node if n.op_type == "GRU").output[:] = ["y", "hn"]
+    correct.graph.output.append(onnx.helper.make_tensor_value_info("hn", onnx.TensorProto.DOUBLE, [1, 1, 4]))
+    rng = np.random.default_rng(9)
+    xs = [rng.standard_normal((2, 1, 3)) for _ in range(3)]
+    for k, (got, want) in enumerate(zip(_stream(result.model, xs), _stream(correct, xs))):
+        for a, b in zip(got, want):
+            assert a.dtype == np.float64
+            np.testing.assert_allclose(a, b, rtol=1e-12, err_msg=f"call {k}")
+
+
+def test_sd001_packed_state_read_in_slices_is_refused() -> None:
+    model = _load("sd002_hc_swap")  # h and c sliced out of `state`, and nothing returned: no new packed output
+    g = model.graph
+    g.node.remove(next(n for n in g.node if n.op_type == "Concat"))
+    kept = [o for o in g.output if o.name != "stateN"]
+    del g.output[:]
+    g.output.extend(kept)
+    onnx.checker.check_model(model, full_check=True)
+    assert _codes(model) == ["SD001"]
+    result = rnnir.fix(model)
+    assert result.edits == [] and result.model.graph == model.graph
+    assert [str(e) for e in result.skipped] == [
+        "SD001 [no fix] SD001 on slot 'state': the slot is read in slices (packed state): rnnir does not assemble a new packed output"
+    ]
