@@ -52,3 +52,20 @@ def test_an_output_that_only_looks_like_the_final_state_is_not_paired() -> None:
         session = StatefulSession(result.model)
         chunked = np.concatenate([session.run({"x": x[k : k + 2]})["y"] for k in (0, 2, 4)])
         np.testing.assert_allclose(chunked, whole, atol=1e-6, err_msg=what)
+
+
+def test_packed_state_when_only_the_input_name_state_is_taken() -> None:
+    """A value is already called ``state`` (``stateN`` is free): the packed pair takes fresh names, both of them."""
+    path = SAMPLES / "sd010_gru_no_initial_state.onnx"
+    taken = onnx.load(str(path))
+    g = taken.graph
+    g.node.extend([helper.make_node("Relu", ["y"], ["state"], name="relu"), helper.make_node("Identity", ["state"], ["y2"], name="ident")])
+    g.output.append(helper.make_tensor_value_info("y2", TensorProto.FLOAT, ["T", 1, 1, 4]))
+    result = rnnir.fix(taken, expose_state=True, packed=True)
+    assert [e.target for e in result.edits] == ["graph input 'rnn_state' / output 'rnn_stateN'"]
+    assert {p.key: p.value for p in result.model.metadata_props}["rnnir.pairs"] == '{"rnn_state": "rnn_stateN"}'
+    x = np.random.default_rng(64).standard_normal((6, 1, 3)).astype(np.float32)
+    whole = _ort(taken).run(["y2"], {"x": x})[0]
+    session = StatefulSession(result.model)
+    chunked = np.concatenate([session.run({"x": x[k : k + 2]})["y2"] for k in (0, 2, 4)])
+    np.testing.assert_allclose(chunked, whole, atol=1e-6)
