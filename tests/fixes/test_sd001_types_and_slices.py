@@ -1,12 +1,12 @@
 """SD001's fix beyond the float32 samples: a float64 state gets a float64 output (run by onnx.reference, since
-onnxruntime's GRU is float32 only, against the model a person fixes by hand), and a packed state read in slices is
-refused with its reason, the model untouched."""
+onnxruntime's GRU is float32 only, against the model a person fixes by hand), and near misses refused with their
+reason, the model untouched: a packed state read in slices, every output name h0 pairs with taken, a GRU in a Loop."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import rnnir
@@ -58,17 +58,56 @@ def test_sd001_float64_state_is_returned_as_float64() -> None:
             np.testing.assert_allclose(a, b, rtol=1e-12, err_msg=f"call {k}")
 
 
-def test_sd001_packed_state_read_in_slices_is_refused() -> None:
+#: every output name the naming conventions (`_NAME_RULES`, rnnir/lower/pairing.py) pair with h0: all taken below
+H0_OUTPUT_NAMES = ["hn", "hN", "hout", "h_final", "h_out", "h0_out", "h0_n", "h0n", "h0N", "h0_next", "h0_new", "h0_final",
+                   "h0_output", "new_h0", "next_h0", "out_h0"]
+
+
+def _packed_read_in_slices() -> onnx.ModelProto:
     model = _load("sd002_hc_swap")  # h and c sliced out of `state`, and nothing returned: no new packed output
     g = model.graph
     g.node.remove(next(n for n in g.node if n.op_type == "Concat"))
     kept = [o for o in g.output if o.name != "stateN"]
     del g.output[:]
     g.output.extend(kept)
-    onnx.checker.check_model(model, full_check=True)
-    assert _codes(model) == ["SD001"]
-    result = rnnir.fix(model)
-    assert result.edits == [] and result.model.graph == model.graph
-    assert [str(e) for e in result.skipped] == [
-        "SD001 [no fix] SD001 on slot 'state': the slot is read in slices (packed state): rnnir does not assemble a new packed output"
+    return model
+
+
+def _every_output_name_taken() -> onnx.ModelProto:
+    model = _load("sd001_no_state_output")
+    model.graph.node.extend(helper.make_node("Identity", ["x"], [c], name=f"take_{c}") for c in H0_OUTPUT_NAMES)
+    return model
+
+
+def _gru_in_a_loop_body() -> onnx.ModelProto:
+    """The GRU runs once inside a Loop body (reading h0 from outside): its final state cannot be threaded out."""
+    model = _load("sd001_no_state_output")
+    g = model.graph
+    gru = next(n for n in g.node if n.op_type == "GRU")
+    g.node.remove(gru)
+    gru.output[:] = ["y_body"]
+    body = helper.make_graph(
+        [gru, helper.make_node("Identity", ["cond_in"], ["cond_out"], name="keep")], "body",
+        [helper.make_tensor_value_info("i", onnx.TensorProto.INT64, []), helper.make_tensor_value_info("cond_in", onnx.TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("cond_out", onnx.TensorProto.BOOL, []),
+         helper.make_tensor_value_info("y_body", onnx.TensorProto.FLOAT, ["T", 1, 1, 4])],
+    )
+    g.initializer.extend([numpy_helper.from_array(np.array(1, np.int64), "one"), numpy_helper.from_array(np.array(True), "yes"),
+                          numpy_helper.from_array(np.array([0], np.int64), "axis0")])
+    g.node.extend([helper.make_node("Loop", ["one", "yes"], ["ys"], name="loop", body=body),
+                   helper.make_node("Squeeze", ["ys", "axis0"], ["y"], name="squeeze")])
+    return model
+
+
+def test_sd001_near_misses_beyond_the_samples_are_refused_with_their_reason() -> None:
+    cases = [
+        (_packed_read_in_slices(), "state", "the slot is read in slices (packed state): rnnir does not assemble a new packed output"),
+        (_every_output_name_taken(), "h0", "no free output name pairs with 'h0'"),
+        (_gru_in_a_loop_body(), "h0", "the final state of GRU 'gru'.initial_h[0] cannot be threaded out"),
     ]
+    for model, slot, reason in cases:
+        onnx.checker.check_model(model, full_check=True)
+        assert _codes(model) == ["SD001"], reason
+        result = rnnir.fix(model)
+        assert result.edits == [] and result.model.graph == model.graph, reason
+        assert [str(e) for e in result.skipped] == [f"SD001 [no fix] SD001 on slot {slot!r}: {reason}"]
