@@ -73,6 +73,15 @@ def _packed_read_in_slices() -> onnx.ModelProto:
     return model
 
 
+def _only_h_of_a_packed_state_read() -> onnx.ModelProto:
+    """Only state[0] is read (as the LSTM's h; c starts from zeros): one slice, still not the whole slot."""
+    model = _packed_read_in_slices()
+    g = model.graph
+    del next(n for n in g.node if n.op_type == "LSTM").input[6:]
+    g.node.remove(next(n for n in g.node if n.name == "slice_c"))
+    return model
+
+
 def _every_output_name_taken() -> onnx.ModelProto:
     model = _load("sd001_no_state_output")
     model.graph.node.extend(helper.make_node("Identity", ["x"], [c], name=f"take_{c}") for c in H0_OUTPUT_NAMES)
@@ -102,6 +111,7 @@ def _gru_in_a_loop_body() -> onnx.ModelProto:
 def test_sd001_near_misses_beyond_the_samples_are_refused_with_their_reason() -> None:
     cases = [
         (_packed_read_in_slices(), "state", "the slot is read in slices (packed state): rnnir does not assemble a new packed output"),
+        (_only_h_of_a_packed_state_read(), "state", "the slot is read in slices (packed state): rnnir does not assemble a new packed output"),
         (_every_output_name_taken(), "h0", "no free output name pairs with 'h0'"),
         (_gru_in_a_loop_body(), "h0", "the final state of GRU 'gru'.initial_h[0] cannot be threaded out"),
     ]
