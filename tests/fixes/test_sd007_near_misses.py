@@ -1,5 +1,5 @@
 """SD007's fix (feed the state input to the op that starts from a constant) on near misses it must refuse, each with
-its exact reason and the model untouched (the slot read in slices, by one op or by an op that runs both ways), and
+its exact reason and the model untouched (the slot read in slices, by one op or by an op that runs both ways; a GRU in each If branch), and
 a slot also read by an op that is not recurrent, which the fix still repairs."""
 
 from __future__ import annotations
@@ -51,11 +51,32 @@ def _both_slices_from_zeros() -> onnx.ModelProto:
     return model
 
 
+def _gru_in_each_if_branch() -> onnx.ModelProto:
+    """Each If branch runs its own copy of the GRU from zeros; hn is whichever ran: two ops, which one to feed is a choice."""
+    model = _load("sd007_zero_init")
+    g = model.graph
+    gru = next(n for n in g.node if n.op_type == "GRU")
+    g.node.remove(gru)
+
+    def branch(name: str) -> onnx.GraphProto:
+        copy = onnx.NodeProto()
+        copy.CopyFrom(gru)
+        copy.name, copy.output[:] = f"{name}_gru", [f"{name}_y", f"{name}_hn"]
+        outs = [helper.make_tensor_value_info(f"{name}_y", onnx.TensorProto.FLOAT, ["T", 1, 1, 4]),
+                helper.make_tensor_value_info(f"{name}_hn", onnx.TensorProto.FLOAT, [1, 1, 4])]
+        return helper.make_graph([copy], name, [], outs)
+
+    g.node.append(helper.make_node("If", ["flag"], ["y", "hn"], name="pick", then_branch=branch("then"), else_branch=branch("else")))
+    g.input.append(helper.make_tensor_value_info("flag", onnx.TensorProto.BOOL, []))
+    return model
+
+
 def test_sd007_near_misses_are_refused_with_their_reason() -> None:
     read = "the slot is read in slices, or read at all: which port it should feed is not certain"
     cases = [
         (_both_slices_from_zeros(), "state", read),
         (_both_directions(), "h0", read),  # one slice per direction
+        (_gru_in_each_if_branch(), "h0", "the value written back comes from several ports"),
     ]
     for model, slot, reason in cases:
         onnx.checker.check_model(model, full_check=True)
