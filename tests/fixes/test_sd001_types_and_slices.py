@@ -1,6 +1,7 @@
 """SD001's fix beyond the float32 samples: a float64 state gets a float64 output (run by onnx.reference, since
 onnxruntime's GRU is float32 only, against the model a person fixes by hand), and near misses refused with their
-reason, the model untouched: a packed state read in slices, every output name h0 pairs with taken, a GRU in a Loop."""
+reason, the model untouched: a packed state read in slices, every output name h0 pairs with taken, a GRU in a Loop,
+GRUs in If branches that are not one per branch of one If."""
 
 from __future__ import annotations
 
@@ -58,6 +59,7 @@ def test_sd001_float64_state_is_returned_as_float64() -> None:
             np.testing.assert_allclose(a, b, rtol=1e-12, err_msg=f"call {k}")
 
 
+SEVERAL = "several ops read the slot in the same call: whose final state to return is not certain"
 #: every output name the naming conventions (`_NAME_RULES`, rnnir/lower/pairing.py) pair with h0: all taken below
 H0_OUTPUT_NAMES = ["hn", "hN", "hout", "h_final", "h_out", "h0_out", "h0_n", "h0n", "h0N", "h0_next", "h0_new", "h0_final",
                    "h0_output", "new_h0", "next_h0", "out_h0"]
@@ -108,11 +110,51 @@ def _gru_in_a_loop_body() -> onnx.ModelProto:
     return model
 
 
+def _grus_in_if_branches(layout: list[tuple[int, int]]) -> onnx.ModelProto:
+    """One If per ``(then, else)`` entry of ``layout``, each branch running that many copies of the GRU on h0 (their
+    sequences added; a branch without one yields zeros); y is the sum of the Ifs' outputs."""
+    model = _load("sd001_no_state_output")
+    g = model.graph
+    gru = next(n for n in g.node if n.op_type == "GRU")
+    g.node.remove(gru)
+    g.initializer.append(numpy_helper.from_array(np.zeros((2, 1, 1, 4), np.float32), "y_zeros"))
+    made = 0
+
+    def branch(name: str, count: int) -> onnx.GraphProto:
+        nonlocal made
+        nodes, last = [], "y_zeros"
+        for j in range(count):
+            copy = onnx.NodeProto()
+            copy.CopyFrom(gru)
+            copy.name, copy.output[:] = f"gru{made}", [f"y{made}"]
+            nodes.append(copy)
+            if j:
+                nodes.append(helper.make_node("Add", [last, f"y{made}"], [f"sum{made}"], name=f"add{made}"))
+            last = f"sum{made}" if j else f"y{made}"
+            made += 1
+        nodes.append(helper.make_node("Identity", [last], [f"{name}_y"], name=f"{name}_out"))
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(f"{name}_y", onnx.TensorProto.FLOAT, ["T", 1, 1, 4])])
+
+    total = ""
+    for i, (then_count, else_count) in enumerate(layout):
+        g.input.append(helper.make_tensor_value_info(f"flag{i}", onnx.TensorProto.BOOL, []))
+        g.node.append(helper.make_node("If", [f"flag{i}"], [f"if{i}_y"], name=f"if{i}",
+                                       then_branch=branch(f"then{i}", then_count), else_branch=branch(f"else{i}", else_count)))
+        if total:
+            g.node.append(helper.make_node("Add", [total, f"if{i}_y"], [f"total{i}"], name=f"total{i}"))
+        total = f"total{i}" if total else f"if{i}_y"
+    g.node.append(helper.make_node("Identity", [total], ["y"], name="out"))
+    return model
+
+
 def test_sd001_near_misses_beyond_the_samples_are_refused_with_their_reason() -> None:
     cases = [
         (_packed_read_in_slices(), "state", "the slot is read in slices (packed state): rnnir does not assemble a new packed output"),
         (_only_h_of_a_packed_state_read(), "state", "the slot is read in slices (packed state): rnnir does not assemble a new packed output"),
         (_every_output_name_taken(), "h0", "no free output name pairs with 'h0'"),
+        (_grus_in_if_branches([(2, 1)]), "h0", SEVERAL),  # three readers, one If
+        (_grus_in_if_branches([(2, 0)]), "h0", SEVERAL),  # two readers in the same branch
+        (_grus_in_if_branches([(1, 0), (0, 1)]), "h0", SEVERAL),  # then and else, but of two different Ifs
         (_gru_in_a_loop_body(), "h0", "the final state of GRU 'gru'.initial_h[0] cannot be threaded out"),
     ]
     for model, slot, reason in cases:
