@@ -1,6 +1,7 @@
 """SD002's fix when the swapped Concat sits in BOTH branches of an If: each branch's Concat is put back in order,
 exactly as a person repairs the model, and the edit says how many Concats it rewrote; one Concat reached twice
-(through an If) is rewritten once; a swap with no Concat at all is refused with its reason."""
+(through an If) is rewritten once; a swap with no Concat at all, or a Concat with an operand that is no final state,
+is refused with its reason."""
 
 from __future__ import annotations
 
@@ -86,7 +87,7 @@ def _crossed_grus() -> onnx.ModelProto:
     return m
 
 
-def test_sd002_one_concat_reached_twice_and_no_concat_at_all() -> None:
+def test_sd002_one_concat_reached_twice_and_concats_it_cannot_reorder() -> None:
     broken, correct = _behind_if(["Y_c", "Y_h"]), _behind_if(["Y_h", "Y_c"])
     assert _codes(broken) == ["SD002"] and _codes(correct) == []
     result = rnnir.fix(broken)
@@ -95,9 +96,16 @@ def test_sd002_one_concat_reached_twice_and_no_concat_at_all() -> None:
         "Concat 'concat_state_swapped': inputs (Y_c, Y_h) -> inputs (Y_h, Y_c)"
     ]
     assert result.model.graph == correct.graph and _codes(result.model) == []
-    crossed = _crossed_grus()
-    assert _codes(crossed) == ["SD002", "SD002"]
-    refused = rnnir.fix(crossed)
-    assert refused.edits == [] and refused.model.graph == crossed.graph
-    why = "the wrong slice is not assembled by a Concat whose operands can be reordered"
-    assert [str(e) for e in refused.skipped] == [f"SD002 [no fix] SD002 on slot {s!r}: {why}" for s in ("h_a", "h_b")]
+    old_c_back = _load("sd002_hc_swap")  # Concat(c, Y_h): the old c (a slice of the state input) goes back in slot 0
+    next(n for n in old_c_back.graph.node if n.op_type == "Concat").input[:] = ["c", "Y_h"]
+    no_concat = "the wrong slice is not assembled by a Concat whose operands can be reordered"
+    refused_rows = [
+        (_crossed_grus(), [("h_a", no_concat), ("h_b", no_concat)]),
+        (old_c_back, [("state", "operand 0 of Concat 'concat_state_swapped' is not a final state")]),
+    ]
+    for model, reasons in refused_rows:
+        onnx.checker.check_model(model, full_check=True)
+        assert _codes(model) == ["SD002"] * len(reasons)
+        refused = rnnir.fix(model)
+        assert refused.edits == [] and refused.model.graph == model.graph
+        assert [str(e) for e in refused.skipped] == [f"SD002 [no fix] SD002 on slot {s!r}: {why}" for s, why in reasons]
