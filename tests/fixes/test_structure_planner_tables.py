@@ -60,13 +60,13 @@ def test_structure_fixes_touch_only_their_own_stores_and_compute_as_the_hand_fix
     chained_slot = _variant(tmp_path, "al001_chain", [h0b, h0b_ret])
     chained_slot_by_hand = _variant(tmp_path, "al001_chain", [h0b, h0b_ret, ("store<out:hn, value>(%store.h0)", "store<out:hn, value>(%hn)")])
     repointed = "rnnir.ir store 'store.hn': reads 'store:store.h0' -> reads 'value:hn'"
-    cases = [  # broken, by hand, code, the edit, IR lines kept, findings left (before and after)
-        (al001, al001_by_hand, "AL001", repointed, ["store<out:y2, value>(%store.y)", "store<out:hn, value>(%hn)"], []),
+    cases = [  # broken, by hand, code, the edit, IR text kept, IR text gone, findings left (before and after)
+        (al001, al001_by_hand, "AL001", repointed, ["store<out:y2, value>(%store.y)", "store<out:hn, value>(%hn)"], [], []),
         (chained_slot, chained_slot_by_hand, "AL001", repointed,
-         ['%"store.h0@" = store<@h0, token>(%store.h0)', "store<out:hn, value>(%hn)"], [("SD004", "h0")]),
-        (sd004, sd004_by_hand, "SD004", "rnnir.ir stores into slot 'h0': store.h0, store.h0@ -> store.h0", ["order "], []),
+         ['%"store.h0@" = store<@h0, token>(%store.h0)', "store<out:hn, value>(%hn)"], [], [("SD004", "h0")]),
+        (sd004, sd004_by_hand, "SD004", "rnnir.ir stores into slot 'h0': store.h0, store.h0@ -> store.h0", [], ["order ", "store.h0@"], []),
     ]
-    for broken, by_hand, code, edit, kept, left in cases:
+    for broken, by_hand, code, edit, kept, gone, left in cases:
         assert _findings(broken) == sorted([(code, "h0"), *left]), code
         assert _findings(by_hand) == left, code
         result = rnnir.fix(broken)
@@ -74,9 +74,7 @@ def test_structure_fixes_touch_only_their_own_stores_and_compute_as_the_hand_fix
         assert sorted(e.code for e in result.skipped) == [c for c, _ in left], code
         assert _findings(result.model) == left, code
         text = _ir(result.model)
-        assert all(line in text for line in kept if line != "order "), code
-        if "order " in kept:  # the order edge named the dropped store: it goes with it
-            assert "order " not in text and "store.h0@" not in text, code
+        assert all(line in text for line in kept) and not any(line in text for line in gone), code
         _assert_computes_as(result.model, by_hand, code)
 
 
