@@ -394,3 +394,160 @@ def test_concat_skips_missing_operands_and_identity_copies():
     assert out["y"].tolist() == [1.0, 2.0, 1.0, 2.0]
     out["z"][...] = 0
     assert feed.tolist() == [1.0, 2.0]
+
+
+# -- schedules, storage identity, stores of values from outside ----------------------------------------
+
+
+def reader_after_store() -> rnnir.Program:
+    """A VIEW load read by an Identity the program lists after the slot store (``h_prev``: the state before the call?)."""
+    b = rnnir.Builder("reader_after")
+    h = b.slot("h", "float32", (1, 1, 1))
+    v = b.load(h, "view")
+    hn = _cell(b, v)
+    b.store(hn, h)
+    prev = b.compute("Identity", [v], name="previous_state")
+    b.store(prev, b.output("h_prev", "float32", (1, 1, 1)), "value")
+    b.store(hn, b.output("hn", "float32", (1, 1, 1)), "value")
+    return b.build()
+
+
+def test_the_schedule_decides_where_a_slot_store_runs_among_independent_nodes():
+    # program order: the store runs before the reader of the view, which sees the new state
+    assert _values(Simulator(reader_after_store()), "h_prev") == KEPT
+    assert _values(Simulator(reader_after_store(), Faults(schedule="stores-first")), "h_prev") == KEPT
+    # stores last: the reader runs first and sees the state the call started from
+    assert _values(Simulator(reader_after_store(), Faults(schedule="stores-last")), "h_prev") == [0.0, 1.0, 0.5]
+    for schedule in ("program", "stores-first", "stores-last"):
+        assert _values(Simulator(reader_after_store(), Faults(schedule=schedule)), "hn") == KEPT
+
+
+def test_a_slot_aliasing_another_shares_its_storage_and_an_alias_cycle_still_resolves():
+    b = rnnir.Builder("alias")
+    h = b.slot("h", "float32", (1, 1, 1))
+    g = b.slot("g", "float32", (1, 1, 1), alias_of=h)
+    hn = _cell(b, b.load(g))
+    b.store(hn, h)
+    b.store(hn, b.output("hn", "float32", (1, 1, 1)), "value")
+    prog = b.build()
+    sim = Simulator(prog)
+    assert _values(sim, "hn") == KEPT  # g reads what h was written: one storage
+    assert sim.memory("g") is sim.memory("h")
+    assert {k: _scalar(v) for k, v in sim.state.items()} == {"h": 2.25, "g": 2.25}
+    h.alias_of = g  # a cycle (no valid program has one): the walk stops instead of looping
+    assert _scalar(Simulator(prog).run(XS[0])["hn"]) == 1.0
+
+
+def test_a_slot_written_but_never_loaded_and_values_stored_straight_from_outside():
+    b = rnnir.Builder("outside")
+    g = b.slot("g", None, (2,))
+    x = b.input("x", "float32", (2,))
+    b.store(x, g)
+    b.store(x, b.output("echo", "float32", (2,)), "value")
+    b.store(b.const("k", np.array([5, 6], np.int64)), b.output("k_out", "int64", (2,)), "value")
+    sim = Simulator(b.build())
+    out = sim.run({"x": np.array([1.0, 2.0], np.float32)})
+    assert out["echo"].tolist() == [1.0, 2.0] and out["k_out"].tolist() == [5, 6]
+    assert sim.state["g"].tolist() == [1.0, 2.0]
+    # a slot that has no dtype starts from float32 zeros
+    b = rnnir.Builder("untyped")
+    h = b.slot("h", None, (2,))
+    b.store(b.load(h), b.output("h0", None, (2,)), "value")
+    first = Simulator(b.build()).run()["h0"]
+    assert first.dtype == np.float32 and first.tolist() == [0.0, 0.0]
+
+
+def test_a_late_store_to_a_slot_nobody_loaded_makes_its_storage_at_once():
+    b = rnnir.Builder("late_unloaded")
+    g = b.slot("g", "float32", (2,))
+    r = b.store(b.input("x", "float32", (2,)), g, "alias")
+    b.store(b.compute("Identity", [r]), b.output("seen", "float32", (2,)), "value")
+    sim = Simulator(b.build(), Faults(late=True))
+    assert sim.run({"x": np.array([3.0, 4.0], np.float32)})["seen"].tolist() == [0.0, 0.0]  # storage, not yet written
+    assert sim.state["g"].tolist() == [3.0, 4.0]  # the Return waited for it
+
+
+def test_the_result_of_a_store_to_an_output_is_that_outputs_buffer():
+    b = rnnir.Builder("reuse_alias")
+    out = b.output("hn", "float32", (1, 1, 1))
+    h = b.slot("h", "float32", (1, 1, 1), alias_of=out)
+    r = b.store(_cell(b, b.load(h)), out, "alias")
+    b.store(r, b.output("again", "float32", (1, 1, 1)), "value")
+    sim = Simulator(b.build())
+    got = sim.run(XS[0])
+    assert got["again"] is sim.memory("h") and got["hn"] is sim.memory("h")
+    # the value result of a store of a token is no tensor: a reader of it is refused
+    b = rnnir.Builder("token_value")
+    h = b.slot("h", "float32", (1, 1, 1))
+    tok = b.store(_cell(b, b.load(h)), h)
+    r = b.store(tok, b.output("o", "float32", (1, 1, 1)), "value")
+    b.store(b.compute("Identity", [r]), b.output("p", "float32", (1, 1, 1)), "value")
+    with pytest.raises(SimulationError, match="token, not a tensor"):
+        Simulator(b.build()).run(XS[0])
+
+
+def test_an_op_of_another_domain_is_never_taken_for_the_standard_op_of_that_name():
+    for op in ("Relu", "Softsign"):
+        b = rnnir.Builder("custom")
+        b.store(b.compute(op, [b.input("x", "float32", (2,))], domain="com.example"), b.output("y", None, None), "value")
+        with pytest.raises(SimulationError, match="onnx.reference cannot run"):
+            Simulator(b.build()).run({"x": np.ones(2, np.float32)})
+
+
+def test_an_op_outside_the_table_with_two_inputs_runs_through_onnx_reference_call_after_call():
+    b = rnnir.Builder("pow")
+    b.store(b.compute("Pow", [b.input("x", "float32", (2,)), b.const("e", np.array([3.0, 0.5], np.float32))]), b.output("y", None, None), "value")
+    sim = Simulator(b.build())
+    assert sim.run({"x": np.array([2.0, 9.0], np.float32)})["y"].tolist() == [8.0, 3.0]
+    assert sim.run({"x": np.array([-1.0, 4.0], np.float32)})["y"].tolist() == [-1.0, 2.0]
+
+
+def test_an_error_inside_a_branch_that_is_the_simulators_own_is_not_taken_for_a_failed_branch():
+    b = rnnir.Builder("branch_custom")
+    t = b.input("t", "float32", (2,))
+    bad = b.compute("Softsign", [t], domain="com.example")
+    _in_branch(bad, "then_branch")
+    out = b.if_(b.input("c", "bool", ()), [bad], [t])
+    b.store(b.compute("Identity", [out]), b.output("out", "float32", (2,)), "value")
+    with pytest.raises(SimulationError, match="onnx.reference cannot run"):
+        Simulator(b.build()).run({"t": np.ones(2, np.float32), "c": np.array(False)})
+
+
+def test_a_failed_branch_value_read_outside_the_branch_names_what_failed():
+    t = np.array([1.0, 2.0, 4.0], np.float32)
+    with pytest.raises(SimulationError, match=r"If branch that failed: .*index"):
+        Simulator(branching()).run({"t": t, "c": np.array(True), "i": np.array(9)})
+
+
+# -- values the lowering leaves off the state path ---------------------------------------------------
+
+
+def _off_path_model(extra_contrib: bool) -> object:
+    """The seed recurrence of x2 = x * 2 (computed off the state path); optionally an unrelated contrib output."""
+    from onnx import TensorProto, numpy_helper
+
+    nodes = [helper.make_node("Mul", ["x", "two"], ["x2"]),
+             helper.make_node("RNN", ["x2", "W", "R", "", "", "h0"], ["y", "hn"], hidden_size=1, activations=["Affine"],
+                              activation_alpha=[1.0], activation_beta=[0.0])]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 1, 1]), helper.make_tensor_value_info("hn", TensorProto.FLOAT, [1, 1, 1])]
+    if extra_contrib:
+        nodes.append(helper.make_node("FastGelu", ["x"], ["g"], domain="com.microsoft"))
+        outputs.append(helper.make_tensor_value_info("g", TensorProto.FLOAT, [1, 1, 1]))
+    graph = helper.make_graph(
+        nodes, "offpath",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 1]), helper.make_tensor_value_info("h0", TensorProto.FLOAT, [1, 1, 1])],
+        outputs,
+        [numpy_helper.from_array(np.ones((1, 1, 1), np.float32), "W"), numpy_helper.from_array(np.full((1, 1, 1), 0.5, np.float32), "R"),
+         numpy_helper.from_array(np.array(2.0, np.float32), "two")],
+    )
+    imports = [helper.make_opsetid("", 14)] + ([helper.make_opsetid("com.microsoft", 1)] if extra_contrib else [])
+    m = helper.make_model(graph, opset_imports=imports)
+    m.ir_version = 8
+    return m
+
+
+def test_a_value_computed_off_the_state_path_comes_from_onnx_reference_over_the_source_model():
+    # x doubled: 2, 0, 4 -> h = 2, 1, 4.5
+    for contrib in (False, True):  # an op onnx.reference cannot run, that the off-path value does not need, is left out
+        sim = Simulator(rnnir.load(_off_path_model(contrib)))
+        assert [_scalar(sim.run(f)["hn"]) for f in XS] == [2.0, 1.0, 4.5], contrib
