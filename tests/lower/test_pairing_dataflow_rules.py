@@ -187,3 +187,33 @@ def test_a_plain_name_pairs_only_when_the_output_is_computed_from_the_input():
     assert pairs(_named("add")) == [("foo", "foo_out", NAME)]
     for how in ("identity", "reshape", "other"):
         assert pairs(_named(how)) == [], how
+
+
+def _scan9_and_loop(carry: bool) -> object:
+    """Inputs (u, acc, xs, lacc), outputs (o, total, zs, lfinal, lzs): a Scan-9 over xs with state acc, and a Loop
+    (trip count an initializer) with state lacc and a scan output lzs.  ``carry``: the bodies compute the new state
+    from the old one (else hand it back)."""
+    snodes = [helper.make_node("Add" if carry else "Identity", ["s_in", "x_t"] if carry else ["s_in"], ["s_out"]),
+              helper.make_node("Add", ["x_t", "x_t"], ["z_t"])]
+    sbody = helper.make_graph(snodes, "sbody", [vi("s_in", [1, 2]), vi("x_t", [1, 2])], [vi("s_out", [1, 2]), vi("z_t", [1, 2])])
+    lnodes = [helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+              helper.make_node("Add" if carry else "Identity", ["l_in", "l_in"] if carry else ["l_in"], ["l_out"]),
+              helper.make_node("Identity", ["l_in"], ["l_scan"])]
+    lbody = helper.make_graph(lnodes, "lbody", [vi("i", [], TensorProto.INT64), vi("cond_in", [], TensorProto.BOOL), vi("l_in", [1, 3])],
+                              [vi("cond_out", [], TensorProto.BOOL), vi("l_out", [1, 3]), vi("l_scan", [1, 3])])
+    nodes = [helper.make_node("Identity", ["u"], ["o"]),
+             helper.make_node("Scan", ["acc", "xs"], ["total", "zs"], num_scan_inputs=1, body=sbody),
+             helper.make_node("Loop", ["n", "", "lacc"], ["lfinal", "lzs"], body=lbody)]
+    g = helper.make_graph(nodes, "g", [vi("u", [1]), vi("acc", [1, 2]), vi("xs", ["T", 1, 2]), vi("lacc", [1, 3])],
+                          [vi("o", [1]), vi("total", [1, 2]), vi("zs", ["T", 1, 2]), vi("lfinal", [1, 3]), vi("lzs", ["N", 1, 3])],
+                          [numpy_helper.from_array(np.asarray(3, np.int64), "n")])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 16)])
+    m.ir_version = 8
+    return m
+
+
+def test_scan_and_loop_states_pair_by_dataflow_and_their_scans_never_pair():
+    assert pairs(_scan9_and_loop(True)) == [("acc", "total", DATAFLOW), ("lacc", "lfinal", DATAFLOW)]
+    # handed back unchanged: no state for dataflow.  The scanned xs and the scan outputs zs, lzs are streams position
+    # passes over, so what is left lines up one to one
+    assert pairs(_scan9_and_loop(False)) == [("acc", "total", POSITION), ("lacc", "lfinal", POSITION)]
