@@ -551,3 +551,55 @@ def test_a_value_computed_off_the_state_path_comes_from_onnx_reference_over_the_
     for contrib in (False, True):  # an op onnx.reference cannot run, that the off-path value does not need, is left out
         sim = Simulator(rnnir.load(_off_path_model(contrib)))
         assert [_scalar(sim.run(f)["hn"]) for f in XS] == [2.0, 1.0, 4.5], contrib
+
+
+def test_a_reader_of_a_stores_value_lands_it_for_the_view_readers_after_it():
+    b = rnnir.Builder("value_lands")
+    h = b.slot("h", "float32", (1, 1, 1))
+    v = b.load(h, "view")
+    r = b.store(_cell(b, v), h, "value")
+    b.store(b.compute("Identity", [r]), b.output("hn", "float32", (1, 1, 1)), "value")
+    b.store(b.compute("Identity", [v]), b.output("seen", "float32", (1, 1, 1)), "value")  # listed after the value's reader
+    sim = Simulator(b.build(), Faults(late=True))
+    assert _values(sim, "seen") == KEPT  # the view shows the write the value's reader waited for
+
+
+def test_a_constant_initial_value_takes_the_slots_dtype_and_only_a_constant_kind_uses_its_value():
+    from rnnir.ir import SlotInit
+
+    prog = _accumulate(np.array([3, 5], np.int64))  # integers for a float32 slot
+    got = Simulator(prog).run({"x": np.ones(2, np.float32)})["s"]
+    assert got.dtype == np.float32 and got.tolist() == [4.0, 6.0]
+    prog.slot("h").init = SlotInit("zeros", np.array([7.0, 8.0], np.float32))  # a stray value: the kind decides
+    assert Simulator(prog).run({"x": np.ones(2, np.float32)})["s"].tolist() == [1.0, 1.0]
+
+
+def test_an_if_with_two_outputs_yields_each_from_the_branch_it_picks():
+    b = rnnir.Builder("if2")
+    t = b.input("t", "float32", (2,))
+    c = b.input("c", "bool", ())
+    neg = b.compute("Neg", [t])
+    twice = b.compute("Add", [t, t])
+    first, second = b.if_(c, [t, neg], [twice, b.compute("Relu", [neg])])
+    b.store(first, b.output("first", "float32", (2,)), "value")
+    b.store(second, b.output("second", "float32", (2,)), "value")
+    feed = np.array([1.0, -2.0], np.float32)
+    out = Simulator(b.build()).run({"t": feed, "c": np.array(True)})
+    assert out["first"].tolist() == [1.0, -2.0] and out["second"].tolist() == [-1.0, 2.0]
+    out = Simulator(b.build()).run({"t": feed, "c": np.array(False)})
+    assert out["first"].tolist() == [2.0, -4.0] and out["second"].tolist() == [0.0, 2.0]
+
+
+def test_an_off_path_value_made_inside_an_if_keeps_the_nodes_its_branches_read():
+    from onnx import TensorProto
+
+    m = _off_path_model(False)
+    g = m.graph
+    (mul,) = [n for n in g.node if n.op_type == "Mul"]
+    mul.output[0] = "x3"
+    then_b = helper.make_graph([helper.make_node("Identity", ["x3"], ["t"])], "then", [], [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 1, 1])])
+    else_b = helper.make_graph([helper.make_node("Neg", ["x3"], ["e"])], "else", [], [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 1, 1])])
+    g.node.insert(1, helper.make_node("If", ["yes"], ["x2"], then_branch=then_b, else_branch=else_b))
+    g.initializer.append(helper.make_tensor("yes", TensorProto.BOOL, [], [True]))
+    sim = Simulator(rnnir.load(m))
+    assert [_scalar(sim.run(f)["hn"]) for f in XS] == [2.0, 1.0, 4.5]
