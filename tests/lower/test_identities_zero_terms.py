@@ -133,3 +133,9 @@ def test_a_zero_term_is_followed_back_eight_ops_and_no_further():
     _proven(_cast_chain(1), ())
     _proven(_cast_chain(8), ())  # Mul at depth 8
     _unproven(_cast_chain(9))
+
+
+def test_only_a_product_is_a_zero_term():
+    for op in ("Add", "Sub", "Max"):
+        _unproven(_model([helper.make_node(op, ["sr", "z"], ["prod"]), helper.make_node("Cast", ["prod"], ["term"], to=F32)],
+                         [_inp("sr", [])], [_arr("z", 0, np.int64)]))

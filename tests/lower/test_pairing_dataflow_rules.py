@@ -217,3 +217,78 @@ def test_scan_and_loop_states_pair_by_dataflow_and_their_scans_never_pair():
     # handed back unchanged: no state for dataflow.  The scanned xs and the scan outputs zs, lzs are streams position
     # passes over, so what is left lines up one to one
     assert pairs(_scan9_and_loop(False)) == [("acc", "total", POSITION), ("lacc", "lfinal", POSITION)]
+
+
+def _stateless_scan(opset: int) -> object:
+    """A Scan with no state variable at all: zs = xs + xs, step by step (Scan-8 takes an empty sequence_lens first)."""
+    seq = [1, "T", 2] if opset < 9 else ["T", 1, 2]
+    body = helper.make_graph([helper.make_node("Add", ["x_t", "x_t"], ["z_t"])], "body", [vi("x_t", [1, 2] if opset >= 9 else [2])],
+                             [vi("z_t", [1, 2] if opset >= 9 else [2])])
+    scan = helper.make_node("Scan", ([""] if opset < 9 else []) + ["xs"], ["zs"], num_scan_inputs=1, body=body)
+    g = helper.make_graph([helper.make_node("Identity", ["u"], ["o"]), scan], "g", [vi("u", [1]), vi("xs", seq)], [vi("o", [1]), vi("zs", seq)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_a_scan_without_state_variables_pairs_nothing():
+    # the scanned xs and the scan output zs are streams: neither a state link nor a position pair
+    for opset in (8, 16):
+        assert pairs(_stateless_scan(opset)) == [], opset
+
+
+def _scan_at(opset: int, carry: bool) -> object:
+    """Inputs (u, acc, xs), outputs (o, total, zs) with rank-2 state; Scan-8 (batch-major, sequence_lens first) below 9."""
+    s, x = [1, 2], [1, 2]
+    nodes = [helper.make_node("Add" if carry else "Identity", ["s_in", "x_t"] if carry else ["s_in"], ["s_out"]),
+             helper.make_node("Add", ["x_t", "x_t"], ["z_t"])]
+    if opset < 9:
+        s, x = [2], [2]
+    body = helper.make_graph(nodes, "body", [vi("s_in", s), vi("x_t", x)], [vi("s_out", s), vi("z_t", x)])
+    scan = helper.make_node("Scan", ([""] if opset < 9 else []) + ["acc", "xs"], ["total", "zs"], num_scan_inputs=1, body=body)
+    state, seq = ([1, 2], [1, "T", 2]) if opset < 9 else ([1, 2], ["T", 1, 2])
+    g = helper.make_graph([helper.make_node("Identity", ["u"], ["o"]), scan], "g", [vi("u", [1]), vi("acc", state), vi("xs", seq)],
+                          [vi("o", [1]), vi("total", state), vi("zs", seq)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def test_scan_offsets_follow_the_opset_scan_8_takes_sequence_lens_first():
+    for opset in (8, 9, 16):
+        assert pairs(_scan_at(opset, True)) == [("acc", "total", DATAFLOW)], opset
+        assert pairs(_scan_at(opset, False)) == [("acc", "total", POSITION)], opset  # xs and zs still streams
+
+
+def test_a_recurrence_without_an_initial_state_or_its_final_state_output_is_no_link_and_no_error():
+    for h0, outs in ((None, ["Y", "Yh"]), ("", ["Y", "Yh"]), ("h0", ["Y", ""]), ("h0", ["Y"])):
+        ins = ["x", "rW", "rR"] + ([] if h0 is None else ["", "", h0])
+        nodes = [helper.make_node("RNN", ins, outs, hidden_size=H, name="r"), helper.make_node("Identity", ["Y"], ["y"])]
+        m = model(nodes, [X, vi("h0", [1, 1, H])], [vi("y", [T, 1, 1, H])])
+        assert all(s is not DATAFLOW for _, _, s in pairs(m)), (h0, outs)
+
+
+def test_an_if_whose_branches_yield_the_same_value_is_one_source_and_a_constant_branch_is_none():
+    then_b = helper.make_graph([helper.make_node("Identity", ["a3"], ["t3"])], "then", [], [vi("t3", [1, 1, H])])
+    else_b = helper.make_graph([helper.make_node("Identity", ["a3"], ["e3"])], "else", [], [vi("e3", [1, 1, H])])
+    nodes = [unsqueezed("a", "a3"), helper.make_node("If", ["c"], ["h3"], then_branch=then_b, else_branch=else_b),
+             rnn("r", "h3", "", "Yh"), squeezed("Yh", "p")]
+    m = model(nodes, [X, vi("c", [], TensorProto.BOOL), A2], [P2], inits=(axes("ax0", [0]),))
+    assert pairs(m) == [("a", "p", DATAFLOW)]
+    # one branch yields an initializer of the main graph: still the one input a
+    then_b = helper.make_graph([helper.make_node("Identity", ["zinit"], ["t3"])], "then", [], [vi("t3", [1, 1, H])])
+    else_b = helper.make_graph([helper.make_node("Unsqueeze", ["a", "ax0"], ["e3"])], "else", [], [vi("e3", [1, 1, H])])
+    nodes = [helper.make_node("If", ["c"], ["h3"], then_branch=then_b, else_branch=else_b), rnn("r", "h3", "", "Yh"), squeezed("Yh", "p")]
+    m = model(nodes, [X, vi("c", [], TensorProto.BOOL), A2], [P2],
+              inits=(axes("ax0", [0]), numpy_helper.from_array(np.zeros((1, 1, H), np.float32), "zinit")))
+    assert pairs(m) == [("a", "p", DATAFLOW)]
+
+
+def test_a_plain_name_pairs_when_an_if_computes_the_output_from_the_input_in_a_branch():
+    def branchy(reads: str) -> object:
+        then_b = helper.make_graph([helper.make_node("Add", [reads, "v"], ["t"])], "then", [], [vi("t", [2])])
+        else_b = helper.make_graph([helper.make_node("Neg", ["v"], ["e"])], "else", [], [vi("e", [2])])
+        g = helper.make_graph([helper.make_node("If", ["c"], ["foo_out"], then_branch=then_b, else_branch=else_b)], "g",
+                              [vi("c", [], TensorProto.BOOL), vi("v", [2]), vi("foo", [2])], [vi("foo_out", [2])])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m.ir_version = 8
+        return m
+
+    assert pairs(branchy("foo")) == [("foo", "foo_out", NAME)]
+    assert pairs(branchy("v")) == []
