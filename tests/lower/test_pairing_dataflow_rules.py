@@ -220,25 +220,27 @@ def test_scan_and_loop_states_pair_by_dataflow_and_their_scans_never_pair():
 
 
 def _stateless_scan(opset: int) -> object:
-    """A Scan with no state variable at all: zs = xs + xs, step by step (Scan-8 takes an empty sequence_lens first)."""
+    """A Scan with no state variable at all: zs = xs + xs, step by step (Scan-8 takes an empty sequence_lens first);
+    beside it q = -w, which only position pairs (names and dataflow say nothing)."""
     seq = [1, "T", 2] if opset < 9 else ["T", 1, 2]
     body = helper.make_graph([helper.make_node("Add", ["x_t", "x_t"], ["z_t"])], "body", [vi("x_t", [1, 2] if opset >= 9 else [2])],
                              [vi("z_t", [1, 2] if opset >= 9 else [2])])
     scan = helper.make_node("Scan", ([""] if opset < 9 else []) + ["xs"], ["zs"], num_scan_inputs=1, body=body)
-    g = helper.make_graph([helper.make_node("Identity", ["u"], ["o"]), scan], "g", [vi("u", [1]), vi("xs", seq)], [vi("o", [1]), vi("zs", seq)])
+    nodes = [helper.make_node("Identity", ["u"], ["o"]), scan, helper.make_node("Neg", ["w"], ["q"])]
+    g = helper.make_graph(nodes, "g", [vi("u", [1]), vi("xs", seq), vi("w", [1, 2])], [vi("o", [1]), vi("zs", seq), vi("q", [1, 2])])
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def test_a_scan_without_state_variables_pairs_nothing():
-    # the scanned xs and the scan output zs are streams: neither a state link nor a position pair
+def test_a_scan_without_state_variables_pairs_nothing_and_its_streams_stay_out_of_position():
+    # the scanned xs and the scan output zs are streams: neither a state link nor a position pair, so w and q line up
     for opset in (8, 16):
-        assert pairs(_stateless_scan(opset)) == [], opset
+        assert pairs(_stateless_scan(opset)) == [("w", "q", POSITION)], opset
 
 
 def _scan_at(opset: int, carry: bool) -> object:
     """Inputs (u, acc, xs), outputs (o, total, zs) with rank-2 state; Scan-8 (batch-major, sequence_lens first) below 9."""
     s, x = [1, 2], [1, 2]
-    nodes = [helper.make_node("Add" if carry else "Identity", ["s_in", "x_t"] if carry else ["s_in"], ["s_out"]),
+    nodes = [helper.make_node("Add" if carry else "Identity", ["s_in", "s_in"] if carry else ["s_in"], ["s_out"]),  # from s_in, not x_t
              helper.make_node("Add", ["x_t", "x_t"], ["z_t"])]
     if opset < 9:
         s, x = [2], [2]
