@@ -29,6 +29,10 @@ def test_an_ir_text_path_in_any_case_is_read_as_written_and_refuses_declared_pai
     with pytest.raises(PairingError, match=r"^mine: IR text declares its own state pairs"):
         rnnir.load(upper, {"h": "hn"}, label="mine")
     assert rnnir.load(upper, {}).name == "al001_chain"  # no pairs declared: nothing to refuse
+    onnx_path = tmp_path / "seed.onnx"  # any other path is an ONNX model, lowered
+    onnx_path.write_bytes(_seed().SerializeToString())
+    for path in (onnx_path, str(onnx_path)):
+        assert [p.input for p in rnnir.load(path).state_pairs] == ["h0"], path
 
 
 def _seed() -> object:
