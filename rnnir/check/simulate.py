@@ -184,7 +184,7 @@ class Simulator:
         for node in rest:
             self._complete_needed_by(node)
             if isinstance(node, Store):
-                self._store(node, values, outputs, call)
+                self._store(node, values, outputs, call, feeds)
             elif isinstance(node, Return):
                 continue
             else:
@@ -409,11 +409,11 @@ class Simulator:
         feeds = {name: x for name, x in zip(proto.input, ins) if name}
         return list(ev.run(None, feeds))
 
-    def _store(self, node: Store, values: dict[int, Any], outputs: dict[str, Any], call: int) -> None:
+    def _store(self, node: Store, values: dict[int, Any], outputs: dict[str, Any], call: int, feeds: Mapping[str, np.ndarray]) -> None:
         value_v = node.value
         x = values.get(id(value_v)) if value_v is not None else None
         if value_v is not None and id(value_v) not in values:
-            x = self._operand(value_v, values, {})
+            x = self._operand(value_v, values, feeds)  # a graph input stored as it is
         dest = node.dest
         result: Any
         if isinstance(dest, Slot):
