@@ -39,10 +39,6 @@ _REFS = sys.getrefcount
 # the references to a buffer held by nothing but its list, counted the way ``unshared`` counts them (the list's
 # and the one ``map`` passes to getrefcount): measured, not assumed, since interpreters count borrowed ones apart
 _ALONE = next(map(_REFS, [np.empty(0)]))
-# the same for ``getrefcount(buffers[0])`` with the list alive: the list's reference and the subscript's
-_PROBE = [np.empty(0)]
-_ALONE_ITEM = _REFS(_PROBE[0])
-del _PROBE
 # when the steady plan joins a tick's rows straight into a bound buffer, inputs up to this size are buffered:
 # one copy of the joined rows beats binding a new array every tick
 JOIN_BYTES = 2**20
@@ -274,14 +270,8 @@ class SteadyTick:
         if contexts:
             for before, _, arena in contexts:
                 before[...] = arena.cur
-        # PingPong.run and WholeTick.free_outputs written out: two Python calls are a one-stream tick's 1%
-        pp = tick.pingpong
-        k = pp.k
-        outs = tick.outs[k]
-        if (_REFS(outs[0]) != _ALONE_ITEM) if len(outs) == 1 else (list(map(_REFS, outs)).count(_ALONE) != len(outs)):  # not unshared(outs)
-            outs = tick.renew(k)
-        pp.runs[k]()
-        pp.k = k ^ 1
+        outs = tick.free_outputs()
+        tick.pingpong.run()  # a failure leaves the arenas as they were: the new state went to ``spare``
         for arena in tick.arenas:
             arena.cur, arena.spare = arena.spare, arena.cur  # type: ignore[assignment]
         if contexts:
