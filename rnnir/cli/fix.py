@@ -368,15 +368,14 @@ def lint_fixes(jobs: Sequence[LintJob], *, diff: bool, unsafe: bool) -> int:
         sys.stdout.flush()
         return max(status, 1 if changed else 0)
     if fixed_findings or held_back:
+        from rnnir.render.text import plural
+
         # as Ruff's summary: what was fixed, and what --unsafe-fixes would also fix (the lint that follows lists the rest)
-        done = f"fixed {_count(fixed_findings, 'finding')} in {_count(fixed_files, 'file')}" if fixed_findings else "fixed nothing"
-        more = f"; {_count(held_back, 'unsafe fix', 'unsafe fixes')} not applied (--unsafe-fixes applies {'them' if held_back != 1 else 'it'})" if held_back else ""
+        done = f"fixed {plural(fixed_findings, 'finding')} in {plural(fixed_files, 'file')}" if fixed_findings else "fixed nothing"
+        more = f"; {plural(held_back, 'unsafe fix', 'unsafe fixes')} not applied (--unsafe-fixes applies {'them' if held_back != 1 else 'it'})" if held_back else ""
         print(done + more, file=sys.stderr)
     return status
 
-
-def _count(n: int, one: str, many: str = "") -> str:
-    return f"{n} {one if n == 1 else (many or one + 's')}"
 
 
 def explain_fix(code: str) -> str:

@@ -11,7 +11,7 @@ from rnnir.lint.results import LintResult
 from rnnir.passes.diagnostics import Diagnostic
 from rnnir.render.escape import printable
 
-__all__ = ["render_cost_text", "render_text", "summary_line"]
+__all__ = ["plural", "render_cost_text", "render_text", "summary_line"]
 
 
 def render_text(result: LintResult) -> str:
@@ -104,23 +104,24 @@ def _branches(d: Diagnostic) -> list[str]:
     return seen
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+def plural(n: int, word: str, many: str = "") -> str:
+    """``n`` and ``word``, with ``many`` (default: word + s) unless n is 1: "1 file", "2 files", "2 unsafe fixes"."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def summary_line(result: LintResult) -> str:
     s = result.summary()
-    parts = [_plural(s["errors"], "error"), _plural(s["warnings"], "warning")]
+    parts = [plural(s["errors"], "error"), plural(s["warnings"], "warning")]
     if s["infos"]:
-        parts.append(_plural(s["infos"], "info"))
-    line = f"{', '.join(parts)} in {_plural(s['files'], 'file')}"
+        parts.append(plural(s["infos"], "info"))
+    line = f"{', '.join(parts)} in {plural(s['files'], 'file')}"
     hidden = [f"{s[k]} {k}" for k in ("suppressed", "baselined") if s[k]]  # said, so nothing is hidden silently
     if hidden:
         line += f" ({', '.join(hidden)})"
     if s["failed"]:
         line += f"; {s['failed']} could not be analysed"
     if s["state_slices"]:
-        line += f"; {s['slices_verified']} of {_plural(s['state_slices'], 'state slice')} verified"
+        line += f"; {s['slices_verified']} of {plural(s['state_slices'], 'state slice')} verified"
         if s["slices_unverified"]:
             line += f" ({s['slices_unverified']} unverified)"
     return line
