@@ -862,15 +862,18 @@ def table(rows: list[Score]) -> str:
     return "\n".join(out)
 
 
-def changed_lines(module: str, since: str) -> set[int] | None:
+def changed_lines(module: str, since: str, moves: bool = False) -> set[int] | None:
     """Lines of ``module`` (in the working tree) added or changed since the git revision ``since``.
 
     None when git does not track the file at ``since`` (a new module: every line is new). A line that
     only moved keeps its text but is reported by git as changed, so it is run again: that errs towards
-    running a mutant, never towards skipping one.
+    running a mutant, never towards skipping one. With ``moves``, ``git blame`` decides instead (see
+    ``_lines_newer_than``): a module split into a package keeps the measurement of the lines it moved.
     """
     import subprocess
 
+    if moves:
+        return _lines_newer_than(module, since)
     known = subprocess.run(["git", "cat-file", "-e", f"{since}:{module}"], cwd=ROOT, capture_output=True)
     if known.returncode != 0:
         return None
@@ -878,6 +881,37 @@ def changed_lines(module: str, since: str) -> set[int] | None:
     if done.returncode != 0:
         raise SystemExit(f"git diff {since} failed: {done.stderr.strip()}")
     return _added_lines(done.stdout)
+
+
+def _lines_newer_than(module: str, since: str) -> set[int] | None:
+    """Lines of ``module`` whose last change is not in ``since``'s history, following moves across files.
+
+    ``git blame -w -M -C`` names, for each line of the working tree, the commit that last changed its text,
+    through moves and copies from files changed in the same commit (the split of one module into several)
+    and ignoring re-indentation; the line is new unless that commit is ``since`` or one of its ancestors.
+    Uncommitted lines are new. None when git does not track the file at all (every line is new).
+    """
+    import subprocess
+
+    done = subprocess.run(["git", "blame", "-w", "-M", "-C", "--porcelain", "--", module], cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        return None
+    final_commit: dict[int, str] = {}
+    for row in done.stdout.splitlines():
+        # a line's header: "<40 hex> <line in the origin> <line in the file>[ <lines in the group>]"
+        head = row.split(" ")
+        if len(head) >= 3 and len(head[0]) == 40 and head[1].isdigit() and head[2].isdigit():
+            final_commit[int(head[2])] = head[0]
+    old: dict[str, bool] = {}
+    for commit in set(final_commit.values()):
+        if commit.strip("0"):
+            ancestor = subprocess.run(["git", "merge-base", "--is-ancestor", commit, since], cwd=ROOT, capture_output=True)
+            if ancestor.returncode > 1:
+                raise SystemExit(f"git merge-base {since} failed: {ancestor.stderr.decode().strip()}")
+            old[commit] = ancestor.returncode == 0
+        else:  # the all-zero commit: not committed yet
+            old[commit] = False
+    return {line for line, commit in final_commit.items() if not old[commit]}
 
 
 def _added_lines(diff: str) -> set[int]:
@@ -930,6 +964,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--keep-killed", type=Path, help="a --json file of an earlier run: mutants it killed (same key) are not run again")
     parser.add_argument("--since", metavar="REV", help="only mutants on lines added or changed since this git revision (a change's own mutants)")
+    parser.add_argument(
+        "--moves", action="store_true",
+        help="with --since: a line moved or copied from another file keeps its age (git blame -M -C), so a module split into several counts only its changed lines",
+    )
     parser.add_argument("--check-equivalents", action="store_true", help="list stale or ambiguous entries of the equivalents file and exit (1 if there is one)")
     parser.add_argument("--fail-under", type=float, default=0.0, metavar="PCT", help="exit 1 when a module scores below PCT percent")
     parser.add_argument(
@@ -939,6 +977,8 @@ def main(argv: list[str] | None = None) -> int:
         help="trace only these test files or folders (repeatable; default: the whole suite). Faster; a mutant only other tests kill survives, so each score is a lower bound",
     )
     args = parser.parse_args(argv)
+    if args.moves and not args.since:
+        parser.error("--moves only qualifies --since")
     if args.check_equivalents:
         problems = check_equivalents(read_equivalents())
         print("\n".join(problems) if problems else "every equivalent entry matches mutants in one function")
@@ -952,7 +992,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.line:
             found = [m for m in found if m.line <= args.line <= m.end_line]
         if args.since:
-            changed = changed_lines(module, args.since)
+            changed = changed_lines(module, args.since, moves=args.moves)
             if changed is not None:
                 found = [m for m in found if changed.intersection(range(m.line, m.end_line + 1))]
         if args.shard:

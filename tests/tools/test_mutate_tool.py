@@ -264,3 +264,55 @@ def test_a_module_level_mutant_is_imported_mutated_under_pytest():
     assert done.returncode == 0, done.stderr
     # the test reads version 1 from the file the mutant writes as version 2
     assert done.stdout.strip().endswith("1 -> 2 killed"), done.stdout
+
+
+SPLIT_SOURCE = textwrap.dedent(
+    """
+    def window_start(position_in_stream, window_length, stream_length):
+        if position_in_stream + window_length > stream_length:
+            return max(stream_length - window_length, 0)
+        return position_in_stream
+
+
+    def both_states_written(hidden_state_written, cell_state_written):
+        return hidden_state_written and cell_state_written
+
+
+    def remember(store_of_states, name_of_slot, value_of_state):
+        store_of_states[name_of_slot] = value_of_state
+    """
+).lstrip()
+
+
+def test_moves_keeps_the_age_of_lines_a_split_moved_into_another_file(tree: Path, capsys: pytest.CaptureFixture[str]):
+    (tree / "pkg" / "m.py").write_text(SPLIT_SOURCE)
+    _git(tree, "init", "-q")
+    _git(tree, "add", ".")
+    _git(tree, "commit", "-q", "-m", "base")
+    measured = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tree, check=True, capture_output=True, text=True).stdout.strip()
+    # the module becomes a package: window_start moves unchanged, both_states_written moves with one line edited,
+    # remember stays
+    functions = SPLIT_SOURCE.split("\n\n\n")
+    (tree / "pkg" / "m").mkdir()
+    moved = "\n\n\n".join(functions[:2]).replace("written and cell", "written or cell") + "\n"
+    (tree / "pkg" / "m" / "logic.py").write_text(moved)
+    (tree / "pkg" / "m.py").write_text(functions[2])
+    _git(tree, "add", "-A")
+    _git(tree, "commit", "-q", "-m", "split")
+    rows = moved.splitlines()
+    edited = next(n for n, text in enumerate(rows, 1) if "written or cell" in text)
+    # by diff the file is new, so every line is the change's; by blame only the edited line is
+    assert mutate.changed_lines("pkg/m/logic.py", measured) is None
+    assert mutate.changed_lines("pkg/m/logic.py", measured, moves=True) == {edited}
+    # a line not yet committed is new
+    (tree / "pkg" / "m" / "logic.py").write_text(moved.replace("return position_in_stream", "return position_in_stream + 1"))
+    unsaved = rows.index("    return position_in_stream") + 1
+    assert mutate.changed_lines("pkg/m/logic.py", measured, moves=True) == {edited, unsaved}
+    assert mutate.main(["pkg/m/logic.py", "--since", measured, "--moves", "--list"]) == 0
+    listed = {int(row.split(":")[1].split(" ")[0]) for row in capsys.readouterr().out.splitlines()}
+    assert listed == {edited, unsaved}
+    # every line of a file git does not track is new
+    (tree / "pkg" / "m" / "new.py").write_text("def f(a):\n    return a < 1\n")
+    assert mutate.changed_lines("pkg/m/new.py", measured, moves=True) is None
+    with pytest.raises(SystemExit):
+        mutate.main(["pkg/m/logic.py", "--moves", "--list"])
