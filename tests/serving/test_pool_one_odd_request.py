@@ -41,6 +41,7 @@ ODD: dict[str, str | None] = {
     "float64 x": r"'x'.*float64",  # another dtype, refused (cast_inputs=False)
     "extra name": r"feeds 'bogus', not an input",
     "no x": r"is missing input\(s\) \['x'\]",
+    "x of rank 1": r"feeds 'x' of shape \(3,\); the input has 3 dims",  # fewer dims than x's batch axis (1)
 }
 
 
@@ -92,6 +93,8 @@ def _tick(rng: np.random.Generator, n: int, odd: int | None, kind: str, same_x: 
                 feeds["bogus"] = xk
             elif kind == "no x":
                 del feeds["x"]
+            elif kind == "x of rank 1":
+                feeds["x"] = xk.reshape(3)
         requests[_sid(k)] = feeds
     return requests
 

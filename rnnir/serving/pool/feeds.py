@@ -98,19 +98,25 @@ def split_rows(
 
 def checked_feeds(m: SessionModel, dtypes: Mapping[str, np.dtype[Any]], sid: Hashable, feeds: Mapping[str, Any], cast: bool) -> dict[str, np.ndarray]:
     """One request's feeds, each an array of its input's dtype (converted when ``cast``), or a FeedError."""
-    if feeds.keys() == dtypes.keys():  # the common case: every plain input, arrays of the right dtype
+    inputs = m.inputs
+    if feeds.keys() == dtypes.keys():  # the common case: every plain input, arrays of the right dtype and rank
         for name, value in feeds.items():
-            if type(value) is not np.ndarray or value.dtype != dtypes[name]:
+            if type(value) is not np.ndarray or value.dtype != dtypes[name] or (s := inputs[name].shape) is not None and value.ndim != len(s):
                 break
         else:
             return feeds if type(feeds) is dict else dict(feeds)
     out: dict[str, np.ndarray] = {}
     for name, value in feeds.items():
-        spec = m.inputs.get(name)
+        spec = inputs.get(name)
         if spec is None or name in m.slot_by_input:
             what = "a state input (the pool keeps it)" if spec is not None else "not an input"
             raise FeedError(f"{m.label}: session {sid!r} feeds {name!r}, {what}; inputs are {m.plain_inputs}")
-        out[name] = feed_array(m.label, spec, value, cast)
+        arr = feed_array(m.label, spec, value, cast)
+        # onnxruntime refuses another rank too, but a tick stacks its rows first: numpy's AxisError (or "cannot
+        # concatenate zero-dimensional arrays") would reach the caller instead, naming neither session nor input
+        if spec.shape is not None and arr.ndim != len(spec.shape):
+            raise FeedError(f"{m.label}: session {sid!r} feeds {name!r} of shape {arr.shape}; the input has {len(spec.shape)} dims {list(spec.shape)}")
+        out[name] = arr
     missing = [n for n in m.required_inputs if n not in out]
     if missing:
         raise FeedError(f"{m.label}: session {sid!r} is missing input(s) {missing}")
