@@ -22,6 +22,7 @@ import pytest
 
 from rnnir.runtime import FeedError, StatefulSession
 from rnnir.serving.pool import SessionPool
+from rnnir.serving.pool.feeds import groups
 from tests.support import streaming_models as sm
 
 hypothesis = pytest.importorskip("hypothesis")
@@ -34,6 +35,7 @@ GAIN = 1.5  # the alike requests' gain; the model's default is 1.0, the odd "oth
 #: how the odd request differs, and the error it gets (None: it is served, equal to its solo run)
 ODD: dict[str, str | None] = {
     "two steps": None,  # x of 2 time steps where the others have 1
+    "two steps, x alone": None,  # the same, every request leaving gain out: x is the only input that differs
     "other gain": None,  # another value of the shared input
     "no gain": None,  # leaves the optional shared input out (its default 1.0 applies)
     "only gain": None,  # the others leave gain out: it alone gives it
@@ -56,6 +58,7 @@ def optional_gain_lstm() -> onnx.ModelProto:
 
 
 MODEL = optional_gain_lstm()
+_BASES = {cast: StatefulSession(MODEL, cast_inputs=cast) for cast in (False, True)}  # each case forks its streams
 
 
 def _x(rng: np.random.Generator, steps: int = 1) -> np.ndarray:
@@ -71,7 +74,7 @@ def _tick(rng: np.random.Generator, n: int, odd: int | None, kind: str, same_x: 
     equal copies when ``shared_copies``), so only the odd difference tells the requests apart."""
     gain = np.array(GAIN, np.float32)
     x = _x(rng)
-    alike_gain = kind != "only gain"
+    alike_gain = kind not in ("only gain", "two steps, x alone")
     requests: dict[Hashable, dict[str, Any]] = {}
     for k in range(n):
         xk = (x.copy() if shared_copies else x) if same_x else _x(rng)
@@ -79,7 +82,7 @@ def _tick(rng: np.random.Generator, n: int, odd: int | None, kind: str, same_x: 
         if alike_gain:
             feeds["gain"] = gain.copy() if shared_copies else gain
         if k == odd:
-            if kind == "two steps":
+            if kind.startswith("two steps"):
                 feeds["x"] = _x(rng, 2)
             elif kind == "other gain":
                 feeds["gain"] = np.array(-0.5, np.float32)
@@ -112,7 +115,7 @@ def check_one_odd_request(n: int, odd: int, kind: str, same_x: bool, shared_copi
     where = f"n={n} odd={odd} kind={kind!r} same_x={same_x} copies={shared_copies} warm={warm}"
     cast = kind == "float64 x cast"
     pool = SessionPool(MODEL, cast_inputs=cast)
-    base = StatefulSession(MODEL, cast_inputs=cast)
+    base = _BASES[cast]
     rng = np.random.default_rng(seed)
     solo = {_sid(k): base.fork(reset=True) for k in range(n)}
     for sid in solo:
@@ -131,14 +134,22 @@ def check_one_odd_request(n: int, odd: int, kind: str, same_x: bool, shared_copi
     _equal_solo(pool.run(requests), requests, solo, where + " (the tick after)")
 
 
-def test_every_kind_of_odd_request_at_the_first_a_middle_and_the_last_position_is_served_alone_or_refused():
+def _every_kind_at_every_position(n: int) -> None:
+    # same_x: every request's x equal, so that nothing but the odd difference tells the requests apart
     for kind in ODD:
-        for odd in range(3):
-            for same_x in (True, False):
-                check_one_odd_request(3, odd, kind, same_x, shared_copies=odd == 1, warm=odd != 2, seed=odd)
+        for odd in range(n):
+            check_one_odd_request(n, odd, kind, same_x=True, shared_copies=odd == 1, warm=odd % 2 == 0, seed=odd)
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, database=None)
+def test_every_kind_of_odd_request_in_a_tick_of_two_is_served_alone_or_refused():
+    _every_kind_at_every_position(2)  # the odd request is the whole rest of the tick: every one of its inputs compared
+
+
+def test_every_kind_of_odd_request_at_the_first_the_middle_and_the_last_of_three_is_served_alone_or_refused():
+    _every_kind_at_every_position(3)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True, database=None)
 @given(n=st.integers(2, 6), data=st.data())
 def test_random_ticks_with_one_odd_request_equal_solo_runs_or_are_refused(n: int, data: Any) -> None:
     check_one_odd_request(
@@ -150,3 +161,51 @@ def test_random_ticks_with_one_odd_request_equal_solo_runs_or_are_refused(n: int
         data.draw(st.booleans(), label="warm"),
         data.draw(st.integers(0, 2**16), label="seed"),
     )
+
+
+# -- the grouping itself, against a grouping written here ----------------------------------------------------------
+
+AXES: dict[str, int | None] = {"x": 1, "gain": None}
+#: what one checked request can look like: x of one or two steps (float32, or float64 where a pool casts), gain
+#: present or left out, of one value or another
+_X = {"x1": np.ones((1, 1, 3), np.float32), "x2": np.ones((2, 1, 3), np.float32), "x1 f64": np.ones((1, 1, 3), np.float64)}
+_GAIN = {"1.5": np.array(1.5, np.float32), "-0.5": np.array(-0.5, np.float32), "none": None}
+
+
+def _alike_key(feeds: dict[str, np.ndarray]) -> tuple[Any, ...]:
+    """Two requests may share a call exactly when these are equal: the input names in order, each input's dtype and
+    row shape, and each shared input's value."""
+    return tuple((n, str(a.dtype), a.shape, a.tolist() if AXES.get(n) is None else None) for n, a in feeds.items())
+
+
+def _request(x: str, gain: str, gain_first: bool, copy: bool) -> dict[str, np.ndarray]:
+    xa, ga = _X[x], _GAIN[gain]
+    if copy:  # equal values in another object: compared by value, not identity
+        xa = xa.copy()
+        ga = None if ga is None else ga.copy()
+    return {"x": xa} if ga is None else ({"gain": ga, "x": xa} if gain_first else {"x": xa, "gain": ga})
+
+
+_VARIANTS = [(x, g, first, copy) for x in sorted(_X) for g in sorted(_GAIN) for first in (False, True) for copy in (False, True)]
+
+
+def _check_groups(feeds: list[dict[str, np.ndarray]]) -> None:
+    want: dict[tuple[Any, ...], list[int]] = {}
+    for i, f in enumerate(feeds):
+        want.setdefault(_alike_key(f), []).append(i)
+    assert groups(feeds, AXES) == list(want.values()), [_alike_key(f) for f in feeds]
+
+
+def test_every_tick_of_alike_requests_and_one_odd_one_at_any_position_is_grouped_exactly():
+    for odd_variant in _VARIANTS:
+        odd = _request(*odd_variant)
+        for alike_variant in _VARIANTS:
+            for n in (2, 3):
+                for position in range(n):
+                    _check_groups([odd if k == position else _request(*alike_variant) for k in range(n)])
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, database=None)
+@given(st.lists(st.sampled_from(_VARIANTS), min_size=1, max_size=6))
+def test_requests_share_a_group_exactly_when_names_shapes_dtypes_and_shared_values_are_alike(plan: list[tuple[str, str, bool, bool]]) -> None:
+    _check_groups([_request(*v) for v in plan])
