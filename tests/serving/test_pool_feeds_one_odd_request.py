@@ -43,7 +43,7 @@ ODD: dict[str, str | None] = {
     "float64 x": r"'x'.*float64",  # another dtype, refused (cast_inputs=False)
     "extra name": r"feeds 'bogus', not an input",
     "no x": r"is missing input\(s\) \['x'\]",
-    "x of rank 1": r"feeds 'x' of shape \(3,\); the input has 3 dims",  # fewer dims than x's batch axis (1)
+    "x of rank 1": r"request \d of the tick feeds 'x' of shape \(3,\): it has no batch axis 1 to stack",
 }
 
 
@@ -161,6 +161,19 @@ def test_random_ticks_with_one_odd_request_equal_solo_runs_or_are_refused(n: int
         data.draw(st.booleans(), label="warm"),
         data.draw(st.integers(0, 2**16), label="seed"),
     )
+
+
+def test_a_tick_whose_every_request_lacks_the_batch_axis_is_refused_before_anything_runs():
+    pool = SessionPool(MODEL)
+    solo = {_sid(k): _BASES[False].fork(reset=True) for k in range(3)}
+    rng = np.random.default_rng(4)
+    for warm in range(2):  # the second tick is offered to the fast paths first
+        requests = _tick(rng, 3, None, "", same_x=False, shared_copies=False)
+        _equal_solo(pool.run(requests, open_missing=True), requests, solo, f"tick {warm}")
+    with pytest.raises(FeedError, match=r"request 0 of the tick feeds 'x' of shape \(3,\): it has no batch axis 1 to stack"):
+        pool.run({sid: {"x": _x(rng).reshape(3), "gain": np.array(GAIN, np.float32)} for sid in solo})
+    requests = _tick(rng, 3, None, "", same_x=False, shared_copies=False)
+    _equal_solo(pool.run(requests), requests, solo, "the tick after")
 
 
 # -- the grouping itself, against a grouping written here ----------------------------------------------------------

@@ -98,25 +98,19 @@ def split_rows(
 
 def checked_feeds(m: SessionModel, dtypes: Mapping[str, np.dtype[Any]], sid: Hashable, feeds: Mapping[str, Any], cast: bool) -> dict[str, np.ndarray]:
     """One request's feeds, each an array of its input's dtype (converted when ``cast``), or a FeedError."""
-    inputs = m.inputs
-    if feeds.keys() == dtypes.keys():  # the common case: every plain input, arrays of the right dtype and rank
+    if feeds.keys() == dtypes.keys():  # the common case: every plain input, arrays of the right dtype
         for name, value in feeds.items():
-            if type(value) is not np.ndarray or value.dtype != dtypes[name] or (s := inputs[name].shape) is not None and value.ndim != len(s):
+            if type(value) is not np.ndarray or value.dtype != dtypes[name]:
                 break
         else:
             return feeds if type(feeds) is dict else dict(feeds)
     out: dict[str, np.ndarray] = {}
     for name, value in feeds.items():
-        spec = inputs.get(name)
+        spec = m.inputs.get(name)
         if spec is None or name in m.slot_by_input:
             what = "a state input (the pool keeps it)" if spec is not None else "not an input"
             raise FeedError(f"{m.label}: session {sid!r} feeds {name!r}, {what}; inputs are {m.plain_inputs}")
-        arr = feed_array(m.label, spec, value, cast)
-        # onnxruntime refuses another rank too, but a tick stacks its rows first: numpy's AxisError (or "cannot
-        # concatenate zero-dimensional arrays") would reach the caller instead, naming neither session nor input
-        if spec.shape is not None and arr.ndim != len(spec.shape):
-            raise FeedError(f"{m.label}: session {sid!r} feeds {name!r} of shape {arr.shape}; the input has {len(spec.shape)} dims {list(spec.shape)}")
-        out[name] = arr
+        out[name] = feed_array(m.label, spec, value, cast)
     missing = [n for n in m.required_inputs if n not in out]
     if missing:
         raise FeedError(f"{m.label}: session {sid!r} is missing input(s) {missing}")
@@ -124,9 +118,16 @@ def checked_feeds(m: SessionModel, dtypes: Mapping[str, np.dtype[Any]], sid: Has
 
 
 def groups(feeds: list[dict[str, np.ndarray]], axes: Mapping[str, int | None]) -> list[list[int]]:
-    """Request indices that can share one call: equal shared inputs, equal row shapes."""
+    """Request indices that can share one call: equal shared inputs, equal row shapes.  A FeedError, before anything
+    runs, for a request whose batched input has no batch axis at all (fewer dims): stacking it with others would
+    be numpy's AxisError (or "zero-dimensional arrays cannot be concatenated"), naming neither request nor input."""
     if len(feeds) == 1:
         return [[0]]
+    for i, f in enumerate(feeds):
+        for name, a in f.items():
+            axis = axes.get(name)
+            if axis is not None and a.ndim <= axis:
+                raise FeedError(f"request {i} of the tick feeds {name!r} of shape {a.shape}: it has no batch axis {axis} to stack the tick's rows along")
     if uniform(feeds, axes):
         return [list(range(len(feeds)))]
     by_key: dict[tuple[Any, ...], list[int]] = {}
