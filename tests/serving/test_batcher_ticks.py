@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,6 +16,7 @@ import pytest
 from rnnir import StateError
 from rnnir.runtime import FeedError, StatefulSession
 from rnnir.serving.pool import Batcher, SessionPool
+from tests.serving.test_batcher_calls import HeldPool
 from tests.support import streaming_models as sm
 from tests.support.bounded import WAIT, closing, together, within
 
@@ -77,20 +77,6 @@ def test_close_runs_the_waiting_call_at_once_without_waiting_out_max_delay():
     caller.join(WAIT)
     assert took < LONG / 2, f"close() took {took:.2f} s: it waited out max_delay ({LONG} s)"
     assert len(answer) == 1 and np.max(np.abs(answer[0]["hn"] - StatefulSession(model).run_dict({"x": _x(3)})["hn"])) <= TOL
-
-
-class HeldPool(SessionPool):
-    """A pool whose ticks wait until the test lets them run."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.go = threading.Event()
-        self.entered = threading.Event()
-
-    def run(self, requests: Mapping[Hashable, Mapping[str, Any]], outputs: Sequence[str] | None = None, *, open_missing: bool = False) -> Any:
-        self.entered.set()
-        self.go.wait(2 * WAIT)
-        return super().run(requests, outputs, open_missing=open_missing)
 
 
 def test_close_returns_only_after_the_running_tick_finished():

@@ -23,7 +23,7 @@ import pytest
 from rnnir.runtime import FeedError, StatefulSession
 from rnnir.serving.pool import SessionPool
 from rnnir.serving.pool.feeds import groups
-from tests.support import streaming_models as sm
+from tests.serving.test_pool import gained_lstm
 
 hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import given, settings  # noqa: E402
@@ -48,12 +48,8 @@ ODD: dict[str, str | None] = {
 
 
 def optional_gain_lstm() -> onnx.ModelProto:
-    model = sm.lstm_b()
-    g = model.graph
-    g.node[0].input[0] = "xg"
-    g.node.insert(0, onnx.helper.make_node("Mul", ["x", "gain"], ["xg"]))
-    g.input.append(onnx.helper.make_tensor_value_info("gain", onnx.TensorProto.FLOAT, []))
-    g.initializer.append(onnx.numpy_helper.from_array(np.array(1.0, np.float32), "gain"))
+    model = gained_lstm()
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.array(1.0, np.float32), "gain"))  # the default
     return model
 
 
