@@ -1,6 +1,7 @@
 """Batcher: calls from many threads batched into pool ticks, each caller getting exactly its own answer.
 
-Every call here passes a ``timeout``: a broken batcher fails the test in seconds instead of hanging it.
+Every wait here is bounded (tests.support.bounded): a call, a close, a thread's join. A broken batcher (a worker
+that never answers, never stops or keeps its lock) fails the test in seconds instead of hanging it.
 Oracle: one StatefulSession per stream (the pool's code not involved), run in the order the stream's calls ran.
 """
 
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,41 +19,21 @@ from rnnir import StateError
 from rnnir.runtime import FeedError, StatefulSession
 from rnnir.serving.pool import Batcher, SessionPool
 from tests.support import streaming_models as sm
+from tests.support.bounded import WAIT, closing, together, within
 
 TOL = 1e-5
-WAIT = 5.0  # seconds: far more than a tick takes, even on a loaded machine
 
 
 def _x(seed: int, steps: int = 1) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((steps, 1, 3)).astype(np.float32)
 
 
-def _together(calls: Sequence[Callable[[], Any]]) -> list[Any]:
-    """Run each call on its own thread, released at once; each one's result or exception, in order."""
-    start = threading.Barrier(len(calls))
-    out: list[Any] = [None] * len(calls)
-
-    def client(k: int) -> None:
-        start.wait()
-        try:
-            out[k] = calls[k]()
-        except Exception as exc:  # noqa: BLE001 - what the caller sees
-            out[k] = exc
-
-    threads = [threading.Thread(target=client, args=(k,)) for k in range(len(calls))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(2 * WAIT)
-    return out
-
-
 def test_a_negative_delay_is_refused_and_zero_is_allowed():
     pool = SessionPool(sm.lstm_b())
     with pytest.raises(ValueError, match="max_delay"):
         Batcher(pool, max_delay=-0.001)
-    with Batcher(pool, max_delay=0.0) as batcher:
-        got = batcher.call("a", {"x": _x(0)}, ["hn"], timeout=WAIT)
+    with closing(Batcher(pool, max_delay=0.0)) as batcher:
+        got = within(lambda: batcher.call("a", {"x": _x(0)}, ["hn"], timeout=WAIT))
     assert np.max(np.abs(got["hn"] - StatefulSession(sm.lstm_b()).run_dict({"x": _x(0)})["hn"])) <= TOL
 
 
@@ -79,38 +60,39 @@ def test_a_closed_batcher_refuses_calls_and_answers_the_ones_already_waiting():
     def call(sid: str, seed: int) -> None:
         results[sid] = batcher.call(sid, {"x": _x(seed)}, ["hn"], timeout=WAIT)
 
-    first = threading.Thread(target=call, args=("a", 1))
+    first = threading.Thread(target=call, args=("a", 1), daemon=True)
     first.start()
     assert pool.entered.wait(WAIT)  # a's tick is running (held): b waits in the queue
-    second = threading.Thread(target=call, args=("b", 2))
+    second = threading.Thread(target=call, args=("b", 2), daemon=True)
     second.start()
     time.sleep(0.5)
-    closer = threading.Thread(target=batcher.close)
+    closer = threading.Thread(target=batcher.close, daemon=True)
     closer.start()
     time.sleep(0.2)
     pool.go.set()
     for t in (first, second, closer):
         t.join(2 * WAIT)
+        assert not t.is_alive(), f"{t.name} still waits after {2 * WAIT} s"
     for sid, seed in (("a", 1), ("b", 2)):  # both queued before the close: both answered
         assert np.max(np.abs(results[sid]["hn"] - StatefulSession(model).run_dict({"x": _x(seed)})["hn"])) <= TOL
     with pytest.raises(StateError, match="closed"):
-        batcher.call("a", {"x": _x(3)}, timeout=WAIT)
+        within(lambda: batcher.call("a", {"x": _x(3)}, timeout=WAIT))
 
 
 def test_a_call_that_gets_no_result_within_its_timeout_raises_timeout_error():
     pool = HeldPool(sm.lstm_b())
-    with Batcher(pool, max_delay=0.0) as batcher:
+    with closing(Batcher(pool, max_delay=0.0)) as batcher:
         with pytest.raises(TimeoutError, match="'slow'"):
-            batcher.call("slow", {"x": _x(3)}, timeout=0.2)
+            within(lambda: batcher.call("slow", {"x": _x(3)}, timeout=0.2))
         pool.go.set()
-        assert set(batcher.call("slow", {"x": _x(4)}, ["hn"], timeout=WAIT)) == {"hn"}
+        assert set(within(lambda: batcher.call("slow", {"x": _x(4)}, ["hn"], timeout=WAIT))) == {"hn"}
 
 
 def test_two_calls_of_one_stream_run_in_two_ticks_in_order():
     model = sm.lstm_b()
     pool = SessionPool(model)
-    with Batcher(pool, max_delay=0.3) as batcher:
-        results = _together([lambda k=k: batcher.call("a", {"x": _x(k)}, ["hn"], timeout=WAIT) for k in range(2)]
+    with closing(Batcher(pool, max_delay=0.3)) as batcher:
+        results = together([lambda k=k: batcher.call("a", {"x": _x(k)}, ["hn"], timeout=WAIT) for k in range(2)]
                             + [lambda: batcher.call("b", {"x": _x(9)}, ["hn"], timeout=WAIT)])
     assert all(isinstance(r, dict) for r in results), results
     # whichever call was queued first ran first: the stream's two results are the solo run in one of the orders
@@ -126,9 +108,9 @@ def test_max_batch_caps_the_streams_of_a_tick_and_every_caller_gets_its_own_outp
     model = sm.lstm_b()
     pool = SessionPool(model)
     wanted: list[list[str] | None] = [["hn"], ["Y", "cn"], None, ["hn"], ["cn"]]
-    with Batcher(pool, max_delay=0.3, max_batch=2) as batcher:
+    with closing(Batcher(pool, max_delay=0.3, max_batch=2)) as batcher:
         assert batcher.max_batch == 2
-        results = _together([lambda k=k: batcher.call(k, {"x": _x(k)}, wanted[k], timeout=WAIT) for k in range(5)])
+        results = together([lambda k=k: batcher.call(k, {"x": _x(k)}, wanted[k], timeout=WAIT) for k in range(5)])
     for k, got in enumerate(results):
         assert isinstance(got, dict), got
         want = StatefulSession(model).run_dict({"x": _x(k)})
@@ -141,8 +123,8 @@ def test_max_batch_caps_the_streams_of_a_tick_and_every_caller_gets_its_own_outp
 def test_the_same_outputs_asked_by_every_caller_of_a_tick_are_what_each_gets():
     model = sm.lstm_b()
     pool = SessionPool(model)
-    with Batcher(pool, max_delay=0.3, max_batch=3) as batcher:
-        results = _together([lambda k=k: batcher.call(k, {"x": _x(k)}, ["cn", "hn"], timeout=WAIT) for k in range(3)])
+    with closing(Batcher(pool, max_delay=0.3, max_batch=3)) as batcher:
+        results = together([lambda k=k: batcher.call(k, {"x": _x(k)}, ["cn", "hn"], timeout=WAIT) for k in range(3)])
     for k, got in enumerate(results):
         assert isinstance(got, dict) and list(got) == ["cn", "hn"], got
         want = StatefulSession(model).run_dict({"x": _x(k)})
@@ -153,8 +135,8 @@ def test_the_same_outputs_asked_by_every_caller_of_a_tick_are_what_each_gets():
 def test_a_bad_feed_is_retried_alone_and_reaches_only_its_caller():
     model = sm.lstm_b()
     pool = SessionPool(model)
-    with Batcher(pool, max_delay=0.3, max_batch=3) as batcher:
-        results = _together([
+    with closing(Batcher(pool, max_delay=0.3, max_batch=3)) as batcher:
+        results = together([
             lambda: batcher.call("good", {"x": _x(1)}, ["hn"], timeout=WAIT),
             lambda: batcher.call("bad", {"x": _x(2).astype(np.float64)}, ["hn"], timeout=WAIT),
             lambda: batcher.call("other", {"x": _x(3)}, None, timeout=WAIT),
@@ -179,8 +161,8 @@ class FailingPool(SessionPool):
 
 def test_an_error_while_a_tick_runs_reaches_every_caller_of_that_tick_and_none_is_retried():
     pool = FailingPool(sm.lstm_b())
-    with Batcher(pool, max_delay=0.3, max_batch=2) as batcher:
-        results = _together([lambda k=k: batcher.call(k, {"x": _x(k)}, timeout=WAIT) for k in range(2)])
+    with closing(Batcher(pool, max_delay=0.3, max_batch=2)) as batcher:
+        results = together([lambda k=k: batcher.call(k, {"x": _x(k)}, timeout=WAIT) for k in range(2)])
         assert all(isinstance(r, RuntimeError) and "mid-tick" in str(r) for r in results), results
         assert pool.sessions == []  # not retried one by one
-        assert set(batcher.call(5, {"x": _x(5)}, ["hn"], timeout=WAIT)) == {"hn"}  # the worker lives on
+        assert set(within(lambda: batcher.call(5, {"x": _x(5)}, ["hn"], timeout=WAIT))) == {"hn"}  # the worker lives on

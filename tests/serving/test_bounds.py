@@ -3,8 +3,6 @@ of the wrong batch loaded into a pool stream that has no row yet."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
@@ -13,6 +11,7 @@ from rnnir.runtime import FeedError, StatefulSession
 from rnnir.serving.pool.batcher import Batcher
 from rnnir.serving.pool.pool import SessionPool
 from tests.support import streaming_models as sm
+from tests.support.bounded import WAIT, closing, together
 
 TOL = 1e-5
 
@@ -24,22 +23,10 @@ def _x(seed: int) -> np.ndarray:
 def test_an_unknown_output_name_fails_only_its_caller_and_the_others_get_their_results():
     model = sm.lstm_b()
     pool = SessionPool(model)
-    start = threading.Barrier(3)
-    results: dict[str, object] = {}
-
-    def client(sid: str, outputs: list[str] | None) -> None:
-        start.wait()
-        try:
-            results[sid] = batcher.call(sid, {"x": _x(len(sid))}, outputs)
-        except Exception as exc:  # noqa: BLE001 - what the caller sees
-            results[sid] = exc
-
-    with Batcher(pool, max_delay=0.2) as batcher:  # long enough that the three calls share one tick
-        threads = [threading.Thread(target=client, args=args) for args in (("good", ["hn"]), ("bad", ["no_such_output"]), ("all", None))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(60)
+    asked: list[tuple[str, list[str] | None]] = [("good", ["hn"]), ("bad", ["no_such_output"]), ("all", None)]
+    with closing(Batcher(pool, max_delay=0.2)) as batcher:  # long enough that the three calls share one tick
+        got = together([lambda sid=sid, outputs=outputs: batcher.call(sid, {"x": _x(len(sid))}, outputs, timeout=WAIT) for sid, outputs in asked])
+    results = {sid: r for (sid, _), r in zip(asked, got)}
     assert isinstance(results["bad"], FeedError) and "no_such_output" in str(results["bad"])
     for sid, name in (("good", "hn"), ("all", "Y")):
         got = results[sid]

@@ -16,6 +16,7 @@ from rnnir.runtime.versioning import StateMigrations, VersionOutcome, VersionPol
 from rnnir.serving.pool.pool import SessionPool
 from rnnir.serving.pool.streams import UnknownSessionError
 from tests.support import streaming_models as sm
+from tests.support.bounded import WAIT, closing, together
 
 TOL = 1e-5
 INP = 3
@@ -338,8 +339,6 @@ def test_groups_after_a_failed_probe_in_the_same_tick_also_run_one_stream_per_ca
 
 
 def test_calls_from_many_threads_are_batched_and_each_stream_equals_its_solo_run():
-    import threading
-
     from rnnir.serving.pool.batcher import Batcher
 
     model = sm.lstm_b()
@@ -348,19 +347,14 @@ def test_calls_from_many_threads_are_batched_and_each_stream_equals_its_solo_run
     rng = np.random.default_rng(7)
     inputs = {sid: [_chunk(rng, 1) for _ in range(calls)] for sid in range(streams)}
     got: dict[int, list[np.ndarray]] = {sid: [] for sid in range(streams)}
-    start = threading.Barrier(streams)
 
     def client(sid: int) -> None:
-        start.wait()
         for x in inputs[sid]:
-            got[sid].append(batcher.call(sid, {"x": x}, ["hn"])["hn"])
+            got[sid].append(batcher.call(sid, {"x": x}, ["hn"], timeout=WAIT)["hn"])
 
-    with Batcher(pool, max_delay=0.02) as batcher:
-        threads = [threading.Thread(target=client, args=(sid,)) for sid in range(streams)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    with closing(Batcher(pool, max_delay=0.02)) as batcher:
+        errors = [r for r in together([lambda sid=sid: client(sid) for sid in range(streams)], timeout=6 * WAIT) if r is not None]
+    assert not errors, errors
     for sid in range(streams):
         solo = StatefulSession(model)
         for x, hn in zip(inputs[sid], got[sid]):
@@ -374,24 +368,11 @@ def test_a_bad_call_in_a_batched_tick_fails_only_its_caller():
 
     pool = SessionPool(sm.lstm_b())
     x = np.ones((1, 1, INP), np.float32)
-    with Batcher(pool, max_delay=0.05) as batcher:
-        import threading
-
-        errors: list[BaseException] = []
-        ok: list[dict] = []
-
-        def bad() -> None:
-            try:
-                batcher.call("bad", {"nope": x})
-            except FeedError as exc:
-                errors.append(exc)
-
-        t = threading.Thread(target=bad)
-        t.start()
-        ok.append(batcher.call("good", {"x": x}))
-        t.join()
-    assert len(errors) == 1 and "nope" in str(errors[0])
-    assert np.allclose(ok[0]["hn"], StatefulSession(sm.lstm_b()).run_dict({"x": x})["hn"], atol=TOL)
+    with closing(Batcher(pool, max_delay=0.05)) as batcher:
+        bad, good = together([lambda: batcher.call("bad", {"nope": x}, timeout=WAIT), lambda: batcher.call("good", {"x": x}, timeout=WAIT)])
+    assert isinstance(bad, FeedError) and "nope" in str(bad)
+    assert isinstance(good, dict), good
+    assert np.allclose(good["hn"], StatefulSession(sm.lstm_b()).run_dict({"x": x})["hn"], atol=TOL)
     assert "bad" not in pool
 
 

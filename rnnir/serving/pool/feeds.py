@@ -118,9 +118,16 @@ def checked_feeds(m: SessionModel, dtypes: Mapping[str, np.dtype[Any]], sid: Has
 
 
 def groups(feeds: list[dict[str, np.ndarray]], axes: Mapping[str, int | None]) -> list[list[int]]:
-    """Request indices that can share one call: equal shared inputs, equal row shapes."""
+    """Request indices that can share one call: equal shared inputs, equal row shapes.  A FeedError, before anything
+    runs, for a request whose batched input has no batch axis at all (fewer dims): stacking it with others would
+    be numpy's AxisError (or "zero-dimensional arrays cannot be concatenated"), naming neither request nor input."""
     if len(feeds) == 1:
         return [[0]]
+    for i, f in enumerate(feeds):
+        for name, a in f.items():
+            axis = axes.get(name)
+            if axis is not None and a.ndim <= axis:
+                raise FeedError(f"request {i} of the tick feeds {name!r} of shape {a.shape}: it has no batch axis {axis} to stack the tick's rows along")
     if uniform(feeds, axes):
         return [list(range(len(feeds)))]
     by_key: dict[tuple[Any, ...], list[int]] = {}
