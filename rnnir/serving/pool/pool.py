@@ -69,7 +69,7 @@ import numpy as np
 from rnnir.errors import StateError
 from rnnir.runtime.context import ContextSpec, InputContext
 from rnnir.runtime.feeds import FeedError, feed_array
-from rnnir.runtime.session import StatefulSession
+from rnnir.runtime.session import OnnxRuntimeError, StatefulSession
 from rnnir.runtime.versioning import StateMigrations, StateOrigin, VersionOutcome, VersionPolicy, compatible, reconcile
 from rnnir.serving.pool.arena import Arena
 from rnnir.serving.pool.feeds import checked_feeds, groups, split_rows, stack_requests
@@ -447,7 +447,12 @@ class SessionPool(PoolStateFiles):
         assert self._arenas is not None
         for name, arena in self._arenas.items():
             batch[name] = arena.cur if rows is None else self._gather(arena, rows)
-        values = self._ort.run(None, batch)
+        try:
+            values = self._ort.run(None, batch)
+        except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types; a stream's solo session wraps them the same way
+            fed = ", ".join(f"{n} {a.dtype}{list(a.shape)}" for n, a in batch.items() if n not in self._arenas) or "no inputs"
+            said = " ".join(str(exc).split())
+            raise OnnxRuntimeError(f"{self.label}: onnxruntime refused the call ({fed}): {said}") from exc
         self._count(len(self._placed) if rows is None else len(rows))
         out = dict(zip(self._model.output_names, values))
         for state_in, state_out in self._slot_names:
