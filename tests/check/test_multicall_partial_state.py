@@ -1,0 +1,179 @@
+"""check_multicall on models that carry part of their state and restart the rest, and on the stream it cuts.
+
+Oracles: onnxruntime loops written out here (chunked calls carrying h alone, or h and c, against one whole call),
+the seed recurrence ``h_t = 0.5 * h_{t-1} + x_t`` computed by hand, and the models' construction (a state input
+left unpaired, a cell state not given, a state reshaped before the LSTM reads it).  Each bug has its near-miss.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import helper
+
+from rnnir.check.multicall.check import check_multicall
+from rnnir.check.multicall.stream import StreamError, time_axes
+from rnnir.check.multicall.variants import hc_swaps
+from rnnir.runtime import StatefulSession
+from tests.check.test_multicall_comparisons import two_level_pack
+from tests.check.test_multicall_seed import seed_rnn
+from tests.check.test_multicall_stream import SEED_INITS, build, init, lstm, ones, rnn_node, vi
+
+PART = "FAIL: part of the state restarts on every call while the rest is carried: "
+
+
+def _ort_chunks(model, x: np.ndarray, chunk: int, carry: tuple[str, ...]) -> np.ndarray:
+    """y over the stream in calls of ``chunk`` steps, each call fed the previous call's hn (and cn when carried)
+    for the states named in ``carry``, zeros for the others."""
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    state = {"h0": np.zeros((1, 1, 2), np.float32), "c0": np.zeros((1, 1, 2), np.float32)}
+    ys = []
+    for start in range(0, len(x), chunk):
+        y, hn, cn = sess.run(["y", "hn", "cn"], {"x": x[start : start + chunk], **state})
+        ys.append(y)
+        state = {"h0": hn if "h" in carry else np.zeros_like(hn), "c0": cn if "c" in carry else np.zeros_like(cn)}
+    return np.concatenate(ys)
+
+
+def test_an_lstm_that_carries_h_and_restarts_c_fails_and_carrying_both_passes():
+    # the oracle first: one whole call equals chunks that carry h and c, and not chunks that carry h alone
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(6, 1, 1)
+    dynamic = lstm()
+    whole = _ort_chunks(dynamic, x, 6, ())
+    np.testing.assert_allclose(_ort_chunks(dynamic, x, 2, ("h", "c")), whole, atol=1e-5)
+    assert np.abs(_ort_chunks(dynamic, x, 2, ("h",)) - whole).max() > 1e-3
+
+    # a static time axis: no whole call to compare with, so the check must see the restart in the graph itself
+    static = lstm(x_shape=(2, 1, 1))
+    report = check_multicall(static, {"x": x}, chunk_sizes=[2], pairs={"h0": "hn"})  # c0 stays an input fed anew
+    assert report.persistent_matches_whole is None and report.status == "fail"
+    assert report.verdict == PART + "LSTM 'LSTM(y)' carries initial_h across calls but its initial_c comes from the plain input 'c0', fed anew every call."
+
+    near = check_multicall(static, {"x": x}, chunk_sizes=[2])  # both paired by name
+    assert near.pairs == [("h0", "hn"), ("c0", "cn")]
+    assert near.status == "pass" and "part of the state" not in near.verdict
+
+
+def test_a_cell_state_not_given_restarts_at_zero_and_an_unpaired_one_at_its_initial_value():
+    x = ones(6)
+    not_given = check_multicall(lstm(inputs=("x", "h0", ""), outs=("y", "hn"), x_shape=(2, 1, 1)), {"x": x}, chunk_sizes=[2])
+    assert not_given.pairs == [("h0", "hn")]
+    assert not_given.verdict == PART + "LSTM 'LSTM(y)' carries initial_h across calls but its initial_c is not given (zeros every call)."
+
+    unpaired = check_multicall(lstm(x_shape=(2, 1, 1)), {"x": x}, chunk_sizes=[2], pairs={"h0": "hn", "c0": None})
+    assert unpaired.status == "fail"
+    assert unpaired.verdict == PART + (
+        "state input 'c0' has no paired output: nothing writes it back, so every call restarts it from its initial value (SD001)."
+    )
+
+
+def test_an_lstm_whose_only_state_is_never_written_is_not_called_partly_carried():
+    # h0 is a slot nothing writes back and c is not given: nothing is carried, so nothing is "partly" carried;
+    # every variant restarts alike and the stream cannot tell
+    report = check_multicall(lstm(inputs=("x", "h0", ""), outs=("y",), x_shape=(2, 1, 1)), {"x": ones(6)}, chunk_sizes=[2])
+    assert report.pairs == [("h0", None)]
+    assert report.status == "inconclusive" and report.verdict.startswith("INCONCLUSIVE: re-initialising the state")
+
+
+def reshaped_h_lstm():
+    """The h slot is stored flat ([1, 2]) and reshaped to [1, 1, 2] before the LSTM reads it (and back after); c is not given."""
+    rng = np.random.default_rng(5)
+    nodes = [
+        helper.make_node("Reshape", ["h0", "shape3"], ["h0r"]),
+        helper.make_node("LSTM", ["x", "W", "R", "", "", "h0r"], ["y", "yh"], hidden_size=2),
+        helper.make_node("Reshape", ["yh", "shape2"], ["hn"]),
+    ]
+    inits = [init("W", rng.standard_normal((1, 8, 1))), init("R", 0.5 * rng.standard_normal((1, 8, 2))),
+             init("shape3", [1, 1, 2], np.int64), init("shape2", [1, 2], np.int64)]
+    return build(nodes, [vi("x", [2, 1, 1]), vi("h0", [1, 2])], [vi("y", None), vi("hn", [1, 2])], inits)
+
+
+def test_a_state_reshaped_on_its_way_into_the_lstm_is_still_the_carried_one():
+    report = check_multicall(reshaped_h_lstm(), {"x": ones(6)}, chunk_sizes=[2])
+    assert report.pairs == [("h0", "hn")]
+    assert report.verdict == PART + "LSTM 'LSTM(y)' carries initial_h across calls but its initial_c is not given (zeros every call)."
+
+
+def test_a_restart_one_stream_cannot_show_is_noted_and_not_failed():
+    # one chunk is the whole stream: chunked equals whole, so the stream shows nothing, but the graph still restarts c
+    report = check_multicall(lstm(inputs=("x", "h0", ""), outs=("y", "hn")), {"x": ones(6)}, chunk_sizes=[6])
+    assert report.persistent_matches_whole is True and report.status == "inconclusive"
+    assert ("LSTM 'LSTM(y)' carries initial_h across calls but its initial_c is not given (zeros every call); this stream does "
+            "not show it (chunked calls equal one whole call)") in report.notes
+
+
+def test_a_reverse_rnn_run_in_one_call_equals_the_whole_call_and_gets_no_reverse_note():
+    m = build([rnn_node(direction="reverse")], [vi("x", ["T", 1, 1]), vi("h0", [1, 1, 1])], [vi("y", ["T", 1, 1, 1]), vi("hn", [1, 1, 1])], SEED_INITS)
+    report = check_multicall(m, {"x": ones(4)}, chunk_sizes=[4])
+    assert report.persistent_matches_whole is True
+    assert not any("backwards" in n for n in report.notes)
+
+
+def test_the_stale_variant_starts_each_call_from_the_state_two_calls_back():
+    # h = 0.5 h + x on x = 1..5, one step per call.  kept: 1, 2.5, 4.25, 6.125, 8.0625.  stale: calls 0 and 1 start
+    # from 0 (1, 2); call 2 from call 0's 1 (3.5), call 3 from call 1's 2 (5), call 4 from call 2's 3.5 (6.75)
+    report = check_multicall(seed_rnn(), {"x": np.arange(1, 6, dtype=np.float32).reshape(5, 1, 1)}, chunk_sizes=[1], variants=["persistent", "stale"])
+    assert report.variant("stale", 1).per_call == pytest.approx([0.0, 0.5, 0.75, 1.125, 1.3125])
+
+
+def test_h_and_c_in_one_place_or_two_levels_deep_are_no_swap():
+    assert hc_swaps(StatefulSession(lstm(inputs=("x", "s", "s"), outs=("y", "sn", "cn")), pairs={"s": "sn"})) == []
+    assert hc_swaps(StatefulSession(two_level_pack())) == []
+    assert len(hc_swaps(StatefulSession(lstm()))) == 1  # near-miss: h0 and c0, two slots of one shape
+
+
+# -- the stream --------------------------------------------------------------------------------------
+
+
+def test_a_time_named_dim_is_the_time_axis_unless_it_is_the_last_of_several():
+    nodes = [helper.make_node("ReduceSum", [n], [f"{n}_sum"], keepdims=0) for n in ("a", "b", "c")]
+    m = build(nodes, [vi("a", ["T", 3]), vi("b", [3, "T"]), vi("c", ["T"])], [vi(f"{n}_sum", None) for n in ("a", "b", "c")])
+    assert time_axes(StatefulSession(m)) == {"a": 0, "b": None, "c": 0}
+
+
+def accumulator():
+    """s [N, 2] += the sum of x [T, N, 2] over time; y = s.  N is a symbol only the state and x share (no recurrent op)."""
+    nodes = [helper.make_node("ReduceSum", ["x", "ax0"], ["xs"], keepdims=0), helper.make_node("Add", ["s", "xs"], ["sn"]),
+             helper.make_node("Identity", ["sn"], ["y"])]
+    return build(nodes, [vi("x", ["T", "N", 2]), vi("s", ["N", 2])], [vi("y", ["N", 2]), vi("sn", ["N", 2])], [init("ax0", [0], np.int64)], opset=13)
+
+
+def test_a_dim_the_state_shares_is_the_batch_and_a_float64_stream_is_fed_as_float32():
+    session = StatefulSession(accumulator(), pairs={"s": "sn"})
+    generated = check_multicall(session, None, chunk_sizes=[2], length=4, batch=3)
+    assert generated.status == "pass" and generated.health["s"].norm[-1] > 0
+
+    x = np.arange(24, dtype=np.float64).reshape(4, 3, 2) / 10  # float64: the check converts it, as a caller must
+    report = check_multicall(session, {"x": x}, chunk_sizes=[1, 2], batch=3)
+    assert report.status == "pass" and report.persistent_matches_whole is True
+    expected = np.cumsum(x, axis=0).reshape(4, -1)  # s after each call of 1 step, by hand
+    np.testing.assert_allclose(report.health["s"].max, expected.max(axis=1), rtol=1e-6)
+
+
+def test_a_generated_input_larger_than_fifty_million_elements_is_refused_by_default():
+    m = build([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)], [vi("x", ["T", 10_000, 10_000])], [vi("y", None)])
+    with pytest.raises(StreamError, match=r"\(100000000 elements > max_elements=50000000\)"):
+        check_multicall(m, None, chunk_sizes=[1], length=1)
+
+
+def scaled_h_lstm():
+    """An LSTM whose initial_h is its h slot times a plain input ``p`` (fed every call); c is a slot of its own."""
+    rng = np.random.default_rng(5)
+    nodes = [helper.make_node("Mul", ["p", "h0"], ["hs"]),
+             helper.make_node("LSTM", ["x", "W", "R", "", "", "hs", "c0"], ["y", "hn", "cn"], hidden_size=2)]
+    inits = [init("W", rng.standard_normal((1, 8, 1))), init("R", 0.5 * rng.standard_normal((1, 8, 2)))]
+    state = [1, 1, 2]
+    return build(nodes, [vi("x", ["T", 1, 1]), vi("p", [1]), vi("h0", state), vi("c0", state)], [vi("y", None), vi("hn", state), vi("cn", state)], inits)
+
+
+def test_a_state_scaled_by_a_plain_input_is_not_called_restarted_from_that_input():
+    # h reaches the LSTM through a Mul with the plain input p: it is still the carried h, not p fed anew.  With
+    # p = 1 chunked calls equal the whole call (a pass, with no restart note); with p = 0.5 every call scales the
+    # carried h again, which only the whole-call comparison shows
+    session = StatefulSession(scaled_h_lstm())
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(6, 1, 1)
+    report = check_multicall(session, {"x": x}, chunk_sizes=[2], input_values={"p": 1.0})
+    assert report.status == "pass" and report.notes == []
+    scaled = check_multicall(session, {"x": x}, chunk_sizes=[2], input_values={"p": 0.5})
+    assert scaled.status == "fail" and scaled.verdict.startswith("FAIL: chunked calls with persistence differ from one call over the whole stream")
