@@ -177,3 +177,67 @@ def test_a_state_scaled_by_a_plain_input_is_not_called_restarted_from_that_input
     assert report.status == "pass" and report.notes == []
     scaled = check_multicall(session, {"x": x}, chunk_sizes=[2], input_values={"p": 0.5})
     assert scaled.status == "fail" and scaled.verdict.startswith("FAIL: chunked calls with persistence differ from one call over the whole stream")
+
+
+# -- a two-layer GRU stack, written back right and in each wrong way ------------------------------------------
+
+GRU_H = 2
+_GRU_RNG = np.random.default_rng(11)
+GRU_INITS = [init(f"{name}{layer}", scale * _GRU_RNG.standard_normal(shape))
+             for layer, inputs in ((1, 1), (2, GRU_H))
+             for name, scale, shape in (("W", 1.0, (1, 3 * GRU_H, inputs)), ("R", 0.5, (1, 3 * GRU_H, GRU_H)))]
+WRITE_BACKS = {  # what each state output is: (h1n, h2n)
+    "correct": ("Y1h", "Y2h"),
+    "never written": ("h1", "Y2h"),  # layer 1's slot returns what it was given
+    "wrong slot": ("Y2h", "Y1h"),  # each layer's final state lands in the other's slot
+    "chained": ("Y1h", "Y1h"),  # layer 2's slot is written layer 1's state
+    "stale": ("Y1first", "Y2h"),  # layer 1's state after the chunk's first step, not its last
+}
+
+
+def gru_stack(write_back: str):
+    h1n, h2n = WRITE_BACKS[write_back]
+    nodes = [
+        helper.make_node("GRU", ["x", "W1", "R1", "", "", "h1"], ["Y1", "Y1h"], hidden_size=GRU_H),
+        helper.make_node("Squeeze", ["Y1", "ax1"], ["x2"]),
+        helper.make_node("GRU", ["x2", "W2", "R2", "", "", "h2"], ["Y2", "Y2h"], hidden_size=GRU_H),
+        helper.make_node("Squeeze", ["Y2", "ax1"], ["y"]),
+        helper.make_node("Slice", ["Y1", "zero", "one", "zero"], ["Y1first4"]),
+        helper.make_node("Squeeze", ["Y1first4", "zero"], ["Y1first"]),
+        helper.make_node("Identity", [h1n], ["h1n"]),
+        helper.make_node("Identity", [h2n], ["h2n"]),
+    ]
+    state = [1, 1, GRU_H]
+    inits = [*GRU_INITS, init("ax1", [1], np.int64), init("zero", [0], np.int64), init("one", [1], np.int64)]
+    return build(nodes, [vi("x", ["T", 1, 1]), vi("h1", state), vi("h2", state)],
+                 [vi("y", ["T", 1, GRU_H]), vi("h1n", state), vi("h2n", state)], inits, opset=13)
+
+
+def _ort_stream(model, x: np.ndarray, chunk: int) -> np.ndarray:
+    """y over the stream in calls of ``chunk`` steps, each call fed the state outputs of the one before (h1n -> h1, h2n -> h2),
+    followed by the state the last call returns (what a caller carries on with)."""
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    state = {"h1": np.zeros((1, 1, GRU_H), np.float32), "h2": np.zeros((1, 1, GRU_H), np.float32)}
+    ys = []
+    for start in range(0, len(x), chunk):
+        y, h1n, h2n = sess.run(["y", "h1n", "h2n"], {"x": x[start : start + chunk], **state})
+        ys.append(y)
+        state = {"h1": h1n, "h2": h2n}
+    return np.concatenate([np.concatenate(ys).ravel(), state["h1"].ravel(), state["h2"].ravel()])
+
+
+def test_each_wrong_write_back_of_a_gru_stack_fails_where_onnxruntime_shows_it_and_the_right_one_passes():
+    x = np.sin(np.arange(9, dtype=np.float32)).reshape(9, 1, 1)
+    for write_back in WRITE_BACKS:
+        model = gru_stack(write_back)
+        session = StatefulSession(model)
+        assert [(s.input, s.output) for s in session.slots] == [("h1", "h1n"), ("h2", "h2n")]
+        for chunk in (1, 3):
+            # the oracle: this loop's chunked calls against one whole call, both in onnxruntime
+            streams = bool(np.abs(_ort_stream(model, x, chunk) - _ort_stream(model, x, len(x))).max() <= 1e-5)
+            # by construction only the right write-back streams; the stale one at one step per call gives the right y
+            # (first step = last), but one whole call returns the state after its first step
+            assert streams == (write_back == "correct"), (write_back, chunk)
+            report = check_multicall(session, {"x": x}, chunk_sizes=[chunk])
+            assert report.persistent_matches_whole is streams, (write_back, chunk)
+            assert report.status == ("pass" if streams else "fail"), (write_back, chunk, report.verdict)
