@@ -1,23 +1,19 @@
-"""check_multicall on models that carry part of their state and restart the rest, and on the stream it cuts.
+"""check_multicall's verdict on models that carry part of their state and restart the rest, and on a GRU stack
+written back right and in each wrong way.
 
-Oracles: onnxruntime loops written out here (chunked calls carrying h alone, or h and c, against one whole call),
-the seed recurrence ``h_t = 0.5 * h_{t-1} + x_t`` computed by hand, and the models' construction (a state input
-left unpaired, a cell state not given, a state reshaped before the LSTM reads it).  Each bug has its near-miss.
+Oracles: onnxruntime loops written out here (chunked calls against one whole call), and the models' construction
+(a state input left unpaired, a cell state not given or constant, a state reshaped or scaled before the LSTM reads
+it).  Each bug has its near-miss.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
-import pytest
 from onnx import helper
 
 from rnnir.check.multicall.check import check_multicall
-from rnnir.check.multicall.stream import StreamError, time_axes
-from rnnir.check.multicall.variants import hc_swaps
 from rnnir.runtime import StatefulSession
-from tests.check.test_multicall_comparisons import two_level_pack
-from tests.check.test_multicall_seed import seed_rnn
 from tests.check.test_multicall_stream import SEED_INITS, build, init, lstm, ones, rnn_node, vi
 
 PART = "FAIL: part of the state restarts on every call while the rest is carried: "
@@ -68,6 +64,30 @@ def test_a_cell_state_not_given_restarts_at_zero_and_an_unpaired_one_at_its_init
     )
 
 
+def constant_c_lstm(c_source: str, x_shape):
+    """An LSTM that carries h (h0 -> hn) and starts c every call from a constant: an initializer or a Constant node."""
+    rng = np.random.default_rng(5)
+    nodes = [helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "c_start"], ["y", "hn"], hidden_size=2)]
+    inits = [init("W", rng.standard_normal((1, 8, 1))), init("R", 0.5 * rng.standard_normal((1, 8, 2)))]
+    c_value = np.full((1, 1, 2), 0.3, np.float32)
+    if c_source == "initializer":
+        inits.append(init("c_start", c_value))
+    else:
+        nodes.insert(0, helper.make_node("Constant", [], ["c_start"], value=helper.make_tensor("c", 1, [1, 1, 2], c_value.ravel())))
+    return build(nodes, [vi("x", list(x_shape)), vi("h0", [1, 1, 2])], [vi("y", None), vi("hn", [1, 1, 2])], inits)
+
+
+def test_a_cell_state_started_from_a_constant_every_call_fails_without_a_whole_call_too():
+    # a bug found by a surviving mutant: this model passed when its time axis was static, while with a time axis one
+    # whole call could take, the comparison with it failed (the dynamic model below proves the restart wrong)
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(6, 1, 1)
+    for c_source in ("initializer", "Constant node"):
+        proven = check_multicall(constant_c_lstm(c_source, ("T", 1, 1)), {"x": x}, chunk_sizes=[2])
+        assert proven.status == "fail" and proven.persistent_matches_whole is False, c_source
+        report = check_multicall(constant_c_lstm(c_source, (2, 1, 1)), {"x": x}, chunk_sizes=[2])
+        assert report.verdict == PART + "LSTM 'LSTM(y)' carries initial_h across calls but its initial_c is the constant 'c_start', the same every call.", c_source
+
+
 def test_an_lstm_whose_only_state_is_never_written_is_not_called_partly_carried():
     # h0 is a slot nothing writes back and c is not given: nothing is carried, so nothing is "partly" carried;
     # every variant restarts alike and the stream cannot tell
@@ -109,52 +129,6 @@ def test_a_reverse_rnn_run_in_one_call_equals_the_whole_call_and_gets_no_reverse
     assert report.persistent_matches_whole is True
     assert not any("backwards" in n for n in report.notes)
 
-
-def test_the_stale_variant_starts_each_call_from_the_state_two_calls_back():
-    # h = 0.5 h + x on x = 1..5, one step per call.  kept: 1, 2.5, 4.25, 6.125, 8.0625.  stale: calls 0 and 1 start
-    # from 0 (1, 2); call 2 from call 0's 1 (3.5), call 3 from call 1's 2 (5), call 4 from call 2's 3.5 (6.75)
-    report = check_multicall(seed_rnn(), {"x": np.arange(1, 6, dtype=np.float32).reshape(5, 1, 1)}, chunk_sizes=[1], variants=["persistent", "stale"])
-    assert report.variant("stale", 1).per_call == pytest.approx([0.0, 0.5, 0.75, 1.125, 1.3125])
-
-
-def test_h_and_c_in_one_place_or_two_levels_deep_are_no_swap():
-    assert hc_swaps(StatefulSession(lstm(inputs=("x", "s", "s"), outs=("y", "sn", "cn")), pairs={"s": "sn"})) == []
-    assert hc_swaps(StatefulSession(two_level_pack())) == []
-    assert len(hc_swaps(StatefulSession(lstm()))) == 1  # near-miss: h0 and c0, two slots of one shape
-
-
-# -- the stream --------------------------------------------------------------------------------------
-
-
-def test_a_time_named_dim_is_the_time_axis_unless_it_is_the_last_of_several():
-    nodes = [helper.make_node("ReduceSum", [n], [f"{n}_sum"], keepdims=0) for n in ("a", "b", "c")]
-    m = build(nodes, [vi("a", ["T", 3]), vi("b", [3, "T"]), vi("c", ["T"])], [vi(f"{n}_sum", None) for n in ("a", "b", "c")])
-    assert time_axes(StatefulSession(m)) == {"a": 0, "b": None, "c": 0}
-
-
-def accumulator():
-    """s [N, 2] += the sum of x [T, N, 2] over time; y = s.  N is a symbol only the state and x share (no recurrent op)."""
-    nodes = [helper.make_node("ReduceSum", ["x", "ax0"], ["xs"], keepdims=0), helper.make_node("Add", ["s", "xs"], ["sn"]),
-             helper.make_node("Identity", ["sn"], ["y"])]
-    return build(nodes, [vi("x", ["T", "N", 2]), vi("s", ["N", 2])], [vi("y", ["N", 2]), vi("sn", ["N", 2])], [init("ax0", [0], np.int64)], opset=13)
-
-
-def test_a_dim_the_state_shares_is_the_batch_and_a_float64_stream_is_fed_as_float32():
-    session = StatefulSession(accumulator(), pairs={"s": "sn"})
-    generated = check_multicall(session, None, chunk_sizes=[2], length=4, batch=3)
-    assert generated.status == "pass" and generated.health["s"].norm[-1] > 0
-
-    x = np.arange(24, dtype=np.float64).reshape(4, 3, 2) / 10  # float64: the check converts it, as a caller must
-    report = check_multicall(session, {"x": x}, chunk_sizes=[1, 2], batch=3)
-    assert report.status == "pass" and report.persistent_matches_whole is True
-    expected = np.cumsum(x, axis=0).reshape(4, -1)  # s after each call of 1 step, by hand
-    np.testing.assert_allclose(report.health["s"].max, expected.max(axis=1), rtol=1e-6)
-
-
-def test_a_generated_input_larger_than_fifty_million_elements_is_refused_by_default():
-    m = build([helper.make_node("ReduceSum", ["x"], ["y"], keepdims=0)], [vi("x", ["T", 10_000, 10_000])], [vi("y", None)])
-    with pytest.raises(StreamError, match=r"\(100000000 elements > max_elements=50000000\)"):
-        check_multicall(m, None, chunk_sizes=[1], length=1)
 
 
 def scaled_h_lstm():
