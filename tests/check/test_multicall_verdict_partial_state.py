@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 import onnxruntime as ort
-from onnx import helper
+from onnx import TensorProto, helper
 
 from rnnir.check.multicall.check import check_multicall
 from rnnir.runtime import StatefulSession
@@ -64,27 +64,31 @@ def test_a_cell_state_not_given_restarts_at_zero_and_an_unpaired_one_at_its_init
     )
 
 
-def constant_c_lstm(c_source: str, x_shape):
-    """An LSTM that carries h (h0 -> hn) and starts c every call from a constant: an initializer or a Constant node."""
+def constant_c_lstm(c_source: str, steps: int | str):
+    """An LSTM that carries h (h0 -> hn) and starts c every call from a constant: an initializer, a Constant node, or a
+    ConstantOfShape of h's (batch-sized) shape, as exporters write a zero state."""
     rng = np.random.default_rng(5)
     nodes = [helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "c_start"], ["y", "hn"], hidden_size=2)]
     inits = [init("W", rng.standard_normal((1, 8, 1))), init("R", 0.5 * rng.standard_normal((1, 8, 2)))]
-    c_value = np.full((1, 1, 2), 0.3, np.float32)
     if c_source == "initializer":
-        inits.append(init("c_start", c_value))
+        inits.append(init("c_start", np.full((1, 1, 2), 0.3)))
+    elif c_source == "Constant":
+        nodes.insert(0, helper.make_node("Constant", [], ["c_start"], value=helper.make_tensor("c", TensorProto.FLOAT, [1, 1, 2], [0.3, 0.3])))
     else:
-        nodes.insert(0, helper.make_node("Constant", [], ["c_start"], value=helper.make_tensor("c", 1, [1, 1, 2], c_value.ravel())))
-    return build(nodes, [vi("x", list(x_shape)), vi("h0", [1, 1, 2])], [vi("y", None), vi("hn", [1, 1, 2])], inits)
+        nodes[:0] = [helper.make_node("Shape", ["h0"], ["h_shape"]),
+                     helper.make_node("ConstantOfShape", ["h_shape"], ["c_start"], value=helper.make_tensor("c", TensorProto.FLOAT, [1], [0.3]))]
+    state = [1, "B", 2]
+    return build(nodes, [vi("x", [steps, "B", 1]), vi("h0", state)], [vi("y", None), vi("hn", state)], inits)
 
 
 def test_a_cell_state_started_from_a_constant_every_call_fails_without_a_whole_call_too():
     # a bug found by a surviving mutant: this model passed when its time axis was static, while with a time axis one
-    # whole call could take, the comparison with it failed (the dynamic model below proves the restart wrong)
+    # whole call could take, the comparison with it failed (the dynamic model proves the restart wrong)
     x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(6, 1, 1)
-    for c_source in ("initializer", "Constant node"):
-        proven = check_multicall(constant_c_lstm(c_source, ("T", 1, 1)), {"x": x}, chunk_sizes=[2])
+    for c_source in ("initializer", "Constant", "ConstantOfShape"):
+        proven = check_multicall(constant_c_lstm(c_source, "T"), {"x": x}, chunk_sizes=[2])
         assert proven.status == "fail" and proven.persistent_matches_whole is False, c_source
-        report = check_multicall(constant_c_lstm(c_source, (2, 1, 1)), {"x": x}, chunk_sizes=[2])
+        report = check_multicall(constant_c_lstm(c_source, 2), {"x": x}, chunk_sizes=[2])
         assert report.verdict == PART + "LSTM 'LSTM(y)' carries initial_h across calls but its initial_c is the constant 'c_start', the same every call.", c_source
 
 
