@@ -131,7 +131,7 @@ def _unverified_slices(session: StatefulSession) -> list[str]:
 
 def _restarting_states(session: StatefulSession) -> list[str]:
     """Recurrences that carry one state across calls (read from a slot that is written back) while another of their
-    states starts every call from a plain input the caller feeds, or from nothing (zeros): with ``--pair initial_h=Y_h``
+    states starts every call from a plain input the caller feeds, a constant, or nothing (zeros): with ``--pair initial_h=Y_h``
     alone an LSTM keeps h and restarts c, and chunked calls cannot equal one call over the whole stream."""
     from rnnir.ir.nodes import Compute, LoadSlot
     from rnnir.ir.optraits import OpTrait, ops_with
@@ -153,6 +153,8 @@ def _restarting_states(session: StatefulSession) -> list[str]:
                 carried.append(state.entry)
             elif v.producer is None and v.name in plain:
                 restarted.append(f"its {state.entry} comes from the plain input {v.name!r}, fed anew every call")
+            elif v.has_const or (isinstance(v.producer, Compute) and v.producer.op in ("Constant", "ConstantOfShape")):
+                restarted.append(f"its {state.entry} is the constant {v.name!r}, the same every call")
         if carried and restarted:
             out.append(f"{rec.kind} {rec.describe()!r} carries {', '.join(carried)} across calls but " + " and ".join(restarted))
     return out
