@@ -247,14 +247,15 @@ def plan_cells(
             dims = dims_of(types.get(source))
             if dims is None and value is not None:
                 dims = list(value.shape)
-            if dims and not isinstance(dims[-1], int):
-                dims[-1] = site.hidden_size  # the cell's state is [..., hidden]: what recognition measured
+            if dims:
+                dims[-1] = site.hidden_size  # the cell's state is [..., hidden]: what recognition measured (a declared dim may be a name)
             if dims is None or len(dims) < 2 or any(not isinstance(d, int) for d in dims[1:]):
                 skipped.append(not_exposed(label, f"the shape of its zeros {source!r} is unknown"))
                 continue
-            if dims[0] is None or (isinstance(dims[0], str) and dims[0].startswith("unk__")):
+            if dims[0] is None or dims[0] == 1 or (isinstance(dims[0], str) and dims[0].startswith("unk__")):
                 # the cell's input holds its rows batch first: share its batch symbol, so a caller (and
-                # check_multicall) sizing the input sizes the state alike
+                # check_multicall) sizing the input sizes the state alike; zeros [1, hidden] broadcast over the
+                # batch start one state per row all the same, and the new state fed back is [batch, hidden]
                 x_dims = dims_of(types.get(first.x[0])) if first.x else None
                 x_batch = x_dims[0] if x_dims else None
                 dims[0] = x_batch if x_batch is not None and not (isinstance(x_batch, str) and x_batch.startswith("unk__")) else fallback_batch

@@ -85,7 +85,7 @@ def test_zero_start_cells_are_exposed_and_then_stream_like_the_stateful_export()
         ("rnn_cell", "const", ["h"], "RNN", {"h": "/cell/Tanh"}, "B,16"),
         ("gru_cell", "const", ["h"], "GRU", {"h": "/cell/Add_3"}, "B,16"),
         ("lstm_cell", "const", ["h", "c"], "LSTM", {"h": "/cell/Mul_2", "c": "/cell/Add_1"}, "B,16"),
-        ("lstm_cell", "initializer", ["h", "c"], "LSTM", {"h": "/cell/Mul_2", "c": "/cell/Add_1"}, "1,16"),
+        ("lstm_cell", "initializer", ["h", "c"], "LSTM", {"h": "/cell/Mul_2", "c": "/cell/Add_1"}, "B,16"),
     ]
     for name, how, roles, kind, anchors, dims in cases:
         model = _zeros_start(name, how)

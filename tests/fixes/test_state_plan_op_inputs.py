@@ -56,6 +56,12 @@ def test_the_state_of_an_op_whose_input_inference_cannot_type() -> None:
     shape_in = helper.make_tensor_value_info("shape", TensorProto.INT64, None)
     declared_untyped = _gru([gelu], contrib_x)  # a value_info with a shape but no element type
     declared_untyped.graph.value_info.append(helper.make_tensor_value_info("xr", TensorProto.UNDEFINED, ["T", 2, 2]))
+    audio = helper.make_tensor_value_info("audio", TensorProto.FLOAT, [2, 12])
+    three = helper.make_tensor_value_info("shape", TensorProto.INT64, [3])  # rank 3 known, every dim invented (unk__)
+    stale = _gru([reshape], audio, inputs=(shape_in,))  # a stale value_info of another rank for X
+    stale.graph.value_info.append(helper.make_tensor_value_info("xr", TensorProto.FLOAT, [2, 12]))
+    all_contrib = _gru([gelu, *(helper.make_node("Gelu", [w], [f"{w}_g"], domain="com.microsoft", name=f"gelu_{w}") for w in "WR")], contrib_x)
+    all_contrib.graph.node[-1].input[1:3] = ["W_g", "R_g"]  # X, W and R all made by an op inference does not know
     rows = [
         # (what, model, the state's type by hand, what onnxruntime can do with it: stream it, load it, neither)
         ("contrib op before the GRU", _gru([gelu], contrib_x), "float32[1,batch,3]", "stream"),
@@ -63,6 +69,11 @@ def test_the_state_of_an_op_whose_input_inference_cannot_type() -> None:
          "float32[1,2,3]", "load"),
         ("the same, batch first (layout 1)",
          _gru([reshape], helper.make_tensor_value_info("audio", TensorProto.FLOAT, [2, 12]), inputs=(shape_in,), layout=1), "float32[2,1,3]", ""),
+        ("X reshaped by a shape of three values", _gru([reshape], audio, inputs=(three,)), "float32[1,2,3]", "load"),
+        ("X with a stale value_info of rank 2", stale, "float32[1,2,3]", ""),  # onnxruntime trusts the value_info
+        ("batch first, X typed [2, T, 2]", _gru([helper.make_node("Identity", ["x"], ["xr"], name="ident")], helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, "T", 2]),
+                                                 layout=1), "float32[2,1,3]", ""),
+        ("X, W and R made by contrib ops", all_contrib, "float32[1,batch,3]", "stream"),
         ("X reshaped from an [N, 12] input", _gru([reshape], helper.make_tensor_value_info("audio", TensorProto.FLOAT, ["N", 12]), inputs=(shape_in,)),
          "float32[1,batch,3]", "load"),
         ("X a graph input of unknown shape", _gru([helper.make_node("Identity", ["x"], ["xr"], name="ident")], helper.make_tensor_value_info("x", TensorProto.FLOAT, None)),
@@ -155,6 +166,31 @@ def test_the_ops_of_two_if_branches_share_a_state_only_when_their_sizes_agree() 
             session = StatefulSession(result.model)
             chunked = np.concatenate([session.run({"flag": np.array(flag), "x": x[k : k + 2]})["y"] for k in (0, 2, 4)])
             np.testing.assert_allclose(chunked, whole, atol=1e-6, err_msg=f"{else_hidden} {flag}")
+
+
+def test_ops_whose_state_cannot_be_exposed_are_left_alone_with_the_reason() -> None:
+    """An op in a Loop body (rnnir does not thread its state out), and ops whose initial state is an unpaired graph
+    input or computed: no edit, and the skipped entry names the op and why."""
+    from tests.support import cell_models
+
+    loop = cell_models.lstm_op_loop()
+    body = next(a.g for n in loop.graph.node if n.op_type == "Loop" for a in n.attribute if a.name == "body")
+    (lstm,) = [n.name for n in body.node if n.op_type == "LSTM"]
+    h_start = helper.make_tensor_value_info("h_start", TensorProto.FLOAT, [1, 1, H])
+    from_input = _gru([helper.make_node("Identity", ["x"], ["xr"], name="ident")], helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 1, 2]), inputs=(h_start,))
+    from_input.graph.node[-1].input.extend(["", "", "h_start"])
+    computed = _gru([helper.make_node("Identity", ["x"], ["xr"], name="ident"), helper.make_node("Relu", ["h_start"], ["h_relu"], name="relu")],
+                    helper.make_tensor_value_info("x", TensorProto.FLOAT, ["T", 1, 2]), inputs=(h_start,))
+    computed.graph.node[-1].input.extend(["", "", "h_relu"])
+    rows = [
+        (loop, [(lstm, "it runs inside a Loop/Scan body, whose state rnnir does not thread out")]),
+        (from_input, [("gru.initial_h", "its initial state is graph input 'h_start', not a constant")]),
+        (computed, [("gru.initial_h", "its initial state is Relu 'relu', not a constant")]),
+    ]
+    for model, want in rows:
+        result = rnnir.fix(model, expose_state=True, codes=[])
+        assert [e for e in result.edits if e.code == "EXPOSE"] == [], want
+        assert [(e.target, e.reason) for e in result.skipped] == want
 
 
 def test_an_op_without_hidden_size_is_a_clear_model_error() -> None:
