@@ -25,11 +25,11 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "torch_cells"
 HIDDEN = 16
 
 
-def _zeros_start(name: str, how: str) -> onnx.ModelProto:
-    """The stateful export with each state input replaced by zeros ([batch of x, 16] or a [1, 16] initializer)."""
+def _zeros_start(name: str, how: str, roles: tuple[str, ...] = ("h0", "c0")) -> onnx.ModelProto:
+    """The stateful export with each state input of ``roles`` replaced by zeros ([batch of x, 16] or a [1, 16] initializer)."""
     model = onnx.load(str(DATA / f"{name}.ts.onnx"))
     g = model.graph
-    for st in [i for i in g.input if i.name in ("h0", "c0")]:
+    for st in [i for i in g.input if i.name in roles]:
         g.input.remove(st)
         n = st.name
         if how == "initializer":

@@ -22,6 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir.fixes import state_plan
+from tests.fixes.test_expose_cells import _zeros_start
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "torch_cells"
 HIDDEN = 16
@@ -33,26 +34,7 @@ def _export(name: str) -> onnx.ModelProto:
 
 def _zeros(name: str, roles: tuple[str, ...] = ("h0", "c0"), how: str = "const") -> onnx.ModelProto:
     """The export with the state inputs ``roles`` replaced by zeros [batch of x, 16] (or a [1, 16] initializer)."""
-    model = _export(name)
-    g = model.graph
-    for st in [i for i in g.input if i.name in roles]:
-        g.input.remove(st)
-        n = st.name
-        if how == "initializer":
-            g.initializer.append(numpy_helper.from_array(np.zeros([1, HIDDEN], np.float32), n))
-            continue
-        nodes = [
-            helper.make_node("Shape", ["x"], [f"{n}_xs"], name=f"{n}_shape_of_x"),
-            helper.make_node("Constant", [], [f"{n}_s"], value=numpy_helper.from_array(np.array([0], np.int64)), name=f"{n}_c0"),
-            helper.make_node("Constant", [], [f"{n}_e"], value=numpy_helper.from_array(np.array([1], np.int64)), name=f"{n}_c1"),
-            helper.make_node("Slice", [f"{n}_xs", f"{n}_s", f"{n}_e"], [f"{n}_b"], name=f"{n}_batch"),
-            helper.make_node("Constant", [], [f"{n}_h"], value=numpy_helper.from_array(np.array([HIDDEN], np.int64)), name=f"{n}_hid"),
-            helper.make_node("Concat", [f"{n}_b", f"{n}_h"], [f"{n}_dims"], axis=0, name=f"{n}_dims"),
-            helper.make_node("ConstantOfShape", [f"{n}_dims"], [n], value=helper.make_tensor("value", TensorProto.FLOAT, [1], [0.0]), name=f"{n}_zeros"),
-        ]
-        for k, node in enumerate(nodes):
-            g.node.insert(k, node)
-    return model
+    return _zeros_start(name, how, roles)
 
 
 def _declare(model: onnx.ModelProto, name: str, shape: list[int | str | None]) -> onnx.ModelProto:
@@ -65,50 +47,65 @@ def _x_as(model: onnx.ModelProto, shape: list[int | str]) -> onnx.ModelProto:
     return model
 
 
-def _run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def _session(model: onnx.ModelProto) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
     sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
-    return dict(zip([o.name for o in sess.get_outputs()], sess.run(None, feeds)))
+    names = [o.name for o in sess.get_outputs()]
+    return lambda feeds: dict(zip(names, sess.run(None, feeds)))
 
 
 def _streams_like_the_export(name: str, fixed: onnx.ModelProto, pairs: dict[str, str], batch: int, dtype: type = np.float32) -> None:
     """Calls of ``fixed`` fed its own state back give the stateful export's ``y`` and states fed back alike."""
     rng = np.random.default_rng(81)
     xs = [rng.standard_normal((batch, 8)).astype(dtype) for _ in range(3)]
-    export = _export(name) if dtype is np.float32 else _as_float64(_export(name))
+    export = _session(_export(name) if dtype is np.float32 else _as_float64(_export(name)))
+    run_fixed = _session(fixed)
     own = {"h0": "hn", "c0": "cn"} if name.startswith("lstm") else {"h0": "hn"}
     want_state = {i: np.zeros((batch, HIDDEN), dtype) for i in own}
     got_state = {i: np.zeros((batch, HIDDEN), dtype) for i in pairs}
     got_state.update({i: np.zeros((batch, HIDDEN), dtype) for i in own if any(i == t.name for t in fixed.graph.input)})
     for k, x in enumerate(xs):
-        want = _run(export, {"x": x, **want_state})
-        got = _run(fixed, {"x": x, **got_state})
+        want = export({"x": x, **want_state})
+        got = run_fixed({"x": x, **got_state})
         np.testing.assert_allclose(got["y"], want["y"], atol=1e-5, err_msg=f"{name} call {k}")
         want_state = {i: want[o] for i, o in own.items()}
         got_state = {**{i: got[o] for i, o in pairs.items()}, **{i: want_state[i] for i in own if i in got_state}}
 
 
 def test_the_state_input_takes_the_zeros_shape_however_it_is_typed() -> None:
-    """One row per way the zeros' [batch, hidden] is known: the type of the exposed input, by hand."""
-    rows: list[tuple[str, Callable[[], onnx.ModelProto], str, int]] = [
-        # (what, model, exposed input's type, a batch to run it with)
-        ("zeros of x's batch, inferred [?, ?]", lambda: _zeros("gru_cell"), "float32[B,16]", 2),
-        ("declared [1, H]: a named hidden dim is the cell's", lambda: _declare(_zeros("gru_cell", how="initializer"), "h0", [1, "H"]), "float32[B,16]", 2),
-        ("declared [N, 16]: its own batch name kept", lambda: _declare(_zeros("gru_cell"), "h0", ["N", 16]), "float32[N,16]", 2),
-        ("declared [?, 16]: the batch of x", lambda: _declare(_zeros("gru_cell"), "h0", [None, 16]), "float32[B,16]", 2),
-        ("x of static batch 1", lambda: _x_as(_zeros("gru_cell"), [1, 8]), "float32[1,16]", 1),
-        ("x of static batch 3", lambda: _x_as(_zeros("gru_cell"), [3, 8]), "float32[3,16]", 3),
-        ("x of an invented batch name", lambda: _x_as(_zeros("gru_cell"), ["unk__0", 8]), "float32[batch,16]", 2),
-        # zeros [1, 16] broadcast over the batch: the new state fed back is [B, 16]
-        ("a zero initializer [1, 16]", lambda: _zeros("gru_cell", how="initializer"), "float32[B,16]", 2),
+    """One row per way the zeros' [batch, hidden] is known: the type of the exposed input, by hand (the next test
+    streams the kinds of batch)."""
+    rows: list[tuple[str, onnx.ModelProto, str]] = [
+        ("zeros of x's batch, inferred [?, ?]", _zeros("gru_cell"), "B,16"),
+        ("declared [1, H]: a named hidden dim is the cell's", _declare(_zeros("gru_cell", how="initializer"), "h0", [1, "H"]), "B,16"),
+        ("declared [N, 16]: its own batch name kept", _declare(_zeros("gru_cell"), "h0", ["N", 16]), "N,16"),
+        ("declared [?, 16]: the batch of x", _declare(_zeros("gru_cell"), "h0", [None, 16]), "B,16"),
+        ("x of static batch 1", _x_as(_zeros("gru_cell"), [1, 8]), "1,16"),
+        ("x of static batch 3", _x_as(_zeros("gru_cell"), [3, 8]), "3,16"),
+        ("x of an invented batch name", _x_as(_zeros("gru_cell"), ["unk__0", 8]), "batch,16"),
+        ("a zero initializer [1, 16]", _zeros("gru_cell", how="initializer"), "B,16"),
     ]
-    for what, build, want, batch in rows:
-        result = rnnir.fix(build(), expose_state=True)
+    for what, model, want in rows:
+        result = rnnir.fix(model, expose_state=True)
         assert result.skipped == [], what
-        assert result.edits[0].after == (
-            f"graph input 'hn_prev' {want} (required: feed zeros on the first call; StatefulSession does), paired with the returned 'hn'"
+        zeros = "initializer 'h0'" if what.endswith("[1, 16]") or "[1, H]" in what else "ConstantOfShape 'h0_zeros'"
+        assert str(result.edits[0]) == (
+            f"EXPOSE [safe] exposed the h state of GRU '/cell/Add_3': GRU '/cell/Add_3' initial_h / Y_h: initial state zeros ({zeros}), "
+            f"final state returned as 'hn' but not paired -> graph input 'hn_prev' float32[{want}] (required: feed zeros on the first call; "
+            "StatefulSession does), paired with the returned 'hn'"
         ), what
+
+
+def test_a_state_of_each_kind_of_batch_streams_like_the_export() -> None:
+    """Symbolic, static, and zeros [1, 16] broadcast over a batch of 2: the new state fed back is [batch, 16]."""
+    for what, model, batch in (
+        ("batch of x", _zeros("gru_cell"), 2),
+        ("static batch 3", _x_as(_zeros("gru_cell"), [3, 8]), 3),
+        ("zeros [1, 16] at batch 2", _zeros("gru_cell", how="initializer"), 2),
+    ):
+        result = rnnir.fix(model, expose_state=True)
+        assert {p.input: p.output for p in rnnir.load(result.model).state_pairs} == {"hn_prev": "hn"}, what
         _streams_like_the_export("gru_cell", result.model, {"hn_prev": "hn"}, batch)
 
 

@@ -156,11 +156,16 @@ def test_the_ops_of_two_if_branches_share_a_state_only_when_their_sizes_agree() 
     """One runs per call: same size, one state input; different sizes, one input each.  Either way each branch,
     streamed in chunks, computes what it computes on the whole sequence."""
     x = np.random.default_rng(76).standard_normal((6, 1, 2)).astype(np.float32)
-    for else_hidden, want in ((H, {"h0": "float32[1,1,3]"}), (5, {"then_gru_h0": "float32[1,1,3]", "else_gru_h0": "float32[1,1,5]"})):
+    rows = [
+        (H, {"h0": "float32[1,1,3]"}, ["exposed the h state of GRU 'then_gru'/'else_gru' in If 'pick'"]),
+        (5, {"then_gru_h0": "float32[1,1,3]", "else_gru_h0": "float32[1,1,5]"}, [f"exposed the h state of GRU '{b}_gru'" for b in ("then", "else")]),
+    ]
+    for else_hidden, want, messages in rows:
         model = _if_of_grus(else_hidden)
         result = rnnir.fix(model, expose_state=True)
         got = {e.after.split()[2].strip("'"): e.after.split()[3] for e in result.edits}
         assert got == want, else_hidden
+        assert [e.message for e in result.edits] == messages, else_hidden
         for flag in (True, False):
             whole = _ort(model).run(["y"], {"flag": np.array(flag), "x": x})[0]
             session = StatefulSession(result.model)
