@@ -83,6 +83,7 @@ def test_the_state_input_takes_the_zeros_shape_however_it_is_typed() -> None:
         ("declared [?, 16]: the batch of x", _declare(_zeros("gru_cell"), "h0", [None, 16]), "B,16"),
         ("x of static batch 1", _x_as(_zeros("gru_cell"), [1, 8]), "1,16"),
         ("x of static batch 3", _x_as(_zeros("gru_cell"), [3, 8]), "3,16"),
+        ("declared [3, 16], x of static batch 3", _x_as(_declare(_zeros("gru_cell"), "h0", [3, 16]), [3, 8]), "3,16"),
         ("x of an invented batch name", _x_as(_zeros("gru_cell"), ["unk__0", 8]), "batch,16"),
         ("a zero initializer [1, 16]", _zeros("gru_cell", how="initializer"), "B,16"),
     ]
