@@ -5,6 +5,7 @@ Planning only reads the model; :mod:`rnnir.fixes.expose` wires the plans in."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,7 +53,6 @@ class StatePlan:
     alternatives: list[Alternative]
     default: np.ndarray | None
     layout: int = 0
-    constant: bool = False  # the op started from a non-zero constant, kept as the default
 
     @property
     def what(self) -> str:
@@ -135,20 +135,19 @@ def plan_states(model: onnx.ModelProto, program: Program, skipped: list[Edit], d
             if direction != "forward":
                 skipped.append(not_exposed(label, f"a {direction} recurrence runs each chunk backwards: chunked calls can never equal one call"))
                 continue
-            hidden = int(_attr(node, "hidden_size", 0) or 0)
-            layout = int(_attr(node, "layout", 0) or 0)
+            # read as lowering reads them: it refused an op without hidden_size before any plan is made
+            hidden = int(_attr(node, "hidden_size"))
+            layout = int(_attr(node, "layout", 0))
             x_dims = dims_of(types.get(node.input[0])) if node.input else None
             batch = x_dims[1 if layout == 0 else 0] if x_dims and len(x_dims) == 3 else None
             if batch is None or (isinstance(batch, str) and batch.startswith("unk__")):
                 batch = fallback_batch  # shape inference could not tell: an invented symbol helps nobody
             shape: list[int | str | None] = [1, batch, hidden] if layout == 0 else [batch, 1, hidden]
-            x_type = types.get(node.input[0])
-            dtype = x_type.tensor_type.elem_type if x_type is not None and x_type.tensor_type.elem_type else onnx.TensorProto.FLOAT
+            dtype = elem_type(ref, types, node.input[:3])  # X, W and R share one type
             plans: list[StatePlan] = []
             for port in spec.states:
-                role, idx, out_idx = port.role, spec.input_index(port.entry), spec.output_index(port.exit)
-                if idx is None or out_idx is None:
-                    continue
+                # every registered kind lists its states' ports (rnnir.ir.recurrence.KINDS)
+                role, idx, out_idx = port.role, spec.inputs.index(port.entry), spec.outputs.index(port.exit)
                 if (id(node), port.exit) in taken:
                     skipped.append(not_exposed(f"{label}.{port.exit}", "this final state is already written back by a state pair"))
                     continue
@@ -168,7 +167,7 @@ def plan_states(model: onnx.ModelProto, program: Program, skipped: list[Edit], d
                     continue
                 final = node.output[out_idx] if out_idx < len(node.output) else ""
                 alt = Alternative(ref, [(node, idx)], final, node, out_idx, before)
-                plans.append(StatePlan(role, spec.name, label, dtype, list(shape), [alt], default, layout, constant=kind == "constant"))
+                plans.append(StatePlan(role, spec.name, label, dtype, list(shape), [alt], default, layout))
             if plans:
                 found.append((node, ref, plans))
     found.extend(plan_cells(model, program, refs[0], types, fallback_batch, skipped))
@@ -213,12 +212,12 @@ def plan_cells(
     out: list[tuple[onnx.NodeProto, GraphRef, list[StatePlan]]] = []
 
     for site in recognised.sites:
-        if site.x is not None or not site.cells:
-            continue  # a Loop's recurrence: its carried state is already a Loop input
+        if not site.zero_starts:
+            continue  # its cells read state inputs (a Loop's recurrence: its carried state is a Loop input already)
         first, last = site.cells[0], site.cells[-1]
         rec = rec_of.get(site.recognised_from)
         if site.scope is not index.root:
-            if site.zero_starts and not (rec is not None and any(node == rec.id for node, _port in written)):
+            if not (rec is not None and any(node == rec.id for node, _port in written)):
                 skipped.append(not_exposed(f"{site.kind} {site.anchor!r}", "a cell inside an If branch or a Loop body is not exposed yet (main graph only)"))
             continue
         roles = [(STATE_H.role, first.h_source, last.h_out, STATE_H.exit)]
@@ -248,19 +247,19 @@ def plan_cells(
             dims = dims_of(types.get(source))
             if dims is None and value is not None:
                 dims = list(value.shape)
-            if dims and not isinstance(dims[-1], int):
-                dims[-1] = site.hidden_size  # the cell's state is [..., hidden]: what recognition measured
+            if dims:
+                dims[-1] = site.hidden_size  # the cell's state is [..., hidden]: what recognition measured (a declared dim may be a name)
             if dims is None or len(dims) < 2 or any(not isinstance(d, int) for d in dims[1:]):
                 skipped.append(not_exposed(label, f"the shape of its zeros {source!r} is unknown"))
                 continue
-            if dims[0] is None or (isinstance(dims[0], str) and dims[0].startswith("unk__")):
+            if dims[0] is None or dims[0] == 1 or (isinstance(dims[0], str) and dims[0].startswith("unk__")):
                 # the cell's input holds its rows batch first: share its batch symbol, so a caller (and
-                # check_multicall) sizing the input sizes the state alike
+                # check_multicall) sizing the input sizes the state alike; zeros [1, hidden] broadcast over the
+                # batch start one state per row all the same, and the new state fed back is [batch, hidden]
                 x_dims = dims_of(types.get(first.x[0])) if first.x else None
                 x_batch = x_dims[0] if x_dims else None
                 dims[0] = x_batch if x_batch is not None and not (isinstance(x_batch, str) and x_batch.startswith("unk__")) else fallback_batch
-            t = types.get(final)
-            dtype = t.tensor_type.elem_type if t is not None and t.tensor_type.elem_type else onnx.TensorProto.FLOAT
+            dtype = elem_type(root, types, [final, source])
             final_node, final_index = producers[final]
             alt = Alternative(root, list(readers), final, final_node, final_index, before)
             plans.append(StatePlan(role, site.kind, site.anchor, dtype, list(dims), [alt], default_state(list(dims), value), layout=0))
@@ -299,6 +298,19 @@ def fallback_batch_of(model: onnx.ModelProto) -> int | str:
             return dims[0]
         break
     return "batch"
+
+
+def elem_type(ref: GraphRef, types: dict[str, onnx.TypeProto], names: Sequence[str]) -> int:
+    """The element type of the first of ``names`` whose type is known: from shape inference, else an initializer's
+    own (an op's float64 weights when inference could not type its X, which a contrib op before it hides); float."""
+    for name in names:
+        t = types.get(name)
+        if t is not None and t.tensor_type.elem_type:
+            return int(t.tensor_type.elem_type)
+        init = initializer(ref, name) if name else None
+        if init is not None:
+            return int(init.data_type)
+    return onnx.TensorProto.FLOAT
 
 
 def not_exposed(what: str, reason: str) -> Edit:

@@ -25,11 +25,11 @@ DATA = Path(__file__).resolve().parents[1] / "data" / "torch_cells"
 HIDDEN = 16
 
 
-def _zeros_start(name: str, how: str) -> onnx.ModelProto:
-    """The stateful export with each state input replaced by zeros ([batch of x, 16] or a [1, 16] initializer)."""
+def _zeros_start(name: str, how: str, roles: tuple[str, ...] = ("h0", "c0")) -> onnx.ModelProto:
+    """The stateful export with each state input of ``roles`` replaced by zeros ([batch of x, 16] or a [1, 16] initializer)."""
     model = onnx.load(str(DATA / f"{name}.ts.onnx"))
     g = model.graph
-    for st in [i for i in g.input if i.name in ("h0", "c0")]:
+    for st in [i for i in g.input if i.name in roles]:
         g.input.remove(st)
         n = st.name
         if how == "initializer":
@@ -85,7 +85,7 @@ def test_zero_start_cells_are_exposed_and_then_stream_like_the_stateful_export()
         ("rnn_cell", "const", ["h"], "RNN", {"h": "/cell/Tanh"}, "B,16"),
         ("gru_cell", "const", ["h"], "GRU", {"h": "/cell/Add_3"}, "B,16"),
         ("lstm_cell", "const", ["h", "c"], "LSTM", {"h": "/cell/Mul_2", "c": "/cell/Add_1"}, "B,16"),
-        ("lstm_cell", "initializer", ["h", "c"], "LSTM", {"h": "/cell/Mul_2", "c": "/cell/Add_1"}, "1,16"),
+        ("lstm_cell", "initializer", ["h", "c"], "LSTM", {"h": "/cell/Mul_2", "c": "/cell/Add_1"}, "B,16"),
     ]
     for name, how, roles, kind, anchors, dims in cases:
         model = _zeros_start(name, how)
