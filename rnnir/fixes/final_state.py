@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 
 __all__ = ["FINAL_OF", "expected_exits", "plan_final_state", "port_key"]
 
-#: the final-state port of each initial-state port
-
 
 def port_key(program: Program, ref: PortRef) -> tuple[str, str, int]:
+    """``(node id, port, direction)``: a one-direction op's port is direction 0 whether ``ref`` names it or not; a
+    ref to the whole port of a two-direction op (or of a plain op) is direction -1, apart from either direction."""
     node = program.node(ref.node_id)
     d = ref.direction
     if d is None and isinstance(node, Recurrent) and node.num_directions == 1:
@@ -73,8 +73,7 @@ def plan_final_state(ctx: FixContext, d: Diagnostic, info: FixInfo) -> Plan | Ed
     finals: list[tuple[Recurrent, str]] = []  # (op, final port) per slice, in slice order
     for sm in sorted(pair.slices, key=lambda s: s.index):
         keys = expected.get(sm.index, set())
-        ops = {k[0] for k in keys}
-        if len(keys) != 1 or len(ops) != 1:
+        if len(keys) != 1:
             return info.refuse(d, f"slice {sm.label} is read by {len(keys)} ports: which final state belongs there is ambiguous")
         node_id, port, _ = next(iter(keys))
         rec = program.node(node_id)
@@ -86,7 +85,7 @@ def plan_final_state(ctx: FixContext, d: Diagnostic, info: FixInfo) -> Plan | Ed
     if len(finals) > 1 and any(len(sm.index) != 1 for sm in pair.slices):
         return info.refuse(d, "the slot's slices are not one per position of its first axis")
     written_by = {r.node_id for sm in pair.slices for r in sm.exit}
-    own = handed_back or (written_by and written_by <= {rec.id for rec, _ in finals} and not kinds & {"constant", "passthrough"})
+    own = handed_back or (written_by and written_by <= {rec.id for rec, _ in finals} and not kinds & {ExitKind.CONSTANT, ExitKind.PASSTHROUGH})
     out_name = pair.output
     graph = model.graph
     if not any(o.name == out_name for o in graph.output) or not any(out_name in n.output for n in graph.node):
