@@ -134,6 +134,23 @@ def _cell_with_c_handed_back() -> onnx.ModelProto:
     return model
 
 
+def _slices_on_two_axes() -> onnx.ModelProto:
+    """state [1,2,1,4]: ga reads state[0][0], gb state[0][1]; stateN = Unsqueeze(Concat(ga.Y_h, gc.Y_h)) with gc from
+    zeros (SD003): the slices are not one per position of the first axis, so Concat(Y_h, Y_h) on axis 0 cannot repair it."""
+    ga, wa = _rnn("ga", "s0", ["ya", "ha"], seed=1)
+    gb, wb = _rnn("gb", "s1", ["yb"], seed=3)
+    gc, wc = _rnn("gc", "", ["yc", "hc"], seed=5)
+    nodes = [
+        helper.make_node("Gather", ["state", "t0"], ["row"], name="row0", axis=0),
+        helper.make_node("Split", ["row", "halves"], ["s0", "s1"], name="split_row", axis=0),
+        ga, gb, gc,
+        helper.make_node("Concat", ["ha", "hc"], ["cat"], name="assemble", axis=0),
+        helper.make_node("Unsqueeze", ["cat", "axis0"], ["stateN"], name="as_row"),
+    ]
+    inits = [*wa, *wb, *wc, _i64("t0", 0), _i64("halves", [1, 1]), _i64("axis0", [0])]
+    return _model(nodes, [X, _vi("state", [1, 2, 1, HIDDEN])], [_vi("yb", ["T", 1, 1, HIDDEN]), _vi("stateN", [1, 2, 1, HIDDEN])], inits)
+
+
 def _matmul_reader(hn_from: str = "first") -> onnx.ModelProto:
     """h0 read by GRU ga directly and by GRU gb through MatMul(h0, mix) (a derived reader); hn = ga's first step."""
     ga, wa = _rnn("ga", "h0", ["ya", "ha"], seed=1)
@@ -170,6 +187,7 @@ def test_final_state_refusals_on_models_built_for_each_one() -> None:
         (_lstm_h_and_c_from_one_slot(), "SD003", "h0", slices_read),
         (_reader_inside_if_branch(), "SD003", "h0", "slice h0 is read by an op inside an If branch or with two directions"),
         (_cell_with_c_handed_back(), "SD001", "state", "'add_c' is not one ONNX node with a Y_h output"),
+        (_slices_on_two_axes(), "SD003", "state", "the slot's slices are not one per position of its first axis"),
     ]
     for model, code, slot, reason in cases:
         assert _codes(model) == [code], reason

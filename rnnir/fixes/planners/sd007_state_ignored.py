@@ -44,6 +44,13 @@ def plan(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
     index = rec.spec.input_index(entry) if entry else None
     if index is None:
         return FIX.refuse(d, f"{port} has no initial-state port")
+    # the slot is fed as it is: a slot of another layout (written back through Unsqueeze, say) needs the inverse
+    # layout op first, which rnnir does not build; onnxruntime would reject the initial state's shape
+    want: tuple[int | str | None, ...] = (rec.num_directions, "batch", rec.hidden_size) if rec.layout == 0 else ("batch", rec.num_directions, rec.hidden_size)
+    have = pair.slot.type.shape
+    if have is not None and (len(have) != len(want) or any(isinstance(h, int) and isinstance(w, int) and h != w for h, w in zip(have, want))):
+        shape = ",".join(str(w) for w in want)
+        return FIX.refuse(d, f"the slot is {pair.slot.type}, not the [{shape}] of {entry}: rnnir does not insert the layout change")
     node = rec.onnx_node
     old = node.input[index] if index < len(node.input) else ""
 
