@@ -3,6 +3,7 @@ the value written back (the repair of SD003, SD008, and of SD001 when the state 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import onnx
@@ -22,7 +23,7 @@ if TYPE_CHECKING:
     from rnnir.analysis.slices import TracedPair
     from rnnir.passes.diagnostics import Diagnostic
 
-__all__ = ["FINAL_OF", "expected_exits", "plan_final_state", "port_key"]
+__all__ = ["FINAL_OF", "expected_exits", "plan_final_state", "port_key", "shape_differs", "state_shape"]
 
 
 def port_key(program: Program, ref: PortRef) -> tuple[str, str, int]:
@@ -33,6 +34,21 @@ def port_key(program: Program, ref: PortRef) -> tuple[str, str, int]:
     if d is None and isinstance(node, Recurrent) and node.num_directions == 1:
         d = 0
     return (ref.node_id, ref.port, -1 if d is None else d)
+
+
+def state_shape(rec: Recurrent) -> tuple[int | str | None, ...]:
+    """The shape of ``rec``'s initial and final states: [directions, batch, hidden], batch first for layout=1."""
+    if rec.layout == 0:
+        return (rec.num_directions, "batch", rec.hidden_size)
+    return ("batch", rec.num_directions, rec.hidden_size)
+
+
+def shape_differs(have: Sequence[int | str | None] | None, want: Sequence[int | str | None]) -> bool:
+    """A known shape ``have`` that cannot be ``want``: another rank, or a fixed dim where ``want`` fixes another
+    (a symbolic or unknown dim on either side matches anything)."""
+    if have is None:
+        return False
+    return len(have) != len(want) or any(isinstance(h, int) and isinstance(w, int) and h != w for h, w in zip(have, want))
 
 
 def expected_exits(program: Program, pair: TracedPair) -> dict[tuple[int, ...], set[tuple[str, str, int]]]:
@@ -84,6 +100,12 @@ def plan_final_state(ctx: FixContext, d: Diagnostic, info: FixInfo) -> Plan | Ed
         return info.refuse(d, "no recurrent op reads the slot")
     if len(finals) > 1 and any(len(sm.index) != 1 for sm in pair.slices):
         return info.refuse(d, "the slot's slices are not one per position of its first axis")
+    want = state_shape(finals[0][0])
+    if len(finals) > 1:  # one slice per position of axis 0, each a final state of size 1 there: stacked on axis 0 below
+        want = (len(finals), *want[1:])
+    if shape_differs(pair.slot.type.shape, want):
+        shape = ",".join(str(w) for w in want)
+        return info.refuse(d, f"the slot is {pair.slot.type}, not the [{shape}] of the final state: rnnir does not insert the layout change")
     written_by = {r.node_id for sm in pair.slices for r in sm.exit}
     own = handed_back or (written_by and written_by <= {rec.id for rec, _ in finals} and not kinds & {ExitKind.CONSTANT, ExitKind.PASSTHROUGH})
     out_name = pair.output

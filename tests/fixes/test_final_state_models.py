@@ -1,6 +1,6 @@
 """The shared final-state fix (SD003, SD008, SD001 handed back) on models built by hand for each of its decisions:
 which slices it refuses and why (a cache window, a constant that is no node's output, a slice read by two ports or
-by an op inside an If branch, a cell written as plain ops), when the edit is safe (the state handed straight back,
+by an op inside an If branch, a cell written as plain ops, a slot of another shape than the final state), when the edit is safe (the state handed straight back,
 a step of the reading op's own Y) and when not (a slice handed back next to a final state, another slice's value,
 a constant), and the repaired models run by onnxruntime over several calls against a hand-fixed model or against
 one call over the whole sequence."""
@@ -151,6 +151,21 @@ def _slices_on_two_axes() -> onnx.ModelProto:
     return _model(nodes, [X, _vi("state", [1, 2, 1, HIDDEN])], [_vi("yb", ["T", 1, 1, HIDDEN]), _vi("stateN", [1, 2, 1, HIDDEN])], inits)
 
 
+def _slot_of_another_shape(layout_op: str) -> onnx.ModelProto:
+    """h0 reaches the GRU through a layout op (Squeeze of [1,1,1,4] / Transpose of [1,4,1]) and hn is its first step
+    put back through the inverse (Unsqueeze / Transpose): Y_h, of shape [1,1,4], does not fit the slot."""
+    gru, weights = _rnn("gru", "h_in", ["y"], seed=1)
+    inits = [*weights, _i64("t0", 0), _i64("axis0", [0])]
+    if layout_op == "Squeeze":
+        slot, into = [1, 1, 1, HIDDEN], helper.make_node("Squeeze", ["h0", "axis0"], ["h_in"], name="drop_axis")
+        back = helper.make_node("Unsqueeze", ["first", "axis0"], ["hn"], name="add_axis")
+    else:
+        slot, into = [1, HIDDEN, 1], helper.make_node("Transpose", ["h0"], ["h_in"], name="to_state", perm=[0, 2, 1])
+        back = helper.make_node("Transpose", ["first"], ["hn"], name="from_state", perm=[0, 2, 1])
+    nodes = [into, gru, helper.make_node("Gather", ["y", "t0"], ["first"], name="first_step", axis=0), back]
+    return _model(nodes, [X, _vi("h0", slot)], [_vi("hn", slot)], inits)
+
+
 def _matmul_reader(hn_from: str = "first") -> onnx.ModelProto:
     """h0 read by GRU ga directly and by GRU gb through MatMul(h0, mix) (a derived reader); hn = ga's first step."""
     ga, wa = _rnn("ga", "h0", ["ya", "ha"], seed=1)
@@ -188,6 +203,9 @@ def test_final_state_refusals_on_models_built_for_each_one() -> None:
         (_reader_inside_if_branch(), "SD003", "h0", "slice h0 is read by an op inside an If branch or with two directions"),
         (_cell_with_c_handed_back(), "SD001", "state", "'add_c' is not one ONNX node with a Y_h output"),
         (_slices_on_two_axes(), "SD003", "state", "the slot's slices are not one per position of its first axis"),
+        # found by a survivor: the fix wrote Y_h ([1,1,4]) into these slots and failed onnx.checker ("a bug in rnnir fix")
+        (_slot_of_another_shape("Squeeze"), "SD003", "h0", "the slot is float32[1,1,1,4], not the [1,batch,4] of the final state: rnnir does not insert the layout change"),
+        (_slot_of_another_shape("Transpose"), "SD003", "h0", "the slot is float32[1,4,1], not the [1,batch,4] of the final state: rnnir does not insert the layout change"),
     ]
     for model, code, slot, reason in cases:
         assert _codes(model) == [code], reason

@@ -25,7 +25,8 @@ FIX = FixInfo(
 
 def plan(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
     """The op whose final state a slot gets starts from a constant: feed it the slot instead (unsafe: a reset?)."""
-    from rnnir.fixes.onnx_edit import node_label, prune  # onnx: imported when a fix is planned, not when listed
+    from rnnir.fixes.final_state import shape_differs, state_shape  # onnx: imported when a fix is planned, not when listed
+    from rnnir.fixes.onnx_edit import node_label, prune
 
     model, program = ctx.model, ctx.program
     if d.slot is None:
@@ -46,9 +47,8 @@ def plan(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
         return FIX.refuse(d, f"{port} has no initial-state port")
     # the slot is fed as it is: a slot of another layout (written back through Unsqueeze, say) needs the inverse
     # layout op first, which rnnir does not build; onnxruntime would reject the initial state's shape
-    want: tuple[int | str | None, ...] = (rec.num_directions, "batch", rec.hidden_size) if rec.layout == 0 else ("batch", rec.num_directions, rec.hidden_size)
-    have = pair.slot.type.shape
-    if have is not None and (len(have) != len(want) or any(isinstance(h, int) and isinstance(w, int) and h != w for h, w in zip(have, want))):
+    want = state_shape(rec)
+    if shape_differs(pair.slot.type.shape, want):
         shape = ",".join(str(w) for w in want)
         return FIX.refuse(d, f"the slot is {pair.slot.type}, not the [{shape}] of {entry}: rnnir does not insert the layout change")
     node = rec.onnx_node
