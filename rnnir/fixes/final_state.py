@@ -27,12 +27,13 @@ __all__ = ["FINAL_OF", "expected_exits", "plan_final_state", "port_key", "shape_
 
 
 def port_key(program: Program, ref: PortRef) -> tuple[str, str, int]:
-    """``(node id, port, direction)``: a one-direction op's port is direction 0 whether ``ref`` names it or not; a
-    ref to the whole port of a two-direction op (or of a plain op) is direction -1, apart from either direction."""
+    """``(node id, port, direction)``: a one-direction op's port is direction 0 however ``ref`` names it (no
+    direction, 0 or -1); a two-direction op's direction -1 is its last, 1; a ref to the whole port of a two-direction
+    op (or of a plain op) is direction -1, apart from either direction."""
     node = program.node(ref.node_id)
     d = ref.direction
-    if d is None and isinstance(node, Recurrent) and node.num_directions == 1:
-        d = 0
+    if isinstance(node, Recurrent) and (d is not None or node.num_directions == 1):
+        d = (d or 0) % node.num_directions  # Y_h[-1] (a Gather at -1) is the last direction
     return (ref.node_id, ref.port, -1 if d is None else d)
 
 

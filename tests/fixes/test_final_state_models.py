@@ -281,9 +281,34 @@ def test_a_slice_handed_back_beside_a_final_state_repaired_with_unsafe() -> None
     _same_calls(_streamed(result.model, xs), _streamed(_two_grus_one_slot("hb", slice0="ha"), xs), "slice handed back")
 
 
+def _directions_swapped(operands: tuple[str, str]) -> onnx.ModelProto:
+    """A bidirectional GRU reads h0 [2,1,4]; hn = Concat of its Y_h taken at -1 (the last direction) and at 0."""
+    gru, weights = _rnn("bi", "h0", ["y", "yh"], seed=1, dirs=2)
+    nodes = [
+        gru,
+        helper.make_node("Gather", ["yh", "last"], ["backward"], name="take_last", axis=0),
+        helper.make_node("Gather", ["yh", "first"], ["forward"], name="take_first", axis=0),
+        helper.make_node("Concat", list(operands), ["hn"], name="assemble", axis=0),
+    ]
+    outs = [_vi("y", ["T", 2, 1, HIDDEN]), _vi("hn", [2, 1, HIDDEN])]
+    return _model(nodes, [X, _vi("h0", [2, 1, HIDDEN])], outs, [*weights, _i64("last", [-1]), _i64("first", [0])])
+
+
+def test_sd002_puts_each_direction_of_a_bidirectional_op_back_in_its_slice() -> None:
+    """The final states are told apart by direction (port_key): Concat(Y_h[-1], Y_h[0]) becomes Concat(Y_h[0], Y_h[-1]),
+    exactly the model fixed by hand (SD006 stays: a backward pass never continues a stream)."""
+    model = _directions_swapped(("backward", "forward"))
+    assert _codes(model) == ["SD002", "SD006"]
+    result = rnnir.fix(model)
+    assert [(e.code, e.after) for e in result.edits] == [("SD002", "inputs (forward, backward)")]
+    assert result.model.graph == _directions_swapped(("forward", "backward")).graph
+    assert _codes(result.model) == ["SD006"]
+
+
 def test_port_key_names_one_final_state_per_direction() -> None:
     """A ref with no direction on a one-direction op is its direction 0; on a two-direction op (or a plain op) it is
-    the whole port, kept apart from either direction (-1)."""
+    the whole port, kept apart from either direction (-1); a direction counted from the end (-1, as Gather(Y_h, -1)
+    names it) is the last one."""
     one = rnnir.load(_first_step_only_output())
     gru = next(n for n in one.nodes if isinstance(n, Recurrent))
     gather = next(n for n in one.nodes if not isinstance(n, Recurrent) and getattr(n, "op", "") == "Gather")
@@ -294,8 +319,10 @@ def test_port_key_names_one_final_state_per_direction() -> None:
     def ref(node_id: str, port: str, direction: int | None) -> PortRef:
         return PortRef(node_id, node_id, "GRU", port, direction)
 
-    assert port_key(one, ref(gru.id, "Y_h", None)) == port_key(one, ref(gru.id, "Y_h", 0)) == (gru.id, "Y_h", 0)
-    assert [port_key(two, ref(bi.id, "Y_h", d)) for d in (None, 0, 1)] == [(bi.id, "Y_h", -1), (bi.id, "Y_h", 0), (bi.id, "Y_h", 1)]
+    assert [port_key(one, ref(gru.id, "Y_h", d)) for d in (None, 0, -1)] == [(gru.id, "Y_h", 0)] * 3
+    assert [port_key(two, ref(bi.id, "Y_h", d)) for d in (None, 0, 1, -1, -2)] == [
+        (bi.id, "Y_h", -1), (bi.id, "Y_h", 0), (bi.id, "Y_h", 1), (bi.id, "Y_h", 1), (bi.id, "Y_h", 0)
+    ]
     assert port_key(one, ref(gather.id, "value", None)) == (gather.id, "value", -1)
 
 
