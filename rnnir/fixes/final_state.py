@@ -21,6 +21,7 @@ from rnnir.onnxio.source import iter_graphs
 if TYPE_CHECKING:
     from rnnir.analysis.slicemaps import PortRef
     from rnnir.analysis.slices import TracedPair
+    from rnnir.ir.attributes import TensorType
     from rnnir.passes.diagnostics import Diagnostic
 
 __all__ = ["FINAL_OF", "expected_exits", "plan_final_state", "port_key", "shape_differs", "state_shape"]
@@ -44,12 +45,12 @@ def state_shape(rec: Recurrent) -> tuple[int | str | None, ...]:
     return ("batch", rec.num_directions, rec.hidden_size)
 
 
-def shape_differs(have: Sequence[int | str | None] | None, want: Sequence[int | str | None]) -> bool:
-    """A known shape ``have`` that cannot be ``want``: another rank, or a fixed dim where ``want`` fixes another
-    (a symbolic or unknown dim on either side matches anything)."""
-    if have is None:
+def shape_differs(have: TensorType, want: Sequence[int | str | None]) -> bool:
+    """A value of type ``have`` cannot be of shape ``want``: another rank, or a fixed dim where ``want`` fixes another
+    (a symbolic or unknown dim on either side matches anything, and so does an unknown shape)."""
+    if have.shape is None:
         return False
-    return len(have) != len(want) or any(isinstance(h, int) and isinstance(w, int) and h != w for h, w in zip(have, want))
+    return len(have.shape) != len(want) or any(isinstance(h, int) and isinstance(w, int) and h != w for h, w in zip(have.shape, want))
 
 
 def expected_exits(program: Program, pair: TracedPair) -> dict[tuple[int, ...], set[tuple[str, str, int]]]:
@@ -104,7 +105,7 @@ def plan_final_state(ctx: FixContext, d: Diagnostic, info: FixInfo) -> Plan | Ed
     want = state_shape(finals[0][0])
     if len(finals) > 1:  # one slice per position of axis 0, each a final state of size 1 there: stacked on axis 0 below
         want = (len(finals), *want[1:])
-    if shape_differs(pair.slot.type.shape, want):
+    if shape_differs(pair.slot.type, want):
         shape = ",".join(str(w) for w in want)
         return info.refuse(d, f"the slot is {pair.slot.type}, not the [{shape}] of the final state: rnnir does not insert the layout change")
     written_by = {r.node_id for sm in pair.slices for r in sm.exit}

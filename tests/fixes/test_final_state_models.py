@@ -44,7 +44,7 @@ def _rnn(name: str, h0: str, outputs: list[str], seed: int, op: str = "GRU", dir
     return helper.make_node(op, inputs, outputs, name=name, hidden_size=HIDDEN, **attrs), weights
 
 
-def _vi(name: str, shape: list[object]) -> onnx.ValueInfoProto:
+def _vi(name: str, shape: list[object] | None) -> onnx.ValueInfoProto:
     return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
 
 
@@ -82,10 +82,11 @@ def _same_calls(got: list[dict[str, np.ndarray]], want: list[dict[str, np.ndarra
 # -- models ---------------------------------------------------------------------------------------------------------
 
 
-def _first_step_only_output() -> onnx.ModelProto:
-    """hn = Y[0] (the state after the first step), and hn is the model's only output."""
+def _first_step_only_output(slot: list[object] | None = [1, 1, HIDDEN]) -> onnx.ModelProto:  # noqa: B006 - read only
+    """hn = Y[0] (the state after the first step), and hn is the model's only output; h0 and hn of shape ``slot``."""
     gru, weights = _rnn("gru", "h0", ["y"], seed=1)
-    return _model([gru, helper.make_node("Gather", ["y", "t0"], ["hn"], name="first_step", axis=0)], [X, H0], [_vi("hn", [1, 1, HIDDEN])], [*weights, _i64("t0", 0)])
+    step = helper.make_node("Gather", ["y", "t0"], ["hn"], name="first_step", axis=0)
+    return _model([gru, step], [X, _vi("h0", slot)], [_vi("hn", slot)], [*weights, _i64("t0", 0)])
 
 
 def _window_off_by_one() -> onnx.ModelProto:
@@ -152,13 +153,13 @@ def _slices_on_two_axes() -> onnx.ModelProto:
 
 
 def _slot_of_another_shape(layout_op: str) -> onnx.ModelProto:
-    """h0 reaches the GRU through a layout op (Squeeze of [1,1,1,4] / Transpose of [1,4,1]) and hn is its first step
+    """h0 reaches the GRU through a layout op (Squeeze of [1,1,4,1] / Transpose of [1,4,1]) and hn is its first step
     put back through the inverse (Unsqueeze / Transpose): Y_h, of shape [1,1,4], does not fit the slot."""
     gru, weights = _rnn("gru", "h_in", ["y"], seed=1)
-    inits = [*weights, _i64("t0", 0), _i64("axis0", [0])]
-    if layout_op == "Squeeze":
-        slot, into = [1, 1, 1, HIDDEN], helper.make_node("Squeeze", ["h0", "axis0"], ["h_in"], name="drop_axis")
-        back = helper.make_node("Unsqueeze", ["first", "axis0"], ["hn"], name="add_axis")
+    inits = [*weights, _i64("t0", 0), _i64("axis3", [3])]
+    if layout_op == "Squeeze":  # the same dims as [1,batch,4] as far as they go: only the rank tells them apart
+        slot, into = [1, 1, HIDDEN, 1], helper.make_node("Squeeze", ["h0", "axis3"], ["h_in"], name="drop_axis")
+        back = helper.make_node("Unsqueeze", ["first", "axis3"], ["hn"], name="add_axis")
     else:
         slot, into = [1, HIDDEN, 1], helper.make_node("Transpose", ["h0"], ["h_in"], name="to_state", perm=[0, 2, 1])
         back = helper.make_node("Transpose", ["first"], ["hn"], name="from_state", perm=[0, 2, 1])
@@ -204,7 +205,7 @@ def test_final_state_refusals_on_models_built_for_each_one() -> None:
         (_cell_with_c_handed_back(), "SD001", "state", "'add_c' is not one ONNX node with a Y_h output"),
         (_slices_on_two_axes(), "SD003", "state", "the slot's slices are not one per position of its first axis"),
         # found by a survivor: the fix wrote Y_h ([1,1,4]) into these slots and failed onnx.checker ("a bug in rnnir fix")
-        (_slot_of_another_shape("Squeeze"), "SD003", "h0", "the slot is float32[1,1,1,4], not the [1,batch,4] of the final state: rnnir does not insert the layout change"),
+        (_slot_of_another_shape("Squeeze"), "SD003", "h0", "the slot is float32[1,1,4,1], not the [1,batch,4] of the final state: rnnir does not insert the layout change"),
         (_slot_of_another_shape("Transpose"), "SD003", "h0", "the slot is float32[1,4,1], not the [1,batch,4] of the final state: rnnir does not insert the layout change"),
     ]
     for model, code, slot, reason in cases:
@@ -229,6 +230,8 @@ def test_the_first_step_repaired_streams_like_one_call_over_the_whole_sequence()
     whole = StatefulSession(result.model).run_dict({"x": np.concatenate(xs)})["hn"]
     np.testing.assert_allclose(_streamed(result.model, xs)[-1]["hn"], whole, atol=1e-5)
     assert np.abs(_streamed(model, xs)[-1]["hn"] - whole).max() > 1e-3  # the bug showed
+    for slot in ([1, "batch", "hidden"], [1, None, None]):  # symbolic or unknown dims may be Y_h's: fixed
+        assert [e.after for e in rnnir.fix(_first_step_only_output(slot)).edits] == ["gru.Y_h"], slot
 
 
 def test_a_reader_through_a_matmul_is_no_candidate_for_the_final_state() -> None:

@@ -64,7 +64,7 @@ def test_sd007_near_misses_no_sample_reaches_are_refused() -> None:
         assert [str(e) for e in result.skipped if e.code == "SD007"] == [f"SD007 [no fix] SD007 on slot 'h0': {reason}"]
 
 
-def _zero_start(layout: int = 0, after: str | None = None, slot: tuple[int, ...] = (1, 1, 4)) -> onnx.ModelProto:
+def _zero_start(layout: int = 0, after: str | None = None, slot: tuple[object, ...] | None = (1, 1, 4)) -> onnx.ModelProto:
     """A GRU from zeros whose Y_h is written back into h0 (unread), through the layout op ``after`` if given; with
     layout=1 the batch (2) comes first: x [2,T,3], h0 [2,1,4]."""
     gru, weights = _rnn("gru", "", ["y", "hn" if after is None else "h_final"], seed=1)
@@ -78,7 +78,8 @@ def _zero_start(layout: int = 0, after: str | None = None, slot: tuple[int, ...]
         nodes.append(helper.make_node("Transpose", ["h_final"], ["hn"], name="swap_axes", perm=[0, 2, 1]))
     x = _vi("x", [2, "T", 3]) if layout else X
     y = [2, "T", 1, 4] if layout else ["T", 1, 1, 4]
-    return _model(nodes, [x, _vi("h0", list(slot))], [_vi("y", y), _vi("hn", list(slot))], inits)
+    shape = None if slot is None else list(slot)
+    return _model(nodes, [x, _vi("h0", shape)], [_vi("y", y), _vi("hn", shape)], inits)
 
 
 def test_sd007_feeds_the_slot_only_when_it_has_the_initial_states_shape() -> None:
@@ -95,6 +96,8 @@ def test_sd007_feeds_the_slot_only_when_it_has_the_initial_states_shape() -> Non
         assert result.edits == [] and result.model.graph == model.graph, reason
         skipped = [str(e) for e in result.skipped if e.code == "SD007"]
         assert skipped == [f"SD007 [no fix] SD007 on slot 'h0': {reason}: rnnir does not insert the layout change"]
+    for slot in ((1, "batch", "hidden"), (1, None, None)):  # symbolic or unknown dims may be initial_h's: fed
+        assert [e.after for e in rnnir.fix(_zero_start(slot=slot), unsafe=True).edits] == ["'h0'"], slot
     model = _zero_start(layout=1, slot=(2, 1, 4))
     result = rnnir.fix(model, unsafe=True)
     assert [(e.code, e.target, e.after) for e in result.edits] == [("SD007", "GRU 'gru'.initial_h", "'h0'")]

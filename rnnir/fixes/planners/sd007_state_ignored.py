@@ -48,7 +48,7 @@ def plan(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
     # the slot is fed as it is: a slot of another layout (written back through Unsqueeze, say) needs the inverse
     # layout op first, which rnnir does not build; onnxruntime would reject the initial state's shape
     want = state_shape(rec)
-    if shape_differs(pair.slot.type.shape, want):
+    if shape_differs(pair.slot.type, want):
         shape = ",".join(str(w) for w in want)
         return FIX.refuse(d, f"the slot is {pair.slot.type}, not the [{shape}] of {entry}: rnnir does not insert the layout change")
     node = rec.onnx_node
