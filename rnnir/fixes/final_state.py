@@ -3,6 +3,7 @@ the value written back (the repair of SD003, SD008, and of SD001 when the state 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import onnx
@@ -20,19 +21,36 @@ from rnnir.onnxio.source import iter_graphs
 if TYPE_CHECKING:
     from rnnir.analysis.slicemaps import PortRef
     from rnnir.analysis.slices import TracedPair
+    from rnnir.ir.attributes import TensorType
     from rnnir.passes.diagnostics import Diagnostic
 
-__all__ = ["FINAL_OF", "expected_exits", "plan_final_state", "port_key"]
-
-#: the final-state port of each initial-state port
+__all__ = ["FINAL_OF", "expected_exits", "plan_final_state", "port_key", "shape_differs", "state_shape"]
 
 
 def port_key(program: Program, ref: PortRef) -> tuple[str, str, int]:
+    """``(node id, port, direction)``: a one-direction op's port is direction 0 however ``ref`` names it (no
+    direction, 0 or -1); a two-direction op's direction -1 is its last, 1; a ref to the whole port of a two-direction
+    op (or of a plain op) is direction -1, apart from either direction."""
     node = program.node(ref.node_id)
     d = ref.direction
-    if d is None and isinstance(node, Recurrent) and node.num_directions == 1:
-        d = 0
+    if isinstance(node, Recurrent) and (d is not None or node.num_directions == 1):
+        d = (d or 0) % node.num_directions  # Y_h[-1] (a Gather at -1) is the last direction
     return (ref.node_id, ref.port, -1 if d is None else d)
+
+
+def state_shape(rec: Recurrent) -> tuple[int | str | None, ...]:
+    """The shape of ``rec``'s initial and final states: [directions, batch, hidden], batch first for layout=1."""
+    if rec.layout == 0:
+        return (rec.num_directions, "batch", rec.hidden_size)
+    return ("batch", rec.num_directions, rec.hidden_size)
+
+
+def shape_differs(have: TensorType, want: Sequence[int | str | None]) -> bool:
+    """A value of type ``have`` cannot be of shape ``want``: another rank, or a fixed dim where ``want`` fixes another
+    (a symbolic or unknown dim on either side matches anything, and so does an unknown shape)."""
+    if have.shape is None:
+        return False
+    return len(have.shape) != len(want) or any(isinstance(h, int) and isinstance(w, int) and h != w for h, w in zip(have.shape, want))
 
 
 def expected_exits(program: Program, pair: TracedPair) -> dict[tuple[int, ...], set[tuple[str, str, int]]]:
@@ -73,8 +91,7 @@ def plan_final_state(ctx: FixContext, d: Diagnostic, info: FixInfo) -> Plan | Ed
     finals: list[tuple[Recurrent, str]] = []  # (op, final port) per slice, in slice order
     for sm in sorted(pair.slices, key=lambda s: s.index):
         keys = expected.get(sm.index, set())
-        ops = {k[0] for k in keys}
-        if len(keys) != 1 or len(ops) != 1:
+        if len(keys) != 1:
             return info.refuse(d, f"slice {sm.label} is read by {len(keys)} ports: which final state belongs there is ambiguous")
         node_id, port, _ = next(iter(keys))
         rec = program.node(node_id)
@@ -85,8 +102,14 @@ def plan_final_state(ctx: FixContext, d: Diagnostic, info: FixInfo) -> Plan | Ed
         return info.refuse(d, "no recurrent op reads the slot")
     if len(finals) > 1 and any(len(sm.index) != 1 for sm in pair.slices):
         return info.refuse(d, "the slot's slices are not one per position of its first axis")
+    want = state_shape(finals[0][0])
+    if len(finals) > 1:  # one slice per position of axis 0, each a final state of size 1 there: stacked on axis 0 below
+        want = (len(finals), *want[1:])
+    if shape_differs(pair.slot.type, want):
+        shape = ",".join(str(w) for w in want)
+        return info.refuse(d, f"the slot is {pair.slot.type}, not the [{shape}] of the final state: rnnir does not insert the layout change")
     written_by = {r.node_id for sm in pair.slices for r in sm.exit}
-    own = handed_back or (written_by and written_by <= {rec.id for rec, _ in finals} and not kinds & {"constant", "passthrough"})
+    own = handed_back or (written_by and written_by <= {rec.id for rec, _ in finals} and not kinds & {ExitKind.CONSTANT, ExitKind.PASSTHROUGH})
     out_name = pair.output
     graph = model.graph
     if not any(o.name == out_name for o in graph.output) or not any(out_name in n.output for n in graph.node):

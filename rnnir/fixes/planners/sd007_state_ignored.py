@@ -25,7 +25,8 @@ FIX = FixInfo(
 
 def plan(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
     """The op whose final state a slot gets starts from a constant: feed it the slot instead (unsafe: a reset?)."""
-    from rnnir.fixes.onnx_edit import node_label, prune  # onnx: imported when a fix is planned, not when listed
+    from rnnir.fixes.final_state import shape_differs, state_shape  # onnx: imported when a fix is planned, not when listed
+    from rnnir.fixes.onnx_edit import node_label, prune
 
     model, program = ctx.model, ctx.program
     if d.slot is None:
@@ -44,6 +45,12 @@ def plan(ctx: FixContext, d: Diagnostic) -> Plan | Edit:
     index = rec.spec.input_index(entry) if entry else None
     if index is None:
         return FIX.refuse(d, f"{port} has no initial-state port")
+    # the slot is fed as it is: a slot of another layout (written back through Unsqueeze, say) needs the inverse
+    # layout op first, which rnnir does not build; onnxruntime would reject the initial state's shape
+    want = state_shape(rec)
+    if shape_differs(pair.slot.type, want):
+        shape = ",".join(str(w) for w in want)
+        return FIX.refuse(d, f"the slot is {pair.slot.type}, not the [{shape}] of {entry}: rnnir does not insert the layout change")
     node = rec.onnx_node
     old = node.input[index] if index < len(node.input) else ""
 
