@@ -129,6 +129,14 @@ class OnnxRuntimeError(RnnirError, RuntimeError):
     onnxruntime's own exception.  A RuntimeError too, as onnxruntime's IOBinding raises, so code written for an
     ``InferenceSession`` keeps catching it."""
 
+    @classmethod
+    def refusing(cls, label: str, fed: Mapping[str, np.ndarray], exc: BaseException) -> OnnxRuntimeError:
+        """onnxruntime's refusal of a call of ``label``, in onnxruntime's words (on one line), after what was fed (the
+        plain inputs: the state is the session's own)."""
+        fed_text = ", ".join(f"{n} {a.dtype}{list(a.shape)}" for n, a in fed.items()) or "no inputs"
+        said = " ".join(str(exc).split())
+        return cls(f"{label}: onnxruntime refused the call ({fed_text}): {said}")
+
 
 class StatefulSession:
     """One stream of calls of one model, with the model's state kept in onnxruntime values between calls.
@@ -512,9 +520,7 @@ class StatefulSession:
             b.run(run_options)
         except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types
             self._after_failure(exc)
-            fed_text = ", ".join(f"{n} {a.dtype}{list(a.shape)}" for n, a in plain.items()) or "no inputs"
-            said = " ".join(str(exc).split())
-            raise OnnxRuntimeError(f"{self.label}: onnxruntime refused the call ({fed_text}): {said}") from exc
+            raise OnnxRuntimeError.refusing(self.label, plain, exc) from exc
         self._guessed = {}
         values = b.outputs()
 

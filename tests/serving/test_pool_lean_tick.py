@@ -9,6 +9,8 @@ parametrization of a test, and the fastest tests first).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import onnx
 import pytest
@@ -238,6 +240,9 @@ def _odd_requests_refused_like_solo(streams, context):
         if isinstance(solo_error.value, OnnxRuntimeError):
             assert "dimensions" in str(solo_error.value) and "dimensions" in str(pool_error.value), what
             assert type(pool_error.value.__cause__).__module__.startswith("onnxruntime"), what
+            # both name what was fed with its dtype and shape (the odd request runs alone), and not the state
+            fed = [re.search(r"refused the call \((.*?)\): ", str(e.value)) for e in (solo_error, pool_error)]
+            assert fed[0] and fed[1] and fed[0][1] == fed[1][1] == f"x float32[1, {INP}, 1]", (what, fed)
         if not isinstance(pool_error.value, FeedError):  # a shape refusal comes after the other rows' call
             return
         for sid in solo:  # refused before anything ran

@@ -450,9 +450,7 @@ class SessionPool(PoolStateFiles):
         try:
             values = self._ort.run(None, batch)
         except Exception as exc:  # noqa: BLE001 - ORT raises its own exception types; a stream's solo session wraps them the same way
-            fed = ", ".join(f"{n} {a.dtype}{list(a.shape)}" for n, a in batch.items() if n not in self._arenas) or "no inputs"
-            said = " ".join(str(exc).split())
-            raise OnnxRuntimeError(f"{self.label}: onnxruntime refused the call ({fed}): {said}") from exc
+            raise OnnxRuntimeError.refusing(self.label, {n: a for n, a in batch.items() if n not in self._arenas}, exc) from exc
         self._count(len(self._placed) if rows is None else len(rows))
         out = dict(zip(self._model.output_names, values))
         for state_in, state_out in self._slot_names:
