@@ -10,9 +10,10 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from onnx import numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from rnnir.analysis import elements
+from tests.analysis.test_elements_slices import WINDOWS, cache, ints, windows_of
 from tests.analysis.test_elements_windows import BIG, gather_shift_model, verdict
 
 
@@ -37,3 +38,20 @@ def test_a_large_index_of_floats_is_no_index_and_proves_nothing():
     with pytest.raises(Exception, match="INVALID_GRAPH|InvalidGraph|Type"):
         ort.InferenceSession(m.SerializeToString(), providers=["CPUExecutionProvider"])
     assert verdict(m)[0] != "verified"
+
+
+def test_a_new_frame_taken_by_a_gather_out_of_range_is_no_new_frame():
+    # cache[1, 6]'s two windows (test_elements_slices) fed Gather(new, [k], axis=1) instead of the new frame: index 0
+    # is the new frame itself; index 5 of a one-frame value fails when run (onnxruntime refuses it), so it is no
+    # frame at all -- never verified as one
+    def taken(k: int) -> str:
+        body = ["  %g = Gather<axis=1>(%new, %k) : float32[1,1]"] + [line.replace("%new)", "%g)") for line in WINDOWS]
+        return cache(body, extra=ints("k", [k]))
+
+    assert windows_of(taken(0)) == (("verified",), ((0, 2), (2, 4)))
+    assert windows_of(taken(5))[0] != ("verified",)
+    g = helper.make_graph([helper.make_node("Gather", ["x", "k"], ["y"], axis=1)], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1])], initializer=[numpy_helper.from_array(np.array([5], np.int64), "k")])
+    sess = ort.InferenceSession(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString(), providers=["CPUExecutionProvider"])
+    with pytest.raises(Exception, match="out of bounds|indices"):
+        sess.run(None, {"x": np.ones((1, 1), np.float32)})
