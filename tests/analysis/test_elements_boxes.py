@@ -11,6 +11,7 @@ from __future__ import annotations
 from rnnir import passes
 from rnnir.analysis.slices import slice_maps
 from rnnir.ir.text import parse_program
+from tests.analysis.test_elements_slices import rows
 
 GRUS = [(row, half) for row in (0, 1) for half in (0, 1)]
 
@@ -79,3 +80,18 @@ def test_a_piece_of_no_elements_in_the_write_back_changes_nothing():
     ]
     text = four_grus(write, empty)
     assert set(verdicts(text).values()) == {"verified"} and len(verdicts(text)) == 4
+
+
+def test_slices_of_one_element_each():
+    # the packed rows of test_elements_slices with hidden size 1: state[2, 1, 1], each GRU's h one element
+    def hidden_1(text: str) -> str:
+        for a, b in [("float32[2,1,4]", "float32[2,1,1]"), ("float32[1,1,4]", "float32[1,1,1]"), ("hidden_size=4", "hidden_size=1"),
+                     ("float32[1,12,3] = dense<float32[1,12,3]", "float32[1,3,3] = dense<float32[1,3,3]"),
+                     ("float32[1,12,4] = dense<float32[1,12,4]", "float32[1,3,1] = dense<float32[1,3,1]"), ("float32[5,1,1,4]", "float32[5,1,1,1]")]:
+            assert a in text, a
+            text = text.replace(a, b)
+        return text
+
+    assert slices_of(hidden_1(rows())) == {"state[0]": ("gru_a", "gru_a"), "state[1]": ("gru_b", "gru_b")}
+    assert verdicts(hidden_1(rows())) == {"state[0]": "verified", "state[1]": "verified"}
+    assert "verified" not in verdicts(hidden_1(rows(write_b="%i0"))).values()  # b's state over a's row
