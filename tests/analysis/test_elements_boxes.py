@@ -95,3 +95,42 @@ def test_slices_of_one_element_each():
     assert slices_of(hidden_1(rows())) == {"state[0]": ("gru_a", "gru_a"), "state[1]": ("gru_b", "gru_b")}
     assert verdicts(hidden_1(rows())) == {"state[0]": "verified", "state[1]": "verified"}
     assert "verified" not in verdicts(hidden_1(rows(write_b="%i0"))).values()  # b's state over a's row
+
+
+def test_slices_read_by_an_opset_1_slice_with_attributes_are_the_same_boxes():
+    # Slice-1 (opset < 10) keeps starts/ends/axes as attributes and has no steps: every step is 1
+    good = four_grus([*ROWS, "  %new = Concat<axis=1>(%row0, %row1) : float32[1,2,8]"])
+    for row, half in GRUS:
+        g = f"{row}{half}"
+        attrs = f"Slice<starts=[0, {row}, {4 * half}], ends=[1, {row + 1}, {4 * half + 4}], axes=[0, 1, 2]>(%state)"
+        good = good.replace(f"Slice(%state, %s{g}, %e{g}, %axes)", attrs)
+    assert "Slice<starts=" in good and "%s00, %e00" not in good
+    want = {f"state[0][{row}][{4 * half}:{4 * half + 4}]": (f"g{row}{half}", f"g{row}{half}") for row, half in GRUS}
+    assert slices_of(good) == want
+    assert verdicts(good) == dict.fromkeys(want, "verified")
+
+
+def test_grus_packed_on_the_batch_axis_are_labelled_by_their_rows():
+    # state[1, 4, 2]: GRU a's batch of 2 is rows 0:2, GRU b's rows 2:4 (hidden 2, the whole last axis): the label
+    # cuts axis 1 only, state[0][0:2] -- a trailing whole axis is not written out as ", :"
+    text = "\n".join([
+        "program @p {",
+        "  slot @state : float32[1,4,2] init=zeros",
+        "  output stateN : float32[1,4,2]",
+        "  value %x : float32[5,2,3]",
+        "  value %W : float32[1,6,3] = dense<float32[1,6,3] ...>",
+        "  value %R : float32[1,6,2] = dense<float32[1,6,2] ...>",
+        ints("z", [0]), ints("two", [2]), ints("four", [4]), ints("ax1", [1]),
+        '  pair state -> stateN declared "the caller feeds it back"',
+        "  %state = load_slot<@state, copy>()",
+        "  %h0a = Slice(%state, %z, %two, %ax1) : float32[1,2,2]",
+        "  %h0b = Slice(%state, %two, %four, %ax1) : float32[1,2,2]",
+        "  %Ya, %Yha = recurrent.GRU<hidden_size=2>(%x, %W, %R, _, _, %h0a) loc{'node': 'gru_a'} : ?[*], float32[1,2,2]",
+        "  %Yb, %Yhb = recurrent.GRU<hidden_size=2>(%x, %W, %R, _, _, %h0b) loc{'node': 'gru_b'} : ?[*], float32[1,2,2]",
+        "  %new = Concat<axis=1>(%Yha, %Yhb) : float32[1,4,2]",
+        "  %st1 = store<@state, token>(%new)",
+        "  %st2 = store<out:stateN, value>(%new)",
+        "  return<by runtime>(%st1, %st2)",
+        "}",
+    ])
+    assert slices_of(text) == {"state[0][0:2]": ("gru_a", "gru_a"), "state[0][2:4]": ("gru_b", "gru_b")}
