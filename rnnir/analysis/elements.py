@@ -376,8 +376,8 @@ def _element_slices(program: Program, ids: _Ids, slot: Slot, value: Value) -> li
     # entries: every slot element read by a recurrent state port, and where in the port
     reader: dict[int, tuple[Recurrent, str, int]] = {}
     for rec in program.recurrents:
-        if rec.provenance.branch or rec.layout != 0:
-            return None  # per-branch element maps are the leading-axis tracer's job
+        # one in an If branch or of layout 1 that reads this slot: per-branch maps are the leading-axis tracer's job
+        laid_out = not rec.provenance.branch and rec.layout == 0  # (layout 1's ports are not laid out here either)
         for port in rec.state_ports:
             pv = rec.port(port)
             if pv is None:
@@ -390,8 +390,8 @@ def _element_slices(program: Program, ids: _Ids, slot: Slot, value: Value) -> li
                 hit = ids.owner(i) if i >= 0 else None
                 if hit is None or hit[0].slot != slot.name:
                     continue
-                if hit[1] in reader:
-                    return None  # one element read twice: not a partition into slices
+                if hit[1] in reader or not laid_out:
+                    return None  # one element read twice (not a partition into slices), or read where ids cannot say
                 reader[hit[1]] = (rec, port, pos)
     if not reader:  # no recurrence reads it: a cache, verified only when it is provably this slot's windows
         window = _window_of(ids, slot, tuple(shape), ids.ids(value), value)
