@@ -90,8 +90,20 @@ class Scope:
     node_ops: list[tuple[str, str]] = field(default_factory=list, repr=False)  # each node's (op_type, domain)
     node_outputs: list[tuple[str, ...]] = field(default_factory=list, repr=False)  # each node's outputs, read once
     in_order: bool = False  # every node reads only names defined before it (no outer names): set by the index's checks
+    # what each name resolved to, once every scope of the model is indexed (None until then: a name could still be
+    # defined by a scope not indexed yet); lowering resolves the same few thousand names tens of thousands of times
+    resolved: dict[str, Definition] | None = field(default=None, repr=False)
 
     def resolve(self, name: str) -> Definition:
+        cache = self.resolved
+        if cache is None:
+            return self._resolve(name)
+        hit = cache.get(name)
+        if hit is None:
+            hit = cache[name] = self._resolve(name)
+        return hit
+
+    def _resolve(self, name: str) -> Definition:
         scope: Scope | None = self
         while scope is not None:
             hit = scope.producers.get(name)
@@ -196,6 +208,8 @@ class ModelIndex:
                     self.subgraph_outputs.setdefault(vi.name, []).append((sc.owner, k))
             if not self._index_nodes_at_once(sc, work):
                 self._index_nodes(sc, work)
+        for sc in self._all(scope):
+            sc.resolved = {}
         self._check_names(scope)
         self._check_defs(scope)
         return scope
