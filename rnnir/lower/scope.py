@@ -24,6 +24,7 @@ from rnnir.errors import ModelError
 from rnnir.ir.recurrence import kind_for_op
 from rnnir.onnxio.proto import ATTR, messages
 from rnnir.onnxio.proto import attribute_value as _proto_attribute_value
+from rnnir.util.fastinit import fast_init
 
 if TYPE_CHECKING:
     import onnx
@@ -58,6 +59,7 @@ class _OpRules:
     max_outputs: int
 
 
+@fast_init
 @dataclass(frozen=True)
 class Definition:
     """Where a name is defined: ``kind`` is node, input, initializer or missing."""
