@@ -13,6 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rnnir.util.fastinit import fast_init
+
 if TYPE_CHECKING:
     from rnnir.ir.nodes import Node
 
@@ -45,6 +47,7 @@ def onnx_node_of(node: Node) -> str | None:
     return current.provenance.node
 
 
+@fast_init
 @dataclass(frozen=True)
 class Location:
     """Where a finding applies: IR node id, ONNX node / value names, If-branch path.

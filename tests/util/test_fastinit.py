@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from rnnir.analysis.slicemaps import PortRef, SliceMap
+from rnnir.analysis.slices import TracedPair
+from rnnir.analysis.tracer import Abs, Ref
 from rnnir.errors import IRError
 from rnnir.ir.attributes import Provenance, SlotInit, TensorType
 from rnnir.ir.nodes import Compute, LoadSlot, Node, Output, Recurrent, Return, Slot, Store, Value
@@ -18,10 +21,14 @@ from rnnir.ir.pairs import StatePair
 from rnnir.lower.dataflow import StateLink, _Carrier
 from rnnir.lower.pairing import GraphIO
 from rnnir.lower.scope import Definition
+from rnnir.passes.coverage import RecurrenceVerdict, SliceVerdict
+from rnnir.passes.diagnostics import Location
+from rnnir.passes.store_destinations.context import Owner
 from rnnir.util.fastinit import fast_init
 
 FAST = (Value, Slot, Output, Node, LoadSlot, Compute, Recurrent, Store, Return, TensorType, Provenance, SlotInit, StatePair,
-        Definition, GraphIO, StateLink, _Carrier)
+        Definition, GraphIO, StateLink, _Carrier, Ref, Abs, PortRef, SliceMap, TracedPair, Location, SliceVerdict, RecurrenceVerdict,
+        Owner)
 
 
 def field_by_field(cls: type, **given: Any) -> Any:
@@ -53,7 +60,7 @@ def same_fields(a: Any, b: Any) -> None:
             assert dict(x) == dict(y), name
         elif isinstance(x, (TensorType, Provenance, SlotInit)):
             assert x == y, name
-        elif isinstance(x, (tuple, str, int, type(None))):
+        elif isinstance(x, (tuple, str, int, type(None), list, dict, frozenset)):  # made afresh, or a default
             assert x == y, name
         else:
             assert x is y, name

@@ -15,6 +15,7 @@ from rnnir.ir.nodes import Recurrent, Store
 from rnnir.ir.recurrence import ENTRY_OF, FINAL_OF
 from rnnir.passes.diagnostics import Location
 from rnnir.passes.manager import ProgramFacts
+from rnnir.util.fastinit import fast_init
 
 __all__ = [
     "FINAL_OF",
@@ -81,6 +82,7 @@ def static_dim(d: object) -> int | None:
     return d if isinstance(d, int) and not isinstance(d, bool) and d > 0 else None
 
 
+@fast_init
 @dataclass(frozen=True)
 class Owner:
     slot: str
