@@ -24,6 +24,7 @@ from rnnir.errors import ModelError
 from rnnir.ir.recurrence import kind_for_op
 from rnnir.onnxio.proto import ATTR, messages
 from rnnir.onnxio.proto import attribute_value as _proto_attribute_value
+from rnnir.onnxio.source import NodeTable
 from rnnir.util.fastinit import fast_init
 
 if TYPE_CHECKING:
@@ -140,9 +141,11 @@ class Scope:
 class ModelIndex:
     """Every scope of a model, its recurrent ops, and validation of the whole graph tree."""
 
-    def __init__(self, model: onnx.ModelProto, label: str) -> None:
+    def __init__(self, model: onnx.ModelProto, label: str, main_nodes: NodeTable | None = None) -> None:
+        """``main_nodes``: the main graph's nodes as :func:`rnnir.onnxio.source.read_model` read them (not read again)."""
         self.model = model
         self.label = label
+        self._main_nodes = main_nodes if main_nodes is not None and len(main_nodes.nodes) == len(model.graph.node) else None
         self.opsets = {op.domain or "": op.version for op in model.opset_import}
         self.opsets.setdefault("ai.onnx", self.opsets.get("", 0))
         self.recurrent: list[tuple[Scope, onnx.NodeProto]] = []
@@ -222,12 +225,13 @@ class ModelIndex:
 
         Each field of each node is read from protobuf once, by list comprehensions, and the checks run per op
         type where they can: on 100k nodes that is about half the time of the node-by-node walk."""
-        nodes = list(sc.graph.node)
+        table = self._main_nodes if sc.parent is None else None
+        nodes = list(sc.graph.node) if table is None else table.nodes
         if not nodes:
             return True
         if {type(n.name) for n in nodes} != {str}:
             return False
-        keys = [(n.op_type, n.domain) for n in nodes]
+        keys = [(n.op_type, n.domain) for n in nodes] if table is None else table.keys
         profiles = self._profiles
         for key, first in dict(zip(reversed(keys), reversed(nodes))).items():  # each op's first node
             if key in profiles:
