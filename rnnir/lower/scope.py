@@ -610,9 +610,9 @@ class ModelIndex:
                 if len(set(map(type, table))) > 1 or (table and type(next(iter(table))) is not str):
                     bad = next(k for k in table if type(k) is not str)
                     self._not_text(f"{what} name", None, sc, bad)
-        bad_reads = [k for k in self.consumers if type(k) is not str]
-        if bad_reads:
-            self._not_text("input name", self.consumers[bad_reads[0]][0], root, bad_reads[0])
+        if not set(map(type, self.consumers)) <= {str}:  # one C-level pass over 100k names; the loop only for the error
+            bad = next(k for k in self.consumers if type(k) is not str)
+            self._not_text("input name", self.consumers[bad][0], root, bad)
         seen: set[str] = set()
         for vi in root.graph.output:
             if vi.name in seen:
