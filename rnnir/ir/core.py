@@ -186,33 +186,42 @@ class Program:
             raise IRError(f"{node!r} already belongs to program {node.__dict__['_program'].name!r}")
         if not node.id:
             node.id = self.fresh_id(node.opname.split(".")[-1].lower() if isinstance(node, Compute) else type(node).__name__.lower())
-        if node.id in self.graph:
+        graph = self.graph
+        if node.id in graph:
             raise IRError(f"duplicate node id {node.id!r}")
-        for v in node.operands():
-            self._check_operand(node, v)
-        for v in node.results():
-            if v.producer is not None and v.producer is not node:
+        inputs, outputs = node.inputs, node.outputs
+        for v in inputs:
+            if v is not None:
+                self._check_operand(node, v)
+        for v in outputs:
+            if v is not None and v.producer is not None and v.producer is not node:
                 raise IRError(f"%{v.name} already has producer {v.producer.id}")
-        self.graph.add_node(node.id, node=node)
+        graph.add_node(node.id, node=node)
         self._changed()
         node._adopt(self)
-        for i, operand in enumerate(node.inputs):
+        # the use-def links, written as write_kept does (a Python call per field is most of a node's cost on a
+        # model with thousands of state pairs)
+        for i, operand in enumerate(inputs):
             if operand is None:
                 continue
             if operand.producer is not None:
-                self.graph.add_edge(operand.producer.id, node.id, kind="data")
-            write_kept(operand, "uses", IRTuple((*operand.uses, (node, i))))
-        for i, result in enumerate(node.outputs):
+                graph.add_edge(operand.producer.id, node.id, kind="data")
+            fields = operand.__dict__
+            fields["uses"] = IRTuple((*fields["uses"], (node, i)))
+        for i, result in enumerate(outputs):
             if result is None:
                 continue
-            write_kept(result, "producer", node)
-            write_kept(result, "index", i)
-            result._adopt(self)
+            fields = result.__dict__
+            fields["producer"] = node
+            fields["index"] = i
+            fields["_program"] = self
         return node
 
     def _check_operand(self, node: Node, v: Value) -> None:
-        if v.producer is not None:
-            if v.producer.id not in self.graph or self.graph.nodes[v.producer.id]["node"] is not v.producer:
+        producer = v.producer
+        if producer is not None:
+            attrs = self.graph.attrs_of(producer.id)
+            if attrs is None or attrs["node"] is not producer:
                 raise IRError(f"{node.id} reads %{v.name}, produced by a node outside this program")
         elif self._externals.get(v.name) is not v:
             raise IRError(f"{node.id} reads %{v.name}, which is neither produced here nor an external value")
