@@ -81,8 +81,10 @@ class Program:
     def __init__(self, name: str = "program") -> None:
         self.name = name
         self.graph: digraph.DiGraph = digraph.DiGraph()
-        self._slots: IRTuple = IRTuple()
-        self._outputs: IRTuple = IRTuple()
+        # the slots and outputs as IRTuples, made from the by-name tables when first read after an add (None until
+        # then): adding a thousand slots one by one would otherwise copy the tuple a thousand times
+        self._slots: IRTuple | None = IRTuple()
+        self._outputs: IRTuple | None = IRTuple()
         self._externals: dict[str, Value] = {}
         self._state_pairs: IRTuple = IRTuple()
         self._suggested_pairs: IRTuple = IRTuple()  # suggestions IR text writes down (rnnir.analysis.suggest derives a lowered program's)
@@ -107,10 +109,14 @@ class Program:
     # -- containers (immutable: replaced whole, which bumps the version) ---------------------
     @property
     def slots(self) -> Sequence[Slot]:
+        if self._slots is None:
+            self._slots = IRTuple(self._slot_names.values())
         return cast("Sequence[Slot]", self._slots)
 
     @property
     def outputs(self) -> Sequence[Output]:
+        if self._outputs is None:
+            self._outputs = IRTuple(self._output_names.values())
         return cast("Sequence[Output]", self._outputs)
 
     @property
@@ -157,7 +163,7 @@ class Program:
             raise IRError(f"program {self.name!r} already has a slot named {slot.name!r}")
         self._changed()
         slot._adopt(self)
-        self._slots = IRTuple((*self._slots, slot))
+        self._slots = None
         self._slot_names[slot.name] = slot
         return slot
 
@@ -166,7 +172,7 @@ class Program:
             raise IRError(f"program {self.name!r} already has an output named {output.name!r}")
         self._changed()
         output._adopt(self)
-        self._outputs = IRTuple((*self._outputs, output))
+        self._outputs = None
         self._output_names[output.name] = output
         return output
 

@@ -17,8 +17,7 @@ from rnnir.ir.recurrence import kind_for_op, kind_named
 from rnnir.lower.identities import proven_zero
 from rnnir.lower.plan import BuildPlan
 from rnnir.lower.recognise import Key, Recognised, RecurrenceSite
-from rnnir.lower.scope import Definition, ModelIndex, Scope
-from rnnir.lower.scope import attribute_value as _attr
+from rnnir.lower.scope import Definition, ModelIndex, Scope, attribute_values
 from rnnir.lower.state import DeclaredState, key_of
 from rnnir.lower.tensors import constant_tensor, plain_attrs, small_const, tensor_type, tensor_type_of
 from rnnir.onnxio.proto import ATTR
@@ -191,10 +190,11 @@ class ValueBuilder:
         n_in = len(kind.inputs)
         names = list(node.input) + [""] * (n_in - len(node.input))
         ins = [self.operand(scope, n) for n in names[:n_in]]
-        acts = _attr(node, "activations")
-        alpha = _attr(node, "activation_alpha")
-        beta = _attr(node, "activation_beta")
-        hidden = _attr(node, "hidden_size")
+        attrs = attribute_values(node)  # eight to look up: the attributes read once
+        acts = attrs.get("activations")
+        alpha = attrs.get("activation_alpha")
+        beta = attrs.get("activation_beta")
+        hidden = attrs.get("hidden_size")
         if hidden is None:
             raise ModelError(f"{node.op_type} node has no hidden_size attribute", model=self.index.label, where=self.index.node_name(node))
         n_out = len(kind.outputs)
@@ -202,15 +202,15 @@ class ValueBuilder:
         outs += [None] * (n_out - len(outs))
         r = Recurrent(
             kind=kind.name,
-            direction=_attr(node, "direction", "forward"),
+            direction=attrs.get("direction", "forward"),
             hidden_size=int(hidden),
-            layout=int(_attr(node, "layout", 0)),
+            layout=int(attrs.get("layout", 0)),
             activations=None if acts is None else tuple(acts),
             activation_alpha=None if alpha is None else tuple(float(x) for x in alpha),
             activation_beta=None if beta is None else tuple(float(x) for x in beta),
-            clip=_attr(node, "clip"),
-            linear_before_reset=int(_attr(node, "linear_before_reset", 0)),
-            input_forget=int(_attr(node, "input_forget", 0)),
+            clip=attrs.get("clip"),
+            linear_before_reset=int(attrs.get("linear_before_reset", 0)),
+            input_forget=int(attrs.get("input_forget", 0)),
             inputs=ins,
             outputs=outs,
             onnx_node=node,
