@@ -15,6 +15,7 @@ tests compare the two).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 from typing import Any, TypeVar
 
@@ -32,10 +33,33 @@ class _Factory:
 _NO_ARGUMENT = _Factory()
 
 
+#: instances a class makes with the dataclass's own ``__init__`` before its fast one is compiled: compiling costs
+#: about as much as a hundred slow constructions, which a small model never makes of most classes
+WARM_UP = 128
+
+
 def fast_init(cls: T) -> T:
-    """Replace dataclass ``cls``'s ``__init__`` (apply above ``@dataclass``)."""
+    """Give dataclass ``cls`` (apply above ``@dataclass``) a fast ``__init__`` once it has made :data:`WARM_UP`
+    instances; until then the dataclass's own makes them, so importing the class compiles nothing more."""
     if "__slots__" in cls.__dict__:
         raise TypeError(f"{cls.__name__} has __slots__: fast_init stores fields in the instance's __dict__")
+    dataclass_init = cls.__dict__["__init__"]
+    made = 0  # instances made so far: this class's own count, only ever read here
+
+    @functools.wraps(dataclass_init)
+    def warming_up(self: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal made
+        made += 1
+        if made == WARM_UP and cls.__dict__.get("__init__") is warming_up:
+            setattr(cls, "__init__", compiled_init(cls))  # noqa: B010 - replacing the method the dataclass made
+        dataclass_init(self, *args, **kwargs)
+
+    setattr(cls, "__init__", warming_up)  # noqa: B010
+    return cls
+
+
+def compiled_init(cls: type) -> Any:
+    """The fast ``__init__`` of dataclass ``cls``: same parameters and defaults, fields stored into ``__dict__``."""
     convert: dict[str, Any] = getattr(cls, "_INIT_CONVERT", {})
     namespace: dict[str, Any] = {"_NO_ARGUMENT": _NO_ARGUMENT}
     positional: list[str] = []
@@ -77,5 +101,4 @@ def fast_init(cls: T) -> T:
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__module__ = cls.__module__
-    setattr(cls, "__init__", init)  # noqa: B010 - replacing the method the dataclass made
-    return cls
+    return init

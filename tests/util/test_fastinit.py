@@ -1,5 +1,6 @@
-"""fast_init: the instance it makes is the one the dataclass's own ``__init__`` (field by field through the class's
-``__setattr__``, then ``__post_init__``) would have made, for every class that uses it."""
+"""fast_init: the instance its compiled ``__init__`` makes is the one the dataclass's own ``__init__`` (field by field
+through the class's ``__setattr__``, then ``__post_init__``) would have made, for every class that uses it; a class
+switches to the compiled one after WARM_UP instances."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from rnnir.lower.scope import Definition
 from rnnir.passes.coverage import RecurrenceVerdict, SliceVerdict
 from rnnir.passes.diagnostics import Location
 from rnnir.passes.store_destinations.context import Owner
-from rnnir.util.fastinit import fast_init
+from rnnir.util.fastinit import WARM_UP, compiled_init, fast_init
 
 FAST = (Value, Slot, Output, Node, LoadSlot, Compute, Recurrent, Store, Return, TensorType, Provenance, SlotInit, StatePair,
         Definition, GraphIO, StateLink, _Carrier, Ref, Abs, PortRef, SliceMap, TracedPair, Location, SliceVerdict, RecurrenceVerdict,
@@ -51,6 +52,13 @@ def field_by_field(cls: type, **given: Any) -> Any:
     return obj
 
 
+def compiled(cls: type, *args: Any, **given: Any) -> Any:
+    """An instance made by the compiled ``__init__`` (whether or not the class has switched to it yet)."""
+    obj = object.__new__(cls)
+    compiled_init(cls)(obj, *args, **given)
+    return obj
+
+
 def same_fields(a: Any, b: Any) -> None:
     assert list(vars(a)) == list(vars(b))  # the same attributes, in the same order
     for name, x in vars(a).items():
@@ -68,7 +76,7 @@ def same_fields(a: Any, b: Any) -> None:
 
 @pytest.mark.parametrize("cls", FAST, ids=lambda c: c.__name__)
 def test_the_signature_is_the_dataclasss_fields_with_their_defaults(cls):
-    params = list(inspect.signature(cls).parameters.values())
+    params = list(inspect.signature(compiled_init(cls)).parameters.values())[1:]  # after self
     fields = [f for f in dataclasses.fields(cls) if f.init]
     assert [p.name for p in params] == [f.name for f in fields]
     for p, f in zip(params, fields):
@@ -90,18 +98,19 @@ def test_defaults_only_make_the_same_instance_as_field_by_field(cls):
     given = _required(cls)
     if cls is Recurrent:
         given["kind"] = "GRU"
-    same_fields(cls(**given), field_by_field(cls, **given))
+    same_fields(compiled(cls, **given), field_by_field(cls, **given))
+    same_fields(cls(**given), field_by_field(cls, **given))  # whichever __init__ the class has now
 
 
 def test_values_given_go_through_the_same_conversions():
     v = Value(name="a")
-    w = Value(name="b", type=TensorType("float32", (1, 2)), index=3, const=None, uses=[(None, 0)], kind="token")
+    w = compiled(Value, name="b", type=TensorType("float32", (1, 2)), index=3, const=None, uses=[(None, 0)], kind="token")
     same_fields(w, field_by_field(Value, name="b", type=w.type, index=3, const=None, uses=[(None, 0)], kind="token"))
     assert type(w.uses) is IRTuple  # a list given becomes the immutable tuple, as a later write would
-    c = Compute(op="Add", inputs=[v, None], outputs=[w], attributes={"axis": 1}, provenance=Provenance(node="n"))
+    c = compiled(Compute, op="Add", inputs=[v, None], outputs=[w], attributes={"axis": 1}, provenance=Provenance(node="n"))
     same_fields(c, field_by_field(Compute, op="Add", inputs=[v, None], outputs=[w], attributes={"axis": 1}, provenance=c.provenance))
     assert type(c.inputs) is IRTuple and type(c.attributes) is MappingProxyType
-    s = Slot(name="h", type=TensorType("float32"))
+    s = compiled(Slot, name="h", type=TensorType("float32"))
     assert s.address == "slot:h"  # __post_init__ ran
     same_fields(s, field_by_field(Slot, name="h", type=s.type))
 
@@ -110,24 +119,24 @@ def test_a_pending_constant_is_stored_behind_the_property():
     from rnnir.ir.nodes import PendingConst
 
     pending = PendingConst((2,), lambda: [1, 2], lambda: [1, 2])  # type: ignore[arg-type,return-value]
-    v = Value(name="c", const=pending)  # type: ignore[arg-type]
+    v = compiled(Value, name="c", const=pending)
     assert vars(v)["_const"] is pending and "const" not in vars(v)
     assert v.has_const and v.const == [1, 2]
 
 
 def test_post_init_checks_still_refuse_bad_fields():
     with pytest.raises(IRError, match="slot init kind"):
-        SlotInit("nonsense")
+        compiled(SlotInit, "nonsense")
     with pytest.raises(IRError, match="unknown recurrence kind"):
-        Recurrent(kind="NotAnRNN")
+        compiled(Recurrent, kind="NotAnRNN")
     with pytest.raises(TypeError):
-        Value()  # type: ignore[call-arg]  # name is required
+        compiled(Value)  # name is required
     with pytest.raises(TypeError):
-        TensorType("float32", (1,), None, None, "one too many")  # type: ignore[call-arg]
+        compiled(TensorType, "float32", (1,), None, None, "one too many")
 
 
 def test_frozen_instances_stay_frozen():
-    t = TensorType("float32")
+    t = compiled(TensorType, "float32")
     with pytest.raises(dataclasses.FrozenInstanceError):
         t.dtype = "int64"  # type: ignore[misc]
 
@@ -141,12 +150,32 @@ def test_keyword_only_and_init_false_fields():
         c: int = dataclasses.field(default=7, init=False)
         d: str = dataclasses.field(default="x", kw_only=True)
 
-    assert str(inspect.signature(K)) == "(a, b=<factory>, *, d='x')"
-    k = K(1, d="y")
+    warming = inspect.signature(K).parameters  # the dataclass's own, while warming up
+    fast = list(inspect.signature(compiled_init(K)).parameters.values())[1:]
+    assert [(p.name, p.kind, p.default) for p in fast] == [
+        ("a", inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.empty),
+        ("b", inspect.Parameter.POSITIONAL_OR_KEYWORD, fast[1].default),
+        ("d", inspect.Parameter.KEYWORD_ONLY, "x"),
+    ]
+    assert [p.name for p in warming.values()] == ["a", "b", "d"] and repr(fast[1].default) == "<factory>"
+    k = compiled(K, 1, d="y")
     assert vars(k) == {"a": 1, "b": [], "c": 7, "d": "y"}
-    assert K(2).b is not k.b  # the factory runs per instance
+    assert compiled(K, 2).b is not k.b  # the factory runs per instance
     with pytest.raises(TypeError):
-        K(1, [], "y")  # type: ignore[misc]  # d is keyword-only
+        compiled(K, 1, [], "y")  # d is keyword-only
+
+
+def test_the_class_switches_to_the_compiled_init_after_warming_up():
+    @fast_init
+    @dataclasses.dataclass(frozen=True)
+    class W:
+        a: int
+        b: tuple[int, ...] = ()
+
+    made = [W(i) for i in range(WARM_UP + 3)]
+    assert W.__init__.__code__.co_filename == "<string>"  # compiled (exec), no longer the wrapper around the dataclass's
+    assert [w.a for w in made] == list(range(WARM_UP + 3))
+    assert W(5, (1,)) == W(5, (1,)) and vars(W(5)) == {"a": 5, "b": ()}
 
 
 def test_a_class_with_slots_is_refused():
