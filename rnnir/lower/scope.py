@@ -21,7 +21,9 @@ from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any
 
 from rnnir.errors import ModelError
+from rnnir.ir.attributes import TensorType
 from rnnir.ir.recurrence import kind_for_op
+from rnnir.lower.tensors import tensor_type
 from rnnir.onnxio.proto import ATTR, messages
 from rnnir.onnxio.proto import attribute_value as _proto_attribute_value
 from rnnir.onnxio.source import NodeTable
@@ -164,7 +166,19 @@ class ModelIndex:
         # forward links, by name: who reads a value, and which owner output a subgraph output becomes
         self.consumers: dict[str, list[onnx.NodeProto]] = {}
         self.subgraph_outputs: dict[str, list[tuple[onnx.NodeProto, int]]] = {}
+        # value info (by id, kept with it: the scopes hold every one alive) -> its tensor type, see tensor_type
+        self._tensor_types: dict[int, tuple[onnx.ValueInfoProto, TensorType]] = {}
         self.root = self._build(model.graph, (), None, None)
+
+    def tensor_type(self, vi: onnx.ValueInfoProto | None) -> TensorType:
+        """:func:`rnnir.lower.tensors.tensor_type` of ``vi``, read from protobuf once per value info: a graph output's
+        type is asked for by the state's declaration and again by the value written into it."""
+        if vi is None:
+            return tensor_type(None)
+        hit = self._tensor_types.get(id(vi))
+        if hit is None or hit[0] is not vi:
+            hit = self._tensor_types[id(vi)] = (vi, tensor_type(vi))
+        return hit[1]
 
     def node_name(self, node: onnx.NodeProto) -> str:
         """A node's name for messages: its own, or op type and first output when it has none."""

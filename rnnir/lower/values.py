@@ -19,7 +19,7 @@ from rnnir.lower.plan import BuildPlan
 from rnnir.lower.recognise import Key, Recognised, RecurrenceSite
 from rnnir.lower.scope import Definition, ModelIndex, Scope, attribute_values
 from rnnir.lower.state import DeclaredState, key_of
-from rnnir.lower.tensors import constant_tensor, plain_attrs, small_const, tensor_type, tensor_type_of
+from rnnir.lower.tensors import constant_tensor, plain_attrs, small_const, tensor_type_of
 from rnnir.onnxio.proto import ATTR
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class ValueBuilder:
         if v is not None:
             return v
         const: np.ndarray | PendingConst | None = None
-        ttype = tensor_type(d.info)
+        ttype = self.index.tensor_type(d.info)
         if d.kind == "initializer" and d.tensor is not None:
             const = small_const(d.tensor)
             ttype = tensor_type_of(d.tensor)
@@ -140,7 +140,7 @@ class ValueBuilder:
             if not name:
                 outs.append(None)
                 continue
-            v = Value(name=self.fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+            v = Value(name=self.fresh_name(name, scope), type=self.index.tensor_type(scope.infos.get(name)))
             self.values[(id(scope), name)] = v
             outs.append(v)
         return outs
@@ -301,7 +301,7 @@ class ValueBuilder:
             if role == "none" or "@" in role:  # inner steps are built when something reads them (build_step)
                 continue
             scope, name = site.exit_names[key]
-            v = Value(name=self.fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+            v = Value(name=self.fresh_name(name, scope), type=self.index.tensor_type(scope.infos.get(name)))
             self.values[key] = v
             i = kind.output_index(role)
             if i is not None:
@@ -338,7 +338,7 @@ class ValueBuilder:
         """A replaced Loop's output for a carried state its cell does not explain, made from the state carried in."""
         scope, name = site.exit_names[key]
         carried = site.carried[key]
-        v = Value(name=self.fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+        v = Value(name=self.fresh_name(name, scope), type=self.index.tensor_type(scope.infos.get(name)))
         self.values[key] = v
         prov = Provenance(node=site.anchor, value=v.name, branch=site.scope.path)
         self.program.add(Compute(op=carried.op, inputs=[self.operand(*carried.source)], outputs=[v], provenance=prov))
@@ -352,7 +352,7 @@ class ValueBuilder:
             return
         role = site.exits[key]
         scope, name = site.exit_names[key]
-        v = Value(name=self.fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+        v = Value(name=self.fresh_name(name, scope), type=self.index.tensor_type(scope.infos.get(name)))
         self.values[key] = v
         axes0 = self._external_ints(f"{site.anchor}.axes0", site.scope, [0])
         which, t = role.split("@")
