@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rnnir.analysis.statekinds import Window
+from rnnir.util.fastinit import fast_init
 
 __all__ = ["ExitKind", "PortRef", "SliceMap"]
 
 
+@fast_init
 @dataclass(frozen=True)
 class PortRef:
     """One end of a slice's journey: a recurrent op port (or a plain value) at a direction index."""
@@ -59,6 +61,7 @@ class ExitKind(str, enum.Enum):
     APPEND = "append"  # the slot's live-in with new entries appended: an append-only (KV) cache
 
 
+@fast_init
 @dataclass
 class SliceMap:
     """Where one slice of a slot goes in (``entry``) and where the value written back comes from (``exit``).

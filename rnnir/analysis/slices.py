@@ -22,10 +22,12 @@ from rnnir.ir import digraph
 from rnnir.ir.core import Program
 from rnnir.ir.nodes import Output, Recurrent, Slot, Value
 from rnnir.ir.pairs import PairSource, StatePair
+from rnnir.util.fastinit import fast_init
 
 __all__ = ["SliceAnalysis", "TracedPair", "slice_maps", "slot_store_value"]
 
 
+@fast_init
 @dataclass(frozen=True)
 class TracedPair:
     """A state pair and what slice analysis found for it: its slot's slices, and the node path of a recurrence

@@ -21,6 +21,7 @@ from rnnir.analysis.statekinds import APPEND_OPS, END, Cut, Window
 from rnnir.ir.core import Program
 from rnnir.ir.nodes import Compute, LoadSlot, PendingConst, Recurrent, Store, Value
 from rnnir.ir.optraits import OpTrait, ops_with
+from rnnir.util.fastinit import fast_init
 
 if TYPE_CHECKING:
     import numpy as np
@@ -65,6 +66,7 @@ class AbsKind(str, Enum):
     WINDOW = "window"  # a slot's live-in value with frames appended on one axis, maybe cut (rnnir.analysis.statekinds)
 
 
+@fast_init
 @dataclass(frozen=True)
 class Ref:
     """The sub-tensor ``origin[index...]`` (indices along leading axes)."""
@@ -76,6 +78,7 @@ class Ref:
         return Ref(self.origin, self.index + (i,))
 
 
+@fast_init
 @dataclass(frozen=True)
 class Abs:
     """Abstract value: exact (``whole`` or ``elems`` along axis 0), derived, constant, or per-branch alternatives."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rnnir.errors import IRError
+from rnnir.util.fastinit import fast_init
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,6 +28,7 @@ class QuantParams:
     axis: int | None = None
 
 
+@fast_init
 @dataclass(frozen=True)
 class TensorType:
     """dtype (a numpy dtype name), shape (ints, symbolic names, or None for unknown dims)."""
@@ -55,6 +57,7 @@ class TensorType:
         return f"{dt}[{dims}]{lay}{q}"
 
 
+@fast_init
 @dataclass(frozen=True)
 class Provenance:
     """Where an IR element came from: the ONNX node and value, and the path through If branches."""
@@ -111,6 +114,7 @@ class OrderingLayer(enum.Enum):
         }[self]
 
 
+@fast_init
 @dataclass(frozen=True)
 class SlotInit:
     """A slot's value before the first call: ``zeros``, a ``constant`` or ``caller`` supplied."""

@@ -81,8 +81,10 @@ class Program:
     def __init__(self, name: str = "program") -> None:
         self.name = name
         self.graph: digraph.DiGraph = digraph.DiGraph()
-        self._slots: IRTuple = IRTuple()
-        self._outputs: IRTuple = IRTuple()
+        # the slots and outputs as IRTuples, made from the by-name tables when first read after an add (None until
+        # then): adding a thousand slots one by one would otherwise copy the tuple a thousand times
+        self._slots: IRTuple | None = IRTuple()
+        self._outputs: IRTuple | None = IRTuple()
         self._externals: dict[str, Value] = {}
         self._state_pairs: IRTuple = IRTuple()
         self._suggested_pairs: IRTuple = IRTuple()  # suggestions IR text writes down (rnnir.analysis.suggest derives a lowered program's)
@@ -107,10 +109,14 @@ class Program:
     # -- containers (immutable: replaced whole, which bumps the version) ---------------------
     @property
     def slots(self) -> Sequence[Slot]:
+        if self._slots is None:
+            self._slots = IRTuple(self._slot_names.values())
         return cast("Sequence[Slot]", self._slots)
 
     @property
     def outputs(self) -> Sequence[Output]:
+        if self._outputs is None:
+            self._outputs = IRTuple(self._output_names.values())
         return cast("Sequence[Output]", self._outputs)
 
     @property
@@ -157,7 +163,7 @@ class Program:
             raise IRError(f"program {self.name!r} already has a slot named {slot.name!r}")
         self._changed()
         slot._adopt(self)
-        self._slots = IRTuple((*self._slots, slot))
+        self._slots = None
         self._slot_names[slot.name] = slot
         return slot
 
@@ -166,7 +172,7 @@ class Program:
             raise IRError(f"program {self.name!r} already has an output named {output.name!r}")
         self._changed()
         output._adopt(self)
-        self._outputs = IRTuple((*self._outputs, output))
+        self._outputs = None
         self._output_names[output.name] = output
         return output
 
@@ -186,33 +192,42 @@ class Program:
             raise IRError(f"{node!r} already belongs to program {node.__dict__['_program'].name!r}")
         if not node.id:
             node.id = self.fresh_id(node.opname.split(".")[-1].lower() if isinstance(node, Compute) else type(node).__name__.lower())
-        if node.id in self.graph:
+        graph = self.graph
+        if node.id in graph:
             raise IRError(f"duplicate node id {node.id!r}")
-        for v in node.operands():
-            self._check_operand(node, v)
-        for v in node.results():
-            if v.producer is not None and v.producer is not node:
+        inputs, outputs = node.inputs, node.outputs
+        for v in inputs:
+            if v is not None:
+                self._check_operand(node, v)
+        for v in outputs:
+            if v is not None and v.producer is not None and v.producer is not node:
                 raise IRError(f"%{v.name} already has producer {v.producer.id}")
-        self.graph.add_node(node.id, node=node)
+        graph.add_node(node.id, node=node)
         self._changed()
         node._adopt(self)
-        for i, operand in enumerate(node.inputs):
+        # the use-def links, written as write_kept does (a Python call per field is most of a node's cost on a
+        # model with thousands of state pairs)
+        for i, operand in enumerate(inputs):
             if operand is None:
                 continue
             if operand.producer is not None:
-                self.graph.add_edge(operand.producer.id, node.id, kind="data")
-            write_kept(operand, "uses", IRTuple((*operand.uses, (node, i))))
-        for i, result in enumerate(node.outputs):
+                graph.add_edge(operand.producer.id, node.id, kind="data")
+            fields = operand.__dict__
+            fields["uses"] = IRTuple((*fields["uses"], (node, i)))
+        for i, result in enumerate(outputs):
             if result is None:
                 continue
-            write_kept(result, "producer", node)
-            write_kept(result, "index", i)
-            result._adopt(self)
+            fields = result.__dict__
+            fields["producer"] = node
+            fields["index"] = i
+            fields["_program"] = self
         return node
 
     def _check_operand(self, node: Node, v: Value) -> None:
-        if v.producer is not None:
-            if v.producer.id not in self.graph or self.graph.nodes[v.producer.id]["node"] is not v.producer:
+        producer = v.producer
+        if producer is not None:
+            attrs = self.graph.attrs_of(producer.id)
+            if attrs is None or attrs["node"] is not producer:
                 raise IRError(f"{node.id} reads %{v.name}, produced by a node outside this program")
         elif self._externals.get(v.name) is not v:
             raise IRError(f"{node.id} reads %{v.name}, which is neither produced here nor an external value")

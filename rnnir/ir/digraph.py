@@ -119,9 +119,12 @@ class DiGraph:
             self.add_node(n)
 
     def add_edge(self, u: Hashable, v: Hashable, **attr: Any) -> None:
-        self.add_node(u)
-        self.add_node(v)
-        self.changes += 1
+        if u in self._attrs and v in self._attrs:
+            self.changes += 3  # as many as adding both ends and the edge counts (the ends are there already)
+        else:
+            self.add_node(u)
+            self.add_node(v)
+            self.changes += 1
         data = self._succ[u].get(v)
         if data is None:
             data = {}
@@ -151,6 +154,10 @@ class DiGraph:
 
     def has_node(self, n: Hashable) -> bool:
         return n in self._attrs
+
+    def attrs_of(self, n: Hashable) -> dict[str, Any] | None:
+        """Node ``n``'s attribute dict, None when there is no such node (one lookup: ``n in g and g.nodes[n]``)."""
+        return self._attrs.get(n)
 
     def has_edge(self, u: Hashable, v: Hashable) -> bool:
         return v in self._succ.get(u, ())

@@ -16,12 +16,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from rnnir.errors import IRError
 from rnnir.ir.attributes import LoadKind, OrderingLayer, Provenance, SlotInit, StoreResult, TensorType
 from rnnir.ir.ownership import EDIT_THROUGH_PROGRAM, IRTuple, Owned
 from rnnir.ir.recurrence import KINDS, Recognition, RecurrenceKind
+from rnnir.util.fastinit import fast_init
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,6 +32,7 @@ else:
 __all__ = ["Compute", "LoadSlot", "Node", "Output", "PendingConst", "Recurrent", "Region", "Return", "Slot", "Store", "Value"]
 
 
+@fast_init
 @dataclass(eq=False)
 class Slot(Owned):
     """Persistent storage that outlives a call.
@@ -55,6 +57,7 @@ class Slot(Owned):
         return f"Slot({self.name!r})"
 
 
+@fast_init
 @dataclass(eq=False)
 class Output(Owned):
     """A buffer handed to the caller at the end of the call."""
@@ -84,6 +87,8 @@ class Value(Owned):
     const: np.ndarray | None = field(default=None, repr=False)
     uses: Sequence[tuple[Node, int]] = field(default=(), repr=False)
     kind: str = "tensor"  # "tensor", or "token"/"alias"/"value" for store results
+
+    _INIT_CONVERT: ClassVar[dict[str, Callable[[Any], Any]]] = {"uses": IRTuple}  # as __setattr__ does (fast_init)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _USE_DEF:
@@ -172,8 +177,10 @@ _OPERANDS = frozenset(("inputs", "outputs"))
 # ``const`` stays a dataclass field (``Value(const=...)``); its storage goes through this property, so a
 # PendingConst becomes an array only when someone reads it.
 Value.const = property(_get_const, _set_const)  # type: ignore[assignment]
+fast_init(Value)  # after the property: its __init__ sets const through it
 
 
+@fast_init
 @dataclass(eq=False)
 class Node(Owned):
     """Base of every IR node: a stable id, provenance, operands and results."""
@@ -184,6 +191,7 @@ class Node(Owned):
     provenance: Provenance = field(default_factory=Provenance)
 
     opname = "node"
+    _INIT_CONVERT: ClassVar[dict[str, Callable[[Any], Any]]] = {"inputs": IRTuple, "outputs": IRTuple}  # as __setattr__ does (fast_init)
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _OPERANDS:
@@ -223,6 +231,7 @@ class Node(Owned):
         return f"<{type(self).__name__} {self.id}>"
 
 
+@fast_init
 @dataclass(eq=False, repr=False)
 class LoadSlot(Node):
     """The initial state of a call: reads ``slot`` in place (VIEW) or into a copy (COPY)."""
@@ -249,6 +258,11 @@ class Region:
         object.__setattr__(self, "yields", IRTuple(self.yields))
 
 
+def _read_only(mapping: Mapping[str, Any]) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping))
+
+
+@fast_init
 @dataclass(eq=False, repr=False)
 class Compute(Node):
     """Any op that is not recurrent, kept with its ONNX node so it can be exported again.
@@ -263,9 +277,11 @@ class Compute(Node):
     regions: Mapping[str, Region] = field(default_factory=dict)
     onnx_node: Any = field(default=None, repr=False)
 
+    _INIT_CONVERT: ClassVar[dict[str, Callable[[Any], Any]]] = {**Node._INIT_CONVERT, "attributes": _read_only, "regions": _read_only}  # as __setattr__ does (fast_init)
+
     def __setattr__(self, name: str, value: Any) -> None:
         if name in ("attributes", "regions"):
-            value = MappingProxyType(dict(value))  # read-only: replacing the whole mapping is an owned write
+            value = _read_only(value)  # replacing the whole mapping is an owned write
         super().__setattr__(name, value)
 
     @property
@@ -287,6 +303,7 @@ class Compute(Node):
         return self.inputs[start : start + n]
 
 
+@fast_init
 @dataclass(eq=False, repr=False)
 class Recurrent(Node):
     """A recurrence, first class, with every attribute: an ONNX RNN/GRU/LSTM, a registered contrib op, or a
@@ -393,6 +410,7 @@ class Recurrent(Node):
         return "<" + ", ".join(a) + ">"
 
 
+@fast_init
 @dataclass(eq=False, repr=False)
 class Store(Node):
     """Writes ``inputs[0]`` into ``dest`` (a Slot or an Output); the result kind is explicit."""
@@ -419,6 +437,7 @@ class Store(Node):
         return f"<{d}, {self.result.value}>"
 
 
+@fast_init
 @dataclass(eq=False, repr=False)
 class Return(Node):
     """The end of the call: the store effects (``inputs``) that complete before the next call may start."""

@@ -14,6 +14,8 @@ import enum
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rnnir.util.fastinit import fast_init
+
 if TYPE_CHECKING:
     from rnnir.ir.nodes import Slot
 
@@ -31,6 +33,7 @@ class PairSource(enum.Enum):
     BUILDER = "builder"  # a Program built with rnnir.Builder
 
 
+@fast_init
 @dataclass(frozen=True)
 class StatePair:
     """A graph input the caller feeds with what a graph output returned at the previous call: a declaration.

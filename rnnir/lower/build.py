@@ -41,7 +41,7 @@ def lower(
 ) -> Program:
     """``src`` as a Program; ``structure`` (``rnnir fix``'s edited stores) replaces the IR text the model records."""
     policy = policy or Policy()
-    index = ModelIndex(src.model, src.label)
+    index = ModelIndex(src.model, src.label, src.take_main_nodes())
     program = Program(src.model.graph.name or (src.path.stem if src.path else "model"))
     program.source = src
     state = declare_state(src, index, program, pairs, constant_entries=policy.entry is EntryPolicy.CONSTANT)

@@ -25,6 +25,7 @@ from rnnir.ir.optraits import OpTrait, ops_with
 from rnnir.ir.recurrence import kind_for_op
 from rnnir.lower.scope import Definition, ModelIndex, Scope, attribute_value
 from rnnir.onnxio.proto import ATTR
+from rnnir.util.fastinit import fast_init
 
 if TYPE_CHECKING:  # `rnnir lint` of an exported model imports neither onnx nor numpy
     import onnx
@@ -38,6 +39,7 @@ LAYOUT_OPS = ops_with(OpTrait.LAYOUT)
 _End = tuple[int, int] | str
 
 
+@fast_init
 @dataclass(frozen=True)
 class StateLink:
     """A graph input that starts a recurrence's state and the graph output that returns the same state's final value."""
@@ -47,6 +49,7 @@ class StateLink:
     reason: str
 
 
+@fast_init
 @dataclass(frozen=True)
 class _Carrier:
     """One state of one recurrence: the node, the input position the state enters at and the output it leaves at."""

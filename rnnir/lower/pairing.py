@@ -26,6 +26,7 @@ from rnnir.errors import ModelError, PairingError
 from rnnir.ir.pairs import PairSource, StatePair
 from rnnir.onnxio.metadata import META_PAIRS
 from rnnir.onnxio.metadata import read as metadata
+from rnnir.util.fastinit import fast_init
 from rnnir.util.jsontext import parse_json
 from rnnir.util.regularfile import UnreadableFile, read_regular
 
@@ -54,6 +55,7 @@ _GENERIC_OUT_PREFIXES = ("new_", "next_", "out_")
 _STATE_WORDS = re.compile(r"(^|[_./])(h|c|h0|c0|hx|cx|hidden|cell|state\d*|cache\w*|cached\w*|past\w*|mem\w*|carry)($|[_./\d])", re.I)
 
 
+@fast_init
 @dataclass(frozen=True)
 class GraphIO:
     name: str

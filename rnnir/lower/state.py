@@ -23,7 +23,7 @@ from rnnir.lower.dataflow import Dataflow, layout_sources
 from rnnir.lower.pairing import find_pairs, looks_like_state
 from rnnir.lower.recognise import Key
 from rnnir.lower.scope import Definition, ModelIndex
-from rnnir.lower.tensors import constant_tensor, small_array, tensor_type, tensor_type_of
+from rnnir.lower.tensors import constant_tensor, small_array, tensor_type_of
 from rnnir.onnxio.metadata import META_SLOTS
 from rnnir.onnxio.metadata import read as metadata
 from rnnir.onnxio.proto import EXTERNAL, tensor_to_array
@@ -84,7 +84,7 @@ def declare_state(
     if not declared:  # a declaration is the caller's whole contract
         pairs += _unreturned_state_inputs(pairs, fed)
     for vi in model.graph.output:
-        program.add_output(Output(vi.name, tensor_type(vi)))
+        program.add_output(Output(vi.name, index.tensor_type(vi)))
     input_slots: dict[str, Slot] = {}
     recorded = _recorded_inits(model)
     for k, p in enumerate(pairs):
@@ -94,7 +94,7 @@ def declare_state(
             arr = small_array(d.tensor)
             if arr is not None:
                 init = SlotInit("constant", arr)
-        slot = Slot(name=p.input, type=tensor_type(root.inputs.get(p.input)), init=init, provenance=Provenance(value=p.input))
+        slot = Slot(name=p.input, type=index.tensor_type(root.inputs.get(p.input)), init=init, provenance=Provenance(value=p.input))
         program.add_slot(slot)
         pairs[k] = replace(p, slot=slot)
         input_slots[p.input] = slot

@@ -17,10 +17,9 @@ from rnnir.ir.recurrence import kind_for_op, kind_named
 from rnnir.lower.identities import proven_zero
 from rnnir.lower.plan import BuildPlan
 from rnnir.lower.recognise import Key, Recognised, RecurrenceSite
-from rnnir.lower.scope import Definition, ModelIndex, Scope
-from rnnir.lower.scope import attribute_value as _attr
+from rnnir.lower.scope import Definition, ModelIndex, Scope, attribute_values
 from rnnir.lower.state import DeclaredState, key_of
-from rnnir.lower.tensors import constant_tensor, plain_attrs, small_const, tensor_type, tensor_type_of
+from rnnir.lower.tensors import constant_tensor, plain_attrs, small_const, tensor_type_of
 from rnnir.onnxio.proto import ATTR
 
 if TYPE_CHECKING:
@@ -64,7 +63,7 @@ class ValueBuilder:
         if v is not None:
             return v
         const: np.ndarray | PendingConst | None = None
-        ttype = tensor_type(d.info)
+        ttype = self.index.tensor_type(d.info)
         if d.kind == "initializer" and d.tensor is not None:
             const = small_const(d.tensor)
             ttype = tensor_type_of(d.tensor)
@@ -141,7 +140,7 @@ class ValueBuilder:
             if not name:
                 outs.append(None)
                 continue
-            v = Value(name=self.fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+            v = Value(name=self.fresh_name(name, scope), type=self.index.tensor_type(scope.infos.get(name)))
             self.values[(id(scope), name)] = v
             outs.append(v)
         return outs
@@ -191,10 +190,11 @@ class ValueBuilder:
         n_in = len(kind.inputs)
         names = list(node.input) + [""] * (n_in - len(node.input))
         ins = [self.operand(scope, n) for n in names[:n_in]]
-        acts = _attr(node, "activations")
-        alpha = _attr(node, "activation_alpha")
-        beta = _attr(node, "activation_beta")
-        hidden = _attr(node, "hidden_size")
+        attrs = attribute_values(node)  # eight to look up: the attributes read once
+        acts = attrs.get("activations")
+        alpha = attrs.get("activation_alpha")
+        beta = attrs.get("activation_beta")
+        hidden = attrs.get("hidden_size")
         if hidden is None:
             raise ModelError(f"{node.op_type} node has no hidden_size attribute", model=self.index.label, where=self.index.node_name(node))
         n_out = len(kind.outputs)
@@ -202,15 +202,15 @@ class ValueBuilder:
         outs += [None] * (n_out - len(outs))
         r = Recurrent(
             kind=kind.name,
-            direction=_attr(node, "direction", "forward"),
+            direction=attrs.get("direction", "forward"),
             hidden_size=int(hidden),
-            layout=int(_attr(node, "layout", 0)),
+            layout=int(attrs.get("layout", 0)),
             activations=None if acts is None else tuple(acts),
             activation_alpha=None if alpha is None else tuple(float(x) for x in alpha),
             activation_beta=None if beta is None else tuple(float(x) for x in beta),
-            clip=_attr(node, "clip"),
-            linear_before_reset=int(_attr(node, "linear_before_reset", 0)),
-            input_forget=int(_attr(node, "input_forget", 0)),
+            clip=attrs.get("clip"),
+            linear_before_reset=int(attrs.get("linear_before_reset", 0)),
+            input_forget=int(attrs.get("input_forget", 0)),
             inputs=ins,
             outputs=outs,
             onnx_node=node,
@@ -301,7 +301,7 @@ class ValueBuilder:
             if role == "none" or "@" in role:  # inner steps are built when something reads them (build_step)
                 continue
             scope, name = site.exit_names[key]
-            v = Value(name=self.fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+            v = Value(name=self.fresh_name(name, scope), type=self.index.tensor_type(scope.infos.get(name)))
             self.values[key] = v
             i = kind.output_index(role)
             if i is not None:
@@ -338,7 +338,7 @@ class ValueBuilder:
         """A replaced Loop's output for a carried state its cell does not explain, made from the state carried in."""
         scope, name = site.exit_names[key]
         carried = site.carried[key]
-        v = Value(name=self.fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+        v = Value(name=self.fresh_name(name, scope), type=self.index.tensor_type(scope.infos.get(name)))
         self.values[key] = v
         prov = Provenance(node=site.anchor, value=v.name, branch=site.scope.path)
         self.program.add(Compute(op=carried.op, inputs=[self.operand(*carried.source)], outputs=[v], provenance=prov))
@@ -352,7 +352,7 @@ class ValueBuilder:
             return
         role = site.exits[key]
         scope, name = site.exit_names[key]
-        v = Value(name=self.fresh_name(name, scope), type=tensor_type(scope.infos.get(name)))
+        v = Value(name=self.fresh_name(name, scope), type=self.index.tensor_type(scope.infos.get(name)))
         self.values[key] = v
         axes0 = self._external_ints(f"{site.anchor}.axes0", site.scope, [0])
         which, t = role.split("@")

@@ -30,6 +30,20 @@ ModelLike = Union[str, os.PathLike[str], bytes, "onnx.ModelProto"]  # noqa: UP00
 _MAX_PROTO_BYTES = 2**31 - 1
 
 
+@dataclass(frozen=True)
+class NodeTable:
+    """The nodes of one graph and each one's ``(op_type, domain)``, read from protobuf once (a microsecond a field:
+    a tenth of a second on 100k nodes) for both readers of the main graph, the external-data check and lowering."""
+
+    nodes: list[onnx.NodeProto]
+    keys: list[tuple[str, str]]
+
+    @classmethod
+    def of(cls, graph: onnx.GraphProto) -> NodeTable:
+        nodes = list(graph.node)
+        return cls(nodes, [(n.op_type, n.domain) for n in nodes])
+
+
 @dataclass
 class ModelSource:
     """A parsed model and where it came from."""
@@ -38,6 +52,14 @@ class ModelSource:
     path: Path | None
     label: str
     _fingerprint: str | None = field(default=None, repr=False)
+    # the main graph's nodes as read_model read them, for the first lowering (see take_main_nodes)
+    _main_nodes: NodeTable | None = field(default=None, repr=False, compare=False)
+
+    def take_main_nodes(self) -> NodeTable | None:
+        """The main graph's :class:`NodeTable` as read_model read it, once: the lowering that follows reading uses it
+        instead of reading every node again; later callers (the model may have been edited since) get None."""
+        table, self._main_nodes = self._main_nodes, None
+        return table
 
     @property
     def base_dir(self) -> Path | None:
@@ -90,12 +112,15 @@ _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
 _TENSOR_ATTR_OPS = frozenset({"Constant", "ConstantOfShape"})
 
 
-def _attr_holders(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    """The nodes of ``graph`` that may hold subgraphs or tensors as attributes: in practice only these do, and
-    skipping the rest keeps big graphs cheap.  Decided once per (op_type, domain): on 100k nodes a Python call
-    per node costs as much as reading the two fields, so the filter itself runs in C."""
-    nodes = graph.node
-    keys = [(n.op_type, n.domain) for n in nodes]
+def _attr_holders(graph: onnx.GraphProto, table: NodeTable | None = None) -> Iterator[onnx.NodeProto]:
+    """The nodes of ``graph`` (whose nodes ``table`` holds, when given) that may hold subgraphs or tensors as
+    attributes: in practice only these do, and skipping the rest keeps big graphs cheap.  Decided once per
+    (op_type, domain): on 100k nodes a Python call per node costs as much as reading the two fields, so the filter
+    itself runs in C."""
+    if table is None:
+        nodes, keys = graph.node, [(n.op_type, n.domain) for n in graph.node]
+    else:
+        nodes, keys = table.nodes, table.keys
     holders = {k for k in set(keys) if k[0] in _SUBGRAPH_OPS or k[0] in _TENSOR_ATTR_OPS or k[1] not in ("", "ai.onnx")}
     if not holders:
         return iter(())
@@ -116,21 +141,25 @@ def iter_graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
                     stack.extend(attr.graphs)
 
 
-def iter_tensors(model: onnx.ModelProto) -> Iterator[onnx.TensorProto]:
+def iter_tensors(model: onnx.ModelProto, main_nodes: NodeTable | None = None) -> Iterator[onnx.TensorProto]:
     """Every tensor that may keep its bytes in an external file: initializers, both halves of sparse
     tensors (values and indices), and tensor attributes (Constant, ConstantOfShape, custom ops).
 
     Graphs in :func:`iter_graphs`'s order, walked once: the nodes of a 100k-node graph cost a tenth of a
-    second to visit from Python, so subgraphs are found in the same pass as tensor attributes.
+    second to visit from Python, so subgraphs are found in the same pass as tensor attributes.  ``main_nodes``:
+    the main graph's nodes, read already.
     """
     stack = [model.graph]
+    table = main_nodes
     while stack:
         g = stack.pop()
         yield from g.initializer
         for s in g.sparse_initializer:
             yield s.values
             yield s.indices
-        for node in _attr_holders(g):
+        holders = _attr_holders(g, table)
+        table = None  # the main graph's: a subgraph's nodes are read as it comes
+        for node in holders:
             for attr in node.attribute:
                 kind = attr.type
                 if kind == ATTR.TENSOR:
@@ -154,9 +183,9 @@ def _is_external(t: onnx.TensorProto) -> bool:
     return t.data_location == EXTERNAL
 
 
-def _check_external_paths(model: onnx.ModelProto, base_dir: Path | None, label: str) -> None:
+def _check_external_paths(model: onnx.ModelProto, base_dir: Path | None, label: str, main_nodes: NodeTable | None = None) -> None:
     root = None if base_dir is None else base_dir.resolve()
-    for t in iter_tensors(model):
+    for t in iter_tensors(model, main_nodes):
         if not _is_external(t):
             continue
         entries = {e.key: e.value for e in t.external_data}
@@ -245,8 +274,9 @@ def read_model(model: ModelLike, *, label: str | None = None) -> ModelSource:
     else:
         raise ModelError(f"expected a path, bytes or onnx.ModelProto, got {type(model).__name__}")
     _check_shape(proto, label)
-    _check_external_paths(proto, None if path is None else path.parent, label)
-    return ModelSource(model=proto, path=path, label=label)
+    main_nodes = NodeTable.of(proto.graph)
+    _check_external_paths(proto, None if path is None else path.parent, label, main_nodes)
+    return ModelSource(model=proto, path=path, label=label, _main_nodes=main_nodes)
 
 
 def _parse(data: bytes, label: str) -> onnx.ModelProto:

@@ -28,6 +28,7 @@ from rnnir.passes.manager import AnalysisPass, ProgramFacts
 from rnnir.passes.rules import Family, rules_of
 from rnnir.passes.rules.sd009_unverified_state import RULE as UNVERIFIED_STATE
 from rnnir.passes.rules.sd010_state_not_exposed import RULE as NOT_EXPOSED
+from rnnir.util.fastinit import fast_init
 
 LAYOUT_OPS = ops_with(OpTrait.LAYOUT)
 
@@ -61,6 +62,7 @@ class RecurrenceState(enum.Enum):
     NOT_EXPOSED = "not-exposed"  # starts from zeros every call while its final state is returned
 
 
+@fast_init
 @dataclass(frozen=True)
 class SliceVerdict:
     """The verdict of one slice of one state pair; ``reason``/``where`` say why when not verified."""
@@ -84,6 +86,7 @@ class SliceVerdict:
         return d
 
 
+@fast_init
 @dataclass(frozen=True)
 class RecurrenceVerdict:
     """How one recurrence keeps its state across calls."""

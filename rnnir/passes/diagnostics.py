@@ -7,14 +7,17 @@ the CLI; no pass formats its own message for a particular output.
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
 import string
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rnnir.util.fastinit import fast_init
+
 if TYPE_CHECKING:
-    from rnnir.ir.nodes import Node
+    from rnnir.ir.nodes import LoadSlot, Node, Return, Store
 
 
 class Severity(enum.Enum):
@@ -27,13 +30,20 @@ class Severity(enum.Enum):
         return {"error": 2, "warning": 1, "info": 0}[self.value]
 
 
+@functools.cache
+def _ir_node_kinds() -> tuple[type[LoadSlot], type[Return], type[Store]]:
+    """The IR node classes :func:`onnx_node_of` tells apart, imported on first use (once: it runs per finding)."""
+    from rnnir.ir.nodes import LoadSlot, Return, Store
+
+    return LoadSlot, Return, Store
+
+
 def onnx_node_of(node: Node) -> str | None:
     """The ONNX node a finding about IR node ``node`` points at: the node it was lowered from; for a store (which
     no ONNX graph has) the node that produced the stored value, such as the Concat that packs the state; None
     when no ONNX node stands behind it (a slot load, the Return, a store of a loaded value, a program written as
     IR text without ``node`` provenance)."""
-    from rnnir.ir.nodes import LoadSlot, Return, Store
-
+    LoadSlot, Return, Store = _ir_node_kinds()  # noqa: N806 - the classes, under their own names
     current: Node | None = node
     for _ in range(64):  # a chain of stores (AL001) leads back to the value first stored; never a cycle in a DAG
         if not isinstance(current, Store):
@@ -45,6 +55,7 @@ def onnx_node_of(node: Node) -> str | None:
     return current.provenance.node
 
 
+@fast_init
 @dataclass(frozen=True)
 class Location:
     """Where a finding applies: IR node id, ONNX node / value names, If-branch path.

@@ -72,7 +72,7 @@ class AnalysisPass:
         return tuple(r.code for r in cls.rules)
 
     def requires(self, facts: ProgramFacts) -> str | None:
-        if not digraph.is_directed_acyclic_graph(facts.program.graph):
+        if not facts.acyclic:
             cycle = " -> ".join(str(u) for u, _ in digraph.find_cycle(facts.program.graph))
             return f"its graph has a cycle ({cycle}); happens-before needs a DAG"
         return None
@@ -121,6 +121,11 @@ class ProgramFacts:
         return list(self.analyses.get(SliceAnalysis).pairs)
 
     # -- nodes ------------------------------------------------------------------------------
+    @cached_property
+    def acyclic(self) -> bool:
+        """Whether the program's graph has no cycle: every pass's precondition, sorted once per run, not once per pass."""
+        return digraph.is_directed_acyclic_graph(self.program.graph)
+
     @cached_property
     def nodes(self) -> list[Node]:
         return self.program.nodes

@@ -126,7 +126,10 @@ def _encode(obj: Any, out: list[str], newline: str, default: Any) -> None:
         for item in obj:
             out.append(inner if first else "," + inner)
             first = False
-            _encode(item, out, inner, default)
+            if type(item) is str:  # most leaves: written here rather than by a call each
+                out.append(_ESCAPE(item))
+            else:
+                _encode(item, out, inner, default)
         out.append(newline + "]")
     elif isinstance(obj, dict):
         if not obj:
@@ -136,12 +139,21 @@ def _encode(obj: Any, out: list[str], newline: str, default: Any) -> None:
         out.append("{")
         first = True
         for key, value in obj.items():
-            text = _key_text(key)
+            text = key if type(key) is str else _key_text(key)
             if text is None:
                 raise TypeError(f"keys must be str, int, float, bool or None, not {key.__class__.__name__}")
-            out.append((inner if first else "," + inner) + _ESCAPE(text) + ": ")
+            head = (inner if first else "," + inner) + _ESCAPE(text) + ": "
             first = False
-            _encode(value, out, inner, default)
+            kind = type(value)
+            if kind is str:  # most leaves: written here rather than by a call each
+                out.append(head + _ESCAPE(value))
+            elif value is None:
+                out.append(head + "null")
+            elif kind is int:
+                out.append(head + int.__repr__(value))
+            else:
+                out.append(head)
+                _encode(value, out, inner, default)
         out.append(newline + "}")
     else:
         if default is None:

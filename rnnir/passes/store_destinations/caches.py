@@ -17,7 +17,7 @@ from rnnir.analysis.statekinds import Problem, judge
 from rnnir.analysis.tracer import Origin
 from rnnir.ir.nodes import Store
 from rnnir.passes.diagnostics import Diagnostic
-from rnnir.passes.store_destinations.context import Context, branch_text, store_loc
+from rnnir.passes.store_destinations.context import Context, branch_text
 from rnnir.passes.store_destinations.destinations import NOT_FINAL_STATE, WRONG_SLOT
 
 __all__ = ["cache_exits", "is_feature_cache"]
@@ -26,7 +26,7 @@ __all__ = ["cache_exits", "is_feature_cache"]
 def cache_exits(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator[Diagnostic]:
     """SD002 for another slot's window written back, SD003 for a window that keeps the wrong frames."""
     slot = pair.slot
-    locs = [store_loc(st) for st in stores]
+    locs = ctx.store_locs(stores)
     for sm in pair.slices:
         for bp, w in sm.windows.items():
             verdict = judge(slot.name, slot.type.shape, w)

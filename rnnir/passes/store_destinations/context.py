@@ -15,6 +15,7 @@ from rnnir.ir.nodes import Recurrent, Store
 from rnnir.ir.recurrence import ENTRY_OF, FINAL_OF
 from rnnir.passes.diagnostics import Location
 from rnnir.passes.manager import ProgramFacts
+from rnnir.util.fastinit import fast_init
 
 __all__ = [
     "FINAL_OF",
@@ -81,6 +82,7 @@ def static_dim(d: object) -> int | None:
     return d if isinstance(d, int) and not isinstance(d, bool) and d > 0 else None
 
 
+@fast_init
 @dataclass(frozen=True)
 class Owner:
     slot: str
@@ -100,6 +102,7 @@ class Context:
         self.derived_readers: dict[str, set[str]] = {}
         self.labels: dict[tuple[str, tuple[int, ...]], str] = {}
         self.roles: dict[tuple[str, tuple[int, ...]], str] = {}
+        self._store_locs: dict[int, Location] = {}  # by id of the store (the program's, alive while the pass runs)
         for pair in facts.pairs:
             name = pair.slot.name
             for sm in pair.slices:
@@ -111,6 +114,18 @@ class Context:
                         continue
                     self.slot_readers.setdefault(name, set()).add(e.node_id)
                     self.owners.setdefault((e.node_id, e.port), []).append(Owner(name, sm.index, e.direction, e))
+
+    def store_locs(self, stores: list[Store]) -> list[Location]:
+        """Where each of ``stores`` is (:func:`store_loc`), made once per store: every family of checks asks for the
+        same stores of each pair, thousands of pairs on a large model."""
+        made = self._store_locs
+        out = []
+        for st in stores:
+            loc = made.get(id(st))
+            if loc is None:
+                loc = made[id(st)] = store_loc(st)
+            out.append(loc)
+        return out
 
     def owners_of(self, r: PortRef) -> list[Owner]:
         init = ENTRY_OF.get(r.port)

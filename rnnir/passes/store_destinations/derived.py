@@ -24,7 +24,6 @@ from rnnir.passes.store_destinations.context import (
     ref_loc,
     refs_for,
     reset_op,
-    store_loc,
 )
 from rnnir.passes.store_destinations.destinations import NOT_FINAL_STATE, REVERSE_STATE_PERSISTED
 
@@ -39,7 +38,7 @@ def derived_exits(ctx: Context, pair: TracedPair, stores: list[Store], reverse_s
             if kind is ExitKind.DERIVED:
                 refs = by_branch.setdefault(bp, (sm, []))[1]
                 refs.extend(r for r in refs_for(sm, bp) if r not in refs)
-    locs = [store_loc(st) for st in stores]
+    locs = ctx.store_locs(stores)
     for bp, (sm, refs) in by_branch.items():
         yield from _derived(ctx, pair, sm, bp, refs, locs, stores, reverse_seen)
 

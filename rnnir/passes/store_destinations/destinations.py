@@ -28,7 +28,6 @@ from rnnir.passes.store_destinations.context import (
     is_reset,
     ref_loc,
     refs_for,
-    store_loc,
 )
 
 __all__ = ["NOT_FINAL_STATE", "REVERSE_STATE_PERSISTED", "SEQ_LENS_LAST_STEP", "WRONG_SLOT", "exits"]
@@ -40,7 +39,7 @@ def exits(ctx: Context, pair: TracedPair, stores: list[Store], ignored: set[tupl
     ``ignored`` holds the slices SD007 already reported; ``reverse_seen`` the ops SD006 already named.
     """
     name = pair.slot.name
-    locs = [store_loc(st) for st in stores]
+    locs = ctx.store_locs(stores)
     for sm in pair.slices:
         here = ctx.slice_text(name, sm.index)
         kinds = sm.exit_kind

@@ -9,7 +9,7 @@ from rnnir.ir.nodes import Output, Recurrent, Store
 from rnnir.ir.recurrence import FINAL_STATE_PORTS
 from rnnir.passes.diagnostics import Diagnostic
 from rnnir.passes.rules.sd005_state_type_mismatch import RULE as STATE_TYPE_MISMATCH
-from rnnir.passes.store_destinations.context import Context, branch_text, static_dim, store_loc
+from rnnir.passes.store_destinations.context import Context, branch_text, static_dim
 
 __all__ = ["STATE_TYPE_MISMATCH", "state_types"]
 
@@ -29,7 +29,7 @@ def state_types(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator
     value = next((st.value for st in stores if st.value is not None), None)
     if value is None:
         return
-    locs = [store_loc(st) for st in stores]
+    locs = ctx.store_locs(stores)
     findings: dict[str, list[str]] = {}
 
     def add(aspect: str, text: str) -> None:

@@ -46,7 +46,7 @@ def handed_back(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator
             same.append(sm)
     if not same:
         return
-    locs = [store_loc(st) for st in stores]
+    locs = ctx.store_locs(stores)
     if len(same) == len(pair.slices):
         yield SLOT_NEVER_WRITTEN.diagnostic("handed-back", slot=slot.name, locations=locs)
         return
