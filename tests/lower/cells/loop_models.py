@@ -36,15 +36,19 @@ def tf_loop(
     r_back: str = "same",
     gather: str = "gather",
     gather_axis: int = 0,
+    seq_from_state: bool = False,
     seed: int = 0,
 ) -> tuple[onnx.ModelProto, dict[str, np.ndarray]]:
     """counter: how the body yields its counter t -- 'add' (Add(t, step)), 'identity' (that Add through an Identity),
     'custom_identity' (through an Identity of another domain), 'sub' (Sub(t, step)), 'custom_add' (an Add of another
-    domain), 'same' (t itself), 'iter' (Add(iter, step): not t's own increment), 'swapped' (Add(step, t)).
+    domain), 'same' (t itself), 'iter' (Add(iter, step): not t's own increment), 'swapped' (Add(step, t)), 'outer' (an Add outside
+    the Loop over an outer value also named t, which the body's t shadows: the same value every step).
     start/step: the counter's initial value and increment (arrays allowed); None makes it a graph input (run-time).
     r_back: how the body hands back R -- 'same', 'identity' (two Identities), 'custom_identity', 'changed' (R + 1),
     'swapped' (W's slot and R's slot exchanged).
-    gather: 'gather' (Gather(seq, t)), 'custom' (a Gather of another domain), 'slice' (a Slice of seq at t)."""
+    gather: 'gather' (Gather(seq, t)), 'custom' (a Gather of another domain), 'slice' (a Slice of seq at t).
+    seq_from_state: the sequence the body indexes is x + h0[:, :I], computed outside the Loop from the state (as a
+    stacked layer's input is the layer below's output): then x_t is in the state cone, yet still the step's input."""
     rng = np.random.default_rng(seed)
     consts = {
         "W0": (rng.standard_normal((I, H)) * 0.5).astype(np.float32),
@@ -89,6 +93,8 @@ def tf_loop(
         body.append(helper.make_node("Add", ["iter", "step"], ["t_next"], name="count"))
     elif counter == "swapped":
         body.append(helper.make_node("Add", ["step", "t"], ["t_next"], name="count"))
+    elif counter == "outer":
+        t_out = "t_outer"
     else:
         t_out = "t"
     w_out, r_out = "W", "R"
@@ -128,7 +134,16 @@ def tf_loop(
             inputs.append(vi(name, TensorProto.INT64, []))
         else:
             inits.append(numpy_helper.from_array(np.asarray(value, dtype=np.int64), name))
-    graph = helper.make_graph([loop], "tf_loop", inputs, [vi("hN", TensorProto.FLOAT, [1, H])], inits)
+    nodes = [loop]
+    if seq_from_state:
+        nodes.insert(0, helper.make_node("Slice", ["h0", "zero1", "width", "axes1"], ["h0_cut"], name="h0_cut"))
+        nodes.insert(1, helper.make_node("Add", ["x_in", "h0_cut"], ["x_seq"], name="seq_from_state"))
+        inputs[0] = vi("x_in", TensorProto.FLOAT, seq_shape)
+        inits += [numpy_helper.from_array(np.array([v], dtype=np.int64), n) for n, v in (("zero1", 0), ("width", I), ("axes1", 1))]
+    if counter == "outer":
+        inits.append(numpy_helper.from_array(np.array(0, dtype=np.int64), "t"))
+        nodes.insert(0, helper.make_node("Add", ["t", "step"], ["t_outer"], name="outer_count"))
+    graph = helper.make_graph(nodes, "tf_loop", inputs, [vi("hN", TensorProto.FLOAT, [1, H])], inits)
     return model_of(graph, custom), consts
 
 

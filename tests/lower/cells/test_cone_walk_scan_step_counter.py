@@ -36,7 +36,8 @@ STEP_NUMBERS = [
     ({"counter": "sub"}, "t", False),  # t - 1
     ({"counter": "custom_add"}, "t", False),  # an Add of another domain
     ({"counter": "same"}, "t", False),  # handed back unchanged: always 0, the step number only once
-    ({"counter": "iter"}, "t", False),  # iter + 1: one ahead of the iteration number, and not t's own increment
+    ({"counter": "iter"}, "t", False),
+    ({"counter": "outer"}, "t", False),  # outer t + 1, the same every step  # iter + 1: one ahead of the iteration number, and not t's own increment
     ({"start": 1}, "t", False),
     ({"start": [0, 0]}, "t", False),  # not one number
     ({"start": None}, "t", False),  # starts at a run-time value
@@ -116,10 +117,19 @@ def test_the_lowered_loop_reads_the_outer_sequence_only_through_a_counter_that_i
     """The recurrence's X is the whole sequence x_seq when the body reads x[t] at the step number; with a counter
     one ahead or counting by two it reads other steps, so X stays the Loop's own (no sequence to simulate)."""
     got = {}
-    for kw in ({}, {"counter": "identity"}, {"start": 1}, {"step": 2}, {"counter": "same"}):
+    for kw in ({}, {"counter": "identity"}, {"start": 1}, {"step": 2}, {"counter": "same"}, {"seq_from_state": True}):
         prog = rnnir.load(tf_loop(**kw)[0], pairs={"h0": "hN"})  # type: ignore[arg-type]
         (r,) = prog.recurrents
         assert (r.kind, r.recognition.value) == ("RNN", "loop")
         x = r.port("X")
         got[str(kw)] = x is not None and x.name == "x_seq"
-    assert got == {"{}": True, "{'counter': 'identity'}": True, "{'start': 1}": False, "{'step': 2}": False, "{'counter': 'same'}": False}
+    # a sequence computed from the state (a stacked layer's input) is in the state cone: x[t] is still the step's
+    # input, not a state the walk must cross
+    assert got == {
+        "{}": True,
+        "{'counter': 'identity'}": True,
+        "{'start': 1}": False,
+        "{'step': 2}": False,
+        "{'counter': 'same'}": False,
+        "{'seq_from_state': True}": True,
+    }

@@ -61,6 +61,13 @@ def _custom_loop() -> onnx.ModelProto:
     return model
 
 
+def _cond_carried() -> onnx.ModelProto:
+    """tf_loop whose body yields its condition input into the first carried slot (t's)."""
+    model, _ = tf_loop()
+    model.graph.node[0].attribute[0].g.output[1].name = "cond_in"
+    return model
+
+
 def test_a_carried_value_is_the_constant_outside_only_while_the_body_hands_it_back_unchanged():
     loop, c = tf_loop()
     scan3, s = _scan3()
@@ -76,6 +83,7 @@ def test_a_carried_value_is_the_constant_outside_only_while_the_body_hands_it_ba
         (loop, "t", None),  # counts
         (loop, "cond_in", None),  # the condition, handed back through Identity: not a carried value
         (loop, "iter", None),
+        (_cond_carried(), "cond_in", None),  # the condition yielded into a carried slot: still not carried in
         (loop, "h", None),  # starts at a graph input
         (loop, "/h0", None),  # the graph input itself
         (_custom_loop(), "R", None),  # a Loop of another domain need not hand its carried values back
@@ -162,6 +170,15 @@ def test_a_value_computed_from_a_run_time_input_is_no_constant_and_no_tensor_is_
     model.graph.node[0].attribute[0].g.node.append(helper.make_node("Add", ["step", "t"], ["t_plus"]))
     assert _body_const(model, "t_plus") is None
     assert seen == []
+    # ... told 63 hops back: t_far = Add(step, 61 Identity ops over t), t at 62 hops, its run-time start at 63
+    body = model.graph.node[0].attribute[0].g
+    prev = "t"
+    for j in range(61):
+        body.node.append(helper.make_node("Identity", [prev], [f"t{j}"]))
+        prev = f"t{j}"
+    body.node.append(helper.make_node("Add", ["step", prev], ["t_far"]))
+    assert _body_const(model, "t_far") is None
+    assert seen == []
 
 
 def test_no_conversion_is_spared_past_64_producers(monkeypatch: pytest.MonkeyPatch):
@@ -203,14 +220,18 @@ def _shapes_model() -> onnx.ModelProto:
     nodes.append(helper.make_node("Add", ["sx", "one"], ["sx1"]))
     nodes.append(helper.make_node("Slice", ["wide", "start", "end", "axis1"], ["cut"]))
     nodes.append(helper.make_node("Relu", ["x"], ["alien"], domain="my.ops"))
+    nodes.append(helper.make_node("Slice", ["wide", "starts2", "ends2", "", "steps2"], ["strided"]))  # axes omitted
     inits = [
         numpy_helper.from_array(np.array([2, 5], np.int64), "dims"),
         numpy_helper.from_array(np.array(1, np.int64), "one"),
         numpy_helper.from_array(np.array([3], np.int64), "end"),
         numpy_helper.from_array(np.array([1], np.int64), "axis1"),
+        numpy_helper.from_array(np.array([0, 1], np.int64), "starts2"),
+        numpy_helper.from_array(np.array([1, 4], np.int64), "ends2"),
+        numpy_helper.from_array(np.array([1, 2], np.int64), "steps2"),
     ]
     inputs = [vi("x", TensorProto.FLOAT, [1, I]), vi("y", TensorProto.FLOAT, [1, I]), vi("wide", TensorProto.FLOAT, [1, 6]), vi("start", i64, [1])]
-    outs = [vi(n, TensorProto.FLOAT, None) for n in ("k", "zeros", "xy", "relu16", "relu17", "cut")] + [vi("sx1", i64, None)]
+    outs = [vi(n, TensorProto.FLOAT, None) for n in ("k", "zeros", "xy", "relu16", "relu17", "cut", "strided")] + [vi("sx1", i64, None)]
     g = helper.make_graph(nodes, "shapes", inputs, outs, inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("my.ops", 1)])
     m.ir_version = 9
@@ -219,7 +240,7 @@ def _shapes_model() -> onnx.ModelProto:
 
 def test_undeclared_shapes_come_from_zeros_within_16_producers_and_match_onnxruntime(monkeypatch: pytest.MonkeyPatch):
     model = _shapes_model()
-    known = ["k", "zeros", "xy", "relu16", "sx1"]
+    known = ["k", "zeros", "xy", "relu16", "sx1", "strided"]
     calls = _count_inference(monkeypatch)
     net, index = _net(model)
     net.const(net.key(index.root, "zeros"))  # folded first: its shape is the folded value's
@@ -228,7 +249,9 @@ def test_undeclared_shapes_come_from_zeros_within_16_producers_and_match_onnxrun
     # onnxruntime runs the model (without the op of another domain) on batch 1: the shapes it returns are the truth
     plain = onnx.ModelProto()
     plain.CopyFrom(model)
-    del plain.graph.node[-1]
+    kept = [n for n in plain.graph.node if n.domain != "my.ops"]
+    del plain.graph.node[:]
+    plain.graph.node.extend(kept)
     del plain.graph.output[:]
     plain.graph.output.extend([vi(n, TensorProto.INT64 if n == "sx1" else TensorProto.FLOAT, None) for n in known])
     sess = ort.InferenceSession(plain.SerializeToString(), providers=["CPUExecutionProvider"])
