@@ -20,8 +20,8 @@ from onnx import TensorProto, helper, numpy_helper
 from rnnir.lower.cells import net as netmod
 from rnnir.lower.cells.net import Net
 from rnnir.lower.scope import ModelIndex
-from rnnir.onnxio import proto as onnxproto
 from tests.lower.cells.loop_models import H, I, model_of, scan_model, tf_loop, vi
+from tests.lower.cells.test_undeclared_shapes import _count_inference
 
 
 def _net(model: onnx.ModelProto) -> tuple[Net, ModelIndex]:
@@ -192,18 +192,6 @@ def test_no_conversion_is_spared_past_64_producers(monkeypatch: pytest.MonkeyPat
         assert net.const(net.key(index.root, "y")) is None
         got[depth] = sorted(seen)
     assert got == {61: [], 62: ["b"]}
-
-
-def _count_inference(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
-    calls = {"n": 0}
-    real = onnxproto.infer_shapes
-
-    def counting(model: object) -> object:
-        calls["n"] += 1
-        return real(model)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(onnxproto, "infer_shapes", counting)
-    return calls
 
 
 def _shapes_model() -> onnx.ModelProto:
