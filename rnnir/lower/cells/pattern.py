@@ -17,20 +17,19 @@ if TYPE_CHECKING:
 
 
 class CellPattern(Protocol):
-    """One cell kind whose semantics :mod:`rnnir.semantics.reference` knows: registered in :data:`rnnir.lower.cells.kinds.PATTERNS`.
-
-    ``match`` is called once per anchor (a node whose op is in ``anchor_ops``) in the state cone, in registration
-    order, and returns the confirmed cell, None (no such structure), or raises :class:`NotACell` (a look-alike, with
-    the reason), :class:`Retry` (needs a state source not known yet); ``verify`` runs the matched subgraph on random
-    inputs and returns its relative error against the reference cell with the extracted weights.
-    """
+    """One cell kind whose semantics :mod:`rnnir.semantics.reference` knows: registered in :data:`rnnir.lower.cells.kinds.PATTERNS`."""
 
     kind: str
     anchor_ops: frozenset[str]
 
-    def match(self, rec: Recogniser, node: onnx.NodeProto, scope: Scope, k: Key) -> CellMatch | None: ...
+    def match(self, rec: Recogniser, node: onnx.NodeProto, scope: Scope, k: Key) -> CellMatch | None:
+        """Called once per anchor (a node whose op is in ``anchor_ops``) in the state cone, in registration order:
+        the confirmed cell, None (no such structure), or raises :class:`NotACell` (a look-alike, with the reason) or
+        :class:`Retry` (needs a state source not known yet)."""
 
-    def verify(self, rec: Recogniser, feeds: Feeder, w: CellWeights, h_out: Key, c_out: Key | None, H: int) -> float: ...
+    def verify(self, rec: Recogniser, feeds: Feeder, w: CellWeights, h_out: Key, c_out: Key | None, H: int) -> float:
+        """Runs the matched subgraph on random inputs: its relative error against the reference cell with the
+        extracted weights."""
 
 
 def gate_activation(rec: Recogniser, gates: list[Key], anchor: str, kind: str) -> tuple[str, tuple[float, ...] | None, tuple[float, ...] | None]:
