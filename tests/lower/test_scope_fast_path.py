@@ -87,6 +87,8 @@ def test_a_bad_graph_is_refused_with_the_walks_error():
     bad_if = model([helper.make_node("If", ["c"], ["r"], then_branch=branch_in, else_branch=fine)], [vi("c", [], TensorProto.BOOL), vi("a", [1])], [vi("r", [1])])
     graphs_if = model([helper.make_node("If", ["c"], ["r"], then_branch=[branch_in], else_branch=fine)],  # a branch as a list of one graph
                       [vi("c", [], TensorProto.BOOL), vi("a", [1])], [vi("r", [1])])
-    for m in (dup, again, too_many, required, bad_if, graphs_if):
+    too_few = model([helper.make_node("Gather", ["a"], ["b"])], [vi("a", [2])], [vi("b", [1])])  # its indices left out
+    first_empty = model([helper.make_node("Neg", [""], ["b"])], [], [vi("b", [1])])  # the only (required) input empty
+    for m in (dup, again, too_many, required, too_few, first_empty, bad_if, graphs_if):
         with pytest.raises(ModelError):
             ModelIndex(m, "m")
