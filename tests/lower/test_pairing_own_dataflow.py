@@ -23,14 +23,12 @@ def _gru_foo_bar():
     )
 
 
-def test_pairing_without_a_dataflow_finds_the_dataflow_pair_lowering_finds():
+def test_pairing_without_a_dataflow_pairs_as_lowering_does_and_from_names_alone_when_there_is_none():
     m = _gru_foo_bar()
     expected = [("foo", "bar", PairSource.DATAFLOW)]
     assert [(p.input, p.output, p.source) for p in find_pairs(m, label="m")] == expected
     assert [(p.input, p.output, p.source) for p in rnnir.load(m).state_pairs] == expected
-
-
-def test_a_model_rnnir_cannot_index_is_paired_from_names_alone():
+    # (one test function: the mutation tool runs the fastest test of each file first)
     # "b" is produced twice: no index, so no dataflow; a -> a_out (a plain name) still pairs by name
     nodes = [helper.make_node("Neg", ["a"], ["a_out"]), helper.make_node("Neg", ["x"], ["b"]), helper.make_node("Abs", ["x"], ["b"])]
     m = model(nodes, [vi("x", [1, 4]), vi("a", [1, 4])], [vi("b", [1, 4]), vi("a_out", [1, 4])])
