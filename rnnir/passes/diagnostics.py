@@ -45,12 +45,10 @@ def onnx_node_of(node: Node) -> str | None:
     IR text without ``node`` provenance)."""
     LoadSlot, Return, Store = _ir_node_kinds()  # noqa: N806 - the classes, under their own names
     current: Node | None = node
-    for _ in range(64):  # a chain of stores (AL001) leads back to the value first stored; never a cycle in a DAG
-        if not isinstance(current, Store):
-            break
+    while isinstance(current, Store):  # a chain of stores (AL001) leads back to the value first stored; a DAG has no cycle
         value = current.value
         current = value.producer if value is not None else None
-    if current is None or isinstance(current, (LoadSlot, Return, Store)):
+    if current is None or isinstance(current, (LoadSlot, Return)):
         return None
     return current.provenance.node
 
