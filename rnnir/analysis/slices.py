@@ -298,7 +298,9 @@ def _trace_pairs(program: Program, tr: Tracer, pairs: Sequence[StatePair]) -> li
                                 for idx in targets:
                                     get(idx).exit.append(_port_ref(tr, Ref(o), path, note="derived"))
                     continue
-                size = tr.size0(Ref(Origin.of_slot(slot.name))) or first_dims.get(slot.name)
+                size = tr.size0(Ref(Origin.of_slot(slot.name)))
+                if size is None and (alt.whole is None or tr.size0(alt.whole) == first_dims.get(slot.name)):
+                    size = first_dims.get(slot.name)  # split as the read is, unless the value's first axis is another
                 elems = tr.to_elems(alt, size) if size is not None else None
                 if elems is None or size is None or len(elems) != size:
                     assert alt.whole is not None or alt.elems is not None
