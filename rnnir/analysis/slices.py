@@ -195,11 +195,9 @@ def _state_first_dims(tr: Tracer, program: Program) -> dict[str, int | None]:
             continue
         for port in rec.state_ports:
             for _, alt in tr.trace(rec.port(port)).branches():
-                whole = alt.whole
-                if alt.kind is not AbsKind.EXACT or whole is None or whole.origin.kind is not OriginKind.SLOT or whole.index:
-                    continue
-                if tr.size0(whole) is not None:
-                    continue
+                whole = alt.whole  # set on exact values only
+                if whole is None or whole != Ref(Origin.of_slot(whole.origin.owner)) or tr.size0(whole) is not None:
+                    continue  # not the whole slot, or its first dim is declared
                 owner = whole.origin.owner
                 dims[owner] = rec.num_directions if dims.get(owner, rec.num_directions) == rec.num_directions else None
     return dims

@@ -19,6 +19,7 @@ from onnx import TensorProto, helper
 
 import rnnir
 from rnnir import passes
+from rnnir.analysis.slices import slice_maps
 from rnnir.passes.diagnostics import Severity
 
 H, I, T = 4, 3, 6
@@ -117,3 +118,20 @@ def test_an_lstm_writing_its_states_into_each_others_slots_is_still_an_error_wha
             m = _model("LSTM", first, bidirectional=bidirectional, bug="swapped")
             assert not _forward_state_carried(m), (bidirectional, first)
             assert _verdicts(m) == declared, (bidirectional, first)
+
+
+def _slices(model: onnx.ModelProto) -> list[tuple[str, int, list[str]]]:
+    """The state slots' slices: label, how many recurrent ports read it, how its value comes back."""
+    prog = rnnir.load(model, {"h0": "hn"})
+    return [(s.label, len(s.entry), sorted(k.value for k in s.exit_kind.values())) for s in slice_maps(prog).pair("h0").slices]
+
+
+def test_a_slot_of_unknown_first_dim_has_the_slices_of_the_slot_declared_with_the_ops_directions():
+    # one direction: the whole slot, as with a declared first dim of 1; two: a slice per direction
+    assert _slices(_model("GRU", 1)) == [("h0", 1, ["final"])]
+    assert _slices(_model("GRU", 2, bidirectional=True)) == [("h0[0]", 1, ["final"]), ("h0[1]", 1, ["final"])]
+    for op in GATES:
+        for bidirectional in (False, True):
+            declared = _slices(_model(op, 2 if bidirectional else 1, bidirectional=bidirectional))
+            for first in UNKNOWN_FIRST_DIMS:
+                assert _slices(_model(op, first, bidirectional=bidirectional)) == declared, (op, bidirectional, first)
