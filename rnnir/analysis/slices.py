@@ -180,7 +180,7 @@ def _slot_index(tr: Tracer, ref: Ref, first_dims: dict[str, int | None]) -> tupl
     is unknown but a recurrent op reads it whole as its state: then that dim is the op's number of directions
     (``first_dims``), and a one-direction state's ``[0]`` is the whole slot, as with a declared first dim of 1."""
     idx = tr.canon(ref).index
-    if idx in ((0,), (-1,)) and first_dims.get(ref.origin.owner) == 1:
+    if idx == (0,) and first_dims.get(ref.origin.owner) == 1:  # the slices' indices are counted from 0
         return ()
     return idx
 
