@@ -177,8 +177,32 @@ def _slot_label(slot: Slot, index: tuple[int, ...]) -> str:
     return slot.name + "".join(f"[{i}]" for i in index)
 
 
-def _slot_index(tr: Tracer, ref: Ref) -> tuple[int, ...]:
-    return tr.canon(ref).index
+def _slot_index(tr: Tracer, ref: Ref, first_dims: dict[str, int | None]) -> tuple[int, ...]:
+    """``ref``'s index into its slot, canonical (:meth:`Tracer.canon`), also when the slot's declared first dim
+    is unknown but a recurrent op reads it whole as its state: then that dim is the op's number of directions
+    (``first_dims``), and a one-direction state's ``[0]`` is the whole slot, as with a declared first dim of 1."""
+    idx = tr.canon(ref).index
+    if idx == (0,) and first_dims.get(ref.origin.owner) == 1:  # the slices' indices are counted from 0
+        return ()
+    return idx
+
+
+def _state_first_dims(tr: Tracer, program: Program) -> dict[str, int | None]:
+    """The first dim of each slot whose declared first dim is unknown (symbolic or absent) and that a recurrent op
+    (layout 0) reads whole as its initial state: by the ONNX ops' definition that dim is the op's number of
+    directions.  Ops that disagree leave the slot's dim unknown (None)."""
+    dims: dict[str, int | None] = {}
+    for rec in program.recurrents:
+        if rec.layout != 0:
+            continue
+        for port in rec.state_ports:
+            for _, alt in tr.trace(rec.port(port)).branches():
+                whole = alt.whole  # set on exact values only
+                if whole is None or whole != Ref(Origin.of_slot(whole.origin.owner)) or tr.size0(whole) is not None:
+                    continue  # not the whole slot, or its first dim is declared
+                owner = whole.origin.owner
+                dims[owner] = rec.num_directions if dims.get(owner, rec.num_directions) == rec.num_directions else None
+    return dims
 
 
 def slot_store_value(program: Program, slot: Slot, output_name: str | None) -> Value | None:
@@ -197,6 +221,7 @@ def _trace_pairs(program: Program, tr: Tracer, pairs: Sequence[StatePair]) -> li
     """Every pair of ``pairs`` with its slice maps: the recurrent ports each slice of its slot feeds, and where
     the value written back into it comes from."""
     entries: dict[str, dict[tuple[int, ...], list[PortRef]]] = {}
+    first_dims = _state_first_dims(tr, program)
     for rec in program.recurrents:
         for port in rec.state_ports:
             v = rec.port(port)
@@ -223,7 +248,7 @@ def _trace_pairs(program: Program, tr: Tracer, pairs: Sequence[StatePair]) -> li
                 for d, ref in enumerate(elems):
                     if ref.origin.kind is not OriginKind.SLOT:
                         continue
-                    idx = _slot_index(tr, ref)
+                    idx = _slot_index(tr, ref, first_dims)
                     entries.setdefault(ref.origin.owner, {}).setdefault(idx, []).append(
                         PortRef(
                             rec.id,
@@ -274,6 +299,8 @@ def _trace_pairs(program: Program, tr: Tracer, pairs: Sequence[StatePair]) -> li
                                     get(idx).exit.append(_port_ref(tr, Ref(o), path, note="derived"))
                     continue
                 size = tr.size0(Ref(Origin.of_slot(slot.name)))
+                if size is None and (alt.whole is None or tr.size0(alt.whole) == first_dims.get(slot.name)):
+                    size = first_dims.get(slot.name)  # split as the read is, unless the value's first axis is another
                 elems = tr.to_elems(alt, size) if size is not None else None
                 if elems is None or size is None or len(elems) != size:
                     assert alt.whole is not None or alt.elems is not None
@@ -281,7 +308,7 @@ def _trace_pairs(program: Program, tr: Tracer, pairs: Sequence[StatePair]) -> li
                     _record_exit(tr, sm, alt.whole, path, bp, slot, alt.changed)
                     continue
                 for i, ref in enumerate(elems):
-                    idx = _slot_index(tr, Ref(Origin.of_slot(slot.name), (i,)))
+                    idx = _slot_index(tr, Ref(Origin.of_slot(slot.name), (i,)), first_dims)
                     _record_exit(tr, get(idx), ref, path, bp, slot, alt.changed)
         maps = [slices[k] for k in sorted(slices)]
         if value is not None and _unresolved(maps):
