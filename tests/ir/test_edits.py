@@ -120,6 +120,10 @@ def test_every_kind_of_edit_moves_the_version_and_drops_cached_analyses():
         lambda: setattr(prog, "state_pairs", ()),
         lambda: prog.add_order(prog.loads[0], store),
         lambda: prog.graph.add_node("stray"),
+        lambda: prog.graph.add_edge(rec.id, "stray"),  # both ends already in the graph
+        lambda: prog.graph.add_edge("stray", "stray2"),  # the second end new
+        lambda: prog.graph.add_edge("stray3", rec.id),  # the first end new
+        lambda: prog.graph.remove_edge(rec.id, "stray"),
     ]
     facts = analyses(prog)
     assert facts.get(Counted).n == 1 and facts.get(Counted).n == 1  # cached while nothing changes
