@@ -8,6 +8,7 @@ import pytest
 import rnnir
 from rnnir import IRError, LoadKind, OrderingLayer, StoreResult
 from rnnir.analysis.slices import slice_maps
+from rnnir.ir.nodes import Compute
 from rnnir.render.graph import to_dot, to_mermaid
 
 
@@ -136,3 +137,25 @@ def test_one_op_trait_table_answers_every_module():
     assert VIEW_OPS <= LAYOUT_OPS and "Concat" not in VIEW_OPS and "Cast" not in VIEW_OPS  # copies, never views
     assert traits_of("MatMul") == OpTrait.NONE and traits_of("Add") == OpTrait.ELEMENTWISE
     assert {"If", "Loop", "Scan"} == ops_with(OpTrait.CONTROL_FLOW)
+
+
+def test_a_node_reads_only_its_own_programs_values_and_writes_only_values_no_node_produced():
+    a = rnnir.Builder("a")
+    relu_a = a.compute("Relu", [a.input("x")])
+    b = rnnir.Builder("b")
+    x_b = b.input("x")
+    relu_b = b.compute("Relu", [x_b])
+    # the same node id in both programs: only the node itself, not its id, says whose value it is
+    assert relu_a.producer.id == relu_b.producer.id and relu_a.producer is not relu_b.producer
+    with pytest.raises(IRError, match=r"reads %relu_\w*, produced by a node outside this program"):
+        b.compute("Neg", [relu_a])
+    c = rnnir.Builder("c")
+    c.input("x")
+    with pytest.raises(IRError, match="produced by a node outside this program"):
+        c.compute("Neg", [relu_a])  # an id this program does not have at all
+    with pytest.raises(IRError, match=r"already has producer"):
+        b.program.add(Compute(op="Neg", inputs=[x_b], outputs=[relu_b]))
+    # near-miss: a node of several outputs is their producer, each at its own index
+    first, second = b.compute("Split", [x_b], outputs=2)
+    assert first.producer is second.producer and (first.index, second.index) == (0, 1)
+    assert [u for u, _ in x_b.uses] == [relu_b.producer, first.producer]
