@@ -1,0 +1,141 @@
+"""check_multicall's verdict on an LSTM that carries h and starts c every call from a value *computed* from a plain
+input or constants (``Mul(c_in, 2)``, ``Add(const, 0)``, ``Cast``, ``Expand``, ``Tile``, an ``If``), against near-misses
+whose c is computed from its own written-back slot (``Mul(c_slot, 1)``, a Cast round trip, a Slice of a packed slot,
+an If branch, a Reshape whose constant is only the shape).
+
+A bug found by review: the check that finds a restarted state walked back through layout ops only, so any other op
+between the plain input (or constant) and the LSTM hid the restart, and with a static time axis (no whole-call oracle)
+such a model passed.
+
+Oracle: onnxruntime, each model built again with a dynamic time axis and run in chunks with its state fed back
+(c_in fed zeros, as the check feeds it) against one call over the whole stream: the restarts lose c, the near-misses
+stream exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper
+
+from rnnir.check.multicall.check import check_multicall
+from tests.check.test_multicall_stream import build, init, vi
+
+PART = "FAIL: part of the state restarts on every call while the rest is carried: LSTM 'LSTM(y)' carries initial_h across calls but "
+STATE = [1, 1, 2]
+X = np.linspace(-1, 1, 6, dtype=np.float32).reshape(6, 1, 1)
+_RNG = np.random.default_rng(5)
+WEIGHTS = [init("W", _RNG.standard_normal((1, 8, 1))), init("R", 0.5 * _RNG.standard_normal((1, 8, 2)))]
+CONSTS = [init("two", [2.0]), init("one", [1.0]), init("zero", [0.0]), init("c_const", np.full(STATE, 0.3)),
+          init("c_small", np.full((1, 1, 1), 0.3)), init("reps", [1, 1, 2], np.int64), init("flat", [1, 2], np.int64),
+          init("shape3", STATE, np.int64), init("at0", [0], np.int64), init("at1", [1], np.int64), init("at2", [2], np.int64)]
+
+
+def _branch(name: str, nodes, out: str):
+    return helper.make_graph(nodes, name, [], [vi(out, STATE)])
+
+
+def _if(then_nodes, then_out: str, else_nodes, else_out: str, out: str):
+    """``out = If(p > 0, then, else)``: p is a plain input, fed 1 (the then branch runs)."""
+    return [helper.make_node("Greater", ["p", "zero"], ["cond"]),
+            helper.make_node("If", ["cond"], [out], then_branch=_branch("then", then_nodes, then_out),
+                             else_branch=_branch("else", else_nodes, else_out))]
+
+
+# name -> (nodes that compute c_start, what the verdict says about initial_c)
+RESTARTS = {
+    "Mul(c_in, 2)": ([helper.make_node("Mul", ["c_in", "two"], ["c_start"])],
+                     "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
+    "Add(const, 0)": ([helper.make_node("Add", ["c_const", "zero"], ["c_start"])],
+                      "its initial_c ('c_start') is computed from constants alone, the same every call."),
+    "Cast(Mul(c_in, 2))": ([helper.make_node("Mul", ["c_in", "two"], ["c2"]), helper.make_node("Cast", ["c2"], ["c_start"], to=TensorProto.FLOAT)],
+                           "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
+    "Expand(const, Shape(h0))": ([helper.make_node("Shape", ["h0"], ["hs"]), helper.make_node("Expand", ["c_small", "hs"], ["c_start"])],
+                                 "its initial_c is the constant 'c_small', the same every call."),
+    "Add(Expand(c_in), 0) by h0's shape": ([helper.make_node("Shape", ["h0"], ["hs"]), helper.make_node("Expand", ["c_in", "hs"], ["ce"]),
+                                           helper.make_node("Add", ["ce", "zero"], ["c_start"])],
+                                          "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
+    "ConstantOfShape(computed shape) + 0": ([helper.make_node("Shape", ["h0"], ["hs"]), helper.make_node("Mul", ["hs", "at1"], ["hs1"]),
+                                             helper.make_node("ConstantOfShape", ["hs1"], ["cz"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.3])),
+                                             helper.make_node("Add", ["cz", "zero"], ["c_start"])],
+                                            "its initial_c ('c_start') is computed from constants alone, the same every call."),
+    "Tile(const)": ([helper.make_node("Tile", ["c_small", "reps"], ["c_start"])],
+                    "its initial_c ('c_start') is computed from constants alone, the same every call."),
+    "If(p > 0, c_in * 2, c_in)": (_if([helper.make_node("Mul", ["c_in", "two"], ["t"])], "t", [helper.make_node("Identity", ["c_in"], ["e"])], "e", "c_start"),
+                                  "its initial_c ('c_start') is computed from the plain input(s) 'c_in', 'p' alone, fed anew every call."),
+}
+
+# name -> (nodes from the c slot c0 to c_start, nodes from the LSTM's Y_c to the written-back cn, c slot's shape)
+NEAR_MISSES = {
+    "Mul(c_slot, 1)": ([helper.make_node("Mul", ["c0", "one"], ["c_start"])], [helper.make_node("Identity", ["yc"], ["cn"])], STATE),
+    "Cast round trip": ([helper.make_node("Cast", ["c0"], ["c64"], to=TensorProto.DOUBLE), helper.make_node("Cast", ["c64"], ["c_start"], to=TensorProto.FLOAT)],
+                        [helper.make_node("Identity", ["yc"], ["cn"])], STATE),
+    "Reshape by a constant shape, times 1": ([helper.make_node("Reshape", ["c0", "shape3"], ["c3"]), helper.make_node("Mul", ["c3", "one"], ["c_start"])],
+                                             [helper.make_node("Reshape", ["yc", "flat"], ["cn"])], [1, 2]),
+    "If(p > 0, c_slot, c_slot * 1)": (_if([helper.make_node("Identity", ["c0"], ["t"])], "t", [helper.make_node("Mul", ["c0", "one"], ["e"])], "e", "c_start"),
+                                      [helper.make_node("Identity", ["yc"], ["cn"])], STATE),
+}
+
+
+def restart_model(name: str, steps: int | str):
+    nodes, _ = RESTARTS[name]
+    lstm = helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "c_start"], ["y", "hn"], hidden_size=2)
+    inputs = [vi("x", [steps, 1, 1]), vi("h0", STATE), vi("c_in", STATE), vi("p", [1])]
+    return build([*nodes, lstm], inputs, [vi("y", None), vi("hn", STATE)], [*WEIGHTS, *CONSTS])
+
+
+def near_miss_model(name: str, steps: int | str):
+    into, out_of, c_shape = NEAR_MISSES[name]
+    lstm = helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "c_start"], ["y", "hn", "yc"], hidden_size=2)
+    inputs = [vi("x", [steps, 1, 1]), vi("h0", STATE), vi("c0", c_shape), vi("p", [1])]
+    return build([*into, lstm, *out_of], inputs, [vi("y", None), vi("hn", STATE), vi("cn", c_shape)], [*WEIGHTS, *CONSTS])
+
+
+def _ort_run(model, chunk: int, carry: dict[str, str]) -> np.ndarray:
+    """y over X in calls of ``chunk`` steps, each state input named in ``carry`` fed its output from the call before
+    (zeros at the start); c_in is fed zeros and p one every call, as the check feeds them."""
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = {i.name for i in sess.get_inputs()}
+    shapes = {i.name: [d if isinstance(d, int) else 1 for d in i.shape] for i in sess.get_inputs()}
+    feeds = {n: np.zeros(shapes[n], np.float32) for n in names - {"x"}}
+    feeds["p"] = np.ones([1], np.float32)
+    ys = []
+    for start in range(0, len(X), chunk):
+        outs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {**feeds, "x": X[start : start + chunk]})))
+        ys.append(outs["y"])
+        feeds.update({i: outs[o] for i, o in carry.items()})
+    return np.concatenate(ys)
+
+
+@pytest.mark.parametrize("name", list(RESTARTS))
+def test_a_cell_state_computed_from_a_plain_input_or_constants_every_call_fails_and_names_it(name):
+    # the oracle: h fed back and c restarted as the graph does it loses c (chunked calls differ from one whole call)
+    dynamic = restart_model(name, "T")
+    assert np.abs(_ort_run(dynamic, 2, {"h0": "hn"}) - _ort_run(dynamic, len(X), {})).max() > 1e-3
+
+    # a static time axis leaves no whole call to compare with: the graph itself must show the restart
+    report = check_multicall(restart_model(name, 2), {"x": X}, chunk_sizes=[2], pairs={"h0": "hn"}, input_values={"c_in": 0.0, "p": 1.0})
+    assert report.persistent_matches_whole is None
+    assert report.status == "fail", report.verdict
+    assert report.verdict == PART + RESTARTS[name][1]
+
+
+@pytest.mark.parametrize("name", list(NEAR_MISSES))
+def test_a_cell_state_computed_from_its_own_written_slot_passes(name):
+    # the oracle: both states fed back, chunked calls equal one whole call
+    dynamic = near_miss_model(name, "T")
+    np.testing.assert_allclose(_ort_run(dynamic, 2, {"h0": "hn", "c0": "cn"}), _ort_run(dynamic, len(X), {}), atol=1e-5)
+
+    report = check_multicall(near_miss_model(name, 2), {"x": X}, chunk_sizes=[2], pairs={"h0": "hn", "c0": "cn"}, input_values={"p": 1.0})
+    assert report.pairs == [("h0", "hn"), ("c0", "cn")]
+    assert report.status == "pass", report.verdict
+    assert not any("restart" in n for n in report.notes)
+
+
+def test_a_restart_computed_in_the_graph_is_noted_when_one_call_is_the_whole_stream():
+    # chunked equals whole (one chunk), so the stream shows nothing: the computed restart is a note, not a FAIL
+    report = check_multicall(restart_model("Mul(c_in, 2)", "T"), {"x": X}, chunk_sizes=[6], pairs={"h0": "hn"}, input_values={"c_in": 0.0})
+    assert report.persistent_matches_whole is True and report.status != "fail"
+    assert ("LSTM 'LSTM(y)' carries initial_h across calls but its initial_c ('c_start') is computed from the plain input(s) 'c_in' "
+            "alone, fed anew every call; this stream does not show it (chunked calls equal one whole call)") in report.notes
