@@ -29,7 +29,7 @@ _RNG = np.random.default_rng(5)
 WEIGHTS = [init("W", _RNG.standard_normal((1, 8, 1))), init("R", 0.5 * _RNG.standard_normal((1, 8, 2)))]
 CONSTS = [init("two", [2.0]), init("one", [1.0]), init("zero", [0.0]), init("c_const", np.full(STATE, 0.3)),
           init("c_small", np.full((1, 1, 1), 0.3)), init("reps", [1, 1, 2], np.int64), init("flat", [1, 2], np.int64),
-          init("shape3", STATE, np.int64), init("at0", [0], np.int64), init("at1", [1], np.int64), init("at2", [2], np.int64)]
+          init("shape3", STATE, np.int64), init("at0", [0], np.int64), init("at1", [1], np.int64), init("at2", [2], np.int64), init("trip", 1, np.int64)]
 
 
 def _branch(name: str, nodes, out: str):
@@ -41,6 +41,15 @@ def _if(then_nodes, then_out: str, else_nodes, else_out: str, out: str):
     return [helper.make_node("Greater", ["p", "zero"], ["cond"]),
             helper.make_node("If", ["cond"], [out], then_branch=_branch("then", then_nodes, then_out),
                              else_branch=_branch("else", else_nodes, else_out))]
+
+
+def _loop(start: str, out: str):
+    """``out`` = ``start`` times 2 (an outer-scope constant) in a Loop run once: what the body reads comes from outside."""
+    body = helper.make_graph(
+        [helper.make_node("Identity", ["go"], ["go_on"]), helper.make_node("Mul", ["carried", "two"], ["next"])], "body",
+        [vi("i", [], TensorProto.INT64), vi("go", [], TensorProto.BOOL), vi("carried", STATE)],
+        [vi("go_on", [], TensorProto.BOOL), vi("next", STATE)])
+    return [helper.make_node("Loop", ["trip", "", start], [out], body=body)]
 
 
 # name -> (nodes that compute c_start, what the verdict says about initial_c)
@@ -64,6 +73,9 @@ RESTARTS = {
                     "its initial_c ('c_start') is computed from constants alone, the same every call."),
     "If(p > 0, c_in * 2, c_in)": (_if([helper.make_node("Mul", ["c_in", "two"], ["t"])], "t", [helper.make_node("Identity", ["c_in"], ["e"])], "e", "c_start"),
                                   "its initial_c ('c_start') is computed from the plain input(s) 'c_in', 'p' alone, fed anew every call."),
+    # a Loop passes on everything it and its body read: here a plain input and constants, never a slot
+    "Loop(c_in * 2)": (_loop("c_in", "c_start"),
+                       "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
 }
 
 # name -> (nodes from the c slot c0 to c_start, nodes from the LSTM's Y_c to the written-back cn, c slot's shape)
@@ -139,3 +151,15 @@ def test_a_restart_computed_in_the_graph_is_noted_when_one_call_is_the_whole_str
     assert report.persistent_matches_whole is True and report.status != "fail"
     assert ("LSTM 'LSTM(y)' carries initial_h across calls but its initial_c ('c_start') is computed from the plain input(s) 'c_in' "
             "alone, fed anew every call; this stream does not show it (chunked calls equal one whole call)") in report.notes
+
+
+def test_a_cell_state_a_loop_computes_from_its_own_slot_is_not_called_restarted():
+    # the Loop's body doubles the carried c once per call: what is fed back is not what one whole call would carry
+    # (c doubled once per call, not once), but the slot reaches c, so this is no restart; a wrong write-back of
+    # this kind is for the whole-call comparison or rnnir's own write-back check to find, never a partial-restart FAIL;
+    # with no whole call here, rnnir's check cannot follow c through the Loop and says so, as it did before
+    model = build([*_loop("c0", "c_start"), helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "c_start"], ["y", "hn", "cn"], hidden_size=2)],
+                  [vi("x", [2, 1, 1]), vi("h0", STATE), vi("c0", STATE)], [vi("y", None), vi("hn", STATE), vi("cn", STATE)], [*WEIGHTS, *CONSTS])
+    report = check_multicall(model, {"x": X}, chunk_sizes=[2], pairs={"h0": "hn", "c0": "cn"})
+    assert report.status == "inconclusive" and report.verdict.startswith("NOT VERIFIED: the state matters"), report.verdict
+    assert "'c0' unverified" in report.verdict and not any("restart" in n for n in report.notes)
