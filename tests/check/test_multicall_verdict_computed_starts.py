@@ -52,6 +52,13 @@ def _loop(start: str, out: str):
     return [helper.make_node("Loop", ["trip", "", start], [out], body=body)]
 
 
+def _doubled(start: str, levels: int = 40) -> list:
+    """``start`` added to itself ``levels`` times, ending in ``c_start``: 2**levels paths back to ``start``, one value
+    each step (a walk that does not remember what it saw never ends)."""
+    names = [start, *(f"d{i}" for i in range(1, levels)), "c_start"]
+    return [helper.make_node("Add", [a, a], [b]) for a, b in zip(names, names[1:])]
+
+
 # name -> (nodes that compute c_start, what the verdict says about initial_c)
 RESTARTS = {
     "Mul(c_in, 2)": ([helper.make_node("Mul", ["c_in", "two"], ["c_start"])],
@@ -73,6 +80,18 @@ RESTARTS = {
                     "its initial_c ('c_start') is computed from constants alone, the same every call."),
     "If(p > 0, c_in * 2, c_in)": (_if([helper.make_node("Mul", ["c_in", "two"], ["t"])], "t", [helper.make_node("Identity", ["c_in"], ["e"])], "e", "c_start"),
                                   "its initial_c ('c_start') is computed from the plain input(s) 'c_in', 'p' alone, fed anew every call."),
+    # a ConstantOfShape is a constant even when its shape is computed from the carried h's values
+    "ConstantOfShape(shape from h's values)": ([helper.make_node("Mul", ["h0", "zero"], ["h_zero"]),
+                                                helper.make_node("ReduceSum", ["h_zero"], ["h_sum"], keepdims=0),
+                                                helper.make_node("Cast", ["h_sum"], ["h_sum64"], to=TensorProto.INT64),
+                                                helper.make_node("Add", ["shape3", "h_sum64"], ["c_shape"]),
+                                                helper.make_node("ConstantOfShape", ["c_shape"], ["c_start"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.3]))],
+                                               "its initial_c is the constant 'c_start', the same every call."),
+    # shared values: c_in doubled 40 times (zeros stay zeros), outside the IR; and after h0's shape, inside it
+    "c_in doubled 40 times": (_doubled("c_in"),
+                              "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
+    "Expand(c_in, Shape(h0)) doubled 40 times": ([helper.make_node("Shape", ["h0"], ["hs"]), helper.make_node("Expand", ["c_in", "hs"], ["ce"]), *_doubled("ce")],
+                                                 "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
     # a Loop passes on everything it and its body read: here a plain input and constants, never a slot
     "Loop(c_in * 2)": (_loop("c_in", "c_start"),
                        "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),

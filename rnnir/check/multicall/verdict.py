@@ -164,9 +164,9 @@ def _restarting_states(session: StatefulSession) -> list[str]:
                 continue  # an unwritten slot (SD001, said elsewhere) or a value rnnir cannot follow: not judged here
             # the words for the common direct forms: the input or constant itself, moved by layout ops at most
             u = v
-            while isinstance(u.producer, Compute) and u.producer.op in layout and u.producer.inputs and u.producer.inputs[0] is not None:
-                u = u.producer.inputs[0]
-            if u.producer is None and u.name in plain:
+            while isinstance(u.producer, Compute) and u.producer.op in layout:
+                u = next(u.producer.operands())  # a layout op moves its first input
+            if u.name in plain:
                 restarted.append(f"its {state.entry} comes from the plain input {u.name!r}, fed anew every call")
             elif u.has_const or (isinstance(u.producer, Compute) and u.producer.op in _CONSTANT_OPS):
                 restarted.append(f"its {state.entry} is the constant {u.name!r}, the same every call")
@@ -201,7 +201,7 @@ def _cone_sources(start: Value, session: StatefulSession, written: set[str], pla
     (Shape, Size) or makes a constant (Constant, ConstantOfShape) passes no value on.  An op with subgraphs (If,
     Loop, Scan) passes on everything it reads, its bodies' outer-scope names included: more than it may use, so a
     state is never called restarted when a written slot could reach it."""
-    from rnnir.ir.nodes import Compute, LoadSlot
+    from rnnir.ir.nodes import LoadSlot
     from rnnir.ir.optraits import OpTrait, traits_of
 
     found = _ConeSources()
@@ -225,10 +225,8 @@ def _cone_sources(start: Value, session: StatefulSession, written: set[str], pla
                 found.slot = True
                 return found  # one written slot is enough: the value carries state
             found.opaque = True
-            continue
-        if isinstance(node, Compute) and (node.op in _CONSTANT_OPS or traits_of(node.op) & OpTrait.SHAPE_ONLY):
-            continue
-        stack.extend(node.operands())
+        elif not (node.opname in _CONSTANT_OPS or traits_of(node.opname) & OpTrait.SHAPE_ONLY):
+            stack.extend(node.operands())
     if escaped:
         _onnx_cone(escaped, session, written, plain, found)
     return found
@@ -246,7 +244,6 @@ def _onnx_cone(names: list[str], session: StatefulSession, written: set[str], pl
     graph = source.model.graph
     producers = {o: n for n in graph.node for o in n.output if o}
     constants = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
-    slots = {s.input for s in session.slots}
     seen: set[str] = set()
     stack = list(names)
     while stack:
@@ -262,15 +259,13 @@ def _onnx_cone(names: list[str], session: StatefulSession, written: set[str], pl
             continue
         node = producers.get(name)
         if node is None:
-            if name in slots or name not in constants:
-                found.opaque = True  # an unwritten slot (SD001) or a name this graph does not define
-            continue
-        if node.op_type in _CONSTANT_OPS or traits_of(node.op_type) & OpTrait.SHAPE_ONLY:
-            continue
-        stack.extend(i for i in node.input if i)
-        for attr in node.attribute:
-            for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
-                stack.extend(outer_names(sub))
+            if name not in constants:
+                found.opaque = True  # an unwritten slot (SD001, said elsewhere)
+        elif not (node.op_type in _CONSTANT_OPS or traits_of(node.op_type) & OpTrait.SHAPE_ONLY):
+            stack.extend(i for i in node.input if i)
+            for attr in node.attribute:
+                for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                    stack.extend(outer_names(sub))
 
 
 def _why_not(variant: str, report: MulticallReport) -> str:
