@@ -87,6 +87,17 @@ RESTARTS = {
                                                 helper.make_node("Add", ["shape3", "h_sum64"], ["c_shape"]),
                                                 helper.make_node("ConstantOfShape", ["c_shape"], ["c_start"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.3]))],
                                                "its initial_c is the constant 'c_start', the same every call."),
+    # outside the IR (no slot on the way): a shape read from a plain input, or a plain input's values made into a
+    # shape, make a constant all the same
+    "Expand(const, Shape(c_in)) + 0": ([helper.make_node("Shape", ["c_in"], ["cs"]), helper.make_node("Expand", ["c_small", "cs"], ["ce"]),
+                                        helper.make_node("Add", ["ce", "zero"], ["c_start"])],
+                                       "its initial_c ('c_start') is computed from constants alone, the same every call."),
+    "ConstantOfShape(shape from p's values) + 0": ([helper.make_node("Mul", ["p", "zero"], ["p_zero"]),
+                                                   helper.make_node("Cast", ["p_zero"], ["p64"], to=TensorProto.INT64),
+                                                   helper.make_node("Add", ["shape3", "p64"], ["c_shape"]),
+                                                   helper.make_node("ConstantOfShape", ["c_shape"], ["cz"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.3])),
+                                                   helper.make_node("Add", ["cz", "zero"], ["c_start"])],
+                                                  "its initial_c ('c_start') is computed from constants alone, the same every call."),
     # shared values: c_in doubled 40 times (zeros stay zeros), outside the IR; and after h0's shape, inside it
     "c_in doubled 40 times": (_doubled("c_in"),
                               "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
