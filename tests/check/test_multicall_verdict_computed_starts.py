@@ -98,11 +98,6 @@ RESTARTS = {
                                                    helper.make_node("ConstantOfShape", ["c_shape"], ["cz"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.3])),
                                                    helper.make_node("Add", ["cz", "zero"], ["c_start"])],
                                                   "its initial_c ('c_start') is computed from constants alone, the same every call."),
-    # shared values: c_in doubled 40 times (zeros stay zeros), outside the IR; and after h0's shape, inside it
-    "c_in doubled 40 times": (_doubled("c_in"),
-                              "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
-    "Expand(c_in, Shape(h0)) doubled 40 times": ([helper.make_node("Shape", ["h0"], ["hs"]), helper.make_node("Expand", ["c_in", "hs"], ["ce"]), *_doubled("ce")],
-                                                 "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
     # a Loop passes on everything it and its body read: here a plain input and constants, never a slot
     "Loop(c_in * 2)": (_loop("c_in", "c_start"),
                        "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
@@ -118,6 +113,16 @@ NEAR_MISSES = {
     "If(p > 0, c_slot, c_slot * 1)": (_if([helper.make_node("Identity", ["c0"], ["t"])], "t", [helper.make_node("Mul", ["c0", "one"], ["e"])], "e", "c_start"),
                                       [helper.make_node("Identity", ["yc"], ["cn"])], STATE),
 }
+
+
+RESTARTS.update({
+    # shared values: c_in doubled 40 times (zeros stay zeros), outside the IR; and after h0's shape, inside it
+    "c_in doubled 40 times": (_doubled("c_in"),
+                              "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
+    "Expand(c_in, Shape(h0)) doubled 40 times": ([helper.make_node("Shape", ["h0"], ["hs"]), helper.make_node("Expand", ["c_in", "hs"], ["ce"]), *_doubled("ce")],
+                                                 "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
+})
+SHARED = {"Expand(c_in, Shape(h0)) doubled 40 times", "c_in doubled 40 times"}
 
 
 def restart_model(name: str, steps: int | str):
@@ -150,7 +155,7 @@ def _ort_run(model, chunk: int, carry: dict[str, str]) -> np.ndarray:
     return np.concatenate(ys)
 
 
-@pytest.mark.parametrize("name", list(RESTARTS))
+@pytest.mark.parametrize("name", [n for n in RESTARTS if n not in SHARED])
 def test_a_cell_state_computed_from_a_plain_input_or_constants_every_call_fails_and_names_it(name):
     # the oracle: h fed back and c restarted as the graph does it loses c (chunked calls differ from one whole call)
     dynamic = restart_model(name, "T")
@@ -161,6 +166,23 @@ def test_a_cell_state_computed_from_a_plain_input_or_constants_every_call_fails_
     assert report.persistent_matches_whole is None
     assert report.status == "fail", report.verdict
     assert report.verdict == PART + RESTARTS[name][1]
+
+
+def test_a_restart_computed_through_shared_values_is_found_in_one_walk():
+    # 2**40 paths back to c_in, inside the IR (after h0's shape) and outside it: each value is looked at once
+    for name in ("Expand(c_in, Shape(h0)) doubled 40 times", "c_in doubled 40 times"):
+        report = check_multicall(restart_model(name, 2), {"x": X}, chunk_sizes=[2], pairs={"h0": "hn"}, input_values={"c_in": 0.0, "p": 1.0})
+        assert report.verdict == PART + RESTARTS[name][1], name
+
+
+def test_a_state_computed_from_a_slot_nothing_writes_back_is_said_once():
+    # c0 is a state input without an output: SD001 says it restarts; the computed start adds no second reason
+    model = build([helper.make_node("Mul", ["c0", "two"], ["c_start"]),
+                   helper.make_node("LSTM", ["x", "W", "R", "", "", "h0", "c_start"], ["y", "hn"], hidden_size=2)],
+                  [vi("x", [2, 1, 1]), vi("h0", STATE), vi("c0", STATE)], [vi("y", None), vi("hn", STATE)], [*WEIGHTS, *CONSTS])
+    report = check_multicall(model, {"x": X}, chunk_sizes=[2], pairs={"h0": "hn", "c0": None})
+    assert report.verdict == ("FAIL: part of the state restarts on every call while the rest is carried: state input 'c0' has no paired "
+                              "output: nothing writes it back, so every call restarts it from its initial value (SD001).")
 
 
 @pytest.mark.parametrize("name", list(NEAR_MISSES))
