@@ -98,6 +98,13 @@ RESTARTS = {
                                                    helper.make_node("ConstantOfShape", ["c_shape"], ["cz"], value=helper.make_tensor("v", TensorProto.FLOAT, [1], [0.3])),
                                                    helper.make_node("Add", ["cz", "zero"], ["c_start"])],
                                                   "its initial_c ('c_start') is computed from constants alone, the same every call."),
+    # the If reads h0 (its shape) so lowering builds it; its branches compute c from c_in alone
+    "If(Shape(h0) > 0, c_in * 2, c_in)": ([helper.make_node("Shape", ["h0"], ["hs"]), helper.make_node("ReduceMin", ["hs"], ["hmin"], keepdims=0),
+                                           helper.make_node("Cast", ["hmin"], ["hminf"], to=TensorProto.FLOAT), helper.make_node("Greater", ["hminf", "zero"], ["cond"]),
+                                           helper.make_node("If", ["cond"], ["c_start"],
+                                                            then_branch=_branch("then", [helper.make_node("Mul", ["c_in", "two"], ["t"])], "t"),
+                                                            else_branch=_branch("else", [helper.make_node("Identity", ["c_in"], ["e"])], "e"))],
+                                          "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),
     # a Loop passes on everything it and its body read: here a plain input and constants, never a slot
     "Loop(c_in * 2)": (_loop("c_in", "c_start"),
                        "its initial_c ('c_start') is computed from the plain input(s) 'c_in' alone, fed anew every call."),

@@ -16,6 +16,8 @@ from rnnir.check.multicall.text import format_number
 from rnnir.runtime.session import StatefulSession
 
 if TYPE_CHECKING:
+    from onnx import NodeProto
+
     from rnnir.ir.nodes import Value
 
 __all__ = ["judge"]
@@ -241,9 +243,17 @@ def _onnx_cone(names: list[str], session: StatefulSession, written: set[str], pl
     if source is None:
         found.opaque = True
         return
-    graph = source.model.graph
-    producers = {o: n for n in graph.node for o in n.output if o}
-    constants = {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
+    # every graph's nodes, subgraphs' too: a recurrence inside an If branch reads the branch's values (ONNX names
+    # are unique across a graph and its subgraphs, and a body's outer-scope reads are names of the graphs around it)
+    producers: dict[str, NodeProto] = {}
+    constants: set[str] = set()
+    graphs = [source.model.graph]
+    while graphs:
+        graph = graphs.pop()
+        producers.update((o, n) for n in graph.node for o in n.output if o)
+        constants.update(t.name for t in graph.initializer)
+        constants.update(t.values.name for t in graph.sparse_initializer)
+        graphs.extend(sub for n in graph.node for a in n.attribute for sub in ([a.g] if a.HasField("g") else a.graphs))
     seen: set[str] = set()
     stack = list(names)
     while stack:
@@ -260,7 +270,7 @@ def _onnx_cone(names: list[str], session: StatefulSession, written: set[str], pl
         node = producers.get(name)
         if node is None:
             if name not in constants:
-                found.opaque = True  # an unwritten slot (SD001, said elsewhere)
+                found.opaque = True  # an unwritten slot (SD001, said elsewhere), or a name lowering made
         elif not (node.op_type in _CONSTANT_OPS or traits_of(node.op_type) & OpTrait.SHAPE_ONLY):
             stack.extend(i for i in node.input if i)
             for attr in node.attribute:
