@@ -182,6 +182,17 @@ def test_a_restart_computed_through_shared_values_is_found_in_one_walk():
         assert report.verdict == PART + RESTARTS[name][1], name
 
 
+def test_a_restart_from_a_sparse_initializer_is_a_constant_start():
+    # ONNX keeps a sparse constant apart from the dense initializers: it is a constant all the same
+    sparse = helper.make_sparse_tensor(helper.make_tensor("c_sparse", TensorProto.FLOAT, [1], [0.3]),
+                                       helper.make_tensor("c_sparse_at", TensorProto.INT64, [1], [1]), [1, 1, 2])
+    model = restart_model("Add(const, 0)", 2)
+    model.graph.node[0].input[0] = "c_sparse"
+    model.graph.sparse_initializer.append(sparse)
+    report = check_multicall(model, {"x": X}, chunk_sizes=[2], pairs={"h0": "hn"}, input_values={"c_in": 0.0, "p": 1.0})
+    assert report.verdict == PART + RESTARTS["Add(const, 0)"][1]
+
+
 def test_a_state_computed_from_a_slot_nothing_writes_back_is_said_once():
     # c0 is a state input without an output: SD001 says it restarts; the computed start adds no second reason
     model = build([helper.make_node("Mul", ["c0", "two"], ["c_start"]),
