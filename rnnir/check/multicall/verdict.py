@@ -8,9 +8,17 @@ call writes back (``rnnir lint``'s slice verdicts).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
 from rnnir.check.multicall.report import BROKEN, MulticallReport
 from rnnir.check.multicall.text import format_number
 from rnnir.runtime.session import StatefulSession
+
+if TYPE_CHECKING:
+    from onnx import NodeProto
+
+    from rnnir.ir.nodes import Value
 
 __all__ = ["judge"]
 
@@ -131,9 +139,11 @@ def _unverified_slices(session: StatefulSession) -> list[str]:
 
 def _restarting_states(session: StatefulSession) -> list[str]:
     """Recurrences that carry one state across calls (read from a slot that is written back) while another of their
-    states starts every call from a plain input the caller feeds, a constant, or nothing (zeros): with ``--pair initial_h=Y_h``
-    alone an LSTM keeps h and restarts c, and chunked calls cannot equal one call over the whole stream."""
-    from rnnir.ir.nodes import Compute, LoadSlot
+    states starts every call from a plain input the caller feeds, a constant, or nothing (zeros), or is computed from
+    those alone: with ``--pair initial_h=Y_h`` alone an LSTM keeps h and restarts c, and chunked calls cannot equal
+    one call over the whole stream.  Which states a written slot reaches is dataflow through any op (:func:`_cone_sources`),
+    not a list of ops that pass a value through."""
+    from rnnir.ir.nodes import Compute
     from rnnir.ir.optraits import OpTrait, ops_with
 
     layout = ops_with(OpTrait.LAYOUT)
@@ -145,19 +155,127 @@ def _restarting_states(session: StatefulSession) -> list[str]:
         restarted: list[str] = []
         for state in rec.spec.states:
             v = rec.port(state.entry)
-            while v is not None and isinstance(v.producer, Compute) and v.producer.op in layout and v.producer.inputs:
-                v = v.producer.inputs[0]
             if v is None:
                 restarted.append(f"its {state.entry} is not given (zeros every call)")
-            elif isinstance(v.producer, LoadSlot) and v.producer.slot is not None and v.producer.slot.name in written:
+                continue
+            sources = _cone_sources(v, session, written, plain)
+            if sources.slot:
                 carried.append(state.entry)
-            elif v.producer is None and v.name in plain:
-                restarted.append(f"its {state.entry} comes from the plain input {v.name!r}, fed anew every call")
-            elif v.has_const or (isinstance(v.producer, Compute) and v.producer.op in ("Constant", "ConstantOfShape")):
-                restarted.append(f"its {state.entry} is the constant {v.name!r}, the same every call")
+                continue
+            if sources.opaque:
+                continue  # an unwritten slot (SD001, said elsewhere) or a value rnnir cannot follow: not judged here
+            # the words for the common direct forms: the input or constant itself, moved by layout ops at most
+            u = v
+            while isinstance(u.producer, Compute) and u.producer.op in layout:
+                u = next(u.producer.operands())  # a layout op moves its first input
+            if u.name in plain:
+                restarted.append(f"its {state.entry} comes from the plain input {u.name!r}, fed anew every call")
+            elif u.has_const or (isinstance(u.producer, Compute) and u.producer.op in _CONSTANT_OPS):
+                restarted.append(f"its {state.entry} is the constant {u.name!r}, the same every call")
+            elif sources.plain:
+                named = ", ".join(repr(n) for n in sorted(sources.plain))
+                restarted.append(f"its {state.entry} ({v.name!r}) is computed from the plain input(s) {named} alone, fed anew every call")
+            else:
+                restarted.append(f"its {state.entry} ({v.name!r}) is computed from constants alone, the same every call")
         if carried and restarted:
             out.append(f"{rec.kind} {rec.describe()!r} carries {', '.join(carried)} across calls but " + " and ".join(restarted))
     return out
+
+
+#: ops whose output values are the same every call whatever their inputs hold (ConstantOfShape's input is a shape)
+_CONSTANT_OPS = frozenset({"Constant", "ConstantOfShape"})
+
+
+@dataclass
+class _ConeSources:
+    """What the producer cone of a value reads: a slot that is written back (the value carries state), the plain
+    inputs, and whether it reads something rnnir does not judge here (an unwritten slot, which SD001 reports, or a
+    name it cannot find)."""
+
+    slot: bool = False
+    opaque: bool = False
+    plain: set[str] = field(default_factory=set)
+
+
+def _cone_sources(start: Value, session: StatefulSession, written: set[str], plain: set[str]) -> _ConeSources:
+    """The sources of ``start``'s value, walking back through every op: first the IR, then, for a value lowering
+    left outside it (off every state path), the ONNX main graph by name.  An op that reads only its inputs' shapes
+    (Shape, Size) or makes a constant (Constant, ConstantOfShape) passes no value on.  An op with subgraphs (If,
+    Loop, Scan) passes on everything it reads, its bodies' outer-scope names included: more than it may use, so a
+    state is never called restarted when a written slot could reach it."""
+    from rnnir.ir.nodes import LoadSlot
+    from rnnir.ir.optraits import OpTrait, traits_of
+
+    found = _ConeSources()
+    seen: set[int] = set()
+    stack = [start]
+    escaped: list[str] = []
+    while stack:
+        v = stack.pop()
+        if id(v) in seen:
+            continue
+        seen.add(id(v))
+        node = v.producer
+        if node is None:
+            if v.name in plain:
+                found.plain.add(v.name)
+            elif not v.has_const:
+                escaped.append(v.name)
+            continue
+        if isinstance(node, LoadSlot):
+            if node.slot is not None and node.slot.name in written:
+                found.slot = True
+                return found  # one written slot is enough: the value carries state
+            found.opaque = True
+        elif not (node.opname in _CONSTANT_OPS or traits_of(node.opname) & OpTrait.SHAPE_ONLY):
+            stack.extend(node.operands())
+    if escaped:
+        _onnx_cone(escaped, session, written, plain, found)
+    return found
+
+
+def _onnx_cone(names: list[str], session: StatefulSession, written: set[str], plain: set[str], found: _ConeSources) -> None:
+    """Continue :func:`_cone_sources` in the ONNX main graph from ``names``, values the IR does not compute."""
+    from rnnir.ir.optraits import OpTrait, traits_of
+    from rnnir.lower.scope import outer_names
+
+    source = session.program.source
+    if source is None:
+        found.opaque = True
+        return
+    # every graph's nodes, subgraphs' too: a recurrence inside an If branch reads the branch's values (ONNX names
+    # are unique across a graph and its subgraphs, and a body's outer-scope reads are names of the graphs around it)
+    producers: dict[str, NodeProto] = {}
+    constants: set[str] = set()
+    graphs = [source.model.graph]
+    while graphs:
+        graph = graphs.pop()
+        producers.update((o, n) for n in graph.node for o in n.output if o)
+        constants.update(t.name for t in graph.initializer)
+        constants.update(t.values.name for t in graph.sparse_initializer)
+        graphs.extend(sub for n in graph.node for a in n.attribute for sub in ([a.g] if a.HasField("g") else a.graphs))
+    seen: set[str] = set()
+    stack = list(names)
+    while stack:
+        name = stack.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in written:
+            found.slot = True
+            return
+        if name in plain:
+            found.plain.add(name)
+            continue
+        node = producers.get(name)
+        if node is None:
+            if name not in constants:
+                found.opaque = True  # an unwritten slot (SD001, said elsewhere), or a name lowering made
+        elif not (node.op_type in _CONSTANT_OPS or traits_of(node.op_type) & OpTrait.SHAPE_ONLY):
+            stack.extend(i for i in node.input if i)
+            for attr in node.attribute:
+                for sub in [attr.g] if attr.HasField("g") else list(attr.graphs):
+                    stack.extend(outer_names(sub))
 
 
 def _why_not(variant: str, report: MulticallReport) -> str:
