@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import NodeProto, TensorProto, helper, numpy_helper
 
 import rnnir
 from rnnir.lower.cells.net import Net
@@ -67,6 +67,16 @@ def test_undeclared_shapes_come_from_zeros_and_agree_with_shape_inference(path: 
     assert calls["n"] == 1
 
 
+def _rnn_step_on(x: str) -> list[NodeProto]:
+    """hn = tanh(x @ W + h0 @ R): an RNN cell on input ``x`` (initializers W, R and input h0 are the caller's)."""
+    return [
+        helper.make_node("MatMul", [x, "W"], ["xw"]),
+        helper.make_node("MatMul", ["h0", "R"], ["hr"]),
+        helper.make_node("Add", ["xw", "hr"], ["pre"]),
+        helper.make_node("Tanh", ["pre"], ["hn"]),
+    ]
+
+
 def _rnn_reading(sliced_by: str) -> object:
     """An RNN cell whose input is x[:, 2:end] of x [B, 4] (named batch), ``end`` a constant or computed from x's values
     at run time: only the first slice has a shape that running it on zeros tells."""
@@ -90,10 +100,7 @@ def _rnn_reading(sliced_by: str) -> object:
         ]
     nodes += [
         helper.make_node("Slice", ["x", "start", "end", "axis"], ["xt"]),
-        helper.make_node("MatMul", ["xt", "W"], ["xw"]),
-        helper.make_node("MatMul", ["h0", "R"], ["hr"]),
-        helper.make_node("Add", ["xw", "hr"], ["pre"]),
-        helper.make_node("Tanh", ["pre"], ["hn"]),
+        *_rnn_step_on("xt"),
     ]
     graph = helper.make_graph(
         nodes,
@@ -135,10 +142,7 @@ def _rnn_reading_a_step_of(target: list[int], axis: int) -> object:
         helper.make_node("Abs", ["x"], ["ax"]),
         helper.make_node("Reshape", ["ax", "target"], ["seq"]),
         helper.make_node("Gather", ["seq", "t"], ["xt"], axis=axis),
-        helper.make_node("MatMul", ["xt", "W"], ["xw"]),
-        helper.make_node("MatMul", ["h0", "R"], ["hr"]),
-        helper.make_node("Add", ["xw", "hr"], ["pre"]),
-        helper.make_node("Tanh", ["pre"], ["hn"]),
+        *_rnn_step_on("xt"),
     ]
     graph = helper.make_graph(
         nodes,
