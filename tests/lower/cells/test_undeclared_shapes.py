@@ -158,7 +158,7 @@ def _rnn_reading_a_step_of(target: list[int], axis: int) -> object:
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
 
 
-def test_a_step_of_a_reshape_along_its_computed_axis_needs_no_inference(monkeypatch: pytest.MonkeyPatch):
+def test_a_step_of_a_reshape_along_its_computed_axis_needs_no_inference(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _count_inference(monkeypatch)
     got = _lowered(_rnn_reading_a_step_of([-1, 1, 2], 0))
     assert calls["n"] == 0
@@ -176,7 +176,7 @@ def test_a_step_of_a_reshape_along_its_computed_axis_needs_no_inference(monkeypa
         ([-1, 1, 2], 1),  # a step along another axis keeps the computed dim
     ],
 )
-def test_a_step_along_another_axis_or_a_copied_dim_is_left_to_shape_inference(target: list[int], axis: int, monkeypatch: pytest.MonkeyPatch):
+def test_a_step_along_another_axis_or_a_copied_dim_is_left_to_shape_inference(target: list[int], axis: int, monkeypatch: pytest.MonkeyPatch) -> None:
     calls = _count_inference(monkeypatch)
     _lowered(_rnn_reading_a_step_of(target, axis))
     assert calls["n"] == 1
