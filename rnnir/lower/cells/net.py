@@ -320,6 +320,8 @@ class Net:
             if shape is None:
                 c = self.const(ik) if self._may_fold(ik) else None
                 shape = tuple(c.shape) if c is not None else self._shape_by_zeros(ik, depth + 1)
+            if shape is None and pos == 0 and node.op_type == "Gather":
+                shape = self._reshaped_but_axis(ik, _int_attr(node, "axis", 0))
             if shape is None:
                 return None
             ins.append(np.zeros(shape))
@@ -333,6 +335,25 @@ class Net:
                 # a zero-sized result may come from a named dim run at 1 (a slice past it): inference decides those
                 self._zero_shapes[out_key] = tuple(int(x) for x in arr.shape) if arr.size else None
         return self._zero_shapes.get(k)
+
+    def _reshaped_but_axis(self, k: Key, axis: int) -> tuple[int, ...] | None:
+        """A shape of ``k`` exact on every axis but ``axis`` (given as 1), when ``k`` is a ``Reshape`` to a constant
+        target whose one computed (-1) dim is ``axis``: all a ``Gather`` on that axis needs to know, since its output
+        drops the axis.  A tf2onnx Loop reads step t of a sequence so, from a Reshape of an earlier Loop's scan output
+        whose length nothing declares; without this, shape inference over the whole model is the only way to tell."""
+        d = self.defs[k]
+        node = d.node
+        if d.kind != "node" or node is None or node.domain not in ("", "ai.onnx") or node.op_type != "Reshape" or len(node.input) < 2 or not node.input[1]:
+            return None
+        target = self.const(self.key(d.scope, node.input[1]))
+        if target is None or target.ndim != 1:
+            return None
+        dims = [int(x) for x in target]
+        if axis < 0:
+            axis += len(dims)
+        if not 0 <= axis < len(dims) or dims[axis] != -1 or any(x <= 0 for i, x in enumerate(dims) if i != axis):
+            return None  # a 0 copies an input dim, a second -1 is invalid: only the input's shape tells
+        return tuple(1 if i == axis else x for i, x in enumerate(dims))
 
     def _inferred_info(self, scope: Scope, name: str) -> onnx.ValueInfoProto | None:
         """Shape inference over the whole model, run once and only when a needed shape is not declared."""
@@ -355,6 +376,13 @@ class Net:
             for a_orig, a_inf in zip(n_orig.attribute, n_inf.attribute):
                 if a_orig.type == ATTR.GRAPH:
                     self._pair_graphs(a_orig.g, a_inf.g)
+
+
+def _int_attr(node: onnx.NodeProto, name: str, default: int) -> int:
+    for a in node.attribute:
+        if a.name == name and a.type == ATTR.INT:
+            return int(a.i)
+    return default
 
 
 def constant_surely_converts(node: onnx.NodeProto) -> bool:
