@@ -168,15 +168,18 @@ def test_a_step_of_a_reshape_along_its_computed_axis_needs_no_inference(monkeypa
     assert calls["n"] == 1
 
 
-@pytest.mark.parametrize(
-    ("target", "axis"),
-    [
-        ([1, -1, 2], 0),  # the computed dim is not the one the Gather drops: its length is the step's shape
-        ([0, 1, 2], 0),  # a 0 copies the input's dim: only the input's shape tells the rest
-        ([-1, 1, 2], 1),  # a step along another axis keeps the computed dim
-    ],
-)
-def test_a_step_along_another_axis_or_a_copied_dim_is_left_to_shape_inference(target: list[int], axis: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _count_inference(monkeypatch)
-    _lowered(_rnn_reading_a_step_of(target, axis))
-    assert calls["n"] == 1
+def test_a_step_along_another_axis_or_a_copied_dim_is_left_to_shape_inference(monkeypatch: pytest.MonkeyPatch) -> None:
+    # one function, not a parametrize: every row is a different guard (the mutation tool runs one case of a test)
+    for target, axis, inferences in [
+        ([1, -1, 2], 0, 1),  # the computed dim is not the one the Gather drops: its length is the step's shape
+        ([0, 1, 2], 0, 1),  # a 0 copies the input's dim: only the input's shape tells the rest
+        ([-1, 1, 2], 1, 1),  # a step along another axis keeps the computed dim
+        ([-1, 1, 2], 3, 1),  # an axis past the target's rank: not the shortcut's to judge (inference finds no shape)
+        ([-1, 1, 2], -3, 0),  # the computed axis counted from the end is the same axis: no inference
+        ([-1, 1, 2], -2, 1),  # ... and the one before it is not
+    ]:
+        calls = _count_inference(monkeypatch)
+        recs, reasons = _lowered(_rnn_reading_a_step_of(target, axis))
+        assert calls["n"] == inferences, (target, axis)
+        # the cell is recognised wherever the step's shape is known, and only the out-of-range axis leaves it unknown
+        assert (recs == [], bool(reasons)) == ((True, True) if axis == 3 else (False, False)), (target, axis, reasons)
