@@ -183,3 +183,33 @@ def test_a_step_along_another_axis_or_a_copied_dim_is_left_to_shape_inference(mo
         assert calls["n"] == inferences, (target, axis)
         # the cell is recognised wherever the step's shape is known, and only the out-of-range axis leaves it unknown
         assert (recs == [], bool(reasons)) == ((True, True) if axis == 3 else (False, False)), (target, axis, reasons)
+
+
+def _rnn_reading_a_step_of_a(producer: str) -> object:
+    """:func:`_rnn_reading_a_step_of` ([-1, 1, 2] along axis 0) with the sequence made otherwise (``producer``)."""
+    model = _rnn_reading_a_step_of([-1, 1, 2], 0)
+    g = model.graph  # type: ignore[attr-defined]
+    reshape = next(n for n in g.node if n.op_type == "Reshape")
+    if producer == "a Reshape of another domain":
+        reshape.domain = "com.example"
+        model.opset_import.append(helper.make_opsetid("com.example", 1))  # type: ignore[attr-defined]
+    elif producer == "a Reshape to a target fed at run time":
+        g.initializer.remove(next(t for t in g.initializer if t.name == "target"))
+        g.input.append(helper.make_tensor_value_info("target", TensorProto.INT64, [3]))
+    elif producer == "a Mul by a constant holding -1":  # not a Reshape: its second input is no shape
+        reshape.op_type = "Mul"
+        g.initializer.remove(next(t for t in g.initializer if t.name == "target"))
+        g.initializer.append(numpy_helper.from_array(np.array([-1.0, 2.0], np.float32), "target"))
+    elif producer == "a graph input of no declared shape":
+        g.node.remove(reshape)
+        g.input.append(helper.make_tensor_value_info("seq", TensorProto.FLOAT, None))
+    return model
+
+
+def test_only_a_reshape_of_the_default_domain_to_a_constant_target_gives_a_step_its_shape(monkeypatch: pytest.MonkeyPatch) -> None:
+    # each is left to shape inference, as before the shortcut; the shortcut would give a wrong shape or fail on them
+    for producer in ("a Reshape of another domain", "a Reshape to a target fed at run time", "a Mul by a constant holding -1",
+                     "a graph input of no declared shape"):
+        calls = _count_inference(monkeypatch)
+        _lowered(_rnn_reading_a_step_of_a(producer))
+        assert calls["n"] == 1, producer
