@@ -200,6 +200,9 @@ def _rnn_reading_a_step_of_a(producer: str) -> object:
         reshape.op_type = "Mul"
         g.initializer.remove(next(t for t in g.initializer if t.name == "target"))
         g.initializer.append(numpy_helper.from_array(np.array([-1.0, 2.0], np.float32), "target"))
+    elif producer == "a Reshape to a target of two dims":  # not a shape: onnx refuses it; rnnir must not guess
+        g.initializer.remove(next(t for t in g.initializer if t.name == "target"))
+        g.initializer.append(numpy_helper.from_array(np.array([[-1, 1, 2]], np.int64), "target"))
     elif producer == "a graph input of no declared shape":
         g.node.remove(reshape)
         g.input.append(helper.make_tensor_value_info("seq", TensorProto.FLOAT, None))
@@ -209,7 +212,7 @@ def _rnn_reading_a_step_of_a(producer: str) -> object:
 def test_only_a_reshape_of_the_default_domain_to_a_constant_target_gives_a_step_its_shape(monkeypatch: pytest.MonkeyPatch) -> None:
     # each is left to shape inference, as before the shortcut; the shortcut would give a wrong shape or fail on them
     for producer in ("a Reshape of another domain", "a Reshape to a target fed at run time", "a Mul by a constant holding -1",
-                     "a graph input of no declared shape"):
+                     "a Reshape to a target of two dims", "a graph input of no declared shape"):
         calls = _count_inference(monkeypatch)
         _lowered(_rnn_reading_a_step_of_a(producer))
         assert calls["n"] == 1, producer
