@@ -8,6 +8,8 @@ call writes back (``rnnir lint``'s slice verdicts).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -16,7 +18,7 @@ from rnnir.check.multicall.text import format_number
 from rnnir.runtime.session import StatefulSession
 
 if TYPE_CHECKING:
-    from onnx import NodeProto
+    from onnx import GraphProto, NodeProto
 
     from rnnir.ir.nodes import Value
 
@@ -147,6 +149,9 @@ def _restarting_states(session: StatefulSession) -> list[str]:
     from rnnir.ir.optraits import OpTrait, ops_with
 
     layout = ops_with(OpTrait.LAYOUT)
+    source = session.program.source
+    # the ONNX graph's names, indexed on the first state whose cone leaves the IR and then shared by every other
+    onnx_names = functools.cache(lambda: None if source is None else _OnnxNames.of(source.model.graph))
     written = {s.input for s in session.slots if s.output is not None}
     plain = set(session.inputs)
     out: list[str] = []
@@ -158,7 +163,7 @@ def _restarting_states(session: StatefulSession) -> list[str]:
             if v is None:
                 restarted.append(f"its {state.entry} is not given (zeros every call)")
                 continue
-            sources = _cone_sources(v, session, written, plain)
+            sources = _cone_sources(v, onnx_names, written, plain)
             if sources.slot:
                 carried.append(state.entry)
                 continue
@@ -197,7 +202,7 @@ class _ConeSources:
     plain: set[str] = field(default_factory=set)
 
 
-def _cone_sources(start: Value, session: StatefulSession, written: set[str], plain: set[str]) -> _ConeSources:
+def _cone_sources(start: Value, onnx_names: Callable[[], _OnnxNames | None], written: set[str], plain: set[str]) -> _ConeSources:
     """The sources of ``start``'s value, walking back through every op: first the IR, then, for a value lowering
     left outside it (off every state path), the ONNX main graph by name.  An op that reads only its inputs' shapes
     (Shape, Size) or makes a constant (Constant, ConstantOfShape) passes no value on.  An op with subgraphs (If,
@@ -230,30 +235,42 @@ def _cone_sources(start: Value, session: StatefulSession, written: set[str], pla
         elif not (node.opname in _CONSTANT_OPS or traits_of(node.opname) & OpTrait.SHAPE_ONLY):
             stack.extend(node.operands())
     if escaped:
-        _onnx_cone(escaped, session, written, plain, found)
+        _onnx_cone(escaped, onnx_names(), written, plain, found)
     return found
 
 
-def _onnx_cone(names: list[str], session: StatefulSession, written: set[str], plain: set[str], found: _ConeSources) -> None:
-    """Continue :func:`_cone_sources` in the ONNX main graph from ``names``, values the IR does not compute."""
+@dataclass(frozen=True)
+class _OnnxNames:
+    """The producing node of every name in an ONNX graph and its subgraphs (ONNX names are unique across a graph and
+    its subgraphs, and a body's outer-scope reads are names of the graphs around it), and its constants' names."""
+
+    producers: dict[str, NodeProto]
+    constants: set[str]
+
+    @classmethod
+    def of(cls, main: GraphProto) -> _OnnxNames:
+        producers: dict[str, NodeProto] = {}
+        constants: set[str] = set()
+        graphs = [main]
+        while graphs:
+            graph = graphs.pop()
+            producers.update((o, n) for n in graph.node for o in n.output if o)
+            constants.update(t.name for t in graph.initializer)
+            constants.update(t.values.name for t in graph.sparse_initializer)
+            graphs.extend(sub for n in graph.node for a in n.attribute for sub in ([a.g] if a.HasField("g") else a.graphs))
+        return cls(producers, constants)
+
+
+def _onnx_cone(names: list[str], onnx: _OnnxNames | None, written: set[str], plain: set[str], found: _ConeSources) -> None:
+    """Continue :func:`_cone_sources` in the ONNX graph (``onnx``; None: the program has no ONNX source) from ``names``,
+    values the IR does not compute."""
     from rnnir.ir.optraits import OpTrait, traits_of
     from rnnir.lower.scope import outer_names
 
-    source = session.program.source
-    if source is None:
+    if onnx is None:
         found.opaque = True
         return
-    # every graph's nodes, subgraphs' too: a recurrence inside an If branch reads the branch's values (ONNX names
-    # are unique across a graph and its subgraphs, and a body's outer-scope reads are names of the graphs around it)
-    producers: dict[str, NodeProto] = {}
-    constants: set[str] = set()
-    graphs = [source.model.graph]
-    while graphs:
-        graph = graphs.pop()
-        producers.update((o, n) for n in graph.node for o in n.output if o)
-        constants.update(t.name for t in graph.initializer)
-        constants.update(t.values.name for t in graph.sparse_initializer)
-        graphs.extend(sub for n in graph.node for a in n.attribute for sub in ([a.g] if a.HasField("g") else a.graphs))
+    producers, constants = onnx.producers, onnx.constants
     seen: set[str] = set()
     stack = list(names)
     while stack:
