@@ -185,7 +185,9 @@ class SessionPool(PoolStateFiles):
         solo session would return them.  Unknown ids raise :class:`UnknownSessionError` unless
         ``open_missing`` (they join first).
         """
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # not ``with``: its __exit__ costs a one-stream tick twice the two calls
+        try:
             idle = self.idle_timeout is not None
             now = self.clock() if idle else 0.0  # without a timeout only a joining stream needs the time
             if idle:
@@ -207,45 +209,52 @@ class SessionPool(PoolStateFiles):
                     if idle:
                         self._last_used[:] = now  # a whole tick: every placed row ran
                     return fast
-            if not idle:
-                now = self.clock()
-            feeds_in = list(requests.values())
-            stacked = self._stack_fast(feeds_in)
-            # checked before anyone joins; the fast path's checks are the stacking itself
-            feeds: list[dict[str, np.ndarray]] = (
-                cast("list[dict[str, np.ndarray]]", feeds_in) if stacked is not None
-                else [checked_feeds(self._model, self._plain_dtypes, sid, f, self.cast_inputs) for sid, f in requests.items()]
-            )
-            if outputs is not None:
-                unknown = [n for n in outputs if n not in self._model.output_specs]
-                if unknown:
-                    raise FeedError(f"{self.label}: the model has no output(s) {unknown}; outputs are {self._model.output_names}")
-            streams, rows = self._streams_of(tuple(requests), open_missing, now)
-            if self._arenas is None and feeds:
-                self._build_arenas(feeds[0])
-            n = len(streams)
-            limit = 1 if self.batching else (self.max_batch or n)
-            if stacked is not None and n <= limit:
-                wanted = self._model.output_names if outputs is None else list(outputs)
-                whole_calls = self.stats.whole_calls
-                out, pick = self._dispatch(rows, stacked, wanted)
-                results = self._split(list(requests), out, pick, n)
-                if pick is None and self.stats.whole_calls != whole_calls and self._whole is not None:
-                    # bound whole, in row order: the next tick of these ids and outputs can skip to _run_steady
-                    ids = self._tick_cache[0] if self._tick_cache is not None else tuple(requests)
-                    self._steady = SteadyTick(self._gen, ids, None if outputs is None else tuple(outputs), wanted, self._whole, stacked,
-                                              self.layout, self.stats, self._tick_contexts(stacked))
-            else:
-                results = {}
-                for group in groups(feeds, self.layout.inputs if self.layout is not None else {}):
-                    for start in range(0, len(group), limit):
-                        part = group[start : start + limit]
-                        self._run_group([streams[i] for i in part], [feeds[i] for i in part], results, outputs)
-                if list(results) != list(requests):
-                    results = {sid: results[sid] for sid in requests}
-            if self.idle_timeout is not None:
-                self._last_used[rows] = now
-            return results
+            return self._run_ticked(requests, outputs, open_missing, now if idle else self.clock())
+        finally:
+            lock.release()
+
+    def _run_ticked(
+        self, requests: Mapping[Hashable, Mapping[str, Any]], outputs: Sequence[str] | None, open_missing: bool, now: float
+    ) -> dict[Hashable, dict[str, np.ndarray]]:
+        """:meth:`run` past its steady plan (the lock held, idle streams expired): checks the requests, joins
+        missing streams, runs the tick and makes the steady plan for the next one."""
+        feeds_in = list(requests.values())
+        stacked = self._stack_fast(feeds_in)
+        # checked before anyone joins; the fast path's checks are the stacking itself
+        feeds: list[dict[str, np.ndarray]] = (
+            cast("list[dict[str, np.ndarray]]", feeds_in) if stacked is not None
+            else [checked_feeds(self._model, self._plain_dtypes, sid, f, self.cast_inputs) for sid, f in requests.items()]
+        )
+        if outputs is not None:
+            unknown = [n for n in outputs if n not in self._model.output_specs]
+            if unknown:
+                raise FeedError(f"{self.label}: the model has no output(s) {unknown}; outputs are {self._model.output_names}")
+        streams, rows = self._streams_of(tuple(requests), open_missing, now)
+        if self._arenas is None and feeds:
+            self._build_arenas(feeds[0])
+        n = len(streams)
+        limit = 1 if self.batching else (self.max_batch or n)
+        if stacked is not None and n <= limit:
+            wanted = self._model.output_names if outputs is None else list(outputs)
+            whole_calls = self.stats.whole_calls
+            out, pick = self._dispatch(rows, stacked, wanted)
+            results = self._split(list(requests), out, pick, n)
+            if pick is None and self.stats.whole_calls != whole_calls and self._whole is not None:
+                # bound whole, in row order: the next tick of these ids and outputs can skip to _run_steady
+                ids = self._tick_cache[0] if self._tick_cache is not None else tuple(requests)
+                self._steady = SteadyTick(self._gen, ids, None if outputs is None else tuple(outputs), wanted, self._whole, stacked,
+                                          self.layout, self.stats, self._tick_contexts(stacked))
+        else:
+            results = {}
+            for group in groups(feeds, self.layout.inputs if self.layout is not None else {}):
+                for start in range(0, len(group), limit):
+                    part = group[start : start + limit]
+                    self._run_group([streams[i] for i in part], [feeds[i] for i in part], results, outputs)
+            if list(results) != list(requests):
+                results = {sid: results[sid] for sid in requests}
+        if self.idle_timeout is not None:
+            self._last_used[rows] = now
+        return results
 
     def _run_steady(self, steady: SteadyTick, requests: Mapping[Hashable, Mapping[str, Any]]) -> dict[Hashable, dict[str, np.ndarray]] | None:
         """A tick like the last one (see :class:`SteadyTick`; ``run`` itself serves the lean ones): the same ids in the same order, every input of

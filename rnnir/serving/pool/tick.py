@@ -36,9 +36,20 @@ _DTYPE = operator.attrgetter("dtype")
 _SHAPE = operator.attrgetter("shape")
 _NDARRAY = np.ndarray
 _REFS = sys.getrefcount
-# the references to a buffer held by nothing but its list, counted the way ``unshared`` counts them (the list's
-# and the one ``map`` passes to getrefcount): measured, not assumed, since interpreters count borrowed ones apart
-_ALONE = next(map(_REFS, [np.empty(0)]))
+
+
+def _refs_in_loop(buffers: list[np.ndarray]) -> list[int]:
+    """Each buffer's reference count, read as :meth:`WholeTick.run` reads it: a loop variable passed to getrefcount."""
+    counts = []
+    for buf in buffers:
+        counts.append(_REFS(buf))
+    return counts
+
+
+# the references to a buffer held by nothing but its list, counted the way ``WholeTick.run`` counts them (the
+# list's, the loop variable's, getrefcount's argument): measured, not assumed, since interpreters count borrowed
+# ones apart (a plain loop: for the one to three outputs of a tick, faster than a ``map`` in C)
+_ALONE = _refs_in_loop([np.empty(0)])[0]
 # when the steady plan joins a tick's rows straight into a bound buffer, inputs up to this size are buffered:
 # one copy of the joined rows beats binding a new array every tick
 JOIN_BYTES = 2**20
@@ -46,11 +57,6 @@ JOIN_BYTES = 2**20
 # an input with a kept context: its axis (from the front), the kept size and the arena that keeps every stream's context
 TickContext = tuple[int, int, Arena]
 _NO_CONTEXTS: Mapping[str, TickContext] = MappingProxyType({})
-
-
-def unshared(buffers: list[np.ndarray]) -> bool:
-    """Nothing but ``buffers`` holds any of them (a view handed out holds its base)."""
-    return list(map(_REFS, buffers)).count(_ALONE) == len(buffers)
 
 
 class WholeTick:
@@ -94,11 +100,23 @@ class WholeTick:
             bindings[1].bind_output_into(name, wrap(buf))
         self.arenas = tuple(arenas.values())  # the pool's arenas while this tick's key holds (a new set is a new gen)
 
-    def free_outputs(self) -> list[np.ndarray]:
-        """The plain output buffers the next run writes: new ones when a view of the current ones is still alive."""
-        k = self.pingpong.k
+    def run(self) -> list[np.ndarray]:
+        """Run the binding whose turn it is (its plain inputs bound or copied already) and swap ``cur`` and
+        ``spare`` of every arena; returns the plain output buffers it wrote.  Those are new buffers when a view
+        of the binding's last ones is still alive (a view handed out holds its base).  A failing run raises
+        what onnxruntime raised and leaves the arenas as they were: the new state went to ``spare``."""
+        pp = self.pingpong
+        k = pp.k
         outs = self.outs[k]
-        return outs if unshared(outs) else self.renew(k)
+        for buf in outs:
+            if _REFS(buf) != _ALONE:
+                outs = self.renew(k)
+                break
+        pp.runs[k]()
+        pp.k = k ^ 1
+        for arena in self.arenas:  # spare is set for every arena when the tick is made
+            arena.cur, arena.spare = arena.spare, arena.cur  # type: ignore[assignment]
+        return outs
 
     def renew(self, k: int) -> list[np.ndarray]:
         """New plain output buffers for binding ``k`` (the old ones stay with the views that hold them)."""
@@ -118,10 +136,7 @@ class WholeTick:
                 buf[...] = array  # the same dtype: the tick's key holds the feeds' dtypes
             else:
                 bind(name, array)  # not owned by the native binding: the caller's batch holds it during the run
-        outs = self.free_outputs()
-        pp.run()  # a failure leaves ``cur`` untouched: the new state went to ``spare``
-        for arena in self.arenas:  # spare is set for every arena when the tick is made
-            arena.cur, arena.spare = arena.spare, arena.cur  # type: ignore[assignment]
+        outs = self.run()
         return dict(zip(self.names, [buf[...] for buf in outs]))  # views: the buffers are not written again while one lives
 
 
@@ -270,10 +285,7 @@ class SteadyTick:
         if contexts:
             for before, _, arena in contexts:
                 before[...] = arena.cur
-        outs = tick.free_outputs()
-        tick.pingpong.run()  # a failure leaves the arenas as they were: the new state went to ``spare``
-        for arena in tick.arenas:
-            arena.cur, arena.spare = arena.spare, arena.cur  # type: ignore[assignment]
+        outs = tick.run()  # a failure leaves the arenas as they were: the new state went to ``spare``
         if contexts:
             for _, tail, arena in contexts:
                 arena.cur[...] = tail
