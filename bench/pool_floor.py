@@ -13,11 +13,19 @@ Variants run in rounds of ``--ticks`` ticks, the order rotating each round, time
 machine is shared); each is reported as the median microseconds per tick and the median over rounds of
 bare / variant (the figure the issue's target is stated in).  The requests are those of ``bench/pool.py``:
 four ticks of one new (1, 1, 64) float32 array per stream, used in turn.
+
+``--one`` measures the issue's other target instead, ``pool.run`` at one stream against a ``StatefulSession``
+(``bench/pool.py``'s one-stream row, where a call is ~10 us and the two differ by a few tenths of a us, less
+than that benchmark's block-to-block spread): many short rounds (``--one-rounds`` of ``--one-calls`` calls per
+side, the order rotating), process time, the median over rounds of session / side with a distribution-free
+95% interval of that median (order statistics), and the session against itself as a control: its interval
+is the resolution.  The bound run alone (the pool's binding, no Python around it) is the ceiling.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import operator
 import os
 import pathlib
@@ -123,9 +131,70 @@ def variants(pool: SessionPool, sess: ort.InferenceSession, bound: BoundTick, n:
     def pool_run(tick: Tick) -> object:
         return pool.run(tick, ["y"])
 
+    def steady_call(tick: Tick) -> object:
+        steady = pool._steady  # the pool's plan for these ids, made by the warm-up's first ticks
+        return steady.call(tick) if steady is not None else pool.run(tick, ["y"])
+
     return {"bare batched InferenceSession.run": bare, "rows joined + bound run (no per-stream output)": bound_only,
             "floor: + one view and one dict per stream, no check": checked(0), "+ ids and names checked": checked(1),
-            "+ dtypes checked": checked(2), "+ shapes checked (every check of the pool's lean tick)": checked(3), "pool.run": pool_run}
+            "+ dtypes checked": checked(2), "+ shapes checked (every check of the pool's lean tick)": checked(3),
+            "the pool's lean tick alone (SteadyTick.call: no lock, no plan lookup)": steady_call, "pool.run": pool_run}
+
+
+def median_interval(ratios: list[float]) -> tuple[float, float, float]:
+    """The median of ``ratios`` and a distribution-free ~95% interval of it: the order statistics
+    n/2 -+ 0.98 sqrt(n) (the binomial's normal approximation), clamped to the sample."""
+    xs = sorted(ratios)
+    n = len(xs)
+    half = 0.98 * math.sqrt(n)
+    lo, hi = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
+    return statistics.median(xs), xs[lo], xs[hi]
+
+
+def one_stream(rounds: int, calls: int) -> None:
+    """pool.run at one stream against a StatefulSession (see the module docstring, ``--one``)."""
+    from rnnir.runtime import StatefulSession
+
+    model = make_models.build_all(only={"lstm_i64_h128_b"}, log=lambda m: None)["lstm_i64_h128_b"]
+    rng = np.random.default_rng(1)
+    xs = [{"x": (0.5 * rng.standard_normal((1, 1, make_models.LSTM_IN))).astype(np.float32)} for _ in range(4)]
+    ticks = [{0: x} for x in xs]
+    pool = SessionPool(model, session_options=_options())
+    pool.open(0)
+    session = StatefulSession(model, session_options=_options())
+    out = ["y"]
+    for r in range(8):  # the same outputs from both, and each in its steady state
+        assert np.array_equal(pool.run(ticks[r & 3], out)[0]["y"], session.run(xs[r & 3], out)["y"]), "the pool computes something else"
+    steady = pool._steady
+    assert steady is not None and steady.lean, "the pool's one-stream tick is not on its lean path"
+    bound = steady.tick.run  # the bound run: the binding, the buffer test and the arena swap (the state moves on)
+    sides: dict[str, Callable[[int], object]] = {
+        "StatefulSession.run": lambda r: session.run(xs[r & 3], out),
+        "pool.run": lambda r: pool.run(ticks[r & 3], out),
+        "StatefulSession.run again (control)": lambda r: session.run(xs[r & 3], out),
+        "the pool's bound run alone (no checks, no outputs handed out)": lambda r: bound(),
+    }
+    names = list(sides)
+    per_call: dict[str, list[float]] = {name: [] for name in names}
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    clock = time.process_time
+    for rnd in range(rounds):
+        for name in names[rnd % len(names):] + names[: rnd % len(names)]:
+            step = sides[name]
+            cpu = clock()
+            for r in range(calls):
+                step(r)
+            per_call[name].append((clock() - cpu) / calls * 1e6)
+    base = per_call[names[0]]
+    print(f"one LSTM stream (in 64, hidden 128, one step), {rounds} rounds of {calls} calls per side, process time; "
+          f"onnxruntime {ort.__version__}, numpy {np.__version__}, Python {sys.version.split()[0]}; load average {load} at the start, "
+          f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end")
+    print()
+    print("| call | µs per call, median | StatefulSession / this, median of rounds [95% interval] |")
+    print("| --- | --- | --- |")
+    for name, times in per_call.items():
+        mid, lo, hi = median_interval([b / t for b, t in zip(base, times)])
+        print(f"| {name} | {statistics.median(times):.2f} | {mid:.3f} [{lo:.3f}, {hi:.3f}] |")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -133,7 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--streams", type=int, default=64)
     ap.add_argument("--rounds", type=int, default=21)
     ap.add_argument("--ticks", type=int, default=300, help="ticks per round and variant")
+    ap.add_argument("--one", action="store_true", help="one stream: pool.run against a StatefulSession instead")
+    ap.add_argument("--one-rounds", type=int, default=201)
+    ap.add_argument("--one-calls", type=int, default=500, help="calls per round and side with --one")
     args = ap.parse_args(argv)
+    if args.one:
+        one_stream(args.one_rounds, args.one_calls)
+        return 0
     n = args.streams
     model = make_models.build_all(only={"lstm_i64_h128_b"}, log=lambda m: None)["lstm_i64_h128_b"]
     rng = np.random.default_rng(n)

@@ -274,7 +274,7 @@ class SessionPool(PoolStateFiles):
                     return None
             batch: dict[str, np.ndarray] = feeds
         else:
-            if tuple(requests) != ids or self.max_batch is not None and n > self.max_batch:  # max_batch may have been lowered since
+            if list(requests) != ids or self.max_batch is not None and n > self.max_batch:  # max_batch may have been lowered since
                 return None
             stacked = self._stack_fast(list(requests.values()))
             if stacked is None or len(stacked) != len(steady.shapes):

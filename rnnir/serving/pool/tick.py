@@ -158,11 +158,11 @@ class SteadyTick:
     __slots__ = ("gen", "ids", "outputs", "wanted", "tick", "shapes", "lean", "count", "rows", "joins", "shared", "ones", "contexts",
                  "splits", "stats")
 
-    def __init__(self, gen: int, ids: tuple[Hashable, ...], outputs: tuple[str, ...] | None, wanted: Sequence[str], tick: WholeTick,
+    def __init__(self, gen: int, ids: Sequence[Hashable], outputs: tuple[str, ...] | None, wanted: Sequence[str], tick: WholeTick,
                  batch: Mapping[str, np.ndarray], layout: BatchLayout | None, stats: PoolStats,
                  contexts: Mapping[str, TickContext] = _NO_CONTEXTS) -> None:
         self.gen = gen
-        self.ids = ids
+        self.ids = list(ids)  # compared with list(requests): a dict's keys into a list cost half what a tuple does
         self.outputs = outputs
         self.wanted = tuple(wanted)
         self.tick = tick
@@ -251,13 +251,13 @@ class SteadyTick:
                     return None
                 buf[...] = a
         else:
-            if tuple(requests) != ids:
+            if list(requests) != ids:
                 return None
             listed = list(requests.values())
-            # list comprehensions and list.count run the per-request checks in C: a generator per check costs
-            # more than the rest of a 64-stream tick's Python; with every name looked up below, equal sizes
-            # mean equal names
-            if list(map(len, listed)).count(self.count) != n:
+            # map, list.count and sum run the per-request checks in C: a generator per check costs more than
+            # the rest of a 64-stream tick's Python.  Every name is looked up below, so each request holds at
+            # least the plan's names, and the sizes' sum says that none holds another
+            if sum(map(len, listed)) != n * self.count:
                 return None
             try:
                 for getter, (dtype, row), target in self.rows:
@@ -302,7 +302,7 @@ class SteadyTick:
         per_output = []
         for buf, (shape, front) in zip(outs, self.splits):
             out = buf.reshape(shape)
-            per_output.append(list(out if front is None else out.transpose(front)))
+            per_output.append(out if front is None else out.transpose(front))  # its rows, iterated once below
         if len(per_output) == 1:
             name = self.wanted[0]
             return dict(zip(ids, [{name: p} for p in per_output[0]]))
