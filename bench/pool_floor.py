@@ -17,7 +17,7 @@ four ticks of one new (1, 1, 64) float32 array per stream, used in turn.
 ``--one`` measures the issue's other target instead, ``pool.run`` at one stream against a ``StatefulSession``
 (``bench/pool.py``'s one-stream row, where a call is ~10 us and the two differ by a few tenths of a us, less
 than that benchmark's block-to-block spread): many short rounds (``--one-rounds`` of ``--one-calls`` calls per
-side, the order rotating), process time, the median over rounds of session / side with a distribution-free
+side, in a new random order each round), process time, the median over rounds of session / side with a distribution-free
 95% interval of that median (order statistics), and the session against itself as a control: its interval
 is the resolution.  The bound run alone (the pool's binding, no Python around it) is the ceiling.
 """
@@ -29,6 +29,7 @@ import math
 import operator
 import os
 import pathlib
+import random
 import statistics
 import sys
 import time
@@ -92,7 +93,7 @@ class BoundTick:
 
 
 def variants(pool: SessionPool, sess: ort.InferenceSession, bound: BoundTick, n: int, bare_feeds: dict[str, np.ndarray]) -> dict[str, Callable[[Tick], object]]:
-    ids = tuple(range(n))
+    ids = list(range(n))
     flat = bound.flat
     row = (1, 1, make_models.LSTM_IN)
     f32 = np.dtype(np.float32)
@@ -110,10 +111,10 @@ def variants(pool: SessionPool, sess: ort.InferenceSession, bound: BoundTick, n:
 
         def tick_of(tick: Tick) -> object:
             if level:
-                if tuple(tick) != ids:
+                if list(tick) != ids:  # the pool's cheapest forms: a list of the keys, one sum of sizes
                     return None
                 listed = list(tick.values())
-                if list(map(len, listed)).count(1) != n:
+                if sum(map(len, listed)) != n:
                     return None
                 arrays = list(map(_X, listed))
                 if level > 1 and list(map(_DTYPE, arrays)).count(f32) != n:
@@ -124,7 +125,7 @@ def variants(pool: SessionPool, sess: ort.InferenceSession, bound: BoundTick, n:
                 arrays = list(map(_X, tick.values()))
             flat[:] = b"".join(arrays)
             y = bound.run()
-            return dict(zip(ids, [{"y": p} for p in list(y.reshape(per_stream))]))
+            return dict(zip(ids, [{"y": p} for p in y.reshape(per_stream)]))
 
         return tick_of
 
@@ -178,14 +179,16 @@ def one_stream(rounds: int, calls: int) -> None:
     per_call: dict[str, list[float]] = {name: [] for name in names}
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     clock = time.process_time
-    for rnd in range(rounds):
-        for name in names[rnd % len(names):] + names[: rnd % len(names)]:
+    order = random.Random(rounds)  # a new order each round: no side always runs after the same other one
+    for _ in range(rounds):
+        order.shuffle(names)
+        for name in names:
             step = sides[name]
             cpu = clock()
             for r in range(calls):
                 step(r)
             per_call[name].append((clock() - cpu) / calls * 1e6)
-    base = per_call[names[0]]
+    base = per_call["StatefulSession.run"]
     print(f"one LSTM stream (in 64, hidden 128, one step), {rounds} rounds of {calls} calls per side, process time; "
           f"onnxruntime {ort.__version__}, numpy {np.__version__}, Python {sys.version.split()[0]}; load average {load} at the start, "
           f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end")

@@ -156,7 +156,7 @@ class SteadyTick:
     """
 
     __slots__ = ("gen", "ids", "outputs", "wanted", "tick", "shapes", "lean", "count", "rows", "joins", "shared", "ones", "contexts",
-                 "splits", "stats")
+                 "splits", "stats", "single", "one")
 
     def __init__(self, gen: int, ids: Sequence[Hashable], outputs: tuple[str, ...] | None, wanted: Sequence[str], tick: WholeTick,
                  batch: Mapping[str, np.ndarray], layout: BatchLayout | None, stats: PoolStats,
@@ -175,6 +175,11 @@ class SteadyTick:
         self.contexts: tuple[tuple[np.ndarray, np.ndarray, Arena], ...] = ()
         self.splits: tuple[tuple[tuple[int, ...], tuple[int, ...] | None], ...] = ()
         self.stats = stats
+        # the one batched input's row check and buffer, the one output's name and rows-first shape, when that is
+        # all the plan holds (the usual model: an audio chunk in, a score out): call's shortest path
+        self.single: tuple[Callable[[Any], Any], np.dtype[Any], tuple[int, ...], memoryview, str, tuple[int, ...]] | None = None
+        # one stream's likewise: its id, the input's name, dtype, shape and buffer, the output's name
+        self.one: tuple[Hashable, str, np.dtype[Any], tuple[int, ...], np.ndarray, str] | None = None
         self.lean = layout is not None and self._plan(batch, layout, contexts)
 
     def _plan(self, batch: Mapping[str, np.ndarray], layout: BatchLayout, contexts: Mapping[str, TickContext]) -> bool:
@@ -198,6 +203,9 @@ class SteadyTick:
         if n == 1:
             self.ones = tuple((name, a.dtype, a.shape, into.get(name, bufs[name])) for name, a in batch.items())
             self.contexts = tuple(kept)
+            if len(self.ones) == 1 and not kept and len(self.wanted) == 1:
+                name, dtype, shape, buf = self.ones[0]
+                self.one = (self.ids[0], name, dtype, shape, buf, self.wanted[0])
             return True
         rows = []
         joins = []
@@ -230,6 +238,9 @@ class SteadyTick:
             else:  # a unit axis after the batch axis, then the batch axis moved to the front
                 splits.append((shape[: axis + 1] + (1,) + shape[axis + 1 :], (axis, *range(axis), *range(axis + 1, len(shape) + 1))))
         self.rows, self.joins, self.shared, self.splits, self.contexts = tuple(rows), tuple(joins), tuple(shared), tuple(splits), tuple(kept)
+        if len(rows) == 1 and not joins and not shared and not kept and len(splits) == 1 and splits[0][1] is None:
+            getter, (dtype, one_row), into_bytes = self.rows[0]
+            self.single = (getter, dtype, one_row, into_bytes, self.wanted[0], splits[0][0])
         return True
 
     def call(self, requests: Mapping[Hashable, Mapping[str, Any]]) -> dict[Hashable, dict[str, np.ndarray]] | None:
@@ -239,6 +250,51 @@ class SteadyTick:
         ids = self.ids
         n = len(ids)
         tick = self.tick
+        one = self.one
+        if one is not None:
+            # the checks below for one stream with one input and one output, without their loops (a loop's own
+            # Python is ~2% of a one-stream call: bench/pool_floor.py --one)
+            sid, name, dtype, shape, buf, out_name = one
+            if len(requests) != 1:
+                return None
+            feeds = requests.get(sid)
+            if type(feeds) is not dict or len(feeds) != 1:
+                return None
+            a = feeds.get(name)
+            if type(a) is not _NDARRAY or a.shape != shape or (a.dtype is not dtype and a.dtype != dtype):
+                return None
+            buf[...] = a
+            outs = tick.run()
+            stats = self.stats
+            stats.ort_calls += 1
+            stats.rows += 1
+            stats.whole_calls += 1
+            stats.steady_ticks += 1
+            return {sid: {out_name: outs[0][...]}}
+        single = self.single
+        if single is not None:
+            # the checks and the split below for one batched input and one output, without their loops: the
+            # loops' own Python costs a 64-stream tick ~1% (measured: bench/pool_floor.py)
+            getter, dtype, row, flat, name, shape = single
+            if list(requests) != ids:
+                return None
+            listed = list(requests.values())
+            if sum(map(len, listed)) != n:  # one name each, looked up next
+                return None
+            try:
+                arrays = list(map(getter, listed))
+                if list(map(_DTYPE, arrays)).count(dtype) != n or list(map(_SHAPE, arrays)).count(row) != n:
+                    return None
+                flat[:] = b"".join(arrays)
+            except (KeyError, AttributeError, TypeError, ValueError, BufferError):
+                return None  # the general path checks again, and reports what is wrong
+            outs = tick.run()
+            stats = self.stats
+            stats.ort_calls += 1
+            stats.rows += n
+            stats.whole_calls += 1
+            stats.steady_ticks += 1
+            return dict(zip(ids, [{name: p} for p in outs[0].reshape(shape)]))
         if n == 1:
             if len(requests) != 1:
                 return None
