@@ -217,23 +217,25 @@ ODD = {
     "float64": lambda rng: {"x": _chunk(rng).astype(np.float64)},
     "int32, the same bytes per row": lambda rng: {"x": _chunk(rng).view(np.int32)},
     "an extra name": lambda rng: {"x": _chunk(rng), "y": _chunk(rng)},
+    "another name": lambda rng: {"z": _chunk(rng)},
     "transposed": lambda rng: {"x": _chunk(rng).reshape(1, INP, 1).copy()},
 }
 
 
-def _odd_requests_refused_like_solo(streams, context):
+def _odd_requests_refused_like_solo(streams, context, outputs=("Y",)):
     pool, solo = _pool_and_solos(streams, context)
     rng = np.random.default_rng(8)
     for what, make in ODD.items():
         for _ in range(3):
-            _tick(pool, solo, rng)
+            _tick(pool, solo, rng, outputs)
+        assert pool._steady is not None and pool._steady.lean  # the plan the odd request meets
         before = {sid: pool.state(sid) for sid in solo}
         requests = {sid: {"x": _chunk(rng)} for sid in solo}
         requests[streams - 1] = make(rng)
         with pytest.raises(Exception) as solo_error:
             solo[streams - 1].run_dict(requests[streams - 1])
         with pytest.raises(Exception) as pool_error:
-            pool.run(requests, ["Y"])
+            pool.run(requests, list(outputs))
         # a FeedError, a StateError for a chunk the kept context does not fit, or onnxruntime's refusal of the
         # transposed shape, which both wrap in OnnxRuntimeError with onnxruntime's words
         assert type(pool_error.value) is type(solo_error.value), what
@@ -259,6 +261,164 @@ def test_a_request_unlike_the_plan_of_streams_is_refused_as_a_solo_session_refus
 
 def test_a_request_unlike_the_plan_of_streams_with_a_kept_context_is_refused_as_a_solo_session_refuses_it():
     _odd_requests_refused_like_solo(4, CONTEXT)
+
+
+def test_a_request_unlike_the_plan_of_one_stream_asking_two_outputs_is_refused_as_a_solo_session_refuses_it():
+    _odd_requests_refused_like_solo(1, None, ("Yneg", "Y"))  # the general lean tick of one stream, not its shortcut
+
+
+def test_a_request_unlike_the_plan_of_streams_asking_two_outputs_is_refused_as_a_solo_session_refuses_it():
+    _odd_requests_refused_like_solo(3, None, ("Yneg", "Y"))  # the general lean tick of streams, not its shortcut
+
+
+# -- the shortcuts: one input and one output, one stream (SteadyTick.one) or many (SteadyTick.single) -----------
+
+
+def _plan_after_ticks(streams, context, outputs, ticks=4):
+    pool, solo = _pool_and_solos(streams, context)
+    rng = np.random.default_rng(11)
+    for _ in range(ticks):
+        _tick(pool, solo, rng, outputs)
+    steady = pool._steady
+    assert steady is not None and steady.lean
+    served = pool.stats.steady_ticks
+    _tick(pool, solo, rng, outputs)
+    assert pool.stats.steady_ticks == served + 1  # the next tick too, whichever path of the plan serves it
+    return steady
+
+
+def test_one_stream_with_one_input_and_one_output_takes_the_one_stream_shortcut():
+    steady = _plan_after_ticks(1, None, ("Y",))
+    assert steady.one is not None and steady.single is None
+    assert steady.one[0] == 0 and steady.one[1] == "x" and steady.one[5] == "Y"
+
+
+def test_one_stream_asking_two_outputs_takes_the_general_lean_tick():
+    steady = _plan_after_ticks(1, None, ("Y", "Yneg"))
+    assert steady.one is None and steady.single is None
+
+
+def test_one_stream_with_a_kept_context_takes_the_general_lean_tick():
+    steady = _plan_after_ticks(1, CONTEXT, ("Y",))
+    assert steady.one is None and steady.single is None
+
+
+def test_streams_with_one_input_and_one_output_take_the_streams_shortcut():
+    steady = _plan_after_ticks(4, None, ("Y",))
+    assert steady.single is not None and steady.one is None
+    assert steady.single[4] == "Y" and steady.single[2] == (1, 1, INP)
+
+
+def test_streams_asking_two_outputs_take_the_general_lean_tick():
+    steady = _plan_after_ticks(4, None, ("Yneg", "Y"))
+    assert steady.single is None and steady.one is None
+
+
+def test_streams_with_a_kept_context_take_the_general_lean_tick():
+    steady = _plan_after_ticks(4, CONTEXT, ("Y",))
+    assert steady.single is None and steady.one is None
+
+
+def test_streams_whose_output_rows_need_a_transpose_take_the_general_lean_tick():
+    # Y2 = Y twice along time: [2, 1, B, 5], so a stream's row is two slices of the output, not one run of bytes
+    model = two_outputs()
+    model.graph.node.append(onnx.helper.make_node("Concat", ["Y", "Y"], ["Y2"], axis=0))
+    model.graph.output.append(onnx.helper.make_tensor_value_info("Y2", onnx.TensorProto.FLOAT, [2, 1, "B", 5]))
+    pool = SessionPool(model)
+    base = StatefulSession(model)
+    solo = {sid: base.fork(reset=True) for sid in range(3)}
+    rng = np.random.default_rng(12)
+    held = []
+    for _ in range(5):
+        requests = {sid: {"x": _chunk(rng)} for sid in solo}
+        got = pool.run(requests, ["Y2"], open_missing=True)
+        for sid, feeds in requests.items():
+            want = solo[sid].run_dict(feeds)["Y2"]
+            assert got[sid]["Y2"].shape == want.shape == (2, 1, 1, 5) and np.max(np.abs(got[sid]["Y2"] - want)) <= TOL
+        held.append((got, {sid: out["Y2"].copy() for sid, out in got.items()}))
+    for got, saved in held:
+        assert all(np.array_equal(out["Y2"], saved[sid]) for sid, out in got.items())
+    steady = pool._steady
+    assert steady is not None and steady.lean and steady.single is None and pool.stats.steady_ticks == 3
+
+
+def _served_around_the_shortcut(streams, odd_tick):
+    """A tick the shortcut passes on (``odd_tick`` makes its requests from usual ones) is served by the general
+    path as each stream's solo session serves it; the shortcut serves the usual tick after it."""
+    pool, solo = _pool_and_solos(streams)
+    rng = np.random.default_rng(13)
+    for _ in range(4):
+        _tick(pool, solo, rng)
+    served = pool.stats.steady_ticks
+    requests = odd_tick({sid: {"x": _chunk(rng)} for sid in solo})
+    got = pool.run(requests, ["Y"])
+    assert list(got) == list(requests)
+    for sid, feeds in requests.items():
+        want = solo[sid].run_dict(dict(feeds))["Y"]
+        assert np.max(np.abs(got[sid]["Y"] - want)) <= TOL, sid
+    assert pool.stats.steady_ticks == served  # not the shortcut's tick
+    _tick(pool, solo, rng)
+    _tick(pool, solo, rng)
+    assert pool.stats.steady_ticks >= served + 1 and pool._steady is not None
+    return pool._steady
+
+
+def _strided(requests):
+    """Each stream's chunk as a view of every other element: not C-contiguous, so not one run of bytes."""
+    return {sid: {"x": np.repeat(f["x"], 2, axis=2)[..., ::2]} for sid, f in requests.items()}
+
+
+def test_a_request_of_one_stream_that_is_not_a_dict_is_served_by_the_general_path():
+    from types import MappingProxyType
+
+    steady = _served_around_the_shortcut(1, lambda r: {sid: MappingProxyType(f) for sid, f in r.items()})
+    assert steady.one is not None
+
+
+def test_a_strided_chunk_of_one_stream_is_served_by_the_shortcut():
+    pool, solo = _pool_and_solos(1)
+    rng = np.random.default_rng(14)
+    for _ in range(4):
+        _tick(pool, solo, rng)
+    served = pool.stats.steady_ticks
+    requests = _strided({0: {"x": _chunk(rng)}})
+    assert not requests[0]["x"].flags.c_contiguous
+    got = pool.run(requests, ["Y"])
+    assert np.max(np.abs(got[0]["Y"] - solo[0].run_dict(requests[0])["Y"])) <= TOL
+    assert pool.stats.steady_ticks == served + 1  # copied into the bound buffer as it is
+
+
+def test_strided_chunks_of_streams_are_served_by_the_general_path():
+    steady = _served_around_the_shortcut(3, _strided)
+    assert steady.single is not None
+
+
+def test_streams_in_another_order_are_served_by_the_general_path():
+    steady = _served_around_the_shortcut(4, lambda r: dict(reversed(r.items())))
+    assert steady.single is not None
+
+
+def test_a_list_for_a_chunk_of_streams_is_served_by_the_general_path():
+    steady = _served_around_the_shortcut(3, lambda r: {sid: ({"x": f["x"].tolist()} if sid == 1 else f) for sid, f in r.items()})
+    assert steady.single is not None
+
+
+def test_a_tick_naming_another_stream_than_the_one_streams_plan_is_refused_and_the_plan_serves_on():
+    from rnnir.serving.pool import UnknownSessionError
+
+    pool, solo = _pool_and_solos(1)
+    rng = np.random.default_rng(15)
+    for _ in range(4):
+        _tick(pool, solo, rng)
+    before = pool.state(0)
+    with pytest.raises(UnknownSessionError):
+        pool.run({1: {"x": _chunk(rng)}}, ["Y"])
+    assert all(np.array_equal(v, before[k]) for k, v in pool.state(0).items())
+    with pytest.raises(UnknownSessionError):
+        pool.run({0: {"x": _chunk(rng)}, 1: {"x": _chunk(rng)}}, ["Y"])  # two requests: nor is this the plan's
+    served = pool.stats.steady_ticks
+    _tick(pool, solo, rng)  # the solo session never saw the refused ticks, nor did stream 0's state
+    assert pool.stats.steady_ticks == served + 1
 
 
 def test_a_chunk_missing_the_context_axis_is_refused_with_a_state_error():
