@@ -152,7 +152,9 @@ class SteadyTick:
     whole tick itself (``lean``): each batched input's rows are checked (names, dtype, shape: one C loop per
     check over the requests) and joined straight into the bound buffer (an input with a kept context: into
     the part after the context, the context copied from its arena in front of them, and the new context kept
-    once the run succeeded), and each plain output is split into one view per stream.
+    once the run succeeded), and each plain output is split into one view per stream.  A plan of one input
+    and one output (no kept context; rows-first outputs for many streams) keeps them in ``one`` (one stream)
+    or ``single`` (many), and :meth:`call` makes the same checks on them without its loops.
     """
 
     __slots__ = ("gen", "ids", "outputs", "wanted", "tick", "shapes", "lean", "count", "rows", "joins", "shared", "ones", "contexts",
