@@ -440,3 +440,81 @@ def test_an_empty_tick_after_steady_ones_is_an_empty_answer_and_the_next_tick_ru
             assert pool.run({}, ["Y"]) == {}
         _tick(pool, solo, rng)
     assert pool.stats.steady_ticks >= 3
+
+
+def two_inputs() -> onnx.ModelProto:
+    """lstm_b fed ``x + x2`` (two batched inputs), with ``Ysum``, Y summed over time ([1, 1, B, 5]), as an output."""
+    model = two_outputs()
+    g = model.graph
+    g.node[0].input[0] = "xs"
+    g.node.insert(0, onnx.helper.make_node("Add", ["x", "x2"], ["xs"]))
+    g.node.append(onnx.helper.make_node("ReduceSum", ["Y", "time"], ["Ysum"], keepdims=1))
+    g.initializer.append(onnx.numpy_helper.from_array(np.array([0], np.int64), "time"))
+    g.input.insert(1, onnx.helper.make_tensor_value_info("x2", onnx.TensorProto.FLOAT, ["T", "B", INP]))
+    g.output.append(onnx.helper.make_tensor_value_info("Ysum", onnx.TensorProto.FLOAT, [1, 1, "B", 5]))
+    return model
+
+
+def _two_inputs_against_solo(streams, context):
+    model = two_inputs()
+    pool = SessionPool(model, context=context)
+    base = StatefulSession(model, context=context)
+    solo = {sid: base.fork(reset=True) for sid in range(streams)}
+    rng = np.random.default_rng(16)
+    for _ in range(5):
+        requests = {sid: {"x": _chunk(rng), "x2": _chunk(rng)} for sid in solo}
+        got = pool.run(requests, ["Ysum"], open_missing=True)
+        for sid, feeds in requests.items():
+            want = solo[sid].run_dict(feeds)["Ysum"]
+            assert got[sid]["Ysum"].shape == want.shape and np.max(np.abs(got[sid]["Ysum"] - want)) <= TOL, sid
+    steady = pool._steady
+    assert steady is not None and steady.lean and pool.stats.steady_ticks == 3
+    assert steady.one is None and steady.single is None  # two inputs: the general lean tick
+    return steady
+
+
+def test_one_stream_with_two_inputs_takes_the_general_lean_tick():
+    _two_inputs_against_solo(1, None)
+
+
+def test_streams_with_two_batched_inputs_take_the_general_lean_tick():
+    assert len(_two_inputs_against_solo(3, None).rows) == 2
+
+
+def test_streams_with_one_batched_input_and_one_with_a_kept_context_take_the_general_lean_tick():
+    steady = _two_inputs_against_solo(3, {"x2": (1, 0)})  # x2's chunk joined after its context: one row, one join
+    assert len(steady.rows) == 1 and len(steady.joins) == 1
+
+
+def test_a_chunk_of_one_stream_without_its_leading_axes_is_refused_as_a_solo_session_refuses_it():
+    # (3,) would broadcast into the plan's (1, 1, 3) buffer: only the shape check keeps it from running
+    pool, solo = _pool_and_solos(1)
+    rng = np.random.default_rng(17)
+    for _ in range(4):
+        _tick(pool, solo, rng)
+    assert pool._steady is not None and pool._steady.one is not None
+    flat = {"x": _chunk(rng).reshape(INP)}
+    with pytest.raises(Exception) as solo_error:
+        solo[0].run_dict(flat)
+    with pytest.raises(Exception) as pool_error:
+        pool.run({0: flat}, ["Y"])
+    assert type(pool_error.value) is type(solo_error.value)
+    _tick(pool, solo, rng)
+
+
+def test_a_tick_of_one_of_three_streams_after_whole_ticks_runs_that_stream_alone():
+    # the steady plan is made only after a tick bound whole: a one-stream plan over the three-row buffers would
+    # broadcast the one chunk into every row
+    pool, solo = _pool_and_solos(3)
+    rng = np.random.default_rng(18)
+    for _ in range(4):
+        _tick(pool, solo, rng)
+    others = {sid: pool.state(sid) for sid in (1, 2)}
+    for _ in range(3):
+        feeds = {"x": _chunk(rng)}
+        got = pool.run({0: feeds}, ["Y"])
+        want = solo[0].run_dict(feeds)["Y"]
+        assert got[0]["Y"].shape == want.shape and np.max(np.abs(got[0]["Y"] - want)) <= TOL
+    for sid, state in others.items():
+        assert all(np.array_equal(v, state[k]) for k, v in pool.state(sid).items()), sid
+    _tick(pool, solo, rng)

@@ -76,7 +76,9 @@ def test_a_max_batch_lowered_under_the_plan_splits_the_next_tick():
         assert s.pool.stats.ort_calls - calls == 2 and s.pool.stats.largest_batch == 3
         s.pool.max_batch = 3  # back within the cap: the plan may serve again
         s.tick(outputs)
+        served = s.pool.stats.steady_ticks
         s.tick(outputs)
+        assert s.pool.stats.steady_ticks == served + 1, outputs  # a cap the tick fits leaves the plan its tick
 
 
 def test_the_plan_counts_each_tick_as_one_call_of_every_row():

@@ -240,7 +240,7 @@ class SteadyTick:
             else:  # a unit axis after the batch axis, then the batch axis moved to the front
                 splits.append((shape[: axis + 1] + (1,) + shape[axis + 1 :], (axis, *range(axis), *range(axis + 1, len(shape) + 1))))
         self.rows, self.joins, self.shared, self.splits, self.contexts = tuple(rows), tuple(joins), tuple(shared), tuple(splits), tuple(kept)
-        if len(rows) == 1 and not joins and not shared and not kept and len(splits) == 1 and splits[0][1] is None:
+        if len(rows) == 1 and not joins and not shared and len(splits) == 1 and splits[0][1] is None:  # no join: no kept context
             getter, (dtype, one_row), into_bytes = self.rows[0]
             self.single = (getter, dtype, one_row, into_bytes, self.wanted[0], splits[0][0])
         return True
