@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar
+from typing import ClassVar, TypeVar, cast
 
 from rnnir.analysis.facts import AnalysisManager, analyses
 from rnnir.analysis.slices import SliceAnalysis, TracedPair
@@ -35,6 +35,7 @@ __all__ = [
     "PassContractError",
     "PassManager",
     "ProgramFacts",
+    "RunFacts",
     "SelectionError",
     "fingerprint",
     "selected_codes",
@@ -109,6 +110,15 @@ class ProgramFacts:
     def __init__(self, program: Program) -> None:
         self.program = program
         self.analyses: AnalysisManager = analyses(program)
+        self._derived: dict[type[RunFacts], RunFacts] = {}
+
+    def derived(self, kind: type[R]) -> R:
+        """``kind(self)``, made once per run: what a pass works out and another reader needs again (the coverage
+        pass's per-slice answers, which the verdicts of :func:`rnnir.passes.verify` repeat) is worked out once."""
+        hit = self._derived.get(kind)
+        if hit is None:
+            hit = self._derived[kind] = kind(self)
+        return cast(R, hit)  # stored above under its own type
 
     # -- slice maps -------------------------------------------------------------------------
     @property
@@ -227,6 +237,17 @@ class ProgramFacts:
     def _ordering_returns(self) -> list[Hashable]:
         """The ids of the Returns that join call k to call k+1 (those whose layer orders anything)."""
         return [r.id for r in self.returns if r.layer.value != "none"]
+
+
+class RunFacts:
+    """Base of what one run derives from its :class:`ProgramFacts` once (:meth:`ProgramFacts.derived`), for the
+    readers that ask again after the pass that worked it out; like the facts, valid while the program is unchanged."""
+
+    def __init__(self, facts: ProgramFacts) -> None:
+        self.facts = facts
+
+
+R = TypeVar("R", bound=RunFacts)
 
 
 # -- the program's fingerprint ---------------------------------------------------------------
