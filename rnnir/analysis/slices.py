@@ -276,6 +276,7 @@ def _trace_pairs(program: Program, tr: Tracer, pairs: Sequence[StatePair]) -> li
         for idx, refs in entries.get(slot.name, {}).items():
             get(idx).entry.extend(refs)
         value = slot_store_value(program, slot, pair.output)
+        whole_slot = Ref(Origin.of_slot(slot.name))
         if value is not None:
             a = tr.trace(value)
             for path, alt in a.branches():
@@ -298,7 +299,7 @@ def _trace_pairs(program: Program, tr: Tracer, pairs: Sequence[StatePair]) -> li
                                 for idx in targets:
                                     get(idx).exit.append(_port_ref(tr, Ref(o), path, note="derived"))
                     continue
-                size = tr.size0(Ref(Origin.of_slot(slot.name)))
+                size = tr.size0(whole_slot)
                 if size is None and (alt.whole is None or tr.size0(alt.whole) == first_dims.get(slot.name)):
                     size = first_dims.get(slot.name)  # split as the read is, unless the value's first axis is another
                 elems = tr.to_elems(alt, size) if size is not None else None
@@ -308,7 +309,7 @@ def _trace_pairs(program: Program, tr: Tracer, pairs: Sequence[StatePair]) -> li
                     _record_exit(tr, sm, alt.whole, path, bp, slot, alt.changed)
                     continue
                 for i, ref in enumerate(elems):
-                    idx = _slot_index(tr, Ref(Origin.of_slot(slot.name), (i,)), first_dims)
+                    idx = _slot_index(tr, whole_slot.sub(i), first_dims)
                     _record_exit(tr, get(idx), ref, path, bp, slot, alt.changed)
         maps = [slices[k] for k in sorted(slices)]
         if value is not None and _unresolved(maps):

@@ -134,8 +134,13 @@ class ProgramFacts:
     # -- nodes ------------------------------------------------------------------------------
     @cached_property
     def acyclic(self) -> bool:
-        """Whether the program's graph has no cycle: every pass's precondition, sorted once per run, not once per pass."""
-        return digraph.is_directed_acyclic_graph(self.program.graph)
+        """Whether the program's graph has no cycle: every pass's precondition, sorted once per run, not once per pass
+        (the program's own topological order, which its analyses have sorted already, fails on a cycle)."""
+        try:
+            _ = self.nodes  # sorted topologically: a cycle raises
+        except ValueError:
+            return False
+        return True
 
     @cached_property
     def nodes(self) -> list[Node]:
@@ -238,6 +243,27 @@ class ProgramFacts:
         # = digraph.descendants(self.two_calls, CALL_BOUNDARY): the boundary precedes every node of call k+1 when
         # a Return orders the calls, and nothing leaves call k+1
         return {(1, n) for n in self.program.graph.nodes} if self._ordering_returns() else set()
+
+    def runs_before_next_call(self, node_id: Hashable) -> bool:
+        """Whether node ``node_id`` of call k happens before every node of call k+1: ``(0, node_id) in
+        before_next_call``.  An ordering Return, or a node with an edge into one (what a slot's store nearly always
+        is), is answered from its edges; any other node from :attr:`before_next_call`, walked once per run."""
+        g = self.program.graph
+        if node_id not in g:
+            return False
+        joins = self._joins
+        if node_id in joins or any(s in joins for s in g.successors(node_id)):
+            return True
+        return (0, node_id) in self.before_next_call
+
+    def runs_after_previous_call(self, node_id: Hashable) -> bool:
+        """Whether node ``node_id`` of call k+1 happens after the boundary: ``(1, node_id) in after_previous_call``,
+        without making that set (every node of the program, when a Return orders the calls)."""
+        return bool(self._joins) and node_id in self.program.graph
+
+    @cached_property
+    def _joins(self) -> frozenset[Hashable]:
+        return frozenset(self._ordering_returns())
 
     def _ordering_returns(self) -> list[Hashable]:
         """The ids of the Returns that join call k to call k+1 (those whose layer orders anything)."""

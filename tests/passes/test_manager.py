@@ -264,8 +264,18 @@ def test_the_call_sets_are_what_the_doubled_graph_reaches(sample):
 
     prog = rnnir.load(SAMPLES / sample)
     facts = ProgramFacts(prog)
-    assert facts.before_next_call == digraph.ancestors(facts.two_calls, ("call-boundary",))
-    assert facts.after_previous_call == digraph.descendants(facts.two_calls, ("call-boundary",))
+    before = digraph.ancestors(facts.two_calls, ("call-boundary",))
+    after = digraph.descendants(facts.two_calls, ("call-boundary",))
+    assert facts.before_next_call == before
+    assert facts.after_previous_call == after
+    _node_questions_agree(ProgramFacts(prog), before, after)  # fresh facts: the node questions first, sets not made
+
+
+def _node_questions_agree(facts: ProgramFacts, before: set[object], after: set[object]) -> None:
+    """runs_before_next_call / runs_after_previous_call answer for one node what the doubled graph's sets hold."""
+    for n in [*facts.program.graph.nodes, "not-a-node"]:
+        assert facts.runs_before_next_call(n) == ((0, n) in before), n
+        assert facts.runs_after_previous_call(n) == ((1, n) in after), n
 
 
 def test_the_call_sets_of_a_program_whose_return_orders_nothing_match_the_doubled_graph():
@@ -276,6 +286,7 @@ def test_the_call_sets_of_a_program_whose_return_orders_nothing_match_the_double
     facts = ProgramFacts(b.build())
     assert facts.before_next_call == digraph.ancestors(facts.two_calls, ("call-boundary",)) == set()
     assert facts.after_previous_call == digraph.descendants(facts.two_calls, ("call-boundary",)) == set()
+    _node_questions_agree(facts, set(), set())
 
 
 def test_the_manager_keeps_its_own_copy_of_the_passes_and_the_selection():
