@@ -103,7 +103,8 @@ class LintResult:
                 continue
             held, sizes = _held(f, self.with_cost)
             seen = self._vetted.get(id(f))
-            if seen is not None and seen[0] is f and seen[2] == sizes and all(a is b for a, b in zip(seen[1], held)):
+            # seen[0] keeps the file alive, so no other object has its id: the entry is this file's
+            if seen is not None and seen[2] == sizes and all(a is b for a, b in zip(seen[1], held)):
                 continue
             if _renderable({**f.to_json(with_cost=self.with_cost), "path": unicode_text(f.path)}):
                 self._vetted[id(f)] = (f, held, sizes)

@@ -111,7 +111,7 @@ class ProgramFacts:
         self.program = program
         self.analyses: AnalysisManager = analyses(program)
         self._derived: dict[type[RunFacts], RunFacts] = {}
-        self._storage: dict[int, tuple[Slot, list[Store]]] = {}  # id of a slot -> it (kept: its id stays its own), its stores
+        self._storage: dict[Slot, list[Store]] = {}  # a slot (hashed by identity) -> the stores into its memory
 
     def derived(self, kind: type[R]) -> R:
         """``kind(self)``, made once per run: what a pass works out and another reader needs again (the coverage
@@ -193,13 +193,13 @@ class ProgramFacts:
     def stores_to_storage(self, slot: Slot) -> list[Store]:
         """Stores that write ``slot``'s memory: to the slot itself, or to what it is declared an alias of (found once
         per slot and run: every pass asks it of every slot)."""
-        hit = self._storage.get(id(slot))
-        if hit is None or hit[0] is not slot:
+        hit = self._storage.get(slot)
+        if hit is None:
             stores = list(self.stores_to(slot))
             if slot.alias_of is not None:
                 stores += [st for st in self.stores_to(slot.alias_of) if st not in stores]
-            hit = self._storage[id(slot)] = (slot, sorted(stores, key=lambda st: self.position[st.id]))
-        return list(hit[1])
+            hit = self._storage[slot] = sorted(stores, key=lambda st: self.position[st.id])
+        return list(hit)
 
     # -- happens-before over two calls --------------------------------------------------------
     @cached_property

@@ -200,6 +200,41 @@ def test_stores_into_a_slot_storage_are_its_own_and_its_alias_target_in_program_
     assert facts.returns == prog.returns and facts.recurrents == []
 
 
+def test_a_store_or_return_runs_before_the_next_call_without_walking_the_program():
+    """A store with an edge into the ordering Return, and that Return, are answered from their edges: the ancestors
+    set is not made (a cached property lands in the instance's dict); a load, two steps up, is answered from it."""
+    b, h, h0, y, hn = rnn_builder()
+    st = b.store(hn, h)
+    b.ret(st)
+    prog = b.build()
+    (ret,) = prog.returns
+    for node_id in (st.producer.id, ret.id):
+        facts = ProgramFacts(prog)
+        assert facts.runs_before_next_call(node_id) is True
+        assert "before_next_call" not in facts.__dict__, node_id
+    facts = ProgramFacts(prog)
+    assert facts.runs_before_next_call(h0.producer.id) is True and "before_next_call" in facts.__dict__
+
+
+def test_each_slots_stores_are_gathered_once_per_run(monkeypatch: pytest.MonkeyPatch):
+    b, h, h0, y, hn = rnn_builder()
+    st = b.store(hn, h)
+    b.ret(st)
+    facts = ProgramFacts(b.build())
+    asked: list[object] = []
+    real = ProgramFacts.stores_to
+
+    def counting(self: ProgramFacts, dest: object) -> object:
+        asked.append(dest)
+        return real(self, dest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ProgramFacts, "stores_to", counting)
+    first = facts.stores_to_storage(h)
+    first.append(first[0])  # the caller's own list: the next answer is not changed by it
+    assert facts.stores_to_storage(h) == [st.producer]
+    assert asked == [h]
+
+
 def test_a_return_that_orders_nothing_leaves_the_two_calls_unjoined():
     b, h, h0, y, hn = rnn_builder()
     st = b.store(hn, h)

@@ -72,6 +72,11 @@ def _at(ctx: Context, stores: list[Store], r: PortRef) -> list[Location]:
     return [*ctx.store_locs(stores), ref_loc(r)]
 
 
+def _where(bp: str, r: PortRef) -> str:
+    """The If branch a finding about exit ``r`` on branch path ``bp`` names: the path, else the port's own branch."""
+    return branch_text(bp or r.branch)
+
+
 def _op_text(rec: Recurrent) -> str:
     return f"{rec.kind} {rec.describe()!r}"
 
@@ -92,7 +97,7 @@ def _check_final(
         return
     if r.port == "Y":
         here = ctx.slice_text(name, sm.index)
-        where = branch_text(bp or r.branch)
+        where = _where(bp, r)
         data = {"slice": sm.label}
         if rec.layout == 1:
             yield NOT_FINAL_STATE.diagnostic("y-of-layout-1", slot=name, locations=_at(ctx, stores, r), data=data, here=here, got=r.label, where=where, op=_op_text(rec))
@@ -134,7 +139,7 @@ def _check_final(
             got=r.label,
             which=which,
             op=_op_text(rec),
-            where=branch_text(bp or r.branch),
+            where=_where(bp, r),
         )
 
 
@@ -157,7 +162,7 @@ def _owner_check(
             data=data,
             here=ctx.slice_text(name, sm.index),
             got=r.label,
-            where=branch_text(bp or r.branch),
+            where=_where(bp, r),
             whose=whose,
             expected=expected_final(ctx, sm),
             label=sm.label,
@@ -173,7 +178,7 @@ def _owner_check(
             data=data,
             here=ctx.slice_text(name, sm.index),
             got=r.label,
-            where=branch_text(bp or r.branch),
+            where=_where(bp, r),
             expected=expected_final(ctx, sm),
             label=sm.label,
         )
@@ -190,7 +195,7 @@ def _owner_check(
         data={"slice": sm.label},
         here=ctx.slice_text(name, sm.index),
         got=r.label,
-        where=branch_text(bp or r.branch),
+        where=_where(bp, r),
         unread="slice" if r.node_id in ctx.reads(name) else "slot",
         start=ctx.start_text(rec, ENTRY_OF.get(r.port, STATE_H.entry)),
         expected=expected_final(ctx, sm),
