@@ -326,11 +326,13 @@ def _returned_exits(facts: ProgramFacts) -> dict[str, dict[str, list[str]]]:
     recurrent ops quadratic (1,000 ops x 1,000 outputs at 100k nodes).
     """
     exits = {rec.id: rec.spec.exits for rec in facts.recurrents}
+    tracer = facts.tracer
     out: dict[str, dict[str, list[str]]] = {}
     for st in facts.stores:
-        if not isinstance(st.dest, Output) or st.value is None:
+        value = st.value
+        if not isinstance(st.dest, Output) or value is None:
             continue
-        for ref in _exact_refs(facts.tracer.trace(st.value)):
+        for ref in _exact_refs(tracer.trace(value)):
             if ref.origin.kind is not OriginKind.PORT:
                 continue
             rec_exits = exits.get(ref.origin.owner)

@@ -56,8 +56,8 @@ def state_types(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator
     frame_axes = {w.axis for sm in pair.slices for w in sm.windows.values()}
     if vshape is not None and sshape is not None and len(vshape) == len(sshape):
         for axis, (a, b) in enumerate(zip(sshape, vshape)):
-            if axis in frame_axes:
-                continue
+            if a == b or axis in frame_axes:
+                continue  # the same dim (no static one can differ), or a cache's frame axis
             a, b = static_dim(a), static_dim(b)
             if a is not None and b is not None and a != b:
                 add(_aspect(axis, len(sshape)), f"dim {axis} is {b} in the value written back (%{value.name}), {a} in the slot")
