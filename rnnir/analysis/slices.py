@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from rnnir.analysis.elements import element_slices
@@ -54,7 +55,7 @@ class TracedPair:
     def reason(self) -> str:
         return self.pair.reason
 
-    @property
+    @cached_property  # the passes ask it of every pair many times over: read once, then an attribute
     def slot(self) -> Slot:
         """The pair's slot: every pair the passes judge has one (a declared pair of no slot, which only a
         program edited by hand has, raises here; its ``pair.slot`` is None and it has no slices)."""
