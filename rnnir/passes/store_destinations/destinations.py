@@ -10,12 +10,13 @@ Exits computed through value-changing ops are :mod:`.derived`'s.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
 from rnnir.analysis.slices import TracedPair
 from rnnir.ir.nodes import Recurrent, Store
 from rnnir.ir.recurrence import ENTRY_OF, STATE_H
-from rnnir.passes.diagnostics import Diagnostic, Location
+from rnnir.passes.diagnostics import Diagnostic
 from rnnir.passes.rules.sd002_wrong_slot import RULE as WRONG_SLOT
 from rnnir.passes.rules.sd003_not_final_state import RULE as NOT_FINAL_STATE
 from rnnir.passes.rules.sd006_reverse_state_persisted import RULE as REVERSE_STATE_PERSISTED
@@ -67,14 +68,16 @@ def exits(ctx: Context, pair: TracedPair, stores: list[Store], ignored: set[tupl
                     yield from _check_final(ctx, pair, sm, bp, r, stores, ignored, reverse_seen)
 
 
-def _at(ctx: Context, stores: list[Store], r: PortRef) -> list[Location]:
-    """Where a finding about exit ``r`` points: the stores of the slot, then the port."""
-    return [*ctx.store_locs(stores), ref_loc(r)]
-
-
-def _where(bp: str, r: PortRef) -> str:
-    """The If branch a finding about exit ``r`` on branch path ``bp`` names: the path, else the port's own branch."""
-    return branch_text(bp or r.branch)
+def _about(ctx: Context, name: str, sm: SliceMap, bp: str, r: PortRef, stores: list[Store]) -> dict[str, Any]:
+    """What every finding about exit ``r`` of slice ``sm`` of slot ``name`` says: its slot, where it points (the
+    slot's stores, then the port), the slice, what was written back and on which If branch (made when found)."""
+    return {
+        "slot": name,
+        "locations": [*ctx.store_locs(stores), ref_loc(r)],
+        "here": ctx.slice_text(name, sm.index),
+        "got": r.label,
+        "where": branch_text(bp or r.branch),  # the branch path, else the port's own branch
+    }
 
 
 def _op_text(rec: Recurrent) -> str:
@@ -96,50 +99,34 @@ def _check_final(
     if rec is None:
         return
     if r.port == "Y":
-        here = ctx.slice_text(name, sm.index)
-        where = _where(bp, r)
         data = {"slice": sm.label}
         if rec.layout == 1:
-            yield NOT_FINAL_STATE.diagnostic("y-of-layout-1", slot=name, locations=_at(ctx, stores, r), data=data, here=here, got=r.label, where=where, op=_op_text(rec))
+            yield NOT_FINAL_STATE.diagnostic("y-of-layout-1", data=data, op=_op_text(rec), **_about(ctx, name, sm, bp, r, stores))
             return
         fwd = forward_dir(rec, r.direction)
         final_step = (fwd is True and r.step == "last") or (fwd is False and r.step == "first")
         if not final_step:
             direction = "forward" if fwd else "reverse" if fwd is False else "bidirectional"
-            step = {} if r.step == "all" else {"step": r.step}
+            step: dict[str, Any] = {} if r.step == "all" else {"step": r.step}
             yield NOT_FINAL_STATE.diagnostic(
                 "whole-sequence" if r.step == "all" else "inner-step",
-                slot=name,
-                locations=_at(ctx, stores, r),
                 data=data,
-                here=here,
-                got=r.label,
                 direction=direction,
                 op=_op_text(rec),
-                where=where,
                 label=sm.label,
                 **step,
+                **_about(ctx, name, sm, bp, r, stores),
             )
             return
         if fwd and rec.port("sequence_lens") is not None:
-            yield SEQ_LENS_LAST_STEP.diagnostic(
-                "last-step", slot=name, locations=_at(ctx, stores, r), data=data, here=here, got=r.label, op=_op_text(rec), where=where, label=sm.label
-            )
+            yield SEQ_LENS_LAST_STEP.diagnostic("last-step", data=data, op=_op_text(rec), label=sm.label, **_about(ctx, name, sm, bp, r, stores))
     yield from _owner_check(ctx, pair, sm, bp, r, stores, ignored)
     fwd = forward_dir(rec, r.direction)
     if fwd is not True and rec.id not in reverse_seen:
         reverse_seen.add(rec.id)
         which = "reverse" if rec.direction == "reverse" else f"bidirectional (direction {r.direction if r.direction is not None else '0 and 1'})"
         yield REVERSE_STATE_PERSISTED.diagnostic(
-            "slice-reverse",
-            slot=name,
-            locations=_at(ctx, stores, r),
-            data={"slice": sm.label},
-            here=ctx.slice_text(name, sm.index),
-            got=r.label,
-            which=which,
-            op=_op_text(rec),
-            where=_where(bp, r),
+            "slice-reverse", data={"slice": sm.label}, which=which, op=_op_text(rec), **_about(ctx, name, sm, bp, r, stores)
         )
 
 
@@ -156,32 +143,13 @@ def _owner_check(
         whose = whose if o.slot == name else f"slot {o.slot!r}, slice {whose}"
         data = {"slice": sm.label, "got": r.label, "belongs_to": ctx.labels.get((o.slot, o.index), o.slot)}
         yield WRONG_SLOT.diagnostic(
-            "belongs-elsewhere",
-            slot=name,
-            locations=_at(ctx, stores, r),
-            data=data,
-            here=ctx.slice_text(name, sm.index),
-            got=r.label,
-            where=_where(bp, r),
-            whose=whose,
-            expected=expected_final(ctx, sm),
-            label=sm.label,
+            "belongs-elsewhere", data=data, whose=whose, expected=expected_final(ctx, sm), label=sm.label, **_about(ctx, name, sm, bp, r, stores)
         )
         return
     reads_slice = {e.node_id for e in sm.entry if e.note != "derived"}
     if r.node_id in reads_slice:
         data = {"slice": sm.label, "got": r.label}
-        yield WRONG_SLOT.diagnostic(
-            "other-port",
-            slot=name,
-            locations=_at(ctx, stores, r),
-            data=data,
-            here=ctx.slice_text(name, sm.index),
-            got=r.label,
-            where=_where(bp, r),
-            expected=expected_final(ctx, sm),
-            label=sm.label,
-        )
+        yield WRONG_SLOT.diagnostic("other-port", data=data, expected=expected_final(ctx, sm), label=sm.label, **_about(ctx, name, sm, bp, r, stores))
         return
     if r.node_id in ctx.derived_readers.get(name, set()) or sm.index in ignored:
         return
@@ -190,14 +158,10 @@ def _owner_check(
     rec = ctx.ops[r.node_id]
     yield NOT_FINAL_STATE.diagnostic(
         "unread-op",
-        slot=name,
-        locations=_at(ctx, stores, r),
         data={"slice": sm.label},
-        here=ctx.slice_text(name, sm.index),
-        got=r.label,
-        where=_where(bp, r),
         unread="slice" if r.node_id in ctx.reads(name) else "slot",
         start=ctx.start_text(rec, ENTRY_OF.get(r.port, STATE_H.entry)),
         expected=expected_final(ctx, sm),
         label=sm.label,
+        **_about(ctx, name, sm, bp, r, stores),
     )
