@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from rnnir.analysis.elements import element_slices
 from rnnir.analysis.facts import Analysis, AnalysisManager, analyses
 from rnnir.analysis.slicemaps import ExitKind, PortRef, SliceMap
-from rnnir.analysis.tracer import AbsKind, Origin, OriginKind, Ref, Tracer
+from rnnir.analysis.tracer import Abs, AbsKind, Origin, OriginKind, Ref, Tracer
 from rnnir.ir import digraph
 from rnnir.ir.core import Program
 from rnnir.ir.nodes import Output, Recurrent, Slot, Value
@@ -54,7 +55,7 @@ class TracedPair:
     def reason(self) -> str:
         return self.pair.reason
 
-    @property
+    @cached_property  # the passes ask it of every pair many times over: read once, then an attribute
     def slot(self) -> Slot:
         """The pair's slot: every pair the passes judge has one (a declared pair of no slot, which only a
         program edited by hand has, raises here; its ``pair.slot`` is None and it has no slices)."""
@@ -187,21 +188,36 @@ def _slot_index(tr: Tracer, ref: Ref, first_dims: dict[str, int | None]) -> tupl
     return idx
 
 
-def _state_first_dims(tr: Tracer, program: Program) -> dict[str, int | None]:
+#: a recurrent op, one of its state ports that reads a value, and that value per If branch (:meth:`Abs.branches`)
+StateRead = tuple[Recurrent, str, list[tuple[tuple[str, ...], Abs]]]
+
+
+def _state_reads(tr: Tracer, program: Program) -> list[StateRead]:
+    """Every state port of every recurrent op that reads a value, traced once for both uses: the slots' first dims
+    and the slices' entries."""
+    reads: list[StateRead] = []
+    for rec in program.recurrents:
+        for port in rec.state_ports:
+            v = rec.port(port)
+            if v is not None:
+                reads.append((rec, port, tr.trace(v).branches()))
+    return reads
+
+
+def _state_first_dims(tr: Tracer, reads: Sequence[StateRead]) -> dict[str, int | None]:
     """The first dim of each slot whose declared first dim is unknown (symbolic or absent) and that a recurrent op
     (layout 0) reads whole as its initial state: by the ONNX ops' definition that dim is the op's number of
     directions.  Ops that disagree leave the slot's dim unknown (None)."""
     dims: dict[str, int | None] = {}
-    for rec in program.recurrents:
+    for rec, _, branches in reads:
         if rec.layout != 0:
             continue
-        for port in rec.state_ports:
-            for _, alt in tr.trace(rec.port(port)).branches():
-                whole = alt.whole  # set on exact values only
-                if whole is None or whole != Ref(Origin.of_slot(whole.origin.owner)) or tr.size0(whole) is not None:
-                    continue  # not the whole slot, or its first dim is declared
-                owner = whole.origin.owner
-                dims[owner] = rec.num_directions if dims.get(owner, rec.num_directions) == rec.num_directions else None
+        for _, alt in branches:
+            whole = alt.whole  # set on exact values only
+            if whole is None or whole != Ref(Origin.of_slot(whole.origin.owner)) or tr.size0(whole) is not None:
+                continue  # not the whole slot, or its first dim is declared
+            owner = whole.origin.owner
+            dims[owner] = rec.num_directions if dims.get(owner, rec.num_directions) == rec.num_directions else None
     return dims
 
 
@@ -221,45 +237,41 @@ def _trace_pairs(program: Program, tr: Tracer, pairs: Sequence[StatePair]) -> li
     """Every pair of ``pairs`` with its slice maps: the recurrent ports each slice of its slot feeds, and where
     the value written back into it comes from."""
     entries: dict[str, dict[tuple[int, ...], list[PortRef]]] = {}
-    first_dims = _state_first_dims(tr, program)
-    for rec in program.recurrents:
-        for port in rec.state_ports:
-            v = rec.port(port)
-            if v is None:
+    reads = _state_reads(tr, program)
+    first_dims = _state_first_dims(tr, reads)
+    for rec, port, branches in reads:
+        for path, alt in branches:
+            if alt.kind in (AbsKind.DERIVED, AbsKind.WINDOW):  # a recurrence reading a cache's window: derived
+                for o in sorted(alt.all_origins()):  # a frozenset: its order changes with PYTHONHASHSEED
+                    if o.kind is OriginKind.SLOT:
+                        entries.setdefault(o.owner, {}).setdefault((), []).append(
+                            PortRef(rec.id, rec.describe(), rec.kind, port, None, path or rec.provenance.branch, note="derived")
+                        )
                 continue
-            a = tr.trace(v)
-            for path, alt in a.branches():
-                if alt.kind in (AbsKind.DERIVED, AbsKind.WINDOW):  # a recurrence reading a cache's window: derived
-                    for o in sorted(alt.all_origins()):  # a frozenset: its order changes with PYTHONHASHSEED
-                        if o.kind is OriginKind.SLOT:
-                            entries.setdefault(o.owner, {}).setdefault((), []).append(
-                                PortRef(rec.id, rec.describe(), rec.kind, port, None, path or rec.provenance.branch, note="derived")
-                            )
-                    continue
-                # a layout=1 op reads [batch, directions, hidden]: axis 0 of its initial state is not the directions
-                elems = tr.to_elems(alt, rec.num_directions) if rec.layout == 0 else None
-                if elems is None:
-                    if alt.kind is AbsKind.EXACT and alt.whole is not None and alt.whole.origin.kind is OriginKind.SLOT:
-                        r = tr.canon(alt.whole)
-                        entries.setdefault(r.origin.owner, {}).setdefault(r.index, []).append(
-                            PortRef(rec.id, rec.describe(), rec.kind, port, None, path or rec.provenance.branch)
-                        )
-                    continue
-                for d, ref in enumerate(elems):
-                    if ref.origin.kind is not OriginKind.SLOT:
-                        continue
-                    idx = _slot_index(tr, ref, first_dims)
-                    entries.setdefault(ref.origin.owner, {}).setdefault(idx, []).append(
-                        PortRef(
-                            rec.id,
-                            rec.describe(),
-                            rec.kind,
-                            port,
-                            d if rec.num_directions > 1 or len(elems) > 1 else 0,
-                            path or rec.provenance.branch,
-                            note="partial" if alt.partial else "",
-                        )
+            # a layout=1 op reads [batch, directions, hidden]: axis 0 of its initial state is not the directions
+            elems = tr.to_elems(alt, rec.num_directions) if rec.layout == 0 else None
+            if elems is None:
+                if alt.kind is AbsKind.EXACT and alt.whole is not None and alt.whole.origin.kind is OriginKind.SLOT:
+                    r = tr.canon(alt.whole)
+                    entries.setdefault(r.origin.owner, {}).setdefault(r.index, []).append(
+                        PortRef(rec.id, rec.describe(), rec.kind, port, None, path or rec.provenance.branch)
                     )
+                continue
+            for d, ref in enumerate(elems):
+                if ref.origin.kind is not OriginKind.SLOT:
+                    continue
+                idx = _slot_index(tr, ref, first_dims)
+                entries.setdefault(ref.origin.owner, {}).setdefault(idx, []).append(
+                    PortRef(
+                        rec.id,
+                        rec.describe(),
+                        rec.kind,
+                        port,
+                        d if rec.num_directions > 1 or len(elems) > 1 else 0,
+                        path or rec.provenance.branch,
+                        note="partial" if alt.partial else "",
+                    )
+                )
     traced: list[TracedPair] = []
     for pair in pairs:
         slot: Slot | None = pair.slot
@@ -276,6 +288,7 @@ def _trace_pairs(program: Program, tr: Tracer, pairs: Sequence[StatePair]) -> li
         for idx, refs in entries.get(slot.name, {}).items():
             get(idx).entry.extend(refs)
         value = slot_store_value(program, slot, pair.output)
+        whole_slot = Ref(Origin.of_slot(slot.name))
         if value is not None:
             a = tr.trace(value)
             for path, alt in a.branches():
@@ -298,7 +311,7 @@ def _trace_pairs(program: Program, tr: Tracer, pairs: Sequence[StatePair]) -> li
                                 for idx in targets:
                                     get(idx).exit.append(_port_ref(tr, Ref(o), path, note="derived"))
                     continue
-                size = tr.size0(Ref(Origin.of_slot(slot.name)))
+                size = tr.size0(whole_slot)
                 if size is None and (alt.whole is None or tr.size0(alt.whole) == first_dims.get(slot.name)):
                     size = first_dims.get(slot.name)  # split as the read is, unless the value's first axis is another
                 elems = tr.to_elems(alt, size) if size is not None else None
@@ -308,7 +321,7 @@ def _trace_pairs(program: Program, tr: Tracer, pairs: Sequence[StatePair]) -> li
                     _record_exit(tr, sm, alt.whole, path, bp, slot, alt.changed)
                     continue
                 for i, ref in enumerate(elems):
-                    idx = _slot_index(tr, Ref(Origin.of_slot(slot.name), (i,)), first_dims)
+                    idx = _slot_index(tr, whole_slot.sub(i), first_dims)
                     _record_exit(tr, get(idx), ref, path, bp, slot, alt.changed)
         maps = [slices[k] for k in sorted(slices)]
         if value is not None and _unresolved(maps):

@@ -151,20 +151,31 @@ class Tracer(Analysis):
     def __init__(self, program: Program, facts: AnalysisManager | None = None) -> None:
         self.program = program
         self.memo: dict[int, Abs] = {}
+        self._sizes: dict[tuple[Origin, int], int | None] = {}  # (origin, depth) -> size0 (asked per slice, per ref)
 
     # -- sizes --------------------------------------------------------------------------
     def size0(self, ref: Ref) -> int | None:
         """Size of the axis that ``ref``'s next index would take, when known."""
-        depth = len(ref.index)
-        if ref.origin.kind is OriginKind.SLOT:
+        return self._axis_size(ref.origin, len(ref.index))
+
+    def _axis_size(self, origin: Origin, depth: int) -> int | None:
+        """Size of axis ``depth`` of ``origin``, when known (worked out once per origin and axis)."""
+        key = (origin, depth)
+        if key in self._sizes:
+            return self._sizes[key]
+        size = self._sizes[key] = self._axis_size_of(origin, depth)
+        return size
+
+    def _axis_size_of(self, origin: Origin, depth: int) -> int | None:
+        if origin.kind is OriginKind.SLOT:
             try:
-                slot = self.program.slot(ref.origin.owner)
+                slot = self.program.slot(origin.owner)
             except KeyError:
                 return None
             d = slot.type.dim(depth) if slot.type.shape is not None and depth < len(slot.type.shape) else None
             return d if isinstance(d, int) and d > 0 else None
-        node = self.program.node(ref.origin.owner)
-        port = ref.origin.port
+        node = self.program.node(origin.owner)
+        port = origin.port
         if isinstance(node, Recurrent):
             if port in node.spec.exits:
                 # layout=1 puts batch first ([batch, directions, hidden]): its axis 0 is not the directions
@@ -197,14 +208,11 @@ class Tracer(Analysis):
 
     def canon(self, ref: Ref) -> Ref:
         """Drop trailing indices into axes of size 1: ``Y_h[0]`` of a one-direction op is ``Y_h``."""
-        idx = list(ref.index)
-        while idx:
-            parent = Ref(ref.origin, tuple(idx[:-1]))
-            if self.size0(parent) == 1 and idx[-1] in (0, -1):
-                idx.pop()
-            else:
-                break
-        return Ref(ref.origin, tuple(idx))
+        idx = ref.index
+        n = len(idx)
+        while n and idx[n - 1] in (0, -1) and self._axis_size(ref.origin, n - 1) == 1:
+            n -= 1
+        return ref if n == len(idx) else Ref(ref.origin, idx[:n])
 
     # -- evaluation ---------------------------------------------------------------------
     def trace(self, value: Value | None) -> Abs:

@@ -1,4 +1,5 @@
-"""The command line of :mod:`rnnir.fixer` (``rnnir.fix``): ``rnnir fix`` and the ``--fix``/``--diff`` options of ``rnnir lint``.
+"""The command line of :mod:`rnnir.fixer` (``rnnir.fix``): ``rnnir fix``, and what ``rnnir lint --fix``/``--diff`` do
+(:mod:`rnnir.cli.lint` declares those options itself, so a lint without them never imports this module).
 
     rnnir fix MODEL --expose-state [--packed] [--state-defaults] -o OUT
     rnnir fix MODEL [--select SD002,AL001] [--unsafe-fixes] (-o OUT | --in-place | --diff) [--format text|json]
@@ -18,7 +19,6 @@ linted but never fixed: ``lint --fix``/``--diff`` say so on stderr, one warning 
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from rnnir.lint.jobs import LintJob
 
-__all__ = ["FixArgs", "add_lint_fix_options", "add_noqa", "add_parser", "cmd_fix", "explain_fix", "lint_fixes", "noqa_entry"]
+__all__ = ["FixArgs", "add_noqa", "add_parser", "cmd_fix", "explain_fix", "lint_fixes", "noqa_entry"]
 
 
 class FixUsageError(RnnirError):
@@ -290,12 +290,6 @@ def add_noqa(files: Sequence[Any]) -> int:
 
 
 # -- rnnir lint --fix / --diff --------------------------------------------------------------
-
-
-def add_lint_fix_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--fix", action="store_true", help="apply the safe fixes to each linted file (rewritten in place), then report what is left")
-    p.add_argument("--diff", action="store_true", help="show the fixes --fix would make as diffs and write nothing (exit 1 when there is something to fix)")
-    p.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also apply fixes that are not certain")
 
 
 def _suppressed_codes(path: str) -> set[str]:

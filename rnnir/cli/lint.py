@@ -158,9 +158,10 @@ def add_parser(sub: Any) -> None:
         help="with --baseline: exit 1 when an entry of FILE matches no finding any more (default: one line on stderr)",
     )
     add_model_options(p)
-    from rnnir.cli.fix import add_lint_fix_options
-
-    add_lint_fix_options(p)
+    # lint's own options for rnnir/cli/fix.py, which is imported only when --fix or --diff is given
+    p.add_argument("--fix", action="store_true", help="apply the safe fixes to each linted file (rewritten in place), then report what is left")
+    p.add_argument("--diff", action="store_true", help="show the fixes --fix would make as diffs and write nothing (exit 1 when there is something to fix)")
+    p.add_argument("--unsafe-fixes", action="store_true", help="with --fix/--diff: also apply fixes that are not certain")
     p.set_defaults(func=cmd_lint, args_type=LintArgs)
 
 

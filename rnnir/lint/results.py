@@ -29,10 +29,20 @@ def unicode_text(text: str) -> str:
 
 def _renderable(record: dict[str, Any]) -> bool:
     try:
-        json.dumps(record, ensure_ascii=False).encode("utf-8")
+        # no check for cycles: a record that holds itself then recurses without end, which fails it all the same
+        json.dumps(record, ensure_ascii=False, check_circular=False).encode("utf-8")
     except (TypeError, ValueError, UnicodeError, RecursionError):
         return False
     return True
+
+
+def _held(f: FileResult, with_cost: bool) -> tuple[tuple[object, ...], tuple[int | bool, ...]]:
+    """What of a file a report writes and could fail to write (its counts are numbers), and how many findings and
+    pairs it lists (a list grown or shrunk in place is looked at again) with whether its cost is written."""
+    return (
+        (f.path, f.config, f.state_pairs, f.suggested_pairs, f.diagnostics, f.verdicts, f.error, f.cost),
+        (len(f.state_pairs), len(f.suggested_pairs), len(f.diagnostics), with_cost),
+    )
 
 
 @dataclass
@@ -79,12 +89,26 @@ class LintResult:
     cwd: Path = field(default_factory=Path.cwd)
     verbose: bool = False  # text: also each model's pairs, slices and "no findings" (rnnir lint -v)
     baseline_stale: int | None = None  # --baseline: entries that matched nothing in this run (None: no baseline)
+    # id of a file found writable -> the file and what it held then (kept, so no other object takes those ids)
+    _vetted: dict[int, tuple[FileResult, tuple[object, ...], tuple[int | bool, ...]]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def quarantine(self) -> None:
         """Turn a file whose record cannot be written as JSON into that file's error record, so one bad
-        name never blanks the whole report (idempotent; :func:`render` calls it)."""
+        name never blanks the whole report (idempotent; :func:`render` calls it).
+
+        A file found writable is not encoded again while it holds the same objects (``rnnir lint`` quarantines
+        before it reports, then renders: a large model's record took a few milliseconds per look)."""
         for k, f in enumerate(self.files):
-            if f.error is None and not _renderable({**f.to_json(with_cost=self.with_cost), "path": unicode_text(f.path)}):
+            if f.error is not None:
+                continue
+            held, sizes = _held(f, self.with_cost)
+            seen = self._vetted.get(id(f))
+            # seen[0] keeps the file alive, so no other object has its id: the entry is this file's
+            if seen is not None and seen[2] == sizes and all(a is b for a, b in zip(seen[1], held)):
+                continue
+            if _renderable({**f.to_json(with_cost=self.with_cost), "path": unicode_text(f.path)}):
+                self._vetted[id(f)] = (f, held, sizes)
+            else:
                 self.files[k] = FileResult(
                     f.path, error={"type": "RenderError", "message": "the analysis holds text that cannot be written as JSON (a name that is not valid UTF-8?)"}
                 )

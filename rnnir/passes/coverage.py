@@ -24,7 +24,7 @@ from rnnir.ir.nodes import Compute, LoadSlot, Node, Output, Recurrent, Store, Va
 from rnnir.ir.optraits import OpTrait, ops_with
 from rnnir.ir.recurrence import STATE_H, Recognition
 from rnnir.passes.diagnostics import Diagnostic, Location, Severity, onnx_node_of
-from rnnir.passes.manager import AnalysisPass, ProgramFacts
+from rnnir.passes.manager import AnalysisPass, ProgramFacts, RunFacts
 from rnnir.passes.rules import Family, rules_of
 from rnnir.passes.rules.sd009_unverified_state import RULE as UNVERIFIED_STATE
 from rnnir.passes.rules.sd010_state_not_exposed import RULE as NOT_EXPOSED
@@ -257,6 +257,40 @@ def _starts_fresh(facts: ProgramFacts, rec: Recurrent) -> bool:
     return True
 
 
+class _Judged(RunFacts):
+    """Why each slice is unverified and how each recurrence keeps its state, worked out once per run: the
+    :class:`StateCoverage` pass asks first, and :func:`slice_verdicts` / :func:`recurrence_verdicts` (what
+    :func:`rnnir.passes.verify` returns with the findings) ask the same questions of the same facts again."""
+
+    def __init__(self, facts: ProgramFacts) -> None:
+        super().__init__(facts)
+        # (id of the pair, id of the slice map) -> (the two, kept alive so no other object takes their ids, the answer)
+        self._why: dict[tuple[int, int], tuple[TracedPair, SliceMap, _Unresolved | None]] = {}
+        self._recurrences: list[RecurrenceVerdict] | None = None
+        self._whole: dict[int, tuple[TracedPair, tuple[SliceMap, ...]]] = {}  # a pair of no slices: its slot, whole
+
+    def slices_of(self, pair: TracedPair) -> Sequence[SliceMap]:
+        """The slices a verdict is given for: the pair's, or its whole slot when it has none."""
+        if pair.slices:
+            return pair.slices
+        hit = self._whole.get(id(pair))
+        if hit is None:
+            hit = self._whole[id(pair)] = (pair, (SliceMap(index=(), label=pair.slot.name),))
+        return hit[1]
+
+    def why_unverified(self, pair: TracedPair, sm: SliceMap) -> _Unresolved | None:
+        key = (id(pair), id(sm))
+        hit = self._why.get(key)
+        if hit is None:
+            hit = self._why[key] = (pair, sm, _why_unverified(self.facts, pair, sm))
+        return hit[2]
+
+    def recurrences(self) -> list[RecurrenceVerdict]:
+        if self._recurrences is None:
+            self._recurrences = _recurrence_verdicts(self.facts)
+        return list(self._recurrences)
+
+
 # -- recurrence verdicts -------------------------------------------------------------------------
 
 
@@ -292,11 +326,13 @@ def _returned_exits(facts: ProgramFacts) -> dict[str, dict[str, list[str]]]:
     recurrent ops quadratic (1,000 ops x 1,000 outputs at 100k nodes).
     """
     exits = {rec.id: rec.spec.exits for rec in facts.recurrents}
+    tracer = facts.tracer
     out: dict[str, dict[str, list[str]]] = {}
     for st in facts.stores:
-        if not isinstance(st.dest, Output) or st.value is None:
+        value = st.value
+        if not isinstance(st.dest, Output) or value is None:
             continue
-        for ref in _exact_refs(facts.tracer.trace(st.value)):
+        for ref in _exact_refs(tracer.trace(value)):
             if ref.origin.kind is not OriginKind.PORT:
                 continue
             rec_exits = exits.get(ref.origin.owner)
@@ -317,8 +353,12 @@ def recurrence_verdicts(facts: ProgramFacts) -> list[RecurrenceVerdict]:
     A state (h, or c) is *not exposed* when the recurrence starts it afresh on every call -- no initial
     value, a constant, or a value no paired state input reaches -- while a graph output returns its final
     value.  One such state makes the recurrence ``NOT_EXPOSED``, even when its other state is paired
-    (declaring ``h0=hn`` alone leaves an LSTM's c behind).
+    (declaring ``h0=hn`` alone leaves an LSTM's c behind).  Worked out once per run (``facts``).
     """
+    return facts.derived(_Judged).recurrences()
+
+
+def _recurrence_verdicts(facts: ProgramFacts) -> list[RecurrenceVerdict]:
     readers: set[str] = set()
     written: set[tuple[str, str]] = set()  # (node, exit port) written back into a slot
     for pair in facts.pairs:
@@ -387,17 +427,17 @@ def slice_verdicts(facts: ProgramFacts, diagnostics: Iterable[Diagnostic]) -> li
     finding is about.  Findings of this module's own rules never make a slice violated.
     """
     findings = _violations(diagnostics)
+    judged = facts.derived(_Judged)
     out: list[SliceVerdict] = []
     for pair in facts.pairs:
-        slices = pair.slices or [SliceMap(index=(), label=pair.slot.name)]
-        for sm in slices:
+        for sm in judged.slices_of(pair):
             hits = _hits(findings, pair.slot.name, sm.label)
             if hits:
                 first = next((loc.onnx_node or loc.value for d in hits for loc in d.locations if loc.onnx_node or loc.value), None)
                 codes = tuple(dict.fromkeys(d.code for d in hits))
                 out.append(SliceVerdict(pair.input, pair.output, sm.label, Verdict.VIOLATED, hits[0].message, first, codes))
                 continue
-            why = _why_unverified(facts, pair, sm)
+            why = judged.why_unverified(pair, sm)
             if why is None:
                 out.append(SliceVerdict(pair.input, pair.output, sm.label, Verdict.VERIFIED))
             else:
@@ -423,9 +463,10 @@ class StateCoverage(AnalysisPass):
     rules: ClassVar = rules_of(Family.STATE_COVERAGE)
 
     def analyse(self, facts: ProgramFacts) -> Iterator[Diagnostic]:
+        judged = facts.derived(_Judged)
         for pair in facts.pairs:
-            for sm in pair.slices or [SliceMap(index=(), label=pair.slot.name)]:
-                why = _why_unverified(facts, pair, sm)
+            for sm in judged.slices_of(pair):
+                why = judged.why_unverified(pair, sm)
                 if why is None:
                     continue
                 yield UNVERIFIED_STATE.diagnostic(
@@ -438,7 +479,7 @@ class StateCoverage(AnalysisPass):
                 )
         if not facts.pairs and not facts.recurrents:
             yield UNVERIFIED_STATE.diagnostic("nothing-found")
-        by_id = {r.id: r for r in facts.recurrents}
+        by_id = facts.recurrent_by_id
         for v in recurrence_verdicts(facts):
             if v.state is not RecurrenceState.NOT_EXPOSED:
                 continue

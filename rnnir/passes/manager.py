@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar
+from typing import ClassVar, TypeVar, cast
 
 from rnnir.analysis.facts import AnalysisManager, analyses
 from rnnir.analysis.slices import SliceAnalysis, TracedPair
@@ -35,6 +35,7 @@ __all__ = [
     "PassContractError",
     "PassManager",
     "ProgramFacts",
+    "RunFacts",
     "SelectionError",
     "fingerprint",
     "selected_codes",
@@ -109,6 +110,16 @@ class ProgramFacts:
     def __init__(self, program: Program) -> None:
         self.program = program
         self.analyses: AnalysisManager = analyses(program)
+        self._derived: dict[type[RunFacts], RunFacts] = {}
+        self._storage: dict[Slot, list[Store]] = {}  # a slot (hashed by identity) -> the stores into its memory
+
+    def derived(self, kind: type[R]) -> R:
+        """``kind(self)``, made once per run: what a pass works out and another reader needs again (the coverage
+        pass's per-slice answers, which the verdicts of :func:`rnnir.passes.verify` repeat) is worked out once."""
+        hit = self._derived.get(kind)
+        if hit is None:
+            hit = self._derived[kind] = kind(self)
+        return cast(R, hit)  # stored above under its own type
 
     # -- slice maps -------------------------------------------------------------------------
     @property
@@ -123,8 +134,13 @@ class ProgramFacts:
     # -- nodes ------------------------------------------------------------------------------
     @cached_property
     def acyclic(self) -> bool:
-        """Whether the program's graph has no cycle: every pass's precondition, sorted once per run, not once per pass."""
-        return digraph.is_directed_acyclic_graph(self.program.graph)
+        """Whether the program's graph has no cycle: every pass's precondition, sorted once per run, not once per pass
+        (the program's own topological order, which its analyses have sorted already, fails on a cycle)."""
+        try:
+            _ = self.nodes  # sorted topologically: a cycle raises
+        except ValueError:
+            return False
+        return True
 
     @cached_property
     def nodes(self) -> list[Node]:
@@ -175,11 +191,15 @@ class ProgramFacts:
         return self._stores_by_dest.get(id(dest), [])
 
     def stores_to_storage(self, slot: Slot) -> list[Store]:
-        """Stores that write ``slot``'s memory: to the slot itself, or to what it is declared an alias of."""
-        stores = list(self.stores_to(slot))
-        if slot.alias_of is not None:
-            stores += [st for st in self.stores_to(slot.alias_of) if st not in stores]
-        return sorted(stores, key=lambda st: self.position[st.id])
+        """Stores that write ``slot``'s memory: to the slot itself, or to what it is declared an alias of (found once
+        per slot and run: every pass asks it of every slot)."""
+        hit = self._storage.get(slot)
+        if hit is None:
+            stores = list(self.stores_to(slot))
+            if slot.alias_of is not None:
+                stores += [st for st in self.stores_to(slot.alias_of) if st not in stores]
+            hit = self._storage[slot] = sorted(stores, key=lambda st: self.position[st.id])
+        return list(hit)
 
     # -- happens-before over two calls --------------------------------------------------------
     @cached_property
@@ -224,9 +244,41 @@ class ProgramFacts:
         # a Return orders the calls, and nothing leaves call k+1
         return {(1, n) for n in self.program.graph.nodes} if self._ordering_returns() else set()
 
+    def runs_before_next_call(self, node_id: Hashable) -> bool:
+        """Whether node ``node_id`` of call k happens before every node of call k+1: ``(0, node_id) in
+        before_next_call``.  An ordering Return, or a node with an edge into one (what a slot's store nearly always
+        is), is answered from its edges; any other node from :attr:`before_next_call`, walked once per run."""
+        g = self.program.graph
+        if node_id not in g:
+            return False
+        joins = self._joins
+        if node_id in joins or any(s in joins for s in g.successors(node_id)):
+            return True
+        return (0, node_id) in self.before_next_call
+
+    def runs_after_previous_call(self, node_id: Hashable) -> bool:
+        """Whether node ``node_id`` of call k+1 happens after the boundary: ``(1, node_id) in after_previous_call``,
+        without making that set (every node of the program, when a Return orders the calls)."""
+        return bool(self._joins) and node_id in self.program.graph
+
+    @cached_property
+    def _joins(self) -> frozenset[Hashable]:
+        return frozenset(self._ordering_returns())
+
     def _ordering_returns(self) -> list[Hashable]:
         """The ids of the Returns that join call k to call k+1 (those whose layer orders anything)."""
         return [r.id for r in self.returns if r.layer.value != "none"]
+
+
+class RunFacts:
+    """Base of what one run derives from its :class:`ProgramFacts` once (:meth:`ProgramFacts.derived`), for the
+    readers that ask again after the pass that worked it out; like the facts, valid while the program is unchanged."""
+
+    def __init__(self, facts: ProgramFacts) -> None:
+        self.facts = facts
+
+
+R = TypeVar("R", bound=RunFacts)
 
 
 # -- the program's fingerprint ---------------------------------------------------------------

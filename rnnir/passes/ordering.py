@@ -70,8 +70,8 @@ def _return_before_store(facts: ProgramFacts) -> Iterator[Diagnostic]:
         if not loads or not stores:
             continue
         # Store_k(slot) must reach LoadSlot_{k+1}(slot); every path between the calls crosses the boundary
-        ordered_loads = all((1, ld.id) in facts.after_previous_call for ld in loads)
-        late = [st for st in stores if not ordered_loads or (0, st.id) not in facts.before_next_call]
+        ordered_loads = all(facts.runs_after_previous_call(ld.id) for ld in loads)
+        late = [st for st in stores if not ordered_loads or not facts.runs_before_next_call(st.id)]
         for st in late:
             yield RETURN_BEFORE_STORE.diagnostic(
                 "calls-unordered" if unordered else "return-does-not-wait",

@@ -331,11 +331,12 @@ def test_ordering_uses_one_traversal_per_view_slot_store_not_per_node_pair(monke
     monkeypatch.setattr(nx, "ancestors_of_any", anc_any)
     n = 30
     assert passes.run(_many_slots(n, "copy"), select=["OR"]) == []
-    # OR001: one traversal for every slot (what follows the boundary is every node of the next call: no traversal)
-    assert calls == {"ancestors": 1, "descendants": 0}
+    # OR001: at most one traversal for every slot (none when each store feeds the Return itself; what follows the
+    # boundary is every node of the next call: no traversal)
+    assert calls["ancestors"] <= 1 and calls["descendants"] == 0
     calls.update(ancestors=0, descendants=0)
     assert passes.run(_many_slots(n, "view"), select=["OR"]) == []
-    assert calls["ancestors"] == 1 + n  # OR002: one per store of a view-loaded slot
+    assert n <= calls["ancestors"] <= 1 + n  # OR002: one per store of a view-loaded slot
 
 
 def test_a_program_with_a_cycle_is_refused_before_any_pass_runs():

@@ -200,6 +200,41 @@ def test_stores_into_a_slot_storage_are_its_own_and_its_alias_target_in_program_
     assert facts.returns == prog.returns and facts.recurrents == []
 
 
+def test_a_store_or_return_runs_before_the_next_call_without_walking_the_program():
+    """A store with an edge into the ordering Return, and that Return, are answered from their edges: the ancestors
+    set is not made (a cached property lands in the instance's dict); a load, two steps up, is answered from it."""
+    b, h, h0, y, hn = rnn_builder()
+    st = b.store(hn, h)
+    b.ret(st)
+    prog = b.build()
+    (ret,) = prog.returns
+    for node_id in (st.producer.id, ret.id):
+        facts = ProgramFacts(prog)
+        assert facts.runs_before_next_call(node_id) is True
+        assert "before_next_call" not in facts.__dict__, node_id
+    facts = ProgramFacts(prog)
+    assert facts.runs_before_next_call(h0.producer.id) is True and "before_next_call" in facts.__dict__
+
+
+def test_each_slots_stores_are_gathered_once_per_run(monkeypatch: pytest.MonkeyPatch):
+    b, h, h0, y, hn = rnn_builder()
+    st = b.store(hn, h)
+    b.ret(st)
+    facts = ProgramFacts(b.build())
+    asked: list[object] = []
+    real = ProgramFacts.stores_to
+
+    def counting(self: ProgramFacts, dest: object) -> object:
+        asked.append(dest)
+        return real(self, dest)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ProgramFacts, "stores_to", counting)
+    first = facts.stores_to_storage(h)
+    first.append(first[0])  # the caller's own list: the next answer is not changed by it
+    assert facts.stores_to_storage(h) == [st.producer]
+    assert asked == [h]
+
+
 def test_a_return_that_orders_nothing_leaves_the_two_calls_unjoined():
     b, h, h0, y, hn = rnn_builder()
     st = b.store(hn, h)
@@ -264,8 +299,18 @@ def test_the_call_sets_are_what_the_doubled_graph_reaches(sample):
 
     prog = rnnir.load(SAMPLES / sample)
     facts = ProgramFacts(prog)
-    assert facts.before_next_call == digraph.ancestors(facts.two_calls, ("call-boundary",))
-    assert facts.after_previous_call == digraph.descendants(facts.two_calls, ("call-boundary",))
+    before = digraph.ancestors(facts.two_calls, ("call-boundary",))
+    after = digraph.descendants(facts.two_calls, ("call-boundary",))
+    assert facts.before_next_call == before
+    assert facts.after_previous_call == after
+    _node_questions_agree(ProgramFacts(prog), before, after)  # fresh facts: the node questions first, sets not made
+
+
+def _node_questions_agree(facts: ProgramFacts, before: set[object], after: set[object]) -> None:
+    """runs_before_next_call / runs_after_previous_call answer for one node what the doubled graph's sets hold."""
+    for n in [*facts.program.graph.nodes, "not-a-node"]:
+        assert facts.runs_before_next_call(n) == ((0, n) in before), n
+        assert facts.runs_after_previous_call(n) == ((1, n) in after), n
 
 
 def test_the_call_sets_of_a_program_whose_return_orders_nothing_match_the_doubled_graph():
@@ -276,6 +321,7 @@ def test_the_call_sets_of_a_program_whose_return_orders_nothing_match_the_double
     facts = ProgramFacts(b.build())
     assert facts.before_next_call == digraph.ancestors(facts.two_calls, ("call-boundary",)) == set()
     assert facts.after_previous_call == digraph.descendants(facts.two_calls, ("call-boundary",)) == set()
+    _node_questions_agree(facts, set(), set())
 
 
 def test_the_manager_keeps_its_own_copy_of_the_passes_and_the_selection():

@@ -81,9 +81,9 @@ class StoreDestinations(AnalysisPass):
 
 def _check_pair(ctx: Context, pair: TracedPair) -> Iterator[Diagnostic]:
     facts = ctx.facts
-    loads = facts.loads_of(pair.slot)
     stores = facts.stores_to_storage(pair.slot)
     if not stores:
+        loads = facts.loads_of(pair.slot)
         if loads:
             yield never_written(ctx, pair, loads)
         return

@@ -26,7 +26,6 @@ __all__ = ["cache_exits", "is_feature_cache"]
 def cache_exits(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator[Diagnostic]:
     """SD002 for another slot's window written back, SD003 for a window that keeps the wrong frames."""
     slot = pair.slot
-    locs = ctx.store_locs(stores)
     for sm in pair.slices:
         for bp, w in sm.windows.items():
             verdict = judge(slot.name, slot.type.shape, w)
@@ -36,9 +35,9 @@ def cache_exits(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator
             fields = {"got": f"{verdict.detail} (appended by {w.via})", "where": branch_text(bp), "axis": w.axis, "length": length if isinstance(length, int) else "L"}
             data = {"slice": sm.label, "problem": verdict.problem.value, "kind": verdict.kind.value}
             if verdict.problem is Problem.OTHER_SLOT:
-                yield WRONG_SLOT.diagnostic("window-of-other-slot", slot=slot.name, locations=locs, data={**data, "from": w.slot}, **fields)
+                yield WRONG_SLOT.diagnostic("window-of-other-slot", slot=slot.name, locations=ctx.store_locs(stores), data={**data, "from": w.slot}, **fields)
             else:
-                yield NOT_FINAL_STATE.diagnostic("bad-window", slot=slot.name, locations=locs, data=data, **fields)
+                yield NOT_FINAL_STATE.diagnostic("bad-window", slot=slot.name, locations=ctx.store_locs(stores), data=data, **fields)
 
 
 def is_feature_cache(ctx: Context, pair: TracedPair, stores: list[Store]) -> bool:

@@ -101,13 +101,14 @@ class Context:
         self.slot_readers: dict[str, set[str]] = {}
         self.derived_readers: dict[str, set[str]] = {}
         self.labels: dict[tuple[str, tuple[int, ...]], str] = {}
-        self.roles: dict[tuple[str, tuple[int, ...]], str] = {}
+        self._slices: dict[tuple[str, tuple[int, ...]], SliceMap] = {}  # whose role a message names, worded on demand
+        self._roles: dict[tuple[str, tuple[int, ...]], str] = {}
         self._store_locs: dict[int, Location] = {}  # by id of the store (the program's, alive while the pass runs)
         for pair in facts.pairs:
             name = pair.slot.name
             for sm in pair.slices:
                 self.labels[(name, sm.index)] = sm.label
-                self.roles[(name, sm.index)] = _slice_role(sm, self.ops)
+                self._slices[(name, sm.index)] = sm
                 for e in sm.entry:
                     if e.note == "derived":
                         self.derived_readers.setdefault(name, set()).add(e.node_id)
@@ -134,8 +135,14 @@ class Context:
         return [o for o in self.owners.get((r.node_id, init), []) if r.direction is None or o.direction is None or o.direction == r.direction]
 
     def slice_text(self, slot: str, index: tuple[int, ...]) -> str:
-        label = self.labels.get((slot, index), slot + "".join(f"[{i}]" for i in index))
-        return f"{label} ({self.roles.get((slot, index), 'not read by any recurrent op')})"
+        """How a message names a slice: its label and who reads it (worded only for the slices a finding names)."""
+        key = (slot, index)
+        label = self.labels.get(key, slot + "".join(f"[{i}]" for i in index))
+        role = self._roles.get(key)
+        if role is None:
+            sm = self._slices.get(key)
+            role = self._roles[key] = _slice_role(sm, self.ops) if sm is not None else "not read by any recurrent op"
+        return f"{label} ({role})"
 
     def reads(self, slot: str) -> set[str]:
         return self.slot_readers.get(slot, set()) | self.derived_readers.get(slot, set())

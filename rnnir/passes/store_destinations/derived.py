@@ -38,9 +38,8 @@ def derived_exits(ctx: Context, pair: TracedPair, stores: list[Store], reverse_s
             if kind is ExitKind.DERIVED:
                 refs = by_branch.setdefault(bp, (sm, []))[1]
                 refs.extend(r for r in refs_for(sm, bp) if r not in refs)
-    locs = ctx.store_locs(stores)
     for bp, (sm, refs) in by_branch.items():
-        yield from _derived(ctx, pair, sm, bp, refs, locs, stores, reverse_seen)
+        yield from _derived(ctx, pair, sm, bp, refs, ctx.store_locs(stores), stores, reverse_seen)
 
 
 def _derived(

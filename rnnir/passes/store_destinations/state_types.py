@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from rnnir.analysis.slicemaps import PortRef, SliceMap
 from rnnir.analysis.slices import TracedPair
 from rnnir.ir.nodes import Output, Recurrent, Store
 from rnnir.ir.recurrence import FINAL_STATE_PORTS
@@ -29,7 +30,6 @@ def state_types(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator
     value = next((st.value for st in stores if st.value is not None), None)
     if value is None:
         return
-    locs = ctx.store_locs(stores)
     findings: dict[str, list[str]] = {}
 
     def add(aspect: str, text: str) -> None:
@@ -56,8 +56,8 @@ def state_types(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator
     frame_axes = {w.axis for sm in pair.slices for w in sm.windows.values()}
     if vshape is not None and sshape is not None and len(vshape) == len(sshape):
         for axis, (a, b) in enumerate(zip(sshape, vshape)):
-            if axis in frame_axes:
-                continue
+            if a == b or axis in frame_axes:
+                continue  # the same dim (no static one can differ), or a cache's frame axis
             a, b = static_dim(a), static_dim(b)
             if a is not None and b is not None and a != b:
                 add(_aspect(axis, len(sshape)), f"dim {axis} is {b} in the value written back (%{value.name}), {a} in the slot")
@@ -68,23 +68,22 @@ def state_types(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator
             rec = ctx.ops.get(r.node_id)
             if rec is None or r.port not in FINAL_STATE_PORTS or r.note == "derived" or sub is None:
                 continue
-            label = f"{sm.label} <- {r.label}"
             if sub and static_dim(sub[-1]) is not None and rec.hidden_size and sub[-1] != rec.hidden_size:
-                add("hidden size", f"{label}: the op's hidden_size is {rec.hidden_size}, the slot's last dim is {sub[-1]}")
+                add("hidden size", f"{_exit_text(sm, r)}: the op's hidden_size is {rec.hidden_size}, the slot's last dim is {sub[-1]}")
             ytype = port.type if (port := rec.port(r.port)) is not None else None
             batch = static_dim(ytype.dim(0 if rec.layout == 1 else 1)) if ytype is not None and ytype.rank == 3 else None
             if len(sub) == 3:
                 dirs_axis, batch_axis = (1, 0) if rec.layout == 1 else (0, 1)
                 n = rec.num_directions if r.direction is None else 1
                 if static_dim(sub[dirs_axis]) is not None and sub[dirs_axis] != n:
-                    add("directions", f"{label}: the op writes {n} direction(s), the slot holds {sub[dirs_axis]}")
+                    add("directions", f"{_exit_text(sm, r)}: the op writes {n} direction(s), the slot holds {sub[dirs_axis]}")
                 if batch is not None and static_dim(sub[batch_axis]) is not None and sub[batch_axis] != batch:
-                    add("batch", f"{label}: the op's batch is {batch}, the slot's is {sub[batch_axis]}")
+                    add("batch", f"{_exit_text(sm, r)}: the op's batch is {batch}, the slot's is {sub[batch_axis]}")
             elif len(sub) == 2 and batch is not None and static_dim(sub[0]) is not None and sub[0] != batch:
-                add("batch", f"{label}: the op's batch is {batch}, the slot's is {sub[0]}")
+                add("batch", f"{_exit_text(sm, r)}: the op's batch is {batch}, the slot's is {sub[0]}")
             lay = _layout_of(st_type.layout)
             if lay is not None and lay != rec.layout:
-                add("layout", f"{label}: the slot is declared layout {st_type.layout!r}, the op runs layout={rec.layout}")
+                add("layout", f"{_exit_text(sm, r)}: the slot is declared layout {st_type.layout!r}, the op runs layout={rec.layout}")
     # quantization
     q_slot, q_val = st_type.quant, value.type.quant
     known = value.type.dtype is not None or isinstance(value.producer, Recurrent)  # a recurrent op's result is never quantized
@@ -95,8 +94,13 @@ def state_types(ctx: Context, pair: TracedPair, stores: list[Store]) -> Iterator
         aspects = list(findings)
         detail = "; ".join(f"{aspect}: " + ", ".join(texts) for aspect, texts in findings.items())
         yield STATE_TYPE_MISMATCH.diagnostic(
-            "mismatch", slot=name, locations=locs, data={"aspects": aspects}, declared=st_type, aspects=" and ".join(aspects), detail=detail
+            "mismatch", slot=name, locations=ctx.store_locs(stores), data={"aspects": aspects}, declared=st_type, aspects=" and ".join(aspects), detail=detail
         )
+
+
+def _exit_text(sm: SliceMap, r: PortRef) -> str:
+    """How a message names a slice's exit (worded when a mismatch is found, not for every exit)."""
+    return f"{sm.label} <- {r.label}"
 
 
 def _paired_output(ctx: Context, pair: TracedPair) -> Output | None:

@@ -300,3 +300,26 @@ def test_two_quantizations_that_differ_are_a_mismatch_even_when_the_dtype_is_unk
     assert sd005(text) == [
         mismatch("float32[1,1,4] q(scale=(0.5,))", "quantization", f"quantization: the slot is quantized {Q_TEXT}, the value written back is quantized {other}")
     ]
+
+
+def _appended(cache: str, grown: str) -> str:
+    """An append-only cache ``cache`` (frames on axis 1) written back as Concat(cache, 2 new frames) : ``grown``."""
+    return "\n".join([
+        "program @p {",
+        f"  slot @cache : float32[{cache}] init=zeros",
+        "  value %x : float32[1,2,2]",
+        "  %cache = load_slot<@cache, copy>()",
+        "  %new = Relu(%x) : float32[1,2,2]",
+        f"  %cat = Concat<axis=1>(%cache, %new) : float32[{grown}]",
+        "  %s = store<@cache, token>(%cat)",
+        "  return<by runtime>(%s)",
+        "}",
+    ])
+
+
+def test_an_append_only_caches_frame_axis_grows_without_a_type_mismatch_but_its_other_axes_do_not():
+    # 3 cached frames and 2 new ones: the value written back holds 5 on the frame axis, by design (no SD005)
+    assert sd005(_appended("1,3,2", "1,5,2")) == []
+    # near miss: axis 0 differs too; SD005 names that axis alone, never the frame axis beside it
+    (msg,) = sd005(_appended("1,3,2", "2,5,2"))
+    assert "dim 0 is 2 in the value written back (%cat), 1 in the slot" in msg and "dim 1" not in msg
