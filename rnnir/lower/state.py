@@ -79,7 +79,7 @@ def declare_state(
     """Add the graph's outputs and a slot per state pair to ``program``; the pairs become ``program.state_pairs``."""
     model = src.model
     root = index.root
-    pairs = find_pairs(model, label=src.label, declared=declared, model_path=src.path, dataflow=None if declared else Dataflow(index))
+    pairs = find_pairs(model, label=src.label, declared=declared, model_path=src.path, dataflow=lambda: Dataflow(index))
     fed = _inputs_reaching_initial_state(index)
     if not declared:  # a declaration is the caller's whole contract
         pairs += _unreturned_state_inputs(pairs, fed)
