@@ -145,6 +145,16 @@ class Dataflow:
             for node, key in zip(scope.nodes, scope.node_ops)
             if key in _LOOP_OPS and (id(node), "body") in scope.children
         ]
+        self._sources: dict[tuple[int, str], list[str]] = {}
+
+    def sources_of(self, scope: Scope, name: str) -> list[str]:
+        """:func:`layout_sources`, walked once per name: lowering asks for every recurrent initial state's (which
+        graph inputs feed one), pairing for the same states' again (which input starts each)."""
+        key = (id(scope), name)
+        hit = self._sources.get(key)
+        if hit is None:
+            hit = self._sources[key] = layout_sources(self.index, scope, name)
+        return hit
 
     # each part is walked when first asked for: pairing asks for the links only when an input and an output are left
     # over, and for the sequences only when some could pair by position (1,000 recurrences: a layout walk each)
@@ -155,7 +165,7 @@ class Dataflow:
         for c in self._carriers():
             if c.entry >= len(c.node.input) or not c.node.input[c.entry] or c.exit >= len(c.node.output) or not c.node.output[c.exit]:
                 continue
-            sources = layout_sources(self.index, c.scope, c.node.input[c.entry])
+            sources = self.sources_of(c.scope, c.node.input[c.entry])
             started[(id(c.node), c.exit)] = (c, sources[0] if len(sources) == 1 else None)
         return started
 
