@@ -93,7 +93,7 @@ class RecurrenceKind:
         """Input ports a state enters through, in ONNX order (initial_h, initial_c)."""
         return tuple(s.entry for s in self.states)
 
-    @property
+    @cached_property
     def exits(self) -> tuple[str, ...]:
         """Output ports a final state leaves through (Y_h, Y_c)."""
         return tuple(s.exit for s in self.states)
