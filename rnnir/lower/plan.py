@@ -11,7 +11,8 @@ state-carrying part of the graph, not the whole model.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, compress
+from operator import not_
 
 from rnnir.ir.recurrence import kind_for_op
 from rnnir.lower.dataflow import if_dependencies
@@ -163,11 +164,12 @@ def _closure_in_node_order(index: ModelIndex, seeds: set[str]) -> set[str] | Non
     if not root.in_order:  # never with subgraphs either: a node holding one is not checked in order
         return None
     seen = set(seeds)
-    untouched = seen.isdisjoint
     # a recurrent op's results are seeds already, so no op needs leaving out; the set grows while it is tested,
-    # each node against what the nodes before it added (update pulls the generator one output at a time); an absent
-    # output ("") is no value, and kept out, an absent input never matches
-    seen.update(filter(None, chain.from_iterable(outs for ins, outs in zip(root.node_inputs, root.node_outputs) if not untouched(ins))))
+    # each node against what the nodes before it added (update pulls the chain one output at a time, and compress
+    # tests a node only once the outputs before it are taken); an absent output ("") is no value, and kept out, an
+    # absent input never matches.  map and compress keep the per-node step out of Python bytecode
+    touched = map(not_, map(seen.isdisjoint, root.node_inputs))
+    seen.update(filter(None, chain.from_iterable(compress(root.node_outputs, touched))))
     return seen
 
 
