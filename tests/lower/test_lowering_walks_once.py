@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper, numpy_helper
+from onnx import TensorProto, helper, numpy_helper
 
 from rnnir.ir.nodes import PendingConst
 from rnnir.ir.pairs import PairSource
 from rnnir.ir.recurrence import KINDS
 from rnnir.lower.dataflow import Dataflow, layout_sources
-from rnnir.lower.pairing import find_pairs
+from rnnir.lower.pairing import _name_candidates, find_pairs
 from rnnir.lower.scope import ModelIndex
 from rnnir.lower.tensors import SMALL_CONST, small_const
 from tests.support.onnx_models import const, model, vi
@@ -130,3 +130,45 @@ def test_a_small_constant_waits_for_its_array_and_a_large_one_has_none():
     bad = numpy_helper.from_array(np.zeros(3, dtype=np.float32), "bad")
     bad.raw_data = bad.raw_data[:-4]
     assert small_const(bad) is None
+
+
+def _io_only(inputs: list[str], outputs: list[str]):
+    """A model whose outputs are Neg of its first input (only its inputs' and outputs' names matter to pairing)."""
+    nodes = [helper.make_node("Neg", [inputs[0]], [o]) for o in outputs]
+    return model(nodes, [vi(i, [1, 1, H]) for i in inputs], [vi(o, [1, 1, H]) for o in outputs])
+
+
+def test_no_dataflow_is_made_for_left_overs_nothing_could_pair_with():
+    # k (a plain name) has no candidate among the outputs, stateN_prev (plain too) names stateN, which state took
+    # first; no output is left for a link, none but the first for position: the dataflow is never asked
+    m = _io_only(["state", "stateN_prev", "k"], ["stateN"])
+    maker = _Counted(m)
+    assert [(p.input, p.output, p.source) for p in find_pairs(m, label="m", dataflow=maker)] == [("state", "stateN", PairSource.NAME)]
+    assert maker.calls == 0
+    # every input paired, an output left over (y, after the first): nothing for a link or position to pair it with
+    m = _io_only(["state"], ["stateN", "y"])
+    maker = _Counted(m)
+    assert [(p.input, p.output) for p in find_pairs(m, label="m", dataflow=maker)] == [("state", "stateN")]
+    assert maker.calls == 0
+
+
+def test_name_candidates_are_each_tried_once_in_the_rules_order():
+    # the state rule's templates, then the generic suffixes and prefixes it has not given already
+    assert _name_candidates("state") == [
+        "stateN", "state_n", "state_out", "new_state", "next_state", "stateOut", "out_state",
+        "staten", "state_next", "state_new", "state_final", "state_output",
+    ]
+    # h0 matches both h0 rules: hn and hN come once
+    assert _name_candidates("h0") == [
+        "hn", "hN", "hout", "h_final", "h_out", "h0_out", "h0_n", "h0n", "h0N", "h0_next", "h0_new", "h0_final", "h0_output",
+        "new_h0", "next_h0", "out_h0",
+    ]
+
+
+def test_a_constant_with_a_negative_dim_is_read_at_once_not_left_pending():
+    # no element count to test the size with (and no crash for it): numpy reads the empty data as it comes
+    t = TensorProto()
+    t.name, t.data_type = "neg", TensorProto.FLOAT
+    t.dims.extend([-1])
+    c = small_const(t)
+    assert not isinstance(c, PendingConst) and c is not None and c.size == 0
