@@ -218,18 +218,18 @@ def _each_name_candidate(name: str) -> Iterator[str]:
     """The output names ``name`` pairs with by convention, best first, each once: made one at a time, as pairing
     stops at the first that is an output (a state input of a big model usually pairs with its first or second)."""
     seen = {name}
-    for pattern, templates in _NAME_RULES_COMPILED:
-        m = pattern.match(name)
-        if m:
-            for t in templates:
-                c = _expand(m, t)
-                if c not in seen:
-                    seen.add(c)
-                    yield c
-    for c in chain((name + s for s in _GENERIC_OUT_SUFFIXES), (p + name for p in _GENERIC_OUT_PREFIXES)):
+    generic = chain((name + s for s in _GENERIC_OUT_SUFFIXES), (p + name for p in _GENERIC_OUT_PREFIXES))
+    for c in chain(_rule_candidates(name), generic):
         if c not in seen:
             seen.add(c)
             yield c
+
+
+def _rule_candidates(name: str) -> Iterator[str]:
+    for pattern, templates in _NAME_RULES_COMPILED:
+        m = pattern.match(name)
+        if m:
+            yield from (_expand(m, t) for t in templates)
 
 
 def _dims_agree(a: GraphIO, b: GraphIO) -> bool:
