@@ -188,39 +188,51 @@ class Program:
 
     def add(self, node: Node) -> Node:
         """Insert ``node``: its id must be unique, its operands must already belong to the program."""
-        if node.__dict__.get("_program") is not None:
-            raise IRError(f"{node!r} already belongs to program {node.__dict__['_program'].name!r}")
-        if not node.id:
-            node.id = self.fresh_id(node.opname.split(".")[-1].lower() if isinstance(node, Compute) else type(node).__name__.lower())
+        fields = node.__dict__
+        if fields.get("_program") is not None:
+            raise IRError(f"{node!r} already belongs to program {fields['_program'].name!r}")
+        nid = node.id
+        if not nid:  # written as Node.__setattr__ does for a node no program owns yet
+            nid = fields["id"] = self.fresh_id(node.opname.split(".")[-1].lower() if isinstance(node, Compute) else type(node).__name__.lower())
         graph = self.graph
-        if node.id in graph:
-            raise IRError(f"duplicate node id {node.id!r}")
+        if nid in graph:
+            raise IRError(f"duplicate node id {nid!r}")
         inputs, outputs = node.inputs, node.outputs
+        # _check_operand's tests, inline: lowering adds thousands of nodes, most with several operands (a Return
+        # with one per store); it runs only to raise with its message
+        attrs_of, externals = graph.attrs_of, self._externals
         for v in inputs:
             if v is not None:
-                self._check_operand(node, v)
+                producer = v.producer
+                if producer is not None:
+                    attrs = attrs_of(producer.id)
+                    if attrs is None or attrs["node"] is not producer:
+                        self._check_operand(node, v)
+                elif externals.get(v.name) is not v:
+                    self._check_operand(node, v)
         for v in outputs:
             if v is not None and v.producer is not None and v.producer is not node:
                 raise IRError(f"%{v.name} already has producer {v.producer.id}")
-        graph.add_node(node.id, node=node)
+        graph.add_node(nid, node=node)
         self._changed()
-        node._adopt(self)
+        fields["_program"] = self  # node._adopt(self)
         # the use-def links, written as write_kept does (a Python call per field is most of a node's cost on a
         # model with thousands of state pairs)
         for i, operand in enumerate(inputs):
             if operand is None:
                 continue
-            if operand.producer is not None:
-                graph.add_edge(operand.producer.id, node.id, kind="data")
-            fields = operand.__dict__
-            fields["uses"] = IRTuple((*fields["uses"], (node, i)))
+            value_fields = operand.__dict__
+            producer = value_fields["producer"]
+            if producer is not None:
+                graph.add_edge(producer.id, nid, kind="data")
+            value_fields["uses"] = IRTuple((*value_fields["uses"], (node, i)))
         for i, result in enumerate(outputs):
             if result is None:
                 continue
-            fields = result.__dict__
-            fields["producer"] = node
-            fields["index"] = i
-            fields["_program"] = self
+            value_fields = result.__dict__
+            value_fields["producer"] = node
+            value_fields["index"] = i
+            value_fields["_program"] = self
         return node
 
     def _check_operand(self, node: Node, v: Value) -> None:

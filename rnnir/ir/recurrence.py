@@ -16,6 +16,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cached_property
 from types import MappingProxyType
 
 __all__ = [
@@ -71,18 +72,28 @@ class RecurrenceKind:
     sequence_lens: str = "sequence_lens"
     summary: str = ""
 
+    # the ports' positions and the state inputs, worked out once per kind (cached_property stores into the instance's
+    # __dict__, which a frozen dataclass allows): lowering asks for them per recurrent op, tens of thousands of times
+    @cached_property
+    def _input_positions(self) -> Mapping[str, int]:
+        return {p: self.inputs.index(p) for p in self.inputs}
+
+    @cached_property
+    def _output_positions(self) -> Mapping[str, int]:
+        return {p: self.outputs.index(p) for p in self.outputs}
+
     def input_index(self, port: str) -> int | None:
-        return self.inputs.index(port) if port in self.inputs else None
+        return self._input_positions.get(port)
 
     def output_index(self, port: str) -> int | None:
-        return self.outputs.index(port) if port in self.outputs else None
+        return self._output_positions.get(port)
 
-    @property
+    @cached_property
     def entries(self) -> tuple[str, ...]:
         """Input ports a state enters through, in ONNX order (initial_h, initial_c)."""
         return tuple(s.entry for s in self.states)
 
-    @property
+    @cached_property
     def exits(self) -> tuple[str, ...]:
         """Output ports a final state leaves through (Y_h, Y_c)."""
         return tuple(s.exit for s in self.states)
@@ -96,7 +107,7 @@ class RecurrenceKind:
             return self.states[0].entry
         return next((s.entry for s in self.states if s.exit == exit), None)
 
-    @property
+    @cached_property
     def state_inputs(self) -> tuple[int, ...]:
         """Positions of the inputs the state analysis follows: sequence lengths and initial states."""
         ports = (self.sequence_lens, *self.entries)

@@ -17,8 +17,9 @@ plain ops is not seen here: its pairs come from names, position or a declaration
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from rnnir.ir.optraits import OpTrait, ops_with
@@ -135,7 +136,6 @@ class Dataflow:
 
     def __init__(self, index: ModelIndex) -> None:
         self.index = index
-        root = index.root
         # Scan and Loop nodes with a body, from the (op_type, domain) the index read once per node
         # (a scope's nodes are looked at only if it has such an op at all: most have none, and big graphs are big)
         self._loops = [
@@ -145,20 +145,46 @@ class Dataflow:
             for node, key in zip(scope.nodes, scope.node_ops)
             if key in _LOOP_OPS and (id(node), "body") in scope.children
         ]
-        self._ends = {vi.name: _layout_ends(root, vi.name) for vi in root.graph.output}
-        # each state: its exit as a layout walk sees it, and the one graph input it starts from (None: none, or several)
+        self._sources: dict[tuple[int, str], list[str]] = {}
+
+    def sources_of(self, scope: Scope, name: str) -> list[str]:
+        """:func:`layout_sources`, walked once per name: lowering asks for every recurrent initial state's (which
+        graph inputs feed one), pairing for the same states' again (which input starts each)."""
+        key = (id(scope), name)
+        hit = self._sources.get(key)
+        if hit is None:
+            hit = self._sources[key] = layout_sources(self.index, scope, name)
+        return hit
+
+    # each part is walked when first asked for: pairing asks for the links only when an input and an output are left
+    # over, and for the sequences only when some could pair by position (1,000 recurrences: a layout walk each)
+    @cached_property
+    def _started(self) -> dict[_End, tuple[_Carrier, str | None]]:
+        """Each state: its exit as a layout walk sees it, and the one graph input it starts from (None: none, or several)."""
         started: dict[_End, tuple[_Carrier, str | None]] = {}
         for c in self._carriers():
             if c.entry >= len(c.node.input) or not c.node.input[c.entry] or c.exit >= len(c.node.output) or not c.node.output[c.exit]:
                 continue
-            sources = layout_sources(index, c.scope, c.node.input[c.entry])
+            sources = self.sources_of(c.scope, c.node.input[c.entry])
             started[(id(c.node), c.exit)] = (c, sources[0] if len(sources) == 1 else None)
+        return started
+
+    @cached_property
+    def _ends(self) -> dict[str, frozenset[_End]]:
+        """What each graph output is made of (:func:`_layout_ends`)."""
+        root = self.index.root
+        return {vi.name: _layout_ends(root, vi.name) for vi in root.graph.output}
+
+    @cached_property
+    def links(self) -> tuple[StateLink, ...]:
+        """The state links, in the graph's input order."""
+        index, started = self.index, self._started
         # the ends each input starts, gathered once: checking every start per graph output is quadratic in 1,000 RNNs
         started_from: dict[str | None, set[_End]] = {}
         for e, (_, src) in started.items():
             started_from.setdefault(src, set()).add(e)
         links: list[StateLink] = []
-        for out, ends in self._ends.items():
+        for out, ends in self._ends.items() if started else ():
             if not ends or not ends <= started.keys():
                 continue  # not made of final states alone
             inputs = {started[e][1] for e in ends}
@@ -170,9 +196,22 @@ class Dataflow:
                 continue  # the input starts more states than the output returns: a part is no pair
             what = " and ".join(sorted({f"{started[e][0].what} of {index.node_name(started[e][0].node)!r}" for e in ends}))
             links.append(StateLink(name, out, f"{name!r} starts {what}, whose final value {out!r} returns"))
-        order = {vi.name: k for k, vi in enumerate(root.graph.input)}
-        self.links = tuple(sorted(links, key=lambda link: order.get(link.input, len(order))))  # in the graph's input order
-        self.sequence_inputs, self.sequence_outputs = self._sequences()
+        order = {vi.name: k for k, vi in enumerate(index.root.graph.input)}
+        return tuple(sorted(links, key=lambda link: order.get(link.input, len(order))))  # in the graph's input order
+
+    def links_from(self, inputs: Collection[str]) -> tuple[StateLink, ...]:
+        """The links whose input is one of ``inputs``: none without walking the outputs when no state starts from one."""
+        if not any(src in inputs for _, src in self._started.values()):
+            return ()
+        return tuple(link for link in self.links if link.input in inputs)
+
+    @property
+    def sequence_inputs(self) -> frozenset[str]:
+        return self._sequences[0]
+
+    @property
+    def sequence_outputs(self) -> frozenset[str]:
+        return self._sequences[1]
 
     def state_flows(self, input: str, output: str) -> bool:
         """Graph output ``output`` is computed from graph input ``input``, not that input handed back unchanged."""
@@ -215,6 +254,7 @@ class Dataflow:
             return len(body.graph.input) - 2
         return len(body.graph.input) - int(attribute_value(node, "num_scan_inputs", 0))
 
+    @cached_property
     def _sequences(self) -> tuple[frozenset[str], frozenset[str]]:
         index = self.index
         ins: set[str] = set()

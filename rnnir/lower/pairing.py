@@ -17,8 +17,9 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -210,18 +211,25 @@ def _expand(m: re.Match[str], parts: tuple[tuple[str, str | None], ...]) -> str:
 
 
 def _name_candidates(name: str) -> list[str]:
-    cands: list[str] = []
+    return list(_each_name_candidate(name))
+
+
+def _each_name_candidate(name: str) -> Iterator[str]:
+    """The output names ``name`` pairs with by convention, best first, each once: made one at a time, as pairing
+    stops at the first that is an output (a state input of a big model usually pairs with its first or second)."""
+    seen = {name}
+    generic = chain((name + s for s in _GENERIC_OUT_SUFFIXES), (p + name for p in _GENERIC_OUT_PREFIXES))
+    for c in chain(_rule_candidates(name), generic):
+        if c not in seen:
+            seen.add(c)
+            yield c
+
+
+def _rule_candidates(name: str) -> Iterator[str]:
     for pattern, templates in _NAME_RULES_COMPILED:
         m = pattern.match(name)
         if m:
-            cands.extend(_expand(m, t) for t in templates)
-    cands.extend(name + s for s in _GENERIC_OUT_SUFFIXES)
-    cands.extend(p + name for p in _GENERIC_OUT_PREFIXES)
-    seen: list[str] = []
-    for c in cands:
-        if c != name and c not in seen:
-            seen.append(c)
-    return seen
+            yield from (_expand(m, t) for t in templates)
 
 
 def _dims_agree(a: GraphIO, b: GraphIO) -> bool:
@@ -245,12 +253,13 @@ def find_pairs(
     label: str,
     declared: Mapping[str, str | None] | None = None,
     model_path: Path | None = None,
-    dataflow: Dataflow | None = None,
+    dataflow: Callable[[], Dataflow | None] | None = None,
 ) -> list[StatePair]:
     """The state pairs of ``model``'s main graph, strongest source first, each input and output used once.
 
-    ``dataflow`` is the model's :class:`~rnnir.lower.dataflow.Dataflow` when the caller has indexed the model
-    already (lowering has); else it is computed here when an undeclared pairing needs it."""
+    ``dataflow`` makes the model's :class:`~rnnir.lower.dataflow.Dataflow` from the caller's index (lowering has
+    one); without it the model is indexed here.  Either happens only when a pairing needs the dataflow: a model
+    whose names pair every state input and output never walks its graph for it."""
     ins, outs = graph_io(model)
     in_names = [i.name for i in ins]
     out_names = [o.name for o in outs]
@@ -282,12 +291,18 @@ def find_pairs(
         if i in by_in and o in by_out and i not in used_in and o not in used_out:
             take(i, o, PairSource.TRITON, "sequence_batching.state in config.pbtxt")
 
-    flow = dataflow if dataflow is not None else _dataflow(model, label)
+    made: list[Dataflow | None] = []  # the dataflow, once asked for
+
+    def flow() -> Dataflow | None:
+        if not made:
+            made.append(dataflow() if dataflow is not None else _dataflow(model, label))
+        return made[0]
+
     for inp in ins:
         if inp.name in used_in:
             continue
-        for cand in _name_candidates(inp.name):
-            if cand in by_out and cand not in used_out and not looks_like_state(inp.name) and flow is not None and not flow.state_flows(inp.name, cand):
+        for cand in _each_name_candidate(inp.name):
+            if cand in by_out and cand not in used_out and not looks_like_state(inp.name) and not _flows(flow(), inp.name, cand):
                 continue  # a plain name whose output is not computed from it: no state flows between them
             if cand in by_out and cand not in used_out and _compatible(inp, by_out[cand]):
                 take(inp.name, cand, PairSource.NAME, f"naming convention {inp.name!r} -> {cand!r}")
@@ -297,17 +312,23 @@ def find_pairs(
                 take(inp.name, cand, PairSource.NAME, f"naming convention {inp.name!r} -> {cand!r} (types differ)")
                 break
 
-    for link in flow.links if flow is not None else ():
+    # the dataflow's links pair only an input and an output both left over
+    left_in = {i.name for i in ins if i.name not in used_in}
+    linked = flow() if left_in and len(used_out) < len(outs) else None
+    for link in linked.links_from(left_in) if linked is not None else ():
         start, final = by_in[link.input], by_out[link.output]
         if start.name not in used_in and final.name not in used_out and _compatible(start, final):
             take(start.name, final.name, PairSource.DATAFLOW, link.reason)
 
     # Position: torch exports list (x, h0, c0) -> (y, hn, cn).  Only when the leftovers line up
     # one to one with compatible, state-shaped (rank >= 2) types, and none of them streams a sequence.
-    seq_in = flow.sequence_inputs if flow is not None else frozenset()
-    seq_out = flow.sequence_outputs if flow is not None else frozenset()
-    rest_in = [i for i in ins[1:] if i.name not in used_in and not i.has_default and i.name not in seq_in]
-    rest_out = [o for o in outs[1:] if o.name not in used_out and o.name not in seq_out]
+    rest_in = [i for i in ins[1:] if i.name not in used_in and not i.has_default]
+    rest_out = [o for o in outs[1:] if o.name not in used_out]
+    if rest_in and rest_out:  # else nothing pairs by position, sequences or not
+        f = flow()
+        if f is not None:
+            rest_in = [i for i in rest_in if i.name not in f.sequence_inputs]
+            rest_out = [o for o in rest_out if o.name not in f.sequence_outputs]
     if rest_in and len(rest_in) == len(rest_out):
         ok = all(
             a.rank is not None and a.rank >= 2 and a.rank == b.rank and a.dtype == b.dtype and _compatible(a, b) and _dims_agree(a, b)
@@ -317,6 +338,11 @@ def find_pairs(
             for a, b in zip(rest_in, rest_out):
                 take(a.name, b.name, PairSource.POSITION, f"same position and type among the remaining inputs/outputs ({a.name!r} -> {b.name!r})")
     return pairs
+
+
+def _flows(flow: Dataflow | None, input: str, output: str) -> bool:
+    """State may flow from ``input`` to ``output``: the dataflow says so, or there is none to ask."""
+    return flow is None or flow.state_flows(input, output)
 
 
 def _dataflow(model: onnx.ModelProto, label: str) -> Dataflow | None:

@@ -11,7 +11,8 @@ state-carrying part of the graph, not the whole model.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, compress
+from operator import not_
 
 from rnnir.ir.recurrence import kind_for_op
 from rnnir.lower.dataflow import if_dependencies
@@ -163,11 +164,12 @@ def _closure_in_node_order(index: ModelIndex, seeds: set[str]) -> set[str] | Non
     if not root.in_order:  # never with subgraphs either: a node holding one is not checked in order
         return None
     seen = set(seeds)
-    untouched = seen.isdisjoint
     # a recurrent op's results are seeds already, so no op needs leaving out; the set grows while it is tested,
-    # each node against what the nodes before it added (update pulls the generator one output at a time); an absent
-    # output ("") is no value, and kept out, an absent input never matches
-    seen.update(filter(None, chain.from_iterable(outs for ins, outs in zip(root.node_inputs, root.node_outputs) if not untouched(ins))))
+    # each node against what the nodes before it added (update pulls the chain one output at a time, and compress
+    # tests a node only once the outputs before it are taken); an absent output ("") is no value, and kept out, an
+    # absent input never matches.  map and compress keep the per-node step out of Python bytecode
+    touched = map(not_, map(seen.isdisjoint, root.node_inputs))
+    seen.update(filter(None, chain.from_iterable(compress(root.node_outputs, touched))))
     return seen
 
 
@@ -194,23 +196,25 @@ class _TaintWalk:
     def walk(self, demands: list[Demand], reachable: set[str]) -> list[Definition]:
         """Post-order over the backward cone of ``demands`` within ``reachable``; returns the tainted definitions in order."""
         order: list[Definition] = []
+        taint = self.taint
         for scope, name in demands:
-            stack: list[tuple[Definition, bool]] = [(scope.resolve(name), False)]
+            # each entry: a definition, and None until it is expanded, then what it reads (resolved once, and kept
+            # for its verdict: a big model's state path is walked once, not read twice)
+            stack: list[tuple[Definition, list[Definition] | None]] = [(scope.resolve(name), None)]
             while stack:
-                d, expanded = stack.pop()
-                key = key_of(d)
-                if key in self.taint and not expanded:
-                    continue  # decided already, or in progress (this check alone breaks accidental loops)
-                if expanded:
-                    deps = [sc.resolve(nm) for sc, nm in dependencies(self.index, self.recognised, d) if nm in reachable]
-                    t = self.is_source(d) or any(self.taint.get(key_of(x), False) for x in deps)
-                    self.taint[key] = t
+                d, deps = stack.pop()
+                key = (id(d.scope), d.name)  # key_of, inline: once per definition and visit
+                if deps is not None:
+                    t = self.is_source(d) or any(taint.get((id(x.scope), x.name), False) for x in deps)
+                    taint[key] = t
                     if t:
                         order.append(d)
                     continue
-                self.taint[key] = False  # provisional: marks "in progress"
-                stack.append((d, True))
-                for sc, nm in dependencies(self.index, self.recognised, d):
-                    if nm in reachable:  # else it cannot depend on state: an external value at build time
-                        stack.append((sc.resolve(nm), False))
+                if key in taint:
+                    continue  # decided already, or in progress (this check alone breaks accidental loops)
+                taint[key] = False  # provisional: marks "in progress"
+                # what it reads outside ``reachable`` cannot depend on state: an external value at build time
+                deps = [sc.resolve(nm) for sc, nm in dependencies(self.index, self.recognised, d) if nm in reachable]
+                stack.append((d, deps))
+                stack.extend((x, None) for x in deps)
         return order

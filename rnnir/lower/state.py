@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rnnir.ir.attributes import Provenance, SlotInit
@@ -19,7 +19,7 @@ from rnnir.ir.nodes import Output, Slot
 from rnnir.ir.optraits import OpTrait, ops_with
 from rnnir.ir.pairs import PairSource, StatePair
 from rnnir.ir.recurrence import RecurrenceKind, kind_for_op
-from rnnir.lower.dataflow import Dataflow, layout_sources
+from rnnir.lower.dataflow import Dataflow
 from rnnir.lower.pairing import find_pairs, looks_like_state
 from rnnir.lower.recognise import Key
 from rnnir.lower.scope import Definition, ModelIndex
@@ -79,8 +79,9 @@ def declare_state(
     """Add the graph's outputs and a slot per state pair to ``program``; the pairs become ``program.state_pairs``."""
     model = src.model
     root = index.root
-    pairs = find_pairs(model, label=src.label, declared=declared, model_path=src.path, dataflow=None if declared else Dataflow(index))
-    fed = _inputs_reaching_initial_state(index)
+    flow = Dataflow(index)  # its parts are walked when asked for, each once
+    pairs = find_pairs(model, label=src.label, declared=declared, model_path=src.path, dataflow=lambda: flow)
+    fed = _inputs_reaching_initial_state(index, flow)
     if not declared:  # a declaration is the caller's whole contract
         pairs += _unreturned_state_inputs(pairs, fed)
     for vi in model.graph.output:
@@ -96,7 +97,7 @@ def declare_state(
                 init = SlotInit("constant", arr)
         slot = Slot(name=p.input, type=index.tensor_type(root.inputs.get(p.input)), init=init, provenance=Provenance(value=p.input))
         program.add_slot(slot)
-        pairs[k] = replace(p, slot=slot)
+        pairs[k] = StatePair(p.input, p.output, p.source, p.reason, slot=slot)  # replace(p, slot=slot), without its introspection
         input_slots[p.input] = slot
     constant_slots: dict[Key, Slot] = {}
     if constant_entries:
@@ -143,14 +144,14 @@ def _unreturned_state_inputs(pairs: list[StatePair], state_fed_inputs: list[str]
     return out
 
 
-def _inputs_reaching_initial_state(index: ModelIndex) -> list[str]:
+def _inputs_reaching_initial_state(index: ModelIndex, flow: Dataflow) -> list[str]:
     """Main-graph inputs that reach a recurrent op's initial state through layout-only ops."""
     found: dict[str, None] = {}  # in first-found order; a dict, not a list: 1,000 recurrent ops find as many inputs
     for scope, node in index.recurrent:
         kind = recurrence_kind(node)
         for port in (i for i in (kind.input_index(p) for p in kind.entries) if i is not None):
             if port < len(node.input) and node.input[port]:
-                found.update(dict.fromkeys(layout_sources(index, scope, node.input[port])))
+                found.update(dict.fromkeys(flow.sources_of(scope, node.input[port])))
     return [n for n in found if n in index.root.inputs]
 
 

@@ -72,9 +72,12 @@ def small_array(t: onnx.TensorProto) -> np.ndarray | None:
 
 
 def small_const(t: onnx.TensorProto) -> np.ndarray | PendingConst | None:
-    """:func:`small_array`, made when first read when it surely converts (most lints never read it: no numpy)."""
-    if t.data_location != EXTERNAL and surely_converts(t) and (element_count(t) or 0) <= SMALL_CONST:
-        return PendingConst(tuple(int(d) for d in t.dims), lambda: tensor_to_array(t), lambda: tensor_ints(t), lambda: tensor_floats(t))
+    """:func:`small_array`, made when first read when it surely converts (most lints never read it: no numpy).
+
+    The size is tested first: :func:`surely_converts` reads ``raw_data``, which protobuf copies (megabytes for a big
+    weight that is no small constant anyway)."""
+    if t.data_location != EXTERNAL and (element_count(t) or 0) <= SMALL_CONST and surely_converts(t):
+        return PendingConst(tuple(t.dims), lambda: tensor_to_array(t), lambda: tensor_ints(t), lambda: tensor_floats(t))
     return small_array(t)
 
 

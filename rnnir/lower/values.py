@@ -63,7 +63,7 @@ class ValueBuilder:
         if v is not None:
             return v
         const: np.ndarray | PendingConst | None = None
-        ttype = self.index.tensor_type(d.info)
+        ttype: TensorType | None = None  # the value info's, unless a constant says better
         if d.kind == "initializer" and d.tensor is not None:
             const = small_const(d.tensor)
             ttype = tensor_type_of(d.tensor)
@@ -77,6 +77,8 @@ class ValueBuilder:
             if zero is not None:
                 const = zero.const()
                 ttype = TensorType(zero.dtype, zero.shape)
+        if ttype is None:
+            ttype = self.index.tensor_type(d.info)
         name = self.fresh_name(d.name, d.scope)
         v = self.program.external(name, ttype, const)
         self.values[key] = v
