@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from typing import TYPE_CHECKING, Any
 
 from rnnir.errors import ModelError
@@ -237,8 +237,9 @@ class ModelIndex:
         """Index ``sc``'s nodes field by field, for a graph that passes every check (False: something fails or looks
         odd, and nothing was recorded; :meth:`_index_nodes` then goes node by node and raises the first error).
 
-        Each field of each node is read from protobuf once, by list comprehensions, and the checks run per op
-        type where they can: on 100k nodes that is about half the time of the node-by-node walk."""
+        Each field of each node is read from protobuf once, by list comprehensions (that is the floor: a microsecond
+        a field), and the checks run per op type, mapped over the nodes by C-level iterators: no Python step per node
+        except for the few that need a closer look (attributes, subgraphs, a recurrent op, a missing input)."""
         table = self._main_nodes if sc.parent is None else None
         nodes = list(sc.graph.node) if table is None else table.nodes
         if not nodes:
@@ -247,12 +248,13 @@ class ModelIndex:
             return False
         keys = [(n.op_type, n.domain) for n in nodes] if table is None else table.keys
         profiles = self._profiles
-        for key, first in dict(zip(reversed(keys), reversed(nodes))).items():  # each op's first node
+        kinds = dict.fromkeys(keys)  # each op once, in the order they first appear
+        for key in kinds:
             if key in profiles:
                 continue
             try:
                 if key not in self._schema_ok:
-                    self._check_op(first, sc)
+                    self._check_op(nodes[keys.index(key)], sc)  # the op's first node: the walk names it too
             except ModelError:
                 return False
             profiles[key] = (self._rules.get(key), key[1] not in _DEFAULT_DOMAINS or key[0] in _SUBGRAPH_OPS, self.is_recurrent(*key))
@@ -261,23 +263,30 @@ class ModelIndex:
         ins_all = [tuple(n.input[:]) for n in nodes]
         outs_all = [tuple(n.output[:]) for n in nodes]
         n_attrs = [len(n.attribute) for n in nodes]
-        # per op: (max inputs, max outputs, last required input or -1, attributes always checked), None without rules
-        limits = {
-            key: None if rules is None else (rules.max_inputs, rules.max_outputs, rules.required_inputs[-1] if rules.required_inputs else -1, bool(rules.required_attrs))
-            for key, (rules, _, _) in ((k, profiles[k]) for k in set(keys))
-        }
-        odd: list[int] = []  # nodes that need a closer look: attributes, subgraphs, a recurrent op, a missing input
-        for pos, (key, ins, outs, n_attr) in enumerate(zip(keys, ins_all, outs_all, n_attrs)):
-            lim = limits[key]
-            if lim is None:
-                if n_attr or profiles[key][1] or profiles[key][2]:
-                    odd.append(pos)
-                continue
-            max_in, max_out, last_required, attrs_checked = lim
-            if len(ins) > max_in or len(outs) > max_out:
-                return False
-            if n_attr or attrs_checked or (last_required >= 0 and (len(ins) <= last_required or "" in ins)) or profiles[key][1] or profiles[key][2]:
-                odd.append(pos)
+        in_lens = list(map(len, ins_all))
+        out_lens = list(map(len, outs_all))
+        flat_ins = list(chain.from_iterable(ins_all))
+        # per op, what its schema allows and demands (an op without rules, a custom one, allows any count), mapped
+        # over the nodes: ports over the limit fail; a node is odd with attributes, an op whose nodes are always looked
+        # at (required attributes, subgraphs, recurrent), or fewer inputs than its last required one needs
+        max_in: dict[tuple[str, str], int] = {}
+        max_out: dict[tuple[str, str], int] = {}
+        last_required: dict[tuple[str, str], int] = {}
+        always: dict[tuple[str, str], bool] = {}
+        for key in kinds:
+            rules, special, recurrent = profiles[key]
+            max_in[key] = sys.maxsize if rules is None else rules.max_inputs
+            max_out[key] = sys.maxsize if rules is None else rules.max_outputs
+            last_required[key] = rules.required_inputs[-1] if rules is not None and rules.required_inputs else -1
+            always[key] = special or recurrent or (rules is not None and bool(rules.required_attrs))
+        if any(map(operator.gt, in_lens, map(max_in.__getitem__, keys))) or any(map(operator.gt, out_lens, map(max_out.__getitem__, keys))):
+            return False
+        flags: Iterable[int] = map(operator.or_, n_attrs, map(always.__getitem__, keys))
+        flags = map(operator.or_, flags, map(operator.le, in_lens, map(last_required.__getitem__, keys)))
+        if "" in flat_ins:  # an absent input somewhere: odd where the op requires inputs (one may be the absent one)
+            required = {key: last >= 0 for key, last in last_required.items()}
+            flags = map(operator.or_, flags, map(operator.and_, map(operator.contains, ins_all, repeat("")), map(required.__getitem__, keys)))
+        odd = list(compress(range(len(nodes)), flags))
         try:
             for pos in odd:
                 node = nodes[pos]
@@ -300,7 +309,6 @@ class ModelIndex:
         except ModelError:
             return False
         # each output with its node, port and position, flattened by C-level iterators (no Python step per output)
-        n_outs = list(map(len, outs_all))
         flat_outs = list(chain.from_iterable(outs_all))
         if "" in flat_outs:  # an absent optional output: not a value, so the ports need counting one by one
             produced = [(out, (node, i), pos) for pos, (node, outs) in enumerate(zip(nodes, outs_all)) for i, out in enumerate(outs) if out]
@@ -308,22 +316,24 @@ class ModelIndex:
             producers = {out: hit for out, hit, _ in produced}
             positions: Iterable[int] = [pos for _, _, pos in produced]
         else:
-            ports = chain.from_iterable(map(range, n_outs))
-            producers = dict(zip(flat_outs, zip(chain.from_iterable(map(repeat, nodes, n_outs)), ports)))
-            positions = chain.from_iterable(map(repeat, range(len(nodes)), n_outs))
+            ports = chain.from_iterable(map(range, out_lens))
+            producers = dict(zip(flat_outs, zip(chain.from_iterable(map(repeat, nodes, out_lens)), ports)))
+            positions = chain.from_iterable(map(repeat, range(len(nodes)), out_lens))
         if len(producers) != len(flat_outs) or not producers.keys().isdisjoint(sc.inputs) or not producers.keys().isdisjoint(sc.initializers):
             return False  # a value produced twice, or a graph input or initializer produced again
-        # every check passed: record
-        sc.producers.update(producers)
-        sc.positions.update(zip(flat_outs, positions))
-        sc.nodes.extend(nodes)
-        sc.node_inputs.extend(ins_all)
-        sc.node_ops.extend(keys)
-        sc.node_outputs.extend(outs_all)
+        # every check passed: record (a scope is indexed once, so its tables are still empty: taken, not copied)
+        sc.producers = producers
+        sc.positions = dict(zip(flat_outs, positions))
+        sc.nodes = nodes
+        sc.node_inputs = ins_all
+        sc.node_ops = keys
+        sc.node_outputs = outs_all
         ids = list(map(id, nodes))
         self.node_op.update(zip(ids, keys))
         self.node_outputs.update(zip(ids, outs_all))
-        self._add_readers(nodes, ins_all)
+        self._add_all_readers(flat_ins, chain.from_iterable(map(repeat, nodes, in_lens)))
+        if not any(profiles[key][1] for key in kinds):  # no subgraph or custom op: each node's reads are its inputs
+            sc.in_order = self._reads_in_order(sc, flat_ins, chain.from_iterable(map(repeat, range(len(nodes)), in_lens)))
         for pos in odd:
             node = nodes[pos]
             _, special, recurrent = profiles[keys[pos]]
@@ -352,7 +362,7 @@ class ModelIndex:
             ins = tuple(node.input[:])  # see _index_nodes_at_once
             node_list.append(node)
             node_inputs.append(ins)
-            self._add_readers((node,), (ins,))
+            self._add_readers(node, ins)
             op = node.op_type
             dom = node.domain
             key = (op, dom)
@@ -403,19 +413,24 @@ class ModelIndex:
                 self._check_recurrent(node, sc)
                 self.recurrent.append((sc, node))
 
-    def _add_readers(self, nodes: Iterable[onnx.NodeProto], inputs: Iterable[tuple[str, ...]]) -> None:
-        """Record each node as a consumer of each value it reads (in node order, as every walk expects)."""
+    def _add_readers(self, node: onnx.NodeProto, ins: tuple[str, ...]) -> None:
+        """Record ``node`` as a reader of each value it reads (nodes come in order, as every walk expects)."""
         consumers = self.consumers
-        get = consumers.get
-        inputs = list(inputs)
-        # one (name, reader) pair per input, flattened by C-level iterators: one Python step per input, not two loops
-        for i, node in zip(chain.from_iterable(inputs), chain.from_iterable(map(repeat, nodes, map(len, inputs)))):
-            if i:
-                lst = get(i)
+        for name in ins:
+            if name:
+                lst = consumers.get(name)
                 if lst is None:
-                    consumers[i] = [node]
+                    consumers[name] = [node]
                 else:
                     lst.append(node)
+
+    def _add_all_readers(self, names: Iterable[str], readers: Iterable[onnx.NodeProto]) -> None:
+        """:meth:`_add_readers` for a whole graph: ``names`` every input of its nodes in order, ``readers`` the node of
+        each.  By C-level iterators: each name's list found or made by ``setdefault`` (a new empty list offered each
+        time), its reader appended; ``any`` only drives the appends (``list.append`` returns None)."""
+        consumers = self.consumers
+        any(map(list.append, map(consumers.setdefault, names, map(list, repeat(()))), readers))
+        consumers.pop("", None)  # an absent optional input: no value, nobody reads it
 
     def _add_subgraph_scopes(self, node: onnx.NodeProto, sc: Scope, work: list[Scope]) -> None:
         """A child scope, to be indexed, for each subgraph of ``node`` (If/Loop/Scan bodies, or any graph attribute of
@@ -649,8 +664,10 @@ class ModelIndex:
         """Every input name resolves; within a graph, nodes form no cycle."""
         for sc in self._all(root):
             positions = sc.positions
+            if sc.in_order:  # found so while indexing
+                continue
             local = sc.inputs.keys() | sc.initializers.keys()
-            if self._defs_in_order(sc, local):
+            if self._defs_in_order(sc):
                 sc.in_order = True
                 continue
             late = False
@@ -677,21 +694,25 @@ class ModelIndex:
             if late:
                 self._check_cycle(sc)
 
-    def _defs_in_order(self, sc: Scope, local: Iterable[str]) -> bool:
+    def _defs_in_order(self, sc: Scope) -> bool:
         """True when every node of ``sc`` reads only names defined earlier in ``sc`` (or its inputs, initializers,
         absent ones): the common case, checked by C-level iterators.  False: :meth:`_check_defs` looks node by node
         (an outer-scope name, a subgraph or custom op whose reads include its bodies', an error or a cycle)."""
         if any(dom not in _DEFAULT_DOMAINS or op in _SUBGRAPH_OPS for op, dom in set(sc.node_ops)):
             return False
-        defined = dict.fromkeys(local, -1)
+        ins = sc.node_inputs
+        return self._reads_in_order(sc, list(chain.from_iterable(ins)), chain.from_iterable(map(repeat, range(len(ins)), map(len, ins))))
+
+    def _reads_in_order(self, sc: Scope, names: list[str], readers: Iterable[int]) -> bool:
+        """:meth:`_defs_in_order` of the inputs ``names`` of ``sc``'s nodes, ``readers`` the position of each one's node."""
+        defined = dict.fromkeys(sc.inputs, -1)
+        defined.update(dict.fromkeys(sc.initializers, -1))
         defined[""] = -1
         defined.update(sc.positions)
-        ins = sc.node_inputs
         try:
-            read = list(map(defined.__getitem__, chain.from_iterable(ins)))
+            read = list(map(defined.__getitem__, names))
         except KeyError:
             return False
-        readers = chain.from_iterable(map(repeat, range(len(ins)), map(len, ins)))
         return not any(map(operator.ge, read, readers))
 
     def _all(self, root: Scope) -> Iterator[Scope]:
