@@ -272,13 +272,17 @@ class ModelIndex:
         if {type(n.name) for n in nodes} != {str}:
             return False
         keys = [(n.op_type, n.domain) for n in nodes] if table is None else table.keys
+        kinds = dict.fromkeys(keys) if table is None else table.kinds
         profiles = self._profiles
-        for key, first in dict(zip(reversed(keys), reversed(nodes))).items():  # each op's first node
+        first = 0
+        for key in kinds:
             if key in profiles:
                 continue
+            # the op's first node: after the first of each op before it in ``kinds`` (so at most one scan of keys)
+            first = keys.index(key, first)
             try:
                 if key not in self._schema_ok:
-                    self._check_op(first, sc)
+                    self._check_op(nodes[first], sc)
             except ModelError:
                 return False
             profiles[key] = (self._rules.get(key), key[1] not in _DEFAULT_DOMAINS or key[0] in _SUBGRAPH_OPS, self.is_recurrent(*key))
@@ -290,7 +294,7 @@ class ModelIndex:
         # per op: (max inputs, max outputs, last required input or -1, whether each node is looked at: required
         # attributes, subgraphs or a recurrent op); an op without rules (a custom one) allows any number of ports
         limits: dict[tuple[str, str], tuple[int, int, int, bool]] = {}
-        for key, (rules, special, recurrent) in ((k, profiles[k]) for k in set(keys)):
+        for key, (rules, special, recurrent) in ((k, profiles[k]) for k in kinds):
             if rules is None:
                 limits[key] = (sys.maxsize, sys.maxsize, -1, special or recurrent)
             else:
@@ -348,6 +352,8 @@ class ModelIndex:
         self.node_op.update(zip(ids, keys))
         self.node_outputs.update(zip(ids, outs_all))
         self._add_readers(nodes, ins_all)
+        if not any(profiles[key][1] for key in kinds):  # no subgraph or custom op: each node reads only its inputs
+            sc.in_order = self._reads_in_order(sc)
         for pos in odd:
             node = nodes[pos]
             _, special, recurrent = profiles[keys[pos]]
@@ -672,8 +678,10 @@ class ModelIndex:
     def _check_defs(self, root: Scope) -> None:
         """Every input name resolves; within a graph, nodes form no cycle."""
         for sc in self._all(root):
+            if sc.in_order:  # found so while indexing
+                continue
             local = sc.inputs.keys() | sc.initializers.keys()
-            if self._defs_in_order(sc, local):
+            if self._defs_in_order(sc):
                 sc.in_order = True
                 continue
             positions = sc.positions
@@ -701,13 +709,18 @@ class ModelIndex:
             if late:
                 self._check_cycle(sc)
 
-    def _defs_in_order(self, sc: Scope, local: Iterable[str]) -> bool:
+    def _defs_in_order(self, sc: Scope) -> bool:
         """True when every node of ``sc`` reads only names defined earlier in ``sc`` (or its inputs, initializers,
         absent ones): the common case, checked by C-level iterators.  False: :meth:`_check_defs` looks node by node
         (an outer-scope name, a subgraph or custom op whose reads include its bodies', an error or a cycle)."""
         if any(dom not in _DEFAULT_DOMAINS or op in _SUBGRAPH_OPS for op, dom in set(sc.node_ops)):
             return False
-        defined = set(local)
+        return self._reads_in_order(sc)
+
+    def _reads_in_order(self, sc: Scope) -> bool:
+        """:meth:`_defs_in_order` once ``sc`` holds no subgraph or custom op."""
+        defined = set(sc.inputs)
+        defined.update(sc.initializers)
         defined.add("")
         # node by node: the names the node before defined are added (set.update, yielding None, pulled by zip first),
         # then the node's own inputs are looked up; a set needs no position per name
