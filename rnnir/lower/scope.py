@@ -291,15 +291,16 @@ class ModelIndex:
         ins_all = [tuple(n.input[:]) for n in nodes]
         outs_all = [tuple(n.output[:]) for n in nodes]
         n_attrs = [len(n.attribute) for n in nodes]
-        # per op: (max inputs, max outputs, last required input or -1, whether each node is looked at: required
-        # attributes, subgraphs or a recurrent op); an op without rules (a custom one) allows any number of ports
+        # per op: (max inputs, max outputs, last required input or -1, whether every node is looked at: a recurrent
+        # op, required attributes); an op without rules (a custom one) allows any number of ports.  A node holds
+        # subgraphs only as attributes, so one with any attribute is looked at anyway
         limits: dict[tuple[str, str], tuple[int, int, int, bool]] = {}
-        for key, (rules, special, recurrent) in ((k, profiles[k]) for k in kinds):
+        for key, (rules, _, recurrent) in ((k, profiles[k]) for k in kinds):
             if rules is None:
-                limits[key] = (sys.maxsize, sys.maxsize, -1, special or recurrent)
+                limits[key] = (sys.maxsize, sys.maxsize, -1, recurrent)
             else:
                 last_required = rules.required_inputs[-1] if rules.required_inputs else -1
-                limits[key] = (rules.max_inputs, rules.max_outputs, last_required, special or recurrent or bool(rules.required_attrs))
+                limits[key] = (rules.max_inputs, rules.max_outputs, last_required, recurrent or bool(rules.required_attrs))
         odd: list[int] = []  # nodes that need a closer look: attributes, subgraphs, a recurrent op, a missing input
         mark = odd.append
         # one tuple per op unpacked per node: the fewest Python steps (mapping each condition over the nodes in C
@@ -331,7 +332,6 @@ class ModelIndex:
                     self._check_recurrent(node, sc)
         except ModelError:
             return False
-        # each output with its node, port and position, flattened by C-level iterators (no Python step per output)
         # each node's first output with (node, 0), by C-level iterators; the few later ones (Split's, LSTM's) after
         n_outs = list(map(len, outs_all))
         producers = dict(zip(map(_FIRST, compress(outs_all, n_outs)), zip(compress(nodes, n_outs), repeat(0))))

@@ -109,9 +109,9 @@ def test_only_single_output_nodes_need_no_later_port(monkeypatch):
     assert fast.root.positions == {"y": 0, "z": 1}
 
 
-@pytest.mark.parametrize(
-    "nodes, message",
-    [
+def test_a_value_produced_twice_on_any_port_is_refused_with_the_walks_message(monkeypatch):
+    # one test function, every case in it: the mutation tool runs one parametrization of each test
+    cases = [
         # a later port repeats the node's own first output
         ([helper.make_node("Split", ["x"], ["a", "a"], axis=0)], "value 'a' is produced twice"),
         # a later port repeats an earlier node's first output
@@ -122,13 +122,12 @@ def test_only_single_output_nodes_need_no_later_port(monkeypatch):
         ([helper.make_node("Split", ["x"], ["b", "x"], axis=0)], "value 'x' is a graph input and is produced again"),
         # a later port names an initializer
         ([helper.make_node("Split", ["x"], ["b", "w"], axis=0)], "value 'w' is an initializer and is produced again"),
-    ],
-)
-def test_a_value_produced_twice_on_any_port_is_refused_with_the_walks_message(nodes, message, monkeypatch):
+    ]
     w = helper.make_tensor("w", F, [1], [1.0])
-    m = _model(nodes, [vi("x", [2])], [vi("a" if "a" in nodes[-1].output else "b", [1])], inits=[w])
-    normal, walked = _refusals(m, monkeypatch)
-    assert normal == walked and message in normal
+    for nodes, message in cases:
+        m = _model(nodes, [vi("x", [2])], [vi("b" if "b" in nodes[0].output else "a", [1])], inits=[w])
+        normal, walked = _refusals(m, monkeypatch)
+        assert normal == walked and message in normal, (nodes, normal)
 
 
 def test_absent_outputs_given_twice_are_no_values_produced_twice_near_miss(monkeypatch):
@@ -158,47 +157,56 @@ def test_the_first_output_name_that_is_not_utf8_in_node_order_is_the_one_named(m
     assert "node output name b'zz\\xffa1' is not valid UTF-8 text" in normal
 
 
-@pytest.mark.parametrize(
-    "nodes, ok",
-    [
+def test_each_ops_limits_hold_at_once_as_in_the_walk(monkeypatch):
+    cases = [
         ([helper.make_node("Relu", ["x", "x"], ["y"])], False),  # one input over Relu's one
         ([helper.make_node("Relu", ["x"], ["y", "y2"])], False),  # one output over
         ([helper.make_node("Relu", ["x"], ["y"])], True),
         ([helper.make_node("Gather", ["x"], ["y"])], False),  # its required indices left out
         ([helper.make_node("Gather", ["", "i"], ["y"])], False),  # its required data input empty
         ([helper.make_node("Gather", ["x", "i"], ["y"])], True),
+        ([helper.make_node("Clip", ["", "lo", "hi"], ["y"])], False),  # its one required input (#0) empty, two optional given
         ([helper.make_node("Clip", ["x", "", "hi"], ["y"])], True),  # only an optional input empty
         ([helper.make_node("Cast", ["x"], ["y"])], False),  # its required attribute 'to' missing
         ([helper.make_node("Cast", ["x"], ["y"], to=F)], True),
         ([helper.make_node("Relu", ["x"], ["y"], alpha=1.0)], False),  # an attribute Relu has not
         ([helper.make_node("Wide", ["x"] * 9, ["y"] + [f"o{k}" for k in range(9)], domain="com.example")], True),  # a custom op: no limit
-    ],
-)
-def test_each_ops_limits_hold_at_once_as_in_the_walk(nodes, ok, monkeypatch):
-    m = _model(nodes, [vi("x", [2]), vi("i", [1], TensorProto.INT64), vi("hi", [], F)], [vi("y", [1])], custom=True)
-    if ok:
-        fast, slow = _both(m, monkeypatch)
-        assert _summary(fast) == _summary(slow)
-    else:
-        normal, walked = _refusals(m, monkeypatch)
-        assert normal == walked
+    ]
+    for nodes, ok in cases:
+        m = _model(nodes, [vi("x", [2]), vi("i", [1], TensorProto.INT64), vi("lo", [], F), vi("hi", [], F)], [vi("y", [1])], custom=True)
+        if ok:
+            fast, slow = _both(m, monkeypatch)
+            assert _summary(fast) == _summary(slow), nodes
+        else:
+            normal, walked = _refusals(m, monkeypatch)
+            assert normal == walked, nodes
 
 
-@pytest.mark.parametrize(
-    "nodes, in_order",
-    [
+def test_a_custom_recurrent_op_without_attributes_is_listed_as_recurrent(monkeypatch):
+    # com.microsoft's DynamicQuantizeLSTM has no schema here (a custom domain): with no attribute, only being
+    # recurrent makes the index look at its node
+    node = helper.make_node("DynamicQuantizeLSTM", ["x", "W", "R", "", "", "", "", "", "ws", "wz", "rs", "rz"], ["", "h"], domain="com.microsoft", name="dq")
+    m = _model([node], [vi(n, [1]) for n in ("x", "W", "R", "ws", "wz", "rs", "rz")], [vi("h", [1])])
+    m.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    fast, slow = _both(m, monkeypatch)
+    assert _summary(fast) == _summary(slow)
+    assert [(sc.path, n.name) for sc, n in fast.recurrent] == [((), "dq")]
+
+
+def test_the_in_order_flag_says_whether_every_node_reads_only_earlier_names(monkeypatch):
+    cases = [
         ([helper.make_node("Neg", ["x"], ["a"]), helper.make_node("Add", ["a", "w"], ["y"])], True),  # an input, an initializer, a node output
         ([helper.make_node("Add", ["a", "w"], ["y"]), helper.make_node("Neg", ["x"], ["a"])], False),  # a read before its definition: no cycle
         ([helper.make_node("Clip", ["x", "", "w"], ["y"])], True),  # an absent input is defined enough
         ([helper.make_node("Neg", ["x"], ["a"]), helper.make_node("Neg", ["a"], ["b"]), helper.make_node("Add", ["b", "x"], ["y"])], True),
         ([helper.make_node("Neg", ["x"], ["a"]), helper.make_node("Add", ["b", "x"], ["y"]), helper.make_node("Neg", ["a"], ["b"])], False),
-    ],
-)
-def test_the_in_order_flag_says_whether_every_node_reads_only_earlier_names(nodes, in_order, monkeypatch):
+        ([helper.make_node("Split", ["x"], ["a", "b"], axis=0), helper.make_node("Add", ["b", "a"], ["y"])], True),  # a later port read
+    ]
     w = helper.make_tensor("w", F, [1], [1.0])
-    fast, slow = _both(_model(nodes, [vi("x", [1])], [vi("y", [1])], inits=[w]), monkeypatch)
-    assert fast.root.in_order is in_order
-    assert _summary(fast) == _summary(slow)
+    for nodes, in_order in cases:
+        fast, slow = _both(_model(nodes, [vi("x", [1])], [vi("y", [1])], inits=[w]), monkeypatch)
+        assert fast.root.in_order is in_order, nodes
+        assert _summary(fast) == _summary(slow), nodes
 
 
 def test_a_graph_with_a_subgraph_or_an_outer_read_is_never_in_order(monkeypatch):
@@ -215,3 +223,31 @@ def test_a_cycle_is_still_refused_after_the_in_order_check(monkeypatch):
     m = _model([helper.make_node("Neg", ["b"], ["a"], name="one"), helper.make_node("Neg", ["a"], ["b"], name="two")], [vi("x", [1])], [vi("a", [1])])
     normal, walked = _refusals(m, monkeypatch)
     assert normal == walked and "cycle" in normal
+
+
+def test_a_graph_found_in_order_while_indexed_is_not_checked_again(monkeypatch):
+    # the in-order check is a pass over every input of a 100k-node graph: done once, while the graph is indexed
+    # (the walk's graphs and those found out of order are checked after every scope is indexed, as before)
+    calls = []
+    again = ModelIndex._defs_in_order
+
+    def spy(self, sc):
+        calls.append(sc.path)
+        return again(self, sc)
+
+    monkeypatch.setattr(ModelIndex, "_defs_in_order", spy)
+    w = helper.make_tensor("w", F, [1], [1.0])
+    ordered = _model([helper.make_node("Neg", ["x"], ["a"]), helper.make_node("Add", ["a", "w"], ["y"])], [vi("x", [1])], [vi("y", [1])], inits=[w])
+    assert ModelIndex(ordered, "m").root.in_order and calls == []
+    late = _model([helper.make_node("Add", ["a", "w"], ["y"]), helper.make_node("Neg", ["x"], ["a"])], [vi("x", [1])], [vi("y", [1])], inits=[w])
+    assert not ModelIndex(late, "m").root.in_order and calls == [()]
+
+
+def test_a_graph_without_nodes_has_no_positions(monkeypatch):
+    empty = helper.make_graph([], "then", [], [vi("a", [1])])  # a branch handing back an outer value
+    other = helper.make_graph([helper.make_node("Neg", ["a"], ["na"], name="inner")], "else", [], [vi("na", [1])])
+    m = _model([helper.make_node("If", ["c"], ["r"], then_branch=empty, else_branch=other, name="choose")],
+               [vi("c", [], TensorProto.BOOL), vi("a", [1])], [vi("r", [1])])
+    fast, slow = _both(m, monkeypatch)
+    assert _summary(fast) == _summary(slow)
+    assert {sc.path: sc.positions for sc in fast.scopes()} == {(): {"r": 0}, ("choose.then_branch",): {}, ("choose.else_branch",): {"na": 0}}
