@@ -17,7 +17,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain, repeat
+from itertools import chain, compress, repeat
 from typing import TYPE_CHECKING, Any
 
 from rnnir.errors import ModelError
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import onnx
 
 _SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan", "SequenceMap"})
+_FIRST = operator.itemgetter(0)
 _DEFAULT_DOMAINS = ("", "ai.onnx")
 _RECURRENT_DIRECTIONS = ("forward", "reverse", "bidirectional")
 _RECURRENT_ATTR_TYPES = {
@@ -62,6 +63,17 @@ class _OpRules:
     max_outputs: int
 
 
+def _later_outputs(outs_all: list[tuple[str, ...]], n_outs: list[int]) -> Iterator[tuple[int, int, str]]:
+    """(node position, port, name) of every output after its node's first, of nodes whose outputs are ``outs_all``
+    (``n_outs`` their counts): few nodes have more than one, so the others are skipped by C-level iterators."""
+    if not n_outs or max(n_outs) <= 1:
+        return
+    for pos in compress(range(len(n_outs)), map(operator.gt, n_outs, repeat(1))):
+        outs = outs_all[pos]
+        for port in range(1, len(outs)):
+            yield pos, port, outs[port]
+
+
 @fast_init
 @dataclass(frozen=True)
 class Definition:
@@ -89,7 +101,6 @@ class Scope:
     initializers: dict[str, onnx.TensorProto] = field(default_factory=dict)
     infos: dict[str, onnx.ValueInfoProto] = field(default_factory=dict)
     children: dict[tuple[int, str], Scope] = field(default_factory=dict)
-    positions: dict[str, int] = field(default_factory=dict)
     nodes: list[onnx.NodeProto] = field(default_factory=list, repr=False)  # graph.node, read once
     node_inputs: list[tuple[str, ...]] = field(default_factory=list, repr=False)  # each node's inputs, read once
     node_ops: list[tuple[str, str]] = field(default_factory=list, repr=False)  # each node's (op_type, domain)
@@ -98,6 +109,21 @@ class Scope:
     # what each name resolved to, once every scope of the model is indexed (None until then: a name could still be
     # defined by a scope not indexed yet); lowering resolves the same few thousand names tens of thousands of times
     resolved: dict[str, Definition] | None = field(default=None, repr=False)
+    _positions: dict[str, int] | None = field(default=None, repr=False)
+
+    @property
+    def positions(self) -> dict[str, int]:
+        """Each node output's position in :attr:`nodes`, made when first asked: the index's own checks need it only
+        for a graph whose nodes are out of order (100k entries: a few hundredths of a second not spent on the rest)."""
+        made = self._positions
+        if made is None:
+            outs = self.node_outputs
+            n_outs = list(map(len, outs))
+            made = self._positions = dict(zip(map(_FIRST, compress(outs, n_outs)), compress(range(len(outs)), n_outs)))
+            for pos, _, out in _later_outputs(outs, n_outs):
+                made[out] = pos
+            made.pop("", None)  # an absent optional output: no value
+        return made
 
     def resolve(self, name: str) -> Definition:
         cache = self.resolved
@@ -246,13 +272,17 @@ class ModelIndex:
         if {type(n.name) for n in nodes} != {str}:
             return False
         keys = [(n.op_type, n.domain) for n in nodes] if table is None else table.keys
+        kinds = dict.fromkeys(keys) if table is None else table.kinds
         profiles = self._profiles
-        for key, first in dict(zip(reversed(keys), reversed(nodes))).items():  # each op's first node
+        first = 0
+        for key in kinds:
             if key in profiles:
                 continue
+            # the op's first node: after the first of each op before it in ``kinds`` (so at most one scan of keys)
+            first = keys.index(key, first)
             try:
                 if key not in self._schema_ok:
-                    self._check_op(first, sc)
+                    self._check_op(nodes[first], sc)
             except ModelError:
                 return False
             profiles[key] = (self._rules.get(key), key[1] not in _DEFAULT_DOMAINS or key[0] in _SUBGRAPH_OPS, self.is_recurrent(*key))
@@ -261,23 +291,26 @@ class ModelIndex:
         ins_all = [tuple(n.input[:]) for n in nodes]
         outs_all = [tuple(n.output[:]) for n in nodes]
         n_attrs = [len(n.attribute) for n in nodes]
-        # per op: (max inputs, max outputs, last required input or -1, attributes always checked), None without rules
-        limits = {
-            key: None if rules is None else (rules.max_inputs, rules.max_outputs, rules.required_inputs[-1] if rules.required_inputs else -1, bool(rules.required_attrs))
-            for key, (rules, _, _) in ((k, profiles[k]) for k in set(keys))
-        }
+        # per op: (max inputs, max outputs, last required input or -1, whether every node is looked at: a recurrent
+        # op, required attributes); an op without rules (a custom one) allows any number of ports.  A node holds
+        # subgraphs only as attributes, so one with any attribute is looked at anyway
+        limits: dict[tuple[str, str], tuple[int, int, int, bool]] = {}
+        for key, (rules, _, recurrent) in ((k, profiles[k]) for k in kinds):
+            if rules is None:
+                limits[key] = (sys.maxsize, sys.maxsize, -1, recurrent)
+            else:
+                last_required = rules.required_inputs[-1] if rules.required_inputs else -1
+                limits[key] = (rules.max_inputs, rules.max_outputs, last_required, recurrent or bool(rules.required_attrs))
         odd: list[int] = []  # nodes that need a closer look: attributes, subgraphs, a recurrent op, a missing input
-        for pos, (key, ins, outs, n_attr) in enumerate(zip(keys, ins_all, outs_all, n_attrs)):
-            lim = limits[key]
-            if lim is None:
-                if n_attr or profiles[key][1] or profiles[key][2]:
-                    odd.append(pos)
-                continue
-            max_in, max_out, last_required, attrs_checked = lim
+        mark = odd.append
+        # one tuple per op unpacked per node: the fewest Python steps (mapping each condition over the nodes in C
+        # instead is slower: nine passes over 100k nodes, each as dear as this loop's step)
+        for pos, key, ins, outs, n_attr in zip(range(len(keys)), keys, ins_all, outs_all, n_attrs):
+            max_in, max_out, last_required, looked_at = limits[key]
             if len(ins) > max_in or len(outs) > max_out:
                 return False
-            if n_attr or attrs_checked or (last_required >= 0 and (len(ins) <= last_required or "" in ins)) or profiles[key][1] or profiles[key][2]:
-                odd.append(pos)
+            if n_attr or looked_at or len(ins) <= last_required or (last_required >= 0 and "" in ins):
+                mark(pos)
         try:
             for pos in odd:
                 node = nodes[pos]
@@ -299,31 +332,28 @@ class ModelIndex:
                     self._check_recurrent(node, sc)
         except ModelError:
             return False
-        # each output with its node, port and position, flattened by C-level iterators (no Python step per output)
+        # each node's first output with (node, 0), by C-level iterators; the few later ones (Split's, LSTM's) after
         n_outs = list(map(len, outs_all))
+        producers = dict(zip(map(_FIRST, compress(outs_all, n_outs)), zip(compress(nodes, n_outs), repeat(0))))
+        for pos, port, out in _later_outputs(outs_all, n_outs):
+            producers[out] = (nodes[pos], port)
+        producers.pop("", None)  # an absent optional output: not a value
         flat_outs = list(chain.from_iterable(outs_all))
-        if "" in flat_outs:  # an absent optional output: not a value, so the ports need counting one by one
-            produced = [(out, (node, i), pos) for pos, (node, outs) in enumerate(zip(nodes, outs_all)) for i, out in enumerate(outs) if out]
-            flat_outs = [out for out, _, _ in produced]
-            producers = {out: hit for out, hit, _ in produced}
-            positions: Iterable[int] = [pos for _, _, pos in produced]
-        else:
-            ports = chain.from_iterable(map(range, n_outs))
-            producers = dict(zip(flat_outs, zip(chain.from_iterable(map(repeat, nodes, n_outs)), ports)))
-            positions = chain.from_iterable(map(repeat, range(len(nodes)), n_outs))
-        if len(producers) != len(flat_outs) or not producers.keys().isdisjoint(sc.inputs) or not producers.keys().isdisjoint(sc.initializers):
+        n_values = len(flat_outs) - flat_outs.count("")
+        if len(producers) != n_values or not producers.keys().isdisjoint(sc.inputs) or not producers.keys().isdisjoint(sc.initializers):
             return False  # a value produced twice, or a graph input or initializer produced again
-        # every check passed: record
-        sc.producers.update(producers)
-        sc.positions.update(zip(flat_outs, positions))
-        sc.nodes.extend(nodes)
-        sc.node_inputs.extend(ins_all)
-        sc.node_ops.extend(keys)
-        sc.node_outputs.extend(outs_all)
+        # every check passed: record (a scope is indexed once: its tables are still empty, so taken, not copied)
+        sc.producers = producers
+        sc.nodes = nodes
+        sc.node_inputs = ins_all
+        sc.node_ops = keys
+        sc.node_outputs = outs_all
         ids = list(map(id, nodes))
         self.node_op.update(zip(ids, keys))
         self.node_outputs.update(zip(ids, outs_all))
         self._add_readers(nodes, ins_all)
+        if not any(profiles[key][1] for key in kinds):  # no subgraph or custom op: each node reads only its inputs
+            sc.in_order = self._reads_in_order(sc)
         for pos in odd:
             node = nodes[pos]
             _, special, recurrent = profiles[keys[pos]]
@@ -337,7 +367,6 @@ class ModelIndex:
         """Index ``sc``'s nodes one by one, checking each as it comes: the first bad node raises its error."""
         g = sc.graph
         producers = sc.producers
-        positions = sc.positions
         profiles = self._profiles
         node_list = sc.nodes
         node_inputs = sc.node_inputs
@@ -346,7 +375,7 @@ class ModelIndex:
         outputs_of = self.node_outputs
         # one pass over the protobuf per node: each field read from a upb message builds a new Python object,
         # so inputs and outputs are read once (and kept for _check_defs), the rest only when a rule needs them
-        for pos, node in enumerate(g.node):
+        for node in g.node:
             if type(node.name) is not str:
                 self._not_text("node name", node, sc)
             ins = tuple(node.input[:])  # see _index_nodes_at_once
@@ -396,7 +425,6 @@ class ModelIndex:
                         where=sc.branch_path or "main graph",
                     )
                 producers[out] = (node, i)
-                positions[out] = pos
             if special:
                 self._add_subgraph_scopes(node, sc, work)
             if recurrent:
@@ -622,9 +650,11 @@ class ModelIndex:
         """Every value name is text (protobuf gives ``bytes`` for invalid UTF-8); the main graph's outputs are
         defined, each once.  Checked on the dictionaries built anyway, so a clean model pays one pass over types."""
         for sc in self._all(root):
-            for table, what in ((sc.producers, "node output"), (sc.inputs, "graph input"), (sc.initializers, "initializer"), (sc.infos, "value")):
+            # node outputs: the first bad one in node order (the fast path fills producers first outputs first)
+            for table, names, what in ((sc.producers, chain.from_iterable(sc.node_outputs), "node output"), (sc.inputs, sc.inputs, "graph input"),
+                                       (sc.initializers, sc.initializers, "initializer"), (sc.infos, sc.infos, "value")):
                 if len(set(map(type, table))) > 1 or (table and type(next(iter(table))) is not str):
-                    bad = next(k for k in table if type(k) is not str)
+                    bad = next(k for k in names if type(k) is not str)
                     self._not_text(f"{what} name", None, sc, bad)
         if not set(map(type, self.consumers)) <= {str}:  # one C-level pass over 100k names; the loop only for the error
             bad = next(k for k in self.consumers if type(k) is not str)
@@ -648,11 +678,13 @@ class ModelIndex:
     def _check_defs(self, root: Scope) -> None:
         """Every input name resolves; within a graph, nodes form no cycle."""
         for sc in self._all(root):
-            positions = sc.positions
+            if sc.in_order:  # found so while indexing
+                continue
             local = sc.inputs.keys() | sc.initializers.keys()
-            if self._defs_in_order(sc, local):
+            if self._defs_in_order(sc):
                 sc.in_order = True
                 continue
+            positions = sc.positions
             late = False
             for p, (node, ins, (op, dom)) in enumerate(zip(sc.nodes, sc.node_inputs, sc.node_ops)):
                 names: Iterable[str] = ins
@@ -677,22 +709,23 @@ class ModelIndex:
             if late:
                 self._check_cycle(sc)
 
-    def _defs_in_order(self, sc: Scope, local: Iterable[str]) -> bool:
+    def _defs_in_order(self, sc: Scope) -> bool:
         """True when every node of ``sc`` reads only names defined earlier in ``sc`` (or its inputs, initializers,
         absent ones): the common case, checked by C-level iterators.  False: :meth:`_check_defs` looks node by node
         (an outer-scope name, a subgraph or custom op whose reads include its bodies', an error or a cycle)."""
         if any(dom not in _DEFAULT_DOMAINS or op in _SUBGRAPH_OPS for op, dom in set(sc.node_ops)):
             return False
-        defined = dict.fromkeys(local, -1)
-        defined[""] = -1
-        defined.update(sc.positions)
-        ins = sc.node_inputs
-        try:
-            read = list(map(defined.__getitem__, chain.from_iterable(ins)))
-        except KeyError:
-            return False
-        readers = chain.from_iterable(map(repeat, range(len(ins)), map(len, ins)))
-        return not any(map(operator.ge, read, readers))
+        return self._reads_in_order(sc)
+
+    def _reads_in_order(self, sc: Scope) -> bool:
+        """:meth:`_defs_in_order` once ``sc`` holds no subgraph or custom op."""
+        defined = set(sc.inputs)
+        defined.update(sc.initializers)
+        defined.add("")
+        # node by node: the names the node before defined are added (set.update, yielding None, pulled by zip first),
+        # then the node's own inputs are looked up; a set needs no position per name
+        earlier_outputs = chain(((),), sc.node_outputs)
+        return all(map(defined.issuperset, map(operator.itemgetter(1), zip(map(defined.update, earlier_outputs), sc.node_inputs))))
 
     def _all(self, root: Scope) -> Iterator[Scope]:
         stack = [root]

@@ -8,8 +8,9 @@ the model's folder is refused and never opened.
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import compress
 from pathlib import Path
@@ -37,6 +38,12 @@ class NodeTable:
 
     nodes: list[onnx.NodeProto]
     keys: list[tuple[str, str]]
+
+    @functools.cached_property
+    def kinds(self) -> dict[tuple[str, str], None]:
+        """Each ``(op_type, domain)`` once, in the order they first appear: made once for both readers (a pass over
+        100k keys costs as much as reading a field)."""
+        return dict.fromkeys(self.keys)
 
     @classmethod
     def of(cls, graph: onnx.GraphProto) -> NodeTable:
@@ -119,9 +126,10 @@ def _attr_holders(graph: onnx.GraphProto, table: NodeTable | None = None) -> Ite
     itself runs in C."""
     if table is None:
         nodes, keys = graph.node, [(n.op_type, n.domain) for n in graph.node]
+        kinds: Iterable[tuple[str, str]] = set(keys)
     else:
-        nodes, keys = table.nodes, table.keys
-    holders = {k for k in set(keys) if k[0] in _SUBGRAPH_OPS or k[0] in _TENSOR_ATTR_OPS or k[1] not in ("", "ai.onnx")}
+        nodes, keys, kinds = table.nodes, table.keys, table.kinds
+    holders = {k for k in kinds if k[0] in _SUBGRAPH_OPS or k[0] in _TENSOR_ATTR_OPS or k[1] not in ("", "ai.onnx")}
     if not holders:
         return iter(())
     return compress(nodes, map(holders.__contains__, keys))
