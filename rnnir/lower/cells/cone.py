@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from functools import cached_property
+from itertools import compress
 from typing import TYPE_CHECKING
 
 from rnnir.ir.recurrence import kind_for_op
@@ -130,13 +131,22 @@ class Recogniser:
         """Each node producing a cone value, once, in a stable order (scope path, position)."""
         seen: set[int] = set()
         out: list[tuple[onnx.NodeProto, Scope, Key]] = []
+        scopes: dict[int, Scope] = {}
         for k in self.cone:
             d = self.net.d(k)
             if d.kind != "node" or d.node is None or id(d.node) in seen:
                 continue
             seen.add(id(d.node))
+            scopes[id(d.scope)] = d.scope
             out.append((d.node, d.scope, self.net.key(d.scope, next(o for o in d.node.output if o))))
-        out.sort(key=lambda t: (t[1].path, t[1].positions.get(t[2][1], 0)))
+        # each cone node's position in its scope's node list, found by one C-level pass over the list: a map of every
+        # output name to its position (Scope.positions) costs a hundred thousand entries for a cone of a few thousand
+        position: dict[int, int] = {}
+        for sc in scopes.values():
+            nodes = sc.nodes
+            for pos in compress(range(len(nodes)), map(seen.__contains__, map(id, nodes))):
+                position[id(nodes[pos])] = pos
+        out.sort(key=lambda t: (t[1].path, position[id(t[0])]))
         return out
 
     def add_sources(self, m: CellMatch) -> None:
