@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain, compress
-from operator import not_
+from operator import attrgetter, not_
 
 from rnnir.ir.recurrence import kind_for_op
 from rnnir.lower.dataflow import if_dependencies
@@ -20,6 +20,8 @@ from rnnir.lower.recognise import Key, Recognised
 from rnnir.lower.scope import Definition, ModelIndex, Scope
 from rnnir.lower.state import LAYOUT_OPS, DeclaredState, key_of, recurrence_kind
 from rnnir.onnxio.proto import ATTR
+
+_NODES = attrgetter("nodes")
 
 Demand = tuple[Scope, str]
 
@@ -111,7 +113,13 @@ def may_carry_state(index: ModelIndex, state: DeclaredState, recognised: Recogni
     for site in recognised.sites:
         for _scope, name in site.exit_names.values():
             add(name, not through_recurrent_results)
-    node_op, node_outputs, consumers = index.node_op, index.node_outputs, index.consumers
+    consumers = index.consumers
+    # each visited node's op and outputs: from the index's tables by id when made, else read from protobuf (a
+    # flood from a few seeds visits a few thousand of 100k nodes: cheaper than making the tables); a flood that
+    # goes on past an eighth of the nodes has the tables made and reads them from there on
+    tables = index.node_tables_made
+    budget = sum(map(len, map(_NODES, index.scopes()))) >> 3
+    node_op, node_outputs = (index.node_op, index.node_outputs) if tables else ({}, {})
     # per (op_type, domain): 0 stops the spread (a recurrent op: its results are seeds already, the state it
     # reads does not flow through it), 1 passes any state, 2 passes state reached through layout-only ops too;
     # decided once per op, and the walk below inlines ``add``: it visits most of a big graph, twice
@@ -121,13 +129,22 @@ def may_carry_state(index: ModelIndex, state: DeclaredState, recognised: Recogni
         name, layout_only = pop()
         for node in consumers.get(name, ()):
             nid = id(node)
-            key = node_op[nid]
+            if tables:
+                key = node_op[nid]
+            else:
+                budget -= 1
+                if budget < 0:
+                    tables = True
+                    node_op, node_outputs = index.node_op, index.node_outputs
+                    key = node_op[nid]
+                else:
+                    key = (node.op_type, node.domain)
             how = spread.get(key)
             if how is None:
                 how = spread[key] = 0 if index.is_recurrent(*key) else 2 if key[0] in LAYOUT_OPS or key[0] == "If" else 1
             if how == 0 or (layout_only and how == 1):
                 continue
-            for o in node_outputs[nid]:
+            for o in node_outputs[nid] if tables else node.output:
                 if o and o not in seen:
                     mark(o)
                     push((o, layout_only))

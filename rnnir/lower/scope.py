@@ -183,10 +183,9 @@ class ModelIndex:
         # per (op_type, domain), once checked: its schema rules (None: none), whether its nodes may hold
         # subgraphs, whether it is a recurrent op -- one dictionary lookup per node instead of four
         self._profiles: dict[tuple[str, str], tuple[_OpRules | None, bool, bool]] = {}
-        # per node (by id): its (op_type, domain) and outputs as read while indexing, for walks over the whole
-        # graph that would otherwise read them from protobuf again (a microsecond a field in Python)
-        self.node_op: dict[int, tuple[str, str]] = {}
-        self.node_outputs: dict[int, tuple[str, ...]] = {}
+        # per node (by id): its (op_type, domain) and outputs, made from the scopes' lists when first asked
+        self._node_op: dict[int, tuple[str, str]] | None = None
+        self._node_outputs: dict[int, tuple[str, ...]] | None = None
         self._rules: dict[tuple[str, str], _OpRules] = {}
         self._outer: dict[int, frozenset[str]] = {}
         # forward links, by name: who reads a value, and which owner output a subgraph output becomes
@@ -348,9 +347,6 @@ class ModelIndex:
         sc.node_inputs = ins_all
         sc.node_ops = keys
         sc.node_outputs = outs_all
-        ids = list(map(id, nodes))
-        self.node_op.update(zip(ids, keys))
-        self.node_outputs.update(zip(ids, outs_all))
         self._add_readers(nodes, ins_all)
         if not any(profiles[key][1] for key in kinds):  # no subgraph or custom op: each node reads only its inputs
             sc.in_order = self._reads_in_order(sc)
@@ -371,8 +367,6 @@ class ModelIndex:
         node_list = sc.nodes
         node_inputs = sc.node_inputs
         node_ops = sc.node_ops
-        op_of = self.node_op
-        outputs_of = self.node_outputs
         # one pass over the protobuf per node: each field read from a upb message builds a new Python object,
         # so inputs and outputs are read once (and kept for _check_defs), the rest only when a rule needs them
         for node in g.node:
@@ -394,9 +388,6 @@ class ModelIndex:
             outs = tuple(node.output[:])
             node_ops.append(key)
             sc.node_outputs.append(outs)
-            nid = id(node)
-            op_of[nid] = key
-            outputs_of[nid] = outs
             if rules is not None:
                 if len(ins) > rules.max_inputs or len(outs) > rules.max_outputs:
                     self._too_many_ports(node, sc, rules)
@@ -470,6 +461,38 @@ class ModelIndex:
         if hit is None:
             hit = self._recurrent_ops[key] = kind_for_op(op_type, domain) is not None
         return hit
+
+    @property
+    def node_op(self) -> dict[int, tuple[str, str]]:
+        """Each node's (op_type, domain) as read while indexing, by id: for walks over most of a graph, which would
+        otherwise read them from protobuf again (a microsecond a field in Python).  Made with :attr:`node_outputs`
+        when first asked (100k nodes: two hundredths of a second a lint that walks little of its graph never pays)."""
+        if self._node_op is None:
+            self._make_node_tables()
+        assert self._node_op is not None
+        return self._node_op
+
+    @property
+    def node_outputs(self) -> dict[int, tuple[str, ...]]:
+        """Each node's outputs as read while indexing, by id (see :attr:`node_op`)."""
+        if self._node_outputs is None:
+            self._make_node_tables()
+        assert self._node_outputs is not None
+        return self._node_outputs
+
+    @property
+    def node_tables_made(self) -> bool:
+        """:attr:`node_op` and :attr:`node_outputs` are made already: reading them costs a lookup, no more."""
+        return self._node_op is not None
+
+    def _make_node_tables(self) -> None:
+        node_op: dict[int, tuple[str, str]] = {}
+        node_outputs: dict[int, tuple[str, ...]] = {}
+        for sc in self.scopes():
+            ids = list(map(id, sc.nodes))
+            node_op.update(zip(ids, sc.node_ops))
+            node_outputs.update(zip(ids, sc.node_outputs))
+        self._node_op, self._node_outputs = node_op, node_outputs
 
     def scopes(self) -> Iterator[Scope]:
         stack = [self.root]
