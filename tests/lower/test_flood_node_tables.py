@@ -81,9 +81,9 @@ def test_the_node_tables_are_made_from_every_scope_when_first_asked():
     m = model(nodes, [vi("x", [T, 1, I]), vi("cond", [], TensorProto.BOOL)], [vi("r", [T, 1, I]), vi("o", [T, 1, I])])
     index = ModelIndex(m, "m")
     assert not index.node_tables_made
-    ops = {index.node_op[id(n)] for sc in index.scopes() for n in sc.nodes}
-    outs = {index.node_outputs[id(n)] for sc in index.scopes() for n in sc.nodes}
+    outs = {index.node_outputs[id(n)] for sc in index.scopes() for n in sc.nodes}  # asked first: makes both
     assert index.node_tables_made
+    ops = {index.node_op[id(n)] for sc in index.scopes() for n in sc.nodes}
     assert ops == {("Relu", ""), ("If", ""), ("Neg", ""), ("Abs", "")}
     assert outs == {("r",), ("o",), ("b",), ("c",)}
     assert len(index.node_op) == len(index.node_outputs) == 4
