@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from onnx import TensorProto, helper
 
-import rnnir
-from rnnir.lower import build, plan
+from rnnir.lower import plan
 from rnnir.lower.scope import ModelIndex
+from tests.lower.test_plan_seeds_since_speed import _stages as load_stages
 from tests.support.recurrent_op_models import H, I, T, model, vi, weights
 
 
@@ -30,17 +30,7 @@ def _model(fillers: int):
 
 
 def _stages(m, monkeypatch):
-    seen = []
-
-    def spy(index, state, recognised):
-        seen.append((index, state, recognised))
-        return plan.plan_build(index, state, recognised)
-
-    with monkeypatch.context() as mp:
-        mp.setattr(build, "plan_build", spy)
-        rnnir.load(m)
-    (stages,) = seen
-    return stages
+    return load_stages(m, False, monkeypatch)  # what lowering hands the plan (entry=dynamic)
 
 
 def _flood(index, state, recognised, *, tables_first: bool) -> tuple[set[str], bool]:
