@@ -172,3 +172,24 @@ def test_run_batch_honours_a_max_batch_lowered_after_its_ticks_were_checked():
         calls = pool.stats.ort_calls
         _check(pool.run_batch(ids, {"x": x}), ids, x, solo)
         assert pool.stats.ort_calls - calls == 2  # at most two rows per call
+
+
+def test_run_batch_of_no_ids_is_a_clear_error_before_and_after_the_probe_with_nothing_run():
+    model = sm.lstm_b()
+    pool = SessionPool(model)
+    empty = np.zeros((1, 0, INP), np.float32)
+    with pytest.raises(FeedError, match=r"run_batch got no session ids"):
+        pool.run_batch([], {"x": empty})
+    ids = ["a", "b"]
+    solo = {sid: StatefulSession(model) for sid in ids}
+    x = _x(3, 2)
+    _check(pool.run_batch(ids, {"x": x}, open_missing=True), ids, x, solo)  # the probe, then the batched path
+    before = {sid: pool.state(sid) for sid in ids}
+    for feeds in ({"x": empty}, {}):
+        with pytest.raises(FeedError, match=r"run_batch got no session ids"):
+            pool.run_batch((), feeds)
+    assert pool.run({}) == {}  # the empty tick of the dict form runs nothing either
+    for sid in ids:  # nothing ran: every state as it was, and the next tick is the streams' own next call
+        assert all(np.array_equal(before[sid][k], v) for k, v in pool.state(sid).items())
+    x = _x(4, 2)
+    _check(pool.run_batch(ids, {"x": x}), ids, x, solo)

@@ -246,15 +246,30 @@ class SessionPool(PoolStateFiles):
                                           self.layout, self.stats, self._tick_contexts(stacked))
         else:
             results = {}
-            for group in groups(feeds, self.layout.inputs if self.layout is not None else {}):
-                for start in range(0, len(group), limit):
-                    part = group[start : start + limit]
+            parts = [group[start : start + limit] for group in groups(feeds, self.layout.inputs if self.layout is not None else {})
+                     for start in range(0, len(group), limit)]
+            # a tick of several calls moves its streams on only if every call runs: when a later call fails (a
+            # request onnxruntime refuses), the streams of the earlier ones get their state and context back, as a
+            # solo session's failed call leaves its own, and the caller, who gets no outputs, loses no chunk
+            saved = self._rows_before(streams) if len(parts) > 1 else None
+            try:
+                for part in parts:
                     self._run_group([streams[i] for i in part], [feeds[i] for i in part], results, outputs)
+            except BaseException:
+                if saved is not None:
+                    for arena, row, value in saved:
+                        arena.put(row, value)
+                raise
             if list(results) != list(requests):
                 results = {sid: results[sid] for sid in requests}
         if self.idle_timeout is not None:
             self._last_used[rows] = now
         return results
+
+    def _rows_before(self, streams: Sequence[Stream]) -> list[tuple[Arena, int, np.ndarray]]:
+        """A copy of each stream's row of every state and kept context, to put back if the tick fails part-way."""
+        arenas = [*(self._arenas or {}).values(), *(self._ctx_arenas or {}).values()]
+        return [(arena, s.row, arena.row(s.row)) for s in streams for arena in arenas]
 
     def _run_steady(self, steady: SteadyTick, requests: Mapping[Hashable, Mapping[str, Any]]) -> dict[Hashable, dict[str, np.ndarray]] | None:
         """A tick like the last one (see :class:`SteadyTick`; ``run`` itself serves the lean ones): the same ids in the same order, every input of
@@ -499,6 +514,8 @@ class SessionPool(PoolStateFiles):
         when the ids are the last tick's).  Falls back to :meth:`run` (split, then stacked again) before the
         first batched call, when the model cannot batch, or when ``max_batch`` is smaller than the tick."""
         ids = tuple(ids)
+        if not ids:  # no row to stack, and no run to learn the outputs' shapes from: ``run({})`` is the empty tick
+            raise FeedError(f"{self.label}: run_batch got no session ids; a tick needs at least one stream (run({{}}) is the empty tick)")
         # a tick like the last one (same ids, feed names, array shapes and dtypes, outputs; the usual serving
         # loop) was checked then: only the signature is compared
         signature = (ids, [(name, type(v), getattr(v, "shape", None), getattr(v, "dtype", None)) for name, v in feeds.items()],
