@@ -268,7 +268,8 @@ class SessionPool(PoolStateFiles):
 
     def _rows_before(self, streams: Sequence[Stream]) -> list[tuple[Arena, int, np.ndarray]]:
         """A copy of each stream's row of every state and kept context, to put back if the tick fails part-way."""
-        arenas = [*(self._arenas or {}).values(), *(self._ctx_arenas or {}).values()]
+        assert self._arenas is not None  # built before a tick's first call
+        arenas = [*self._arenas.values(), *(self._ctx_arenas or {}).values()]
         return [(arena, s.row, arena.row(s.row)) for s in streams for arena in arenas]
 
     def _run_steady(self, steady: SteadyTick, requests: Mapping[Hashable, Mapping[str, Any]]) -> dict[Hashable, dict[str, np.ndarray]] | None:
