@@ -469,9 +469,10 @@ def test_a_tick_refused_part_way_moves_no_stream_on_neither_its_state_nor_its_ke
     for tick in range(5):
         requests = {sid: {"x": _chunk(rng, 2 if sid in ("a", "b") else 1)} for sid in ids}  # two groups every tick
         if tick == 2:
-            requests["c"] = {"x": _chunk(rng, 1).reshape(1, INP, 1).copy()}
-            with pytest.raises(StateError, match="the kept context is"):
-                solo["c"].run_dict(requests["c"])
+            for sid in ("c", "d"):  # one group of two: the tick is exactly two calls
+                requests[sid] = {"x": _chunk(rng, 1).reshape(1, INP, 1).copy()}
+                with pytest.raises(StateError, match="the kept context is"):
+                    solo[sid].run_dict(requests[sid])
             with pytest.raises(StateError, match="the kept context is"):
                 pool.run(requests, open_missing=True)
             continue
