@@ -167,6 +167,38 @@ def test_a_model_that_mixes_batch_rows_fails_the_probe_and_stays_correct():
     assert "mixes batch rows" in pool.batching and pool.stats.largest_batch == 1
 
 
+def test_the_first_tick_of_a_model_that_cannot_batch_fails_part_way_and_moves_no_stream_on():
+    # the probe finds the rows mix, so the first tick's one group runs as one call per stream; onnxruntime failing
+    # on the fourth stream's call (injected: a value-dependent failure no shape check sees; the probe uses the first
+    # three rows) must leave the first three where their solo sessions are, which did not run that tick
+    model = sm.mixing()
+    pool = SessionPool(model, {"h_in": "h_out"})
+    rng = np.random.default_rng(5)
+    ids = [0, 1, 2, 3]
+    solo = {sid: StatefulSession(model, {"h_in": "h_out"}) for sid in ids}
+    g = np.array(1.0, np.float32)
+    poison = np.full((1, 2), 7.0, np.float32)
+    real_run = pool._ort.run
+
+    def run(names, feeds, *args):
+        x = feeds["x"]
+        if x.shape[0] == 1 and np.array_equal(x, poison):
+            raise RuntimeError("injected: onnxruntime refuses this row")
+        return real_run(names, feeds, *args)
+
+    pool._ort.run = run
+    first = {sid: {"x": poison if sid == 3 else rng.standard_normal((1, 2)).astype(np.float32), "g": g} for sid in ids}
+    with pytest.raises(Exception, match="injected"):
+        pool.run(first, open_missing=True)
+    assert "mixes batch rows" in pool.batching
+    for tick in range(3):
+        requests = {sid: {"x": rng.standard_normal((1, 2)).astype(np.float32), "g": g} for sid in ids}
+        pool.run(requests)
+        for sid in ids:  # y is h' less the batch mean, 0 for one row: the state itself is compared
+            solo[sid].run(requests[sid])
+            assert np.allclose(pool.state(sid)["h_in"], solo[sid].state["h_in"], atol=TOL), (tick, sid)
+
+
 def test_idle_sessions_expire_by_the_injected_clock():
     clock = Clock()
     pool = SessionPool(sm.lstm_b(), idle_timeout=10.0, clock=clock)
