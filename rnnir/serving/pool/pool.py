@@ -311,11 +311,7 @@ class SessionPool(PoolStateFiles):
         except Exception:  # noqa: BLE001 - the state went to the spare buffers: the general path reruns the tick and reports
             self._steady = None
             return None
-        stats = self.stats
-        stats.ort_calls += 1
-        stats.rows += n
-        stats.whole_calls += 1  # largest_batch: this tick's count was counted when the plan was made
-        stats.steady_ticks += 1
+        self.stats.steady_tick(n)
         if tails:
             self._keep_tails(None, tails)
         wanted = steady.wanted

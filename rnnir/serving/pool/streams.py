@@ -46,6 +46,14 @@ class PoolStats:
     whole_calls: int = 0
     steady_ticks: int = 0
 
+    def steady_tick(self, rows: int) -> None:
+        """A tick the steady plan served: one call binding the state buffers whole, of ``rows`` stream-calls (its
+        batch size counted in ``largest_batch`` when the plan was made)."""
+        self.ort_calls += 1
+        self.rows += rows
+        self.whole_calls += 1
+        self.steady_ticks += 1
+
 
 class Stream:
     __slots__ = ("sid", "row", "last_used", "alive")

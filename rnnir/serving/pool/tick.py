@@ -267,11 +267,7 @@ class SteadyTick:
                 return None
             buf[...] = a
             outs = tick.run()
-            stats = self.stats
-            stats.ort_calls += 1
-            stats.rows += 1
-            stats.whole_calls += 1
-            stats.steady_ticks += 1
+            self.stats.steady_tick(1)
             return {sid: {out_name: outs[0][...]}}
         single = self.single
         if single is not None:
@@ -291,11 +287,7 @@ class SteadyTick:
             except (KeyError, AttributeError, TypeError, ValueError, BufferError):
                 return None  # the general path checks again, and reports what is wrong
             outs = tick.run()
-            stats = self.stats
-            stats.ort_calls += 1
-            stats.rows += n
-            stats.whole_calls += 1
-            stats.steady_ticks += 1
+            self.stats.steady_tick(n)
             return dict(zip(ids, [{name: p} for p in outs[0].reshape(shape)]))
         if n == 1:
             if len(requests) != 1:
@@ -347,11 +339,7 @@ class SteadyTick:
         if contexts:
             for _, tail, arena in contexts:
                 arena.cur[...] = tail
-        stats = self.stats
-        stats.ort_calls += 1
-        stats.rows += n
-        stats.whole_calls += 1
-        stats.steady_ticks += 1
+        self.stats.steady_tick(n)
         # views of the buffers the run wrote: they are not written again while one of these lives
         if n == 1:
             if len(outs) == 1:
