@@ -251,10 +251,8 @@ class SessionPool(PoolStateFiles):
             # a tick of several calls moves its streams on only if every call runs: when a later call fails (a
             # request onnxruntime refuses), the streams of the earlier ones get their state and context back, as a
             # solo session's failed call leaves its own, and the caller, who gets no outputs, loses no chunk.  One
-            # part of several streams is several calls too before the probe: a model it finds cannot batch runs
-            # them one at a time
-            several_calls = len(parts) > 1 or not self._probed and len(streams) > 1
-            saved = self._rows_before(streams) if several_calls else None
+            # part is several calls too before the probe: a model it finds cannot batch runs its streams one at a time
+            saved = self._rows_before(streams) if len(parts) > 1 or not self._probed else None
             try:
                 for part in parts:
                     self._run_group([streams[i] for i in part], [feeds[i] for i in part], results, outputs)
